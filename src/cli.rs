@@ -1,0 +1,644 @@
+//! Flags as the user typed them, and their resolution into a client or server config.
+//!
+//! Options, short letters, units and defaults follow iperf3 (`iperf3 --help`), so a
+//! command line that works there means the same here. Every invalid combination ends
+//! in one sentence naming the problem.
+
+use crate::engine::client::{ClientConfig, Family};
+use crate::engine::output::Mode;
+use crate::engine::server::ServerConfig;
+use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::units::{self, Format};
+use crate::wire;
+use clap::Parser;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "netmeter",
+    disable_version_flag = true,
+    about = "Network performance measurement, wire-compatible with iperf3",
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream"
+)]
+pub struct Args {
+    /// Run as a server.
+    #[arg(short = 's', long = "server")]
+    pub server: bool,
+    /// Run as a client connecting to HOST.
+    #[arg(short = 'c', long = "client", value_name = "HOST")]
+    pub client: Option<String>,
+    /// Run a short TCP test and a short UDP test against an in-process server on 127.0.0.1.
+    #[arg(long)]
+    pub loopback: bool,
+    /// Server port to listen on / connect to.
+    #[arg(short = 'p', long = "port", default_value_t = 5201)]
+    pub port: u16,
+    /// Bind to this local address.
+    #[arg(short = 'B', long = "bind", value_name = "HOST")]
+    pub bind: Option<String>,
+    /// Use IPv4 only.
+    #[arg(short = '4', long = "version4")]
+    pub v4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6', long = "version6")]
+    pub v6: bool,
+    /// Seconds between interval reports (0 disables).
+    #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
+    pub interval: f64,
+    /// Report format: k m g t (bits) or K M G T (bytes).
+    #[arg(short = 'f', long = "format")]
+    pub format: Option<String>,
+    /// Output JSON (iperf3 schema) at the end.
+    #[arg(short = 'J', long = "json")]
+    pub json: bool,
+    /// Output one JSON object per event, line by line.
+    #[arg(long = "json-stream")]
+    pub json_stream: bool,
+    /// Send output to a file (appended).
+    #[arg(long = "logfile", value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
+    /// More detail: CPU utilisation, congestion control, test settings.
+    #[arg(short = 'V', long = "verbose")]
+    pub verbose: bool,
+    /// Print the version and exit.
+    #[arg(short = 'v', long = "version")]
+    pub version: bool,
+
+    // Server options.
+    /// Serve one test, then exit.
+    #[arg(short = '1', long = "one-off")]
+    pub one_off: bool,
+    /// Run the server in the background.
+    #[arg(short = 'D', long = "daemon")]
+    pub daemon: bool,
+    /// Write the process id to FILE.
+    #[arg(short = 'I', long = "pidfile", value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+    /// With -1: exit after this many seconds without a test.
+    #[arg(long = "idle-timeout", value_name = "SEC")]
+    pub idle_timeout: Option<u64>,
+    /// Tests the server runs at once; beyond it a client is told the server is busy.
+    #[arg(long = "max-tests", default_value_t = 1)]
+    pub max_tests: usize,
+
+    // Client options.
+    /// Test duration in seconds.
+    #[arg(short = 't', long = "time")]
+    pub time: Option<f64>,
+    /// Bytes to transmit per direction (instead of -t), e.g. 100M.
+    #[arg(short = 'n', long = "bytes")]
+    pub bytes: Option<String>,
+    /// Blocks (TCP writes or UDP datagrams) to transmit (instead of -t).
+    #[arg(short = 'k', long = "blockcount")]
+    pub blockcount: Option<String>,
+    /// Parallel streams (1..128).
+    #[arg(short = 'P', long = "parallel")]
+    pub parallel: Option<u32>,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long = "reverse")]
+    pub reverse: bool,
+    /// Both directions at once.
+    #[arg(long = "bidir")]
+    pub bidir: bool,
+    /// Use UDP.
+    #[arg(short = 'u', long = "udp")]
+    pub udp: bool,
+    /// Target rate per stream in bits/s, optional /BURST datagrams per tick (UDP default 1M).
+    #[arg(
+        short = 'b',
+        long = "bitrate",
+        alias = "bandwidth",
+        value_name = "RATE[/BURST]"
+    )]
+    pub bitrate: Option<String>,
+    /// Kernel pacing rate (SO_MAX_PACING_RATE) in bits/s.
+    #[arg(long = "fq-rate", value_name = "RATE")]
+    pub fq_rate: Option<String>,
+    /// Read/write buffer (TCP, default 128K) or datagram size (UDP).
+    #[arg(short = 'l', long = "length")]
+    pub length: Option<String>,
+    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends.
+    #[arg(short = 'w', long = "window")]
+    pub window: Option<String>,
+    /// TCP maximum segment size.
+    #[arg(short = 'M', long = "set-mss")]
+    pub mss: Option<u32>,
+    /// TCP_NODELAY.
+    #[arg(short = 'N', long = "no-delay")]
+    pub nodelay: bool,
+    /// TCP congestion control algorithm.
+    #[arg(short = 'C', long = "congestion", alias = "linux-congestion")]
+    pub congestion: Option<String>,
+    /// IP type-of-service byte (decimal, 0x hex or 0 octal).
+    #[arg(short = 'S', long = "tos")]
+    pub tos: Option<String>,
+    /// DSCP value (0..63) or name (ef, af11..af43, cs0..cs7).
+    #[arg(long = "dscp")]
+    pub dscp: Option<String>,
+    /// Bind data streams to this client port (stream k uses PORT+k).
+    #[arg(long = "cport")]
+    pub cport: Option<u16>,
+    /// Omit the first SEC seconds from the results.
+    #[arg(short = 'O', long = "omit")]
+    pub omit: Option<f64>,
+    /// Prefix every output line with this string.
+    #[arg(short = 'T', long = "title")]
+    pub title: Option<String>,
+    /// A string carried into both sides' JSON output.
+    #[arg(long = "extra-data")]
+    pub extra_data: Option<String>,
+    /// Fetch the server's output at the end.
+    #[arg(long = "get-server-output")]
+    pub get_server_output: bool,
+    /// Timeout for connecting to the server, in milliseconds.
+    #[arg(long = "connect-timeout", value_name = "MS")]
+    pub connect_timeout: Option<u64>,
+    /// Zero-copy send (sendfile).
+    #[arg(short = 'Z', long = "zerocopy")]
+    pub zerocopy: bool,
+    /// Receive without copying payload to user space (MSG_TRUNC).
+    #[arg(long = "skip-rx-copy")]
+    pub skip_rx_copy: bool,
+    /// 64-bit UDP sequence numbers.
+    #[arg(long = "udp-counters-64bit")]
+    pub udp_counters_64bit: bool,
+    /// Payload of repeating '0'..'9' instead of random bytes.
+    #[arg(long = "repeating-payload")]
+    pub repeating_payload: bool,
+    /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
+    #[arg(long = "no-extensions", hide = true)]
+    pub no_extensions: bool,
+}
+
+/// What to run.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // built once per process
+pub enum Command {
+    Version,
+    Server {
+        cfg: ServerConfig,
+        daemon: bool,
+        pidfile: Option<PathBuf>,
+        logfile: Option<PathBuf>,
+    },
+    Client {
+        cfg: ClientConfig,
+        logfile: Option<PathBuf>,
+    },
+    Loopback {
+        tcp: ClientConfig,
+        udp: ClientConfig,
+        logfile: Option<PathBuf>,
+    },
+}
+
+/// A user mistake, as one sentence.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+/// DSCP names and values (RFC 2474, RFC 4594, RFC 5865).
+fn parse_dscp(s: &str) -> Result<u8, UsageError> {
+    let l = s.to_ascii_lowercase();
+    let v = match l.as_str() {
+        "ef" => 46u32,
+        "va" => 44,
+        "le" => 1,
+        _ if l.starts_with("cs") && l.len() == 3 => {
+            let n = l[2..].parse::<u8>().map_err(|_| usage(bad_dscp(s)))?;
+            if n > 7 {
+                return Err(usage(bad_dscp(s)));
+            }
+            n as u32 * 8
+        }
+        _ if l.starts_with("af") && l.len() == 4 => {
+            let c = l.as_bytes()[2].wrapping_sub(b'0');
+            let d = l.as_bytes()[3].wrapping_sub(b'0');
+            if !(1..=4).contains(&c) || !(1..=3).contains(&d) {
+                return Err(usage(bad_dscp(s)));
+            }
+            c as u32 * 8 + d as u32 * 2
+        }
+        _ => parse_int(s).ok_or_else(|| usage(bad_dscp(s)))?,
+    };
+    if v > 63 {
+        return Err(usage(bad_dscp(s)));
+    }
+    Ok(v as u8)
+}
+
+fn bad_dscp(s: &str) -> String {
+    format!("'{s}' is not a valid DSCP; use 0..63 or a name such as ef, af41 or cs1")
+}
+
+/// Decimal, 0x-hex or 0-octal, as iperf3 accepts for -S.
+fn parse_int(s: &str) -> Option<u32> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        u32::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+impl Args {
+    fn family(&self) -> Result<Family, UsageError> {
+        match (self.v4, self.v6) {
+            (true, true) => Err(usage("-4 and -6 cannot be used together")),
+            (true, false) => Ok(Family::V4),
+            (false, true) => Ok(Family::V6),
+            _ => Ok(Family::Any),
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        if self.json_stream {
+            Mode::JsonStream
+        } else if self.json {
+            Mode::Json
+        } else {
+            Mode::Text
+        }
+    }
+
+    fn bind_ip(&self) -> Result<Option<IpAddr>, UsageError> {
+        self.bind
+            .as_ref()
+            .map(|b| {
+                b.parse::<IpAddr>()
+                    .map_err(|_| usage(format!("-B needs an IP address, not '{b}'")))
+            })
+            .transpose()
+    }
+
+    fn interval(&self) -> Result<f64, UsageError> {
+        let i = self.interval;
+        if i != 0.0 && !(0.1..=60.0).contains(&i) {
+            return Err(usage(format!(
+                "invalid report interval {i}; use 0 (off) or 0.1 to 60 seconds"
+            )));
+        }
+        Ok(i)
+    }
+
+    /// Resolve the flags into what to run.
+    pub fn resolve(&self) -> Result<Command, UsageError> {
+        if self.version {
+            return Ok(Command::Version);
+        }
+        let roles = [self.server, self.client.is_some(), self.loopback]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if roles == 0 {
+            return Err(usage(
+                "choose a role: -s (server), -c HOST (client) or --loopback; see --help",
+            ));
+        }
+        if roles > 1 {
+            return Err(usage("use only one of -s, -c and --loopback"));
+        }
+        let format = match &self.format {
+            Some(f) => Format::parse(f).map_err(usage)?,
+            None => Format::Auto,
+        };
+        if self.server {
+            self.reject_client_only()?;
+            if self.max_tests == 0 {
+                return Err(usage("--max-tests must be at least 1"));
+            }
+            if let Some(t) = self.idle_timeout
+                && !(1..=86400).contains(&t)
+            {
+                return Err(usage("--idle-timeout must be between 1 and 86400 seconds"));
+            }
+            return Ok(Command::Server {
+                cfg: ServerConfig {
+                    port: self.port,
+                    bind: self.bind_ip()?,
+                    family: self.family()?,
+                    one_off: self.one_off,
+                    max_tests: self.max_tests,
+                    idle_timeout: self.idle_timeout.map(Duration::from_secs),
+                    mode: self.mode(),
+                    verbose: self.verbose,
+                    format,
+                    interval_s: self.interval()?,
+                },
+                daemon: self.daemon,
+                pidfile: self.pidfile.clone(),
+                logfile: self.logfile.clone(),
+            });
+        }
+        if self.one_off || self.daemon || self.idle_timeout.is_some() {
+            return Err(usage(
+                "-1, -D and --idle-timeout are server options (use with -s)",
+            ));
+        }
+        let cfg = self.client_config(format)?;
+        if self.loopback {
+            let mut tcp = cfg.clone();
+            tcp.host = "127.0.0.1".into();
+            if self.time.is_none() && self.bytes.is_none() && self.blockcount.is_none() {
+                tcp.spec.end = EndCondition::Time(3.0);
+            }
+            tcp.spec.protocol = Protocol::Tcp;
+            let mut udp = tcp.clone();
+            udp.spec.protocol = Protocol::Udp;
+            if self.length.is_none() {
+                tcp.spec.block_len = wire::TCP_DEFAULT_BLOCK;
+                udp.len_given = false;
+            }
+            if self.bitrate.is_none() {
+                // A rate that shows pacing, loss and jitter figures without flooding.
+                udp.spec.rate_bps = 100_000_000;
+            }
+            return Ok(Command::Loopback {
+                tcp,
+                udp,
+                logfile: self.logfile.clone(),
+            });
+        }
+        Ok(Command::Client {
+            cfg,
+            logfile: self.logfile.clone(),
+        })
+    }
+
+    fn reject_client_only(&self) -> Result<(), UsageError> {
+        let used: &[(bool, &str)] = &[
+            (self.time.is_some(), "-t"),
+            (self.bytes.is_some(), "-n"),
+            (self.blockcount.is_some(), "-k"),
+            (self.parallel.is_some(), "-P"),
+            (self.reverse, "-R"),
+            (self.bidir, "--bidir"),
+            (self.udp, "-u"),
+            (self.bitrate.is_some(), "-b"),
+            (self.length.is_some(), "-l"),
+            (self.window.is_some(), "-w"),
+            (self.title.is_some(), "-T"),
+            (self.get_server_output, "--get-server-output"),
+        ];
+        if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
+            return Err(usage(format!(
+                "{f} is a client option; the client sends it to the server"
+            )));
+        }
+        Ok(())
+    }
+
+    fn client_config(&self, format: Format) -> Result<ClientConfig, UsageError> {
+        let protocol = if self.udp {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        };
+        let direction = match (self.reverse, self.bidir) {
+            (true, true) => return Err(usage("-R and --bidir cannot be used together")),
+            (true, false) => Direction::Reverse,
+            (false, true) => Direction::Bidir,
+            _ => Direction::Upload,
+        };
+        let ends = [
+            self.time.is_some(),
+            self.bytes.is_some(),
+            self.blockcount.is_some(),
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+        if ends > 1 {
+            return Err(usage(
+                "only one test end condition (-t, -n, -k) may be given",
+            ));
+        }
+        let end = if let Some(n) = &self.bytes {
+            let n = units::parse_bytes(n).map_err(|e| usage(format!("-n: {e}")))?;
+            if n == 0 {
+                return Err(usage("-n must be more than 0 bytes"));
+            }
+            EndCondition::Bytes(n)
+        } else if let Some(k) = &self.blockcount {
+            let k = units::parse_bytes(k).map_err(|e| usage(format!("-k: {e}")))?;
+            if k == 0 {
+                return Err(usage("-k must be more than 0 blocks"));
+            }
+            EndCondition::Blocks(k)
+        } else {
+            let t = self.time.unwrap_or(10.0);
+            if !(0.0..=wire::MAX_TIME as f64).contains(&t) || t.is_nan() {
+                return Err(usage(format!(
+                    "test duration {t} is out of range (0..86400 s)"
+                )));
+            }
+            EndCondition::Time(t)
+        };
+        let parallel = self.parallel.unwrap_or(1);
+        if parallel == 0 || parallel > wire::MAX_STREAMS {
+            return Err(usage(format!(
+                "-P {parallel} is out of range; use 1 to {} parallel streams",
+                wire::MAX_STREAMS
+            )));
+        }
+        let block_len = match &self.length {
+            Some(l) => {
+                let l = units::parse_bytes(l).map_err(|e| usage(format!("-l: {e}")))? as usize;
+                match protocol {
+                    Protocol::Tcp if l == 0 || l > wire::TCP_MAX_BLOCK => {
+                        return Err(usage("-l for TCP must be between 1 byte and 1M"));
+                    }
+                    Protocol::Udp if !(wire::UDP_MIN_LEN..=wire::UDP_MAX_LEN).contains(&l) => {
+                        return Err(usage("-l for UDP must be between 16 and 65507 bytes"));
+                    }
+                    _ => l,
+                }
+            }
+            None => match protocol {
+                Protocol::Tcp => wire::TCP_DEFAULT_BLOCK,
+                Protocol::Udp => wire::UDP_DEFAULT_LEN,
+            },
+        };
+        let (rate_bps, burst) = match &self.bitrate {
+            Some(b) => units::parse_rate_burst(b).map_err(|e| usage(format!("-b: {e}")))?,
+            None => (
+                if protocol == Protocol::Udp {
+                    1_048_576 // iperf3's UDP_RATE
+                } else {
+                    0
+                },
+                None,
+            ),
+        };
+        if let Some(b) = burst
+            && (b == 0 || b > wire::MAX_BURST)
+        {
+            return Err(usage(format!("burst {b} is out of range; use 1 to 1000")));
+        }
+        let window = self
+            .window
+            .as_ref()
+            .map(|w| units::parse_bytes(w).map_err(|e| usage(format!("-w: {e}"))))
+            .transpose()?;
+        if window.is_some_and(|w| w > wire::MAX_WINDOW) {
+            return Err(usage("-w is larger than the 512M maximum"));
+        }
+        if self.mss.is_some_and(|m| m > wire::MAX_MSS) {
+            return Err(usage("-M is larger than the maximum MSS of 32767"));
+        }
+        let tos = match (&self.tos, &self.dscp) {
+            (Some(_), Some(_)) => return Err(usage("use either -S or --dscp, not both")),
+            (Some(t), None) => {
+                let v = parse_int(t)
+                    .filter(|&v| v <= 255)
+                    .ok_or_else(|| usage(format!("bad TOS value '{t}'; use 0..255")))?;
+                Some(v as u8)
+            }
+            (None, Some(d)) => Some(parse_dscp(d)? << 2),
+            _ => None,
+        };
+        let omit = self.omit.unwrap_or(0.0);
+        if !(0.0..=wire::MAX_OMIT as f64).contains(&omit) {
+            return Err(usage("-O must be between 0 and 600 seconds"));
+        }
+        let fq_rate_bps = self
+            .fq_rate
+            .as_ref()
+            .map(|r| units::parse_rate(r).map_err(|e| usage(format!("--fq-rate: {e}"))))
+            .transpose()?;
+        if self.zerocopy && protocol == Protocol::Udp {
+            return Err(usage("-Z (zero-copy) applies to TCP only"));
+        }
+        let spec = TestSpec {
+            protocol,
+            direction,
+            end,
+            parallel,
+            block_len,
+            rate_bps,
+            burst,
+            omit_s: omit,
+            window,
+            mss: self.mss,
+            nodelay: self.nodelay,
+            tos,
+            congestion: self.congestion.clone(),
+            fq_rate_bps,
+            udp_seq64: self.udp_counters_64bit,
+            repeating_payload: self.repeating_payload,
+            zerocopy: self.zerocopy,
+            skip_rx_copy: self.skip_rx_copy,
+            get_server_output: self.get_server_output,
+            title: self.title.clone(),
+            extra_data: self.extra_data.clone(),
+        };
+        Ok(ClientConfig {
+            host: self.client.clone().unwrap_or_default(),
+            port: self.port,
+            spec,
+            len_given: self.length.is_some(),
+            interval_s: self.interval()?,
+            format,
+            mode: self.mode(),
+            verbose: self.verbose,
+            family: self.family()?,
+            bind: self.bind_ip()?,
+            cport: self.cport,
+            connect_timeout: Duration::from_millis(self.connect_timeout.unwrap_or(10_000)),
+            extensions: !self.no_extensions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, UsageError> {
+        let mut v = vec!["netmeter"];
+        v.extend_from_slice(args);
+        Args::try_parse_from(v)
+            .map_err(|e| usage(e.to_string()))?
+            .resolve()
+    }
+
+    fn client(args: &[&str]) -> ClientConfig {
+        match parse(args).unwrap() {
+            Command::Client { cfg, .. } => cfg,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn iperf3_defaults() {
+        let c = client(&["-c", "h"]);
+        assert_eq!(c.port, 5201);
+        assert_eq!(c.spec.end, EndCondition::Time(10.0));
+        assert_eq!(c.spec.block_len, 128 * 1024);
+        assert_eq!(c.spec.rate_bps, 0);
+        let u = client(&["-c", "h", "-u"]);
+        assert_eq!(u.spec.rate_bps, 1_048_576);
+    }
+
+    #[test]
+    fn units_and_options() {
+        let c = client(&[
+            "-c", "h", "-u", "-b", "10M/8", "-l", "1448", "-P", "4", "--dscp", "ef",
+        ]);
+        assert_eq!(c.spec.rate_bps, 10_000_000);
+        assert_eq!(c.spec.burst, Some(8));
+        assert_eq!(c.spec.block_len, 1448);
+        assert_eq!(c.spec.parallel, 4);
+        assert_eq!(c.spec.tos, Some(46 << 2));
+        assert_eq!(client(&["-c", "h", "-S", "0x10"]).spec.tos, Some(16));
+        assert_eq!(
+            client(&["-c", "h", "--dscp", "af41"]).spec.tos,
+            Some(34 << 2)
+        );
+        assert_eq!(
+            client(&["-c", "h", "-n", "1M"]).spec.end,
+            EndCondition::Bytes(1 << 20)
+        );
+    }
+
+    #[test]
+    fn invalid_combinations_are_one_sentence_errors() {
+        for args in [
+            vec!["-c", "h", "-R", "--bidir"],
+            vec!["-c", "h", "-t", "5", "-n", "1M"],
+            vec!["-c", "h", "-n", "1M", "-k", "10"],
+            vec!["-c", "h", "-P", "0"],
+            vec!["-c", "h", "-P", "129"],
+            vec!["-c", "h", "-b", "fast"],
+            vec!["-c", "h", "-u", "-l", "8"],
+            vec!["-c", "h", "--dscp", "af55"],
+            vec!["-s", "-t", "5"],
+            vec!["-s", "-c", "h"],
+            vec![],
+        ] {
+            let e = parse(&args).unwrap_err().0;
+            assert!(!e.is_empty() && !e.contains('\n'), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn loopback_runs_tcp_then_udp() {
+        match parse(&["--loopback"]).unwrap() {
+            Command::Loopback { tcp, udp, .. } => {
+                assert_eq!(tcp.spec.protocol, Protocol::Tcp);
+                assert_eq!(udp.spec.protocol, Protocol::Udp);
+                assert_eq!(tcp.host, "127.0.0.1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

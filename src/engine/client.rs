@@ -1,0 +1,700 @@
+//! The client: connects, negotiates, opens the data streams, decides when the test
+//! ends, and prints the merged report.
+
+use super::CTRL_TIMEOUT;
+use super::ctrl::{Ctrl, CtrlError};
+use super::meter::Meter;
+use super::output::{Mode, Output, Sink};
+use super::stream::{self, Budget, StreamShared, Worker};
+use super::test_common;
+use crate::report::build;
+use crate::report::text::{self, TextCtx};
+use crate::report::{Connected, HostPort, Report, StartExt, Timestamp};
+use crate::session::{ClientFailure, ClientMachine, ClientStep};
+use crate::sock;
+use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::stats::{UdpRecv, cpu_percent};
+use crate::units::Format;
+use crate::wire::{self, Cookie, ExtAnswer, ExtRequest, Results, State};
+use anyhow::{Context, Result, anyhow, bail};
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Address family restriction (`-4` / `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Any,
+    V4,
+    V6,
+}
+
+/// Everything the client needs, resolved from the flags.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub host: String,
+    pub port: u16,
+    pub spec: TestSpec,
+    /// Whether `-l` was given (else UDP uses the path MSS, as iperf3 does).
+    pub len_given: bool,
+    pub interval_s: f64,
+    pub format: Format,
+    pub mode: Mode,
+    pub verbose: bool,
+    pub family: Family,
+    pub bind: Option<IpAddr>,
+    pub cport: Option<u16>,
+    pub connect_timeout: Duration,
+    /// Ask a netmeter server for extensions (off only for tests of the fallback).
+    pub extensions: bool,
+}
+
+/// Resolve `host:port`, honouring `-4` / `-6`.
+pub fn resolve(host: &str, port: u16, family: Family) -> Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|_| anyhow!("cannot resolve host '{host}': unknown host"))?
+        .filter(|a| match family {
+            Family::Any => true,
+            Family::V4 => a.is_ipv4(),
+            Family::V6 => a.is_ipv6(),
+        })
+        .collect();
+    addrs
+        .first()
+        .copied()
+        .ok_or_else(|| anyhow!("host '{host}' has no address of the requested family"))
+}
+
+fn new_socket(addr: &SocketAddr, ty: Type) -> Result<Socket> {
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    Ok(Socket::new(domain, ty, None)?)
+}
+
+fn bind_local(s: &Socket, cfg: &ClientConfig, server: &SocketAddr, port: u16) -> Result<()> {
+    if cfg.bind.is_none() && port == 0 {
+        return Ok(());
+    }
+    let ip = cfg.bind.unwrap_or(if server.is_ipv4() {
+        IpAddr::from([0, 0, 0, 0])
+    } else {
+        IpAddr::from([0u16; 8])
+    });
+    s.set_reuse_address(true)?;
+    s.bind(&SockAddr::from(SocketAddr::new(ip, port)))
+        .with_context(|| format!("cannot bind to {ip} port {port}"))
+}
+
+fn connect_tcp(
+    cfg: &ClientConfig,
+    server: &SocketAddr,
+    spec: Option<&TestSpec>,
+    port: u16,
+) -> Result<TcpStream> {
+    let s = new_socket(server, Type::STREAM)?;
+    bind_local(&s, cfg, server, port)?;
+    if let Some(spec) = spec {
+        test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    }
+    s.connect_timeout(&SockAddr::from(*server), cfg.connect_timeout)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => anyhow!(
+                "unable to connect to {server}: connection refused (is a server running on port {}?)",
+                server.port()
+            ),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => anyhow!(
+                "unable to connect to {server}: no answer within {:.1} s",
+                cfg.connect_timeout.as_secs_f64()
+            ),
+            _ => anyhow!("unable to connect to {server}: {e}"),
+        })?;
+    Ok(s.into())
+}
+
+/// How many UDP connect attempts, and how long to wait for each reply.
+const UDP_CONNECT_WAITS_MS: [u64; 6] = [1000, 1000, 2000, 2000, 3000, 3000];
+
+fn connect_udp(
+    cfg: &ClientConfig,
+    server: &SocketAddr,
+    spec: &TestSpec,
+    port: u16,
+) -> Result<UdpSocket> {
+    let s = new_socket(server, Type::DGRAM)?;
+    bind_local(&s, cfg, server, port)?;
+    test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    if spec.window.is_none() {
+        // Room for a burst of datagrams at high rates (capped by net.core.[rw]mem_max).
+        let _ = s.set_recv_buffer_size(4 << 20);
+        let _ = s.set_send_buffer_size(4 << 20);
+    }
+    s.connect(&SockAddr::from(*server))
+        .with_context(|| format!("cannot open a UDP stream to {server}"))?;
+    let sock: UdpSocket = s.into();
+    let mut buf = vec![0u8; 65536];
+    for wait_ms in UDP_CONNECT_WAITS_MS {
+        // iperf3 sends this once and waits 30 s; a lost datagram then hangs the test.
+        // netmeter repeats it; the server answers every copy.
+        let _ = sock.send(&wire::UDP_CONNECT_MSG);
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            sock.set_read_timeout(Some(left))?;
+            match sock.recv(&mut buf) {
+                // The reply is 4 bytes; larger datagrams are early data in -R mode.
+                Ok(4) => return Ok(sock),
+                Ok(_) => {}
+                Err(e) if super::ctrl::is_timeout(&e) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    bail!(
+                        "the server refused the UDP stream (nothing listens on UDP port {})",
+                        server.port()
+                    )
+                }
+                Err(e) => bail!("UDP stream setup failed: {e}"),
+            }
+        }
+    }
+    bail!(
+        "the server did not answer the UDP stream setup after {} tries; is UDP port {} reachable?",
+        UDP_CONNECT_WAITS_MS.len(),
+        server.port()
+    )
+}
+
+fn host_text(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(|v4| v4.to_string())
+            .unwrap_or_else(|| v6.to_string()),
+        v4 => v4.to_string(),
+    }
+}
+
+/// A `start.connected` entry for a socket.
+pub fn connected_entry(fd: i64, local: SocketAddr, remote: SocketAddr) -> Connected {
+    Connected {
+        socket: fd,
+        local_host: host_text(local.ip()),
+        local_port: local.port(),
+        remote_host: host_text(remote.ip()),
+        remote_port: remote.port(),
+    }
+}
+
+/// `start.timestamp` for now.
+pub fn timestamp_now() -> Timestamp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        time: httpdate(d.as_secs()),
+        timesecs: d.as_secs(),
+        timemillisecs: d.as_millis() as u64,
+    }
+}
+
+/// RFC 1123 date in GMT, as iperf3 writes `start.timestamp.time`.
+fn httpdate(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        d,
+        MONTHS[(m - 1) as usize],
+        y,
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Live data streams of one test, with the sockets kept open until the end so that
+/// their descriptors (used for TCP_INFO) cannot be reused under us.
+pub struct LiveStreams {
+    pub shared: Vec<Arc<StreamShared>>,
+    pub handles: Vec<(bool, JoinHandle<()>)>,
+    pub keep_tcp: Vec<TcpStream>,
+    pub keep_udp: Vec<UdpSocket>,
+    pub stop_send: Arc<AtomicBool>,
+    pub stop_recv: Arc<AtomicBool>,
+}
+
+impl LiveStreams {
+    /// Stop and join the sending threads, then the receiving ones.
+    pub fn stop(&mut self, senders_too: bool, receivers_too: bool) {
+        if senders_too {
+            self.stop_send.store(true, Ordering::Relaxed);
+        }
+        if receivers_too {
+            self.stop_recv.store(true, Ordering::Relaxed);
+        }
+        let mut keep = Vec::new();
+        for (sender, h) in self.handles.drain(..) {
+            if (sender && senders_too) || (!sender && receivers_too) {
+                let _ = h.join();
+            } else {
+                keep.push((sender, h));
+            }
+        }
+        self.handles = keep;
+    }
+
+    /// First error reported by any stream thread.
+    pub fn first_error(&self) -> Option<String> {
+        self.shared
+            .iter()
+            .find_map(|s| s.error.lock().ok().and_then(|g| g.clone()))
+    }
+}
+
+/// Prepare per-stream state and the data threads' common settings.
+#[allow(clippy::too_many_arguments)]
+pub fn make_worker(
+    spec: &TestSpec,
+    id: i64,
+    socket: i64,
+    sender: bool,
+    forward: bool,
+    live: &LiveStreams,
+    payload: &Arc<Vec<u8>>,
+    budget: &Option<Arc<Budget>>,
+    zerocopy: &Option<Arc<std::fs::File>>,
+) -> Worker {
+    let shared = Arc::new(StreamShared {
+        id,
+        socket,
+        sender,
+        forward,
+        bytes: Default::default(),
+        packets: Default::default(),
+        udp: (spec.protocol == Protocol::Udp && !sender).then(|| Mutex::new(UdpRecv::default())),
+        finished: AtomicBool::new(false),
+        error: Mutex::new(None),
+    });
+    Worker {
+        shared,
+        stop: if sender {
+            live.stop_send.clone()
+        } else {
+            live.stop_recv.clone()
+        },
+        block_len: spec.block_len,
+        rate_bps: spec.rate_bps,
+        burst: spec.burst,
+        budget: if sender { budget.clone() } else { None },
+        payload: payload.clone(),
+        udp_seq64: spec.udp_seq64,
+        zerocopy: if sender { zerocopy.clone() } else { None },
+        skip_rx_copy: spec.skip_rx_copy && !sender,
+    }
+}
+
+/// The budget shared by a direction's senders in `-n` / `-k` tests.
+pub fn budget_for(spec: &TestSpec) -> Option<Arc<Budget>> {
+    match spec.end {
+        EndCondition::Time(_) => None,
+        EndCondition::Bytes(n) => Some(Arc::new(Budget {
+            remaining: AtomicI64::new(n.min(i64::MAX as u64) as i64),
+            blocks: false,
+        })),
+        EndCondition::Blocks(k) => Some(Arc::new(Budget {
+            remaining: AtomicI64::new(k.min(i64::MAX as u64) as i64),
+            blocks: true,
+        })),
+    }
+}
+
+fn ctrl_err(e: CtrlError) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// Run one test as the client. Returns the report (also printed to `sink`).
+pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
+    let ctx = TextCtx {
+        format: cfg.format,
+        protocol: cfg.spec.protocol,
+        bidir: cfg.spec.direction == Direction::Bidir,
+        client: true,
+        verbose: cfg.verbose,
+        title: cfg.spec.title.clone(),
+    };
+    let mut out = Output::new(cfg.mode, sink, ctx);
+    out.report.title = cfg.spec.title.clone();
+    out.report.extra_data = cfg.spec.extra_data.clone();
+    let result = run_inner(cfg, &mut out);
+    if let Err(e) = &result {
+        out.error(&format!("{e:#}"));
+    }
+    out.finish();
+    result.map(|_| out.report)
+}
+
+fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
+    let origin = Instant::now();
+    let server = resolve(&cfg.host, cfg.port, cfg.family)?;
+    out.text(&text::connecting(&cfg.host, cfg.port));
+    let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
+    let mut ctrl = Ctrl::new(ctrl_sock);
+    let mut rnd = [0u8; wire::COOKIE_LEN - 1];
+    sock::random_bytes(&mut rnd)?;
+    let cookie = Cookie::from_random(&rnd);
+    ctrl.write(&cookie.0, "sending the cookie")
+        .map_err(ctrl_err)?;
+    let cpu_start = sock::cpu_sample(origin);
+
+    let mut spec = cfg.spec.clone();
+    if spec.protocol == Protocol::Udp && !cfg.len_given {
+        // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
+        spec.block_len = sock::tcp_mss(ctrl.sock.as_raw_fd())
+            .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
+            .unwrap_or(wire::UDP_DEFAULT_LEN)
+            .max(wire::UDP_MIN_LEN);
+    }
+    let mss = sock::tcp_mss(ctrl.sock.as_raw_fd());
+    let ext_req = cfg.extensions.then(|| ExtRequest {
+        version: wire::EXT_VERSION,
+        features: wire::EXT_FEATURES.iter().map(|s| s.to_string()).collect(),
+    });
+    let mut machine = ClientMachine::new(ext_req.is_some());
+    let mut ext: Option<ExtAnswer> = None;
+
+    let start = &mut out.report.start;
+    start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
+    start.system_info = sock::system_info();
+    start.timestamp = timestamp_now();
+    start.connecting_to = Some(HostPort {
+        host: cfg.host.clone(),
+        port: cfg.port,
+    });
+    start.cookie = cookie.as_text();
+    if spec.protocol == Protocol::Tcp {
+        match spec.mss {
+            Some(m) => start.tcp_mss = Some(m),
+            None => start.tcp_mss_default = mss,
+        }
+    }
+    start.target_bitrate = spec.rate_bps;
+    start.fq_rate = spec.fq_rate_bps.unwrap_or(0);
+    start.sock_bufsize = spec.window.unwrap_or(0);
+
+    let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
+    let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
+        Some(Arc::new(test_common::zerocopy_file(&payload)?))
+    } else {
+        None
+    };
+    let budget = budget_for(&spec);
+    let mut live = LiveStreams {
+        shared: Vec::new(),
+        handles: Vec::new(),
+        keep_tcp: Vec::new(),
+        keep_udp: Vec::new(),
+        stop_send: Arc::new(AtomicBool::new(false)),
+        stop_recv: Arc::new(AtomicBool::new(false)),
+    };
+    let mut workers: Vec<(Worker, Option<TcpStream>, Option<UdpSocket>)> = Vec::new();
+    let mut test_start: Option<Instant> = None;
+
+    // Setup: everything up to TEST_RUNNING.
+    loop {
+        let st = ctrl
+            .read_state(CTRL_TIMEOUT, "the server's next control message")
+            .map_err(ctrl_err)?;
+        let step = match machine.on_state(st) {
+            Ok(s) => s,
+            Err(ClientFailure::AccessDenied) => {
+                bail!("the server is busy running a test; try again later")
+            }
+            Err(e) => bail!("{e}"),
+        };
+        match step {
+            ClientStep::SendParams => ctrl
+                .send_json(&spec.to_params(ext_req.clone()), "sending the parameters")
+                .map_err(ctrl_err)?,
+            ClientStep::ReadExtAnswer => {
+                let a: ExtAnswer = ctrl
+                    .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
+                    .map_err(ctrl_err)?;
+                ext = Some(a);
+            }
+            ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
+            ClientStep::CreateStreams => {
+                let seq64 = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "udp_seq64"));
+                if seq64 && spec.protocol == Protocol::Udp && !spec.udp_seq64 {
+                    // Negotiated: both sides switch to 64-bit sequence numbers.
+                    spec.udp_seq64 = true;
+                }
+                for i in 0..spec.total_streams() {
+                    let id = if i == 0 { 1 } else { i as i64 + 2 };
+                    let sender = spec.client_sends(i);
+                    let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
+                    let (fd, local, w) = match spec.protocol {
+                        Protocol::Tcp => {
+                            let mut s = connect_tcp(cfg, &server, Some(&spec), cport)?;
+                            std::io::Write::write_all(&mut s, &cookie.0)
+                                .context("cannot send the cookie on a data stream")?;
+                            let fd = s.as_raw_fd() as i64;
+                            let local = s.local_addr()?;
+                            let w = make_worker(
+                                &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                            );
+                            // The thread gets a duplicate; the original (whose number
+                            // TCP_INFO uses) stays open here until the test is over.
+                            let for_thread = s.try_clone()?;
+                            live.keep_tcp.push(s);
+                            (fd, local, (w, Some(for_thread), None))
+                        }
+                        Protocol::Udp => {
+                            let s = connect_udp(cfg, &server, &spec, cport)?;
+                            let fd = s.as_raw_fd() as i64;
+                            let local = s.local_addr()?;
+                            let w = make_worker(
+                                &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                            );
+                            let for_thread = s.try_clone()?;
+                            live.keep_udp.push(s);
+                            (fd, local, (w, None, Some(for_thread)))
+                        }
+                    };
+                    let c = connected_entry(fd, local, server);
+                    out.text(&text::connected(&c));
+                    out.report.start.connected.push(c);
+                    live.shared.push(w.0.shared.clone());
+                    workers.push(w);
+                }
+                if let Some(first) = live.keep_tcp.first() {
+                    let s = socket2::SockRef::from(first);
+                    out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
+                    out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
+                } else if let Some(first) = live.keep_udp.first() {
+                    let s = socket2::SockRef::from(first);
+                    out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
+                    out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
+                }
+            }
+            ClientStep::StartClock => {
+                test_start = Some(Instant::now());
+                out.report.start.test_start = test_common::test_start(&spec, cfg.interval_s);
+                out.report.start.netmeter = StartExt {
+                    peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
+                    features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
+                    data_path: data_path(&spec),
+                    warnings: Vec::new(),
+                };
+                if spec.direction == Direction::Reverse {
+                    out.text(&format!(
+                        "Reverse mode, remote host {} is sending\n",
+                        cfg.host
+                    ));
+                }
+                if cfg.verbose {
+                    out.text(&format!(
+                        "Starting Test: protocol: {}, {} streams, {} byte blocks, omitting {} seconds, {} second test, tos {}\n",
+                        out.report.start.test_start.protocol,
+                        spec.parallel,
+                        spec.block_len,
+                        spec.omit_s,
+                        out.report.start.test_start.duration,
+                        spec.tos.unwrap_or(0)
+                    ));
+                }
+                out.start_done();
+            }
+            ClientStep::StartData => break,
+            other => bail!("internal error: unexpected step {other:?} during setup"),
+        }
+    }
+    let t0 = test_start.unwrap_or_else(Instant::now);
+    for (w, tcp, udp) in workers {
+        let sender = w.shared.sender;
+        let h = match (tcp, udp) {
+            (Some(t), _) => stream::spawn_tcp(w, t)?,
+            (_, Some(u)) => stream::spawn_udp(w, u)?,
+            _ => continue,
+        };
+        live.handles.push((sender, h));
+    }
+
+    // Running: intervals, end condition, and watching the control connection.
+    let mut meter = Meter::new(
+        spec.protocol,
+        spec.direction == Direction::Bidir,
+        live.shared.clone(),
+        spec.omit_s,
+    );
+    let interval = (cfg.interval_s > 0.0).then_some(cfg.interval_s);
+    let mut next_tick = interval.unwrap_or(f64::INFINITY);
+    let end_s = loop {
+        let now = t0.elapsed().as_secs_f64();
+        if test_should_end(&spec, &meter, &live, now) {
+            break now;
+        }
+        if now >= next_tick {
+            let iv = meter.tick(now);
+            out.interval(iv);
+            next_tick += interval.unwrap_or(f64::INFINITY);
+            continue;
+        }
+        let wait = (next_tick - now).clamp(0.0, 0.01);
+        if let Some(st) = ctrl
+            .poll_state(
+                Duration::from_secs_f64(wait),
+                "control messages during the test",
+            )
+            .map_err(ctrl_err)?
+        {
+            return Err(match st {
+                State::ServerError => server_error(&mut ctrl),
+                State::ServerTerminate => anyhow!("the server has terminated the test"),
+                State::AccessDenied => anyhow!("the server denied access"),
+                other => anyhow!("the server sent an unexpected {other:?} during the test"),
+            });
+        }
+        if let Some(e) = live.first_error() {
+            bail!("a data stream failed: {e}");
+        }
+    };
+
+    // Ending: stop, sample, tell the server.
+    live.stop(true, true);
+    if interval.is_some() && meter.worth_reporting(end_s, cfg.interval_s) && !meter.omitting {
+        let iv = meter.tick(end_s);
+        out.interval(iv);
+    }
+    let locals = meter.finals(end_s);
+    let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
+    let congestion = live
+        .keep_tcp
+        .first()
+        .and_then(|s| sock::congestion(s.as_raw_fd()));
+    ctrl.send_state(State::TestEnd).map_err(ctrl_err)?;
+    machine.test_ended();
+    let mut peer = Results::default();
+    loop {
+        let st = ctrl
+            .read_state(CTRL_TIMEOUT, "the server's results exchange")
+            .map_err(ctrl_err)?;
+        match machine.on_state(st).map_err(|e| anyhow!("{e}"))? {
+            ClientStep::ExchangeResults => {
+                let has_retr = spec.protocol == Protocol::Tcp;
+                let mine = build::local_results(&locals, cpu, has_retr, congestion.clone());
+                ctrl.send_json(&mine, "sending results").map_err(ctrl_err)?;
+                peer = ctrl
+                    .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the server's results")
+                    .map_err(ctrl_err)?;
+            }
+            ClientStep::Display => break,
+            ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
+            other => bail!("internal error: unexpected step {other:?} at the end"),
+        }
+    }
+    test_common::finish(out, &spec, &locals, &peer, cpu, congestion);
+    if let Some(t) = peer.server_output_text.take() {
+        out.text("\nServer output:\n");
+        out.text(&t);
+        out.report.server_output_text = Some(t);
+    }
+    if let Some(j) = peer.server_output_json.take() {
+        out.report.server_output_json = Some(j);
+    }
+    out.text("\niperf Done.\n");
+    let _ = ctrl.send_state(State::IperfDone);
+    ctrl.close_gracefully(Duration::from_secs(2));
+    drop(live);
+    Ok(())
+}
+
+/// What the data path is, for the JSON record.
+pub fn data_path(spec: &TestSpec) -> String {
+    match spec.protocol {
+        Protocol::Tcp if spec.zerocopy => "tcp sendfile".into(),
+        Protocol::Tcp => "tcp write/read".into(),
+        Protocol::Udp => "udp sendmmsg/recvmmsg".into(),
+    }
+}
+
+fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> bool {
+    if meter.omitting {
+        return now >= spec.omit_s + 3600.0; // never during omit, but bounded
+    }
+    let all_senders_done = {
+        let mut senders = live.shared.iter().filter(|s| s.sender).peekable();
+        senders.peek().is_some() && senders.all(|s| s.finished.load(Ordering::Acquire))
+    };
+    match spec.end {
+        EndCondition::Time(t) => now >= t + spec.omit_s,
+        EndCondition::Bytes(n) => {
+            let (sb, rb, _, _) = meter.totals();
+            all_senders_done || sb >= n || rb >= n
+        }
+        EndCondition::Blocks(k) => {
+            let (_, _, sp, rp) = meter.totals();
+            all_senders_done || sp >= k || rp >= k
+        }
+    }
+}
+
+fn server_error(ctrl: &mut Ctrl) -> anyhow::Error {
+    match ctrl.read_error_trailer(Duration::from_secs(5)) {
+        Ok((code, errno)) => {
+            let os = if errno != 0 {
+                format!(": {}", std::io::Error::from_raw_os_error(errno))
+            } else {
+                String::new()
+            };
+            anyhow!(
+                "the server reported an error: {}{os}",
+                wire::describe_error_code(code)
+            )
+        }
+        Err(_) => anyhow!("the server reported an error but did not say which"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1123_dates() {
+        assert_eq!(httpdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_print_as_ipv4() {
+        let ip: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(host_text(ip), "127.0.0.1");
+    }
+}

@@ -1,0 +1,170 @@
+//! The control connection: framed reads and writes with a deadline on every wait.
+//!
+//! Every read has a timeout, every length is checked against a cap before allocating,
+//! and every failure becomes a [`CtrlError`] that names what was being waited for.
+
+use crate::wire::{self, State, WireError};
+use serde::Serialize;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// What went wrong on the control connection.
+#[derive(Debug, thiserror::Error)]
+pub enum CtrlError {
+    #[error("timed out after {0:.1} s waiting for {1}")]
+    Timeout(f64, &'static str),
+    #[error("the peer closed the control connection while netmeter waited for {0}")]
+    Closed(&'static str),
+    #[error("control connection error while waiting for {1}: {0}")]
+    Io(io::Error, &'static str),
+    #[error("the peer sent a malformed {1}: {0}")]
+    Wire(WireError, &'static str),
+}
+
+/// A control connection with deadline-bounded framed I/O.
+pub struct Ctrl {
+    pub sock: TcpStream,
+}
+
+impl Ctrl {
+    pub fn new(sock: TcpStream) -> Ctrl {
+        let _ = sock.set_nodelay(true);
+        let _ = sock.set_write_timeout(Some(Duration::from_secs(30)));
+        Ctrl { sock }
+    }
+
+    /// Read exactly `buf.len()` bytes before `timeout` elapses.
+    pub fn read_exact(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<(), CtrlError> {
+        let deadline = Instant::now() + timeout;
+        let mut got = 0;
+        while got < buf.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(CtrlError::Timeout(timeout.as_secs_f64(), what));
+            }
+            self.sock
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .map_err(|e| CtrlError::Io(e, what))?;
+            match self.sock.read(&mut buf[got..]) {
+                Ok(0) => return Err(CtrlError::Closed(what)),
+                Ok(n) => got += n,
+                Err(e) if is_timeout(&e) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CtrlError::Io(e, what)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait up to `timeout` for one state byte; `Ok(None)` if none arrived in time.
+    pub fn poll_state(
+        &mut self,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<Option<State>, CtrlError> {
+        // poll() with microsecond precision: socket read timeouts are rounded to
+        // kernel ticks, which would make interval boundaries drift by milliseconds.
+        match crate::sock::wait_readable(self.sock.as_raw_fd(), timeout) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => return Err(CtrlError::Io(e, what)),
+        }
+        self.sock
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| CtrlError::Io(e, what))?;
+        let mut b = [0u8; 1];
+        match self.sock.read(&mut b) {
+            Ok(0) => Err(CtrlError::Closed(what)),
+            Ok(_) => State::from_byte(b[0])
+                .map(Some)
+                .map_err(|e| CtrlError::Wire(e, what)),
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(CtrlError::Io(e, what)),
+        }
+    }
+
+    /// Wait up to `timeout` for one state byte.
+    pub fn read_state(
+        &mut self,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<State, CtrlError> {
+        let mut b = [0u8; 1];
+        self.read_exact(&mut b, timeout, what)?;
+        State::from_byte(b[0]).map_err(|e| CtrlError::Wire(e, what))
+    }
+
+    /// Read one length-prefixed JSON message of at most `max` bytes.
+    pub fn read_json<T: for<'de> serde::Deserialize<'de>>(
+        &mut self,
+        max: u32,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<T, CtrlError> {
+        let start = Instant::now();
+        let mut hdr = [0u8; 4];
+        self.read_exact(&mut hdr, timeout, what)?;
+        let len = wire::decode_json_len(hdr, max).map_err(|e| CtrlError::Wire(e, what))?;
+        let mut body = vec![0u8; len];
+        let left = timeout.saturating_sub(start.elapsed());
+        self.read_exact(&mut body, left, what)?;
+        wire::decode_json(&body).map_err(|e| CtrlError::Wire(e, what))
+    }
+
+    /// Read the 8-byte trailer that follows `SERVER_ERROR`.
+    pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(i32, i32), CtrlError> {
+        let mut b = [0u8; 8];
+        self.read_exact(&mut b, timeout, "the server's error code")?;
+        Ok(wire::decode_error_trailer(b))
+    }
+
+    pub fn write(&mut self, bytes: &[u8], what: &'static str) -> Result<(), CtrlError> {
+        self.sock
+            .write_all(bytes)
+            .map_err(|e| CtrlError::Io(e, what))
+    }
+
+    pub fn send_state(&mut self, s: State) -> Result<(), CtrlError> {
+        self.write(&[s.to_byte()], "sending a state byte")
+    }
+
+    pub fn send_json<T: Serialize>(&mut self, v: &T, what: &'static str) -> Result<(), CtrlError> {
+        self.write(&wire::encode_json(v), what)
+    }
+
+    /// Half-close and drain until the peer closes (bounded), so the last byte we sent is
+    /// not destroyed by a reset (iperf3's `iperf_sync_close_socket`).
+    pub fn close_gracefully(mut self, timeout: Duration) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 256];
+        while Instant::now() < deadline {
+            let _ = self.sock.set_read_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ));
+            match self.sock.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) => break,
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Whether an I/O error is a socket timeout.
+pub fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}

@@ -1,0 +1,189 @@
+//! Sampling running streams into interval rows and final figures.
+//!
+//! Owned by the control thread of a test (client or server). It reads the streams'
+//! cumulative atomics and TCP_INFO once per tick and hands the deltas to the pure
+//! builders in `report::build`.
+
+use super::stream::StreamShared;
+use crate::report::build::{self, LocalFinal, Sample, TcpTotals};
+use crate::report::{Interval, TcpFigures};
+use crate::sock;
+use crate::spec::Protocol;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Per-test interval bookkeeping.
+pub struct Meter {
+    pub protocol: Protocol,
+    pub bidir: bool,
+    pub streams: Vec<Arc<StreamShared>>,
+    omit_s: f64,
+    /// Test time (seconds since TEST_START) where the current reporting epoch began:
+    /// 0, or the end of the omit period.
+    epoch_s: f64,
+    last_s: f64,
+    prev: Vec<Sample>,
+    /// Samples at the end of the omit period, subtracted from final figures.
+    base: Vec<Sample>,
+    prev_retrans: Vec<u64>,
+    /// `tcpi_total_retrans` where the measured part began.
+    retrans_base: Vec<u64>,
+    tcp_totals: Vec<TcpTotals>,
+    pub omitting: bool,
+}
+
+impl Meter {
+    pub fn new(
+        protocol: Protocol,
+        bidir: bool,
+        streams: Vec<Arc<StreamShared>>,
+        omit_s: f64,
+    ) -> Meter {
+        let n = streams.len();
+        let prev_retrans: Vec<u64> = streams
+            .iter()
+            .map(|s| {
+                if s.sender && protocol == Protocol::Tcp {
+                    sock::tcp_info(s.socket as i32)
+                        .map(|i| i.total_retrans)
+                        .unwrap_or(0)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        Meter {
+            retrans_base: prev_retrans.clone(),
+            protocol,
+            bidir,
+            streams,
+            omit_s,
+            epoch_s: 0.0,
+            last_s: 0.0,
+            prev: vec![Sample::default(); n],
+            base: vec![Sample::default(); n],
+            prev_retrans,
+            tcp_totals: vec![TcpTotals::default(); n],
+            omitting: omit_s > 0.0,
+        }
+    }
+
+    fn sample(s: &StreamShared) -> Sample {
+        Sample {
+            bytes: s.bytes.load(Ordering::Relaxed),
+            packets: s.packets.load(Ordering::Relaxed),
+            udp: s.udp_counts(),
+        }
+    }
+
+    /// Total bytes moved so far in the measured part, per direction (sent, received).
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        let (mut sb, mut rb, mut sp, mut rp) = (0, 0, 0, 0);
+        for (s, b) in self.streams.iter().zip(&self.base) {
+            let now = Self::sample(s);
+            if s.sender {
+                sb += now.bytes - b.bytes.min(now.bytes);
+                sp += now.packets - b.packets.min(now.packets);
+            } else {
+                rb += now.bytes - b.bytes.min(now.bytes);
+                rp += now.packets - b.packets.min(now.packets);
+            }
+        }
+        (sb, rb, sp, rp)
+    }
+
+    /// Produce the interval ending at test time `now_s`. Also ends the omit period
+    /// when it is due, re-basing the counters as iperf3 does.
+    pub fn tick(&mut self, now_s: f64) -> Interval {
+        let start = self.last_s - self.epoch_s;
+        let end = now_s - self.epoch_s;
+        let mut rows = Vec::with_capacity(self.streams.len());
+        for (i, s) in self.streams.iter().enumerate() {
+            let now = Self::sample(s);
+            let tcp = (self.protocol == Protocol::Tcp && s.sender)
+                .then(|| sock::tcp_info(s.socket as i32))
+                .flatten()
+                .map(|info| {
+                    let retr = info.total_retrans.saturating_sub(self.prev_retrans[i]);
+                    self.prev_retrans[i] = info.total_retrans;
+                    TcpFigures {
+                        retransmits: retr,
+                        ..info.figures
+                    }
+                });
+            if let Some(t) = &tcp
+                && !self.omitting
+            {
+                self.tcp_totals[i].add(t);
+            }
+            let row = build::stream_interval(
+                self.protocol,
+                s.socket,
+                s.sender,
+                start,
+                end,
+                &self.prev[i],
+                &now,
+                tcp,
+                self.omitting,
+            );
+            rows.push((row, s.forward));
+            self.prev[i] = now;
+        }
+        self.last_s = now_s;
+        if self.omitting && now_s + 1e-9 >= self.omit_s {
+            self.omitting = false;
+            self.epoch_s = now_s;
+            self.base = self.prev.clone();
+            self.retrans_base = self.prev_retrans.clone();
+        }
+        build::interval(rows, start, end, self.bidir)
+    }
+
+    /// Whether a tick at `now_s` would cover a meaningful span (iperf3 drops a trailing
+    /// interval shorter than 10 % of the interval length).
+    pub fn worth_reporting(&self, now_s: f64, interval_s: f64) -> bool {
+        now_s - self.last_s >= 0.1 * interval_s
+    }
+
+    /// Final figures of every stream at test time `now_s`, measured part only.
+    pub fn finals(&self, now_s: f64) -> Vec<LocalFinal> {
+        let seconds = (now_s - self.epoch_s).max(0.0);
+        self.streams
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let now = Self::sample(s);
+                let b = &self.base[i];
+                let udp = now.udp.map(|u| {
+                    let bu = b.udp.unwrap_or_default();
+                    crate::stats::UdpCounts {
+                        highest_seq: u.highest_seq.saturating_sub(bu.highest_seq),
+                        received: u.received.saturating_sub(bu.received),
+                        lost: u.lost.saturating_sub(bu.lost),
+                        out_of_order: u.out_of_order.saturating_sub(bu.out_of_order),
+                        duplicates: u.duplicates.saturating_sub(bu.duplicates),
+                        jitter_s: u.jitter_s,
+                    }
+                });
+                LocalFinal {
+                    id: s.id,
+                    socket: s.socket,
+                    sender: s.sender,
+                    forward: s.forward,
+                    bytes: now.bytes.saturating_sub(b.bytes),
+                    seconds,
+                    packets: now.packets.saturating_sub(b.packets),
+                    tcp: (self.protocol == Protocol::Tcp && s.sender).then(|| {
+                        let mut t = self.tcp_totals[i];
+                        if let Some(info) = sock::tcp_info(s.socket as i32) {
+                            t.retransmits = info.total_retrans.saturating_sub(self.retrans_base[i]);
+                        }
+                        t
+                    }),
+                    udp,
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,851 @@
+//! The server: one listener, one session per test, several tests at once if allowed.
+//!
+//! The accept loop never talks to a client itself. Each new connection gets its own
+//! thread that reads the 37-byte cookie with a short deadline: a cookie that belongs
+//! to a test waiting for data streams hands the socket to that test; any other opens a
+//! new session. A session holds a test slot only once its parameters have arrived, so
+//! silent or garbage connections cannot lock real clients out; whatever a peer does, the
+//! damage is one logged error for that session.
+
+use super::CTRL_TIMEOUT;
+use super::client::{
+    LiveStreams, budget_for, connected_entry, data_path, make_worker, timestamp_now,
+};
+use super::ctrl::{Ctrl, CtrlError};
+use super::meter::Meter;
+use super::output::{Mode, Output, Sink};
+use super::stream::{self, Worker};
+use super::test_common;
+use crate::report::build;
+use crate::report::text::{self, TextCtx};
+use crate::report::{HostPort, StartExt};
+use crate::session::{self, ServerEvent};
+use crate::sock;
+use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::stats::cpu_percent;
+use crate::units::Format;
+use crate::wire::{self, Cookie, Params, Results, State, errcode};
+use anyhow::{Result, anyhow, bail};
+use socket2::{Domain, SockAddr, SockRef, Socket, Type};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::client::Family;
+
+/// How long a new connection may take to send its cookie.
+const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send its parameters after `PARAM_EXCHANGE`.
+const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to open all its data streams.
+const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
+/// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
+const TEST_GRACE: Duration = Duration::from_secs(40);
+/// For `-n` / `-k` tests: how long without any data progress before giving up.
+const IDLE_DATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Server settings from the flags.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub port: u16,
+    pub bind: Option<IpAddr>,
+    pub family: Family,
+    pub one_off: bool,
+    pub max_tests: usize,
+    pub idle_timeout: Option<Duration>,
+    pub mode: Mode,
+    pub verbose: bool,
+    pub format: Format,
+    pub interval_s: f64,
+}
+
+struct UdpWaiter {
+    session: u64,
+    peer_ip: IpAddr,
+    remaining: usize,
+    tx: Sender<UdpSocket>,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    sink: Sink,
+    local: SocketAddr,
+    active: AtomicUsize,
+    tests_done: AtomicU64,
+    next_session: AtomicU64,
+    tcp_waiters: Mutex<HashMap<[u8; wire::COOKIE_LEN], Sender<TcpStream>>>,
+    udp_waiters: Mutex<Vec<UdpWaiter>>,
+    shutdown: Arc<AtomicBool>,
+    last_activity: Mutex<Instant>,
+}
+
+impl Shared {
+    fn log(&self, msg: &str) {
+        if let Ok(mut w) = self.sink.lock() {
+            let line = match self.cfg.mode {
+                Mode::Text => format!("netmeter: {msg}\n"),
+                _ => format!(
+                    "{}\n",
+                    serde_json::json!({"event": "server_log", "data": msg})
+                ),
+            };
+            let _ = w.write_all(line.as_bytes());
+            let _ = w.flush();
+        }
+    }
+
+    fn banner(&self) {
+        if self.cfg.mode == Mode::Text {
+            let n = self.tests_done.load(Ordering::Relaxed) + 1;
+            let dash = "-".repeat(59);
+            if let Ok(mut w) = self.sink.lock() {
+                let _ = write!(
+                    w,
+                    "{dash}\nServer listening on {} (test #{n})\n{dash}\n",
+                    self.local.port()
+                );
+                let _ = w.flush();
+            }
+        }
+    }
+
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_activity.lock() {
+            *t = Instant::now();
+        }
+    }
+}
+
+/// Normalise v4-mapped IPv6 addresses so the two families compare equal.
+fn canon(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
+    let ip = cfg.bind.unwrap_or(match cfg.family {
+        Family::V4 => IpAddr::from([0, 0, 0, 0]),
+        _ => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    });
+    SocketAddr::new(ip, cfg.port)
+}
+
+fn make_listener(addr: SocketAddr, ty: Type, family: Family) -> std::io::Result<Socket> {
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let s = Socket::new(domain, ty, None)?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(family == Family::V6)?;
+    }
+    s.bind(&SockAddr::from(addr))?;
+    Ok(s)
+}
+
+/// A running server's listeners, ready to serve.
+pub struct Server {
+    shared: Arc<Shared>,
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+impl Server {
+    /// Bind the TCP and UDP listeners. Port 0 picks a free port usable for both.
+    pub fn bind(cfg: ServerConfig, sink: Sink, shutdown: Arc<AtomicBool>) -> Result<Server> {
+        let mut tries = 0;
+        let (tcp, udp) = loop {
+            let addr = listen_addr(&cfg);
+            let t = make_listener(addr, Type::STREAM, cfg.family)
+                .map_err(|e| anyhow!("cannot listen on TCP {addr}: {e}"))?;
+            t.listen(128)?;
+            let bound = t.local_addr()?.as_socket().unwrap_or(addr);
+            match make_listener(
+                SocketAddr::new(addr.ip(), bound.port()),
+                Type::DGRAM,
+                cfg.family,
+            ) {
+                Ok(u) => break (t, u),
+                Err(e) if cfg.port == 0 && tries < 20 => {
+                    tries += 1;
+                    let _ = e;
+                }
+                Err(e) => bail!("cannot listen on UDP port {}: {e}", bound.port()),
+            }
+        };
+        let tcp: TcpListener = tcp.into();
+        let udp: UdpSocket = udp.into();
+        let local = tcp.local_addr()?;
+        Ok(Server {
+            shared: Arc::new(Shared {
+                cfg,
+                sink,
+                local,
+                active: AtomicUsize::new(0),
+                tests_done: AtomicU64::new(0),
+                next_session: AtomicU64::new(1),
+                tcp_waiters: Mutex::new(HashMap::new()),
+                udp_waiters: Mutex::new(Vec::new()),
+                shutdown,
+                last_activity: Mutex::new(Instant::now()),
+            }),
+            tcp,
+            udp,
+        })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.shared.local.port()
+    }
+
+    /// Serve until shut down (or after one test with `-1`).
+    pub fn serve(self) -> Result<()> {
+        let shared = self.shared.clone();
+        shared.banner();
+        let udp_shared = shared.clone();
+        let udp = self.udp;
+        let udp_thread = std::thread::Builder::new()
+            .name("nm-udp-accept".into())
+            .spawn(move || udp_accept_loop(&udp_shared, udp))?;
+        let mut sessions: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        let one_off_done = Arc::new(AtomicBool::new(false));
+        let fd = self.tcp.as_raw_fd();
+        while !shared.shutdown.load(Ordering::Relaxed) && !one_off_done.load(Ordering::Relaxed) {
+            sessions.retain(|h| !h.is_finished());
+            if let Some(idle) = shared.cfg.idle_timeout {
+                let since = shared
+                    .last_activity
+                    .lock()
+                    .map(|t| t.elapsed())
+                    .unwrap_or_default();
+                if shared.active.load(Ordering::Relaxed) == 0 && since > idle && shared.cfg.one_off
+                {
+                    shared.log(&format!(
+                        "idle for {} s; exiting (--idle-timeout)",
+                        idle.as_secs()
+                    ));
+                    break;
+                }
+            }
+            if !sock::wait_readable(fd, Duration::from_millis(100))? {
+                continue;
+            }
+            let (conn, peer) = match self.tcp.accept() {
+                Ok(c) => c,
+                Err(e) => {
+                    shared.log(&format!("accept failed: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let s = shared.clone();
+            let done = one_off_done.clone();
+            let h = std::thread::Builder::new()
+                .name("nm-conn".into())
+                .spawn(move || {
+                    if handle_connection(&s, conn, peer) && s.cfg.one_off {
+                        done.store(true, Ordering::Relaxed);
+                    }
+                });
+            match h {
+                Ok(h) => sessions.push(h),
+                Err(e) => shared.log(&format!("cannot start a thread for {peer}: {e}")),
+            }
+        }
+        for h in sessions {
+            let _ = h.join();
+        }
+        shared.shutdown.store(true, Ordering::Relaxed);
+        let _ = udp_thread.join();
+        Ok(())
+    }
+}
+
+/// Returns true when the connection was a test session (for `-1`).
+fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr) -> bool {
+    let mut ctrl = Ctrl::new(conn);
+    let mut cookie = [0u8; wire::COOKIE_LEN];
+    if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
+        if shared.cfg.verbose {
+            shared.log(&format!("dropped connection from {peer}: {e}"));
+        }
+        return false;
+    }
+    // A data stream of a test that is waiting for its streams?
+    let waiter = shared
+        .tcp_waiters
+        .lock()
+        .ok()
+        .and_then(|w| w.get(&cookie).cloned());
+    if let Some(tx) = waiter {
+        let _ = tx.send(ctrl.sock);
+        return false;
+    }
+    let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+    match Session::run(shared, ctrl, peer, Cookie(cookie), id) {
+        Ok(true) => {
+            shared.tests_done.fetch_add(1, Ordering::Relaxed);
+            if !shared.cfg.one_off && shared.cfg.max_tests == 1 {
+                shared.banner();
+            }
+            true
+        }
+        Ok(false) => false,
+        Err(e) => {
+            shared.log(&format!("test from {peer} ended with an error: {e:#}"));
+            shared.tests_done.fetch_add(1, Ordering::Relaxed);
+            if !shared.cfg.one_off && shared.cfg.max_tests == 1 {
+                shared.banner();
+            }
+            true
+        }
+    }
+}
+
+fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
+    let _ = listener.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = vec![0u8; 65536];
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        let (n, from) = match listener.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        // iperf3 does not check the content; netmeter only ignores empty datagrams.
+        if n == 0 {
+            continue;
+        }
+        let from_ip = canon(from.ip());
+        let tx = {
+            let Ok(mut ws) = shared.udp_waiters.lock() else {
+                continue;
+            };
+            let Some(w) = ws
+                .iter_mut()
+                .find(|w| w.peer_ip == from_ip && w.remaining > 0)
+            else {
+                if shared.cfg.verbose {
+                    shared.log(&format!(
+                        "ignored a UDP datagram from {from}: no test expects it"
+                    ));
+                }
+                continue;
+            };
+            w.remaining -= 1;
+            (w.tx.clone(), w.session)
+        };
+        match accept_udp(shared, from) {
+            Ok(s) => {
+                let _ = tx.0.send(s);
+            }
+            Err(e) => shared.log(&format!(
+                "session {}: UDP stream from {from} failed: {e}",
+                tx.1
+            )),
+        }
+    }
+}
+
+fn accept_udp(shared: &Shared, from: SocketAddr) -> std::io::Result<UdpSocket> {
+    let local = SocketAddr::new(shared.local.ip(), shared.local.port());
+    let s = make_listener(local, Type::DGRAM, shared.cfg.family)?;
+    let to = match (local.is_ipv6(), from) {
+        (true, SocketAddr::V4(v4)) => {
+            SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        _ => from,
+    };
+    s.connect(&SockAddr::from(to))?;
+    let sock: UdpSocket = s.into();
+    sock.send(&wire::UDP_CONNECT_REPLY)?;
+    Ok(sock)
+}
+
+enum Accepted {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+struct Session<'a> {
+    shared: &'a Arc<Shared>,
+    id: u64,
+}
+
+impl Session<'_> {
+    /// Run one test. `Ok(false)` when the connection never became a test.
+    fn run(
+        shared: &Arc<Shared>,
+        mut ctrl: Ctrl,
+        peer: SocketAddr,
+        cookie: Cookie,
+        id: u64,
+    ) -> Result<bool> {
+        let origin = Instant::now();
+        if ctrl.send_state(State::ParamExchange).is_err() {
+            return Ok(false);
+        }
+        let params: Params =
+            match ctrl.read_json(wire::MAX_PARAMS_LEN, PARAMS_TIMEOUT, "the parameters") {
+                Ok(p) => p,
+                Err(e) => {
+                    if matches!(e, CtrlError::Wire(..)) {
+                        let _ = ctrl.write(
+                            &wire::encode_server_error(errcode::IERECVPARAMS, 0),
+                            "error",
+                        );
+                    }
+                    shared.log(&format!(
+                        "connection from {peer} dropped before a test started: {e}"
+                    ));
+                    return Ok(false);
+                }
+            };
+        // Only now does the connection compete for a test slot.
+        let taken = shared.active.fetch_add(1, Ordering::AcqRel);
+        let _slot = SlotGuard(shared.clone());
+        if taken >= shared.cfg.max_tests {
+            let _ = ctrl.send_state(State::AccessDenied);
+            shared.log(&format!(
+                "refused a test from {peer}: {} test(s) already running (--max-tests {})",
+                taken, shared.cfg.max_tests
+            ));
+            ctrl.close_gracefully(Duration::from_millis(200));
+            return Ok(false);
+        }
+        shared.touch();
+        let session = Session { shared, id };
+        let r = session.test(&mut ctrl, peer, cookie, &params, origin);
+        // Whatever happened, forget this session's waiters.
+        if let Ok(mut w) = shared.tcp_waiters.lock() {
+            w.remove(&cookie.0);
+        }
+        if let Ok(mut w) = shared.udp_waiters.lock() {
+            w.retain(|w| w.session != id);
+        }
+        shared.touch();
+        r.map(|_| true)
+    }
+
+    fn fail(&self, ctrl: &mut Ctrl, code: i32, msg: String) -> anyhow::Error {
+        let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
+        anyhow!(msg)
+    }
+
+    fn test(
+        &self,
+        ctrl: &mut Ctrl,
+        peer: SocketAddr,
+        cookie: Cookie,
+        params: &Params,
+        origin: Instant,
+    ) -> Result<()> {
+        let shared = self.shared;
+        let mut spec = match TestSpec::from_params(params) {
+            Ok(s) => s,
+            Err(e) => return Err(self.fail(ctrl, e.code, format!("refused parameters: {e}"))),
+        };
+        let ctx = TextCtx {
+            format: shared.cfg.format,
+            protocol: spec.protocol,
+            bidir: spec.direction == Direction::Bidir,
+            client: false,
+            verbose: shared.cfg.verbose,
+            title: None,
+        };
+        let mut out = Output::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        if spec.get_server_output {
+            out.captured = Some(String::new());
+        }
+        let result = self.test_inner(ctrl, &mut out, &mut spec, peer, cookie, params, origin);
+        if let Err(e) = &result {
+            out.error(&format!("{e:#}"));
+        }
+        out.finish();
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn test_inner(
+        &self,
+        ctrl: &mut Ctrl,
+        out: &mut Output,
+        spec: &mut TestSpec,
+        peer: SocketAddr,
+        cookie: Cookie,
+        params: &Params,
+        origin: Instant,
+    ) -> Result<()> {
+        let shared = self.shared;
+        out.text(&format!(
+            "Accepted connection from {}, port {}\n",
+            canon(peer.ip()),
+            peer.port()
+        ));
+        let start = &mut out.report.start;
+        start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
+        start.system_info = sock::system_info();
+        start.timestamp = timestamp_now();
+        start.accepted_connection = Some(HostPort {
+            host: canon(peer.ip()).to_string(),
+            port: peer.port(),
+        });
+        start.cookie = cookie.as_text();
+        start.target_bitrate = spec.rate_bps;
+        start.sock_bufsize = spec.window.unwrap_or(0);
+        if spec.protocol == Protocol::Tcp {
+            start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_raw_fd());
+        }
+
+        // Extensions: answered only to a client that asked, so iperf3 never sees this.
+        let mut features = Vec::new();
+        if let Some(req) = &params.netmeter {
+            let answer = session::negotiate(req);
+            ctrl.send_state(State::NetmeterExt)
+                .map_err(|e| anyhow!("{e}"))?;
+            ctrl.send_json(&answer, "the extension answer")
+                .map_err(|e| anyhow!("{e}"))?;
+            if spec.protocol == Protocol::Udp && answer.accepted.iter().any(|f| f == "udp_seq64") {
+                spec.udp_seq64 = true;
+            }
+            features = answer.accepted;
+        }
+
+        let total = spec.total_streams() as usize;
+        let (tx, rx) = mpsc::channel::<Accepted>();
+        match spec.protocol {
+            Protocol::Tcp => {
+                let (ttx, trx) = mpsc::channel::<TcpStream>();
+                if let Ok(mut w) = shared.tcp_waiters.lock() {
+                    w.insert(cookie.0, ttx);
+                }
+                forward(trx, tx, Accepted::Tcp);
+            }
+            Protocol::Udp => {
+                let (utx, urx) = mpsc::channel::<UdpSocket>();
+                if let Ok(mut w) = shared.udp_waiters.lock() {
+                    w.push(UdpWaiter {
+                        session: self.id,
+                        peer_ip: canon(peer.ip()),
+                        remaining: total,
+                        tx: utx,
+                    });
+                }
+                forward(urx, tx, Accepted::Udp);
+            }
+        }
+        ctrl.send_state(State::CreateStreams)
+            .map_err(|e| anyhow!("{e}"))?;
+
+        let mut accepted: Vec<Accepted> = Vec::with_capacity(total);
+        let deadline = Instant::now() + STREAMS_TIMEOUT;
+        while accepted.len() < total {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.fail(
+                    ctrl,
+                    errcode::IESTREAMACCEPT,
+                    format!(
+                        "the client opened {} of {total} data streams in time",
+                        accepted.len()
+                    ),
+                ));
+            }
+            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(a) => accepted.push(a),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("stream hand-off closed"),
+            }
+            // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
+            for a in &accepted {
+                if let Accepted::Udp(u) = a {
+                    let _ = u.set_nonblocking(true);
+                    let mut b = [0u8; 64];
+                    while let Ok(n) = u.recv(&mut b) {
+                        if n == 4 {
+                            let _ = u.send(&wire::UDP_CONNECT_REPLY);
+                        }
+                    }
+                    let _ = u.set_nonblocking(false);
+                }
+            }
+            // A client that gives up closes its control connection: notice it.
+            if let Ok(Some(st)) = ctrl.poll_state(Duration::from_millis(1), "stream setup") {
+                bail!("the client sent {st:?} while opening its data streams");
+            }
+        }
+        if let Ok(mut w) = shared.tcp_waiters.lock() {
+            w.remove(&cookie.0);
+        }
+        if let Ok(mut w) = shared.udp_waiters.lock() {
+            w.retain(|w| w.session != self.id);
+        }
+
+        // Build the streams: the first `parallel` accepted are client→server.
+        let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
+        let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
+            Some(Arc::new(test_common::zerocopy_file(&payload)?))
+        } else {
+            None
+        };
+        let budget = budget_for(spec);
+        let mut live = LiveStreams {
+            shared: Vec::new(),
+            handles: Vec::new(),
+            keep_tcp: Vec::new(),
+            keep_udp: Vec::new(),
+            stop_send: Arc::new(AtomicBool::new(false)),
+            stop_recv: Arc::new(AtomicBool::new(false)),
+        };
+        let mut workers: Vec<(Worker, Accepted)> = Vec::new();
+        for (i, a) in accepted.into_iter().enumerate() {
+            let id = if i == 0 { 1 } else { i as i64 + 2 };
+            let client_sends = spec.client_sends(i as u32);
+            // The thread gets a duplicate; the original (whose number TCP_INFO uses)
+            // stays open here until the test is over.
+            let (fd, local, remote, a) = match a {
+                Accepted::Tcp(t) => {
+                    let r = SockRef::from(&t);
+                    if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
+                        return Err(self.fail(
+                            ctrl,
+                            124,
+                            format!("cannot apply socket options: {e}"),
+                        ));
+                    }
+                    let info = (t.as_raw_fd() as i64, t.local_addr()?, t.peer_addr()?);
+                    let dup = t.try_clone()?;
+                    live.keep_tcp.push(t);
+                    (info.0, info.1, info.2, Accepted::Tcp(dup))
+                }
+                Accepted::Udp(u) => {
+                    let r = SockRef::from(&u);
+                    let _ = test_common::apply_sock_opts(&r, spec, peer.is_ipv6());
+                    if spec.window.is_none() {
+                        let _ = r.set_recv_buffer_size(4 << 20);
+                        let _ = r.set_send_buffer_size(4 << 20);
+                    }
+                    let info = (u.as_raw_fd() as i64, u.local_addr()?, u.peer_addr()?);
+                    let dup = u.try_clone()?;
+                    live.keep_udp.push(u);
+                    (info.0, info.1, info.2, Accepted::Udp(dup))
+                }
+            };
+            let w = make_worker(
+                spec,
+                id,
+                fd,
+                !client_sends,
+                client_sends,
+                &live,
+                &payload,
+                &budget,
+                &zerocopy,
+            );
+            let c = connected_entry(fd, local, remote);
+            out.text(&text::connected(&c));
+            out.report.start.connected.push(c);
+            live.shared.push(w.shared.clone());
+            workers.push((w, a));
+        }
+        if let Some(first) = live.keep_tcp.first() {
+            let s = SockRef::from(first);
+            out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
+            out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
+        } else if let Some(first) = live.keep_udp.first() {
+            let s = SockRef::from(first);
+            out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
+            out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
+        }
+        out.report.start.test_start = test_common::test_start(spec, shared.cfg.interval_s);
+        out.report.start.netmeter = StartExt {
+            peer: if params.netmeter.is_some() {
+                "netmeter"
+            } else {
+                "iperf3"
+            }
+            .into(),
+            features,
+            data_path: data_path(spec),
+            warnings: Vec::new(),
+        };
+        out.start_done();
+
+        let cpu_start = sock::cpu_sample(origin);
+        ctrl.send_state(State::TestStart)
+            .map_err(|e| anyhow!("{e}"))?;
+        let t0 = Instant::now();
+        ctrl.send_state(State::TestRunning)
+            .map_err(|e| anyhow!("{e}"))?;
+        for (w, a) in workers {
+            let sender = w.shared.sender;
+            let h = match a {
+                Accepted::Tcp(t) => stream::spawn_tcp(w, t)?,
+                Accepted::Udp(u) => stream::spawn_udp(w, u)?,
+            };
+            live.handles.push((sender, h));
+        }
+
+        let mut meter = Meter::new(
+            spec.protocol,
+            spec.direction == Direction::Bidir,
+            live.shared.clone(),
+            spec.omit_s,
+        );
+        let interval = (shared.cfg.interval_s > 0.0).then_some(shared.cfg.interval_s);
+        let mut next_tick = interval.unwrap_or(f64::INFINITY);
+        let hard_deadline = match spec.end {
+            EndCondition::Time(t) => Some(Duration::from_secs_f64(t + spec.omit_s) + TEST_GRACE),
+            _ => None,
+        };
+        let mut last_progress = (0u64, Instant::now());
+        let end_s = loop {
+            let now = t0.elapsed().as_secs_f64();
+            if meter.omitting && now >= spec.omit_s && interval.is_none() {
+                meter.tick(now);
+            }
+            if now >= next_tick {
+                let iv = meter.tick(now);
+                out.interval(iv);
+                next_tick += interval.unwrap_or(f64::INFINITY);
+                continue;
+            }
+            if let Some(d) = hard_deadline
+                && t0.elapsed() > d
+            {
+                return Err(self.fail(
+                    ctrl,
+                    errcode::IESERVERTESTDURATIONEXPIRED,
+                    "the client did not end the test in time".into(),
+                ));
+            }
+            let (sb, rb, _, _) = meter.totals();
+            if sb + rb != last_progress.0 {
+                last_progress = (sb + rb, Instant::now());
+            } else if hard_deadline.is_none() && last_progress.1.elapsed() > IDLE_DATA_TIMEOUT {
+                return Err(self.fail(
+                    ctrl,
+                    errcode::IESTREAMREAD,
+                    format!("no data for {} s", IDLE_DATA_TIMEOUT.as_secs()),
+                ));
+            }
+            let wait = (next_tick - now).clamp(0.001, 0.1);
+            match ctrl.poll_state(Duration::from_secs_f64(wait), "TEST_END") {
+                Ok(None) => {}
+                Ok(Some(st)) => match session::server_on_state(true, st) {
+                    Ok(ServerEvent::TestEnd) => break t0.elapsed().as_secs_f64(),
+                    Ok(ServerEvent::Done) => bail!("the client finished before the test ended"),
+                    Err(e) => bail!("{e}"),
+                },
+                Err(e) => bail!("{e}"),
+            }
+        };
+        live.stop(true, true);
+        if interval.is_some()
+            && meter.worth_reporting(end_s, shared.cfg.interval_s)
+            && !meter.omitting
+        {
+            let iv = meter.tick(end_s);
+            out.interval(iv);
+        }
+        let locals = meter.finals(end_s);
+        let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
+        let congestion = live
+            .keep_tcp
+            .first()
+            .and_then(|s| sock::congestion(s.as_raw_fd()));
+        drop(live);
+
+        ctrl.send_state(State::ExchangeResults)
+            .map_err(|e| anyhow!("{e}"))?;
+        let peer_results: Results = ctrl
+            .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")
+            .map_err(|e| anyhow!("{e}"))?;
+        test_common::finish(out, spec, &locals, &peer_results, cpu, congestion.clone());
+        let mut mine =
+            build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
+        if spec.get_server_output {
+            match out.mode {
+                Mode::Text => mine.server_output_text = out.captured.clone(),
+                _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
+            }
+        }
+        ctrl.send_json(&mine, "the server's results")
+            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::DisplayResults)
+            .map_err(|e| anyhow!("{e}"))?;
+        match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
+            Ok(st) => {
+                if let Err(e) = session::server_on_state(false, st) {
+                    shared.log(&format!("after the results: {e}"));
+                }
+            }
+            Err(e) => shared.log(&format!("client did not acknowledge the results: {e}")),
+        }
+        Ok(())
+    }
+}
+
+/// Move items from a typed channel into the session's common channel.
+fn forward<T: Send + 'static>(rx: Receiver<T>, tx: Sender<Accepted>, wrap: fn(T) -> Accepted) {
+    let _ = std::thread::Builder::new()
+        .name("nm-handoff".into())
+        .spawn(move || {
+            while let Ok(x) = rx.recv() {
+                if tx.send(wrap(x)).is_err() {
+                    break;
+                }
+            }
+        });
+}
+
+struct SlotGuard(Arc<Shared>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Start a server on a background thread (for `--loopback` and tests). Returns the
+/// bound port and a handle that stops it.
+pub fn spawn(cfg: ServerConfig, sink: Sink) -> Result<(u16, ServerHandle)> {
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let server = Server::bind(cfg, sink, shutdown.clone())?;
+    let port = server.port();
+    let thread = std::thread::Builder::new()
+        .name("nm-server".into())
+        .spawn(move || {
+            let _ = server.serve();
+        })?;
+    Ok((
+        port,
+        ServerHandle {
+            shutdown,
+            thread: Some(thread),
+        },
+    ))
+}
+
+/// Stops a background server when dropped.
+pub struct ServerHandle {
+    shutdown: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! Data-stream threads: one per stream, moving bytes as fast as allowed.
+//!
+//! The hot loops touch only their own socket, their own buffer and their own counters:
+//! cumulative totals are *stored* (not added) into per-stream atomics after each
+//! write/read batch, so the control thread can sample them at any time without locks or
+//! contention. UDP receive accounting sits behind a per-stream mutex taken once per
+//! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
+
+use crate::pacing::Pacer;
+use crate::sock::{self, Batch};
+use crate::stats::{UdpCounts, UdpRecv};
+use crate::wire::UdpHeader;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often a blocked data thread wakes to check whether it should stop.
+pub const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// UDP datagrams per `sendmmsg` / `recvmmsg` call.
+const UDP_BATCH: usize = 32;
+
+/// Per-stream state shared between the data thread and the control thread.
+pub struct StreamShared {
+    /// iperf3 stream id (1, 3, 4, ...).
+    pub id: i64,
+    /// Socket descriptor, as iperf3 shows it in `[  5]`.
+    pub socket: i64,
+    /// This side sends on the stream.
+    pub sender: bool,
+    /// The stream flows client → server.
+    pub forward: bool,
+    pub bytes: AtomicU64,
+    /// Blocks written (TCP) or datagrams sent (UDP).
+    pub packets: AtomicU64,
+    /// Receive-side UDP accounting.
+    pub udp: Option<Mutex<UdpRecv>>,
+    /// Set when the thread has ended (error, budget exhausted, or peer closed).
+    pub finished: AtomicBool,
+    /// Why the thread ended early, if it did.
+    pub error: Mutex<Option<String>>,
+}
+
+impl StreamShared {
+    /// Current UDP receive counters, if this is a UDP receiver.
+    pub fn udp_counts(&self) -> Option<UdpCounts> {
+        self.udp
+            .as_ref()
+            .map(|m| m.lock().map(|u| u.counts()).unwrap_or_default())
+    }
+
+    fn fail(&self, e: String) {
+        if let Ok(mut g) = self.error.lock() {
+            g.get_or_insert(e);
+        }
+    }
+}
+
+/// A shared byte or block budget for `-n` / `-k` tests, per direction.
+#[derive(Debug)]
+pub struct Budget {
+    pub remaining: AtomicI64,
+    pub blocks: bool,
+}
+
+impl Budget {
+    /// Take up to `want` units; returns how many may be sent (0 = budget exhausted).
+    fn take(&self, want: usize) -> usize {
+        let want_units = if self.blocks { 1 } else { want as i64 };
+        let before = self.remaining.fetch_sub(want_units, Ordering::Relaxed);
+        if before <= 0 {
+            0
+        } else if self.blocks || before >= want_units {
+            want
+        } else {
+            before as usize
+        }
+    }
+}
+
+/// What a data thread needs besides its socket.
+pub struct Worker {
+    pub shared: Arc<StreamShared>,
+    pub stop: Arc<AtomicBool>,
+    pub block_len: usize,
+    pub rate_bps: u64,
+    pub burst: Option<u32>,
+    pub budget: Option<Arc<Budget>>,
+    pub payload: Arc<Vec<u8>>,
+    pub udp_seq64: bool,
+    pub zerocopy: Option<Arc<std::fs::File>>,
+    pub skip_rx_copy: bool,
+}
+
+/// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
+pub fn make_payload(len: usize, repeating: bool) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    if repeating {
+        for (i, b) in v.iter_mut().enumerate() {
+            *b = b'0' + (i % 10) as u8;
+        }
+    } else if sock::random_bytes(&mut v).is_err() {
+        // Fall back to a fixed pattern: payload content does not affect measurement.
+        for (i, b) in v.iter_mut().enumerate() {
+            *b = (i * 131 % 251) as u8;
+        }
+    }
+    v
+}
+
+/// Wall-clock timestamp for the UDP header (seconds, microseconds).
+fn wall_now() -> (u32, u32) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs() as u32, d.subsec_micros())
+}
+
+fn wall_secs(sec: u32, usec: u32) -> f64 {
+    sec as f64 + usec as f64 / 1e6
+}
+
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Start the thread for a TCP stream.
+pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
+    let name = format!("nm-tcp-{}", w.shared.id);
+    std::thread::Builder::new().name(name).spawn(move || {
+        let shared = w.shared.clone();
+        let res = if shared.sender {
+            tcp_send(&w, sock)
+        } else {
+            tcp_recv(&w, sock)
+        };
+        if let Err(e) = res {
+            shared.fail(e.to_string());
+        }
+        shared.finished.store(true, Ordering::Release);
+    })
+}
+
+fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let origin = Instant::now();
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let (mut bytes, mut blocks) = (0u64, 0u64);
+    let fd = sock.as_raw_fd();
+    while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = pacer.as_mut() {
+            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+        }
+        let len = match &w.budget {
+            Some(b) => match b.take(w.block_len) {
+                0 => break,
+                n => n,
+            },
+            None => w.block_len,
+        };
+        let mut off = 0;
+        while off < len && !w.stop.load(Ordering::Relaxed) {
+            let r = match &w.zerocopy {
+                Some(f) => sock::sendfile(fd, f.as_raw_fd(), off as i64, len - off),
+                None => sock.write(&w.payload[off..len]),
+            };
+            match r {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                Ok(n) => {
+                    off += n;
+                    bytes += n as u64;
+                    w.shared.bytes.store(bytes, Ordering::Relaxed);
+                }
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        blocks += 1;
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let mut buf = vec![0u8; w.block_len.max(1)];
+    let (mut bytes, mut reads) = (0u64, 0u64);
+    let fd = sock.as_raw_fd();
+    while !w.stop.load(Ordering::Relaxed) {
+        let r = if w.skip_rx_copy {
+            sock::recv_trunc(fd, buf.len())
+        } else {
+            sock.read(&mut buf)
+        };
+        match r {
+            Ok(0) => break, // the sender closed: normal at the end of a test
+            Ok(n) => {
+                bytes += n as u64;
+                reads += 1;
+                w.shared.bytes.store(bytes, Ordering::Relaxed);
+                w.shared.packets.store(reads, Ordering::Relaxed);
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Start the thread for a UDP stream (socket already connected to the peer).
+pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
+    let name = format!("nm-udp-{}", w.shared.id);
+    std::thread::Builder::new().name(name).spawn(move || {
+        let shared = w.shared.clone();
+        let res = if shared.sender {
+            udp_send(&w, &sock)
+        } else {
+            udp_recv(&w, &sock)
+        };
+        if let Err(e) = res {
+            shared.fail(e.to_string());
+        }
+        shared.finished.store(true, Ordering::Release);
+    })
+}
+
+fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let hdr_len = UdpHeader::len(w.udp_seq64);
+    let len = w.block_len.max(hdr_len);
+    let origin = Instant::now();
+    let burst = w.burst.map(|b| b as usize).unwrap_or(1).clamp(1, UDP_BATCH);
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
+    let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH)
+        .map(|_| {
+            let mut b = w.payload[..len.min(w.payload.len())].to_vec();
+            b.resize(len, 0);
+            b
+        })
+        .collect();
+    let mut batch = Batch::new(UDP_BATCH);
+    let fd = sock.as_raw_fd();
+    let mut seq: u64 = 0;
+    let mut bytes = 0u64;
+    while !w.stop.load(Ordering::Relaxed) {
+        // How many datagrams this round: a burst when paced, a full batch otherwise.
+        let mut n = if pacer.is_some() { burst } else { UDP_BATCH };
+        if let Some(p) = pacer.as_mut() {
+            let wait = p.poll(origin.elapsed().as_secs_f64(), len * n);
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+        }
+        if let Some(b) = &w.budget {
+            let mut allowed = 0;
+            while allowed < n && b.take(len) == len {
+                allowed += 1;
+            }
+            if allowed == 0 {
+                break;
+            }
+            n = allowed;
+        }
+        let (sec, usec) = wall_now();
+        for (i, buf) in bufs.iter_mut().take(n).enumerate() {
+            UdpHeader {
+                sec,
+                usec,
+                seq: seq + 1 + i as u64,
+            }
+            .write(buf, w.udp_seq64);
+        }
+        let refs: Vec<&[u8]> = bufs[..n].iter().map(|b| b.as_slice()).collect();
+        let mut sent_total = 0;
+        while sent_total < n && !w.stop.load(Ordering::Relaxed) {
+            match batch.send(fd, &refs[sent_total..]) {
+                Ok(k) => sent_total += k,
+                Err(e) if is_transient(&e) => {}
+                // A receiver that has not started yet or an ICMP error bounced back:
+                // the datagram is gone, like any other loss; keep going.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_total = n,
+                Err(e) => return Err(e),
+            }
+        }
+        seq += sent_total as u64;
+        bytes += (sent_total * len) as u64;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(seq, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let hdr_len = UdpHeader::len(w.udp_seq64);
+    let mut bufs = vec![vec![0u8; w.block_len.max(hdr_len) + 64]; UDP_BATCH];
+    let mut lens = Vec::with_capacity(UDP_BATCH);
+    let mut batch = Batch::new(UDP_BATCH);
+    let fd = sock.as_raw_fd();
+    let mut bytes = 0u64;
+    let mut datagrams = 0u64;
+    let Some(udp) = w.shared.udp.as_ref() else {
+        return Ok(());
+    };
+    while !w.stop.load(Ordering::Relaxed) {
+        match batch.recv(fd, &mut bufs, &mut lens) {
+            Ok(()) => {
+                let (sec, usec) = wall_now();
+                let now_s = wall_secs(sec, usec);
+                let mut acc = match udp.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                for (buf, &n) in bufs.iter().zip(lens.iter()) {
+                    // Short datagrams are repeated connect messages, not data.
+                    let Ok(h) = UdpHeader::read(&buf[..n], w.udp_seq64) else {
+                        continue;
+                    };
+                    bytes += n as u64;
+                    datagrams += 1;
+                    acc.on_datagram(h.seq, now_s - wall_secs(h.sec, h.usec));
+                }
+                drop(acc);
+                w.shared.bytes.store(bytes, Ordering::Relaxed);
+                w.shared.packets.store(datagrams, Ordering::Relaxed);
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_splits_bytes_exactly() {
+        let b = Budget {
+            remaining: AtomicI64::new(250),
+            blocks: false,
+        };
+        assert_eq!(b.take(100), 100);
+        assert_eq!(b.take(100), 100);
+        assert_eq!(b.take(100), 50);
+        assert_eq!(b.take(100), 0);
+        let k = Budget {
+            remaining: AtomicI64::new(2),
+            blocks: true,
+        };
+        assert_eq!((k.take(10), k.take(10), k.take(10)), (10, 10, 0));
+    }
+
+    #[test]
+    fn repeating_payload_pattern() {
+        assert_eq!(&make_payload(12, true), b"012345678901");
+    }
+}

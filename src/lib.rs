@@ -1,0 +1,20 @@
+//! netmeter: network performance measurement, wire-compatible with iperf3.
+//!
+//! Data flows one way through the modules: flags ([`cli`]) become a [`spec::TestSpec`];
+//! the control conversation ([`session`], over [`wire`] bytes) is driven by the
+//! [`engine`], whose stream threads feed [`stats`]; the results become a typed
+//! [`report::Report`] that renderers print as iperf3-style text or JSON.
+//! `ARCHITECTURE.md` is the map.
+
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod engine;
+pub mod pacing;
+pub mod report;
+pub mod session;
+pub mod sock;
+pub mod spec;
+pub mod stats;
+pub mod units;
+pub mod wire;

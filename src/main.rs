@@ -1,0 +1,125 @@
+//! The `netmeter` binary: parse flags, run, print one line on error, set the exit code.
+
+use clap::Parser;
+use netmeter::cli::{Args, Command};
+use netmeter::engine::output::{self, Mode, Sink};
+use netmeter::engine::{client, server};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+fn open_sink(logfile: Option<&Path>) -> anyhow::Result<Sink> {
+    Ok(match logfile {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", p.display()))?;
+            output::sink(Box::new(f))
+        }
+        None => output::sink(Box::new(std::io::stdout())),
+    })
+}
+
+fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Version => {
+            println!(
+                "netmeter {} (iperf3 wire protocol; extensions v{})\n{}",
+                env!("CARGO_PKG_VERSION"),
+                netmeter::wire::EXT_VERSION,
+                netmeter::sock::system_info()
+            );
+            Ok(())
+        }
+        Command::Server {
+            cfg,
+            daemon,
+            pidfile,
+            logfile,
+        } => {
+            if daemon {
+                netmeter::sock::daemonize()
+                    .map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
+            }
+            if let Some(p) = &pidfile {
+                std::fs::write(p, format!("{}\n", std::process::id()))
+                    .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
+            }
+            let sink = open_sink(logfile.as_deref())?;
+            let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
+            let r = srv.serve();
+            if let Some(p) = &pidfile {
+                let _ = std::fs::remove_file(p);
+            }
+            r
+        }
+        Command::Client { cfg, logfile } => {
+            let sink = open_sink(logfile.as_deref())?;
+            client::run(&cfg, sink).map(|_| ())
+        }
+        Command::Loopback { tcp, udp, logfile } => {
+            let sink = open_sink(logfile.as_deref())?;
+            // The in-process server writes nowhere: its figures come back in the report.
+            let quiet = output::sink(Box::new(std::io::sink()));
+            let (port, _server) = server::spawn(
+                server::ServerConfig {
+                    port: 0,
+                    bind: Some([127, 0, 0, 1].into()),
+                    family: client::Family::V4,
+                    one_off: false,
+                    max_tests: 1,
+                    idle_timeout: None,
+                    mode: Mode::Text,
+                    verbose: false,
+                    format: Default::default(),
+                    interval_s: tcp.interval_s,
+                },
+                quiet,
+            )?;
+            for mut cfg in [tcp, udp] {
+                cfg.port = port;
+                if cfg.mode == Mode::Text {
+                    let proto = format!("{:?}", cfg.spec.protocol).to_uppercase();
+                    if let Ok(mut w) = sink.lock() {
+                        let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
+                    }
+                }
+                client::run(&cfg, sink.clone())?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // --help and usage errors: clap formats them; exit 0 only for help.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let cmd = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("netmeter: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match run(cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netmeter: error - {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! Turning per-stream samples into report values: interval rows and the end summary.
+//!
+//! Pure functions: the engine hands over cumulative counters and times, and the peer's
+//! results message; these functions apply iperf3's definitions (see `docs/metrics.md`)
+//! and return typed report values.
+
+use super::{
+    EndSide, EndStream, EndSum, EndUdp, Interval, StreamInterval, SumInterval, TcpFigures,
+    UdpEndExtra, UdpExtra, UdpRecvFigures,
+};
+use crate::spec::Protocol;
+use crate::stats::{UdpCounts, bits_per_second, lost_percent};
+use crate::wire::{Results, StreamResult};
+
+/// TCP summary figures kept by a sending stream over the whole test.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TcpTotals {
+    pub retransmits: u64,
+    pub max_snd_cwnd: u64,
+    pub max_snd_wnd: u64,
+    pub max_rtt: u64,
+    pub min_rtt: u64,
+    pub rtt_sum: u64,
+    pub rtt_samples: u64,
+}
+
+impl TcpTotals {
+    /// Fold in one interval's TCP_INFO sample.
+    pub fn add(&mut self, f: &TcpFigures) {
+        self.retransmits += f.retransmits;
+        self.max_snd_cwnd = self.max_snd_cwnd.max(f.snd_cwnd);
+        self.max_snd_wnd = self.max_snd_wnd.max(f.snd_wnd);
+        self.max_rtt = self.max_rtt.max(f.rtt);
+        self.min_rtt = if self.rtt_samples == 0 {
+            f.rtt
+        } else {
+            self.min_rtt.min(f.rtt)
+        };
+        self.rtt_sum += f.rtt;
+        self.rtt_samples += 1;
+    }
+
+    /// Mean of the sampled smoothed RTTs, microseconds.
+    pub fn mean_rtt(&self) -> u64 {
+        self.rtt_sum.checked_div(self.rtt_samples).unwrap_or(0)
+    }
+}
+
+/// A local stream's figures at the end of the test (after the omit period).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LocalFinal {
+    pub id: i64,
+    pub socket: i64,
+    pub sender: bool,
+    /// True for streams flowing client → server.
+    pub forward: bool,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// UDP datagrams sent (sender) — receivers use `udp`.
+    pub packets: u64,
+    pub tcp: Option<TcpTotals>,
+    pub udp: Option<UdpCounts>,
+}
+
+/// The results message this side sends to its peer.
+pub fn local_results(
+    locals: &[LocalFinal],
+    cpu: (f64, f64, f64),
+    has_retransmits: bool,
+    congestion: Option<String>,
+) -> Results {
+    let any_sender = locals.iter().any(|l| l.sender);
+    Results {
+        cpu_util_total: cpu.0,
+        cpu_util_user: cpu.1,
+        cpu_util_system: cpu.2,
+        sender_has_retransmits: if !any_sender {
+            -1
+        } else if has_retransmits {
+            1
+        } else {
+            0
+        },
+        congestion_used: congestion,
+        streams: locals
+            .iter()
+            .map(|l| {
+                let (packets, errors, jitter, ooo, dup) = match (&l.udp, l.sender) {
+                    (Some(u), false) => (
+                        u.highest_seq as i64,
+                        u.lost as i64,
+                        u.jitter_s,
+                        Some(u.out_of_order),
+                        Some(u.duplicates),
+                    ),
+                    _ => (l.packets as i64, 0, 0.0, None, None),
+                };
+                StreamResult {
+                    id: l.id,
+                    bytes: l.bytes,
+                    retransmits: l.tcp.map(|t| t.retransmits as i64).unwrap_or(-1),
+                    jitter,
+                    errors,
+                    omitted_errors: None,
+                    packets,
+                    omitted_packets: None,
+                    start_time: 0.0,
+                    end_time: l.seconds,
+                    netmeter_out_of_order: ooo,
+                    netmeter_duplicates: dup,
+                }
+            })
+            .collect(),
+        server_output_json: None,
+        server_output_text: None,
+    }
+}
+
+fn side(socket: i64, bytes: u64, seconds: f64, sender: bool) -> EndSide {
+    EndSide {
+        socket,
+        start: 0.0,
+        end: seconds,
+        seconds,
+        bytes,
+        bits_per_second: bits_per_second(bytes, seconds),
+        sender,
+        ..EndSide::default()
+    }
+}
+
+/// One stream's end summary from the local figures and the peer's matching entry.
+pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult>) -> EndStream {
+    let peer_secs = peer.map(|p| (p.end_time - p.start_time).max(0.0));
+    match protocol {
+        Protocol::Tcp => {
+            let mut local = side(l.socket, l.bytes, l.seconds, l.sender);
+            if let Some(t) = &l.tcp {
+                local.retransmits = Some(t.retransmits);
+                local.max_snd_cwnd = Some(t.max_snd_cwnd);
+                local.max_snd_wnd = Some(t.max_snd_wnd);
+                local.max_rtt = Some(t.max_rtt);
+                local.min_rtt = Some(t.min_rtt);
+                local.mean_rtt = Some(t.mean_rtt());
+            }
+            let remote = peer.map(|p| {
+                let mut s = side(l.socket, p.bytes, peer_secs.unwrap_or(l.seconds), !l.sender);
+                if !l.sender && p.retransmits >= 0 {
+                    s.retransmits = Some(p.retransmits as u64);
+                }
+                s
+            });
+            let (sender, receiver) = if l.sender {
+                (Some(local), remote)
+            } else {
+                (remote, Some(local))
+            };
+            EndStream {
+                sender,
+                receiver,
+                udp: None,
+            }
+        }
+        Protocol::Udp => {
+            // iperf3 merges both sides: sender's bytes and packets, receiver's loss.
+            let (snd_bytes, snd_packets, snd_secs, rcv, rcv_bytes, rcv_secs) = if l.sender {
+                let rcv = peer.map(|p| UdpCounts {
+                    highest_seq: p.packets.max(0) as u64,
+                    lost: p.errors.max(0) as u64,
+                    out_of_order: p.netmeter_out_of_order.unwrap_or(0),
+                    duplicates: p.netmeter_duplicates.unwrap_or(0),
+                    jitter_s: p.jitter,
+                    received: 0,
+                });
+                (
+                    l.bytes,
+                    l.packets,
+                    l.seconds,
+                    rcv,
+                    peer.map(|p| p.bytes),
+                    peer_secs,
+                )
+            } else {
+                let (b, pk, s) = peer
+                    .map(|p| (p.bytes, p.packets.max(0) as u64, peer_secs.unwrap_or(0.0)))
+                    .unwrap_or((
+                        l.bytes,
+                        l.udp.map(|u| u.highest_seq).unwrap_or(0),
+                        l.seconds,
+                    ));
+                (b, pk, s, l.udp, Some(l.bytes), Some(l.seconds))
+            };
+            let rcv = rcv.unwrap_or_default();
+            let packets = snd_packets.max(rcv.highest_seq);
+            let netmeter = rcv_bytes.map(|b| UdpEndExtra {
+                duplicates: rcv.duplicates,
+                receiver_bytes: b,
+                receiver_bits_per_second: bits_per_second(b, rcv_secs.unwrap_or(0.0)),
+                receiver_seconds: rcv_secs.unwrap_or(0.0),
+                receiver_packets: rcv.received,
+            });
+            EndStream {
+                sender: None,
+                receiver: None,
+                udp: Some(EndUdp {
+                    socket: l.socket,
+                    start: 0.0,
+                    end: snd_secs,
+                    seconds: snd_secs,
+                    bytes: snd_bytes,
+                    bits_per_second: bits_per_second(snd_bytes, snd_secs),
+                    jitter_ms: rcv.jitter_s * 1000.0,
+                    lost_packets: rcv.lost,
+                    packets,
+                    lost_percent: lost_percent(rcv.lost, packets),
+                    out_of_order: rcv.out_of_order,
+                    sender: l.sender,
+                    netmeter,
+                }),
+            }
+        }
+    }
+}
+
+/// Sum sender or receiver sides of TCP end summaries.
+fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Option<EndSum> {
+    let mut any = false;
+    let mut s = EndSum {
+        sender,
+        ..EndSum::default()
+    };
+    let mut retrans: Option<u64> = None;
+    for x in sides {
+        any = true;
+        s.bytes += x.bytes;
+        s.seconds = s.seconds.max(x.seconds);
+        if let Some(r) = x.retransmits {
+            retrans = Some(retrans.unwrap_or(0) + r);
+        }
+    }
+    s.end = s.seconds;
+    s.bits_per_second = bits_per_second(s.bytes, s.seconds);
+    s.retransmits = if sender { retrans } else { None };
+    any.then_some(s)
+}
+
+/// The end sums for one direction's streams: (sum, sum_sent, sum_received).
+pub fn end_sums(
+    protocol: Protocol,
+    streams: &[&EndStream],
+    local_sender: bool,
+) -> (Option<EndSum>, Option<EndSum>, Option<EndSum>) {
+    if streams.is_empty() {
+        return (None, None, None);
+    }
+    match protocol {
+        Protocol::Tcp => (
+            None,
+            sum_sides(streams.iter().filter_map(|s| s.sender.as_ref()), true),
+            sum_sides(streams.iter().filter_map(|s| s.receiver.as_ref()), false),
+        ),
+        Protocol::Udp => {
+            let udp: Vec<&EndUdp> = streams.iter().filter_map(|s| s.udp.as_ref()).collect();
+            let seconds = udp.iter().map(|u| u.seconds).fold(0.0, f64::max);
+            let bytes: u64 = udp.iter().map(|u| u.bytes).sum();
+            let packets: u64 = udp.iter().map(|u| u.packets).sum();
+            let lost: u64 = udp.iter().map(|u| u.lost_packets).sum();
+            let jitter = udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len().max(1) as f64;
+            let rcv_bytes: u64 = udp
+                .iter()
+                .map(|u| u.netmeter.map(|n| n.receiver_bytes).unwrap_or(u.bytes))
+                .sum();
+            let recv_fig = UdpRecvFigures {
+                jitter_ms: jitter,
+                lost_packets: lost,
+                packets,
+                lost_percent: lost_percent(lost, packets),
+            };
+            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool| EndSum {
+                start: 0.0,
+                end: seconds,
+                seconds,
+                bytes,
+                bits_per_second: bits_per_second(bytes, seconds),
+                retransmits: None,
+                udp_recv: Some(fig),
+                sender,
+            };
+            let sent_fig = UdpRecvFigures {
+                jitter_ms: 0.0,
+                lost_packets: 0,
+                packets,
+                lost_percent: 0.0,
+            };
+            (
+                Some(mk(bytes, recv_fig, local_sender)),
+                Some(mk(bytes, sent_fig, true)),
+                Some(mk(rcv_bytes, recv_fig, false)),
+            )
+        }
+    }
+}
+
+/// Cumulative counters of one stream at one instant, as the engine samples them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sample {
+    pub bytes: u64,
+    pub packets: u64,
+    pub udp: Option<UdpCounts>,
+}
+
+/// One stream's interval row from two cumulative samples.
+#[allow(clippy::too_many_arguments)]
+pub fn stream_interval(
+    protocol: Protocol,
+    socket: i64,
+    sender: bool,
+    start: f64,
+    end: f64,
+    prev: &Sample,
+    now: &Sample,
+    tcp: Option<TcpFigures>,
+    omitted: bool,
+) -> StreamInterval {
+    let seconds = end - start;
+    let bytes = now.bytes.saturating_sub(prev.bytes);
+    let mut row = StreamInterval {
+        socket,
+        start,
+        end,
+        seconds,
+        bytes,
+        bits_per_second: bits_per_second(bytes, seconds),
+        tcp: if sender { tcp } else { None },
+        omitted,
+        sender,
+        ..StreamInterval::default()
+    };
+    if protocol == Protocol::Udp {
+        if sender {
+            row.packets = Some(now.packets.saturating_sub(prev.packets));
+        } else if let Some(u) = now.udp {
+            let p = prev.udp.unwrap_or_default();
+            let packets = u.highest_seq.saturating_sub(p.highest_seq);
+            // Lost can shrink when late datagrams fill earlier gaps: clamp at zero.
+            let lost = u.lost.saturating_sub(p.lost);
+            row.udp_recv = Some(UdpRecvFigures {
+                jitter_ms: u.jitter_s * 1000.0,
+                lost_packets: lost,
+                packets,
+                lost_percent: lost_percent(lost, packets),
+            });
+            row.netmeter = Some(UdpExtra {
+                out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
+                duplicates: u.duplicates.saturating_sub(p.duplicates),
+            });
+        }
+    }
+    row
+}
+
+/// Sum the rows of one direction into an interval sum.
+pub fn sum_interval(rows: &[&StreamInterval], start: f64, end: f64, sender: bool) -> SumInterval {
+    let seconds = end - start;
+    let bytes = rows.iter().map(|r| r.bytes).sum();
+    let tcp: Vec<&TcpFigures> = rows.iter().filter_map(|r| r.tcp.as_ref()).collect();
+    let udp: Vec<&UdpRecvFigures> = rows.iter().filter_map(|r| r.udp_recv.as_ref()).collect();
+    let udp_recv = (!udp.is_empty()).then(|| {
+        let lost = udp.iter().map(|u| u.lost_packets).sum();
+        let packets = udp.iter().map(|u| u.packets).sum();
+        UdpRecvFigures {
+            jitter_ms: udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len() as f64,
+            lost_packets: lost,
+            packets,
+            lost_percent: lost_percent(lost, packets),
+        }
+    });
+    let packets = rows
+        .iter()
+        .filter_map(|r| r.packets)
+        .fold(None, |a: Option<u64>, p| Some(a.unwrap_or(0) + p));
+    SumInterval {
+        start,
+        end,
+        seconds,
+        bytes,
+        bits_per_second: bits_per_second(bytes, seconds),
+        retransmits: (!tcp.is_empty()).then(|| tcp.iter().map(|t| t.retransmits).sum()),
+        udp_recv,
+        packets,
+        omitted: rows.first().is_some_and(|r| r.omitted),
+        sender,
+    }
+}
+
+/// Assemble one `intervals[]` element from its rows; `forward` tells for each row
+/// whether its stream flows client → server (`sum`) or back (`sum_bidir_reverse`).
+pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: bool) -> Interval {
+    let fwd: Vec<&StreamInterval> = rows
+        .iter()
+        .filter(|r| r.1 || !bidir)
+        .map(|r| &r.0)
+        .collect();
+    let rev: Vec<&StreamInterval> = rows
+        .iter()
+        .filter(|r| !r.1 && bidir)
+        .map(|r| &r.0)
+        .collect();
+    let sender_of = |v: &[&StreamInterval]| v.first().is_some_and(|r| r.sender);
+    let sum = sum_interval(&fwd, start, end, sender_of(&fwd));
+    let sum_bidir_reverse = bidir.then(|| sum_interval(&rev, start, end, sender_of(&rev)));
+    Interval {
+        streams: rows.into_iter().map(|r| r.0).collect(),
+        sum,
+        sum_bidir_reverse,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_end_merges_peer_receiver() {
+        let l = LocalFinal {
+            id: 1,
+            socket: 5,
+            sender: true,
+            forward: true,
+            bytes: 1000,
+            seconds: 2.0,
+            tcp: Some(TcpTotals {
+                retransmits: 3,
+                ..TcpTotals::default()
+            }),
+            ..LocalFinal::default()
+        };
+        let peer = StreamResult {
+            id: 1,
+            bytes: 900,
+            end_time: 2.0,
+            retransmits: -1,
+            ..StreamResult::default()
+        };
+        let e = end_stream(Protocol::Tcp, &l, Some(&peer));
+        assert_eq!(e.sender.as_ref().unwrap().bytes, 1000);
+        assert_eq!(e.sender.as_ref().unwrap().retransmits, Some(3));
+        assert_eq!(e.receiver.as_ref().unwrap().bytes, 900);
+        assert_eq!(e.receiver.as_ref().unwrap().bits_per_second, 3600.0);
+        let (_, sent, recv) = end_sums(Protocol::Tcp, &[&e], true);
+        assert_eq!(sent.unwrap().retransmits, Some(3));
+        assert_eq!(recv.unwrap().bytes, 900);
+    }
+
+    #[test]
+    fn udp_end_uses_sender_packets_and_receiver_loss() {
+        let l = LocalFinal {
+            id: 1,
+            socket: 5,
+            sender: true,
+            forward: true,
+            bytes: 100 * 1000,
+            seconds: 1.0,
+            packets: 100,
+            ..LocalFinal::default()
+        };
+        let peer = StreamResult {
+            id: 1,
+            bytes: 98 * 1000,
+            packets: 99,
+            errors: 2,
+            jitter: 0.0005,
+            end_time: 1.0,
+            ..StreamResult::default()
+        };
+        let e = end_stream(Protocol::Udp, &l, Some(&peer));
+        let u = e.udp.unwrap();
+        assert_eq!((u.packets, u.lost_packets, u.lost_percent), (100, 2, 2.0));
+        assert!((u.jitter_ms - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn udp_interval_loss_from_deltas() {
+        let prev = Sample {
+            bytes: 0,
+            packets: 0,
+            udp: Some(UdpCounts::default()),
+        };
+        let now = Sample {
+            bytes: 4800,
+            packets: 0,
+            udp: Some(UdpCounts {
+                highest_seq: 50,
+                received: 49,
+                lost: 1,
+                ..UdpCounts::default()
+            }),
+        };
+        let r = stream_interval(Protocol::Udp, 5, false, 0.0, 1.0, &prev, &now, None, false);
+        let f = r.udp_recv.unwrap();
+        assert_eq!((f.lost_packets, f.packets, f.lost_percent), (1, 50, 2.0));
+        assert_eq!(r.bits_per_second, 38400.0);
+    }
+
+    #[test]
+    fn results_message_roles() {
+        let recv = LocalFinal {
+            id: 1,
+            udp: Some(UdpCounts {
+                highest_seq: 10,
+                lost: 1,
+                ..UdpCounts::default()
+            }),
+            ..LocalFinal::default()
+        };
+        let r = local_results(&[recv], (1.0, 0.5, 0.5), false, None);
+        assert_eq!(r.sender_has_retransmits, -1);
+        assert_eq!((r.streams[0].packets, r.streams[0].errors), (10, 1));
+    }
+}

@@ -1,0 +1,309 @@
+//! Everything a test found out, as typed values, and the renderers that print it.
+//!
+//! The engine fills a [`Report`] (start facts, one [`Interval`] per tick, the [`End`]
+//! summary); renderers only read it. The field names and units of these types are
+//! iperf3's `-J` schema (`start` / `intervals` / `end`), so serializing them *is* the
+//! JSON output; netmeter's additions sit under keys named `netmeter`. Text and JSON are
+//! both produced from these same values, which is what keeps them consistent.
+
+pub mod build;
+pub mod json;
+pub mod text;
+
+use serde::{Deserialize, Serialize};
+
+/// A connected data stream, for `start.connected`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Connected {
+    pub socket: i64,
+    pub local_host: String,
+    pub local_port: u16,
+    pub remote_host: String,
+    pub remote_port: u16,
+}
+
+/// `start.timestamp`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Timestamp {
+    pub time: String,
+    pub timesecs: u64,
+    pub timemillisecs: u64,
+}
+
+/// `start.connecting_to` / `start.accepted_connection`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+/// `start.test_start`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TestStart {
+    pub protocol: String,
+    pub num_streams: u32,
+    pub blksize: u64,
+    pub omit: f64,
+    pub duration: f64,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub reverse: u8,
+    pub tos: u8,
+    pub target_bitrate: u64,
+    pub bidir: u8,
+    pub fqrate: u64,
+    pub interval: f64,
+}
+
+/// netmeter's additions to `start`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StartExt {
+    /// "netmeter" when the peer answered the extension request, else "iperf3".
+    pub peer: String,
+    /// Extension features in use for this test.
+    pub features: Vec<String>,
+    /// How data moves on this side (e.g. "tcp write", "udp sendmmsg").
+    #[serde(default)]
+    pub data_path: String,
+    /// Host-side warnings (undersized buffers, CPU-bound sides).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// The `start` object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Start {
+    pub connected: Vec<Connected>,
+    pub version: String,
+    pub system_info: String,
+    pub timestamp: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connecting_to: Option<HostPort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepted_connection: Option<HostPort>,
+    pub cookie: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss_default: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss: Option<u32>,
+    pub target_bitrate: u64,
+    pub fq_rate: u64,
+    pub sock_bufsize: u64,
+    pub sndbuf_actual: u64,
+    pub rcvbuf_actual: u64,
+    pub test_start: TestStart,
+    pub netmeter: StartExt,
+}
+
+/// TCP_INFO figures of a sending TCP stream.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpFigures {
+    pub retransmits: u64,
+    pub snd_cwnd: u64,
+    pub snd_wnd: u64,
+    /// Smoothed RTT, microseconds.
+    pub rtt: u64,
+    /// RTT variance, microseconds.
+    pub rttvar: u64,
+    pub pmtu: u64,
+    pub reorder: u64,
+}
+
+/// Receive-side UDP figures of one interval or of the whole test.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct UdpRecvFigures {
+    pub jitter_ms: f64,
+    pub lost_packets: u64,
+    pub packets: u64,
+    pub lost_percent: f64,
+}
+
+/// One stream over one interval (an element of `intervals[].streams`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StreamInterval {
+    pub socket: i64,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpFigures>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp_recv: Option<UdpRecvFigures>,
+    /// UDP datagrams sent in the interval (sender side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets: Option<u64>,
+    pub omitted: bool,
+    pub sender: bool,
+    /// netmeter: out-of-order and duplicate datagrams in this interval (UDP receiver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<UdpExtra>,
+}
+
+/// netmeter's receiver extras for UDP.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct UdpExtra {
+    pub out_of_order: u64,
+    pub duplicates: u64,
+}
+
+/// Sum over the streams of one direction in one interval.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SumInterval {
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp_recv: Option<UdpRecvFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets: Option<u64>,
+    pub omitted: bool,
+    pub sender: bool,
+}
+
+/// One element of `intervals`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Interval {
+    pub streams: Vec<StreamInterval>,
+    pub sum: SumInterval,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<SumInterval>,
+}
+
+/// One side (sender or receiver) of a TCP stream's end summary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndSide {
+    pub socket: i64,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_snd_cwnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_snd_wnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_rtt: Option<u64>,
+    pub sender: bool,
+}
+
+/// A UDP stream's merged end summary (`end.streams[].udp`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndUdp {
+    pub socket: i64,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    pub jitter_ms: f64,
+    pub lost_packets: u64,
+    pub packets: u64,
+    pub lost_percent: f64,
+    pub out_of_order: u64,
+    pub sender: bool,
+    /// netmeter: what the receiver saw itself, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<UdpEndExtra>,
+}
+
+/// netmeter's extra UDP end figures.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct UdpEndExtra {
+    pub duplicates: u64,
+    /// Bytes the receiver counted (iperf3's UDP summary shows the sender's bytes).
+    pub receiver_bytes: u64,
+    pub receiver_bits_per_second: f64,
+    /// The receiver's measured duration, seconds.
+    pub receiver_seconds: f64,
+    /// Datagrams the receiver counted.
+    pub receiver_packets: u64,
+}
+
+/// One element of `end.streams`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndStream {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<EndSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<EndSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<EndUdp>,
+}
+
+/// An end-of-test sum (`sum_sent`, `sum_received`, `sum`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndSum {
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp_recv: Option<UdpRecvFigures>,
+    pub sender: bool,
+}
+
+/// `end.cpu_utilization_percent`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct CpuUtil {
+    pub host_total: f64,
+    pub host_user: f64,
+    pub host_system: f64,
+    pub remote_total: f64,
+    pub remote_user: f64,
+    pub remote_system: f64,
+}
+
+/// The `end` object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct End {
+    pub streams: Vec<EndStream>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum: Option<EndSum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent: Option<EndSum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received: Option<EndSum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent_bidir_reverse: Option<EndSum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received_bidir_reverse: Option<EndSum>,
+    pub cpu_utilization_percent: CpuUtil,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_tcp_congestion: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_tcp_congestion: Option<String>,
+}
+
+/// A whole test as iperf3's `-J` document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Report {
+    pub start: Start,
+    pub intervals: Vec<Interval>,
+    pub end: End,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_data: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_json: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_text: Option<String>,
+}

@@ -1,0 +1,503 @@
+//! The human report, in the layout a daily iperf3 user reads without thinking.
+//!
+//! Column layout follows iperf3's format strings (`src/iperf_locale.c`): `[ ID]`,
+//! `Interval`, `Transfer`, `Bitrate`, then `Retr  Cwnd` for TCP senders or
+//! `Jitter    Lost/Total Datagrams` for UDP receivers. Every function returns the lines
+//! to print; nothing here writes to a terminal.
+
+use super::{Connected, End, EndSum, Interval, StreamInterval, SumInterval};
+use crate::spec::Protocol;
+use crate::units::{Format, format_bytes, format_rate};
+use std::fmt::Write;
+
+/// What the text renderer needs to know besides the numbers.
+#[derive(Debug, Clone)]
+pub struct TextCtx {
+    pub format: Format,
+    pub protocol: Protocol,
+    pub bidir: bool,
+    /// Rendering for the client (true) or the server.
+    pub client: bool,
+    pub verbose: bool,
+    /// `-T` prefix for every line.
+    pub title: Option<String>,
+}
+
+/// iperf3's separator before the end summary.
+pub const SEPARATOR: &str = "- - - - - - - - - - - - - - - - - - - - - - - - -";
+
+impl TextCtx {
+    /// Prefix every line of `s` with the title, if any.
+    pub fn titled(&self, s: String) -> String {
+        match &self.title {
+            None => s,
+            Some(t) => s.lines().fold(String::new(), |mut out, l| {
+                let _ = writeln!(out, "{t}:  {l}");
+                out
+            }),
+        }
+    }
+
+    fn tag(&self, sender: bool) -> &'static str {
+        if !self.bidir {
+            return "";
+        }
+        match (sender, self.client) {
+            (true, true) => "[TX-C]",
+            (false, true) => "[RX-C]",
+            (true, false) => "[TX-S]",
+            (false, false) => "[RX-S]",
+        }
+    }
+
+    fn id(&self, socket: i64, sender: bool) -> String {
+        format!("[{socket:>3}]{}", self.tag(sender))
+    }
+
+    fn sum_id(&self, sender: bool) -> String {
+        format!("[SUM]{}", self.tag(sender))
+    }
+}
+
+fn span(start: f64, end: f64) -> String {
+    format!("{start:6.2}-{end:<6.2} sec")
+}
+
+fn omitted(o: bool) -> &'static str {
+    if o { "  (omitted)" } else { "" }
+}
+
+/// `Connecting to host H, port P`.
+pub fn connecting(host: &str, port: u16) -> String {
+    format!("Connecting to host {host}, port {port}\n")
+}
+
+/// `[  5] local A port N connected to B port M`.
+pub fn connected(c: &Connected) -> String {
+    format!(
+        "[{:>3}] local {} port {} connected to {} port {}\n",
+        c.socket, c.local_host, c.local_port, c.remote_host, c.remote_port
+    )
+}
+
+/// The column header printed before the first interval of a direction.
+pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
+    let id = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
+    let cols = match (ctx.protocol, sender) {
+        (Protocol::Tcp, true) => "Interval           Transfer     Bitrate         Retr  Cwnd",
+        (Protocol::Tcp, false) => "Interval           Transfer     Bitrate",
+        (Protocol::Udp, true) => "Interval           Transfer     Bitrate         Total Datagrams",
+        (Protocol::Udp, false) => {
+            "Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+        }
+    };
+    format!("{id} {cols}\n")
+}
+
+fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
+    let head = format!(
+        "{id} {}  {}  {}",
+        span(r.start, r.end),
+        format_bytes(r.bytes as f64, ctx.format),
+        format_rate(r.bits_per_second, ctx.format)
+    );
+    let tail = if let Some(t) = &r.tcp {
+        format!(
+            "  {:>3}   {}",
+            t.retransmits,
+            format_bytes(t.snd_cwnd as f64, Format::Auto)
+        )
+    } else if let Some(u) = &r.udp_recv {
+        format!(
+            "  {:5.3} ms  {}/{} ({}%)",
+            u.jitter_ms,
+            u.lost_packets,
+            u.packets,
+            pct(u.lost_percent)
+        )
+    } else if let Some(p) = r.packets {
+        format!("  {p}")
+    } else {
+        String::new()
+    };
+    format!("{head}{tail}{}\n", omitted(r.omitted))
+}
+
+fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
+    let head = format!(
+        "{} {}  {}  {}",
+        ctx.sum_id(s.sender),
+        span(s.start, s.end),
+        format_bytes(s.bytes as f64, ctx.format),
+        format_rate(s.bits_per_second, ctx.format)
+    );
+    let tail = if let Some(u) = &s.udp_recv {
+        format!(
+            "  {:5.3} ms  {}/{} ({}%)",
+            u.jitter_ms,
+            u.lost_packets,
+            u.packets,
+            pct(u.lost_percent)
+        )
+    } else if let Some(r) = s.retransmits {
+        format!("  {r:>3}")
+    } else if let Some(p) = s.packets {
+        format!("  {p}")
+    } else {
+        String::new()
+    };
+    format!("{head}{tail}{}\n", omitted(s.omitted))
+}
+
+/// Loss percentages the way iperf3's `%.2g` shows them ("0", "2", "0.15", "1e+02").
+fn pct(p: f64) -> String {
+    if p == 0.0 {
+        return "0".into();
+    }
+    if p >= 100.0 {
+        return "100".into();
+    }
+    let digits = if p >= 10.0 {
+        0
+    } else if p >= 1.0 {
+        1
+    } else {
+        (1 - p.log10().floor() as i32).max(0) as usize
+    };
+    let s = format!("{p:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
+pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
+    let mut out = String::new();
+    for r in &iv.streams {
+        out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
+    }
+    let per_dir = if ctx.bidir {
+        iv.streams.len() / 2
+    } else {
+        iv.streams.len()
+    };
+    if per_dir > 1 {
+        out.push_str(&sum_line(ctx, &iv.sum));
+        if let Some(rev) = &iv.sum_bidir_reverse {
+            out.push_str(&sum_line(ctx, rev));
+        }
+    }
+    if per_dir > 1 || ctx.bidir {
+        out.push_str(&format!("{}\n", "- ".repeat(30).trim_end()));
+    }
+    ctx.titled(out)
+}
+
+fn end_row(ctx: &TextCtx, id: String, s: &EndSum, extra: &str, role: &str) -> String {
+    format!(
+        "{id} {}  {}  {}{extra}  {role}\n",
+        span(s.start, s.end),
+        format_bytes(s.bytes as f64, ctx.format),
+        format_rate(s.bits_per_second, ctx.format)
+    )
+}
+
+fn tcp_sum(s: &super::EndSide) -> EndSum {
+    EndSum {
+        start: s.start,
+        end: s.end,
+        seconds: s.seconds,
+        bytes: s.bytes,
+        bits_per_second: s.bits_per_second,
+        retransmits: s.retransmits,
+        udp_recv: None,
+        sender: s.sender,
+    }
+}
+
+/// The end summary: per-stream sender and receiver lines, then `[SUM]` lines.
+/// `local_senders[i]` tells whether this side sends on `e.streams[i]` (for bidir tags).
+pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bool]) -> String {
+    let mut out = String::new();
+    out.push_str(SEPARATOR);
+    out.push('\n');
+    let id_col = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
+    match ctx.protocol {
+        Protocol::Tcp => {
+            let retr_col = if sender_retransmits {
+                "         Retr"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "{id_col} Interval           Transfer     Bitrate{retr_col}"
+            );
+            for (i, s) in e.streams.iter().enumerate() {
+                let local_sender = local_senders.get(i).copied().unwrap_or(ctx.client);
+                for (side, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
+                    if let Some(x) = side {
+                        let extra = match x.retransmits {
+                            Some(r) if role == "sender" && sender_retransmits => {
+                                format!("  {r:>3}            ")
+                            }
+                            _ if sender_retransmits => " ".repeat(18),
+                            _ => String::new(),
+                        };
+                        out.push_str(&end_row(
+                            ctx,
+                            ctx.id(x.socket, local_sender),
+                            &tcp_sum(x),
+                            &extra,
+                            role,
+                        ));
+                    }
+                }
+            }
+            let sums = [
+                (&e.sum_sent, &e.sum_received, true),
+                (
+                    &e.sum_sent_bidir_reverse,
+                    &e.sum_received_bidir_reverse,
+                    false,
+                ),
+            ];
+            let per_dir = if ctx.bidir {
+                e.streams.len() / 2
+            } else {
+                e.streams.len()
+            };
+            if per_dir > 1 || ctx.bidir {
+                for (sent, recv, fwd) in sums {
+                    let local_sender = fwd == ctx.client;
+                    for (x, role) in [(sent, "sender"), (recv, "receiver")] {
+                        if let Some(x) = x {
+                            let extra = match x.retransmits {
+                                Some(r) if sender_retransmits => format!("  {r:>3}            "),
+                                _ if sender_retransmits => " ".repeat(18),
+                                _ => String::new(),
+                            };
+                            out.push_str(&end_row(ctx, ctx.sum_id(local_sender), x, &extra, role));
+                        }
+                    }
+                }
+            }
+        }
+        Protocol::Udp => {
+            let _ = writeln!(
+                out,
+                "{id_col} Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+            );
+            for s in &e.streams {
+                let Some(u) = &s.udp else { continue };
+                let id = ctx.id(u.socket, u.sender);
+                let sent = EndSum {
+                    start: 0.0,
+                    end: u.seconds,
+                    seconds: u.seconds,
+                    bytes: u.bytes,
+                    bits_per_second: u.bits_per_second,
+                    ..EndSum::default()
+                };
+                let _ = write!(
+                    out,
+                    "{}",
+                    end_row(
+                        ctx,
+                        id.clone(),
+                        &sent,
+                        &format!("  {:5.3} ms  0/{} (0%)", 0.0, u.packets),
+                        "sender"
+                    )
+                );
+                let (rb, rs) = u
+                    .netmeter
+                    .map(|n| (n.receiver_bytes, n.receiver_seconds))
+                    .unwrap_or((u.bytes, u.seconds));
+                let recv = EndSum {
+                    start: 0.0,
+                    end: rs,
+                    seconds: rs,
+                    bytes: rb,
+                    bits_per_second: crate::stats::bits_per_second(rb, rs),
+                    ..EndSum::default()
+                };
+                out.push_str(&end_row(
+                    ctx,
+                    id,
+                    &recv,
+                    &format!(
+                        "  {:5.3} ms  {}/{} ({}%)",
+                        u.jitter_ms,
+                        u.lost_packets,
+                        u.packets,
+                        pct(u.lost_percent)
+                    ),
+                    "receiver",
+                ));
+            }
+            let per_dir = if ctx.bidir {
+                e.streams.len() / 2
+            } else {
+                e.streams.len()
+            };
+            if per_dir > 1 {
+                for x in [&e.sum_sent, &e.sum_received].into_iter().flatten() {
+                    let extra = match &x.udp_recv {
+                        Some(u) => format!(
+                            "  {:5.3} ms  {}/{} ({}%)",
+                            u.jitter_ms,
+                            u.lost_packets,
+                            u.packets,
+                            pct(u.lost_percent)
+                        ),
+                        None => String::new(),
+                    };
+                    let role = if x.sender { "sender" } else { "receiver" };
+                    out.push_str(&end_row(ctx, ctx.sum_id(x.sender), x, &extra, role));
+                }
+            }
+        }
+    }
+    ctx.titled(out)
+}
+
+/// `CPU Utilization: local/sender 99.3% (1.1%u/98.2%s), remote/receiver ...`.
+pub fn cpu(e: &End, local_sender: bool) -> String {
+    let c = &e.cpu_utilization_percent;
+    let (l, r) = if local_sender {
+        ("sender", "receiver")
+    } else {
+        ("receiver", "sender")
+    };
+    format!(
+        "CPU Utilization: local/{l} {:.1}% ({:.1}%u/{:.1}%s), remote/{r} {:.1}% ({:.1}%u/{:.1}%s)\n",
+        c.host_total, c.host_user, c.host_system, c.remote_total, c.remote_user, c.remote_system
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{EndSide, EndStream, TcpFigures, UdpRecvFigures};
+
+    fn ctx(protocol: Protocol) -> TextCtx {
+        TextCtx {
+            format: Format::Auto,
+            protocol,
+            bidir: false,
+            client: true,
+            verbose: false,
+            title: None,
+        }
+    }
+
+    #[test]
+    fn tcp_interval_line_snapshot() {
+        let iv = Interval {
+            streams: vec![StreamInterval {
+                socket: 5,
+                start: 0.0,
+                end: 1.0,
+                seconds: 1.0,
+                bytes: 3_758_096_384,
+                bits_per_second: 30.06e9,
+                tcp: Some(TcpFigures {
+                    retransmits: 0,
+                    snd_cwnd: 1_698_693,
+                    ..TcpFigures::default()
+                }),
+                sender: true,
+                ..StreamInterval::default()
+            }],
+            ..Interval::default()
+        };
+        assert_eq!(
+            interval(&ctx(Protocol::Tcp), &iv),
+            "[  5]   0.00-1.00   sec  3.50 GBytes  30.1 Gbits/sec    0   1.62 MBytes\n"
+        );
+    }
+
+    #[test]
+    fn udp_receiver_line_snapshot() {
+        let iv = Interval {
+            streams: vec![StreamInterval {
+                socket: 5,
+                start: 1.0,
+                end: 2.0,
+                seconds: 1.0,
+                bytes: 1_310_720,
+                bits_per_second: 10_485_760.0,
+                udp_recv: Some(UdpRecvFigures {
+                    jitter_ms: 0.0123,
+                    lost_packets: 18,
+                    packets: 898,
+                    lost_percent: 2.0044,
+                }),
+                ..StreamInterval::default()
+            }],
+            ..Interval::default()
+        };
+        assert_eq!(
+            interval(&ctx(Protocol::Udp), &iv),
+            "[  5]   1.00-2.00   sec  1.25 MBytes  10.5 Mbits/sec  0.012 ms  18/898 (2%)\n"
+        );
+    }
+
+    #[test]
+    fn tcp_end_snapshot() {
+        let e = End {
+            streams: vec![EndStream {
+                sender: Some(EndSide {
+                    socket: 5,
+                    end: 10.0,
+                    seconds: 10.0,
+                    bytes: 37_580_963_840,
+                    bits_per_second: 30.06e9,
+                    retransmits: Some(8),
+                    max_snd_cwnd: Some(1),
+                    sender: true,
+                    ..EndSide::default()
+                }),
+                receiver: Some(EndSide {
+                    socket: 5,
+                    end: 10.04,
+                    seconds: 10.04,
+                    bytes: 37_580_963_840,
+                    bits_per_second: 29.94e9,
+                    sender: false,
+                    ..EndSide::default()
+                }),
+                udp: None,
+            }],
+            ..End::default()
+        };
+        let text = end(&ctx(Protocol::Tcp), &e, true, &[true]);
+        let want = "\
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bitrate         Retr
+[  5]   0.00-10.00  sec  35.0 GBytes  30.1 Gbits/sec    8              sender
+[  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                    receiver
+";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn percent_like_printf_g() {
+        assert_eq!(pct(0.0), "0");
+        assert_eq!(pct(2.0), "2");
+        assert_eq!(pct(2.0044), "2");
+        assert_eq!(pct(0.15), "0.15");
+        assert_eq!(pct(12.6), "13");
+        assert_eq!(pct(100.0), "100");
+    }
+
+    #[test]
+    fn title_prefixes_every_line() {
+        let mut c = ctx(Protocol::Tcp);
+        c.title = Some("lab".into());
+        assert_eq!(c.titled("a\nb\n".into()), "lab:  a\nlab:  b\n");
+    }
+}

@@ -1,0 +1,404 @@
+//! Every system call netmeter makes beyond what `std` and `socket2` offer, and all of its
+//! `unsafe`. Linux only for now; each function degrades to an error value, never a panic.
+
+#![allow(unsafe_code)]
+
+use crate::report::TcpFigures;
+use crate::stats::CpuSample;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live, initialised T and we pass its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            val as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Cumulative TCP_INFO of a socket: the interval figures plus the running retransmit total.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TcpInfo {
+    pub figures: TcpFigures,
+    /// `tcpi_total_retrans`, cumulative since the connection opened.
+    pub total_retrans: u64,
+    /// Unacknowledged segments times MSS: bytes in flight.
+    pub bytes_in_flight: u64,
+}
+
+/// Read TCP_INFO (Linux layout of `struct tcp_info`, offsets from `linux/tcp.h`).
+pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
+    let mut buf = [0u8; 232];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for `len` bytes; the kernel writes at most `len` and
+    // updates `len` with what it wrote.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let len = len as usize;
+    let u32_at = |off: usize| -> u64 {
+        if off + 4 <= len {
+            u32::from_ne_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]) as u64
+        } else {
+            0
+        }
+    };
+    let mss = u32_at(16);
+    Some(TcpInfo {
+        figures: TcpFigures {
+            retransmits: 0,
+            snd_cwnd: u32_at(80) * mss,
+            snd_wnd: u32_at(228),
+            rtt: u32_at(68),
+            rttvar: u32_at(72),
+            pmtu: u32_at(60),
+            reorder: u32_at(220),
+        },
+        total_retrans: u32_at(100),
+        bytes_in_flight: u32_at(24) * mss,
+    })
+}
+
+/// The congestion control algorithm in effect on a TCP socket.
+pub fn congestion(fd: RawFd) -> Option<String> {
+    let mut buf = [0u8; 32];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf[..len as usize]
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(len as usize);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// Set the congestion control algorithm (`-C`).
+pub fn set_congestion(fd: RawFd, algo: &str) -> io::Result<()> {
+    // SAFETY: the pointer and length describe the bytes of `algo`.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            algo.as_ptr() as *const libc::c_void,
+            algo.len() as libc::socklen_t,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+/// Set the kernel's pacing cap (SO_MAX_PACING_RATE) in bits per second.
+pub fn set_max_pacing_rate(fd: RawFd, bits_per_second: u64) -> io::Result<()> {
+    let bytes: u64 = bits_per_second / 8;
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)
+}
+
+/// The TCP maximum segment size of a connected socket.
+pub fn tcp_mss(fd: RawFd) -> Option<u32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v is a writable c_int and len is its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && v > 0).then_some(v as u32)
+}
+
+/// Process CPU (user, system) and a monotonic wall time.
+pub fn cpu_sample(origin: Instant) -> CpuSample {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: &mut ru is a valid pointer to an rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let (user_s, system_s) = if rc == 0 {
+        (tv(ru.ru_utime), tv(ru.ru_stime))
+    } else {
+        (0.0, 0.0)
+    };
+    CpuSample {
+        wall_s: origin.elapsed().as_secs_f64(),
+        user_s,
+        system_s,
+    }
+}
+
+/// Fill `buf` from the kernel's random source.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
+        let n = unsafe {
+            libc::getrandom(
+                buf[done..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - done,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// `uname -a`-like text for `start.system_info`.
+pub fn system_info() -> String {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: &mut u is a valid pointer.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let f = |a: &[libc::c_char]| {
+        let bytes: Vec<u8> = a
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!(
+        "{} {} {} {} {}",
+        f(&u.sysname),
+        f(&u.nodename),
+        f(&u.release),
+        f(&u.version),
+        f(&u.machine)
+    )
+}
+
+/// Detach from the terminal (`-D`). Must run before any thread is spawned.
+pub fn daemonize() -> io::Result<()> {
+    // SAFETY: called while the process is single-threaded; daemon() forks and the
+    // parent exits inside libc.
+    check(unsafe { libc::daemon(1, 0) }).map(|_| ())
+}
+
+/// Receive and discard up to `len` bytes without copying them (`--skip-rx-copy`).
+pub fn recv_trunc(fd: RawFd, len: usize) -> io::Result<usize> {
+    let mut dummy = 0u8;
+    // SAFETY: with MSG_TRUNC on TCP the kernel discards data and writes nothing; the
+    // buffer pointer is still valid for one byte in case it writes.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            &mut dummy as *mut u8 as *mut libc::c_void,
+            len,
+            libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Send `count` bytes of `file` from `offset` on a socket without a user-space copy (`-Z`).
+pub fn sendfile(sock: RawFd, file: RawFd, offset: i64, count: usize) -> io::Result<usize> {
+    let mut off: libc::off_t = offset;
+    // SAFETY: both descriptors are open for the duration of the call; off is valid.
+    let n = unsafe { libc::sendfile(sock, file, &mut off, count) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Batched UDP I/O over a connected socket: one syscall for many datagrams.
+pub struct Batch {
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers inside point into buffers owned by the caller for the
+// duration of each call only; a Batch carries no references between calls.
+unsafe impl Send for Batch {}
+
+impl Batch {
+    /// Room for up to `n` datagrams per call.
+    pub fn new(n: usize) -> Batch {
+        Batch {
+            // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
+            iov: vec![unsafe { std::mem::zeroed() }; n],
+            hdrs: vec![unsafe { std::mem::zeroed() }; n],
+        }
+    }
+
+    /// Send the given datagrams with `sendmmsg`; returns how many were sent.
+    pub fn send(&mut self, fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
+        let n = bufs.len().min(self.hdrs.len());
+        for (i, b) in bufs.iter().enumerate().take(n) {
+            self.iov[i] = libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            };
+            // SAFETY: all-zero is a valid msghdr.
+            self.hdrs[i].msg_hdr = unsafe { std::mem::zeroed() };
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.iov[i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: hdrs[..n] point at iovecs that point into `bufs`, alive for this call.
+        let rc = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
+        check(rc).map(|r| r as usize)
+    }
+
+    /// Receive into the given buffers with `recvmmsg` (waiting for the first datagram,
+    /// not for the batch to fill); returns the length of each datagram received.
+    pub fn recv(
+        &mut self,
+        fd: RawFd,
+        bufs: &mut [Vec<u8>],
+        lens: &mut Vec<usize>,
+    ) -> io::Result<()> {
+        let n = bufs.len().min(self.hdrs.len());
+        for (i, b) in bufs.iter_mut().enumerate().take(n) {
+            self.iov[i] = libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            };
+            // SAFETY: all-zero is a valid msghdr.
+            self.hdrs[i].msg_hdr = unsafe { std::mem::zeroed() };
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.iov[i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 1;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: hdrs[..n] point at iovecs describing writable buffers owned by `bufs`.
+        let rc = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = check(rc)? as usize;
+        lens.clear();
+        lens.extend(self.hdrs[..got].iter().map(|h| h.msg_len as usize));
+        Ok(())
+    }
+}
+
+/// Wait until `fd` is readable (or has a pending connection) or `timeout` passes.
+pub fn wait_readable(fd: RawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, count 1, a valid timespec, no signal mask.
+    let rc = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    match rc {
+        r if r < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}
+
+/// The raw descriptor of anything socket-like.
+pub fn fd_of<T: AsRawFd>(s: &T) -> RawFd {
+    s.as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_info_on_loopback_connection() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let info = tcp_info(c.as_raw_fd()).unwrap();
+        assert!(info.figures.snd_cwnd > 0);
+        assert!(tcp_mss(c.as_raw_fd()).unwrap() > 0);
+        assert!(congestion(c.as_raw_fd()).is_some());
+    }
+
+    #[test]
+    fn batched_udp_round_trip() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let mut batch = Batch::new(4);
+        let msgs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 10 + i as usize]).collect();
+        let refs: Vec<&[u8]> = msgs.iter().map(|m| m.as_slice()).collect();
+        assert_eq!(batch.send(a.as_raw_fd(), &refs).unwrap(), 3);
+        let mut bufs = vec![vec![0u8; 64]; 4];
+        let mut lens = Vec::new();
+        let mut total = 0;
+        while total < 3 {
+            batch.recv(b.as_raw_fd(), &mut bufs, &mut lens).unwrap();
+            total += lens.len();
+        }
+        assert_eq!(total, 3);
+    }
+
+    #[test]
+    fn cpu_and_random() {
+        let s = cpu_sample(Instant::now());
+        assert!(s.user_s >= 0.0);
+        let mut b = [0u8; 37];
+        random_bytes(&mut b).unwrap();
+        assert!(!system_info().is_empty());
+    }
+}

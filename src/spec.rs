@@ -1,0 +1,397 @@
+//! The resolved description of one test, shared by both ends.
+//!
+//! A `TestSpec` is what the flags (client) or the parameter JSON (server) mean once
+//! every default is applied and every range checked. Nothing half-valid gets past
+//! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
+//! the server sends back, never a panic or an absurd allocation.
+
+use crate::wire::{self, ExtRequest, Params, errcode};
+
+/// Transport of the data streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+/// Which way data flows, from the client's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client sends (iperf3 default).
+    Upload,
+    /// Server sends (`-R`).
+    Reverse,
+    /// Both send at once (`--bidir`).
+    Bidir,
+}
+
+/// When the client ends the test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EndCondition {
+    /// After this many seconds (`-t`).
+    Time(f64),
+    /// After this many bytes in a direction (`-n`).
+    Bytes(u64),
+    /// After this many blocks / datagrams in a direction (`-k`).
+    Blocks(u64),
+}
+
+/// One test, fully resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestSpec {
+    pub protocol: Protocol,
+    pub direction: Direction,
+    pub end: EndCondition,
+    /// Streams per direction.
+    pub parallel: u32,
+    /// TCP write size or UDP datagram size, bytes.
+    pub block_len: usize,
+    /// Target rate per stream in bits/s; 0 = unlimited.
+    pub rate_bps: u64,
+    /// Datagrams (or blocks) per pacing tick.
+    pub burst: Option<u32>,
+    /// Warm-up seconds excluded from the results (`-O`).
+    pub omit_s: f64,
+    /// Socket buffer size requested with `-w`.
+    pub window: Option<u64>,
+    /// TCP_MAXSEG (`-M`).
+    pub mss: Option<u32>,
+    /// TCP_NODELAY on data sockets (`-N`).
+    pub nodelay: bool,
+    /// IP TOS byte (`-S` / `--dscp`).
+    pub tos: Option<u8>,
+    /// Congestion control (`-C`).
+    pub congestion: Option<String>,
+    /// SO_MAX_PACING_RATE in bits/s (`--fq-rate`).
+    pub fq_rate_bps: Option<u64>,
+    pub udp_seq64: bool,
+    pub repeating_payload: bool,
+    pub zerocopy: bool,
+    pub skip_rx_copy: bool,
+    pub get_server_output: bool,
+    pub title: Option<String>,
+    pub extra_data: Option<String>,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        TestSpec {
+            protocol: Protocol::Tcp,
+            direction: Direction::Upload,
+            end: EndCondition::Time(10.0),
+            parallel: 1,
+            block_len: wire::TCP_DEFAULT_BLOCK,
+            rate_bps: 0,
+            burst: None,
+            omit_s: 0.0,
+            window: None,
+            mss: None,
+            nodelay: false,
+            tos: None,
+            congestion: None,
+            fq_rate_bps: None,
+            udp_seq64: false,
+            repeating_payload: false,
+            zerocopy: false,
+            skip_rx_copy: false,
+            get_server_output: false,
+            title: None,
+            extra_data: None,
+        }
+    }
+}
+
+/// A parameter the server refuses, with the iperf3 error code it answers with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpecError {
+    pub code: i32,
+    pub message: String,
+}
+
+fn refuse(code: i32, message: impl Into<String>) -> SpecError {
+    SpecError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// A JSON number that must be a whole number within `0..=max`.
+fn whole(v: f64, max: f64, code: i32, what: &str) -> Result<u64, SpecError> {
+    if !v.is_finite() || v < 0.0 || v > max || v.fract() != 0.0 {
+        return Err(refuse(code, format!("{what} {v} is out of range")));
+    }
+    Ok(v as u64)
+}
+
+impl TestSpec {
+    /// Number of data streams the client opens in total.
+    pub fn total_streams(&self) -> u32 {
+        match self.direction {
+            Direction::Bidir => self.parallel * 2,
+            _ => self.parallel,
+        }
+    }
+
+    /// Which of the client's streams (in creation order, 0-based) the client sends on.
+    pub fn client_sends(&self, index: u32) -> bool {
+        match self.direction {
+            Direction::Upload => true,
+            Direction::Reverse => false,
+            Direction::Bidir => index < self.parallel,
+        }
+    }
+
+    /// The parameter JSON a client sends for this test.
+    pub fn to_params(&self, ext: Option<ExtRequest>) -> Params {
+        let (time, num, blockcount) = match self.end {
+            EndCondition::Time(t) => (t, 0.0, 0.0),
+            EndCondition::Bytes(n) => (0.0, n as f64, 0.0),
+            EndCondition::Blocks(k) => (0.0, 0.0, k as f64),
+        };
+        let flag = |b: bool| if b { Some(1.0) } else { None };
+        Params {
+            tcp: (self.protocol == Protocol::Tcp).then_some(true),
+            udp: (self.protocol == Protocol::Udp).then_some(true),
+            sctp: None,
+            omit: self.omit_s,
+            time,
+            num,
+            blockcount,
+            mss: self.mss.map(f64::from),
+            nodelay: self.nodelay.then_some(true),
+            parallel: self.parallel as f64,
+            reverse: (self.direction == Direction::Reverse).then_some(true),
+            bidirectional: (self.direction == Direction::Bidir).then_some(true),
+            window: self.window.map(|w| w as f64),
+            len: Some(self.block_len as f64),
+            bandwidth: (self.rate_bps > 0).then_some(self.rate_bps as f64),
+            fqrate: self.fq_rate_bps.map(|r| r as f64),
+            pacing_timer: Some(1000.0),
+            burst: self.burst.map(f64::from),
+            tos: self.tos.map(f64::from),
+            flowlabel: None,
+            title: self.title.clone(),
+            extra_data: self.extra_data.clone(),
+            congestion: self.congestion.clone(),
+            congestion_used: None,
+            get_server_output: flag(self.get_server_output),
+            udp_counters_64bit: flag(self.udp_seq64),
+            repeating_payload: flag(self.repeating_payload),
+            zerocopy: flag(self.zerocopy),
+            skip_rx_copy: flag(self.skip_rx_copy),
+            dont_fragment: None,
+            client_version: Some(format!("netmeter {}", env!("CARGO_PKG_VERSION"))),
+            netmeter: ext,
+        }
+    }
+
+    /// Resolve a client's parameter JSON on the server, with iperf3's range checks.
+    pub fn from_params(p: &Params) -> Result<TestSpec, SpecError> {
+        let protocol = match (p.tcp.is_some(), p.udp.is_some(), p.sctp.is_some()) {
+            (_, false, false) => Protocol::Tcp,
+            (false, true, false) => Protocol::Udp,
+            (_, _, true) => return Err(refuse(errcode::IEUNIMP, "SCTP is not supported")),
+            _ => return Err(refuse(errcode::IEUNIMP, "both TCP and UDP were requested")),
+        };
+        let direction = match (p.reverse.is_some(), p.bidirectional.is_some()) {
+            (false, false) => Direction::Upload,
+            (true, false) => Direction::Reverse,
+            (false, true) => Direction::Bidir,
+            (true, true) => return Err(refuse(errcode::IEREVERSEBIDIR, "reverse and bidir")),
+        };
+        let time = whole(
+            p.time.floor(),
+            wire::MAX_TIME as f64,
+            errcode::IEDURATION,
+            "time",
+        )?;
+        let num = whole(p.num, u64::MAX as f64, errcode::IEDURATION, "bytes")?;
+        let blocks = whole(p.blockcount, u64::MAX as f64, errcode::IEDURATION, "blocks")?;
+        let end = if num > 0 {
+            EndCondition::Bytes(num)
+        } else if blocks > 0 {
+            EndCondition::Blocks(blocks)
+        } else {
+            if !p.time.is_finite() || p.time < 0.0 {
+                return Err(refuse(errcode::IEDURATION, "bad time"));
+            }
+            let _ = time;
+            EndCondition::Time(p.time)
+        };
+        let parallel = whole(
+            p.parallel.max(1.0),
+            wire::MAX_STREAMS as f64,
+            errcode::IENUMSTREAMS,
+            "parallel",
+        )? as u32;
+        let block_len = match (protocol, p.len) {
+            (Protocol::Tcp, None) => wire::TCP_DEFAULT_BLOCK,
+            (Protocol::Udp, None) => wire::UDP_DEFAULT_LEN,
+            (Protocol::Tcp, Some(l)) => {
+                whole(l, wire::TCP_MAX_BLOCK as f64, errcode::IEBLOCKSIZE, "len")?.max(1) as usize
+            }
+            (Protocol::Udp, Some(l)) => {
+                let l = whole(l, wire::UDP_MAX_LEN as f64, errcode::IEUDPBLOCKSIZE, "len")?;
+                if (l as usize) < wire::UDP_MIN_LEN {
+                    return Err(refuse(errcode::IEUDPBLOCKSIZE, "UDP length below 16"));
+                }
+                l as usize
+            }
+        };
+        let omit = p.omit;
+        if !omit.is_finite() || omit < 0.0 || omit > wire::MAX_OMIT as f64 {
+            return Err(refuse(errcode::IEOMIT, "bad omit"));
+        }
+        let window = p
+            .window
+            .map(|w| whole(w, wire::MAX_WINDOW as f64, errcode::IEBUFSIZE, "window"))
+            .transpose()?;
+        let mss = p
+            .mss
+            .map(|m| whole(m, wire::MAX_MSS as f64, errcode::IEMSS, "MSS").map(|m| m as u32))
+            .transpose()?;
+        let rate_bps = p
+            .bandwidth
+            .map(|b| whole(b.floor(), u64::MAX as f64, errcode::IEDURATION, "bandwidth"))
+            .transpose()?
+            .unwrap_or(0);
+        let burst = p
+            .burst
+            .map(|b| whole(b, wire::MAX_BURST as f64, errcode::IEBURST, "burst").map(|b| b as u32))
+            .transpose()?
+            .filter(|&b| b > 0);
+        let tos = p
+            .tos
+            .map(|t| whole(t, 255.0, errcode::IEBADTOS, "TOS").map(|t| t as u8))
+            .transpose()?;
+        let fq_rate_bps = p
+            .fqrate
+            .map(|r| whole(r.floor(), u64::MAX as f64, errcode::IEDURATION, "fqrate"))
+            .transpose()?
+            .filter(|&r| r > 0);
+        let on = |v: Option<f64>| v.is_some_and(|x| x != 0.0);
+        // Strings from the wire are shown to the server's operator: keep them short.
+        let short = |s: &Option<String>| s.as_ref().map(|s| s.chars().take(1024).collect());
+        Ok(TestSpec {
+            protocol,
+            direction,
+            end,
+            parallel,
+            block_len,
+            rate_bps,
+            burst,
+            omit_s: omit,
+            window,
+            mss,
+            nodelay: p.nodelay.is_some(),
+            tos,
+            congestion: short(&p.congestion),
+            fq_rate_bps,
+            udp_seq64: on(p.udp_counters_64bit),
+            repeating_payload: on(p.repeating_payload),
+            zerocopy: on(p.zerocopy),
+            skip_rx_copy: on(p.skip_rx_copy),
+            get_server_output: on(p.get_server_output),
+            title: short(&p.title),
+            extra_data: short(&p.extra_data),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_round_trip_through_spec() {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            direction: Direction::Bidir,
+            end: EndCondition::Bytes(1 << 20),
+            parallel: 4,
+            block_len: 1448,
+            rate_bps: 10_000_000,
+            burst: Some(8),
+            udp_seq64: true,
+            title: Some("t".into()),
+            ..TestSpec::default()
+        };
+        let back = TestSpec::from_params(&spec.to_params(None)).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn refuses_out_of_range_values() {
+        let base = TestSpec::default().to_params(None);
+        let cases: Vec<(Params, i32)> = vec![
+            (
+                Params {
+                    parallel: 129.0,
+                    ..base.clone()
+                },
+                errcode::IENUMSTREAMS,
+            ),
+            (
+                Params {
+                    len: Some(2e6),
+                    ..base.clone()
+                },
+                errcode::IEBLOCKSIZE,
+            ),
+            (
+                Params {
+                    time: 1e9,
+                    ..base.clone()
+                },
+                errcode::IEDURATION,
+            ),
+            (
+                Params {
+                    window: Some(-1.0),
+                    ..base.clone()
+                },
+                errcode::IEBUFSIZE,
+            ),
+            (
+                Params {
+                    reverse: Some(true),
+                    bidirectional: Some(true),
+                    ..base.clone()
+                },
+                errcode::IEREVERSEBIDIR,
+            ),
+            (
+                Params {
+                    omit: f64::NAN,
+                    ..base.clone()
+                },
+                errcode::IEOMIT,
+            ),
+            (
+                Params {
+                    udp: Some(true),
+                    tcp: None,
+                    len: Some(8.0),
+                    ..base.clone()
+                },
+                errcode::IEUDPBLOCKSIZE,
+            ),
+        ];
+        for (p, code) in cases {
+            assert_eq!(TestSpec::from_params(&p).unwrap_err().code, code, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn stream_roles_follow_iperf3_order() {
+        let s = TestSpec {
+            direction: Direction::Bidir,
+            parallel: 2,
+            ..TestSpec::default()
+        };
+        assert_eq!(s.total_streams(), 4);
+        let roles: Vec<bool> = (0..4).map(|i| s.client_sends(i)).collect();
+        assert_eq!(roles, vec![true, true, false, false]);
+    }
+}

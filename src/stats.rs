@@ -1,0 +1,265 @@
+//! Counting what arrived: UDP loss, reordering, duplicates, jitter, and interval deltas.
+//!
+//! Pure accounting fed by the engine's receive loops. Definitions match iperf3's where a
+//! netmeter figure has an iperf3 counterpart (see `docs/metrics.md`): `lost` is the
+//! number of sequence numbers skipped over, minus the late datagrams that later filled a
+//! gap; `out_of_order` counts datagrams that arrived after a higher sequence number.
+//! Unlike iperf3, a datagram seen twice is counted as a duplicate and does not "un-lose"
+//! another one.
+
+/// RFC 3550 (§6.4.1, A.8) interarrival jitter, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Jitter {
+    prev_transit_s: Option<f64>,
+    /// Current smoothed jitter estimate.
+    pub jitter_s: f64,
+}
+
+impl Jitter {
+    /// Feed one datagram's transit time (receiver clock minus sender timestamp). The
+    /// unknown offset between the two clocks cancels out in the differences.
+    pub fn on_transit(&mut self, transit_s: f64) {
+        if let Some(prev) = self.prev_transit_s {
+            let d = (transit_s - prev).abs();
+            self.jitter_s += (d - self.jitter_s) / 16.0;
+        }
+        self.prev_transit_s = Some(transit_s);
+    }
+}
+
+/// Sequence numbers remembered for duplicate detection.
+const DUP_WINDOW: u64 = 8192;
+
+/// Cumulative receive-side UDP counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UdpCounts {
+    /// Highest sequence number seen (iperf3's receiver `packets`).
+    pub highest_seq: u64,
+    /// Distinct datagrams received.
+    pub received: u64,
+    /// Lost datagrams, iperf3 definition (gaps minus late arrivals).
+    pub lost: u64,
+    /// Datagrams that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// Datagrams whose sequence number had already been received.
+    pub duplicates: u64,
+    /// Jitter, seconds.
+    pub jitter_s: f64,
+}
+
+/// Receive-side accounting for one UDP stream.
+#[derive(Debug, Clone)]
+pub struct UdpRecv {
+    counts: UdpCounts,
+    jitter: Jitter,
+    /// Bit i set: sequence number with `seq % DUP_WINDOW == i` received, for sequence
+    /// numbers in `(highest_seq - DUP_WINDOW, highest_seq]`.
+    seen: Vec<u64>,
+}
+
+impl Default for UdpRecv {
+    fn default() -> Self {
+        UdpRecv {
+            counts: UdpCounts::default(),
+            jitter: Jitter::default(),
+            seen: vec![0; (DUP_WINDOW / 64) as usize],
+        }
+    }
+}
+
+impl UdpRecv {
+    fn bit(&mut self, seq: u64) -> (&mut u64, u64) {
+        let i = seq % DUP_WINDOW;
+        (&mut self.seen[(i / 64) as usize], 1u64 << (i % 64))
+    }
+
+    /// Account one received datagram with sequence number `seq` (first = 1) and its
+    /// transit time in seconds (for jitter).
+    pub fn on_datagram(&mut self, seq: u64, transit_s: f64) {
+        let c = &mut self.counts;
+        if seq > c.highest_seq {
+            let gap = seq - c.highest_seq - 1;
+            c.lost += gap;
+            // Forget the bits that slide out of the window.
+            let old = c.highest_seq;
+            c.highest_seq = seq;
+            if seq - old >= DUP_WINDOW {
+                self.seen.iter_mut().for_each(|w| *w = 0);
+            } else {
+                for s in old + 1..seq {
+                    let (w, m) = self.bit(s);
+                    *w &= !m;
+                }
+            }
+            let (w, m) = self.bit(seq);
+            *w |= m;
+            self.counts.received += 1;
+        } else {
+            let in_window = seq + DUP_WINDOW > c.highest_seq && seq > 0;
+            if in_window {
+                let (w, m) = self.bit(seq);
+                if *w & m != 0 {
+                    self.counts.duplicates += 1;
+                    return;
+                }
+                *w |= m;
+            }
+            let c = &mut self.counts;
+            c.out_of_order += 1;
+            c.received += 1;
+            c.lost = c.lost.saturating_sub(1);
+        }
+        self.jitter.on_transit(transit_s);
+        self.counts.jitter_s = self.jitter.jitter_s;
+    }
+
+    /// The cumulative counters so far.
+    pub fn counts(&self) -> UdpCounts {
+        self.counts
+    }
+}
+
+/// Process CPU time and wall time at one instant, for utilisation figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuSample {
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
+/// CPU utilisation between two samples, as iperf3 reports it: percent of one core
+/// (can exceed 100 with several threads). Returns (total, user, system).
+pub fn cpu_percent(start: CpuSample, end: CpuSample) -> (f64, f64, f64) {
+    let wall = end.wall_s - start.wall_s;
+    if wall <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let user = (end.user_s - start.user_s).max(0.0) / wall * 100.0;
+    let sys = (end.system_s - start.system_s).max(0.0) / wall * 100.0;
+    (user + sys, user, sys)
+}
+
+/// Bits per second for `bytes` over `seconds`, 0 for an empty interval.
+pub fn bits_per_second(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Loss percentage as iperf3 prints it: lost over expected.
+pub fn lost_percent(lost: u64, packets: u64) -> f64 {
+    if packets > 0 {
+        100.0 * lost as f64 / packets as f64
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn feed(seqs: &[u64]) -> UdpCounts {
+        let mut r = UdpRecv::default();
+        for &s in seqs {
+            r.on_datagram(s, 0.0);
+        }
+        r.counts()
+    }
+
+    #[test]
+    fn in_order_no_loss() {
+        let c = feed(&[1, 2, 3, 4]);
+        assert_eq!(
+            (c.highest_seq, c.received, c.lost, c.out_of_order),
+            (4, 4, 0, 0)
+        );
+    }
+
+    #[test]
+    fn gap_is_loss() {
+        let c = feed(&[1, 2, 5, 6]);
+        assert_eq!((c.lost, c.out_of_order), (2, 0));
+    }
+
+    #[test]
+    fn late_arrival_fills_gap() {
+        let c = feed(&[1, 3, 2, 4]);
+        assert_eq!((c.lost, c.out_of_order, c.received), (0, 1, 4));
+    }
+
+    #[test]
+    fn duplicate_does_not_unlose() {
+        // iperf3 would count the second 3 as out-of-order and cancel the loss of 2.
+        let c = feed(&[1, 3, 3, 4]);
+        assert_eq!((c.lost, c.out_of_order, c.duplicates), (1, 0, 1));
+        let c = feed(&[1, 2, 2]);
+        assert_eq!((c.lost, c.out_of_order, c.duplicates), (0, 0, 1));
+    }
+
+    #[test]
+    fn duplicate_window_slides() {
+        let mut seqs: Vec<u64> = (1..=20_000).collect();
+        seqs.push(19_999); // recent: duplicate
+        seqs.push(5); // far outside the window: treated as late, not duplicate
+        let c = feed(&seqs);
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.out_of_order, 1);
+    }
+
+    #[test]
+    fn jitter_constant_spacing_is_zero_and_follows_rfc3550() {
+        let mut j = Jitter::default();
+        for _ in 0..10 {
+            j.on_transit(0.010);
+        }
+        assert_eq!(j.jitter_s, 0.0);
+        let mut j = Jitter::default();
+        j.on_transit(0.010);
+        j.on_transit(0.026);
+        assert!((j.jitter_s - 0.001).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cpu_and_rates() {
+        let a = CpuSample {
+            wall_s: 1.0,
+            user_s: 0.1,
+            system_s: 0.2,
+        };
+        let b = CpuSample {
+            wall_s: 3.0,
+            user_s: 0.5,
+            system_s: 1.2,
+        };
+        let (t, u, s) = cpu_percent(a, b);
+        assert!((u - 20.0).abs() < 1e-9 && (s - 50.0).abs() < 1e-9 && (t - 70.0).abs() < 1e-9);
+        assert_eq!(bits_per_second(125, 1.0), 1000.0);
+        assert_eq!(lost_percent(1, 50), 2.0);
+        assert_eq!(lost_percent(0, 0), 0.0);
+    }
+
+    proptest! {
+        /// For any arrival order of a set of distinct sequence numbers, received + lost
+        /// equals the highest sequence number, and nothing is a duplicate.
+        #[test]
+        fn conservation(mut seqs in proptest::collection::vec(1u64..2000, 1..500), seed: u64) {
+            seqs.sort_unstable();
+            seqs.dedup();
+            // Deterministic shuffle of nearby elements (bounded reordering).
+            let mut x = seed | 1;
+            for i in 0..seqs.len() {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                let j = (i + (x % 4) as usize).min(seqs.len() - 1);
+                seqs.swap(i, j);
+            }
+            let c = feed(&seqs);
+            prop_assert_eq!(c.duplicates, 0);
+            prop_assert_eq!(c.received + c.lost, c.highest_seq);
+            prop_assert_eq!(c.received, seqs.len() as u64);
+        }
+    }
+}

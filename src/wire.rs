@@ -1,0 +1,585 @@
+//! The iperf3 wire format, as bytes and typed messages, with no I/O.
+//!
+//! Everything netmeter says to a peer, and everything it accepts from one, passes through
+//! these types. Byte layouts live here and nowhere else; the rest of the program sees
+//! typed values or a typed [`WireError`]. Source for every constant: the esnet/iperf
+//! sources (`src/iperf.h`, `src/iperf_api.h`, `src/iperf_udp.c`), as summarised in
+//! `shared/reference/iperf3.md` and `docs/protocol.md`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Length of the cookie that opens the control and every TCP data connection:
+/// 36 printable characters and a NUL (`COOKIE_SIZE` in iperf3's `src/iperf.h`).
+pub const COOKIE_LEN: usize = 37;
+
+/// iperf3's cap on the parameter JSON (`MAX_PARAMS_JSON_STRING`).
+pub const MAX_PARAMS_LEN: u32 = 8192;
+
+/// netmeter's own cap on a results message. iperf3 3.18+ has none; 16 MiB is far above
+/// any real results document (128 streams plus a server's text output) and keeps a
+/// hostile length field from allocating without bound.
+pub const MAX_RESULTS_LEN: u32 = 16 * 1024 * 1024;
+
+/// Cap for the netmeter extension answer.
+pub const MAX_EXT_LEN: u32 = 64 * 1024;
+
+/// The UDP "connect" datagram a client sends per stream: ASCII "9876" on the wire.
+pub const UDP_CONNECT_MSG: [u8; 4] = *b"9876";
+/// The server's reply: ASCII "6789" on the wire (iperf3 >= 3.12).
+pub const UDP_CONNECT_REPLY: [u8; 4] = *b"6789";
+/// The legacy reply 987654321 as written by little-endian hosts before 3.12.
+pub const UDP_CONNECT_REPLY_LEGACY: [u8; 4] = 987_654_321u32.to_le_bytes();
+
+/// Smallest UDP datagram iperf3 allows (`MIN_UDP_BLOCKSIZE`).
+pub const UDP_MIN_LEN: usize = 16;
+/// Largest UDP payload on IPv4.
+pub const UDP_MAX_LEN: usize = 65507;
+/// Largest TCP block (`MAX_BLOCKSIZE`, 1 MiB).
+pub const TCP_MAX_BLOCK: usize = 1 << 20;
+/// iperf3's default TCP block (`DEFAULT_TCP_BLKSIZE`, 128 KiB).
+pub const TCP_DEFAULT_BLOCK: usize = 128 * 1024;
+/// iperf3's default UDP datagram size when the path MSS is unknown.
+pub const UDP_DEFAULT_LEN: usize = 1460;
+/// Most parallel streams (`MAX_STREAMS`).
+pub const MAX_STREAMS: u32 = 128;
+/// Largest socket buffer iperf3 accepts (`MAX_TCP_BUFFER`, 512 MiB).
+pub const MAX_WINDOW: u64 = 512 * 1024 * 1024;
+/// Longest test duration (`MAX_TIME`, one day).
+pub const MAX_TIME: u64 = 86_400;
+/// Longest omit period (`MAX_OMIT_TIME`).
+pub const MAX_OMIT: u64 = 600;
+/// Most datagrams per burst (`MAX_BURST`).
+pub const MAX_BURST: u32 = 1000;
+/// Largest MSS (`MAX_MSS` in 3.21).
+pub const MAX_MSS: u32 = 32767;
+
+/// Protocol version of netmeter's extension negotiation.
+pub const EXT_VERSION: u32 = 1;
+
+/// Typed reasons a peer's bytes were refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("unknown control state byte {0:#04x}")]
+    UnknownState(u8),
+    #[error("JSON message length {len} is outside 1..={max}")]
+    BadLength { len: u32, max: u32 },
+    #[error("malformed JSON message: {0}")]
+    BadJson(String),
+    #[error("invalid parameter: {0}")]
+    BadParam(String),
+    #[error("UDP datagram of {0} bytes is too short for the iperf3 header")]
+    ShortDatagram(usize),
+}
+
+/// Control-connection state bytes (`src/iperf_api.h`). Sent as one signed byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    TestStart,
+    TestRunning,
+    TestEnd,
+    ParamExchange,
+    CreateStreams,
+    ServerTerminate,
+    ClientTerminate,
+    ExchangeResults,
+    DisplayResults,
+    IperfDone,
+    AccessDenied,
+    ServerError,
+    /// netmeter extension answer (0x40): sent by a netmeter server only to a client whose
+    /// parameters carried the `netmeter` key, followed by a length-prefixed JSON
+    /// [`ExtAnswer`]. A plain iperf3 client never asks, so it never receives this byte.
+    NetmeterExt,
+}
+
+impl State {
+    /// The byte on the wire.
+    pub fn to_byte(self) -> u8 {
+        match self {
+            State::TestStart => 0x01,
+            State::TestRunning => 0x02,
+            State::TestEnd => 0x04,
+            State::ParamExchange => 0x09,
+            State::CreateStreams => 0x0a,
+            State::ServerTerminate => 0x0b,
+            State::ClientTerminate => 0x0c,
+            State::ExchangeResults => 0x0d,
+            State::DisplayResults => 0x0e,
+            State::IperfDone => 0x10,
+            State::NetmeterExt => 0x40,
+            State::AccessDenied => 0xff, // -1
+            State::ServerError => 0xfe,  // -2
+        }
+    }
+
+    /// Parse a state byte; unknown values are an error (iperf3's `IEMESSAGE`).
+    pub fn from_byte(b: u8) -> Result<State, WireError> {
+        Ok(match b {
+            0x01 => State::TestStart,
+            0x02 => State::TestRunning,
+            0x04 => State::TestEnd,
+            0x09 => State::ParamExchange,
+            0x0a => State::CreateStreams,
+            0x0b => State::ServerTerminate,
+            0x0c => State::ClientTerminate,
+            0x0d => State::ExchangeResults,
+            0x0e => State::DisplayResults,
+            0x10 => State::IperfDone,
+            0x40 => State::NetmeterExt,
+            0xff => State::AccessDenied,
+            0xfe => State::ServerError,
+            other => return Err(WireError::UnknownState(other)),
+        })
+    }
+}
+
+/// The 37-byte test cookie.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cookie(pub [u8; COOKIE_LEN]);
+
+impl std::fmt::Debug for Cookie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cookie({})", self.as_text())
+    }
+}
+
+impl Cookie {
+    const ALPHABET: &'static [u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+    /// Build a cookie from 36 random bytes, mapped onto iperf3's base32 alphabet.
+    pub fn from_random(random: &[u8; COOKIE_LEN - 1]) -> Cookie {
+        let mut c = [0u8; COOKIE_LEN];
+        for (dst, r) in c.iter_mut().zip(random.iter()) {
+            *dst = Self::ALPHABET[(*r % 32) as usize];
+        }
+        Cookie(c)
+    }
+
+    /// The printable part (up to the first NUL), lossily decoded.
+    pub fn as_text(&self) -> String {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(COOKIE_LEN);
+        String::from_utf8_lossy(&self.0[..end]).into_owned()
+    }
+}
+
+/// Decode the 4-byte big-endian length that precedes a JSON message, refusing zero
+/// and anything above `max` before a single byte is allocated.
+pub fn decode_json_len(hdr: [u8; 4], max: u32) -> Result<usize, WireError> {
+    let len = u32::from_be_bytes(hdr);
+    if len == 0 || len > max {
+        return Err(WireError::BadLength { len, max });
+    }
+    Ok(len as usize)
+}
+
+/// Frame a JSON value: 4-byte big-endian length, then the text.
+pub fn encode_json<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serializing our own plain data types to a Vec cannot fail (no maps with
+    // non-string keys, no failing Serialize impls).
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decode a JSON message body into `T`.
+pub fn decode_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, WireError> {
+    serde_json::from_slice(body).map_err(|e| WireError::BadJson(e.to_string()))
+}
+
+/// The 8 bytes after `SERVER_ERROR`: iperf3 error code and the server's errno.
+pub fn decode_error_trailer(b: [u8; 8]) -> (i32, i32) {
+    let code = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let errno = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+    (code, errno)
+}
+
+/// Encode the `SERVER_ERROR` state byte and its trailer.
+pub fn encode_server_error(code: i32, errno: i32) -> [u8; 9] {
+    let mut out = [0u8; 9];
+    out[0] = State::ServerError.to_byte();
+    out[1..5].copy_from_slice(&code.to_be_bytes());
+    out[5..9].copy_from_slice(&errno.to_be_bytes());
+    out
+}
+
+/// iperf3 error codes netmeter sends or explains (`src/iperf_api.h`).
+pub mod errcode {
+    pub const IEDURATION: i32 = 5;
+    pub const IENUMSTREAMS: i32 = 6;
+    pub const IEBLOCKSIZE: i32 = 7;
+    pub const IEBUFSIZE: i32 = 8;
+    pub const IEMSS: i32 = 10;
+    pub const IEOMIT: i32 = 12;
+    pub const IEUNIMP: i32 = 13;
+    pub const IEBURST: i32 = 15;
+    pub const IEUDPBLOCKSIZE: i32 = 20;
+    pub const IEBADTOS: i32 = 21;
+    pub const IEREVERSEBIDIR: i32 = 25;
+    pub const IERECVPARAMS: i32 = 114;
+    pub const IERECVRESULTS: i32 = 117;
+    pub const IECLIENTTERM: i32 = 119;
+    pub const IEACCESSDENIED: i32 = 121;
+    pub const IESTREAMACCEPT: i32 = 204;
+    pub const IESTREAMREAD: i32 = 206;
+    pub const IESERVERTESTDURATIONEXPIRED: i32 = 160;
+}
+
+/// A readable sentence for an iperf3 error code received from a server.
+pub fn describe_error_code(code: i32) -> String {
+    let s = match code {
+        1 => "cannot be both server and client",
+        2 => "must either be a client or a server",
+        3 => "an option was server-only",
+        4 => "an option was client-only",
+        5 => "the test duration is too long (maximum 86400 seconds)",
+        6 => "too many parallel streams (maximum 128)",
+        7 => "the block size is too large (maximum 1 MiB)",
+        8 => "the socket buffer size is too large (maximum 512 MiB)",
+        9 => "invalid report interval",
+        10 => "the MSS is too large",
+        11 => "the server does not support sendfile (-Z)",
+        12 => "bogus value for --omit",
+        13 => "a requested feature is not implemented by the server",
+        14 => "the server could not open its -F file",
+        15 => "invalid burst count (maximum 1000)",
+        16 => "only one end condition (-t, -n, -k) may be given",
+        20 => "invalid UDP block size",
+        21 => "bad TOS value",
+        25 => "cannot be both reverse and bidirectional",
+        27 => "the requested total bitrate exceeds the server's limit",
+        37 => "the requested test duration exceeds the server's maximum",
+        100..=118 => "the server could not set up or run the control exchange",
+        119 => "the client has terminated",
+        120 => "the server has terminated",
+        121 => "the server is busy running a test; try again later",
+        122..=141 => "the server could not apply a requested socket option",
+        142 => "test authorization failed",
+        160 => "the server's test duration expired",
+        200..=208 => "the server could not create or run a data stream",
+        300..=301 => "the server had a timer failure",
+        400..=403 => "the server had a thread failure",
+        _ => "unknown error",
+    };
+    format!("{s} (iperf3 error {code})")
+}
+
+/// The parameter JSON a client sends after `PARAM_EXCHANGE` (`send_parameters()`).
+///
+/// Keys that iperf3 treats as "present means true" are `Option<bool>` and are only
+/// serialized when set, because iperf3 switches them on for *any* boolean value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Params {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sctp: Option<bool>,
+    #[serde(default)]
+    pub omit: f64,
+    #[serde(default)]
+    pub time: f64,
+    #[serde(default)]
+    pub num: f64,
+    #[serde(default)]
+    pub blockcount: f64,
+    #[serde(rename = "MSS", skip_serializing_if = "Option::is_none")]
+    pub mss: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodelay: Option<bool>,
+    #[serde(default)]
+    pub parallel: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bidirectional: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub len: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fqrate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_timer: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<f64>,
+    #[serde(rename = "TOS", skip_serializing_if = "Option::is_none")]
+    pub tos: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flowlabel: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_data: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_used: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub get_server_output: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_counters_64bit: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeating_payload: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_rx_copy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dont_fragment: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_version: Option<String>,
+    /// netmeter's extension request. iperf3 servers ignore unknown keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<ExtRequest>,
+}
+
+/// What a netmeter client asks for on top of iperf3 (key `netmeter` in the parameters).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtRequest {
+    /// Extension protocol version the client speaks.
+    pub version: u32,
+    /// Named features the client would like, e.g. `"udp_seq64"`.
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtAnswer {
+    pub version: u32,
+    /// The subset of requested features the server will use in this test.
+    #[serde(default)]
+    pub accepted: Vec<String>,
+    /// netmeter version string of the server.
+    #[serde(default)]
+    pub server: String,
+}
+
+/// Features netmeter can negotiate today.
+pub const EXT_FEATURES: &[&str] = &["udp_seq64", "udp_connect_retry"];
+
+/// One stream in a results message (`send_results()`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StreamResult {
+    pub id: i64,
+    pub bytes: u64,
+    #[serde(default)]
+    pub retransmits: i64,
+    #[serde(default)]
+    pub jitter: f64,
+    #[serde(default)]
+    pub errors: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omitted_errors: Option<i64>,
+    #[serde(default)]
+    pub packets: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omitted_packets: Option<i64>,
+    #[serde(default)]
+    pub start_time: f64,
+    #[serde(default)]
+    pub end_time: f64,
+    /// netmeter extension: out-of-order datagrams seen by a receiver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter_out_of_order: Option<u64>,
+    /// netmeter extension: duplicate datagrams seen by a receiver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter_duplicates: Option<u64>,
+}
+
+/// A results message, exchanged once in each direction at the end of a test.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    pub cpu_util_total: f64,
+    pub cpu_util_user: f64,
+    pub cpu_util_system: f64,
+    pub sender_has_retransmits: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_used: Option<String>,
+    pub streams: Vec<StreamResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_json: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_text: Option<String>,
+}
+
+/// Header at the start of every UDP data datagram. All fields big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpHeader {
+    /// Sender timestamp, seconds part.
+    pub sec: u32,
+    /// Sender timestamp, microseconds part.
+    pub usec: u32,
+    /// Sequence number, first datagram = 1.
+    pub seq: u64,
+}
+
+impl UdpHeader {
+    /// Header length: 12 bytes with 32-bit sequence numbers, 16 with 64-bit.
+    pub fn len(seq64: bool) -> usize {
+        if seq64 { 16 } else { 12 }
+    }
+
+    /// Write the header into the front of `buf` (which must hold [`Self::len`] bytes).
+    pub fn write(&self, buf: &mut [u8], seq64: bool) {
+        buf[0..4].copy_from_slice(&self.sec.to_be_bytes());
+        buf[4..8].copy_from_slice(&self.usec.to_be_bytes());
+        if seq64 {
+            buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
+        } else {
+            buf[8..12].copy_from_slice(&(self.seq as u32).to_be_bytes());
+        }
+    }
+
+    /// Parse the header of a received datagram.
+    pub fn read(buf: &[u8], seq64: bool) -> Result<UdpHeader, WireError> {
+        if buf.len() < Self::len(seq64) {
+            return Err(WireError::ShortDatagram(buf.len()));
+        }
+        let be32 = |i: usize| u32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+        let seq = if seq64 {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&buf[8..16]);
+            u64::from_be_bytes(b)
+        } else {
+            be32(8) as u64
+        };
+        Ok(UdpHeader {
+            sec: be32(0),
+            usec: be32(4),
+            seq,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn state_bytes_round_trip() {
+        for b in 0..=255u8 {
+            if let Ok(s) = State::from_byte(b) {
+                assert_eq!(s.to_byte(), b);
+            }
+        }
+        assert_eq!(State::from_byte(0xff), Ok(State::AccessDenied));
+        assert_eq!(State::from_byte(0xfe), Ok(State::ServerError));
+        assert_eq!(State::from_byte(3), Err(WireError::UnknownState(3)));
+    }
+
+    #[test]
+    fn cookie_uses_base32_alphabet_and_nul() {
+        let c = Cookie::from_random(&[255u8; 36]);
+        assert_eq!(c.0[36], 0);
+        assert_eq!(c.as_text(), "7".repeat(36));
+        let c = Cookie::from_random(&[0u8; 36]);
+        assert_eq!(c.as_text(), "a".repeat(36));
+    }
+
+    #[test]
+    fn json_length_limits() {
+        assert!(decode_json_len([0, 0, 0, 0], 10).is_err());
+        assert_eq!(decode_json_len([0, 0, 0, 10], 10), Ok(10));
+        assert_eq!(
+            decode_json_len([0xff, 0xff, 0xff, 0xff], MAX_PARAMS_LEN),
+            Err(WireError::BadLength {
+                len: u32::MAX,
+                max: MAX_PARAMS_LEN
+            })
+        );
+    }
+
+    #[test]
+    fn params_round_trip_and_true_only_keys() {
+        let p = Params {
+            tcp: Some(true),
+            time: 10.0,
+            parallel: 1.0,
+            len: Some(131072.0),
+            netmeter: Some(ExtRequest {
+                version: 1,
+                features: vec!["udp_seq64".into()],
+            }),
+            ..Default::default()
+        };
+        let framed = encode_json(&p);
+        let len = decode_json_len(framed[..4].try_into().unwrap(), MAX_PARAMS_LEN).unwrap();
+        let back: Params = decode_json(&framed[4..4 + len]).unwrap();
+        assert_eq!(back, p);
+        let text = String::from_utf8(framed[4..].to_vec()).unwrap();
+        assert!(
+            !text.contains("reverse"),
+            "unset flags must not be sent: {text}"
+        );
+    }
+
+    #[test]
+    fn params_from_real_iperf3_client() {
+        // Captured from iperf3 3.12: `iperf3 -c 127.0.0.1 -u -b 10M -t 3`.
+        let raw = br#"{"udp":true,"omit":0,"time":3,"num":0,"blockcount":0,"parallel":1,"len":1460,"bandwidth":10000000,"pacing_timer":1000,"client_version":"3.12"}"#;
+        let p: Params = decode_json(raw).unwrap();
+        assert_eq!(p.udp, Some(true));
+        assert_eq!(p.bandwidth, Some(10_000_000.0));
+        assert!(p.netmeter.is_none());
+    }
+
+    #[test]
+    fn malformed_json_is_an_error() {
+        assert!(decode_json::<Params>(b"{\"tcp\":").is_err());
+        assert!(decode_json::<Params>(b"{\"time\":\"ten\"}").is_err());
+        assert!(decode_json::<Results>(b"[]").is_err());
+    }
+
+    #[test]
+    fn error_trailer_round_trip() {
+        let e = encode_server_error(121, 0);
+        assert_eq!(e[0], 0xfe);
+        assert_eq!(decode_error_trailer(e[1..].try_into().unwrap()), (121, 0));
+    }
+
+    #[test]
+    fn udp_header_layout() {
+        let h = UdpHeader {
+            sec: 1,
+            usec: 2,
+            seq: 0x0102_0304,
+        };
+        let mut b = [0u8; 16];
+        h.write(&mut b, false);
+        assert_eq!(&b[..12], &[0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4]);
+        assert_eq!(UdpHeader::read(&b, false).unwrap(), h);
+        assert_eq!(
+            UdpHeader::read(&b[..11], false),
+            Err(WireError::ShortDatagram(11))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn udp_header_round_trip(sec: u32, usec: u32, seq: u64, seq64: bool) {
+            let h = UdpHeader { sec, usec, seq: if seq64 { seq } else { seq as u32 as u64 } };
+            let mut b = [0u8; 16];
+            h.write(&mut b, seq64);
+            prop_assert_eq!(UdpHeader::read(&b, seq64).unwrap(), h);
+        }
+
+        #[test]
+        fn parsers_never_panic(bytes: Vec<u8>) {
+            let _ = decode_json::<Params>(&bytes);
+            let _ = decode_json::<Results>(&bytes);
+            let _ = UdpHeader::read(&bytes, true);
+            let _ = UdpHeader::read(&bytes, false);
+            if bytes.len() >= 4 {
+                let _ = decode_json_len([bytes[0], bytes[1], bytes[2], bytes[3]], MAX_PARAMS_LEN);
+            }
+        }
+    }
+}
