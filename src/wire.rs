@@ -364,22 +364,59 @@ pub struct ExtAnswer {
 /// Features netmeter can negotiate today.
 pub const EXT_FEATURES: &[&str] = &["udp_seq64", "udp_connect_retry"];
 
+/// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
+/// signed values (e.g. `retransmits: -1`) through an unsigned format, so 2^64-1 is -1.
+fn lenient_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    if let Some(i) = n.as_i64() {
+        Ok(i)
+    } else if let Some(u) = n.as_u64() {
+        Ok(u as i64) // two's-complement reinterpretation, as the C side intended
+    } else {
+        let f = n.as_f64().unwrap_or(0.0);
+        if f.is_finite() {
+            Ok(f as i64)
+        } else {
+            Err(serde::de::Error::custom("number out of range"))
+        }
+    }
+}
+
+fn lenient_opt_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    lenient_i64(d).map(Some)
+}
+
+/// Byte counts: never negative; a float is truncated.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    lenient_i64(d).map(|v| v.max(0) as u64)
+}
+
 /// One stream in a results message (`send_results()`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StreamResult {
+    #[serde(deserialize_with = "lenient_i64")]
     pub id: i64,
+    #[serde(deserialize_with = "lenient_u64")]
     pub bytes: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_i64")]
     pub retransmits: i64,
     #[serde(default)]
     pub jitter: f64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_i64")]
     pub errors: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_opt_i64"
+    )]
     pub omitted_errors: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_i64")]
     pub packets: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_opt_i64"
+    )]
     pub omitted_packets: Option<i64>,
     #[serde(default)]
     pub start_time: f64,
@@ -399,6 +436,7 @@ pub struct Results {
     pub cpu_util_total: f64,
     pub cpu_util_user: f64,
     pub cpu_util_system: f64,
+    #[serde(deserialize_with = "lenient_i64")]
     pub sender_has_retransmits: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub congestion_used: Option<String>,
@@ -529,6 +567,16 @@ mod tests {
         assert_eq!(p.udp, Some(true));
         assert_eq!(p.bandwidth, Some(10_000_000.0));
         assert!(p.netmeter.is_none());
+    }
+
+    #[test]
+    fn results_from_real_iperf3_server() {
+        // iperf3 3.12 prints retransmits -1 through an unsigned format.
+        let raw = br#"{"cpu_util_total":1.5,"cpu_util_user":0.5,"cpu_util_system":1,"sender_has_retransmits":18446744073709551615,"streams":[{"id":1,"bytes":3253469184,"retransmits":18446744073709551615,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":2.000133}]}"#;
+        let r: Results = decode_json(raw).unwrap();
+        assert_eq!(r.sender_has_retransmits, -1);
+        assert_eq!(r.streams[0].retransmits, -1);
+        assert_eq!(r.streams[0].bytes, 3_253_469_184);
     }
 
     #[test]

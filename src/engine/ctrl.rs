@@ -19,7 +19,7 @@ pub enum CtrlError {
     Closed(&'static str),
     #[error("control connection error while waiting for {1}: {0}")]
     Io(io::Error, &'static str),
-    #[error("the peer sent a malformed {1}: {0}")]
+    #[error("{1} could not be read: {0}")]
     Wire(WireError, &'static str),
 }
 

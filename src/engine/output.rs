@@ -112,7 +112,9 @@ impl Output {
     pub fn error(&mut self, msg: &str) {
         self.report.error = Some(msg.to_string());
         match self.mode {
-            Mode::Text => self.write(&format!("netmeter: error - {msg}\n")),
+            // A client's error reaches the user once, on stderr, from main.
+            Mode::Text if !self.ctx.client => self.write(&format!("netmeter: error - {msg}\n")),
+            Mode::Text => {}
             Mode::JsonStream => self.write(&json::event("error", &msg)),
             Mode::Json => {}
         }

@@ -204,6 +204,15 @@ fn end_row(ctx: &TextCtx, id: String, s: &EndSum, extra: &str, role: &str) -> St
     )
 }
 
+/// iperf3's 16-character column between Bitrate and the role: `  %3u` and padding for
+/// a sender with retransmits, blanks otherwise.
+fn retr_column(retransmits: Option<u64>) -> String {
+    match retransmits {
+        Some(r) => format!("  {r:>3}{}", " ".repeat(11)),
+        None => " ".repeat(16),
+    }
+}
+
 fn tcp_sum(s: &super::EndSide) -> EndSum {
     EndSum {
         start: s.start,
@@ -239,13 +248,7 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                 let local_sender = local_senders.get(i).copied().unwrap_or(ctx.client);
                 for (side, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
                     if let Some(x) = side {
-                        let extra = match x.retransmits {
-                            Some(r) if role == "sender" && sender_retransmits => {
-                                format!("  {r:>3}            ")
-                            }
-                            _ if sender_retransmits => " ".repeat(18),
-                            _ => String::new(),
-                        };
+                        let extra = retr_column(x.retransmits.filter(|_| role == "sender"));
                         out.push_str(&end_row(
                             ctx,
                             ctx.id(x.socket, local_sender),
@@ -274,11 +277,7 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                     let local_sender = fwd == ctx.client;
                     for (x, role) in [(sent, "sender"), (recv, "receiver")] {
                         if let Some(x) = x {
-                            let extra = match x.retransmits {
-                                Some(r) if sender_retransmits => format!("  {r:>3}            "),
-                                _ if sender_retransmits => " ".repeat(18),
-                                _ => String::new(),
-                            };
+                            let extra = retr_column(x.retransmits);
                             out.push_str(&end_row(ctx, ctx.sum_id(local_sender), x, &extra, role));
                         }
                     }
@@ -478,8 +477,8 @@ mod tests {
         let want = "\
 - - - - - - - - - - - - - - - - - - - - - - - - -
 [ ID] Interval           Transfer     Bitrate         Retr
-[  5]   0.00-10.00  sec  35.0 GBytes  30.1 Gbits/sec    8              sender
-[  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                    receiver
+[  5]   0.00-10.00  sec  35.0 GBytes  30.1 Gbits/sec    8             sender
+[  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
 ";
         assert_eq!(text, want);
     }
