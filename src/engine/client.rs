@@ -315,6 +315,24 @@ pub fn make_worker(
         udp_seq64: spec.udp_seq64,
         zerocopy: if sender { zerocopy.clone() } else { None },
         skip_rx_copy: spec.skip_rx_copy && !sender,
+        udp_gso: false,
+        udp_gro: false,
+    }
+}
+
+/// Switch on UDP GSO (sender) or GRO (receiver) where the kernel offers it; returns
+/// what is in use, for the worker and the JSON record. `NETMETER_NO_GSO=1` turns both off
+/// (for measuring the plain path).
+pub fn probe_udp_offload(w: &mut Worker, fd: std::os::fd::RawFd) {
+    if std::env::var_os("NETMETER_NO_GSO").is_some() {
+        return;
+    }
+    let len = w.block_len;
+    if w.shared.sender {
+        w.udp_gso = stream::gso_segments(len) > 1
+            && u16::try_from(len).is_ok_and(|l| sock::set_udp_gso(fd, l));
+    } else {
+        w.udp_gro = sock::set_udp_gro(fd);
     }
 }
 
@@ -479,9 +497,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                             let s = connect_udp(cfg, &server, &spec, cport)?;
                             let fd = s.as_raw_fd() as i64;
                             let local = s.local_addr()?;
-                            let w = make_worker(
+                            let mut w = make_worker(
                                 &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
                             );
+                            probe_udp_offload(&mut w, s.as_raw_fd());
                             let for_thread = s.try_clone()?;
                             live.keep_udp.push(s);
                             (fd, local, (w, None, Some(for_thread)))
@@ -509,7 +528,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                 out.report.start.netmeter = StartExt {
                     peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
                     features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
-                    data_path: data_path(&spec),
+                    data_path: data_path(&spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
                     warnings: Vec::new(),
                 };
                 if spec.direction == Direction::Reverse {
@@ -636,11 +655,20 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
 }
 
 /// What the data path is, for the JSON record.
-pub fn data_path(spec: &TestSpec) -> String {
+pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
     match spec.protocol {
         Protocol::Tcp if spec.zerocopy => "tcp sendfile".into(),
+        Protocol::Tcp if spec.skip_rx_copy => "tcp write/recv(MSG_TRUNC)".into(),
         Protocol::Tcp => "tcp write/read".into(),
-        Protocol::Udp => "udp sendmmsg/recvmmsg".into(),
+        Protocol::Udp => {
+            let gso = workers.iter().any(|w| w.udp_gso);
+            let gro = workers.iter().any(|w| w.udp_gro);
+            format!(
+                "udp sendmmsg{}/recvmmsg{}",
+                if gso { "+GSO" } else { "" },
+                if gro { "+GRO" } else { "" }
+            )
+        }
     }
 }
 

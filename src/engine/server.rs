@@ -9,7 +9,8 @@
 
 use super::CTRL_TIMEOUT;
 use super::client::{
-    LiveStreams, budget_for, connected_entry, data_path, make_worker, timestamp_now,
+    LiveStreams, budget_for, connected_entry, data_path, make_worker, probe_udp_offload,
+    timestamp_now,
 };
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::Meter;
@@ -64,11 +65,14 @@ pub struct ServerConfig {
     pub interval_s: f64,
 }
 
+/// Where a TCP data connection (with its accept sequence number) goes.
+type StreamSender = Sender<(u64, TcpStream)>;
+
 struct UdpWaiter {
     session: u64,
     peer_ip: IpAddr,
     remaining: usize,
-    tx: Sender<UdpSocket>,
+    tx: Sender<(u64, UdpSocket)>,
 }
 
 struct Shared {
@@ -78,7 +82,10 @@ struct Shared {
     active: AtomicUsize,
     tests_done: AtomicU64,
     next_session: AtomicU64,
-    tcp_waiters: Mutex<HashMap<[u8; wire::COOKIE_LEN], Sender<TcpStream>>>,
+    tcp_waiters: Mutex<HashMap<[u8; wire::COOKIE_LEN], StreamSender>>,
+    /// Order in which data connections arrived: streams are numbered in this order, as
+    /// the client numbers them in the order it opens them.
+    accept_seq: AtomicU64,
     udp_waiters: Mutex<Vec<UdpWaiter>>,
     shutdown: Arc<AtomicBool>,
     last_activity: Mutex<Instant>,
@@ -194,6 +201,7 @@ impl Server {
                 tests_done: AtomicU64::new(0),
                 next_session: AtomicU64::new(1),
                 tcp_waiters: Mutex::new(HashMap::new()),
+                accept_seq: AtomicU64::new(0),
                 udp_waiters: Mutex::new(Vec::new()),
                 shutdown,
                 last_activity: Mutex::new(Instant::now()),
@@ -250,10 +258,11 @@ impl Server {
             };
             let s = shared.clone();
             let done = one_off_done.clone();
+            let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
             let h = std::thread::Builder::new()
                 .name("nm-conn".into())
                 .spawn(move || {
-                    if handle_connection(&s, conn, peer) && s.cfg.one_off {
+                    if handle_connection(&s, conn, peer, seq) && s.cfg.one_off {
                         done.store(true, Ordering::Relaxed);
                     }
                 });
@@ -272,7 +281,7 @@ impl Server {
 }
 
 /// Returns true when the connection was a test session (for `-1`).
-fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr) -> bool {
+fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, seq: u64) -> bool {
     let mut ctrl = Ctrl::new(conn);
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
@@ -288,7 +297,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr) ->
         .ok()
         .and_then(|w| w.get(&cookie).cloned());
     if let Some(tx) = waiter {
-        let _ = tx.send(ctrl.sock);
+        let _ = tx.send((seq, ctrl.sock));
         return false;
     }
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
@@ -345,7 +354,8 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
         };
         match accept_udp(shared, from) {
             Ok(s) => {
-                let _ = tx.0.send(s);
+                let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
+                let _ = tx.0.send((seq, s));
             }
             Err(e) => shared.log(&format!(
                 "session {}: UDP stream from {from} failed: {e}",
@@ -462,6 +472,10 @@ impl Session<'_> {
             title: None,
         };
         let mut out = Output::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        // As iperf3's server does, the client's title and extra data go into this side's
+        // JSON too (text output is not prefixed with the title on the server).
+        out.report.title = spec.title.clone();
+        out.report.extra_data = spec.extra_data.clone();
         if spec.get_server_output {
             out.captured = Some(String::new());
         }
@@ -520,17 +534,17 @@ impl Session<'_> {
         }
 
         let total = spec.total_streams() as usize;
-        let (tx, rx) = mpsc::channel::<Accepted>();
+        let (tx, rx) = mpsc::channel::<(u64, Accepted)>();
         match spec.protocol {
             Protocol::Tcp => {
-                let (ttx, trx) = mpsc::channel::<TcpStream>();
+                let (ttx, trx) = mpsc::channel::<(u64, TcpStream)>();
                 if let Ok(mut w) = shared.tcp_waiters.lock() {
                     w.insert(cookie.0, ttx);
                 }
                 forward(trx, tx, Accepted::Tcp);
             }
             Protocol::Udp => {
-                let (utx, urx) = mpsc::channel::<UdpSocket>();
+                let (utx, urx) = mpsc::channel::<(u64, UdpSocket)>();
                 if let Ok(mut w) = shared.udp_waiters.lock() {
                     w.push(UdpWaiter {
                         session: self.id,
@@ -545,7 +559,7 @@ impl Session<'_> {
         ctrl.send_state(State::CreateStreams)
             .map_err(|e| anyhow!("{e}"))?;
 
-        let mut accepted: Vec<Accepted> = Vec::with_capacity(total);
+        let mut accepted: Vec<(u64, Accepted)> = Vec::with_capacity(total);
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         while accepted.len() < total {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -565,7 +579,7 @@ impl Session<'_> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => bail!("stream hand-off closed"),
             }
             // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
-            for a in &accepted {
+            for (_, a) in &accepted {
                 if let Accepted::Udp(u) = a {
                     let _ = u.set_nonblocking(true);
                     let mut b = [0u8; 64];
@@ -577,9 +591,13 @@ impl Session<'_> {
                     let _ = u.set_nonblocking(false);
                 }
             }
-            // A client that gives up closes its control connection: notice it.
-            if let Ok(Some(st)) = ctrl.poll_state(Duration::from_millis(1), "stream setup") {
-                bail!("the client sent {st:?} while opening its data streams");
+            // A client that gives up closes its control connection: notice it (a closed
+            // or garbled control connection is an error, not "nothing yet"), so the
+            // session frees its test slot now rather than at the stream deadline.
+            match ctrl.poll_state(Duration::from_millis(1), "stream setup") {
+                Ok(None) => {}
+                Ok(Some(st)) => bail!("the client sent {st:?} while opening its data streams"),
+                Err(e) => bail!("{e}"),
             }
         }
         if let Ok(mut w) = shared.tcp_waiters.lock() {
@@ -606,7 +624,9 @@ impl Session<'_> {
             stop_recv: Arc::new(AtomicBool::new(false)),
         };
         let mut workers: Vec<(Worker, Accepted)> = Vec::new();
-        for (i, a) in accepted.into_iter().enumerate() {
+        // Hand-off threads can deliver out of order; the accept order is the client's.
+        accepted.sort_by_key(|(seq, _)| *seq);
+        for (i, (_, a)) in accepted.into_iter().enumerate() {
             let id = if i == 0 { 1 } else { i as i64 + 2 };
             let client_sends = spec.client_sends(i as u32);
             // The thread gets a duplicate; the original (whose number TCP_INFO uses)
@@ -639,7 +659,7 @@ impl Session<'_> {
                     (info.0, info.1, info.2, Accepted::Udp(dup))
                 }
             };
-            let w = make_worker(
+            let mut w = make_worker(
                 spec,
                 id,
                 fd,
@@ -650,6 +670,9 @@ impl Session<'_> {
                 &budget,
                 &zerocopy,
             );
+            if spec.protocol == Protocol::Udp {
+                probe_udp_offload(&mut w, fd as i32);
+            }
             let c = connected_entry(fd, local, remote);
             out.text(&text::connected(&c));
             out.report.start.connected.push(c);
@@ -674,7 +697,7 @@ impl Session<'_> {
             }
             .into(),
             features,
-            data_path: data_path(spec),
+            data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
             warnings: Vec::new(),
         };
         out.start_done();
@@ -795,12 +818,16 @@ impl Session<'_> {
 }
 
 /// Move items from a typed channel into the session's common channel.
-fn forward<T: Send + 'static>(rx: Receiver<T>, tx: Sender<Accepted>, wrap: fn(T) -> Accepted) {
+fn forward<T: Send + 'static>(
+    rx: Receiver<(u64, T)>,
+    tx: Sender<(u64, Accepted)>,
+    wrap: fn(T) -> Accepted,
+) {
     let _ = std::thread::Builder::new()
         .name("nm-handoff".into())
         .spawn(move || {
-            while let Ok(x) = rx.recv() {
-                if tx.send(wrap(x)).is_err() {
+            while let Ok((seq, x)) = rx.recv() {
+                if tx.send((seq, wrap(x))).is_err() {
                     break;
                 }
             }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How often a blocked data thread wakes to check whether it should stop.
 pub const STOP_POLL: Duration = Duration::from_millis(50);
 
-/// UDP datagrams per `sendmmsg` / `recvmmsg` call.
+/// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
 const UDP_BATCH: usize = 32;
 
 /// Per-stream state shared between the data thread and the control thread.
@@ -94,6 +94,10 @@ pub struct Worker {
     pub udp_seq64: bool,
     pub zerocopy: Option<Arc<std::fs::File>>,
     pub skip_rx_copy: bool,
+    /// The socket has UDP_SEGMENT set: send GSO super-buffers.
+    pub udp_gso: bool,
+    /// The socket has UDP_GRO set: walk coalesced receives.
+    pub udp_gro: bool,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -236,34 +240,52 @@ pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
     })
 }
 
+/// Datagrams packed into one GSO send: as many as fit in one 64 KiB UDP payload.
+pub fn gso_segments(len: usize) -> usize {
+    (65_000 / len.max(1)).clamp(1, 64)
+}
+
 fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    let fd = sock.as_raw_fd();
     let hdr_len = UdpHeader::len(w.udp_seq64);
     let len = w.block_len.max(hdr_len);
+    // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
+    // stream was set up; dropped here if the first send says the path cannot do it.
+    let mut segs = if w.udp_gso { gso_segments(len) } else { 1 };
     let origin = Instant::now();
-    let burst = w.burst.map(|b| b as usize).unwrap_or(1).clamp(1, UDP_BATCH);
+    let burst = w.burst.map(|b| b as usize).unwrap_or(1).max(1);
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
     let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH)
         .map(|_| {
-            let mut b = w.payload[..len.min(w.payload.len())].to_vec();
-            b.resize(len, 0);
+            let mut b = Vec::with_capacity(len * segs);
+            while b.len() < len * segs {
+                let take = (len * segs - b.len()).min(w.payload.len().max(1));
+                b.extend_from_slice(&w.payload[..take.min(w.payload.len())]);
+                if w.payload.is_empty() {
+                    b.resize(len * segs, 0);
+                }
+            }
             b
         })
         .collect();
     let mut batch = Batch::new(UDP_BATCH);
-    let fd = sock.as_raw_fd();
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
+    let mut fell_back = false;
     while !w.stop.load(Ordering::Relaxed) {
-        // How many datagrams this round: a burst when paced, a full batch otherwise.
-        let mut n = if pacer.is_some() { burst } else { UDP_BATCH };
-        if let Some(p) = pacer.as_mut() {
-            let wait = p.poll(origin.elapsed().as_secs_f64(), len * n);
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(STOP_POLL));
-                continue;
-            }
-        }
+        let max_now = UDP_BATCH * segs;
+        // How many datagrams may go now: what the pacer grants, or a full batch.
+        let mut n = match pacer.as_mut() {
+            Some(p) => match p.grant(origin.elapsed().as_secs_f64(), len, burst, max_now) {
+                Ok(k) => k,
+                Err(wait) => {
+                    std::thread::sleep(wait.min(STOP_POLL));
+                    continue;
+                }
+            },
+            None => max_now,
+        };
         if let Some(b) = &w.budget {
             let mut allowed = 0;
             while allowed < n && b.take(len) == len {
@@ -274,29 +296,52 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
             }
             n = allowed;
         }
+        // Pack n datagrams into messages of up to `segs` datagrams each.
         let (sec, usec) = wall_now();
-        for (i, buf) in bufs.iter_mut().take(n).enumerate() {
-            UdpHeader {
-                sec,
-                usec,
-                seq: seq + 1 + i as u64,
+        let msgs = n.div_ceil(segs);
+        let mut counts = [0usize; UDP_BATCH];
+        for (m, buf) in bufs.iter_mut().take(msgs).enumerate() {
+            let k = segs.min(n - m * segs);
+            counts[m] = k;
+            for j in 0..k {
+                UdpHeader {
+                    sec,
+                    usec,
+                    seq: seq + 1 + (m * segs + j) as u64,
+                }
+                .write(&mut buf[j * len..], w.udp_seq64);
             }
-            .write(buf, w.udp_seq64);
         }
-        let refs: Vec<&[u8]> = bufs[..n].iter().map(|b| b.as_slice()).collect();
-        let mut sent_total = 0;
-        while sent_total < n && !w.stop.load(Ordering::Relaxed) {
-            match batch.send(fd, &refs[sent_total..]) {
-                Ok(k) => sent_total += k,
+        let refs: Vec<&[u8]> = (0..msgs).map(|m| &bufs[m][..counts[m] * len]).collect();
+        let mut sent_msgs = 0;
+        while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
+            match batch.send(fd, &refs[sent_msgs..]) {
+                Ok(k) => sent_msgs += k,
                 Err(e) if is_transient(&e) => {}
                 // A receiver that has not started yet or an ICMP error bounced back:
                 // the datagram is gone, like any other loss; keep going.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_total = n,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,
+                Err(e) if segs > 1 && !fell_back && bytes == 0 => {
+                    // The path refused segmentation offload (EIO/EINVAL): plain sends.
+                    let _ = e;
+                    sock::set_udp_gso(fd, 0);
+                    segs = 1;
+                    fell_back = true;
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
-        seq += sent_total as u64;
-        bytes += (sent_total * len) as u64;
+        if fell_back && segs == 1 && sent_msgs < msgs {
+            // Re-send this round without GSO; the sequence numbers were not used.
+            if let Some(b) = &w.budget {
+                b.remaining.fetch_add(n as i64, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let sent: usize = counts[..sent_msgs].iter().sum();
+        seq += sent as u64;
+        bytes += (sent * len) as u64;
         w.shared.bytes.store(bytes, Ordering::Relaxed);
         w.shared.packets.store(seq, Ordering::Relaxed);
     }
@@ -306,8 +351,14 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
 fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let hdr_len = UdpHeader::len(w.udp_seq64);
-    let mut bufs = vec![vec![0u8; w.block_len.max(hdr_len) + 64]; UDP_BATCH];
-    let mut lens = Vec::with_capacity(UDP_BATCH);
+    // With GRO a message holds many datagrams (up to 64 KiB); without, one.
+    let buf_len = if w.udp_gro {
+        65_536 + 4096
+    } else {
+        w.block_len.max(hdr_len) + 64
+    };
+    let mut bufs = vec![vec![0u8; buf_len]; UDP_BATCH];
+    let mut got = Vec::with_capacity(UDP_BATCH);
     let mut batch = Batch::new(UDP_BATCH);
     let fd = sock.as_raw_fd();
     let mut bytes = 0u64;
@@ -316,7 +367,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         return Ok(());
     };
     while !w.stop.load(Ordering::Relaxed) {
-        match batch.recv(fd, &mut bufs, &mut lens) {
+        match batch.recv_segments(fd, &mut bufs, &mut got) {
             Ok(()) => {
                 let (sec, usec) = wall_now();
                 let now_s = wall_secs(sec, usec);
@@ -324,14 +375,23 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
                 };
-                for (buf, &n) in bufs.iter().zip(lens.iter()) {
-                    // Short datagrams are repeated connect messages, not data.
-                    let Ok(h) = UdpHeader::read(&buf[..n], w.udp_seq64) else {
-                        continue;
+                for (buf, r) in bufs.iter().zip(got.iter()) {
+                    let stride = if r.segment > 0 {
+                        r.segment
+                    } else {
+                        r.len.max(1)
                     };
-                    bytes += n as u64;
-                    datagrams += 1;
-                    acc.on_datagram(h.seq, now_s - wall_secs(h.sec, h.usec));
+                    let mut off = 0;
+                    while off < r.len {
+                        let end = (off + stride).min(r.len);
+                        // Short datagrams are repeated connect messages, not data.
+                        if let Ok(h) = UdpHeader::read(&buf[off..end], w.udp_seq64) {
+                            bytes += (end - off) as u64;
+                            datagrams += 1;
+                            acc.on_datagram(h.seq, now_s - wall_secs(h.sec, h.usec));
+                        }
+                        off = end;
+                    }
                 }
                 drop(acc);
                 w.shared.bytes.store(bytes, Ordering::Relaxed);

@@ -94,11 +94,13 @@ pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
     format!("{id} {cols}\n")
 }
 
+// As in iperf3, `-f` sets the Bitrate unit only; Transfer is always adaptive
+// (`unit_snprintf(..., 'A')` in `src/iperf_api.c`).
 fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
     let head = format!(
         "{id} {}  {}  {}",
         span(r.start, r.end),
-        format_bytes(r.bytes as f64, ctx.format),
+        format_bytes(r.bytes as f64, Format::Auto),
         format_rate(r.bits_per_second, ctx.format)
     );
     let tail = if let Some(t) = &r.tcp {
@@ -128,7 +130,7 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
         "{} {}  {}  {}",
         ctx.sum_id(s.sender),
         span(s.start, s.end),
-        format_bytes(s.bytes as f64, ctx.format),
+        format_bytes(s.bytes as f64, Format::Auto),
         format_rate(s.bits_per_second, ctx.format)
     );
     let tail = if let Some(u) = &s.udp_recv {
@@ -199,7 +201,7 @@ fn end_row(ctx: &TextCtx, id: String, s: &EndSum, extra: &str, role: &str) -> St
     format!(
         "{id} {}  {}  {}{extra}  {role}\n",
         span(s.start, s.end),
-        format_bytes(s.bytes as f64, ctx.format),
+        format_bytes(s.bytes as f64, Format::Auto),
         format_rate(s.bits_per_second, ctx.format)
     )
 }
@@ -360,7 +362,8 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
             }
         }
     }
-    ctx.titled(out)
+    // No `-T` prefix here: the caller prints this through `Output::text`, which adds it.
+    out
 }
 
 /// `CPU Utilization: local/sender 99.3% (1.1%u/98.2%s), remote/receiver ...`.
