@@ -119,6 +119,11 @@ fn connect_tcp(
     Ok(s.into())
 }
 
+/// End-of-test drain: receivers keep counting until the stream has been idle this long…
+pub const DRAIN_IDLE: Duration = Duration::from_millis(50);
+/// …but never longer than this after the senders stopped.
+pub const DRAIN_MAX: Duration = Duration::from_secs(1);
+
 /// How many UDP connect attempts, and how long to wait for each reply.
 const UDP_CONNECT_WAITS_MS: [u64; 6] = [1000, 1000, 2000, 2000, 3000, 3000];
 
@@ -266,6 +271,39 @@ impl LiveStreams {
             }
         }
         self.handles = keep;
+    }
+
+    /// After the senders stopped, keep the receivers reading until nothing has arrived
+    /// for `idle` (at most `max`), so data still in flight when the test ended is counted
+    /// instead of being mistaken for loss. Returns when the last byte arrived, in seconds
+    /// since `t0`, or `None` when this side receives nothing.
+    pub fn drain_receivers(&mut self, t0: Instant, idle: Duration, max: Duration) -> Option<f64> {
+        let receivers: Vec<Arc<StreamShared>> =
+            self.shared.iter().filter(|s| !s.sender).cloned().collect();
+        if receivers.is_empty() {
+            return None;
+        }
+        let total = || -> u64 {
+            receivers
+                .iter()
+                .map(|s| s.bytes.load(Ordering::Relaxed))
+                .sum()
+        };
+        let start = Instant::now();
+        let (mut last, mut last_t) = (total(), start);
+        loop {
+            std::thread::sleep(Duration::from_millis(2));
+            let now = total();
+            if now != last {
+                (last, last_t) = (now, Instant::now());
+            }
+            let all_done = receivers.iter().all(|s| s.finished.load(Ordering::Acquire));
+            if all_done || last_t.elapsed() >= idle || start.elapsed() >= max {
+                break;
+            }
+        }
+        self.stop(false, true);
+        Some(last_t.duration_since(t0).as_secs_f64())
     }
 
     /// First error reported by any stream thread.
@@ -605,20 +643,25 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         }
     };
 
-    // Ending: stop, sample, tell the server.
-    live.stop(true, true);
-    if interval.is_some() && meter.worth_reporting(end_s, cfg.interval_s) && !meter.omitting {
-        let iv = meter.tick(end_s);
+    // Ending: stop sending, tell the server, count what is still in flight to us.
+    live.stop(true, false);
+    ctrl.send_state(State::TestEnd).map_err(ctrl_err)?;
+    machine.test_ended();
+    let recv_end_s = live
+        .drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX)
+        .unwrap_or(end_s)
+        .max(end_s);
+    let last_s = recv_end_s.max(end_s);
+    if interval.is_some() && meter.worth_reporting(last_s, cfg.interval_s) && !meter.omitting {
+        let iv = meter.tick(last_s);
         out.interval(iv);
     }
-    let locals = meter.finals(end_s);
+    let locals = meter.finals(end_s, recv_end_s);
     let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
     let congestion = live
         .keep_tcp
         .first()
         .and_then(|s| sock::congestion(s.as_raw_fd()));
-    ctrl.send_state(State::TestEnd).map_err(ctrl_err)?;
-    machine.test_ended();
     let mut peer = Results::default();
     loop {
         let st = ctrl

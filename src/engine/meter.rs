@@ -146,9 +146,9 @@ impl Meter {
         now_s - self.last_s >= 0.1 * interval_s
     }
 
-    /// Final figures of every stream at test time `now_s`, measured part only.
-    pub fn finals(&self, now_s: f64) -> Vec<LocalFinal> {
-        let seconds = (now_s - self.epoch_s).max(0.0);
+    /// Final figures of every stream, measured part only: senders stopped at test time
+    /// `send_end_s`, receivers counted until `recv_end_s` (after the end-of-test drain).
+    pub fn finals(&self, send_end_s: f64, recv_end_s: f64) -> Vec<LocalFinal> {
         self.streams
             .iter()
             .enumerate()
@@ -166,6 +166,8 @@ impl Meter {
                         jitter_s: u.jitter_s,
                     }
                 });
+                let end = if s.sender { send_end_s } else { recv_end_s };
+                let seconds = (end - self.epoch_s).max(0.0);
                 LocalFinal {
                     id: s.id,
                     socket: s.socket,

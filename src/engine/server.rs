@@ -9,8 +9,8 @@
 
 use super::CTRL_TIMEOUT;
 use super::client::{
-    LiveStreams, budget_for, connected_entry, data_path, make_worker, probe_udp_offload,
-    timestamp_now,
+    DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, make_worker,
+    probe_udp_offload, timestamp_now,
 };
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::Meter;
@@ -771,15 +771,20 @@ impl Session<'_> {
                 Err(e) => bail!("{e}"),
             }
         };
-        live.stop(true, true);
+        // Stop sending, then count what is still in flight to us before sampling.
+        live.stop(true, false);
+        let recv_end_s = live
+            .drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX)
+            .unwrap_or(end_s)
+            .max(end_s);
         if interval.is_some()
-            && meter.worth_reporting(end_s, shared.cfg.interval_s)
+            && meter.worth_reporting(recv_end_s, shared.cfg.interval_s)
             && !meter.omitting
         {
-            let iv = meter.tick(end_s);
+            let iv = meter.tick(recv_end_s);
             out.interval(iv);
         }
-        let locals = meter.finals(end_s);
+        let locals = meter.finals(end_s, recv_end_s);
         let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
         let congestion = live
             .keep_tcp
