@@ -128,6 +128,26 @@ pub fn set_max_pacing_rate(fd: RawFd, bits_per_second: u64) -> io::Result<()> {
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes)
 }
 
+/// Datagrams the kernel dropped on this socket because its receive buffer was full
+/// (`SO_MEMINFO`, index `SK_MEMINFO_DROPS`; Linux 4.6+).
+pub fn socket_drops(fd: RawFd) -> Option<u64> {
+    const SO_MEMINFO: libc::c_int = 55;
+    const SK_MEMINFO_DROPS: usize = 8;
+    let mut v = [0u32; 9];
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: v is writable for `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize >= (SK_MEMINFO_DROPS + 1) * 4).then_some(v[SK_MEMINFO_DROPS] as u64)
+}
+
 /// The TCP maximum segment size of a connected socket.
 pub fn tcp_mss(fd: RawFd) -> Option<u32> {
     let mut v: libc::c_int = 0;
@@ -509,6 +529,21 @@ mod tests {
             }
         }
         assert_eq!((bytes, datagrams), (1000, 10));
+    }
+
+    #[test]
+    fn receive_buffer_drops_are_counted() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket2::SockRef::from(&b)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        for _ in 0..200 {
+            let _ = a.send(&[0u8; 1000]);
+        }
+        assert!(socket_drops(b.as_raw_fd()).unwrap() > 0);
+        assert_eq!(socket_drops(a.as_raw_fd()), Some(0));
     }
 
     #[test]

@@ -428,6 +428,9 @@ pub struct StreamResult {
     /// netmeter extension: duplicate datagrams seen by a receiver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter_duplicates: Option<u64>,
+    /// netmeter extension: datagrams the receiver's kernel dropped (full buffer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_host_drops: Option<u64>,
 }
 
 /// A results message, exchanged once in each direction at the end of a test.

@@ -306,6 +306,19 @@ impl LiveStreams {
         Some(last_t.duration_since(t0).as_secs_f64())
     }
 
+    /// Read each UDP receiver's kernel drop counter into its final figures.
+    pub fn record_host_drops(&self, locals: &mut [build::LocalFinal]) {
+        for l in locals.iter_mut().filter(|l| !l.sender) {
+            if let Some(s) = self
+                .keep_udp
+                .iter()
+                .find(|s| s.as_raw_fd() as i64 == l.socket)
+            {
+                l.host_drops = sock::socket_drops(s.as_raw_fd());
+            }
+        }
+    }
+
     /// First error reported by any stream thread.
     pub fn first_error(&self) -> Option<String> {
         self.shared
@@ -656,7 +669,8 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         let iv = meter.tick(last_s);
         out.interval(iv);
     }
-    let locals = meter.finals(end_s, recv_end_s);
+    let mut locals = meter.finals(end_s, recv_end_s);
+    live.record_host_drops(&mut locals);
     let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
     let congestion = live
         .keep_tcp

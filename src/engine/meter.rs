@@ -184,6 +184,7 @@ impl Meter {
                         t
                     }),
                     udp,
+                    host_drops: None,
                 }
             })
             .collect()

@@ -784,7 +784,8 @@ impl Session<'_> {
             let iv = meter.tick(recv_end_s);
             out.interval(iv);
         }
-        let locals = meter.finals(end_s, recv_end_s);
+        let mut locals = meter.finals(end_s, recv_end_s);
+        live.record_host_drops(&mut locals);
         let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
         let congestion = live
             .keep_tcp

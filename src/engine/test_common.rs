@@ -2,9 +2,10 @@
 //! `start` facts, and assembling and printing the end summary.
 
 use super::output::Output;
+use crate::report::advice::{self, HostFacts};
 use crate::report::build::{self, LocalFinal};
 use crate::report::text;
-use crate::report::{CpuUtil, End, EndStream, TestStart};
+use crate::report::{CpuUtil, End, EndExt, EndStream, TestStart};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
@@ -101,6 +102,54 @@ pub fn test_start(spec: &TestSpec, interval_s: f64) -> TestStart {
     }
 }
 
+/// Host facts and warnings for both sides.
+fn host_checks(
+    out: &Output,
+    spec: &TestSpec,
+    locals: &[LocalFinal],
+    peer: &Results,
+    local_cpu: (f64, f64, f64),
+) -> EndExt {
+    let sum = |it: &mut dyn Iterator<Item = Option<u64>>| {
+        it.fold(None, |a: Option<u64>, d| match (a, d) {
+            (a, None) => a,
+            (None, Some(d)) => Some(d),
+            (Some(a), Some(d)) => Some(a + d),
+        })
+    };
+    let local_drops = sum(&mut locals.iter().map(|l| l.host_drops));
+    let remote_drops = sum(&mut peer.streams.iter().map(|s| s.netmeter_host_drops));
+    let udp = spec.protocol == Protocol::Udp;
+    let local = HostFacts {
+        side: "local",
+        udp,
+        rate_bps: spec.rate_bps,
+        streams: locals.len() as u32,
+        requested_buf: spec.window,
+        rcvbuf: out.report.start.rcvbuf_actual,
+        sndbuf: out.report.start.sndbuf_actual,
+        receives: locals.iter().any(|l| !l.sender),
+        host_drops: local_drops,
+        cpu_total: local_cpu.0,
+    };
+    let remote = HostFacts {
+        side: "remote",
+        udp,
+        rate_bps: spec.rate_bps,
+        streams: peer.streams.len() as u32,
+        host_drops: remote_drops,
+        cpu_total: peer.cpu_util_total,
+        ..HostFacts::default()
+    };
+    let mut warnings = advice::warnings(&local);
+    warnings.extend(advice::warnings(&remote));
+    EndExt {
+        local_host_drops: local_drops,
+        remote_host_drops: remote_drops,
+        warnings,
+    }
+}
+
 /// Build the end summary from local finals and the peer's results, store it in the
 /// report and print it.
 pub fn finish(
@@ -161,7 +210,10 @@ pub fn finish(
         },
         sender_tcp_congestion: snd_cc,
         receiver_tcp_congestion: rcv_cc,
+        netmeter: EndExt::default(),
     };
+    let mut end = end;
+    end.netmeter = host_checks(out, spec, locals, peer, local_cpu);
     let sender_retransmits = protocol == Protocol::Tcp
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
     let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
@@ -174,6 +226,9 @@ pub fn finish(
         if let Some(cc) = &end.receiver_tcp_congestion {
             t.push_str(&format!("rcv_tcp_congestion {cc}\n"));
         }
+    }
+    for w in &end.netmeter.warnings {
+        t.push_str(&format!("warning: {w}\n"));
     }
     out.report.end = end;
     out.text(&t);

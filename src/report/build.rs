@@ -60,6 +60,8 @@ pub struct LocalFinal {
     pub packets: u64,
     pub tcp: Option<TcpTotals>,
     pub udp: Option<UdpCounts>,
+    /// UDP receivers: datagrams this host's kernel dropped for a full receive buffer.
+    pub host_drops: Option<u64>,
 }
 
 /// The results message this side sends to its peer.
@@ -108,6 +110,7 @@ pub fn local_results(
                     end_time: l.seconds,
                     netmeter_out_of_order: ooo,
                     netmeter_duplicates: dup,
+                    netmeter_host_drops: l.host_drops,
                 }
             })
             .collect(),

@@ -6,6 +6,7 @@
 //! JSON output; netmeter's additions sit under keys named `netmeter`. Text and JSON are
 //! both produced from these same values, which is what keeps them consistent.
 
+pub mod advice;
 pub mod build;
 pub mod json;
 pub mod text;
@@ -288,6 +289,23 @@ pub struct End {
     pub sender_tcp_congestion: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receiver_tcp_congestion: Option<String>,
+    /// netmeter's end-of-test host facts and warnings.
+    #[serde(default)]
+    pub netmeter: EndExt,
+}
+
+/// netmeter's additions to `end`: what the hosts themselves did to the measurement.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndExt {
+    /// UDP datagrams this side's kernel dropped because a receive buffer was full
+    /// (SO_MEMINFO drops), summed over its receiving streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_host_drops: Option<u64>,
+    /// The same figure from the peer, when the peer is netmeter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_host_drops: Option<u64>,
+    /// Plain-language warnings with the fix, also printed in the text report.
+    pub warnings: Vec<String>,
 }
 
 /// A whole test as iperf3's `-J` document.
