@@ -168,6 +168,12 @@ pub struct Args {
     /// Payload of repeating '0'..'9' instead of random bytes.
     #[arg(long = "repeating-payload")]
     pub repeating_payload: bool,
+    /// Search for the highest UDP rate whose loss stays within --loss-target (RFC 2544 style).
+    #[arg(long = "find-max-rate")]
+    pub find_max_rate: bool,
+    /// Loss allowed by --find-max-rate, in percent.
+    #[arg(long = "loss-target", value_name = "PCT", default_value_t = 0.1)]
+    pub loss_target: f64,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -186,6 +192,12 @@ pub enum Command {
     },
     Client {
         cfg: ClientConfig,
+        logfile: Option<PathBuf>,
+    },
+    FindMaxRate {
+        cfg: ClientConfig,
+        loss_target: f64,
+        start_bps: u64,
         logfile: Option<PathBuf>,
     },
     Loopback {
@@ -365,6 +377,37 @@ impl Args {
             return Ok(Command::Loopback {
                 tcp,
                 udp,
+                logfile: self.logfile.clone(),
+            });
+        }
+        if self.find_max_rate {
+            if !(0.0..=100.0).contains(&self.loss_target) {
+                return Err(usage(
+                    "--loss-target must be a percentage between 0 and 100",
+                ));
+            }
+            if self.bytes.is_some() || self.blockcount.is_some() {
+                return Err(usage(
+                    "--find-max-rate runs timed trials; use -t, not -n or -k",
+                ));
+            }
+            let mut cfg = cfg;
+            cfg.spec.protocol = Protocol::Udp;
+            if self.length.is_none() {
+                cfg.spec.block_len = wire::UDP_DEFAULT_LEN;
+            }
+            if self.time.is_none() {
+                cfg.spec.end = EndCondition::Time(2.0);
+            }
+            let start_bps = if self.bitrate.is_some() && cfg.spec.rate_bps > 0 {
+                cfg.spec.rate_bps
+            } else {
+                100_000_000
+            };
+            return Ok(Command::FindMaxRate {
+                cfg,
+                loss_target: self.loss_target,
+                start_bps,
                 logfile: self.logfile.clone(),
             });
         }

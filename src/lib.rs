@@ -12,6 +12,7 @@ pub mod cli;
 pub mod engine;
 pub mod pacing;
 pub mod report;
+pub mod search;
 pub mod session;
 pub mod sock;
 pub mod spec;

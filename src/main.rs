@@ -61,6 +61,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             let sink = open_sink(logfile.as_deref())?;
             client::run(&cfg, sink).map(|_| ())
         }
+        Command::FindMaxRate {
+            cfg,
+            loss_target,
+            start_bps,
+            logfile,
+        } => {
+            let sink = open_sink(logfile.as_deref())?;
+            netmeter::engine::max_rate::run(&cfg, loss_target, start_bps, sink)
+        }
         Command::Loopback { tcp, udp, logfile } => {
             let sink = open_sink(logfile.as_deref())?;
             // The in-process server writes nowhere: its figures come back in the report.

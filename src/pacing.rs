@@ -2,16 +2,23 @@
 //!
 //! A token bucket per stream: credit accrues at the target rate; a send of `n` bytes is
 //! allowed when the bucket holds `n`. The bucket holds at most [`DEPTH_S`] of traffic (or
-//! one burst, if larger), so **after a stall the sender catches up by at most that much**:
-//! older missed credit is forfeited instead of being sent as a burst, unlike iperf3's
-//! since-start average. The depth absorbs ordinary scheduling delays of a sleeping sender
-//! (so a loaded host still holds the rate), while a real stall shows up as a lower rate
-//! in the interval that contains it, which is the truth about that interval.
+//! one burst, if larger): that is the most that ever leaves back to back.
+//!
+//! Policy after a stall (the sender thread was not scheduled, or the socket blocked):
+//! credit that overflowed the bucket during the stall, up to [`CATCH_UP_S`] of traffic,
+//! is made up **at no more than twice the target rate**; older missed credit is
+//! forfeited. So a short stall does not lower the interval's rate, and no stall ever
+//! produces a line-rate burst. iperf3, by contrast, paces against the since-start
+//! average and sends everything it missed as fast as it can. A stall longer than
+//! [`CATCH_UP_S`] shows up as a lower rate in the interval that contains it, which is
+//! the truth about that interval.
 
 use std::time::Duration;
 
 /// How much traffic, in seconds at the target rate, the bucket may hold.
 pub const DEPTH_S: f64 = 0.010;
+/// How much missed traffic, in seconds at the target rate, is made up after a stall.
+pub const CATCH_UP_S: f64 = 0.100;
 
 /// Token-bucket pacer. Times are seconds on any monotonic clock.
 #[derive(Debug, Clone)]
@@ -19,12 +26,14 @@ pub struct Pacer {
     bytes_per_s: f64,
     depth_bytes: f64,
     credit: f64,
+    /// Missed credit still to be made up (at most `CATCH_UP_S` of traffic).
+    debt: f64,
     last_s: f64,
 }
 
 impl Pacer {
     /// A pacer for `rate_bps` bits/s sending `unit` bytes per send, allowing `burst`
-    /// sends back to back (default: enough for about 2 ms, at least one send).
+    /// sends back to back.
     pub fn new(rate_bps: u64, unit: usize, burst: Option<u32>, now_s: f64) -> Pacer {
         let bytes_per_s = rate_bps as f64 / 8.0;
         let depth_bytes = match burst {
@@ -38,14 +47,22 @@ impl Pacer {
             depth_bytes,
             // Start with one send's worth so the first datagram leaves at once.
             credit: unit as f64,
+            debt: 0.0,
             last_s: now_s,
         }
     }
 
     fn refill(&mut self, now_s: f64) {
         if now_s > self.last_s {
-            self.credit =
-                (self.credit + (now_s - self.last_s) * self.bytes_per_s).min(self.depth_bytes);
+            let accrued = (now_s - self.last_s) * self.bytes_per_s;
+            // Repay debt at up to the target rate again (so at most twice the rate).
+            let repay = self.debt.min(accrued);
+            self.debt -= repay;
+            let total = self.credit + accrued + repay;
+            let overflow = (total - self.depth_bytes).max(0.0);
+            self.credit = total - overflow;
+            // What did not fit the bucket is remembered, up to the catch-up window.
+            self.debt = (self.debt + overflow).min(self.bytes_per_s * CATCH_UP_S);
             self.last_s = now_s;
         }
     }
@@ -125,17 +142,59 @@ mod tests {
     }
 
     #[test]
-    fn no_catch_up_burst_after_stall() {
+    fn stall_is_made_up_at_twice_the_rate_never_as_a_burst() {
         let unit = 1000;
-        let mut p = Pacer::new(8_000_000, unit, None, 0.0); // 1 MB/s: depth 10 ms = 10 kB
+        let mut p = Pacer::new(8_000_000, unit, None, 0.0); // 1 MB/s: depth 10 kB
         let (_, now) = run(&mut p, unit, 0.5, 0.0);
-        // A 200 ms stall: only one bucket (10 sends), not 200 sends, go out at once.
-        let now = now + 0.2;
+        // A 50 ms stall: only the bucket (10 sends) goes out back to back...
+        let mut now = now + 0.05;
         let mut back_to_back = 0;
         while p.poll(now, unit).is_zero() {
             back_to_back += 1;
         }
         assert_eq!(back_to_back, 10);
+        // ...and the other 40 ms are made up at 2x: over the next 40 ms, 80 kB go out.
+        let start = now;
+        let mut sent = 0;
+        while now < start + 0.040 {
+            match p.grant(now, unit, 1, 1) {
+                Ok(k) => sent += k * unit,
+                Err(w) => now += w.as_secs_f64(),
+            }
+        }
+        assert!((77_000..=81_000).contains(&sent), "{sent}");
+        // Debt repaid: back to the plain rate.
+        let (later, _) = run(&mut p, unit, now + 0.1, now);
+        assert!((99_000..=103_000).contains(&later), "{later}");
+    }
+
+    #[test]
+    fn interval_with_short_stall_still_holds_rate() {
+        let unit = 1448;
+        let rate = 10_000_000u64;
+        let mut p = Pacer::new(rate, unit, None, 0.0);
+        let (mut now, mut sent) = (0.0, 0u64);
+        while now < 1.0 {
+            if (0.3..0.35).contains(&now) {
+                now = 0.35; // a 50 ms stall
+            }
+            match p.grant(now, unit, 1, 64) {
+                Ok(k) => sent += (k * unit) as u64,
+                Err(w) => now += w.as_secs_f64(),
+            }
+        }
+        let err = (sent as f64 * 8.0 - rate as f64).abs() / rate as f64;
+        assert!(err < 0.01, "error {err}");
+    }
+
+    #[test]
+    fn long_stall_is_partly_forfeited() {
+        let unit = 1000;
+        let mut p = Pacer::new(8_000_000, unit, None, 0.0);
+        // 1 s of silence: at most depth + catch-up window (10 + 100 ms) is made up.
+        let (sent, _) = run(&mut p, unit, 1.5, 1.0);
+        assert!(sent <= 500_000 + 110_000 + 2 * unit as u64, "{sent}");
+        assert!(sent >= 500_000 + 100_000, "{sent}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod ctrl;
+pub mod max_rate;
 pub mod meter;
 pub mod output;
 pub mod server;

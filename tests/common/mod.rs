@@ -140,3 +140,100 @@ pub fn num(v: &serde_json::Value, path: &str) -> f64 {
         )
     })
 }
+
+/// Output of a long-running child, read continuously so that a full pipe can never
+/// block it. (Appended for the robustness and end-to-end tests.)
+#[derive(Clone, Default)]
+pub struct Drained {
+    pub stdout: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Drained {
+    /// Everything read so far, stdout then stderr, as text.
+    pub fn text(&self) -> String {
+        let o = self.stdout.lock().map(|b| b.clone()).unwrap_or_default();
+        let e = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o),
+            String::from_utf8_lossy(&e)
+        )
+    }
+
+    /// Wait (bounded) until `needle` has appeared `count` times; false on timeout.
+    pub fn wait_for(&self, needle: &str, count: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.text().matches(needle).count() >= count {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn drain_into<R: std::io::Read + Send + 'static>(
+    mut r: R,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        // Ends at EOF, i.e. when the child exits (or is killed by Proc's drop).
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut v) = into.lock() {
+                v.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+}
+
+impl Proc {
+    /// Read the child's stdout and stderr in the background from now on.
+    pub fn drain(&mut self) -> Drained {
+        let d = Drained::default();
+        let child = self.child.as_mut().expect("child");
+        if let Some(o) = child.stdout.take() {
+            drain_into(o, d.stdout.clone());
+        }
+        if let Some(e) = child.stderr.take() {
+            drain_into(e, d.stderr.clone());
+        }
+        d
+    }
+
+    /// Whether the child is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+}
+
+/// Start `netmeter -s -B 127.0.0.1 -p PORT` plus `extra` flags, wait until it listens,
+/// and drain its output.
+pub fn netmeter_server(port: u16, extra: &[&str]) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        "netmeter server",
+        Command::new(netmeter())
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra),
+    );
+    let d = p.drain();
+    wait_listening(port);
+    (p, d)
+}
+
+/// Text of a finished process: stdout and stderr, labelled, for assertion messages.
+pub fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
