@@ -168,6 +168,29 @@ pub struct Args {
     /// Payload of repeating '0'..'9' instead of random bytes.
     #[arg(long = "repeating-payload")]
     pub repeating_payload: bool,
+    /// Request/response test (like iperf 2 --bounceback, netperf TCP_RR/UDP_RR): round-trip
+    /// times and transactions per second. Needs a netmeter server.
+    #[arg(long = "bounceback")]
+    pub bounceback: bool,
+    /// Bounceback request size in bytes.
+    #[arg(
+        long = "bounceback-request",
+        value_name = "BYTES",
+        default_value = "100"
+    )]
+    pub bounceback_request: String,
+    /// Bounceback reply size in bytes (default: the request size).
+    #[arg(long = "bounceback-reply", value_name = "BYTES")]
+    pub bounceback_reply: Option<String>,
+    /// Server delay before each reply, in milliseconds.
+    #[arg(long = "bounceback-hold", value_name = "MS", default_value_t = 0.0)]
+    pub bounceback_hold: f64,
+    /// Requests sent back to back before waiting for their replies.
+    #[arg(long = "bounceback-burst", value_name = "N", default_value_t = 1)]
+    pub bounceback_burst: u32,
+    /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
+    pub affinity: Option<String>,
     /// Search for the highest UDP rate whose loss stays within --loss-target (RFC 2544 style).
     #[arg(long = "find-max-rate")]
     pub find_max_rate: bool,
@@ -417,6 +440,57 @@ impl Args {
         })
     }
 
+    /// `-A N[,M]`: local CPU and the server's.
+    fn affinity(&self) -> Result<(Option<u32>, Option<u32>), UsageError> {
+        let Some(a) = &self.affinity else {
+            return Ok((None, None));
+        };
+        let cpu = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&c| c < 1024)
+                .ok_or_else(|| usage(format!("-A needs CPU numbers like 0 or 0,1, not '{a}'")))
+        };
+        Ok(match a.split_once(',') {
+            None => (Some(cpu(a)?), None),
+            Some((n, m)) => (Some(cpu(n)?), Some(cpu(m)?)),
+        })
+    }
+
+    fn bounceback_spec(
+        &self,
+        protocol: Protocol,
+        direction: Direction,
+    ) -> Result<Option<wire::Bounceback>, UsageError> {
+        if !self.bounceback {
+            return Ok(None);
+        }
+        if direction != Direction::Upload {
+            return Err(usage("--bounceback cannot be combined with -R or --bidir"));
+        }
+        let size = |s: &str, what: &str| -> Result<u32, UsageError> {
+            let v = units::parse_bytes(s).map_err(|e| usage(format!("{what}: {e}")))?;
+            u32::try_from(v).map_err(|_| usage(format!("{what} is too large")))
+        };
+        let request_len = size(&self.bounceback_request, "--bounceback-request")?;
+        let reply_len = match &self.bounceback_reply {
+            Some(r) => size(r, "--bounceback-reply")?,
+            None => request_len,
+        };
+        if !(0.0..=1000.0).contains(&self.bounceback_hold) {
+            return Err(usage("--bounceback-hold must be between 0 and 1000 ms"));
+        }
+        let b = wire::Bounceback {
+            request_len,
+            reply_len,
+            hold_us: (self.bounceback_hold * 1000.0).round() as u32,
+            burst: self.bounceback_burst,
+        };
+        crate::spec::check_bounceback(&b, protocol).map_err(|e| usage(e.message))?;
+        Ok(Some(b))
+    }
+
     fn reject_client_only(&self) -> Result<(), UsageError> {
         let used: &[(bool, &str)] = &[
             (self.time.is_some(), "-t"),
@@ -583,6 +657,8 @@ impl Args {
             get_server_output: self.get_server_output,
             title: self.title.clone(),
             extra_data: self.extra_data.clone(),
+            bounceback: self.bounceback_spec(protocol, direction)?,
+            server_affinity: self.affinity()?.1,
         };
         Ok(ClientConfig {
             host: self.client.clone().unwrap_or_default(),
@@ -598,6 +674,7 @@ impl Args {
             cport: self.cport,
             connect_timeout: Duration::from_millis(self.connect_timeout.unwrap_or(10_000)),
             extensions: !self.no_extensions,
+            affinity: self.affinity()?.0,
         })
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod latency;
 pub mod pacing;
 pub mod report;
 pub mod search;

@@ -246,6 +246,7 @@ mod tests {
     fn negotiation_keeps_only_known_features() {
         let a = negotiate(&wire::ExtRequest {
             version: 7,
+            bounceback: None,
             features: vec!["udp_seq64".into(), "teleport".into()],
         });
         assert_eq!(a.version, wire::EXT_VERSION);

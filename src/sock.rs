@@ -234,6 +234,23 @@ pub fn system_info() -> String {
     )
 }
 
+/// Pin the calling thread (and the threads it creates afterwards) to one CPU (`-A`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; CPU_ZERO/CPU_SET only write inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "CPU number too large",
+        ));
+    }
+    // SAFETY: cpu is below CPU_SETSIZE, checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; set is a valid cpu_set_t of the given size.
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(|_| ())
+}
+
 /// Detach from the terminal (`-D`). Must run before any thread is spawned.
 pub fn daemonize() -> io::Result<()> {
     // SAFETY: called while the process is single-threaded; daemon() forks and the
@@ -291,19 +308,30 @@ pub fn set_udp_gro(fd: RawFd) -> bool {
     setsockopt(fd, libc::SOL_UDP, UDP_GRO, &v).is_ok()
 }
 
+/// Have the kernel stamp every received datagram with its arrival time (SO_TIMESTAMPNS,
+/// CLOCK_REALTIME), read back by [`Batch::recv_segments`]. Returns false where the kernel
+/// does not offer it.
+pub fn set_rx_timestamps(fd: RawFd) -> bool {
+    let v: libc::c_int = 1;
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &v).is_ok()
+}
+
 /// One received message: its length and, with GRO, the size of the datagrams in it
 /// (0 when the message is a single datagram).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Received {
     pub len: usize,
     pub segment: usize,
+    /// Kernel arrival time since the Unix epoch, with [`set_rx_timestamps`] on.
+    pub stamp: Option<std::time::Duration>,
 }
 
 /// Batched UDP I/O over a connected socket: one syscall for many datagrams.
 pub struct Batch {
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Control-message space per message, for the GRO segment size.
+    /// Control-message space per message, for the GRO segment size (24 bytes) and the
+    /// receive timestamp (32 bytes).
     cmsg: Vec<[u64; 8]>,
 }
 
@@ -414,6 +442,7 @@ impl Batch {
         out.clear();
         for h in &self.hdrs[..got] {
             let mut segment = 0usize;
+            let mut stamp = None;
             // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* walk only
             // within that length.
             unsafe {
@@ -422,6 +451,15 @@ impl Batch {
                     if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
                         let p = libc::CMSG_DATA(c) as *const libc::c_int;
                         segment = std::ptr::read_unaligned(p).max(0) as usize;
+                    } else if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SO_TIMESTAMPNS
+                    {
+                        let ts: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                        stamp = Some(std::time::Duration::new(
+                            ts.tv_sec.max(0) as u64,
+                            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+                        ));
                     }
                     c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
                 }
@@ -429,6 +467,7 @@ impl Batch {
             out.push(Received {
                 len: h.msg_len as usize,
                 segment,
+                stamp,
             });
         }
         Ok(())

@@ -5,7 +5,7 @@
 //! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
 //! the server sends back, never a panic or an absurd allocation.
 
-use crate::wire::{self, ExtRequest, Params, errcode};
+use crate::wire::{self, Bounceback, ExtRequest, Params, errcode};
 
 /// Transport of the data streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,10 @@ pub struct TestSpec {
     pub get_server_output: bool,
     pub title: Option<String>,
     pub extra_data: Option<String>,
+    /// Request/response test instead of bulk transfer (netmeter extension).
+    pub bounceback: Option<Bounceback>,
+    /// CPU the server should pin this test's threads to (`-A n,m`).
+    pub server_affinity: Option<u32>,
 }
 
 impl Default for TestSpec {
@@ -97,8 +101,41 @@ impl Default for TestSpec {
             get_server_output: false,
             title: None,
             extra_data: None,
+            bounceback: None,
+            server_affinity: None,
         }
     }
+}
+
+/// Check bounceback parameters (from flags or from the wire).
+pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecError> {
+    let min = if protocol == Protocol::Udp { 8 } else { 1 };
+    let len_ok = |l: u32| (min..=wire::MAX_BOUNCEBACK_LEN).contains(&l);
+    if !len_ok(b.request_len) || !len_ok(b.reply_len) {
+        return Err(refuse(
+            errcode::IEUNIMP,
+            format!(
+                "bounceback request and reply sizes must be {min} to {} bytes",
+                wire::MAX_BOUNCEBACK_LEN
+            ),
+        ));
+    }
+    if b.hold_us > wire::MAX_BOUNCEBACK_HOLD_US {
+        return Err(refuse(
+            errcode::IEUNIMP,
+            "bounceback hold is longer than 1 s",
+        ));
+    }
+    if !(1..=wire::MAX_BOUNCEBACK_BURST).contains(&b.burst) {
+        return Err(refuse(
+            errcode::IEUNIMP,
+            format!(
+                "bounceback burst must be 1 to {}",
+                wire::MAX_BOUNCEBACK_BURST
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A parameter the server refuses, with the iperf3 error code it answers with.
@@ -155,6 +192,7 @@ impl TestSpec {
             udp: (self.protocol == Protocol::Udp).then_some(true),
             sctp: None,
             omit: self.omit_s,
+            server_affinity: self.server_affinity.map(f64::from),
             time,
             num,
             blockcount,
@@ -270,6 +308,16 @@ impl TestSpec {
             .map(|r| whole(r.floor(), u64::MAX as f64, errcode::IEDURATION, "fqrate"))
             .transpose()?
             .filter(|&r| r > 0);
+        let bounceback = p.netmeter.as_ref().and_then(|n| n.bounceback);
+        if let Some(b) = &bounceback {
+            check_bounceback(b, protocol)?;
+            if direction != Direction::Upload {
+                return Err(refuse(
+                    errcode::IEUNIMP,
+                    "bounceback runs client to server only",
+                ));
+            }
+        }
         let on = |v: Option<f64>| v.is_some_and(|x| x != 0.0);
         // Strings from the wire are shown to the server's operator: keep them short.
         let short = |s: &Option<String>| s.as_ref().map(|s| s.chars().take(1024).collect());
@@ -295,6 +343,12 @@ impl TestSpec {
             get_server_output: on(p.get_server_output),
             title: short(&p.title),
             extra_data: short(&p.extra_data),
+            bounceback,
+            // iperf3 accepts 0..1024; a CPU that does not exist fails when applied.
+            server_affinity: p
+                .server_affinity
+                .map(|a| whole(a, 1024.0, errcode::IEUNIMP, "server_affinity").map(|a| a as u32))
+                .transpose()?,
         })
     }
 }

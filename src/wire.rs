@@ -280,6 +280,9 @@ pub struct Params {
     pub sctp: Option<bool>,
     #[serde(default)]
     pub omit: f64,
+    /// `-A n,m`: the CPU the server should run this test on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_affinity: Option<f64>,
     #[serde(default)]
     pub time: f64,
     #[serde(default)]
@@ -347,7 +350,35 @@ pub struct ExtRequest {
     /// Named features the client would like, e.g. `"udp_seq64"`.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Request/response test parameters (feature `bounceback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounceback: Option<Bounceback>,
 }
+
+/// A request/response (bounceback) test: the client sends `request_len` bytes, the
+/// server holds for `hold_us` and answers with `reply_len` bytes; `burst` requests are
+/// outstanding at once. On UDP each request and reply starts with an 8-byte sequence
+/// number, so both lengths are at least 8 there.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bounceback {
+    pub request_len: u32,
+    pub reply_len: u32,
+    #[serde(default)]
+    pub hold_us: u32,
+    #[serde(default = "one")]
+    pub burst: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Largest bounceback request or reply.
+pub const MAX_BOUNCEBACK_LEN: u32 = 1 << 20;
+/// Longest server hold time (one second).
+pub const MAX_BOUNCEBACK_HOLD_US: u32 = 1_000_000;
+/// Most outstanding requests per stream.
+pub const MAX_BOUNCEBACK_BURST: u32 = 1024;
 
 /// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -362,7 +393,7 @@ pub struct ExtAnswer {
 }
 
 /// Features netmeter can negotiate today.
-pub const EXT_FEATURES: &[&str] = &["udp_seq64", "udp_connect_retry"];
+pub const EXT_FEATURES: &[&str] = &["udp_seq64", "udp_connect_retry", "bounceback"];
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
 /// signed values (e.g. `retransmits: -1`) through an unsigned format, so 2^64-1 is -1.
@@ -547,6 +578,7 @@ mod tests {
             len: Some(131072.0),
             netmeter: Some(ExtRequest {
                 version: 1,
+                bounceback: None,
                 features: vec!["udp_seq64".into()],
             }),
             ..Default::default()

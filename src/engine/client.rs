@@ -51,6 +51,8 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Ask a netmeter server for extensions (off only for tests of the fallback).
     pub extensions: bool,
+    /// `-A N`: pin this process's test threads to CPU N.
+    pub affinity: Option<u32>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -347,7 +349,9 @@ pub fn make_worker(
         forward,
         bytes: Default::default(),
         packets: Default::default(),
-        udp: (spec.protocol == Protocol::Udp && !sender).then(|| Mutex::new(UdpRecv::default())),
+        udp: (spec.protocol == Protocol::Udp && !sender && spec.bounceback.is_none())
+            .then(|| Mutex::new(UdpRecv::default())),
+        rtt: (spec.bounceback.is_some() && sender).then(|| Mutex::new(Default::default())),
         finished: AtomicBool::new(false),
         error: Mutex::new(None),
     });
@@ -368,6 +372,7 @@ pub fn make_worker(
         skip_rx_copy: spec.skip_rx_copy && !sender,
         udp_gso: false,
         udp_gro: false,
+        bounceback: spec.bounceback,
     }
 }
 
@@ -375,7 +380,8 @@ pub fn make_worker(
 /// what is in use, for the worker and the JSON record. `NETMETER_NO_GSO=1` turns both off
 /// (for measuring the plain path).
 pub fn probe_udp_offload(w: &mut Worker, fd: std::os::fd::RawFd) {
-    if std::env::var_os("NETMETER_NO_GSO").is_some() {
+    // Request/response datagrams must stay single datagrams.
+    if std::env::var_os("NETMETER_NO_GSO").is_some() || w.bounceback.is_some() {
         return;
     }
     let len = w.block_len;
@@ -409,6 +415,7 @@ fn ctrl_err(e: CtrlError) -> anyhow::Error {
 /// Run one test as the client. Returns the report (also printed to `sink`).
 pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     let ctx = TextCtx {
+        bounceback: cfg.spec.bounceback.is_some(),
         format: cfg.format,
         protocol: cfg.spec.protocol,
         bidir: cfg.spec.direction == Direction::Bidir,
@@ -429,6 +436,10 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
 
 fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     let origin = Instant::now();
+    if let Some(cpu) = cfg.affinity {
+        // Threads started from here on (all data threads) inherit the mask.
+        sock::pin_to_cpu(cpu as usize).with_context(|| format!("cannot pin to CPU {cpu} (-A)"))?;
+    }
     let server = resolve(&cfg.host, cfg.port, cfg.family)?;
     out.text(&text::connecting(&cfg.host, cfg.port));
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
@@ -449,7 +460,11 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             .max(wire::UDP_MIN_LEN);
     }
     let mss = sock::tcp_mss(ctrl.sock.as_raw_fd());
+    if spec.bounceback.is_some() && !cfg.extensions {
+        bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
+    }
     let ext_req = cfg.extensions.then(|| ExtRequest {
+        bounceback: spec.bounceback,
         version: wire::EXT_VERSION,
         features: wire::EXT_FEATURES.iter().map(|s| s.to_string()).collect(),
     });
@@ -517,6 +532,15 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             }
             ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
             ClientStep::CreateStreams => {
+                let bounce_ok = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "bounceback"));
+                if spec.bounceback.is_some() && !bounce_ok {
+                    bail!(
+                        "--bounceback needs a netmeter server; {} answered like an iperf3 server",
+                        cfg.host
+                    );
+                }
                 let seq64 = ext
                     .as_ref()
                     .is_some_and(|a| a.accepted.iter().any(|f| f == "udp_seq64"));
@@ -636,7 +660,14 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             next_tick += interval.unwrap_or(f64::INFINITY);
             continue;
         }
-        let wait = (next_tick - now).clamp(0.0, 0.01);
+        // Sleep until the next tick or the end of a timed test; byte and block counts
+        // (and the omit period's end) are checked every 10 ms. Fewer wake-ups keep the
+        // control thread off the data threads' cores.
+        let until = match spec.end {
+            EndCondition::Time(t) if !meter.omitting => next_tick.min(t + spec.omit_s),
+            _ => next_tick.min(now + 0.01),
+        };
+        let wait = (until - now).clamp(0.0, 0.25);
         if let Some(st) = ctrl
             .poll_state(
                 Duration::from_secs_f64(wait),

@@ -5,8 +5,9 @@
 //! builders in `report::build`.
 
 use super::stream::StreamShared;
+use crate::latency::Hist;
 use crate::report::build::{self, LocalFinal, Sample, TcpTotals};
-use crate::report::{Interval, TcpFigures};
+use crate::report::{Interval, StreamExt, TcpFigures};
 use crate::sock;
 use crate::spec::Protocol;
 use std::sync::Arc;
@@ -98,6 +99,7 @@ impl Meter {
         let start = self.last_s - self.epoch_s;
         let end = now_s - self.epoch_s;
         let mut rows = Vec::with_capacity(self.streams.len());
+        let mut merged = Hist::default();
         for (i, s) in self.streams.iter().enumerate() {
             let now = Self::sample(s);
             let tcp = (self.protocol == Protocol::Tcp && s.sender)
@@ -116,7 +118,7 @@ impl Meter {
             {
                 self.tcp_totals[i].add(t);
             }
-            let row = build::stream_interval(
+            let mut row = build::stream_interval(
                 self.protocol,
                 s.socket,
                 s.sender,
@@ -127,6 +129,16 @@ impl Meter {
                 tcp,
                 self.omitting,
             );
+            if let Some(rec) = &s.rtt {
+                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                merged.merge(&r.interval);
+                row.netmeter = Some(StreamExt {
+                    udp: None,
+                    transactions: Some(now.packets.saturating_sub(self.prev[i].packets)),
+                    rtt: r.interval.stats(),
+                });
+                r.interval.clear();
+            }
             rows.push((row, s.forward));
             self.prev[i] = now;
         }
@@ -137,7 +149,20 @@ impl Meter {
             self.base = self.prev.clone();
             self.retrans_base = self.prev_retrans.clone();
         }
-        build::interval(rows, start, end, self.bidir)
+        let mut iv = build::interval(rows, start, end, self.bidir);
+        if self.streams.iter().any(|s| s.rtt.is_some()) {
+            let transactions = iv
+                .streams
+                .iter()
+                .filter_map(|r| r.netmeter.and_then(|n| n.transactions))
+                .sum();
+            iv.sum.netmeter = Some(StreamExt {
+                udp: None,
+                transactions: Some(transactions),
+                rtt: merged.stats(),
+            });
+        }
+        iv
     }
 
     /// Whether a tick at `now_s` would cover a meaningful span (iperf3 drops a trailing
@@ -185,6 +210,10 @@ impl Meter {
                     }),
                     udp,
                     host_drops: None,
+                    rtt: s.rtt.as_ref().map(|r| {
+                        let r = r.lock().unwrap_or_else(|p| p.into_inner());
+                        (r.total.clone(), r.lost)
+                    }),
                 }
             })
             .collect()

@@ -463,7 +463,18 @@ impl Session<'_> {
             Ok(s) => s,
             Err(e) => return Err(self.fail(ctrl, e.code, format!("refused parameters: {e}"))),
         };
+        if let Some(cpu) = spec.server_affinity {
+            // This session thread spawns the test's data threads: they inherit the mask.
+            if let Err(e) = sock::pin_to_cpu(cpu as usize) {
+                return Err(self.fail(
+                    ctrl,
+                    132, // IEAFFINITY
+                    format!("cannot pin this test to CPU {cpu}: {e}"),
+                ));
+            }
+        }
         let ctx = TextCtx {
+            bounceback: spec.bounceback.is_some(),
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,

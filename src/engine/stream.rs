@@ -6,9 +6,11 @@
 //! contention. UDP receive accounting sits behind a per-stream mutex taken once per
 //! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
 
+use crate::latency::Hist;
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
 use crate::stats::{UdpCounts, UdpRecv};
+use crate::wire::Bounceback;
 use crate::wire::UdpHeader;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -39,6 +41,8 @@ pub struct StreamShared {
     pub packets: AtomicU64,
     /// Receive-side UDP accounting.
     pub udp: Option<Mutex<UdpRecv>>,
+    /// Bounceback client: round-trip times.
+    pub rtt: Option<Mutex<RttRecord>>,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
     /// Why the thread ended early, if it did.
@@ -98,6 +102,18 @@ pub struct Worker {
     pub udp_gso: bool,
     /// The socket has UDP_GRO set: walk coalesced receives.
     pub udp_gro: bool,
+    /// Request/response instead of bulk data: client side sends requests and times the
+    /// replies; server side answers them.
+    pub bounceback: Option<Bounceback>,
+}
+
+/// Round-trip times of a bounceback client stream: the current interval's and the
+/// whole test's, plus UDP requests that never got a reply.
+#[derive(Debug, Default)]
+pub struct RttRecord {
+    pub interval: Hist,
+    pub total: Hist,
+    pub lost: u64,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -140,10 +156,11 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-tcp-{}", w.shared.id);
     std::thread::Builder::new().name(name).spawn(move || {
         let shared = w.shared.clone();
-        let res = if shared.sender {
-            tcp_send(&w, sock)
-        } else {
-            tcp_recv(&w, sock)
+        let res = match (w.bounceback, shared.sender) {
+            (Some(b), true) => tcp_bounce_client(&w, b, sock),
+            (Some(b), false) => tcp_bounce_server(&w, b, sock),
+            (None, true) => tcp_send(&w, sock),
+            (None, false) => tcp_recv(&w, sock),
         };
         if let Err(e) = res {
             shared.fail(e.to_string());
@@ -228,10 +245,11 @@ pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-udp-{}", w.shared.id);
     std::thread::Builder::new().name(name).spawn(move || {
         let shared = w.shared.clone();
-        let res = if shared.sender {
-            udp_send(&w, &sock)
-        } else {
-            udp_recv(&w, &sock)
+        let res = match (w.bounceback, shared.sender) {
+            (Some(b), true) => udp_bounce_client(&w, b, &sock),
+            (Some(b), false) => udp_bounce_server(&w, b, &sock),
+            (None, true) => udp_send(&w, &sock),
+            (None, false) => udp_recv(&w, &sock),
         };
         if let Err(e) = res {
             shared.fail(e.to_string());
@@ -366,6 +384,10 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let Some(udp) = w.shared.udp.as_ref() else {
         return Ok(());
     };
+    // Per-datagram kernel arrival times for jitter: one clock read after `recvmmsg`
+    // returns would give every datagram of a batch the same time and add this thread's
+    // wake-up latency to its transit. That read remains the fallback.
+    let _ = sock::set_rx_timestamps(fd);
     while !w.stop.load(Ordering::Relaxed) {
         match batch.recv_segments(fd, &mut bufs, &mut got) {
             Ok(()) => {
@@ -376,6 +398,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     Err(p) => p.into_inner(),
                 };
                 for (buf, r) in bufs.iter().zip(got.iter()) {
+                    let rx_s = r.stamp.map_or(now_s, |t| t.as_secs_f64());
                     let stride = if r.segment > 0 {
                         r.segment
                     } else {
@@ -388,7 +411,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                         if let Ok(h) = UdpHeader::read(&buf[off..end], w.udp_seq64) {
                             bytes += (end - off) as u64;
                             datagrams += 1;
-                            acc.on_datagram(h.seq, now_s - wall_secs(h.sec, h.usec));
+                            acc.on_datagram(h.seq, rx_s - wall_secs(h.sec, h.usec));
                         }
                         off = end;
                     }
@@ -399,6 +422,243 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
             }
             Err(e) if is_transient(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
+fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match sock.write(&buf[off..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => off += n,
+            Err(e) if is_transient(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Read exactly `buf.len()` bytes unless asked to stop; calls `each(total_so_far)` after
+/// every read. `Ok(false)` when stopped or the peer closed.
+fn read_full(
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+    mut each: impl FnMut(usize),
+) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match sock.read(&mut buf[off..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                off += n;
+                each(off);
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// TCP bounceback client: `burst` requests back to back, then their replies, each
+/// timed from its request's write to the arrival of its last reply byte.
+fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_nodelay(true)?;
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let (req_len, rep_len, burst) = (
+        b.request_len as usize,
+        b.reply_len as usize,
+        b.burst as usize,
+    );
+    let req: Vec<u8> = w.payload.iter().copied().cycle().take(req_len).collect();
+    let mut replies = vec![0u8; rep_len * burst];
+    let mut sent_at = Vec::with_capacity(burst);
+    let mut rtts = Vec::with_capacity(burst);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    let Some(rec) = w.shared.rtt.as_ref() else {
+        return Ok(());
+    };
+    while !w.stop.load(Ordering::Relaxed) {
+        sent_at.clear();
+        for _ in 0..burst {
+            sent_at.push(Instant::now());
+            if !write_full(&mut sock, &req, &w.stop)? {
+                return Ok(());
+            }
+        }
+        rtts.clear();
+        let complete = read_full(&mut sock, &mut replies, &w.stop, |got| {
+            // Each reply is complete when its last byte is in.
+            while rtts.len() < got / rep_len {
+                let i = rtts.len();
+                rtts.push(sent_at[i].elapsed().as_nanos() as u64);
+            }
+        })?;
+        {
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            for &ns in &rtts {
+                r.interval.record_ns(ns);
+                r.total.record_ns(ns);
+            }
+        }
+        bytes += (req_len * burst) as u64;
+        done += rtts.len() as u64;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+        if !complete {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// TCP bounceback server: read a request, hold, answer.
+fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_nodelay(true)?;
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let mut req = vec![0u8; b.request_len as usize];
+    let reply: Vec<u8> = w
+        .payload
+        .iter()
+        .copied()
+        .cycle()
+        .take(b.reply_len as usize)
+        .collect();
+    let hold = Duration::from_micros(b.hold_us as u64);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        if !read_full(&mut sock, &mut req, &w.stop, |_| {})? {
+            break;
+        }
+        if !hold.is_zero() {
+            std::thread::sleep(hold);
+        }
+        if !write_full(&mut sock, &reply, &w.stop)? {
+            break;
+        }
+        bytes += req.len() as u64;
+        done += 1;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// How long a UDP bounceback client waits for the replies of a burst.
+const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// UDP bounceback client: requests carry an 8-byte sequence number that the reply
+/// echoes; a reply that does not come within a second counts as lost.
+fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let (req_len, burst) = (b.request_len as usize, b.burst as usize);
+    let mut req: Vec<u8> = w.payload.iter().copied().cycle().take(req_len).collect();
+    let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
+    let mut outstanding: Vec<(u64, Instant)> = Vec::with_capacity(burst);
+    let (mut seq, mut bytes, mut done) = (0u64, 0u64, 0u64);
+    let Some(rec) = w.shared.rtt.as_ref() else {
+        return Ok(());
+    };
+    while !w.stop.load(Ordering::Relaxed) {
+        outstanding.clear();
+        for _ in 0..burst {
+            seq += 1;
+            req[..8].copy_from_slice(&seq.to_be_bytes());
+            let t = Instant::now();
+            match sock.send(&req) {
+                Ok(_) => outstanding.push((seq, t)),
+                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+            bytes += req_len as u64;
+        }
+        let deadline = Instant::now() + UDP_REPLY_TIMEOUT;
+        while !outstanding.is_empty() && !w.stop.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            sock.set_read_timeout(Some(left.min(STOP_POLL)))?;
+            match sock.recv(&mut buf) {
+                Ok(n) if n >= 8 => {
+                    let mut s = [0u8; 8];
+                    s.copy_from_slice(&buf[..8]);
+                    let got = u64::from_be_bytes(s);
+                    if let Some(i) = outstanding.iter().position(|o| o.0 == got) {
+                        let (_, t) = outstanding.swap_remove(i);
+                        let ns = t.elapsed().as_nanos() as u64;
+                        let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                        r.interval.record_ns(ns);
+                        r.total.record_ns(ns);
+                        done += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !w.stop.load(Ordering::Relaxed) && !outstanding.is_empty() {
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            r.lost += outstanding.len() as u64;
+        }
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// UDP bounceback server: echo each request's sequence number in a reply.
+fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
+    let mut reply: Vec<u8> = w
+        .payload
+        .iter()
+        .copied()
+        .cycle()
+        .take(b.reply_len as usize)
+        .collect();
+    let hold = Duration::from_micros(b.hold_us as u64);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        match sock.recv(&mut buf) {
+            // Shorter datagrams are repeated connect messages.
+            Ok(n) if n >= 8 => {
+                if !hold.is_zero() {
+                    std::thread::sleep(hold);
+                }
+                reply[..8].copy_from_slice(&buf[..8]);
+                let _ = sock.send(&reply);
+                bytes += n as u64;
+                done += 1;
+                w.shared.bytes.store(bytes, Ordering::Relaxed);
+                w.shared.packets.store(done, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(e) => return Err(e),
         }
     }

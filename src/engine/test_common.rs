@@ -147,6 +147,7 @@ fn host_checks(
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
         warnings,
+        bounceback: None,
     }
 }
 
@@ -214,6 +215,10 @@ pub fn finish(
     };
     let mut end = end;
     end.netmeter = host_checks(out, spec, locals, peer, local_cpu);
+    end.netmeter.bounceback = spec
+        .bounceback
+        .as_ref()
+        .and_then(|b| build::bounceback_end(b, locals));
     let sender_retransmits = protocol == Protocol::Tcp
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
     let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
@@ -226,6 +231,9 @@ pub fn finish(
         if let Some(cc) = &end.receiver_tcp_congestion {
             t.push_str(&format!("rcv_tcp_congestion {cc}\n"));
         }
+    }
+    if let Some(b) = &end.netmeter.bounceback {
+        t.push_str(&text::bounceback_summary(b));
     }
     for w in &end.netmeter.warnings {
         t.push_str(&format!("warning: {w}\n"));

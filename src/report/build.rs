@@ -4,12 +4,15 @@
 //! results message; these functions apply iperf3's definitions (see `docs/metrics.md`)
 //! and return typed report values.
 
+use super::BouncebackEnd;
 use super::{
-    EndSide, EndStream, EndSum, EndUdp, Interval, StreamInterval, SumInterval, TcpFigures,
-    UdpEndExtra, UdpExtra, UdpRecvFigures,
+    EndSide, EndStream, EndSum, EndUdp, Interval, StreamExt, StreamInterval, SumInterval,
+    TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
 };
+use crate::latency::Hist;
 use crate::spec::Protocol;
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
+use crate::wire::Bounceback;
 use crate::wire::{Results, StreamResult};
 
 /// TCP summary figures kept by a sending stream over the whole test.
@@ -62,6 +65,42 @@ pub struct LocalFinal {
     pub udp: Option<UdpCounts>,
     /// UDP receivers: datagrams this host's kernel dropped for a full receive buffer.
     pub host_drops: Option<u64>,
+    /// Bounceback clients: the round-trip histogram and UDP requests never answered.
+    pub rtt: Option<(Hist, u64)>,
+}
+
+/// The bounceback summary over a client's streams (`None` unless it ran one).
+pub fn bounceback_end(b: &Bounceback, locals: &[LocalFinal]) -> Option<BouncebackEnd> {
+    let mut all = Hist::default();
+    let mut lost = 0;
+    let mut any = false;
+    for (h, l) in locals.iter().filter_map(|l| l.rtt.as_ref()) {
+        all.merge(h);
+        lost += l;
+        any = true;
+    }
+    if !any {
+        return None;
+    }
+    let seconds = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
+    let transactions = all.len();
+    Some(BouncebackEnd {
+        request_bytes: b.request_len,
+        reply_bytes: b.reply_len,
+        hold_ms: b.hold_us as f64 / 1000.0,
+        burst: b.burst,
+        streams: locals.len() as u32,
+        transactions,
+        seconds,
+        transactions_per_second: if seconds > 0.0 {
+            transactions as f64 / seconds
+        } else {
+            0.0
+        },
+        lost,
+        rtt: all.stats().unwrap_or_default(),
+        rtt_histogram_us: all.buckets_us(),
+    })
 }
 
 /// The results message this side sends to its peer.
@@ -279,7 +318,20 @@ pub fn end_sums(
                 packets,
                 lost_percent: lost_percent(lost, packets),
             };
-            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool| EndSum {
+            // The receiver's bytes over the receiver's own time (it counts until the last
+            // datagram arrived, after the end-of-test drain), as iperf3's sum_received
+            // does: over the sender's time, data still queued on the path when the sender
+            // stopped would inflate the rate.
+            let rcv_seconds = udp
+                .iter()
+                .filter_map(|u| u.netmeter.map(|n| n.receiver_seconds))
+                .fold(0.0, f64::max);
+            let rcv_seconds = if rcv_seconds > 0.0 {
+                rcv_seconds
+            } else {
+                seconds
+            };
+            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool, seconds: f64| EndSum {
                 start: 0.0,
                 end: seconds,
                 seconds,
@@ -296,9 +348,9 @@ pub fn end_sums(
                 lost_percent: 0.0,
             };
             (
-                Some(mk(bytes, recv_fig, local_sender)),
-                Some(mk(bytes, sent_fig, true)),
-                Some(mk(rcv_bytes, recv_fig, false)),
+                Some(mk(bytes, recv_fig, local_sender, seconds)),
+                Some(mk(bytes, sent_fig, true, seconds)),
+                Some(mk(rcv_bytes, recv_fig, false, rcv_seconds)),
             )
         }
     }
@@ -353,9 +405,12 @@ pub fn stream_interval(
                 packets,
                 lost_percent: lost_percent(lost, packets),
             });
-            row.netmeter = Some(UdpExtra {
-                out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
-                duplicates: u.duplicates.saturating_sub(p.duplicates),
+            row.netmeter = Some(StreamExt {
+                udp: Some(UdpExtra {
+                    out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
+                    duplicates: u.duplicates.saturating_sub(p.duplicates),
+                }),
+                ..StreamExt::default()
             });
         }
     }
@@ -393,6 +448,7 @@ pub fn sum_interval(rows: &[&StreamInterval], start: f64, end: f64, sender: bool
         packets,
         omitted: rows.first().is_some_and(|r| r.omitted),
         sender,
+        netmeter: None,
     }
 }
 
@@ -480,6 +536,33 @@ mod tests {
         let u = e.udp.unwrap();
         assert_eq!((u.packets, u.lost_packets, u.lost_percent), (100, 2, 2.0));
         assert!((u.jitter_ms - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn udp_sum_received_uses_receiver_time() {
+        // The sender stopped at 4 s; the receiver counted until 4.1 s (queued data).
+        let l = LocalFinal {
+            id: 1,
+            sender: true,
+            forward: true,
+            bytes: 500_000,
+            seconds: 4.0,
+            packets: 500,
+            ..LocalFinal::default()
+        };
+        let peer = StreamResult {
+            id: 1,
+            bytes: 410_000,
+            packets: 500,
+            end_time: 4.1,
+            ..StreamResult::default()
+        };
+        let e = end_stream(Protocol::Udp, &l, Some(&peer));
+        let (_, sent, recv) = end_sums(Protocol::Udp, &[&e], true);
+        let (sent, recv) = (sent.unwrap(), recv.unwrap());
+        assert_eq!((sent.seconds, sent.bits_per_second), (4.0, 1_000_000.0));
+        assert_eq!(recv.seconds, 4.1);
+        assert!((recv.bits_per_second - 800_000.0).abs() < 1e-6);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod build;
 pub mod json;
 pub mod text;
 
+use crate::latency::LatencyStats;
 use serde::{Deserialize, Serialize};
 
 /// A connected data stream, for `start.connected`.
@@ -137,9 +138,23 @@ pub struct StreamInterval {
     pub packets: Option<u64>,
     pub omitted: bool,
     pub sender: bool,
-    /// netmeter: out-of-order and duplicate datagrams in this interval (UDP receiver).
+    /// netmeter: out-of-order and duplicate datagrams (UDP receiver), transactions and
+    /// round-trip times (bounceback client) in this interval.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub netmeter: Option<UdpExtra>,
+    pub netmeter: Option<StreamExt>,
+}
+
+/// netmeter's per-stream interval extras.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct StreamExt {
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpExtra>,
+    /// Completed request/response transactions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<u64>,
+    /// Round-trip times of those transactions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<LatencyStats>,
 }
 
 /// netmeter's receiver extras for UDP.
@@ -165,6 +180,9 @@ pub struct SumInterval {
     pub packets: Option<u64>,
     pub omitted: bool,
     pub sender: bool,
+    /// netmeter: transactions and round-trip times of all streams (bounceback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<StreamExt>,
 }
 
 /// One element of `intervals`.
@@ -306,6 +324,28 @@ pub struct EndExt {
     pub remote_host_drops: Option<u64>,
     /// Plain-language warnings with the fix, also printed in the text report.
     pub warnings: Vec<String>,
+    /// Request/response results (`--bounceback`), client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounceback: Option<BouncebackEnd>,
+}
+
+/// The end of a bounceback test.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BouncebackEnd {
+    pub request_bytes: u32,
+    pub reply_bytes: u32,
+    pub hold_ms: f64,
+    pub burst: u32,
+    pub streams: u32,
+    pub transactions: u64,
+    pub seconds: f64,
+    pub transactions_per_second: f64,
+    /// UDP requests whose reply never came (within a second).
+    pub lost: u64,
+    /// Round-trip time distribution over all streams.
+    pub rtt: LatencyStats,
+    /// The full RTT histogram: `[upper bound µs, count]` per non-empty bucket.
+    pub rtt_histogram_us: Vec<(f64, u64)>,
 }
 
 /// A whole test as iperf3's `-J` document.

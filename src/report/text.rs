@@ -21,6 +21,8 @@ pub struct TextCtx {
     pub verbose: bool,
     /// `-T` prefix for every line.
     pub title: Option<String>,
+    /// A bounceback (request/response) test.
+    pub bounceback: bool,
 }
 
 /// iperf3's separator before the end summary.
@@ -84,6 +86,9 @@ pub fn connected(c: &Connected) -> String {
 pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
     let id = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
     let cols = match (ctx.protocol, sender) {
+        _ if ctx.bounceback && sender == ctx.client => {
+            "Interval           Transfer     Bitrate           Trans/s  RTT min/avg/p99/max"
+        }
         (Protocol::Tcp, true) => "Interval           Transfer     Bitrate         Retr  Cwnd",
         (Protocol::Tcp, false) => "Interval           Transfer     Bitrate",
         (Protocol::Udp, true) => "Interval           Transfer     Bitrate         Total Datagrams",
@@ -103,7 +108,9 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         format_bytes(r.bytes as f64, Format::Auto),
         format_rate(r.bits_per_second, ctx.format)
     );
-    let tail = if let Some(t) = &r.tcp {
+    let tail = if let Some(x) = r.netmeter.filter(|n| n.transactions.is_some()) {
+        bounce_tail(&x, r.seconds)
+    } else if let Some(t) = &r.tcp {
         format!(
             "  {:>3}   {}",
             t.retransmits,
@@ -133,7 +140,9 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
         format_bytes(s.bytes as f64, Format::Auto),
         format_rate(s.bits_per_second, ctx.format)
     );
-    let tail = if let Some(u) = &s.udp_recv {
+    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some()) {
+        bounce_tail(&x, s.seconds)
+    } else if let Some(u) = &s.udp_recv {
         format!(
             "  {:5.3} ms  {}/{} ({}%)",
             u.jitter_ms,
@@ -149,6 +158,47 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
         String::new()
     };
     format!("{head}{tail}{}\n", omitted(s.omitted))
+}
+
+/// Transactions per second and RTT figures of a bounceback interval.
+fn bounce_tail(x: &super::StreamExt, seconds: f64) -> String {
+    let n = x.transactions.unwrap_or(0);
+    let rate = if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    };
+    match &x.rtt {
+        Some(r) => format!(
+            "  {rate:>9.0} trans/s  {:.3}/{:.3}/{:.3}/{:.3} ms",
+            r.min_ms, r.mean_ms, r.p99_ms, r.max_ms
+        ),
+        None => format!("  {rate:>9.0} trans/s"),
+    }
+}
+
+/// The bounceback summary under the end table.
+pub fn bounceback_summary(b: &super::BouncebackEnd) -> String {
+    let r = &b.rtt;
+    let mut s = format!(
+        "Bounceback: {} transactions in {:.2} s = {:.0} trans/s over {} stream(s); {} byte requests, {} byte replies, hold {} ms, burst {}\n",
+        b.transactions,
+        b.seconds,
+        b.transactions_per_second,
+        b.streams,
+        b.request_bytes,
+        b.reply_bytes,
+        b.hold_ms,
+        b.burst
+    );
+    s.push_str(&format!(
+        "RTT (ms): min {:.3}  mean {:.3}  stdev {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}\n",
+        r.min_ms, r.mean_ms, r.stdev_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms
+    ));
+    if b.lost > 0 {
+        s.push_str(&format!("{} requests got no reply within 1 s\n", b.lost));
+    }
+    s
 }
 
 /// Loss percentages the way iperf3's `%.2g` shows them ("0", "2", "0.15", "1e+02").
@@ -387,6 +437,7 @@ mod tests {
 
     fn ctx(protocol: Protocol) -> TextCtx {
         TextCtx {
+            bounceback: false,
             format: Format::Auto,
             protocol,
             bidir: false,

@@ -70,23 +70,49 @@ impl Proc {
         }
     }
 
-    /// Wait for exit (bounded), returning its output.
+    /// Wait for exit (bounded), returning its output. The output is read while waiting,
+    /// so a child that prints more than a pipe holds cannot block.
     pub fn wait(mut self, timeout: Duration) -> Output {
         let mut child = self.child.take().expect("child");
+        let reader = |r: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut v);
+                }
+                v
+            })
+        };
+        let out = reader(
+            child
+                .stdout
+                .take()
+                .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
+        );
+        let err = reader(
+            child
+                .stderr
+                .take()
+                .map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
+        );
         let deadline = Instant::now() + timeout;
-        loop {
+        let status = loop {
             match child.try_wait() {
-                Ok(Some(_)) => break,
+                Ok(Some(st)) => break st,
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 _ => {
                     let _ = child.kill();
-                    break;
+                    break child.wait().expect("wait");
                 }
             }
+        };
+        Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
         }
-        child.wait_with_output().expect("output")
     }
 }
 

@@ -1,0 +1,171 @@
+//! Request/response (`--bounceback`) end to end: TCP and UDP over loopback, the server's
+//! hold time as a known truth for the round-trip time, bursts, and the clear error
+//! against a plain iperf3 server.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn bounce(extra: &[&str]) -> serde_json::Value {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let out = run(
+        Command::new(netmeter())
+            .args([
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-J",
+                "--bounceback",
+            ])
+            .args(extra),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    json_of(&out, "client")
+}
+
+#[test]
+fn tcp_transactions_and_rtt_figures() {
+    let v = bounce(&["-t", "2"]);
+    let b = &v["end"]["netmeter"]["bounceback"];
+    let n = b["transactions"].as_f64().unwrap();
+    let tps = b["transactions_per_second"].as_f64().unwrap();
+    let secs = b["seconds"].as_f64().unwrap();
+    assert!(n > 1000.0, "only {n} transactions on loopback");
+    assert!((tps - n / secs).abs() < 1e-6 * tps);
+    // Every interval's transactions add up to the total (nothing counted twice).
+    let per_interval: f64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sum"]["netmeter"]["transactions"].as_f64().unwrap())
+        .sum();
+    assert_eq!(per_interval, n);
+    // The histogram holds every transaction, and the percentiles are ordered.
+    let hist_total: f64 = b["rtt_histogram_us"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_f64().unwrap())
+        .sum();
+    assert_eq!(hist_total, n);
+    let r = &b["rtt"];
+    let f = |k: &str| r[k].as_f64().unwrap();
+    assert!(f("min_ms") <= f("p50_ms") && f("p50_ms") <= f("p99_ms") && f("p99_ms") <= f("max_ms"));
+    assert_eq!(b["request_bytes"], 100);
+    assert_eq!(b["lost"], 0);
+}
+
+#[test]
+fn server_hold_time_shows_in_rtt() {
+    // A 5 ms hold on a sub-millisecond loopback: every RTT is at least 5 ms, and the
+    // median is within a millisecond of it (sleep overshoot on a loaded VM included).
+    let v = bounce(&["-t", "1", "--bounceback-hold", "5"]);
+    let r = &v["end"]["netmeter"]["bounceback"]["rtt"];
+    let min = r["min_ms"].as_f64().unwrap();
+    let p50 = r["p50_ms"].as_f64().unwrap();
+    assert!(min >= 5.0, "min RTT {min} ms is below the 5 ms hold");
+    assert!(p50 < 6.0, "median RTT {p50} ms is far above the 5 ms hold");
+    let tps = v["end"]["netmeter"]["bounceback"]["transactions_per_second"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        tps > 100.0 && tps <= 200.0,
+        "{tps} trans/s with a 5 ms hold"
+    );
+}
+
+#[test]
+fn udp_with_sizes_and_burst() {
+    let v = bounce(&[
+        "-u",
+        "-t",
+        "1",
+        "--bounceback-request",
+        "64",
+        "--bounceback-reply",
+        "1200",
+        "--bounceback-burst",
+        "4",
+        "-P",
+        "2",
+    ]);
+    let b = &v["end"]["netmeter"]["bounceback"];
+    assert!(b["transactions"].as_f64().unwrap() > 500.0);
+    assert_eq!(b["reply_bytes"], 1200);
+    assert_eq!(b["burst"], 4);
+    assert_eq!(b["streams"], 2);
+    assert_eq!(b["lost"], 0);
+}
+
+#[test]
+fn text_report_shows_transactions_and_rtt() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let out = run(
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "1",
+            "--bounceback",
+        ]),
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(text.contains("Trans/s"), "{text}");
+    assert!(
+        text.contains("Bounceback:") && text.contains("RTT (ms): min"),
+        "{text}"
+    );
+}
+
+#[test]
+fn against_iperf3_is_a_clear_error() {
+    let port = free_port().to_string();
+    let srv = Proc::spawn(
+        "iperf3",
+        Command::new(peer("NETMETER_IPERF3_312")).args([
+            "-s",
+            "-1",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port,
+        ]),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let out = run(
+        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "--bounceback"]),
+        Duration::from_secs(30),
+    );
+    drop(srv);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs a netmeter server"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_bounceback_flags() {
+    for args in [
+        vec!["--bounceback", "-R"],
+        vec!["--bounceback", "-u", "--bounceback-request", "4"],
+        vec!["--bounceback", "--bounceback-burst", "0"],
+        vec!["--bounceback", "--bounceback-hold", "5000"],
+    ] {
+        let out = run(
+            Command::new(netmeter())
+                .args(["-c", "127.0.0.1"])
+                .args(&args),
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+    }
+}
