@@ -188,6 +188,15 @@ pub struct Args {
     /// Requests sent back to back before waiting for their replies.
     #[arg(long = "bounceback-burst", value_name = "N", default_value_t = 1)]
     pub bounceback_burst: u32,
+    /// Measure one-way delay (needs a netmeter server): datagrams carry the sender's
+    /// wall-clock time; the clock offset is estimated on the control connection.
+    #[arg(long = "trip-times")]
+    pub trip_times: bool,
+    /// TCP connection rate (like netperf TCP_CRR, iperf 2 --connect-only): each stream
+    /// opens, uses and closes short connections for -t seconds; reports connections/s and
+    /// handshake times. Needs a netmeter server.
+    #[arg(long = "connect-only")]
+    pub connect_only: bool,
     /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
     #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
     pub affinity: Option<String>,
@@ -491,6 +500,32 @@ impl Args {
         Ok(Some(b))
     }
 
+    /// `--connect-only` is a TCP, client-to-server, timed test of its own.
+    fn connect_only_check(&self) -> Result<bool, UsageError> {
+        if !self.connect_only {
+            return Ok(false);
+        }
+        let clash: &[(bool, &str)] = &[
+            (self.udp, "-u"),
+            (self.reverse, "-R"),
+            (self.bidir, "--bidir"),
+            (self.bounceback, "--bounceback"),
+            (self.trip_times, "--trip-times"),
+            (self.bytes.is_some(), "-n (it runs for -t seconds)"),
+            (self.blockcount.is_some(), "-k (it runs for -t seconds)"),
+            (self.loopback, "--loopback"),
+            (self.find_max_rate, "--find-max-rate"),
+            (
+                self.no_extensions,
+                "--no-extensions (it needs a netmeter server)",
+            ),
+        ];
+        match clash.iter().find(|(used, _)| *used) {
+            Some((_, f)) => Err(usage(format!("--connect-only cannot be combined with {f}"))),
+            None => Ok(true),
+        }
+    }
+
     fn reject_client_only(&self) -> Result<(), UsageError> {
         let used: &[(bool, &str)] = &[
             (self.time.is_some(), "-t"),
@@ -505,6 +540,7 @@ impl Args {
             (self.window.is_some(), "-w"),
             (self.title.is_some(), "-T"),
             (self.get_server_output, "--get-server-output"),
+            (self.connect_only, "--connect-only"),
         ];
         if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
             return Err(usage(format!(
@@ -659,6 +695,8 @@ impl Args {
             extra_data: self.extra_data.clone(),
             bounceback: self.bounceback_spec(protocol, direction)?,
             server_affinity: self.affinity()?.1,
+            trip_times: self.trip_times,
+            connect_only: self.connect_only_check()?,
         };
         Ok(ClientConfig {
             host: self.client.clone().unwrap_or_default(),

@@ -31,6 +31,11 @@ impl Hist {
         self.0.is_empty()
     }
 
+    /// Record `n` samples of one value.
+    pub fn record_n_ns(&mut self, ns: u64, n: u64) {
+        let _ = self.0.record_n(ns.clamp(1, self.0.high()), n);
+    }
+
     /// Add another histogram's samples.
     pub fn merge(&mut self, other: &Hist) {
         // Same bounds on both sides: adding cannot fail.
@@ -76,6 +81,129 @@ impl Hist {
     }
 }
 
+/// One-way delays seen by a receiving stream (`--trip-times`): the offset-corrected
+/// delays in histograms, the raw ones (receiver clock minus sender clock, which may be
+/// negative) as min/mean/max, and the impossible samples.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OwdRecord {
+    /// Corrected delays of the current interval.
+    pub interval: Hist,
+    /// Corrected delays of the whole test.
+    pub total: Hist,
+    /// Impossible raw samples (negative delay: the sender's clock is ahead of the
+    /// receiver's), as iperf 2 counts clock errors.
+    pub clock_errors: u64,
+    /// Samples still negative after the offset correction (left out of the histograms):
+    /// the clocks moved apart by more than the estimate's uncertainty.
+    pub negative_corrected: u64,
+    pub raw_min_ns: i64,
+    pub raw_max_ns: i64,
+    pub raw_sum_ns: i128,
+    pub samples: u64,
+}
+
+impl OwdRecord {
+    /// Record one datagram or write: `raw_ns` = arrival (receiver clock) − send time
+    /// (sender clock); `correction_ns` removes the estimated clock offset.
+    pub fn record(&mut self, raw_ns: i64, correction_ns: i64) {
+        if self.samples == 0 {
+            (self.raw_min_ns, self.raw_max_ns) = (raw_ns, raw_ns);
+        } else {
+            self.raw_min_ns = self.raw_min_ns.min(raw_ns);
+            self.raw_max_ns = self.raw_max_ns.max(raw_ns);
+        }
+        self.raw_sum_ns += raw_ns as i128;
+        self.samples += 1;
+        if raw_ns < 0 {
+            self.clock_errors += 1;
+        }
+        let corrected = raw_ns.saturating_add(correction_ns);
+        if corrected < 0 {
+            self.negative_corrected += 1;
+        } else {
+            self.interval.record_ns(corrected as u64);
+            self.total.record_ns(corrected as u64);
+        }
+    }
+
+    /// The whole test's summary, for the results message and the report.
+    pub fn summary(&self) -> OwdSummary {
+        OwdSummary {
+            samples: self.samples,
+            clock_errors: self.clock_errors,
+            negative_corrected: self.negative_corrected,
+            raw_min_ms: self.raw_min_ns as f64 / 1e6,
+            raw_mean_ms: if self.samples > 0 {
+                (self.raw_sum_ns / self.samples as i128) as f64 / 1e6
+            } else {
+                0.0
+            },
+            raw_max_ms: self.raw_max_ns as f64 / 1e6,
+            owd: self.total.stats(),
+            histogram_us: self.total.buckets_us(),
+        }
+    }
+}
+
+/// A receiver's one-way-delay summary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct OwdSummary {
+    pub samples: u64,
+    pub clock_errors: u64,
+    #[serde(default)]
+    pub negative_corrected: u64,
+    /// Raw delay (receiver clock − sender clock), which includes the clock offset.
+    pub raw_min_ms: f64,
+    pub raw_mean_ms: f64,
+    pub raw_max_ms: f64,
+    /// Offset-corrected delay distribution (samples that came out negative excluded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd: Option<LatencyStats>,
+    /// The corrected histogram: `[upper bound µs, count]` per non-empty bucket.
+    #[serde(default)]
+    pub histogram_us: Vec<(f64, u64)>,
+}
+
+impl OwdSummary {
+    /// Combine several streams' summaries (histograms merged at bucket resolution).
+    pub fn merge(parts: &[OwdSummary]) -> Option<OwdSummary> {
+        let samples: u64 = parts.iter().map(|p| p.samples).sum();
+        if parts.is_empty() {
+            return None;
+        }
+        let mut h = Hist::default();
+        for p in parts {
+            for &(us, n) in &p.histogram_us {
+                h.record_n_ns((us * 1e3) as u64, n);
+            }
+        }
+        let with = || parts.iter().filter(|p| p.samples > 0);
+        Some(OwdSummary {
+            samples,
+            clock_errors: parts.iter().map(|p| p.clock_errors).sum(),
+            negative_corrected: parts.iter().map(|p| p.negative_corrected).sum(),
+            raw_min_ms: with()
+                .map(|p| p.raw_min_ms)
+                .fold(f64::INFINITY, f64::min)
+                .min(f64::MAX),
+            raw_max_ms: with()
+                .map(|p| p.raw_max_ms)
+                .fold(f64::NEG_INFINITY, f64::max)
+                .max(f64::MIN),
+            raw_mean_ms: if samples > 0 {
+                with()
+                    .map(|p| p.raw_mean_ms * p.samples as f64)
+                    .sum::<f64>()
+                    / samples as f64
+            } else {
+                0.0
+            },
+            owd: h.stats(),
+            histogram_us: h.buckets_us(),
+        })
+    }
+}
+
 /// Summary of a latency distribution, milliseconds.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 pub struct LatencyStats {
@@ -107,6 +235,26 @@ mod tests {
         assert!((s.p99_ms - 0.99).abs() / 0.99 < 0.002, "{}", s.p99_ms);
         assert!((s.max_ms - 1.0).abs() < 0.001);
         assert!((s.mean_ms - 0.5005).abs() < 0.001);
+    }
+
+    #[test]
+    fn owd_correction_and_clock_errors() {
+        let mut r = OwdRecord::default();
+        // Sender clock 50 ms ahead: raw delays are 10 - 50 = -40 ms; correction +50 ms.
+        for _ in 0..10 {
+            r.record(-40_000_000, 50_000_000);
+        }
+        // A sample the correction cannot rescue.
+        r.record(-60_000_000, 50_000_000);
+        let s = r.summary();
+        assert_eq!(
+            (s.samples, s.clock_errors, s.negative_corrected),
+            (11, 11, 1)
+        );
+        let o = s.owd.unwrap();
+        assert_eq!(o.count, 10);
+        assert!((o.p50_ms - 10.0).abs() < 0.01);
+        assert!((s.raw_min_ms + 60.0).abs() < 1e-9 && (s.raw_max_ms + 40.0).abs() < 1e-9);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod clocksync;
 pub mod engine;
 pub mod latency;
 pub mod pacing;

@@ -247,6 +247,8 @@ mod tests {
         let a = negotiate(&wire::ExtRequest {
             version: 7,
             bounceback: None,
+            trip_times: false,
+            connect_only: false,
             features: vec!["udp_seq64".into(), "teleport".into()],
         });
         assert_eq!(a.version, wire::EXT_VERSION);

@@ -278,6 +278,25 @@ pub fn recv_trunc(fd: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
+/// Look at up to `buf.len()` received bytes without consuming them and without waiting
+/// (`--connect-only` servers check a new connection's cookie this way).
+pub fn peek_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the pointer and length describe `buf`, valid for writes for its length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Send `count` bytes of `file` from `offset` on a socket without a user-space copy (`-Z`).
 pub fn sendfile(sock: RawFd, file: RawFd, offset: i64, count: usize) -> io::Result<usize> {
     let mut off: libc::off_t = offset;

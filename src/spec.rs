@@ -75,6 +75,11 @@ pub struct TestSpec {
     pub bounceback: Option<Bounceback>,
     /// CPU the server should pin this test's threads to (`-A n,m`).
     pub server_affinity: Option<u32>,
+    /// Measure one-way delays (`--trip-times`, netmeter extension).
+    pub trip_times: bool,
+    /// TCP connection-rate test instead of bulk transfer (`--connect-only`, netmeter
+    /// extension; see `engine::connect`).
+    pub connect_only: bool,
 }
 
 impl Default for TestSpec {
@@ -103,6 +108,8 @@ impl Default for TestSpec {
             extra_data: None,
             bounceback: None,
             server_affinity: None,
+            trip_times: false,
+            connect_only: false,
         }
     }
 }
@@ -318,6 +325,18 @@ impl TestSpec {
                 ));
             }
         }
+        let connect_only = p.netmeter.as_ref().is_some_and(|n| n.connect_only);
+        if connect_only
+            && (protocol != Protocol::Tcp
+                || direction != Direction::Upload
+                || !matches!(end, EndCondition::Time(_))
+                || bounceback.is_some())
+        {
+            return Err(refuse(
+                errcode::IEUNIMP,
+                "connect-only tests are TCP, client to server, timed, without bounceback",
+            ));
+        }
         let on = |v: Option<f64>| v.is_some_and(|x| x != 0.0);
         // Strings from the wire are shown to the server's operator: keep them short.
         let short = |s: &Option<String>| s.as_ref().map(|s| s.chars().take(1024).collect());
@@ -344,6 +363,8 @@ impl TestSpec {
             title: short(&p.title),
             extra_data: short(&p.extra_data),
             bounceback,
+            trip_times: p.netmeter.as_ref().is_some_and(|n| n.trip_times),
+            connect_only,
             // iperf3 accepts 0..1024; a CPU that does not exist fails when applied.
             server_affinity: p
                 .server_affinity

@@ -353,6 +353,15 @@ pub struct ExtRequest {
     /// Request/response test parameters (feature `bounceback`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<Bounceback>,
+    /// One-way delay measurement (feature `trip_times`): nanosecond UDP timestamps
+    /// and clock-offset probes on the control connection before the streams open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trip_times: bool,
+    /// TCP connection-rate test (feature `connect_only`): the data streams stay idle
+    /// and the client opens short connections carrying the cookie, which the server
+    /// answers with one byte and closes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connect_only: bool,
 }
 
 /// A request/response (bounceback) test: the client sends `request_len` bytes, the
@@ -393,7 +402,13 @@ pub struct ExtAnswer {
 }
 
 /// Features netmeter can negotiate today.
-pub const EXT_FEATURES: &[&str] = &["udp_seq64", "udp_connect_retry", "bounceback"];
+pub const EXT_FEATURES: &[&str] = &[
+    "udp_seq64",
+    "udp_connect_retry",
+    "bounceback",
+    "trip_times",
+    "connect_only",
+];
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
 /// signed values (e.g. `retransmits: -1`) through an unsigned format, so 2^64-1 is -1.
@@ -462,6 +477,9 @@ pub struct StreamResult {
     /// netmeter extension: datagrams the receiver's kernel dropped (full buffer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_host_drops: Option<u64>,
+    /// netmeter extension: one-way delays seen by the receiver (`--trip-times`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_owd: Option<crate::latency::OwdSummary>,
 }
 
 /// A results message, exchanged once in each direction at the end of a test.
@@ -530,6 +548,67 @@ impl UdpHeader {
     }
 }
 
+/// Header at the start of every TCP write when both netmeter peers run `--trip-times`:
+/// magic `NMTT`, the write's length (header included, big-endian u32), and the sender's
+/// wall-clock time in ns since the Unix epoch (big-endian i64).
+pub const TCP_FRAME_HDR: usize = 16;
+const TCP_FRAME_MAGIC: [u8; 4] = *b"NMTT";
+
+/// Write a trip-times frame header into the first 16 bytes of `buf`.
+pub fn write_tcp_frame_header(buf: &mut [u8], len: u32, send_ns: i64) {
+    buf[..4].copy_from_slice(&TCP_FRAME_MAGIC);
+    buf[4..8].copy_from_slice(&len.to_be_bytes());
+    buf[8..16].copy_from_slice(&send_ns.to_be_bytes());
+}
+
+/// Follows the trip-times frames in a TCP byte stream, however the reads split them.
+#[derive(Debug, Default, Clone)]
+pub struct TcpFrameParser {
+    hdr: [u8; TCP_FRAME_HDR],
+    have: usize,
+    left: usize,
+    send_ns: i64,
+    /// Set when the stream stopped looking like frames; parsing then stops.
+    pub broken: bool,
+}
+
+impl TcpFrameParser {
+    /// Consume `data`; `done(send_ns)` is called for each frame whose last byte is in it.
+    pub fn feed(&mut self, mut data: &[u8], mut done: impl FnMut(i64)) {
+        while !data.is_empty() && !self.broken {
+            if self.left == 0 {
+                let take = (TCP_FRAME_HDR - self.have).min(data.len());
+                self.hdr[self.have..self.have + take].copy_from_slice(&data[..take]);
+                self.have += take;
+                data = &data[take..];
+                if self.have < TCP_FRAME_HDR {
+                    return;
+                }
+                self.have = 0;
+                let len = u32::from_be_bytes([self.hdr[4], self.hdr[5], self.hdr[6], self.hdr[7]]);
+                if self.hdr[..4] != TCP_FRAME_MAGIC || (len as usize) < TCP_FRAME_HDR {
+                    self.broken = true;
+                    return;
+                }
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&self.hdr[8..16]);
+                self.send_ns = i64::from_be_bytes(t);
+                self.left = len as usize - TCP_FRAME_HDR;
+                if self.left == 0 {
+                    done(self.send_ns);
+                }
+            } else {
+                let take = self.left.min(data.len());
+                self.left -= take;
+                data = &data[take..];
+                if self.left == 0 {
+                    done(self.send_ns);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +658,8 @@ mod tests {
             netmeter: Some(ExtRequest {
                 version: 1,
                 bounceback: None,
+                trip_times: false,
+                connect_only: false,
                 features: vec!["udp_seq64".into()],
             }),
             ..Default::default()
@@ -645,7 +726,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn tcp_frames_survive_any_split() {
+        let mut stream = Vec::new();
+        for (i, len) in [16usize, 100, 40_000, 17].iter().enumerate() {
+            let mut f = vec![0u8; *len];
+            write_tcp_frame_header(&mut f, *len as u32, 1000 + i as i64);
+            stream.extend_from_slice(&f);
+        }
+        for chunk in [1, 7, 16, 999, 100_000] {
+            let mut p = TcpFrameParser::default();
+            let mut seen = Vec::new();
+            for c in stream.chunks(chunk) {
+                p.feed(c, |t| seen.push(t));
+            }
+            assert_eq!(seen, vec![1000, 1001, 1002, 1003], "chunk {chunk}");
+        }
+        let mut p = TcpFrameParser::default();
+        p.feed(&[0u8; 64], |_| panic!("not a frame"));
+        assert!(p.broken);
+    }
+
     proptest! {
+        #[test]
+        fn tcp_frame_parser_never_panics(bytes: Vec<u8>) {
+            let mut p = TcpFrameParser::default();
+            p.feed(&bytes, |_| {});
+        }
+
         #[test]
         fn udp_header_round_trip(sec: u32, usec: u32, seq: u64, seq64: bool) {
             let h = UdpHeader { sec, usec, seq: if seq64 { seq } else { seq as u32 as u64 } };

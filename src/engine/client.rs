@@ -2,11 +2,14 @@
 //! ends, and prints the merged report.
 
 use super::CTRL_TIMEOUT;
+use super::clock;
+use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::Meter;
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Budget, StreamShared, Worker};
 use super::test_common;
+use crate::clocksync::ClockEstimate;
 use crate::report::build;
 use crate::report::text::{self, TextCtx};
 use crate::report::{Connected, HostPort, Report, StartExt, Timestamp};
@@ -352,6 +355,9 @@ pub fn make_worker(
         udp: (spec.protocol == Protocol::Udp && !sender && spec.bounceback.is_none())
             .then(|| Mutex::new(UdpRecv::default())),
         rtt: (spec.bounceback.is_some() && sender).then(|| Mutex::new(Default::default())),
+        owd: (spec.trip_times && !sender && spec.bounceback.is_none() && !spec.skip_rx_copy)
+            .then(|| Mutex::new(Default::default())),
+        conn: (spec.connect_only && sender).then(|| Mutex::new(Default::default())),
         finished: AtomicBool::new(false),
         error: Mutex::new(None),
     });
@@ -373,6 +379,8 @@ pub fn make_worker(
         udp_gso: false,
         udp_gro: false,
         bounceback: spec.bounceback,
+        ts_ns: spec.trip_times,
+        owd_correction_ns: 0,
     }
 }
 
@@ -416,6 +424,7 @@ fn ctrl_err(e: CtrlError) -> anyhow::Error {
 pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
+        connect_only: cfg.spec.connect_only,
         format: cfg.format,
         protocol: cfg.spec.protocol,
         bidir: cfg.spec.direction == Direction::Bidir,
@@ -463,11 +472,24 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     if spec.bounceback.is_some() && !cfg.extensions {
         bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
     }
+    // Ask only for what this test uses: the answer then lists exactly what runs.
     let ext_req = cfg.extensions.then(|| ExtRequest {
         bounceback: spec.bounceback,
+        trip_times: spec.trip_times,
+        connect_only: spec.connect_only,
         version: wire::EXT_VERSION,
-        features: wire::EXT_FEATURES.iter().map(|s| s.to_string()).collect(),
+        features: wire::EXT_FEATURES
+            .iter()
+            .filter(|f| match **f {
+                "bounceback" => spec.bounceback.is_some(),
+                "trip_times" => spec.trip_times,
+                "connect_only" => spec.connect_only,
+                _ => true,
+            })
+            .map(|s| s.to_string())
+            .collect(),
     });
+    let mut clock_est: Option<ClockEstimate> = None;
     let mut machine = ClientMachine::new(ext_req.is_some());
     let mut ext: Option<ExtAnswer> = None;
 
@@ -528,6 +550,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                 let a: ExtAnswer = ctrl
                     .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
                     .map_err(ctrl_err)?;
+                if spec.trip_times && a.accepted.iter().any(|f| f == "trip_times") {
+                    // The server waits for our clock probes before CREATE_STREAMS.
+                    clock_est = Some(clock::sync_client(&mut ctrl).map_err(ctrl_err)?);
+                }
                 ext = Some(a);
             }
             ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
@@ -535,9 +561,24 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                 let bounce_ok = ext
                     .as_ref()
                     .is_some_and(|a| a.accepted.iter().any(|f| f == "bounceback"));
+                if spec.trip_times && clock_est.is_none() {
+                    bail!(
+                        "--trip-times needs a netmeter server; {} answered like an iperf3 server",
+                        cfg.host
+                    );
+                }
                 if spec.bounceback.is_some() && !bounce_ok {
                     bail!(
                         "--bounceback needs a netmeter server; {} answered like an iperf3 server",
+                        cfg.host
+                    );
+                }
+                let connect_ok = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "connect_only"));
+                if spec.connect_only && !connect_ok {
+                    bail!(
+                        "--connect-only needs a netmeter server; {} answered like an iperf3 server",
                         cfg.host
                     );
                 }
@@ -605,6 +646,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                     features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
                     data_path: data_path(&spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
                     warnings: Vec::new(),
+                    clock: clock_est,
                 };
                 if spec.direction == Direction::Reverse {
                     out.text(&format!(
@@ -630,10 +672,19 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         }
     }
     let t0 = test_start.unwrap_or_else(Instant::now);
+    let conn_target = spec
+        .connect_only
+        .then(|| connect::Target::new(server, cfg.bind, cookie.0, &spec));
     for (w, tcp, udp) in workers {
+        // We receive from the server: raw delay = true + (client − server) clock.
+        let mut w = w;
+        w.owd_correction_ns = clock_est.map_or(0, |c| c.offset_ns);
         let sender = w.shared.sender;
         let h = match (tcp, udp) {
-            (Some(t), _) => stream::spawn_tcp(w, t)?,
+            (Some(t), _) => match &conn_target {
+                Some(target) if sender => connect::spawn_client(w, t, target.clone())?,
+                _ => stream::spawn_tcp(w, t)?,
+            },
             (_, Some(u)) => stream::spawn_udp(w, u)?,
             _ => continue,
         };
@@ -739,12 +790,23 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     let _ = ctrl.send_state(State::IperfDone);
     ctrl.close_gracefully(Duration::from_secs(2));
     drop(live);
+    if let Some(c) = &out.report.end.netmeter.connect_only
+        && c.connections == 0
+    {
+        bail!(
+            "--connect-only: none of {} connection attempts to {} succeeded (last error: {})",
+            c.failed,
+            cfg.host,
+            c.last_error.as_deref().unwrap_or("none")
+        );
+    }
     Ok(())
 }
 
 /// What the data path is, for the JSON record.
 pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
     match spec.protocol {
+        Protocol::Tcp if spec.connect_only => "tcp connect/request/response/close".into(),
         Protocol::Tcp if spec.zerocopy => "tcp sendfile".into(),
         Protocol::Tcp if spec.skip_rx_copy => "tcp write/recv(MSG_TRUNC)".into(),
         Protocol::Tcp => "tcp write/read".into(),

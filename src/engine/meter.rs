@@ -31,6 +31,8 @@ pub struct Meter {
     retrans_base: Vec<u64>,
     tcp_totals: Vec<TcpTotals>,
     pub omitting: bool,
+    /// `--connect-only` server: connections answered for this test.
+    pub answered: Option<super::connect::Answered>,
 }
 
 impl Meter {
@@ -66,6 +68,7 @@ impl Meter {
             prev_retrans,
             tcp_totals: vec![TcpTotals::default(); n],
             omitting: omit_s > 0.0,
+            answered: None,
         }
     }
 
@@ -100,6 +103,8 @@ impl Meter {
         let end = now_s - self.epoch_s;
         let mut rows = Vec::with_capacity(self.streams.len());
         let mut merged = Hist::default();
+        let mut merged_owd = Hist::default();
+        let mut conn_sum = super::connect::IntervalSum::default();
         for (i, s) in self.streams.iter().enumerate() {
             let now = Self::sample(s);
             let tcp = (self.protocol == Protocol::Tcp && s.sender)
@@ -129,6 +134,13 @@ impl Meter {
                 tcp,
                 self.omitting,
             );
+            if let Some(rec) = &s.owd {
+                let mut o = rec.lock().unwrap_or_else(|p| p.into_inner());
+                merged_owd.merge(&o.interval);
+                let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+                ext.owd = o.interval.stats();
+                o.interval.clear();
+            }
             if let Some(rec) = &s.rtt {
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged.merge(&r.interval);
@@ -136,8 +148,14 @@ impl Meter {
                     udp: None,
                     transactions: Some(now.packets.saturating_sub(self.prev[i].packets)),
                     rtt: r.interval.stats(),
+                    owd: None,
+                    ..StreamExt::default()
                 });
                 r.interval.clear();
+            }
+            if let Some(rec) = &s.conn {
+                let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+                conn_sum.take(rec, self.omitting, ext);
             }
             rows.push((row, s.forward));
             self.prev[i] = now;
@@ -160,7 +178,13 @@ impl Meter {
                 udp: None,
                 transactions: Some(transactions),
                 rtt: merged.stats(),
+                owd: None,
+                ..StreamExt::default()
             });
+        }
+        conn_sum.finish(&mut iv, self.answered.as_mut());
+        if !merged_owd.is_empty() {
+            iv.sum.netmeter.get_or_insert_with(StreamExt::default).owd = merged_owd.stats();
         }
         iv
     }
@@ -210,10 +234,18 @@ impl Meter {
                     }),
                     udp,
                     host_drops: None,
+                    owd: s
+                        .owd
+                        .as_ref()
+                        .map(|o| o.lock().unwrap_or_else(|p| p.into_inner()).clone()),
                     rtt: s.rtt.as_ref().map(|r| {
                         let r = r.lock().unwrap_or_else(|p| p.into_inner());
                         (r.total.clone(), r.lost)
                     }),
+                    conn: s
+                        .conn
+                        .as_ref()
+                        .map(|r| super::connect::final_of(r, self.omitting)),
                 }
             })
             .collect()

@@ -5,6 +5,8 @@
 //! streams once per interval, and `output` renders the report as it grows.
 
 pub mod client;
+pub mod clock;
+pub mod connect;
 pub mod ctrl;
 pub mod max_rate;
 pub mod meter;

@@ -12,6 +12,7 @@ use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, make_worker,
     probe_udp_offload, timestamp_now,
 };
+use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::Meter;
 use super::output::{Mode, Output, Sink};
@@ -19,6 +20,7 @@ use super::stream::{self, Worker};
 use super::test_common;
 use crate::report::build;
 use crate::report::text::{self, TextCtx};
+use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{HostPort, StartExt};
 use crate::session::{self, ServerEvent};
 use crate::sock;
@@ -87,6 +89,9 @@ struct Shared {
     /// the client numbers them in the order it opens them.
     accept_seq: AtomicU64,
     udp_waiters: Mutex<Vec<UdpWaiter>>,
+    /// Cookies of running `--connect-only` tests, whose short connections are answered
+    /// without a session.
+    connect_hub: super::connect::Hub,
     shutdown: Arc<AtomicBool>,
     last_activity: Mutex<Instant>,
 }
@@ -203,6 +208,7 @@ impl Server {
                 tcp_waiters: Mutex::new(HashMap::new()),
                 accept_seq: AtomicU64::new(0),
                 udp_waiters: Mutex::new(Vec::new()),
+                connect_hub: Default::default(),
                 shutdown,
                 last_activity: Mutex::new(Instant::now()),
             }),
@@ -256,6 +262,11 @@ impl Server {
                     continue;
                 }
             };
+            // A connect-only test's short connection whose cookie is already in is
+            // answered here, without a thread; anything else goes on as usual.
+            let Some(conn) = shared.connect_hub.answer_now(conn) else {
+                continue;
+            };
             let s = shared.clone();
             let done = one_off_done.clone();
             let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
@@ -288,6 +299,10 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         if shared.cfg.verbose {
             shared.log(&format!("dropped connection from {peer}: {e}"));
         }
+        return false;
+    }
+    // A short connection of a connect-only test (its cookie came late)?
+    if shared.connect_hub.answer(&cookie, &mut ctrl.sock) {
         return false;
     }
     // A data stream of a test that is waiting for its streams?
@@ -475,6 +490,7 @@ impl Session<'_> {
         }
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
+            connect_only: spec.connect_only,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,
@@ -532,6 +548,7 @@ impl Session<'_> {
 
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
         let mut features = Vec::new();
+        let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
         if let Some(req) = &params.netmeter {
             let answer = session::negotiate(req);
             ctrl.send_state(State::NetmeterExt)
@@ -540,6 +557,12 @@ impl Session<'_> {
                 .map_err(|e| anyhow!("{e}"))?;
             if spec.protocol == Protocol::Udp && answer.accepted.iter().any(|f| f == "udp_seq64") {
                 spec.udp_seq64 = true;
+            }
+            if req.trip_times && answer.accepted.iter().any(|f| f == "trip_times") {
+                // The client sends its clock probes now, before we ask for streams.
+                clock_est = Some(clock::sync_server(ctrl).map_err(|e| anyhow!("{e}"))?);
+            } else {
+                spec.trip_times = false;
             }
             features = answer.accepted;
         }
@@ -617,6 +640,11 @@ impl Session<'_> {
         if let Ok(mut w) = shared.udp_waiters.lock() {
             w.retain(|w| w.session != self.id);
         }
+        // Connect-only: from now on the cookie opens short connections, answered and
+        // counted until the test is over (the registration ends when this returns).
+        let conn_reg = spec
+            .connect_only
+            .then(|| shared.connect_hub.register(cookie.0));
 
         // Build the streams: the first `parallel` accepted are client→server.
         let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
@@ -710,6 +738,7 @@ impl Session<'_> {
             features,
             data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
             warnings: Vec::new(),
+            clock: clock_est,
         };
         out.start_done();
 
@@ -719,7 +748,9 @@ impl Session<'_> {
         let t0 = Instant::now();
         ctrl.send_state(State::TestRunning)
             .map_err(|e| anyhow!("{e}"))?;
-        for (w, a) in workers {
+        for (mut w, a) in workers {
+            // We receive from the client: raw delay = true + (server − client) clock.
+            w.owd_correction_ns = clock_est.map_or(0, |c| -c.offset_ns);
             let sender = w.shared.sender;
             let h = match a {
                 Accepted::Tcp(t) => stream::spawn_tcp(w, t)?,
@@ -734,6 +765,7 @@ impl Session<'_> {
             live.shared.clone(),
             spec.omit_s,
         );
+        meter.answered = conn_reg.as_ref().map(|r| r.answered());
         let interval = (shared.cfg.interval_s > 0.0).then_some(shared.cfg.interval_s);
         let mut next_tick = interval.unwrap_or(f64::INFINITY);
         let hard_deadline = match spec.end {
@@ -809,6 +841,11 @@ impl Session<'_> {
         let peer_results: Results = ctrl
             .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")
             .map_err(|e| anyhow!("{e}"))?;
+        if let Some(a) = &meter.answered {
+            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
+            out.report.end.netmeter.connect_only_answered =
+                Some(ConnectOnlyAnswered::new(a.total(), secs));
+        }
         test_common::finish(out, spec, &locals, &peer_results, cpu, congestion.clone());
         let mut mine =
             build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);

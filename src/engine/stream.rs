@@ -6,19 +6,20 @@
 //! contention. UDP receive accounting sits behind a per-stream mutex taken once per
 //! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
 
-use crate::latency::Hist;
+use super::clock;
+use crate::latency::{Hist, OwdRecord};
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
 use crate::stats::{UdpCounts, UdpRecv};
-use crate::wire::Bounceback;
 use crate::wire::UdpHeader;
+use crate::wire::{self, Bounceback};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How often a blocked data thread wakes to check whether it should stop.
 pub const STOP_POLL: Duration = Duration::from_millis(50);
@@ -43,6 +44,10 @@ pub struct StreamShared {
     pub udp: Option<Mutex<UdpRecv>>,
     /// Bounceback client: round-trip times.
     pub rtt: Option<Mutex<RttRecord>>,
+    /// `--trip-times` receiver: one-way delays.
+    pub owd: Option<Mutex<OwdRecord>>,
+    /// `--connect-only` client: the stream's short connections.
+    pub conn: Option<Mutex<super::connect::ConnRecord>>,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
     /// Why the thread ended early, if it did.
@@ -105,6 +110,11 @@ pub struct Worker {
     /// Request/response instead of bulk data: client side sends requests and times the
     /// replies; server side answers them.
     pub bounceback: Option<Bounceback>,
+    /// `--trip-times` between netmeter peers: the UDP header's second timestamp field
+    /// carries nanoseconds instead of microseconds.
+    pub ts_ns: bool,
+    /// Added to each raw one-way delay to remove the estimated clock offset.
+    pub owd_correction_ns: i64,
 }
 
 /// Round-trip times of a bounceback client stream: the current interval's and the
@@ -132,16 +142,27 @@ pub fn make_payload(len: usize, repeating: bool) -> Vec<u8> {
     v
 }
 
-/// Wall-clock timestamp for the UDP header (seconds, microseconds).
-fn wall_now() -> (u32, u32) {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_secs() as u32, d.subsec_micros())
+/// Wall-clock timestamp for the UDP header: seconds and microseconds (iperf3's format),
+/// or seconds and nanoseconds when both ends are netmeter with `--trip-times`.
+fn wall_now(ns: bool) -> (u32, u32) {
+    let t = clock::wall_ns();
+    let (sec, sub) = (t.div_euclid(1_000_000_000), t.rem_euclid(1_000_000_000));
+    (
+        sec as u32,
+        if ns { sub as u32 } else { (sub / 1000) as u32 },
+    )
 }
 
-fn wall_secs(sec: u32, usec: u32) -> f64 {
-    sec as f64 + usec as f64 / 1e6
+/// A header timestamp in ns since the epoch. The seconds field is 32 bits; it is
+/// unwrapped against the receiver's clock so it stays right past 2106.
+fn header_ns(sec: u32, sub: u32, ns: bool, now_ns: i64) -> i64 {
+    let now_s = now_ns.div_euclid(1_000_000_000);
+    let base = now_s - (now_s as u32) as i64;
+    let mut s = base + sec as i64;
+    if s - now_s > (1 << 31) {
+        s -= 1 << 32;
+    }
+    s * 1_000_000_000 + if ns { sub as i64 } else { sub as i64 * 1000 }
 }
 
 fn is_transient(e: &io::Error) -> bool {
@@ -171,6 +192,13 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
 
 fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    // --trip-times: every write starts with a frame header carrying its send time.
+    let framed = w.ts_ns && w.zerocopy.is_none() && w.block_len >= wire::TCP_FRAME_HDR;
+    let mut frame = if framed {
+        w.payload.to_vec()
+    } else {
+        Vec::new()
+    };
     let origin = Instant::now();
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
@@ -190,10 +218,15 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
             },
             None => w.block_len,
         };
+        let framed_now = framed && len >= wire::TCP_FRAME_HDR;
+        if framed_now {
+            wire::write_tcp_frame_header(&mut frame, len as u32, clock::wall_ns());
+        }
         let mut off = 0;
         while off < len && !w.stop.load(Ordering::Relaxed) {
             let r = match &w.zerocopy {
                 Some(f) => sock::sendfile(fd, f.as_raw_fd(), off as i64, len - off),
+                None if framed_now => sock.write(&frame[off..len]),
                 None => sock.write(&w.payload[off..len]),
             };
             match r {
@@ -218,6 +251,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut buf = vec![0u8; w.block_len.max(1)];
     let (mut bytes, mut reads) = (0u64, 0u64);
     let fd = sock.as_raw_fd();
+    let mut frames = wire::TcpFrameParser::default();
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(fd, buf.len())
@@ -231,6 +265,14 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                 reads += 1;
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
                 w.shared.packets.store(reads, Ordering::Relaxed);
+                if let Some(owd) = &w.shared.owd {
+                    // Write-to-read delay: from the write's start to its last byte here.
+                    let now = clock::wall_ns();
+                    let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
+                    frames.feed(&buf[..n], |sent| {
+                        rec.record(now - sent, w.owd_correction_ns)
+                    });
+                }
             }
             Err(e) if is_transient(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
@@ -315,7 +357,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
             n = allowed;
         }
         // Pack n datagrams into messages of up to `segs` datagrams each.
-        let (sec, usec) = wall_now();
+        let (sec, usec) = wall_now(w.ts_ns);
         let msgs = n.div_ceil(segs);
         let mut counts = [0usize; UDP_BATCH];
         for (m, buf) in bufs.iter_mut().take(msgs).enumerate() {
@@ -388,17 +430,21 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     // returns would give every datagram of a batch the same time and add this thread's
     // wake-up latency to its transit. That read remains the fallback.
     let _ = sock::set_rx_timestamps(fd);
+    let owd = w.shared.owd.as_ref();
+    let skew = clock::test_offset_ns();
     while !w.stop.load(Ordering::Relaxed) {
         match batch.recv_segments(fd, &mut bufs, &mut got) {
             Ok(()) => {
-                let (sec, usec) = wall_now();
-                let now_s = wall_secs(sec, usec);
+                let now_ns = clock::wall_ns();
                 let mut acc = match udp.lock() {
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
                 };
+                let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
                 for (buf, r) in bufs.iter().zip(got.iter()) {
-                    let rx_s = r.stamp.map_or(now_s, |t| t.as_secs_f64());
+                    // The kernel's arrival stamp (on the same, possibly test-skewed,
+                    // clock as our own readings), else the time recvmmsg returned.
+                    let rx_ns = r.stamp.map_or(now_ns, |t| t.as_nanos() as i64 + skew);
                     let stride = if r.segment > 0 {
                         r.segment
                     } else {
@@ -411,11 +457,16 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                         if let Ok(h) = UdpHeader::read(&buf[off..end], w.udp_seq64) {
                             bytes += (end - off) as u64;
                             datagrams += 1;
-                            acc.on_datagram(h.seq, rx_s - wall_secs(h.sec, h.usec));
+                            let raw_ns = rx_ns - header_ns(h.sec, h.usec, w.ts_ns, rx_ns);
+                            acc.on_datagram(h.seq, raw_ns as f64 / 1e9);
+                            if let Some(o) = owd_rec.as_mut() {
+                                o.record(raw_ns, w.owd_correction_ns);
+                            }
                         }
                         off = end;
                     }
                 }
+                drop(owd_rec);
                 drop(acc);
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
                 w.shared.packets.store(datagrams, Ordering::Relaxed);
@@ -668,6 +719,19 @@ fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_timestamps_unwrap_and_units() {
+        let now = 1_790_000_000_123_456_789i64; // 2026
+        let (sec, usec) = ((now / 1_000_000_000) as u32, 123_456);
+        assert_eq!(header_ns(sec, usec, false, now), now - 789);
+        assert_eq!(header_ns(sec, 123_456_789, true, now), now);
+        // A send time one second before a 32-bit rollover, seen just after it.
+        let after = (1i64 << 32) * 1_000_000_000 + 500_000_000;
+        let sent = after - 1_000_000_000;
+        let h = header_ns((sent / 1_000_000_000) as u32, 500_000_000, true, after);
+        assert_eq!(h, sent);
+    }
 
     #[test]
     fn budget_splits_bytes_exactly() {

@@ -148,6 +148,9 @@ fn host_checks(
         remote_host_drops: remote_drops,
         warnings,
         bounceback: None,
+        trip_times: None,
+        connect_only: None,
+        connect_only_answered: None,
     }
 }
 
@@ -219,6 +222,18 @@ pub fn finish(
         .bounceback
         .as_ref()
         .and_then(|b| build::bounceback_end(b, locals));
+    end.netmeter.connect_only = crate::report::connect::end_of(locals);
+    // Set by the server before calling us.
+    end.netmeter.connect_only_answered = out.report.end.netmeter.connect_only_answered;
+    if let Some(c) = out.report.start.netmeter.clock {
+        end.netmeter.trip_times = Some(build::trip_times_end(
+            &c,
+            super::clock::CLOCK_NAME,
+            locals,
+            peer,
+            out.ctx.client,
+        ));
+    }
     let sender_retransmits = protocol == Protocol::Tcp
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
     let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
@@ -234,6 +249,15 @@ pub fn finish(
     }
     if let Some(b) = &end.netmeter.bounceback {
         t.push_str(&text::bounceback_summary(b));
+    }
+    if let Some(c) = &end.netmeter.connect_only {
+        t.push_str(&crate::report::connect::summary_text(c));
+    }
+    if let Some(a) = &end.netmeter.connect_only_answered {
+        t.push_str(&crate::report::connect::answered_text(a));
+    }
+    if let Some(tt) = &end.netmeter.trip_times {
+        t.push_str(&text::trip_times_summary(tt));
     }
     for w in &end.netmeter.warnings {
         t.push_str(&format!("warning: {w}\n"));

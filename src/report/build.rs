@@ -4,12 +4,14 @@
 //! results message; these functions apply iperf3's definitions (see `docs/metrics.md`)
 //! and return typed report values.
 
-use super::BouncebackEnd;
+use super::{BouncebackEnd, TripTimesEnd};
 use super::{
     EndSide, EndStream, EndSum, EndUdp, Interval, StreamExt, StreamInterval, SumInterval,
     TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
 };
+use crate::clocksync::ClockEstimate;
 use crate::latency::Hist;
+use crate::latency::{OwdRecord, OwdSummary};
 use crate::spec::Protocol;
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
 use crate::wire::Bounceback;
@@ -67,6 +69,53 @@ pub struct LocalFinal {
     pub host_drops: Option<u64>,
     /// Bounceback clients: the round-trip histogram and UDP requests never answered.
     pub rtt: Option<(Hist, u64)>,
+    /// `--trip-times` receivers: one-way delays.
+    pub owd: Option<OwdRecord>,
+    /// `--connect-only` clients: the stream's connections.
+    pub conn: Option<super::connect::ConnFinal>,
+}
+
+/// One-way delays per direction, from the local receivers and the peer's results.
+pub fn trip_times_end(
+    clock: &ClockEstimate,
+    clock_name: &str,
+    locals: &[LocalFinal],
+    peer: &Results,
+    client: bool,
+) -> TripTimesEnd {
+    // Local receivers' records, split by direction.
+    let local = |forward: bool| -> Vec<OwdSummary> {
+        locals
+            .iter()
+            .filter(|l| !l.sender && l.forward == forward)
+            .filter_map(|l| l.owd.as_ref().map(|o| o.summary()))
+            .collect()
+    };
+    // The peer measured the streams this side sends on.
+    let remote = |forward: bool| -> Vec<OwdSummary> {
+        locals
+            .iter()
+            .filter(|l| l.sender && l.forward == forward)
+            .filter_map(|l| peer.streams.iter().find(|p| p.id == l.id))
+            .filter_map(|p| p.netmeter_owd.clone())
+            .collect()
+    };
+    // The server receives client → server streams; the client the others.
+    let side = |forward: bool| {
+        let parts = if forward != client {
+            local(forward)
+        } else {
+            remote(forward)
+        };
+        OwdSummary::merge(&parts)
+    };
+    TripTimesEnd {
+        clock: clock_name.to_string(),
+        offset_ms: clock.offset_ns as f64 / 1e6,
+        offset_uncertainty_ms: clock.uncertainty_ns as f64 / 1e6,
+        client_to_server: side(true),
+        server_to_client: side(false),
+    }
 }
 
 /// The bounceback summary over a client's streams (`None` unless it ran one).
@@ -150,6 +199,7 @@ pub fn local_results(
                     netmeter_out_of_order: ooo,
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
+                    netmeter_owd: l.owd.as_ref().map(|o| o.summary()),
                 }
             })
             .collect(),

@@ -8,10 +8,12 @@
 
 pub mod advice;
 pub mod build;
+pub mod connect;
 pub mod json;
 pub mod text;
 
-use crate::latency::LatencyStats;
+use crate::clocksync::ClockEstimate;
+use crate::latency::{LatencyStats, OwdSummary};
 use serde::{Deserialize, Serialize};
 
 /// A connected data stream, for `start.connected`.
@@ -70,6 +72,9 @@ pub struct StartExt {
     /// Host-side warnings (undersized buffers, CPU-bound sides).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// `--trip-times`: the estimated clock offset (server − client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockEstimate>,
 }
 
 /// The `start` object.
@@ -155,6 +160,22 @@ pub struct StreamExt {
     /// Round-trip times of those transactions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt: Option<LatencyStats>,
+    /// One-way delays (offset-corrected) of what this stream received (`--trip-times`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owd: Option<LatencyStats>,
+    /// `--connect-only`: completed short connections (client), or connections answered
+    /// (server, `[SUM]` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
+    /// `--connect-only`: failed connection attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
+    /// `--connect-only`: `connect()` durations (the 3-way handshake).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect: Option<LatencyStats>,
+    /// `--connect-only`: connect + request + response + close durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<LatencyStats>,
 }
 
 /// netmeter's receiver extras for UDP.
@@ -327,6 +348,31 @@ pub struct EndExt {
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,
+    /// One-way delays (`--trip-times`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trip_times: Option<TripTimesEnd>,
+    /// Connection-rate results (`--connect-only`), client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_only: Option<connect::ConnectOnlyEnd>,
+    /// Connections a `--connect-only` test opened and this server answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_only_answered: Option<connect::ConnectOnlyAnswered>,
+}
+
+/// The end of a `--trip-times` test: one-way delays per direction.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TripTimesEnd {
+    /// The clock the timestamps come from.
+    pub clock: String,
+    /// Estimated server clock − client clock, and its uncertainty (±).
+    pub offset_ms: f64,
+    pub offset_uncertainty_ms: f64,
+    /// Client → server delays, measured by the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_to_server: Option<OwdSummary>,
+    /// Server → client delays, measured by the client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_to_client: Option<OwdSummary>,
 }
 
 /// The end of a bounceback test.

@@ -23,6 +23,8 @@ pub struct TextCtx {
     pub title: Option<String>,
     /// A bounceback (request/response) test.
     pub bounceback: bool,
+    /// A connect-only (connection rate) test: rows of `super::connect` instead.
+    pub connect_only: bool,
 }
 
 /// iperf3's separator before the end summary.
@@ -84,6 +86,9 @@ pub fn connected(c: &Connected) -> String {
 
 /// The column header printed before the first interval of a direction.
 pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
+    if ctx.connect_only {
+        return super::connect::header(ctx);
+    }
     let id = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
     let cols = match (ctx.protocol, sender) {
         _ if ctx.bounceback && sender == ctx.client => {
@@ -129,7 +134,11 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
     } else {
         String::new()
     };
-    format!("{head}{tail}{}\n", omitted(r.omitted))
+    let owd = match r.netmeter.and_then(|n| n.owd) {
+        Some(o) => format!("  OWD {:.3}/{:.3}/{:.3} ms", o.min_ms, o.mean_ms, o.max_ms),
+        None => String::new(),
+    };
+    format!("{head}{tail}{owd}{}\n", omitted(r.omitted))
 }
 
 fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
@@ -201,6 +210,31 @@ pub fn bounceback_summary(b: &super::BouncebackEnd) -> String {
     s
 }
 
+/// One-way delay lines under the end table.
+pub fn trip_times_summary(t: &super::TripTimesEnd) -> String {
+    let mut s = format!(
+        "One-way delay ({}; server clock - client clock estimated {:+.3} ms +/- {:.3} ms):\n",
+        t.clock, t.offset_ms, t.offset_uncertainty_ms
+    );
+    for (name, o) in [
+        ("client->server", &t.client_to_server),
+        ("server->client", &t.server_to_client),
+    ] {
+        let Some(o) = o else { continue };
+        if let Some(d) = &o.owd {
+            s.push_str(&format!(
+                "  {name}: corrected min {:.3}  mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3} ms ({} samples)\n",
+                d.min_ms, d.mean_ms, d.p50_ms, d.p90_ms, d.p99_ms, d.max_ms, d.count
+            ));
+        }
+        s.push_str(&format!(
+            "  {name}: raw min {:.3}  mean {:.3}  max {:.3} ms; clock errors {} (negative raw delay), {} still negative after correction\n",
+            o.raw_min_ms, o.raw_mean_ms, o.raw_max_ms, o.clock_errors, o.negative_corrected
+        ));
+    }
+    s
+}
+
 /// Loss percentages the way iperf3's `%.2g` shows them ("0", "2", "0.15", "1e+02").
 fn pct(p: f64) -> String {
     if p == 0.0 {
@@ -226,6 +260,9 @@ fn pct(p: f64) -> String {
 
 /// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
 pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
+    if ctx.connect_only {
+        return ctx.titled(super::connect::interval_text(ctx, iv));
+    }
     let mut out = String::new();
     for r in &iv.streams {
         out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
@@ -284,6 +321,10 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
     let mut out = String::new();
     out.push_str(SEPARATOR);
     out.push('\n');
+    if ctx.connect_only {
+        // The data streams stayed idle: the connect-only summary follows instead.
+        return out;
+    }
     let id_col = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
     match ctx.protocol {
         Protocol::Tcp => {
@@ -438,6 +479,7 @@ mod tests {
     fn ctx(protocol: Protocol) -> TextCtx {
         TextCtx {
             bounceback: false,
+            connect_only: false,
             format: Format::Auto,
             protocol,
             bidir: false,

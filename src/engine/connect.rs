@@ -1,0 +1,398 @@
+//! `--connect-only`: TCP connection rate, like netperf TCP_CRR and iperf 2's
+//! `--connect-only`.
+//!
+//! The test keeps the iperf3 conversation intact: the client opens its `-P` data
+//! streams as usual (the server expects `total_streams` of them before `TEST_START`),
+//! but they carry no data; each one's thread instead opens short connections to the
+//! server's listening port as fast as it can until the test ends. A short connection
+//! is: `connect()` (timed: the 3-way handshake as the client sees it), the test cookie
+//! as the request, one byte back as the response, close. The server answers a short
+//! connection whose cookie belongs to a running connect-only test ([`Hub`]) and closes
+//! it; no thread, channel or session is involved per connection.
+//!
+//! TIME_WAIT: tens of thousands of connections per run would otherwise leave as many
+//! sockets in TIME_WAIT on the side that closes first and exhaust the ephemeral ports
+//! of one source address (28 232 on a default Linux, gone within ~3 s at loopback
+//! rates; netperf's TCP_CRR runs into the same wall). The client closes with
+//! SO_LINGER 0, which sends RST instead of FIN: its socket is freed at once, and the
+//! server's socket, already closed after its answer (FIN_WAIT), is discarded by the
+//! RST, so neither side keeps TIME_WAIT state and the port can be reused immediately.
+//! Rotating 127.0.0.x source addresses would only help on loopback; RST-on-close works
+//! against any server. The cost: the close is an abort, so the transaction time does
+//! not include a graceful FIN exchange.
+
+use super::stream::Worker;
+use super::test_common;
+use crate::report::connect::{ConnFigures, ConnFinal};
+use crate::sock;
+use crate::spec::TestSpec;
+use crate::wire::COOKIE_LEN;
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long one `connect()` may take before the attempt counts as failed.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long the client waits for the server's one-byte answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause after a refused connection, so a vanished listener is not hammered.
+const REFUSED_PAUSE: Duration = Duration::from_millis(10);
+/// The server's answer to a short connection.
+const ANSWER: [u8; 1] = [b'1'];
+
+// ---------------------------------------------------------------------------------
+// Client side.
+
+/// A client stream's connections, shared with the control thread's meter.
+#[derive(Debug, Default)]
+pub struct ConnRecord {
+    /// Since the last interval tick.
+    pub interval: ConnFigures,
+    /// The measured part (after `-O`) up to the last tick.
+    pub total: ConnFigures,
+    pub last_error: Option<String>,
+}
+
+/// Where and how a stream opens its short connections.
+pub struct Target {
+    server: SockAddr,
+    bind: Option<SockAddr>,
+    cookie: [u8; COOKIE_LEN],
+    /// Socket options (`-w`, `-S`, `-M`, `-C`, `-N`) apply to every short connection.
+    spec: TestSpec,
+    ipv6: bool,
+}
+
+impl Target {
+    pub fn new(
+        server: SocketAddr,
+        bind: Option<IpAddr>,
+        cookie: [u8; COOKIE_LEN],
+        spec: &TestSpec,
+    ) -> Arc<Target> {
+        Arc::new(Target {
+            server: SockAddr::from(server),
+            bind: bind.map(|ip| SockAddr::from(SocketAddr::new(ip, 0))),
+            cookie,
+            spec: spec.clone(),
+            ipv6: server.is_ipv6(),
+        })
+    }
+}
+
+/// Start a client stream's connection loop. `data` is the stream's idle data
+/// connection; the thread holds it until the end, as a bulk stream would.
+pub fn spawn_client(w: Worker, data: TcpStream, target: Arc<Target>) -> io::Result<JoinHandle<()>> {
+    let name = format!("nm-conn-{}", w.shared.id);
+    std::thread::Builder::new().name(name).spawn(move || {
+        client_loop(&w, &target);
+        drop(data);
+        w.shared.finished.store(true, Ordering::Release);
+    })
+}
+
+fn client_loop(w: &Worker, t: &Target) {
+    let Some(rec) = w.shared.conn.as_ref() else {
+        return;
+    };
+    let mut done = 0u64;
+    while !w.stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        let r = one_connection(t);
+        let total_ns = start.elapsed().as_nanos() as u64;
+        // Finished after the end of the test: not part of it.
+        if w.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let refused = matches!(&r, Err(e) if e.kind() == io::ErrorKind::ConnectionRefused);
+        {
+            let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
+            match r {
+                Ok(connect_ns) => {
+                    g.interval.connect.record_ns(connect_ns);
+                    g.interval.transaction.record_ns(total_ns);
+                    done += 1;
+                }
+                Err(e) => {
+                    g.interval.failed += 1;
+                    g.last_error = Some(describe(&e));
+                }
+            }
+        }
+        w.shared.packets.store(done, Ordering::Relaxed);
+        if refused {
+            std::thread::sleep(REFUSED_PAUSE);
+        }
+    }
+}
+
+fn describe(e: &io::Error) -> String {
+    let timed_out = matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) || e.raw_os_error() == Some(libc::EINPROGRESS);
+    if timed_out {
+        "no answer within 1 s".into()
+    } else {
+        e.to_string()
+    }
+}
+
+/// One short connection; returns how long `connect()` took, in nanoseconds.
+fn one_connection(t: &Target) -> io::Result<u64> {
+    let domain = if t.ipv6 { Domain::IPV6 } else { Domain::IPV4 };
+    let s = Socket::new(domain, Type::STREAM, None)?;
+    // RST on close: no TIME_WAIT on either side (see the module comment).
+    s.set_linger(Some(Duration::ZERO))?;
+    // Linux bounds a blocking connect() by SO_SNDTIMEO (it then fails with EINPROGRESS).
+    s.set_write_timeout(Some(CONNECT_TIMEOUT))?;
+    s.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    test_common::apply_sock_opts(&s, &t.spec, t.ipv6)?;
+    if let Some(b) = &t.bind {
+        s.bind(b)?;
+    }
+    let t0 = Instant::now();
+    s.connect(&t.server)?;
+    let connect_ns = t0.elapsed().as_nanos() as u64;
+    (&s).write_all(&t.cookie)?;
+    let mut b = [0u8; 1];
+    if (&s).read(&mut b)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the server closed the connection without answering",
+        ));
+    }
+    drop(s);
+    Ok(connect_ns)
+}
+
+/// Per-interval bookkeeping for the meter: collects each stream's interval figures
+/// into its row, folds them into the stream's total, and merges them for `[SUM]`.
+#[derive(Default)]
+pub struct IntervalSum {
+    merged: Option<ConnFigures>,
+}
+
+impl IntervalSum {
+    /// Move a stream's interval figures into its row (and, unless omitting, its total).
+    pub fn take(
+        &mut self,
+        rec: &Mutex<ConnRecord>,
+        omitting: bool,
+        ext: &mut crate::report::StreamExt,
+    ) {
+        let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+        let r = &mut *r;
+        r.interval.fill(ext);
+        if !omitting {
+            r.total.merge(&r.interval);
+        }
+        self.merged
+            .get_or_insert_with(ConnFigures::default)
+            .merge(&r.interval);
+        r.interval.clear();
+    }
+
+    /// Fill the interval's `[SUM]` (client) or the server's answered count.
+    pub fn finish(self, iv: &mut crate::report::Interval, answered: Option<&mut Answered>) {
+        let omitted = iv.sum.omitted;
+        let n = answered.map(|a| a.take(omitted));
+        crate::report::connect::fill_sum(iv, self.merged.as_ref(), n);
+    }
+}
+
+/// A stream's final figures: the total plus anything recorded since the last tick.
+pub fn final_of(rec: &Mutex<ConnRecord>, omitting: bool) -> ConnFinal {
+    let r = rec.lock().unwrap_or_else(|p| p.into_inner());
+    let mut figures = r.total.clone();
+    if !omitting {
+        figures.merge(&r.interval);
+    }
+    ConnFinal {
+        figures,
+        last_error: r.last_error.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Server side.
+
+/// The server's answered-connection counter as the meter samples it.
+pub struct Answered {
+    count: Arc<AtomicU64>,
+    prev: u64,
+    /// Count where the measured part began (end of `-O`).
+    base: u64,
+}
+
+impl Answered {
+    /// Connections answered since the last call; an omitted interval moves the base.
+    pub fn take(&mut self, omitted: bool) -> u64 {
+        let now = self.count.load(Ordering::Relaxed);
+        let d = now.saturating_sub(self.prev);
+        self.prev = now;
+        if omitted {
+            self.base = now;
+        }
+        d
+    }
+
+    /// Connections answered in the measured part.
+    pub fn total(&self) -> u64 {
+        self.count.load(Ordering::Relaxed).saturating_sub(self.base)
+    }
+}
+
+/// The cookies of the connect-only tests running on this server.
+#[derive(Default)]
+pub struct Hub {
+    /// Number of registered tests: lets the accept loop skip all of this otherwise.
+    active: AtomicUsize,
+    tests: Mutex<HashMap<[u8; COOKIE_LEN], Arc<AtomicU64>>>,
+}
+
+/// A test's registration; unregisters when dropped, whatever ends the test.
+pub struct Registration<'a> {
+    hub: &'a Hub,
+    cookie: [u8; COOKIE_LEN],
+    count: Arc<AtomicU64>,
+}
+
+impl Registration<'_> {
+    /// The answered-connection counter, for the meter.
+    pub fn answered(&self) -> Answered {
+        Answered {
+            count: self.count.clone(),
+            prev: 0,
+            base: 0,
+        }
+    }
+}
+
+pub static DBG_SLOW: AtomicU64 = AtomicU64::new(0);
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        eprintln!("DBG answered {} slow {}", self.count.load(Ordering::Relaxed), DBG_SLOW.load(Ordering::Relaxed));
+        if let Ok(mut t) = self.hub.tests.lock()
+            && t.remove(&self.cookie).is_some()
+        {
+            self.hub.active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Hub {
+    /// From now until the registration is dropped, connections opening with `cookie`
+    /// are answered and counted.
+    pub fn register(&self, cookie: [u8; COOKIE_LEN]) -> Registration<'_> {
+        let count = Arc::new(AtomicU64::new(0));
+        if let Ok(mut t) = self.tests.lock()
+            && t.insert(cookie, count.clone()).is_none()
+        {
+            self.active.fetch_add(1, Ordering::AcqRel);
+        }
+        Registration {
+            hub: self,
+            cookie,
+            count,
+        }
+    }
+
+    fn counter(&self, cookie: &[u8]) -> Option<Arc<AtomicU64>> {
+        let t = self.tests.lock().ok()?;
+        t.get(cookie).cloned()
+    }
+
+    /// The cookie was read: answer the connection if it belongs to a connect-only test.
+    /// Returns whether it did (the caller then just drops the socket).
+    pub fn answer(&self, cookie: &[u8; COOKIE_LEN], sock: &mut TcpStream) -> bool {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let Some(count) = self.counter(cookie) else {
+            return false;
+        };
+        if sock.write_all(&ANSWER).is_ok() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        DBG_SLOW.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Accept-loop fast path: while a connect-only test runs, a freshly accepted
+    /// connection whose cookie has already arrived is answered right here, without the
+    /// per-connection thread. Anything else (cookie incomplete, another test's
+    /// connection, garbage) is handed back untouched: nothing was read from it.
+    pub fn answer_now(&self, mut conn: TcpStream) -> Option<TcpStream> {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return Some(conn);
+        }
+        let mut cookie = [0u8; COOKIE_LEN];
+        match sock::peek_nowait(conn.as_raw_fd(), &mut cookie) {
+            Ok(n) if n == COOKIE_LEN => {}
+            _ => return Some(conn),
+        }
+        let Some(count) = self.counter(&cookie) else {
+            return Some(conn);
+        };
+        // The 37 bytes are in the receive queue and the send buffer is empty: neither
+        // call can block.
+        if conn.read_exact(&mut cookie).is_ok() && conn.write_all(&ANSWER).is_ok() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn hub_answers_registered_cookies_only() {
+        let hub = Hub::default();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let cookie = [b'a'; COOKIE_LEN];
+        let other = [b'b'; COOKIE_LEN];
+        let reg = hub.register(cookie);
+        let mut answered = reg.answered();
+        for (c, want_answer) in [(cookie, true), (other, false)] {
+            let mut client = TcpStream::connect(addr).unwrap();
+            client.write_all(&c).unwrap();
+            let (conn, _) = l.accept().unwrap();
+            // Wait until the cookie is readable on the server side.
+            assert!(sock::wait_readable(conn.as_raw_fd(), Duration::from_secs(2)).unwrap());
+            let back = hub.answer_now(conn);
+            assert_eq!(back.is_none(), want_answer);
+            if want_answer {
+                let mut b = [0u8; 1];
+                client.read_exact(&mut b).unwrap();
+                assert_eq!(b, ANSWER);
+            } else {
+                // Untouched: the whole cookie is still there for the normal path.
+                let mut back = back.unwrap();
+                let mut got = [0u8; COOKIE_LEN];
+                back.read_exact(&mut got).unwrap();
+                assert_eq!(got, other);
+            }
+        }
+        assert_eq!(answered.take(false), 1);
+        drop(reg);
+        assert_eq!(hub.active.load(Ordering::Relaxed), 0);
+        let mut client = TcpStream::connect(addr).unwrap();
+        client.write_all(&cookie).unwrap();
+        let (conn, _) = l.accept().unwrap();
+        assert!(
+            hub.answer_now(conn).is_some(),
+            "answered after unregistering"
+        );
+    }
+}
