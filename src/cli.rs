@@ -15,6 +15,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod profile_flags;
+
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
 #[derive(Debug, Parser, Default)]
 #[command(
@@ -200,12 +202,37 @@ pub struct Args {
     /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
     #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
     pub affinity: Option<String>,
+    /// Latency under working load: N bulk TCP streams (default 4) up, down or both, plus a
+    /// round-trip probe; reports idle and loaded RTT and responsiveness (RPM).
+    #[arg(long = "working-load", value_name = "up|down|bidir[,N]", num_args = 0..=1, default_missing_value = "up")]
+    pub working_load: Option<String>,
     /// Search for the highest UDP rate whose loss stays within --loss-target (RFC 2544 style).
     #[arg(long = "find-max-rate")]
     pub find_max_rate: bool,
     /// Loss allowed by --find-max-rate, in percent.
     #[arg(long = "loss-target", value_name = "PCT", default_value_t = 0.1)]
     pub loss_target: f64,
+    /// iperf 2 burst mode: every --burst-period, send BYTES as fast as possible, then idle
+    /// (default 1M); reports per-burst transfer times.
+    #[arg(long = "burst-size", value_name = "BYTES")]
+    pub burst_size: Option<String>,
+    /// Seconds between the starts of bursts (default 1).
+    #[arg(long = "burst-period", value_name = "SEC")]
+    pub burst_period: Option<f64>,
+    /// iperf 2 isochronous frames: FPS frames/s, sizes drawn log-normally for a per-frame
+    /// rate of MEAN and STDEV bits/s (default 60:20m,0); with UDP to a netmeter server
+    /// also frame loss and jitter.
+    #[arg(
+        long = "isochronous",
+        value_name = "FPS:MEAN,STDEV",
+        num_args = 0..=1,
+        default_missing_value = "60:20m,0"
+    )]
+    pub isochronous: Option<String>,
+    /// Set up first, then start sending at this wall-clock time (seconds since the Unix
+    /// epoch, e.g. $(date +%s).5 + 10), so several clients start together.
+    #[arg(long = "txstart-time", value_name = "EPOCH")]
+    pub txstart_time: Option<f64>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -326,9 +353,10 @@ impl Args {
 
     fn interval(&self) -> Result<f64, UsageError> {
         let i = self.interval;
-        if i != 0.0 && !(0.1..=60.0).contains(&i) {
+        // iperf3 stops at 0.1 s; netmeter reports down to 1 ms.
+        if i != 0.0 && !(0.001..=60.0).contains(&i) {
             return Err(usage(format!(
-                "invalid report interval {i}; use 0 (off) or 0.1 to 60 seconds"
+                "invalid report interval {i}; use 0 (off) or 0.001 to 60 seconds"
             )));
         }
         Ok(i)
@@ -467,6 +495,71 @@ impl Args {
         })
     }
 
+    /// `--working-load[=up|down|bidir][,N]`: N bulk TCP streams (default 4) in the given
+    /// direction (default up) plus one request/response probe that uses the bounceback
+    /// settings. The first quarter of the test (0.5 to 2 s) probes the idle path.
+    fn with_working_load(&self, mut spec: TestSpec) -> Result<TestSpec, UsageError> {
+        let Some(arg) = &self.working_load else {
+            return Ok(spec);
+        };
+        let bad = || {
+            usage(format!(
+                "--working-load takes up, down or bidir and an optional stream count, e.g. --working-load=down,8; not '{arg}'"
+            ))
+        };
+        let (dir, n) = match arg.split_once(',') {
+            Some((d, n)) => (d.trim(), n.trim().parse::<u32>().map_err(|_| bad())?),
+            None if arg.trim().parse::<u32>().is_ok() => ("up", arg.trim().parse().unwrap_or(4)),
+            None => (arg.trim(), 4),
+        };
+        let (up, down) = match dir {
+            "" | "up" => (true, false),
+            "down" => (false, true),
+            "bidir" => (true, true),
+            _ => return Err(bad()),
+        };
+        if !(1..=wire::MAX_STREAMS / 2).contains(&n) {
+            return Err(usage(format!(
+                "--working-load takes 1 to {} streams",
+                wire::MAX_STREAMS / 2
+            )));
+        }
+        if spec.protocol != Protocol::Tcp || spec.direction != Direction::Upload {
+            return Err(usage(
+                "--working-load runs TCP load in its own direction; drop -u, -R and --bidir",
+            ));
+        }
+        if spec.connect_only {
+            return Err(usage(
+                "--working-load and --connect-only cannot be combined",
+            ));
+        }
+        let EndCondition::Time(t) = spec.end else {
+            return Err(usage(
+                "--working-load runs for a time; use -t, not -n or -k",
+            ));
+        };
+        if t < 2.0 {
+            return Err(usage("--working-load needs at least -t 2"));
+        }
+        if spec.bounceback.is_none() {
+            // The probe: iperf 2's default bounceback sizes.
+            spec.bounceback = Some(wire::Bounceback {
+                request_len: 100,
+                reply_len: 100,
+                hold_us: 0,
+                burst: 1,
+            });
+        }
+        spec.working_load = Some(wire::WorkingLoad {
+            up,
+            down,
+            streams: n,
+            idle_ms: ((t / 4.0).clamp(0.5, 2.0) * 1000.0) as u32,
+        });
+        Ok(spec)
+    }
+
     fn bounceback_spec(
         &self,
         protocol: Protocol,
@@ -541,6 +634,10 @@ impl Args {
             (self.title.is_some(), "-T"),
             (self.get_server_output, "--get-server-output"),
             (self.connect_only, "--connect-only"),
+            (self.burst_size.is_some(), "--burst-size"),
+            (self.burst_period.is_some(), "--burst-period"),
+            (self.isochronous.is_some(), "--isochronous"),
+            (self.txstart_time.is_some(), "--txstart-time"),
         ];
         if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
             return Err(usage(format!(
@@ -697,7 +794,11 @@ impl Args {
             server_affinity: self.affinity()?.1,
             trip_times: self.trip_times,
             connect_only: self.connect_only_check()?,
+            profile: None,
+            working_load: None,
         };
+        let spec = self.with_working_load(spec)?;
+        let spec = self.with_profile(spec)?;
         Ok(ClientConfig {
             host: self.client.clone().unwrap_or_default(),
             port: self.port,
@@ -713,6 +814,7 @@ impl Args {
             connect_timeout: Duration::from_millis(self.connect_timeout.unwrap_or(10_000)),
             extensions: !self.no_extensions,
             affinity: self.affinity()?.0,
+            txstart: self.txstart()?,
         })
     }
 }

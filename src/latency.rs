@@ -46,6 +46,26 @@ impl Hist {
         self.0.reset();
     }
 
+    /// Responsiveness in round trips per minute, after the IETF responsiveness draft
+    /// (draft-ietf-ippm-responsiveness): 60 s divided by the trimmed mean round trip,
+    /// the mean of the samples at or below the 95th percentile. `None` when empty.
+    pub fn rpm(&self) -> Option<f64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let cut = self.0.value_at_quantile(0.95);
+        let (mut sum, mut n) = (0f64, 0u64);
+        for v in self.0.iter_recorded() {
+            if v.value_iterated_to() > cut {
+                break;
+            }
+            let c = v.count_at_value();
+            sum += self.0.median_equivalent(v.value_iterated_to()) as f64 * c as f64;
+            n += c;
+        }
+        (n > 0 && sum > 0.0).then(|| 60.0 / (sum / n as f64 / 1e9))
+    }
+
     /// Summary figures in milliseconds, `None` when empty.
     pub fn stats(&self) -> Option<LatencyStats> {
         if self.0.is_empty() {
@@ -235,6 +255,17 @@ mod tests {
         assert!((s.p99_ms - 0.99).abs() / 0.99 < 0.002, "{}", s.p99_ms);
         assert!((s.max_ms - 1.0).abs() < 0.001);
         assert!((s.mean_ms - 0.5005).abs() < 0.001);
+    }
+
+    #[test]
+    fn rpm_from_trimmed_mean() {
+        let mut h = Hist::default();
+        // 95 round trips of 10 ms and 5 of 1 s: the slow 5 % are trimmed away.
+        h.record_n_ns(10_000_000, 95);
+        h.record_n_ns(1_000_000_000, 5);
+        let rpm = h.rpm().unwrap();
+        assert!((rpm - 6000.0).abs() / 6000.0 < 0.002, "{rpm}");
+        assert!(Hist::default().rpm().is_none());
     }
 
     #[test]

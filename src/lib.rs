@@ -13,6 +13,7 @@ pub mod clocksync;
 pub mod engine;
 pub mod latency;
 pub mod pacing;
+pub mod profile;
 pub mod report;
 pub mod search;
 pub mod session;

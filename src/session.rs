@@ -249,6 +249,8 @@ mod tests {
             bounceback: None,
             trip_times: false,
             connect_only: false,
+            isochronous: None,
+            working_load: None,
             features: vec!["udp_seq64".into(), "teleport".into()],
         });
         assert_eq!(a.version, wire::EXT_VERSION);

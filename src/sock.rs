@@ -278,6 +278,48 @@ pub fn recv_trunc(fd: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
+/// Wait until any of `fds` is readable (or closed), at most `timeout`; `ready[i]` tells
+/// which. Returns how many are ready (0 on timeout or a signal).
+pub fn poll_readable(
+    fds: &[RawFd],
+    timeout: std::time::Duration,
+    ready: &mut Vec<bool>,
+) -> io::Result<usize> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `p` holds `p.len()` valid pollfds; a valid timespec; no signal mask.
+    let rc = unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    ready.clear();
+    ready.extend(p.iter().map(|x| x.revents != 0));
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            ready.iter_mut().for_each(|r| *r = false);
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(rc as usize)
+}
+
 /// Look at up to `buf.len()` received bytes without consuming them and without waiting
 /// (`--connect-only` servers check a new connection's cookie this way).
 pub fn peek_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {

@@ -5,7 +5,7 @@
 //! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
 //! the server sends back, never a panic or an absurd allocation.
 
-use crate::wire::{self, Bounceback, ExtRequest, Params, errcode};
+use crate::wire::{self, Bounceback, ExtRequest, Params, WorkingLoad, errcode};
 
 /// Transport of the data streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,9 +77,14 @@ pub struct TestSpec {
     pub server_affinity: Option<u32>,
     /// Measure one-way delays (`--trip-times`, netmeter extension).
     pub trip_times: bool,
+    /// Latency under working load (`--working-load`, netmeter extension).
+    pub working_load: Option<WorkingLoad>,
     /// TCP connection-rate test instead of bulk transfer (`--connect-only`, netmeter
     /// extension; see `engine::connect`).
     pub connect_only: bool,
+    /// Client sending profile (`--burst-size`/`--burst-period`, `--isochronous`; see
+    /// `crate::profile`). On the server only a negotiated isochronous UDP profile.
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl Default for TestSpec {
@@ -109,7 +114,9 @@ impl Default for TestSpec {
             bounceback: None,
             server_affinity: None,
             trip_times: false,
+            working_load: None,
             connect_only: false,
+            profile: None,
         }
     }
 }
@@ -171,14 +178,28 @@ fn whole(v: f64, max: f64, code: i32, what: &str) -> Result<u64, SpecError> {
 impl TestSpec {
     /// Number of data streams the client opens in total.
     pub fn total_streams(&self) -> u32 {
+        if let Some(w) = &self.working_load {
+            return w.streams * (w.up as u32 + w.down as u32) + 1;
+        }
         match self.direction {
             Direction::Bidir => self.parallel * 2,
             _ => self.parallel,
         }
     }
 
+    /// With `--working-load`, the request/response probe is the last stream opened.
+    pub fn is_probe(&self, index: u32) -> bool {
+        self.working_load.is_some() && index + 1 == self.total_streams()
+    }
+
     /// Which of the client's streams (in creation order, 0-based) the client sends on.
     pub fn client_sends(&self, index: u32) -> bool {
+        if let Some(w) = &self.working_load {
+            // Upload bulk streams first, then download ones, then the probe (client-driven).
+            let ups = if w.up { w.streams } else { 0 };
+            let downs = if w.down { w.streams } else { 0 };
+            return index < ups || index >= ups + downs;
+        }
         match self.direction {
             Direction::Upload => true,
             Direction::Reverse => false,
@@ -337,6 +358,30 @@ impl TestSpec {
                 "connect-only tests are TCP, client to server, timed, without bounceback",
             ));
         }
+        // Isochronous frames the server counts: UDP, client to server, negotiated.
+        let profile = match p.netmeter.as_ref() {
+            Some(n) if n.features.iter().any(|f| f == "isochronous") => match n.isochronous {
+                Some(iso) => {
+                    crate::profile::check_isochronous(&iso)
+                        .map_err(|e| refuse(errcode::IEUNIMP, e))?;
+                    if protocol != Protocol::Udp
+                        || direction == Direction::Reverse
+                        || bounceback.is_some()
+                    {
+                        return Err(refuse(
+                            errcode::IEUNIMP,
+                            "isochronous frames are UDP, sent by the client",
+                        ));
+                    }
+                    Some(crate::profile::Profile::Isochronous {
+                        params: iso,
+                        framed: true,
+                    })
+                }
+                None => None,
+            },
+            _ => None,
+        };
         let on = |v: Option<f64>| v.is_some_and(|x| x != 0.0);
         // Strings from the wire are shown to the server's operator: keep them short.
         let short = |s: &Option<String>| s.as_ref().map(|s| s.chars().take(1024).collect());
@@ -364,7 +409,22 @@ impl TestSpec {
             extra_data: short(&p.extra_data),
             bounceback,
             trip_times: p.netmeter.as_ref().is_some_and(|n| n.trip_times),
+            working_load: match p.netmeter.as_ref().and_then(|n| n.working_load) {
+                Some(w) => {
+                    if protocol != Protocol::Tcp
+                        || bounceback.is_none()
+                        || !(w.up || w.down)
+                        || !(1..=wire::MAX_STREAMS / 2).contains(&w.streams)
+                        || w.idle_ms > 60_000
+                    {
+                        return Err(refuse(errcode::IEUNIMP, "invalid working-load parameters"));
+                    }
+                    Some(w)
+                }
+                None => None,
+            },
             connect_only,
+            profile,
             // iperf3 accepts 0..1024; a CPU that does not exist fails when applied.
             server_affinity: p
                 .server_affinity

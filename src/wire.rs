@@ -357,11 +357,19 @@ pub struct ExtRequest {
     /// and clock-offset probes on the control connection before the streams open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trip_times: bool,
+    /// Latency under working load (feature `working_load`): bulk TCP streams plus one
+    /// request/response probe stream (the last one opened), which uses `bounceback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_load: Option<WorkingLoad>,
     /// TCP connection-rate test (feature `connect_only`): the data streams stay idle
     /// and the client opens short connections carrying the cookie, which the server
     /// answers with one byte and closes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub connect_only: bool,
+    /// Isochronous frames (feature `isochronous`, UDP): every datagram carries an
+    /// [`IsochHeader`] after the UDP header, so the server can count whole frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isochronous: Option<Isochronous>,
 }
 
 /// A request/response (bounceback) test: the client sends `request_len` bytes, the
@@ -382,12 +390,32 @@ fn one() -> u32 {
     1
 }
 
+/// `--working-load`: `streams` bulk TCP streams per loaded direction, started after
+/// `idle_ms` of probing an idle path.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkingLoad {
+    pub up: bool,
+    pub down: bool,
+    pub streams: u32,
+    pub idle_ms: u32,
+}
+
 /// Largest bounceback request or reply.
 pub const MAX_BOUNCEBACK_LEN: u32 = 1 << 20;
 /// Longest server hold time (one second).
 pub const MAX_BOUNCEBACK_HOLD_US: u32 = 1_000_000;
 /// Most outstanding requests per stream.
 pub const MAX_BOUNCEBACK_BURST: u32 = 1024;
+
+/// `--isochronous FPS:MEAN,STDEV`: frames at `fps`, sized so the per-frame bit rate has
+/// mean `mean_bps` and standard deviation `stdev_bps` (see `crate::profile`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Isochronous {
+    pub fps: u32,
+    pub mean_bps: u64,
+    #[serde(default)]
+    pub stdev_bps: u64,
+}
 
 /// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -408,6 +436,8 @@ pub const EXT_FEATURES: &[&str] = &[
     "bounceback",
     "trip_times",
     "connect_only",
+    "isochronous",
+    "working_load",
 ];
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
@@ -480,6 +510,9 @@ pub struct StreamResult {
     /// netmeter extension: one-way delays seen by the receiver (`--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_owd: Option<crate::latency::OwdSummary>,
+    /// netmeter extension: whole frames seen by the receiver (`--isochronous`, UDP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_frames: Option<crate::profile::FrameSummary>,
 }
 
 /// A results message, exchanged once in each direction at the end of a test.
@@ -609,10 +642,66 @@ impl TcpFrameParser {
     }
 }
 
+/// Frame header that follows the UDP header of every isochronous datagram between
+/// netmeter peers (feature `isochronous`). All fields big-endian: frame id (u64, the
+/// first frame is 1), the frame's send time (i64 ns since the epoch, taken just before
+/// its first datagram), the frame's datagram count (u32) and this datagram's index in
+/// it (u32, from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsochHeader {
+    pub frame_id: u64,
+    pub start_ns: i64,
+    pub dgrams: u32,
+    pub index: u32,
+}
+
+impl IsochHeader {
+    pub const LEN: usize = 24;
+
+    /// Write into the first [`Self::LEN`] bytes of `buf`.
+    pub fn write(&self, buf: &mut [u8]) {
+        buf[0..8].copy_from_slice(&self.frame_id.to_be_bytes());
+        buf[8..16].copy_from_slice(&self.start_ns.to_be_bytes());
+        buf[16..20].copy_from_slice(&self.dgrams.to_be_bytes());
+        buf[20..24].copy_from_slice(&self.index.to_be_bytes());
+    }
+
+    /// Read from the front of `buf` (the datagram after its UDP header).
+    pub fn read(buf: &[u8]) -> Option<IsochHeader> {
+        let b = buf.get(..Self::LEN)?;
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(a)
+        };
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Some(IsochHeader {
+            frame_id: u64_at(0),
+            start_ns: u64_at(8) as i64,
+            dgrams: u32_at(16),
+            index: u32_at(20),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn isoch_header_round_trip() {
+        let h = IsochHeader {
+            frame_id: 7,
+            start_ns: -5,
+            dgrams: 30,
+            index: 29,
+        };
+        let mut b = [0u8; 24];
+        h.write(&mut b);
+        assert_eq!(IsochHeader::read(&b), Some(h));
+        assert_eq!(IsochHeader::read(&b[..23]), None);
+    }
 
     #[test]
     fn state_bytes_round_trip() {
@@ -661,6 +750,7 @@ mod tests {
                 trip_times: false,
                 connect_only: false,
                 features: vec!["udp_seq64".into()],
+                ..ExtRequest::default()
             }),
             ..Default::default()
         };

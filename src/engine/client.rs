@@ -56,6 +56,8 @@ pub struct ClientConfig {
     pub extensions: bool,
     /// `-A N`: pin this process's test threads to CPU N.
     pub affinity: Option<u32>,
+    /// `--txstart-time`: start sending at this wall-clock time (seconds since the epoch).
+    pub txstart: Option<f64>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -217,7 +219,7 @@ pub fn timestamp_now() -> Timestamp {
 }
 
 /// RFC 1123 date in GMT, as iperf3 writes `start.timestamp.time`.
-fn httpdate(secs: u64) -> String {
+pub(crate) fn httpdate(secs: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -345,6 +347,13 @@ pub fn make_worker(
     budget: &Option<Arc<Budget>>,
     zerocopy: &Option<Arc<std::fs::File>>,
 ) -> Worker {
+    // Stream ids are 1, 3, 4, ... in creation order (iperf3 skips 2).
+    let index = if id == 1 { 0 } else { (id - 2) as u32 };
+    // With --working-load only the last stream is a request/response probe.
+    let bounce = match spec.working_load {
+        Some(_) if !spec.is_probe(index) => None,
+        _ => spec.bounceback,
+    };
     let shared = Arc::new(StreamShared {
         id,
         socket,
@@ -354,10 +363,21 @@ pub fn make_worker(
         packets: Default::default(),
         udp: (spec.protocol == Protocol::Udp && !sender && spec.bounceback.is_none())
             .then(|| Mutex::new(UdpRecv::default())),
-        rtt: (spec.bounceback.is_some() && sender).then(|| Mutex::new(Default::default())),
+        rtt: (bounce.is_some() && sender).then(|| Mutex::new(Default::default())),
         owd: (spec.trip_times && !sender && spec.bounceback.is_none() && !spec.skip_rx_copy)
             .then(|| Mutex::new(Default::default())),
         conn: (spec.connect_only && sender).then(|| Mutex::new(Default::default())),
+        profile: (spec.profile.is_some() && sender && forward).then(|| {
+            Mutex::new(super::profile::ProfileRecord {
+                frames: spec.profile.is_some_and(|p| p.isochronous().is_some()),
+                ..Default::default()
+            })
+        }),
+        frames: (spec.profile.is_some_and(|p| p.framed())
+            && spec.protocol == Protocol::Udp
+            && !sender
+            && forward)
+            .then(|| Mutex::new(super::profile::FrameRecord::new(spec.trip_times))),
         finished: AtomicBool::new(false),
         error: Mutex::new(None),
     });
@@ -378,10 +398,19 @@ pub fn make_worker(
         skip_rx_copy: spec.skip_rx_copy && !sender,
         udp_gso: false,
         udp_gro: false,
-        bounceback: spec.bounceback,
+        bounceback: bounce,
         ts_ns: spec.trip_times,
         owd_correction_ns: 0,
+        load_start: None,
+        profile: spec.profile.filter(|_| sender && forward),
+        profile_origin: None,
     }
+}
+
+/// With `--working-load`: when the bulk streams start (after the idle phase).
+pub fn load_start(spec: &TestSpec, t0: Instant) -> Option<Instant> {
+    spec.working_load
+        .map(|w| t0 + Duration::from_millis(w.idle_ms as u64))
 }
 
 /// Switch on UDP GSO (sender) or GRO (receiver) where the kernel offers it; returns
@@ -389,7 +418,10 @@ pub fn make_worker(
 /// (for measuring the plain path).
 pub fn probe_udp_offload(w: &mut Worker, fd: std::os::fd::RawFd) {
     // Request/response datagrams must stay single datagrams.
-    if std::env::var_os("NETMETER_NO_GSO").is_some() || w.bounceback.is_some() {
+    if std::env::var_os("NETMETER_NO_GSO").is_some()
+        || w.bounceback.is_some()
+        || w.profile.is_some()
+    {
         return;
     }
     let len = w.block_len;
@@ -450,6 +482,9 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         sock::pin_to_cpu(cpu as usize).with_context(|| format!("cannot pin to CPU {cpu} (-A)"))?;
     }
     let server = resolve(&cfg.host, cfg.port, cfg.family)?;
+    if let Some(at) = cfg.txstart {
+        super::profile::txstart_before_connect(at, out);
+    }
     out.text(&text::connecting(&cfg.host, cfg.port));
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
@@ -472,18 +507,25 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     if spec.bounceback.is_some() && !cfg.extensions {
         bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
     }
+    // Isochronous UDP frames: the server counts whole frames if it accepts.
+    let isoch_udp = spec.protocol == Protocol::Udp
+        && spec.profile.is_some_and(|p| p.isochronous().is_some());
     // Ask only for what this test uses: the answer then lists exactly what runs.
     let ext_req = cfg.extensions.then(|| ExtRequest {
+        working_load: spec.working_load,
         bounceback: spec.bounceback,
         trip_times: spec.trip_times,
         connect_only: spec.connect_only,
+        isochronous: isoch_udp.then(|| spec.profile.and_then(|p| p.isochronous())).flatten(),
         version: wire::EXT_VERSION,
         features: wire::EXT_FEATURES
             .iter()
             .filter(|f| match **f {
                 "bounceback" => spec.bounceback.is_some(),
                 "trip_times" => spec.trip_times,
+                "working_load" => spec.working_load.is_some(),
                 "connect_only" => spec.connect_only,
+                "isochronous" => isoch_udp,
                 _ => true,
             })
             .map(|s| s.to_string())
@@ -492,6 +534,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     let mut clock_est: Option<ClockEstimate> = None;
     let mut machine = ClientMachine::new(ext_req.is_some());
     let mut ext: Option<ExtAnswer> = None;
+    let mut profile_warnings: Vec<String> = Vec::new();
 
     let start = &mut out.report.start;
     start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
@@ -561,6 +604,15 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                 let bounce_ok = ext
                     .as_ref()
                     .is_some_and(|a| a.accepted.iter().any(|f| f == "bounceback"));
+                let wl_ok = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "working_load"));
+                if spec.working_load.is_some() && !wl_ok {
+                    bail!(
+                        "--working-load needs a netmeter server; {} answered like an iperf3 server",
+                        cfg.host
+                    );
+                }
                 if spec.trip_times && clock_est.is_none() {
                     bail!(
                         "--trip-times needs a netmeter server; {} answered like an iperf3 server",
@@ -588,6 +640,25 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                 if seq64 && spec.protocol == Protocol::Udp && !spec.udp_seq64 {
                     // Negotiated: both sides switch to 64-bit sequence numbers.
                     spec.udp_seq64 = true;
+                }
+                let isoch_ok = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "isochronous"));
+                profile_warnings.extend(super::profile::negotiated(
+                    &mut spec,
+                    isoch_udp && ext_req.is_some(),
+                    isoch_ok,
+                    &cfg.host,
+                ));
+                for w in &profile_warnings {
+                    out.text(&format!("warning: {w}\n"));
+                }
+                if let Some(at) = cfg.txstart {
+                    super::profile::txstart_before_streams(
+                        at,
+                        ctrl.sock.as_raw_fd(),
+                        spec.total_streams(),
+                    );
                 }
                 for i in 0..spec.total_streams() {
                     let id = if i == 0 { 1 } else { i as i64 + 2 };
@@ -645,8 +716,9 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                     peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
                     features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
                     data_path: data_path(&spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
-                    warnings: Vec::new(),
+                    warnings: std::mem::take(&mut profile_warnings),
                     clock: clock_est,
+                    txstart: None,
                 };
                 if spec.direction == Direction::Reverse {
                     out.text(&format!(
@@ -671,7 +743,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             other => bail!("internal error: unexpected step {other:?} during setup"),
         }
     }
-    let t0 = test_start.unwrap_or_else(Instant::now);
+    let t0 = super::profile::client_t0(cfg.txstart, test_start, out);
     let conn_target = spec
         .connect_only
         .then(|| connect::Target::new(server, cfg.bind, cookie.0, &spec));
@@ -679,6 +751,8 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         // We receive from the server: raw delay = true + (client − server) clock.
         let mut w = w;
         w.owd_correction_ns = clock_est.map_or(0, |c| c.offset_ns);
+        w.load_start = load_start(&spec, t0);
+        w.profile_origin = Some(t0);
         let sender = w.shared.sender;
         let h = match (tcp, udp) {
             (Some(t), _) => match &conn_target {

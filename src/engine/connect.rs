@@ -30,10 +30,11 @@ use crate::wire::COOKIE_LEN;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -249,22 +250,71 @@ impl Answered {
     }
 }
 
-/// The cookies of the connect-only tests running on this server.
-#[derive(Default)]
-pub struct Hub {
-    /// Number of registered tests: lets the accept loop skip all of this otherwise.
+/// A connection handed back to the main accept loop: not a short connection of a
+/// connect-only test (another test's connection, a late or missing cookie).
+type Returned = (TcpStream, SocketAddr);
+
+/// How long a freshly accepted connection may take to send its cookie before the
+/// acceptor hands it to the ordinary path (which gives it the full cookie timeout).
+const PENDING_MAX: Duration = Duration::from_millis(200);
+/// Connections an acceptor waits on at once; beyond that the oldest is handed back.
+const MAX_PENDING: usize = 1024;
+/// Connections accepted per wake-up before the pending ones are looked at again.
+const ACCEPT_BATCH: usize = 64;
+/// How often an acceptor checks whether its test is over.
+const ACCEPTOR_POLL: Duration = Duration::from_millis(20);
+
+/// The server's connect-only state: cookies of running connect-only tests, the
+/// listening socket their acceptors share with the main accept loop, and the way back
+/// to that loop.
+///
+/// While a connect-only test runs, a thread spawned by its session (so pinned like the
+/// session with `-A n,m`) accepts from the server's one listener in place of the main
+/// loop: a short connection costs accept, peek, read, write and close on that thread,
+/// with no thread or channel per connection. A connection whose cookie has not arrived
+/// yet waits in a poll set; one whose cookie belongs to no connect-only test (or that
+/// stays silent for 200 ms) is handed back to the main loop untouched, nothing read
+/// from it, and gets the ordinary treatment there (its own thread, the 5 s cookie
+/// deadline). Silent connections therefore still hold nothing.
+pub struct Hub(Arc<Inner>);
+
+struct Inner {
+    /// Number of registered tests: lets the accept paths skip all of this otherwise.
     active: AtomicUsize,
     tests: Mutex<HashMap<[u8; COOKIE_LEN], Arc<AtomicU64>>>,
+    /// A handle on the server's (non-blocking) listening socket.
+    listener: OnceLock<TcpListener>,
+    /// Acceptor threads running; while any runs the main loop does not accept.
+    accepting: AtomicUsize,
+    back_tx: Sender<Returned>,
+    back_rx: Mutex<Receiver<Returned>>,
 }
 
-/// A test's registration; unregisters when dropped, whatever ends the test.
-pub struct Registration<'a> {
-    hub: &'a Hub,
+impl Default for Hub {
+    fn default() -> Self {
+        let (back_tx, back_rx) = mpsc::channel();
+        Hub(Arc::new(Inner {
+            active: AtomicUsize::new(0),
+            tests: Mutex::new(HashMap::new()),
+            listener: OnceLock::new(),
+            accepting: AtomicUsize::new(0),
+            back_tx,
+            back_rx: Mutex::new(back_rx),
+        }))
+    }
+}
+
+/// A test's registration: answers its cookie's connections until dropped, whatever
+/// ends the test; stops and joins the test's acceptor.
+pub struct Registration {
+    inner: Arc<Inner>,
     cookie: [u8; COOKIE_LEN],
     count: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
 }
 
-impl Registration<'_> {
+impl Registration {
     /// The answered-connection counter, for the meter.
     pub fn answered(&self) -> Answered {
         Answered {
@@ -275,85 +325,216 @@ impl Registration<'_> {
     }
 }
 
-pub static DBG_SLOW: AtomicU64 = AtomicU64::new(0);
-impl Drop for Registration<'_> {
+impl Drop for Registration {
     fn drop(&mut self) {
-        eprintln!("DBG answered {} slow {}", self.count.load(Ordering::Relaxed), DBG_SLOW.load(Ordering::Relaxed));
-        if let Ok(mut t) = self.hub.tests.lock()
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        if let Ok(mut t) = self.inner.tests.lock()
             && t.remove(&self.cookie).is_some()
         {
-            self.hub.active.fetch_sub(1, Ordering::AcqRel);
+            self.inner.active.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
 impl Hub {
+    /// Give the hub the server's listening socket (a handle on the same, non-blocking,
+    /// socket the main loop accepts from). Without it tests rely on the main loop.
+    pub fn set_listener(&self, l: TcpListener) {
+        let _ = self.0.listener.set(l);
+    }
+
     /// From now until the registration is dropped, connections opening with `cookie`
-    /// are answered and counted.
-    pub fn register(&self, cookie: [u8; COOKIE_LEN]) -> Registration<'_> {
+    /// are answered and counted, by an acceptor thread started here (it inherits the
+    /// calling thread's CPU affinity).
+    pub fn register(&self, cookie: [u8; COOKIE_LEN]) -> Registration {
         let count = Arc::new(AtomicU64::new(0));
-        if let Ok(mut t) = self.tests.lock()
+        if let Ok(mut t) = self.0.tests.lock()
             && t.insert(cookie, count.clone()).is_none()
         {
-            self.active.fetch_add(1, Ordering::AcqRel);
+            self.0.active.fetch_add(1, Ordering::AcqRel);
         }
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = self.0.listener.get().is_some().then(|| {
+            let (inner, stop) = (self.0.clone(), stop.clone());
+            inner.accepting.fetch_add(1, Ordering::AcqRel);
+            let started = std::thread::Builder::new()
+                .name("nm-conn-accept".into())
+                .spawn({
+                    let inner = inner.clone();
+                    move || {
+                        inner.acceptor(&stop);
+                        inner.accepting.fetch_sub(1, Ordering::AcqRel);
+                    }
+                });
+            if started.is_err() {
+                inner.accepting.fetch_sub(1, Ordering::AcqRel);
+            }
+            started.ok()
+        });
         Registration {
-            hub: self,
+            inner: self.0.clone(),
             cookie,
             count,
+            stop,
+            acceptor: acceptor.flatten(),
         }
     }
 
-    fn counter(&self, cookie: &[u8]) -> Option<Arc<AtomicU64>> {
-        let t = self.tests.lock().ok()?;
-        t.get(cookie).cloned()
+    /// Whether a connect-only test's acceptor is accepting in place of the main loop.
+    pub fn accepting(&self) -> bool {
+        self.0.accepting.load(Ordering::Acquire) > 0
     }
 
-    /// The cookie was read: answer the connection if it belongs to a connect-only test.
-    /// Returns whether it did (the caller then just drops the socket).
+    /// For the main accept loop: a connection an acceptor handed back, if any. While an
+    /// acceptor runs, waits up to `wait` for one.
+    pub fn handed_back(&self, wait: Duration) -> Option<Returned> {
+        let rx = self.0.back_rx.lock().ok()?;
+        if self.accepting() {
+            rx.recv_timeout(wait).ok()
+        } else {
+            rx.try_recv().ok()
+        }
+    }
+
+    /// The cookie was read (by the ordinary path): answer the connection if it belongs
+    /// to a connect-only test. Returns whether it did (the caller then drops the socket).
     pub fn answer(&self, cookie: &[u8; COOKIE_LEN], sock: &mut TcpStream) -> bool {
-        if self.active.load(Ordering::Acquire) == 0 {
+        if self.0.active.load(Ordering::Acquire) == 0 {
             return false;
         }
-        let Some(count) = self.counter(cookie) else {
+        let Some(count) = self.0.counter(cookie) else {
             return false;
         };
         if sock.write_all(&ANSWER).is_ok() {
             count.fetch_add(1, Ordering::Relaxed);
         }
-        DBG_SLOW.fetch_add(1, Ordering::Relaxed);
         true
     }
 
-    /// Accept-loop fast path: while a connect-only test runs, a freshly accepted
-    /// connection whose cookie has already arrived is answered right here, without the
-    /// per-connection thread. Anything else (cookie incomplete, another test's
-    /// connection, garbage) is handed back untouched: nothing was read from it.
-    pub fn answer_now(&self, mut conn: TcpStream) -> Option<TcpStream> {
-        if self.active.load(Ordering::Acquire) == 0 {
+    /// Main-loop fast path for a connection it accepted itself while a connect-only
+    /// test runs: answered now if its cookie is in and registered, else handed back
+    /// untouched (nothing read from it).
+    pub fn answer_now(&self, conn: TcpStream) -> Option<TcpStream> {
+        if self.0.active.load(Ordering::Acquire) == 0 {
             return Some(conn);
         }
+        match self.0.settle(conn) {
+            Settle::Done => None,
+            Settle::NotMine(c) | Settle::Waiting(c) => Some(c),
+        }
+    }
+}
+
+/// What became of a connection whose cookie was looked at.
+enum Settle {
+    /// Answered, or closed by the peer: nothing left to do.
+    Done,
+    /// Its cookie belongs to no connect-only test, or is incomplete: the ordinary path.
+    NotMine(TcpStream),
+    /// Nothing has arrived yet.
+    Waiting(TcpStream),
+}
+
+impl Inner {
+    fn counter(&self, cookie: &[u8]) -> Option<Arc<AtomicU64>> {
+        let t = self.tests.lock().ok()?;
+        t.get(cookie).cloned()
+    }
+
+    /// Peek at the cookie and answer the connection if it is a registered one.
+    fn settle(&self, mut conn: TcpStream) -> Settle {
         let mut cookie = [0u8; COOKIE_LEN];
         match sock::peek_nowait(conn.as_raw_fd(), &mut cookie) {
             Ok(n) if n == COOKIE_LEN => {}
-            _ => return Some(conn),
+            Ok(0) => return Settle::Done, // closed before saying anything
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Settle::Waiting(conn),
+            Err(_) => return Settle::Done,
+            // Part of a cookie: let the ordinary path read the rest with its deadline.
+            Ok(_) => return Settle::NotMine(conn),
         }
         let Some(count) = self.counter(&cookie) else {
-            return Some(conn);
+            return Settle::NotMine(conn);
         };
         // The 37 bytes are in the receive queue and the send buffer is empty: neither
         // call can block.
         if conn.read_exact(&mut cookie).is_ok() && conn.write_all(&ANSWER).is_ok() {
             count.fetch_add(1, Ordering::Relaxed);
         }
-        None
+        Settle::Done
+    }
+
+    fn hand_back(&self, conn: TcpStream, peer: SocketAddr) {
+        let _ = self.back_tx.send((conn, peer));
+    }
+
+    /// A connect-only test's acceptor: accept, answer, hand back the rest, until `stop`.
+    fn acceptor(&self, stop: &AtomicBool) {
+        let Some(listener) = self.listener.get() else {
+            return;
+        };
+        let mut pending: Vec<(TcpStream, SocketAddr, Instant)> = Vec::new();
+        let (mut fds, mut ready) = (Vec::new(), Vec::new());
+        while !stop.load(Ordering::Relaxed) {
+            fds.clear();
+            fds.push(listener.as_raw_fd());
+            fds.extend(pending.iter().map(|p| p.0.as_raw_fd()));
+            if sock::poll_readable(&fds, ACCEPTOR_POLL, &mut ready).is_err() {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            // Pending connections first (backwards: swap_remove only moves entries that
+            // were already looked at).
+            for i in (0..pending.len()).rev() {
+                let expired = pending[i].2.elapsed() > PENDING_MAX;
+                if !ready[i + 1] && !expired {
+                    continue;
+                }
+                let (conn, peer, since) = pending.swap_remove(i);
+                match self.settle(conn) {
+                    Settle::Done => {}
+                    Settle::NotMine(c) => self.hand_back(c, peer),
+                    Settle::Waiting(c) if expired => self.hand_back(c, peer),
+                    Settle::Waiting(c) => pending.push((c, peer, since)),
+                }
+            }
+            if !ready[0] {
+                continue;
+            }
+            for _ in 0..ACCEPT_BATCH {
+                match listener.accept() {
+                    Ok((conn, peer)) => match self.settle(conn) {
+                        Settle::Done => {}
+                        Settle::NotMine(c) => self.hand_back(c, peer),
+                        Settle::Waiting(c) => {
+                            if pending.len() >= MAX_PENDING {
+                                let (old, old_peer, _) = pending.remove(0);
+                                self.hand_back(old, old_peer);
+                            }
+                            pending.push((c, peer, Instant::now()));
+                        }
+                    },
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        // Out of descriptors or similar: let it pass rather than spin.
+                        std::thread::sleep(Duration::from_millis(10));
+                        break;
+                    }
+                }
+            }
+        }
+        for (conn, peer, _) in pending {
+            self.hand_back(conn, peer);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
 
     #[test]
     fn hub_answers_registered_cookies_only() {
@@ -386,7 +567,7 @@ mod tests {
         }
         assert_eq!(answered.take(false), 1);
         drop(reg);
-        assert_eq!(hub.active.load(Ordering::Relaxed), 0);
+        assert_eq!(hub.0.active.load(Ordering::Relaxed), 0);
         let mut client = TcpStream::connect(addr).unwrap();
         client.write_all(&cookie).unwrap();
         let (conn, _) = l.accept().unwrap();
@@ -394,5 +575,48 @@ mod tests {
             hub.answer_now(conn).is_some(),
             "answered after unregistering"
         );
+    }
+
+    #[test]
+    fn acceptor_answers_its_connections_and_hands_back_the_rest() {
+        let hub = Hub::default();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        hub.set_listener(l.try_clone().unwrap());
+        let cookie = [b'a'; COOKIE_LEN];
+        let reg = hub.register(cookie);
+        assert!(hub.accepting());
+        let mut answered = reg.answered();
+        for _ in 0..20 {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(&cookie).unwrap();
+            let mut b = [0u8; 1];
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(b, ANSWER);
+        }
+        assert_eq!(answered.take(false), 20);
+        // Another test's connection comes back to the main loop with its cookie unread.
+        let mut other = TcpStream::connect(addr).unwrap();
+        other.write_all(&[b'b'; COOKIE_LEN]).unwrap();
+        let (mut back, _) = hub
+            .handed_back(Duration::from_secs(2))
+            .expect("handed back");
+        let mut got = [0u8; COOKIE_LEN];
+        back.read_exact(&mut got).unwrap();
+        assert_eq!(got, [b'b'; COOKIE_LEN]);
+        // A silent one too, after PENDING_MAX.
+        let silent = TcpStream::connect(addr).unwrap();
+        let t = Instant::now();
+        let (back, peer) = hub
+            .handed_back(Duration::from_secs(2))
+            .expect("handed back");
+        assert!(t.elapsed() >= PENDING_MAX / 2);
+        assert_eq!(peer, silent.local_addr().unwrap());
+        drop(back);
+        drop(reg);
+        assert!(!hub.accepting());
+        assert!(hub.handed_back(Duration::ZERO).is_none());
     }
 }

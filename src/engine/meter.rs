@@ -7,7 +7,7 @@
 use super::stream::StreamShared;
 use crate::latency::Hist;
 use crate::report::build::{self, LocalFinal, Sample, TcpTotals};
-use crate::report::{Interval, StreamExt, TcpFigures};
+use crate::report::{Interval, StreamExt, TcpExtra, TcpFigures};
 use crate::sock;
 use crate::spec::Protocol;
 use std::sync::Arc;
@@ -105,19 +105,20 @@ impl Meter {
         let mut merged = Hist::default();
         let mut merged_owd = Hist::default();
         let mut conn_sum = super::connect::IntervalSum::default();
+        let mut profile_sum = super::profile::IntervalSum::default();
         for (i, s) in self.streams.iter().enumerate() {
             let now = Self::sample(s);
-            let tcp = (self.protocol == Protocol::Tcp && s.sender)
+            let tcp_info_now = (self.protocol == Protocol::Tcp && s.sender)
                 .then(|| sock::tcp_info(s.socket as i32))
-                .flatten()
-                .map(|info| {
-                    let retr = info.total_retrans.saturating_sub(self.prev_retrans[i]);
-                    self.prev_retrans[i] = info.total_retrans;
-                    TcpFigures {
-                        retransmits: retr,
-                        ..info.figures
-                    }
-                });
+                .flatten();
+            let tcp = tcp_info_now.map(|info| {
+                let retr = info.total_retrans.saturating_sub(self.prev_retrans[i]);
+                self.prev_retrans[i] = info.total_retrans;
+                TcpFigures {
+                    retransmits: retr,
+                    ..info.figures
+                }
+            });
             if let Some(t) = &tcp
                 && !self.omitting
             {
@@ -134,6 +135,15 @@ impl Meter {
                 tcp,
                 self.omitting,
             );
+            if let Some(info) = tcp_info_now {
+                let rtt_s = info.figures.rtt as f64 / 1e6;
+                let bps = row.bits_per_second;
+                row.netmeter.get_or_insert_with(StreamExt::default).tcp = Some(TcpExtra {
+                    bytes_in_flight: info.bytes_in_flight,
+                    inp_bytes: bps / 8.0 * rtt_s,
+                    net_power: if rtt_s > 0.0 { bps / rtt_s } else { 0.0 },
+                });
+            }
             if let Some(rec) = &s.owd {
                 let mut o = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged_owd.merge(&o.interval);
@@ -157,6 +167,7 @@ impl Meter {
                 let ext = row.netmeter.get_or_insert_with(StreamExt::default);
                 conn_sum.take(rec, self.omitting, ext);
             }
+            profile_sum.take(s, self.omitting, &mut row);
             rows.push((row, s.forward));
             self.prev[i] = now;
         }
@@ -183,6 +194,7 @@ impl Meter {
             });
         }
         conn_sum.finish(&mut iv, self.answered.as_mut());
+        profile_sum.finish(&mut iv);
         if !merged_owd.is_empty() {
             iv.sum.netmeter.get_or_insert_with(StreamExt::default).owd = merged_owd.stats();
         }
@@ -217,6 +229,7 @@ impl Meter {
                 });
                 let end = if s.sender { send_end_s } else { recv_end_s };
                 let seconds = (end - self.epoch_s).max(0.0);
+                let (units, frames) = super::profile::finals(s, self.omitting);
                 LocalFinal {
                     id: s.id,
                     socket: s.socket,
@@ -242,10 +255,16 @@ impl Meter {
                         let r = r.lock().unwrap_or_else(|p| p.into_inner());
                         (r.total.clone(), r.lost)
                     }),
+                    rtt_idle: s.rtt.as_ref().and_then(|r| {
+                        let r = r.lock().unwrap_or_else(|p| p.into_inner());
+                        (!r.idle.is_empty()).then(|| r.idle.clone())
+                    }),
                     conn: s
                         .conn
                         .as_ref()
                         .map(|r| super::connect::final_of(r, self.omitting)),
+                    units,
+                    frames,
                 }
             })
             .collect()

@@ -11,6 +11,7 @@ pub mod ctrl;
 pub mod max_rate;
 pub mod meter;
 pub mod output;
+pub mod profile;
 pub mod server;
 pub mod stream;
 pub mod test_common;

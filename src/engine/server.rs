@@ -9,8 +9,8 @@
 
 use super::CTRL_TIMEOUT;
 use super::client::{
-    DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, make_worker,
-    probe_udp_offload, timestamp_now,
+    DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
+    make_worker, probe_udp_offload, timestamp_now,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -19,8 +19,8 @@ use super::output::{Mode, Output, Sink};
 use super::stream::{self, Worker};
 use super::test_common;
 use crate::report::build;
-use crate::report::text::{self, TextCtx};
 use crate::report::connect::ConnectOnlyAnswered;
+use crate::report::text::{self, TextCtx};
 use crate::report::{HostPort, StartExt};
 use crate::session::{self, ServerEvent};
 use crate::sock;
@@ -234,6 +234,10 @@ impl Server {
         let mut sessions: Vec<std::thread::JoinHandle<()>> = Vec::new();
         let one_off_done = Arc::new(AtomicBool::new(false));
         let fd = self.tcp.as_raw_fd();
+        // Connect-only tests' acceptors share the listener (see `connect::Hub`); it is
+        // non-blocking so that a thread losing the race for a connection just waits on.
+        self.tcp.set_nonblocking(true)?;
+        shared.connect_hub.set_listener(self.tcp.try_clone()?);
         while !shared.shutdown.load(Ordering::Relaxed) && !one_off_done.load(Ordering::Relaxed) {
             sessions.retain(|h| !h.is_finished());
             if let Some(idle) = shared.cfg.idle_timeout {
@@ -251,17 +255,26 @@ impl Server {
                     break;
                 }
             }
-            if !sock::wait_readable(fd, Duration::from_millis(100))? {
-                continue;
-            }
-            let (conn, peer) = match self.tcp.accept() {
-                Ok(c) => c,
-                Err(e) => {
-                    shared.log(&format!("accept failed: {e}"));
-                    std::thread::sleep(Duration::from_millis(10));
+            // While a connect-only test accepts in our place, take what it hands back.
+            let (conn, peer) =
+                if let Some(c) = shared.connect_hub.handed_back(Duration::from_millis(50)) {
+                    c
+                } else if shared.connect_hub.accepting() {
                     continue;
-                }
-            };
+                } else {
+                    if !sock::wait_readable(fd, Duration::from_millis(100))? {
+                        continue;
+                    }
+                    match self.tcp.accept() {
+                        Ok(c) => c,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => {
+                            shared.log(&format!("accept failed: {e}"));
+                            std::thread::sleep(Duration::from_millis(10));
+                            continue;
+                        }
+                    }
+                };
             // A connect-only test's short connection whose cookie is already in is
             // answered here, without a thread; anything else goes on as usual.
             let Some(conn) = shared.connect_hub.answer_now(conn) else {
@@ -739,6 +752,7 @@ impl Session<'_> {
             data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
             warnings: Vec::new(),
             clock: clock_est,
+            txstart: None,
         };
         out.start_done();
 
@@ -751,6 +765,7 @@ impl Session<'_> {
         for (mut w, a) in workers {
             // We receive from the client: raw delay = true + (server − client) clock.
             w.owd_correction_ns = clock_est.map_or(0, |c| -c.offset_ns);
+            w.load_start = load_start(spec, t0);
             let sender = w.shared.sender;
             let h = match a {
                 Accepted::Tcp(t) => stream::spawn_tcp(w, t)?,

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
-const UDP_BATCH: usize = 32;
+pub(super) const UDP_BATCH: usize = 32;
 
 /// Per-stream state shared between the data thread and the control thread.
 pub struct StreamShared {
@@ -48,6 +48,10 @@ pub struct StreamShared {
     pub owd: Option<Mutex<OwdRecord>>,
     /// `--connect-only` client: the stream's short connections.
     pub conn: Option<Mutex<super::connect::ConnRecord>>,
+    /// Profiled sender (`--burst-size`, `--isochronous`): its bursts or frames.
+    pub profile: Option<Mutex<super::profile::ProfileRecord>>,
+    /// Isochronous UDP receiver (netmeter peers): whole frames.
+    pub frames: Option<Mutex<super::profile::FrameRecord>>,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
     /// Why the thread ended early, if it did.
@@ -78,7 +82,7 @@ pub struct Budget {
 
 impl Budget {
     /// Take up to `want` units; returns how many may be sent (0 = budget exhausted).
-    fn take(&self, want: usize) -> usize {
+    pub(super) fn take(&self, want: usize) -> usize {
         let want_units = if self.blocks { 1 } else { want as i64 };
         let before = self.remaining.fetch_sub(want_units, Ordering::Relaxed);
         if before <= 0 {
@@ -115,6 +119,13 @@ pub struct Worker {
     pub ts_ns: bool,
     /// Added to each raw one-way delay to remove the estimated clock offset.
     pub owd_correction_ns: i64,
+    /// Send bursts or isochronous frames instead of a bulk stream (client senders).
+    pub profile: Option<crate::profile::Profile>,
+    /// Where the profile's unit grid starts: the test's start (else the thread's).
+    pub profile_origin: Option<Instant>,
+    /// `--working-load`: bulk senders start at this instant; the probe files its
+    /// round trips before it as idle and after it as loaded.
+    pub load_start: Option<Instant>,
 }
 
 /// Round-trip times of a bounceback client stream: the current interval's and the
@@ -122,7 +133,10 @@ pub struct Worker {
 #[derive(Debug, Default)]
 pub struct RttRecord {
     pub interval: Hist,
+    /// The whole test's (with `--working-load`: the loaded phase's) round trips.
     pub total: Hist,
+    /// `--working-load`: round trips before the load started.
+    pub idle: Hist,
     pub lost: u64,
 }
 
@@ -144,7 +158,7 @@ pub fn make_payload(len: usize, repeating: bool) -> Vec<u8> {
 
 /// Wall-clock timestamp for the UDP header: seconds and microseconds (iperf3's format),
 /// or seconds and nanoseconds when both ends are netmeter with `--trip-times`.
-fn wall_now(ns: bool) -> (u32, u32) {
+pub(super) fn wall_now(ns: bool) -> (u32, u32) {
     let t = clock::wall_ns();
     let (sec, sub) = (t.div_euclid(1_000_000_000), t.rem_euclid(1_000_000_000));
     (
@@ -165,7 +179,7 @@ fn header_ns(sec: u32, sub: u32, ns: bool, now_ns: i64) -> i64 {
     s * 1_000_000_000 + if ns { sub as i64 } else { sub as i64 * 1000 }
 }
 
-fn is_transient(e: &io::Error) -> bool {
+pub(super) fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
@@ -180,7 +194,10 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
         let res = match (w.bounceback, shared.sender) {
             (Some(b), true) => tcp_bounce_client(&w, b, sock),
             (Some(b), false) => tcp_bounce_server(&w, b, sock),
-            (None, true) => tcp_send(&w, sock),
+            (None, true) => match w.profile {
+                Some(p) => super::profile::tcp_send(&w, &p, sock),
+                None => tcp_send(&w, sock),
+            },
             (None, false) => tcp_recv(&w, sock),
         };
         if let Err(e) = res {
@@ -192,6 +209,12 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
 
 fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    if let Some(at) = w.load_start {
+        // --working-load: stay quiet while the probe measures the idle path.
+        while Instant::now() < at && !w.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()).min(STOP_POLL));
+        }
+    }
     // --trip-times: every write starts with a frame header carrying its send time.
     let framed = w.ts_ns && w.zerocopy.is_none() && w.block_len >= wire::TCP_FRAME_HDR;
     let mut frame = if framed {
@@ -290,7 +313,10 @@ pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
         let res = match (w.bounceback, shared.sender) {
             (Some(b), true) => udp_bounce_client(&w, b, &sock),
             (Some(b), false) => udp_bounce_server(&w, b, &sock),
-            (None, true) => udp_send(&w, &sock),
+            (None, true) => match w.profile {
+                Some(p) => super::profile::udp_send(&w, &p, &sock),
+                None => udp_send(&w, &sock),
+            },
             (None, false) => udp_recv(&w, &sock),
         };
         if let Err(e) = res {
@@ -441,6 +467,8 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     Err(p) => p.into_inner(),
                 };
                 let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+                let mut frame_rec = (w.shared.frames.as_ref())
+                    .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
                 for (buf, r) in bufs.iter().zip(got.iter()) {
                     // The kernel's arrival stamp (on the same, possibly test-skewed,
                     // clock as our own readings), else the time recvmmsg returned.
@@ -462,10 +490,14 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                             if let Some(o) = owd_rec.as_mut() {
                                 o.record(raw_ns, w.owd_correction_ns);
                             }
+                            if let Some(f) = frame_rec.as_mut() {
+                                f.on_datagram(&buf[off + hdr_len..end], rx_ns, w.owd_correction_ns);
+                            }
                         }
                         off = end;
                     }
                 }
+                drop(frame_rec);
                 drop(owd_rec);
                 drop(acc);
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
@@ -531,6 +563,9 @@ fn read_full(
     Ok(true)
 }
 
+/// Time between round-trip probes under `--working-load` (100 probes per second).
+pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
+
 /// TCP bounceback client: `burst` requests back to back, then their replies, each
 /// timed from its request's write to the arrival of its last reply byte.
 fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
@@ -550,7 +585,19 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
     let Some(rec) = w.shared.rtt.as_ref() else {
         return Ok(());
     };
+    // A --working-load probe measures the path, it must not load it: one round trip
+    // every PROBE_PERIOD. A plain bounceback test runs back to back.
+    let period = w.load_start.map(|_| PROBE_PERIOD);
+    let mut next = Instant::now();
     while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = period {
+            let now = Instant::now();
+            if now < next {
+                std::thread::sleep((next - now).min(STOP_POLL));
+                continue;
+            }
+            next = (next + p).max(now);
+        }
         sent_at.clear();
         for _ in 0..burst {
             sent_at.push(Instant::now());
@@ -567,10 +614,15 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
             }
         })?;
         {
+            let idle = w.load_start.is_some_and(|at| sent_at[0] < at);
             let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
             for &ns in &rtts {
                 r.interval.record_ns(ns);
-                r.total.record_ns(ns);
+                if idle {
+                    r.idle.record_ns(ns);
+                } else {
+                    r.total.record_ns(ns);
+                }
             }
         }
         bytes += (req_len * burst) as u64;

@@ -149,8 +149,10 @@ fn host_checks(
         warnings,
         bounceback: None,
         trip_times: None,
+        working_load: None,
         connect_only: None,
         connect_only_answered: None,
+        ..EndExt::default()
     }
 }
 
@@ -218,13 +220,22 @@ pub fn finish(
     };
     let mut end = end;
     end.netmeter = host_checks(out, spec, locals, peer, local_cpu);
+    // Under --working-load the probe's figures are reported as the working-load summary.
     end.netmeter.bounceback = spec
         .bounceback
         .as_ref()
+        .filter(|_| spec.working_load.is_none())
         .and_then(|b| build::bounceback_end(b, locals));
     end.netmeter.connect_only = crate::report::connect::end_of(locals);
+    crate::report::profile::fill_end(&mut end.netmeter, spec.profile.as_ref(), locals, peer);
     // Set by the server before calling us.
     end.netmeter.connect_only_answered = out.report.end.netmeter.connect_only_answered;
+    if out.ctx.client {
+        end.netmeter.working_load = spec
+            .working_load
+            .as_ref()
+            .and_then(|w| build::working_load_end(w, locals, peer));
+    }
     if let Some(c) = out.report.start.netmeter.clock {
         end.netmeter.trip_times = Some(build::trip_times_end(
             &c,
@@ -256,9 +267,13 @@ pub fn finish(
     if let Some(a) = &end.netmeter.connect_only_answered {
         t.push_str(&crate::report::connect::answered_text(a));
     }
+    if let Some(wl) = &end.netmeter.working_load {
+        t.push_str(&text::working_load_summary(wl, out.ctx.format));
+    }
     if let Some(tt) = &end.netmeter.trip_times {
         t.push_str(&text::trip_times_summary(tt));
     }
+    t.push_str(&crate::report::profile::summary_text(&end.netmeter));
     for w in &end.netmeter.warnings {
         t.push_str(&format!("warning: {w}\n"));
     }

@@ -4,7 +4,7 @@
 //! results message; these functions apply iperf3's definitions (see `docs/metrics.md`)
 //! and return typed report values.
 
-use super::{BouncebackEnd, TripTimesEnd};
+use super::{BouncebackEnd, TripTimesEnd, WorkingLoadEnd};
 use super::{
     EndSide, EndStream, EndSum, EndUdp, Interval, StreamExt, StreamInterval, SumInterval,
     TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
@@ -15,6 +15,7 @@ use crate::latency::{OwdRecord, OwdSummary};
 use crate::spec::Protocol;
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
 use crate::wire::Bounceback;
+use crate::wire::WorkingLoad;
 use crate::wire::{Results, StreamResult};
 
 /// TCP summary figures kept by a sending stream over the whole test.
@@ -73,6 +74,57 @@ pub struct LocalFinal {
     pub owd: Option<OwdRecord>,
     /// `--connect-only` clients: the stream's connections.
     pub conn: Option<super::connect::ConnFinal>,
+    /// Profiled senders (`--burst-size`, `--isochronous`): the stream's units.
+    pub units: Option<crate::profile::UnitFigures>,
+    /// Isochronous UDP receivers: whole frames.
+    pub frames: Option<crate::profile::FrameSummary>,
+    /// `--working-load` probe: round trips before the load started.
+    pub rtt_idle: Option<Hist>,
+}
+
+/// The working-load summary on the client (`None` unless it ran one).
+pub fn working_load_end(
+    w: &WorkingLoad,
+    locals: &[LocalFinal],
+    peer: &Results,
+) -> Option<WorkingLoadEnd> {
+    let probe = locals.iter().find(|l| l.rtt.is_some())?;
+    let (loaded, _) = probe.rtt.as_ref()?;
+    let idle = probe.rtt_idle.clone().unwrap_or_default();
+    let idle_s = w.idle_ms as f64 / 1000.0;
+    // What the receivers counted: a sender's count includes data still queued in its
+    // socket buffer and the path, which overstates a short loaded phase.
+    let bulk = |client_sends: bool| -> f64 {
+        let (bytes, secs) = locals
+            .iter()
+            .filter(|l| l.rtt.is_none() && l.sender == client_sends)
+            .map(|l| {
+                if client_sends {
+                    let p = peer.streams.iter().find(|p| p.id == l.id);
+                    p.map_or((0, 0.0), |p| (p.bytes, p.end_time - p.start_time))
+                } else {
+                    (l.bytes, l.seconds)
+                }
+            })
+            .fold((0u64, 0f64), |(b, s), (pb, ps)| (b + pb, s.max(ps)));
+        bits_per_second(bytes, (secs - idle_s).max(0.0))
+    };
+    Some(WorkingLoadEnd {
+        direction: match (w.up, w.down) {
+            (true, true) => "bidir",
+            (false, true) => "down",
+            _ => "up",
+        }
+        .into(),
+        streams: w.streams,
+        idle_seconds: idle_s,
+        idle_rtt: idle.stats(),
+        loaded_rtt: loaded.stats(),
+        idle_rpm: idle.rpm(),
+        loaded_rpm: loaded.rpm(),
+        up_bits_per_second: if w.up { bulk(true) } else { 0.0 },
+        down_bits_per_second: if w.down { bulk(false) } else { 0.0 },
+    })
 }
 
 /// One-way delays per direction, from the local receivers and the peer's results.
@@ -200,6 +252,7 @@ pub fn local_results(
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
                     netmeter_owd: l.owd.as_ref().map(|o| o.summary()),
+                    netmeter_frames: l.frames.clone(),
                 }
             })
             .collect(),

@@ -10,6 +10,7 @@ pub mod advice;
 pub mod build;
 pub mod connect;
 pub mod json;
+pub mod profile;
 pub mod text;
 
 use crate::clocksync::ClockEstimate;
@@ -75,6 +76,9 @@ pub struct StartExt {
     /// `--trip-times`: the estimated clock offset (server − client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockEstimate>,
+    /// `--txstart-time`: requested and actual start (client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txstart: Option<profile::TxStart>,
 }
 
 /// The `start` object.
@@ -163,6 +167,9 @@ pub struct StreamExt {
     /// One-way delays (offset-corrected) of what this stream received (`--trip-times`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owd: Option<LatencyStats>,
+    /// TCP sender state beyond iperf3's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpExtra>,
     /// `--connect-only`: completed short connections (client), or connections answered
     /// (server, `[SUM]` only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,6 +183,27 @@ pub struct StreamExt {
     /// `--connect-only`: connect + request + response + close durations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transaction: Option<LatencyStats>,
+    /// `--burst-size`/`--burst-period` sender: bursts completed in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<profile::UnitsInterval>,
+    /// `--isochronous` sender: frames completed in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<profile::UnitsInterval>,
+    /// `--isochronous` UDP receiver (netmeter peers): whole frames in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_received: Option<profile::FramesInterval>,
+}
+
+/// A TCP sender's state at the end of an interval (from TCP_INFO) and the figures
+/// derived from it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpExtra {
+    /// Unacknowledged bytes in flight (`tcpi_unacked × tcpi_snd_mss`).
+    pub bytes_in_flight: u64,
+    /// In-progress bytes by Little's law: interval throughput × smoothed RTT.
+    pub inp_bytes: f64,
+    /// Kleinrock's network power: throughput (bits/s) ÷ smoothed RTT (s).
+    pub net_power: f64,
 }
 
 /// netmeter's receiver extras for UDP.
@@ -351,12 +379,39 @@ pub struct EndExt {
     /// One-way delays (`--trip-times`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trip_times: Option<TripTimesEnd>,
+    /// Latency under working load (`--working-load`), client side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_load: Option<WorkingLoadEnd>,
     /// Connection-rate results (`--connect-only`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_only: Option<connect::ConnectOnlyEnd>,
     /// Connections a `--connect-only` test opened and this server answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_only_answered: Option<connect::ConnectOnlyAnswered>,
+    /// Burst-mode results (`--burst-size`/`--burst-period`), client side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<profile::BurstEnd>,
+    /// Isochronous results (`--isochronous`): sender (client) and receiver figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isochronous: Option<profile::IsochEnd>,
+}
+
+/// The end of a `--working-load` test: the probe's round trips before and during load.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct WorkingLoadEnd {
+    /// "up", "down" or "bidir".
+    pub direction: String,
+    /// Bulk TCP streams per loaded direction.
+    pub streams: u32,
+    pub idle_seconds: f64,
+    pub idle_rtt: Option<LatencyStats>,
+    pub loaded_rtt: Option<LatencyStats>,
+    /// Round trips per minute (60 s / trimmed mean RTT) idle and under load.
+    pub idle_rpm: Option<f64>,
+    pub loaded_rpm: Option<f64>,
+    /// The load's throughput over the loaded phase, client → server and back.
+    pub up_bits_per_second: f64,
+    pub down_bits_per_second: f64,
 }
 
 /// The end of a `--trip-times` test: one-way delays per direction.

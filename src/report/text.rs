@@ -138,7 +138,8 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         Some(o) => format!("  OWD {:.3}/{:.3}/{:.3} ms", o.min_ms, o.mean_ms, o.max_ms),
         None => String::new(),
     };
-    format!("{head}{tail}{owd}{}\n", omitted(r.omitted))
+    let profile = super::profile::row_suffix(r.netmeter);
+    format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
 fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
@@ -166,7 +167,8 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
     } else {
         String::new()
     };
-    format!("{head}{tail}{}\n", omitted(s.omitted))
+    let profile = super::profile::row_suffix(s.netmeter);
+    format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
 }
 
 /// Transactions per second and RTT figures of a bounceback interval.
@@ -206,6 +208,39 @@ pub fn bounceback_summary(b: &super::BouncebackEnd) -> String {
     ));
     if b.lost > 0 {
         s.push_str(&format!("{} requests got no reply within 1 s\n", b.lost));
+    }
+    s
+}
+
+/// The working-load lines under the end table.
+pub fn working_load_summary(w: &super::WorkingLoadEnd, fmt: Format) -> String {
+    let mut s = format!(
+        "Working load ({}, {} TCP stream(s) per direction; first {:.1} s idle):\n",
+        w.direction, w.streams, w.idle_seconds
+    );
+    for (name, r, rpm) in [
+        ("idle", &w.idle_rtt, w.idle_rpm),
+        ("loaded", &w.loaded_rtt, w.loaded_rpm),
+    ] {
+        match r {
+            Some(r) => s.push_str(&format!(
+                "  {name:<6} RTT ms: min {:.3}  p50 {:.3}  mean {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}  ({} probes)  responsiveness {:.0} RPM\n",
+                r.min_ms, r.p50_ms, r.mean_ms, r.p90_ms, r.p99_ms, r.max_ms, r.count, rpm.unwrap_or(0.0)
+            )),
+            None => s.push_str(&format!("  {name:<6} RTT: no probes completed\n")),
+        }
+    }
+    if w.up_bits_per_second > 0.0 {
+        s.push_str(&format!(
+            "  load up:   {}\n",
+            format_rate(w.up_bits_per_second, fmt).trim()
+        ));
+    }
+    if w.down_bits_per_second > 0.0 {
+        s.push_str(&format!(
+            "  load down: {}\n",
+            format_rate(w.down_bits_per_second, fmt).trim()
+        ));
     }
     s
 }

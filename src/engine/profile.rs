@@ -1,0 +1,506 @@
+//! Traffic profiles on real sockets: the profiled sender loops (bursts and isochronous
+//! frames, TCP and UDP), the isochronous receiver's frame record, the meter's interval
+//! extras, and the `--txstart-time` waits.
+//!
+//! The scheduling math lives in `crate::profile`; here are the threads and clocks. A
+//! profiled sender is a separate loop chosen once when the stream thread starts, so the
+//! bulk loops in `stream` carry no profile checks.
+
+use super::clock;
+use super::output::Output;
+use super::stream::{STOP_POLL, StreamShared, UDP_BATCH, Worker, is_transient, wall_now};
+use crate::latency::Hist;
+use crate::profile::{
+    Due, FrameCounts, FrameRecv, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams,
+};
+use crate::report::profile::{FramesInterval, TxStart, UnitsInterval};
+use crate::report::{Interval, StreamExt, StreamInterval};
+use crate::sock::Batch;
+use crate::wire::{self, IsochHeader, UdpHeader};
+use std::io::{self, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+// ---------------------------------------------------------------------------------
+// Records shared with the meter.
+
+/// A profiled sender's units, shared with the control thread's meter.
+#[derive(Debug, Default)]
+pub struct ProfileRecord {
+    /// Isochronous frames (else bursts), for the report's key.
+    pub frames: bool,
+    /// Since the last interval tick.
+    pub interval: UnitFigures,
+    /// The measured part (after `-O`) up to the last tick.
+    pub total: UnitFigures,
+}
+
+/// An isochronous UDP receiver's frames, shared with the control thread's meter.
+#[derive(Debug, Default)]
+pub struct FrameRecord {
+    pub recv: FrameRecv,
+    /// Record frame latency (`--trip-times`: the clocks are compared).
+    pub latency: bool,
+    pub interval_latency: Hist,
+    pub total_latency: Hist,
+    /// Counts at the last tick, and where the measured part began.
+    prev: FrameCounts,
+    base: FrameCounts,
+}
+
+impl FrameRecord {
+    pub fn new(latency: bool) -> FrameRecord {
+        FrameRecord {
+            latency,
+            ..FrameRecord::default()
+        }
+    }
+
+    /// One data datagram's payload after the UDP header.
+    pub fn on_datagram(&mut self, after_udp_header: &[u8], rx_ns: i64, correction_ns: i64) {
+        let Some(h) = IsochHeader::read(after_udp_header) else {
+            return;
+        };
+        if let Some(transit) = self.recv.on_datagram(&h, rx_ns)
+            && self.latency
+        {
+            let ns = transit.saturating_add(correction_ns);
+            if ns >= 0 {
+                self.interval_latency.record_ns(ns as u64);
+                self.total_latency.record_ns(ns as u64);
+            }
+        }
+    }
+}
+
+/// Per-interval profile extras, stream by stream, and their `[SUM]`.
+#[derive(Default)]
+pub struct IntervalSum {
+    units: Option<(bool, UnitFigures)>,
+    frames: Option<(FramesInterval, u32, Hist)>,
+}
+
+impl IntervalSum {
+    /// Move a stream's interval figures into its row (and, unless omitting, its total).
+    pub fn take(&mut self, s: &StreamShared, omitting: bool, row: &mut StreamInterval) {
+        if let Some(rec) = &s.profile {
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            let r = &mut *r;
+            let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+            let u = Some(UnitsInterval::of(&r.interval));
+            if r.frames {
+                ext.frames = u;
+            } else {
+                ext.bursts = u;
+            }
+            if !omitting {
+                r.total.merge(&r.interval);
+            }
+            self.units
+                .get_or_insert_with(|| (r.frames, UnitFigures::default()))
+                .1
+                .merge(&r.interval);
+            r.interval.clear();
+        }
+        if let Some(rec) = &s.frames {
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            let r = &mut *r;
+            let now = r.recv.counts();
+            let f = FramesInterval {
+                complete: now.complete.saturating_sub(r.prev.complete),
+                lost: now.lost.saturating_sub(r.prev.lost),
+                jitter_ms: now.jitter_s * 1000.0,
+                latency: r.interval_latency.stats(),
+            };
+            row.netmeter
+                .get_or_insert_with(StreamExt::default)
+                .frames_received = Some(f);
+            let sum = self
+                .frames
+                .get_or_insert_with(|| (FramesInterval::default(), 0, Hist::default()));
+            sum.0.complete += f.complete;
+            sum.0.lost += f.lost;
+            sum.0.jitter_ms += f.jitter_ms;
+            sum.1 += 1;
+            sum.2.merge(&r.interval_latency);
+            r.interval_latency.clear();
+            r.prev = now;
+            if omitting {
+                r.base = now;
+                r.total_latency.clear();
+            }
+        }
+    }
+
+    /// Fill the interval's `[SUM]` extras.
+    pub fn finish(self, iv: &mut Interval) {
+        if let Some((frames, u)) = self.units {
+            let ext = iv.sum.netmeter.get_or_insert_with(StreamExt::default);
+            let x = Some(UnitsInterval::of(&u));
+            if frames {
+                ext.frames = x;
+            } else {
+                ext.bursts = x;
+            }
+        }
+        if let Some((mut f, n, h)) = self.frames {
+            f.jitter_ms /= n.max(1) as f64;
+            f.latency = h.stats();
+            iv.sum
+                .netmeter
+                .get_or_insert_with(StreamExt::default)
+                .frames_received = Some(f);
+        }
+    }
+}
+
+/// A stream's final profile figures: sender units, receiver frames.
+pub fn finals(s: &StreamShared, omitting: bool) -> (Option<UnitFigures>, Option<FrameSummary>) {
+    let units = s.profile.as_ref().map(|rec| {
+        let r = rec.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = r.total.clone();
+        if !omitting {
+            f.merge(&r.interval);
+        }
+        f
+    });
+    let frames = s.frames.as_ref().map(|rec| {
+        let r = rec.lock().unwrap_or_else(|p| p.into_inner());
+        let c = r.recv.final_counts();
+        FrameSummary {
+            frames_complete: c.complete.saturating_sub(r.base.complete),
+            frames_lost: c.lost.saturating_sub(r.base.lost),
+            frame_jitter_ms: c.jitter_s * 1000.0,
+            latency: r.total_latency.stats(),
+            latency_histogram_us: r.total_latency.buckets_us(),
+        }
+    });
+    (units, frames)
+}
+
+// ---------------------------------------------------------------------------------
+// Senders.
+
+/// Sleep until the next unit is due; `None` when asked to stop first. The grid starts at
+/// the test's start, so the units of parallel streams (and, with `--txstart-time`, of
+/// several clients) line up, and a thread that starts late shows slips.
+fn next_unit(w: &Worker, sched: &mut Schedule, origin: Instant, rec: &Mutex<ProfileRecord>) -> Option<()> {
+    loop {
+        if w.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        match sched.poll(origin.elapsed().as_nanos() as u64) {
+            Due::Wait(ns) => std::thread::sleep(Duration::from_nanos(ns).min(STOP_POLL)),
+            Due::Send { skipped, .. } => {
+                if skipped > 0 {
+                    rec.lock().unwrap_or_else(|p| p.into_inner()).interval.slips += skipped;
+                }
+                return Some(());
+            }
+        }
+    }
+}
+
+fn record_unit(rec: &Mutex<ProfileRecord>, started: Instant, bytes: u64) {
+    let ns = started.elapsed().as_nanos() as u64;
+    rec.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .interval
+        .record(ns, bytes);
+}
+
+/// TCP: each unit is written in `-l` blocks as fast as the socket takes them.
+pub fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let Some(rec) = w.shared.profile.as_ref() else {
+        return Ok(());
+    };
+    // --trip-times: every write starts with a frame header carrying its send time.
+    let framed = w.ts_ns && w.block_len >= wire::TCP_FRAME_HDR;
+    let mut frame = if framed {
+        w.payload.to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut sched = Schedule::new(p.period_ns());
+    let mut sizer = p.sizer(w.shared.id);
+    let origin = w.profile_origin.unwrap_or_else(Instant::now);
+    let (mut bytes, mut blocks) = (0u64, 0u64);
+    'units: while next_unit(w, &mut sched, origin, rec).is_some() {
+        let size = sizer.next_bytes();
+        let started = Instant::now();
+        let mut left = size;
+        while left > 0 {
+            let want = (left as usize).min(w.block_len.max(1));
+            let len = match &w.budget {
+                Some(b) => match b.take(want) {
+                    0 => break 'units,
+                    n => n,
+                },
+                None => want,
+            };
+            let framed_now = framed && len >= wire::TCP_FRAME_HDR;
+            if framed_now {
+                wire::write_tcp_frame_header(&mut frame, len as u32, clock::wall_ns());
+            }
+            let mut off = 0;
+            while off < len {
+                if w.stop.load(Ordering::Relaxed) {
+                    return Ok(()); // cut off mid-unit: not counted as sent
+                }
+                let r = if framed_now {
+                    sock.write(&frame[off..len])
+                } else {
+                    sock.write(&w.payload[off..len])
+                };
+                match r {
+                    Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                    Ok(n) => {
+                        off += n;
+                        bytes += n as u64;
+                        w.shared.bytes.store(bytes, Ordering::Relaxed);
+                    }
+                    Err(e) if is_transient(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            left -= len as u64;
+            blocks += 1;
+            w.shared.packets.store(blocks, Ordering::Relaxed);
+        }
+        if left == 0 {
+            record_unit(rec, started, size);
+        }
+    }
+    Ok(())
+}
+
+/// UDP: each unit is cut into `-l` datagrams (the last one shorter) sent with
+/// `sendmmsg`; isochronous frames to a netmeter server carry an [`IsochHeader`].
+pub fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let Some(rec) = w.shared.profile.as_ref() else {
+        return Ok(());
+    };
+    let fd = sock.as_raw_fd();
+    let hdr_len = UdpHeader::len(w.udp_seq64);
+    let framed = p.framed();
+    let min_len = hdr_len + if framed { IsochHeader::LEN } else { 0 };
+    let len = w.block_len.max(min_len);
+    let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH)
+        .map(|_| {
+            let mut b: Vec<u8> = w.payload.iter().copied().cycle().take(len).collect();
+            b.resize(len, 0);
+            b
+        })
+        .collect();
+    let mut lens = [0usize; UDP_BATCH];
+    let mut batch = Batch::new(UDP_BATCH);
+    let mut sched = Schedule::new(p.period_ns());
+    let mut sizer = p.sizer(w.shared.id);
+    let origin = w.profile_origin.unwrap_or_else(Instant::now);
+    let (mut seq, mut bytes, mut frame_id) = (0u64, 0u64, 0u64);
+    while next_unit(w, &mut sched, origin, rec).is_some() {
+        let size = sizer.next_bytes();
+        let (n, last_len) = split_datagrams(size, len, min_len);
+        let unit_bytes = (n - 1) * len as u64 + last_len as u64;
+        frame_id += 1;
+        let started = Instant::now();
+        let start_ns = clock::wall_ns();
+        let mut i = 0u64;
+        while i < n {
+            let mut k = (n - i).min(UDP_BATCH as u64) as usize;
+            if let Some(b) = &w.budget {
+                let mut allowed = 0;
+                while allowed < k && b.take(len) == len {
+                    allowed += 1;
+                }
+                if allowed == 0 {
+                    return Ok(());
+                }
+                k = allowed;
+            }
+            let (sec, usec) = wall_now(w.ts_ns);
+            for (j, buf) in bufs.iter_mut().take(k).enumerate() {
+                let idx = i + j as u64;
+                lens[j] = if idx + 1 == n { last_len } else { len };
+                UdpHeader {
+                    sec,
+                    usec,
+                    seq: seq + 1 + j as u64,
+                }
+                .write(buf, w.udp_seq64);
+                if framed {
+                    IsochHeader {
+                        frame_id,
+                        start_ns,
+                        dgrams: u32::try_from(n).unwrap_or(u32::MAX),
+                        index: idx as u32,
+                    }
+                    .write(&mut buf[hdr_len..]);
+                }
+            }
+            let refs: Vec<&[u8]> = (0..k).map(|j| &bufs[j][..lens[j]]).collect();
+            let mut sent = 0;
+            while sent < k {
+                if w.stop.load(Ordering::Relaxed) {
+                    return Ok(()); // cut off mid-unit: not counted as sent
+                }
+                match batch.send(fd, &refs[sent..]) {
+                    Ok(m) => sent += m,
+                    Err(e) if is_transient(&e) => {}
+                    // ICMP port unreachable bounced back: the datagrams are gone, like
+                    // any other loss; keep going.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent = k,
+                    Err(e) => return Err(e),
+                }
+            }
+            seq += k as u64;
+            bytes += lens[..k].iter().sum::<usize>() as u64;
+            i += k as u64;
+            w.shared.bytes.store(bytes, Ordering::Relaxed);
+            w.shared.packets.store(seq, Ordering::Relaxed);
+        }
+        record_unit(rec, started, unit_bytes);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// --txstart-time.
+
+fn epoch_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// Sleep until `lead_s` before the wall-clock instant `at` (seconds since the epoch),
+/// re-reading the clock at least once a second so a clock step is followed.
+fn sleep_until(at: f64, lead_s: f64) {
+    loop {
+        let left = at - lead_s - epoch_now();
+        if left <= 0.0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_secs_f64(left.min(1.0)));
+    }
+}
+
+/// `Waiting until <time> to start`.
+pub fn waiting_text(epoch_s: f64) -> String {
+    let secs = epoch_s.floor();
+    let ms = ((epoch_s - secs) * 1000.0).round().min(999.0) as u32;
+    let date = super::client::httpdate(secs.max(0.0) as u64);
+    // "Tue, 14 Nov 2023 22:13:20 GMT" → "Tue, 14 Nov 2023 22:13:20.250 GMT"
+    let date = match date.strip_suffix(" GMT") {
+        Some(d) => format!("{d}.{ms:03} GMT"),
+        None => date,
+    };
+    format!("Waiting until {date} ({epoch_s:.3}) to start\n")
+}
+
+/// Before connecting: announce the start and sleep until the connect lead before it.
+pub fn txstart_before_connect(at: f64, out: &mut Output) {
+    out.text(&waiting_text(at));
+    sleep_until(at, crate::profile::TXSTART_CONNECT_LEAD_S);
+}
+
+/// Before opening the data streams: sleep until their estimated setup time before the
+/// start (`ctrl_fd`: the control connection, whose RTT sizes the estimate).
+pub fn txstart_before_streams(at: f64, ctrl_fd: i32, streams: u32) {
+    let rtt_s = crate::sock::tcp_info(ctrl_fd)
+        .map(|i| i.figures.rtt as f64 / 1e6)
+        .unwrap_or(0.0);
+    sleep_until(at, crate::profile::stream_setup_lead_s(rtt_s, streams));
+}
+
+/// Right before the data threads start: sleep until the instant itself.
+pub fn txstart_now(at: f64) -> TxStart {
+    sleep_until(at, 0.0);
+    let started = epoch_now();
+    TxStart {
+        requested: at,
+        started,
+        late_ms: (started - at) * 1000.0,
+    }
+}
+
+/// A start later than this (ms) gets a warning.
+pub const TXSTART_LATE_WARN_MS: f64 = 10.0;
+
+/// The client's test clock origin: TEST_START, or with `--txstart-time` the start
+/// instant itself (waited for here; recorded in `start.netmeter.txstart`).
+pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Output) -> Instant {
+    let Some(at) = txstart else {
+        return test_start.unwrap_or_else(Instant::now);
+    };
+    let ts = txstart_now(at);
+    let t0 = Instant::now();
+    if ts.late_ms > TXSTART_LATE_WARN_MS {
+        let w = format!(
+            "data started {:.0} ms after --txstart-time: setup took longer than the time allowed for it",
+            ts.late_ms
+        );
+        out.text(&format!("warning: {w}\n"));
+        out.report.start.netmeter.warnings.push(w);
+    }
+    out.report.start.netmeter.txstart = Some(ts);
+    t0
+}
+
+/// After the extension answer: isochronous UDP datagrams carry frame headers when the
+/// server accepted `isochronous`; otherwise the test runs with sender-side figures and
+/// this returns a warning saying so.
+pub fn negotiated(
+    spec: &mut crate::spec::TestSpec,
+    requested: bool,
+    accepted: bool,
+    host: &str,
+) -> Option<String> {
+    if let Some(Profile::Isochronous { framed, .. }) = spec.profile.as_mut() {
+        *framed = requested && accepted;
+    }
+    (requested && !accepted).then(|| {
+        format!(
+            "{host} does not count isochronous frames (it answered like an iperf3 server); only the sender's frame figures are reported"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_line() {
+        assert_eq!(
+            waiting_text(1_700_000_000.25),
+            "Waiting until Tue, 14 Nov 2023 22:13:20.250 GMT (1700000000.250) to start\n"
+        );
+    }
+
+    #[test]
+    fn frame_record_reads_headers_and_latency() {
+        let mut r = FrameRecord::new(true);
+        let mut b = [0u8; IsochHeader::LEN + 10];
+        IsochHeader {
+            frame_id: 1,
+            start_ns: 1_000,
+            dgrams: 1,
+            index: 0,
+        }
+        .write(&mut b);
+        // Raw transit 5 000 ns, clock correction -1 000 ns: latency 4 µs.
+        r.on_datagram(&b, 6_000, -1_000);
+        assert_eq!(r.recv.counts().complete, 1);
+        assert_eq!(r.total_latency.len(), 1);
+        assert!((r.total_latency.stats().unwrap().mean_ms - 0.004).abs() < 1e-5);
+        r.on_datagram(&b[..5], 7_000, 0); // too short: ignored
+        assert_eq!(r.recv.counts().highest, 1);
+    }
+}
