@@ -158,7 +158,9 @@ MIRROR="${MIRROR%/}"
 # 1. bookworm packages (system-wide)
 # ---------------------------------------------------------------------------
 
-BASE_PKGS=(iperf3 iperf nftables iproute2)
+# ethtool: the emulated-link test bed (tests/support/netbed.rs) turns off its veths'
+# segmentation/receive offloads with it, so packets on the bed are single datagrams.
+BASE_PKGS=(iperf3 iperf nftables iproute2 ethtool)
 missing=()
 for p in "${BASE_PKGS[@]}"; do pkg_installed "$p" || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -199,6 +199,10 @@ pub struct Args {
     /// handshake times. Needs a netmeter server.
     #[arg(long = "connect-only")]
     pub connect_only: bool,
+    /// Print latency histograms (bounceback RTT, one-way delay) in the text report, with
+    /// bins of BIN_MS milliseconds (default 0.1). JSON always carries full histograms.
+    #[arg(long = "histograms", value_name = "BIN_MS", num_args = 0..=1, default_missing_value = "0.1")]
+    pub histograms: Option<f64>,
     /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
     #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
     pub affinity: Option<String>,
@@ -814,6 +818,12 @@ impl Args {
             connect_timeout: Duration::from_millis(self.connect_timeout.unwrap_or(10_000)),
             extensions: !self.no_extensions,
             affinity: self.affinity()?.0,
+            histograms: match self.histograms {
+                Some(b) if !(b > 0.0 && b <= 1000.0) => {
+                    return Err(usage("--histograms bin width must be between 0 and 1000 ms"));
+                }
+                h => h,
+            },
             txstart: self.txstart()?,
         })
     }

@@ -116,7 +116,9 @@ pub fn check_isochronous(p: &Isochronous) -> Result<(), String> {
 /// 1000-based; STDEV optional, default 0).
 pub fn parse_isochronous(s: &str) -> Result<Isochronous, String> {
     let bad = || {
-        format!("'{s}' is not FPS:MEAN,STDEV (e.g. 60:20m,5m: 60 frames/s, mean 20 Mbit/s, stdev 5 Mbit/s)")
+        format!(
+            "'{s}' is not FPS:MEAN,STDEV (e.g. 60:20m,5m: 60 frames/s, mean 20 Mbit/s, stdev 5 Mbit/s)"
+        )
     };
     let (fps, rates) = s.split_once(':').ok_or_else(bad)?;
     let fps: u32 = fps.trim().parse().map_err(|_| bad())?;
@@ -233,7 +235,11 @@ pub enum Due {
     Wait(u64),
     /// Send the unit of grid slot `slot` (due at `due_ns`); `skipped` slots before it
     /// passed entirely and were dropped (slips).
-    Send { slot: u64, due_ns: u64, skipped: u64 },
+    Send {
+        slot: u64,
+        due_ns: u64,
+        skipped: u64,
+    },
 }
 
 /// Units due on a fixed grid `k × period` (ns since the stream's start).
@@ -645,13 +651,7 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         // No deviation: every frame is the mean.
-        let mut z = UnitSizer::lognormal(
-            &Isochronous {
-                stdev_bps: 0,
-                ..p
-            },
-            3,
-        );
+        let mut z = UnitSizer::lognormal(&Isochronous { stdev_bps: 0, ..p }, 3);
         assert!((0..10).all(|_| z.next_bytes() == 41_667));
     }
 
@@ -662,14 +662,20 @@ mod tests {
         let v: Vec<f64> = (0..n).map(|_| r.normal()).collect();
         let mean = v.iter().sum::<f64>() / n as f64;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
-        assert!(mean.abs() < 0.02 && (var - 1.0).abs() < 0.02, "{mean} {var}");
+        assert!(
+            mean.abs() < 0.02 && (var - 1.0).abs() < 0.02,
+            "{mean} {var}"
+        );
         assert!((0..1000).map(|_| r.uniform()).all(|u| u > 0.0 && u < 1.0));
     }
 
     #[test]
     fn isochronous_syntax() {
         let p = parse_isochronous("60:20m,5m").unwrap();
-        assert_eq!((p.fps, p.mean_bps, p.stdev_bps), (60, 20_000_000, 5_000_000));
+        assert_eq!(
+            (p.fps, p.mean_bps, p.stdev_bps),
+            (60, 20_000_000, 5_000_000)
+        );
         assert_eq!(parse_isochronous("30:1G").unwrap().stdev_bps, 0);
         for bad in ["60", "x:1m", "0:1m,0", "60:0", "60:1m,x", "20000:1m", ""] {
             let e = parse_isochronous(bad).unwrap_err();

@@ -24,16 +24,15 @@ impl Args {
             }
             (true, None) => {
                 let bytes = match &self.burst_size {
-                    Some(s) => units::parse_bytes(s)
-                        .map_err(|e| usage(format!("--burst-size: {e}")))?,
+                    Some(s) => {
+                        units::parse_bytes(s).map_err(|e| usage(format!("--burst-size: {e}")))?
+                    }
                     None => profile::DEFAULT_BURST_BYTES,
                 };
                 if !(1..=profile::MAX_BURST_BYTES).contains(&bytes) {
                     return Err(usage("--burst-size must be between 1 byte and 1G"));
                 }
-                let period_s = self
-                    .burst_period
-                    .unwrap_or(profile::DEFAULT_BURST_PERIOD_S);
+                let period_s = self.burst_period.unwrap_or(profile::DEFAULT_BURST_PERIOD_S);
                 if !(profile::MIN_PERIOD_S..=profile::MAX_PERIOD_S).contains(&period_s) {
                     return Err(usage(
                         "--burst-period must be between 0.001 and 3600 seconds",
@@ -108,7 +107,7 @@ impl Args {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Command, Args};
+    use super::super::{Args, Command};
     use crate::profile::Profile;
     use clap::Parser;
 
@@ -155,7 +154,10 @@ mod tests {
     fn isochronous_flag() {
         match profile_of(&["-u", "--isochronous", "30:10m,1m"]) {
             Some(Profile::Isochronous { params, framed }) => {
-                assert_eq!((params.fps, params.mean_bps, params.stdev_bps), (30, 10_000_000, 1_000_000));
+                assert_eq!(
+                    (params.fps, params.mean_bps, params.stdev_bps),
+                    (30, 10_000_000, 1_000_000)
+                );
                 assert!(!framed, "framed only once the server accepts");
             }
             other => panic!("{other:?}"),

@@ -56,6 +56,8 @@ pub struct ClientConfig {
     pub extensions: bool,
     /// `-A N`: pin this process's test threads to CPU N.
     pub affinity: Option<u32>,
+    /// `--histograms[=BIN_MS]`: print latency histograms with this bin width.
+    pub histograms: Option<f64>,
     /// `--txstart-time`: start sending at this wall-clock time (seconds since the epoch).
     pub txstart: Option<f64>,
 }
@@ -465,6 +467,7 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
         title: cfg.spec.title.clone(),
     };
     let mut out = Output::new(cfg.mode, sink, ctx);
+    out.histogram_bin_ms = cfg.histograms;
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
@@ -508,15 +511,17 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
     }
     // Isochronous UDP frames: the server counts whole frames if it accepts.
-    let isoch_udp = spec.protocol == Protocol::Udp
-        && spec.profile.is_some_and(|p| p.isochronous().is_some());
+    let isoch_udp =
+        spec.protocol == Protocol::Udp && spec.profile.is_some_and(|p| p.isochronous().is_some());
     // Ask only for what this test uses: the answer then lists exactly what runs.
     let ext_req = cfg.extensions.then(|| ExtRequest {
         working_load: spec.working_load,
         bounceback: spec.bounceback,
         trip_times: spec.trip_times,
         connect_only: spec.connect_only,
-        isochronous: isoch_udp.then(|| spec.profile.and_then(|p| p.isochronous())).flatten(),
+        isochronous: isoch_udp
+            .then(|| spec.profile.and_then(|p| p.isochronous()))
+            .flatten(),
         version: wire::EXT_VERSION,
         features: wire::EXT_FEATURES
             .iter()

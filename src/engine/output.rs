@@ -35,6 +35,8 @@ pub struct Output {
     pub report: Report,
     /// Text captured for `--get-server-output`.
     pub captured: Option<String>,
+    /// `--histograms[=BIN_MS]`: print latency histograms with this bin width.
+    pub histogram_bin_ms: Option<f64>,
     headers_done: bool,
 }
 
@@ -46,6 +48,7 @@ impl Output {
             ctx,
             report: Report::default(),
             captured: None,
+            histogram_bin_ms: None,
             headers_done: false,
         }
     }

@@ -187,7 +187,12 @@ pub fn finals(s: &StreamShared, omitting: bool) -> (Option<UnitFigures>, Option<
 /// Sleep until the next unit is due; `None` when asked to stop first. The grid starts at
 /// the test's start, so the units of parallel streams (and, with `--txstart-time`, of
 /// several clients) line up, and a thread that starts late shows slips.
-fn next_unit(w: &Worker, sched: &mut Schedule, origin: Instant, rec: &Mutex<ProfileRecord>) -> Option<()> {
+fn next_unit(
+    w: &Worker,
+    sched: &mut Schedule,
+    origin: Instant,
+    rec: &Mutex<ProfileRecord>,
+) -> Option<()> {
     loop {
         if w.stop.load(Ordering::Relaxed) {
             return None;

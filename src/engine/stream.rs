@@ -467,8 +467,8 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     Err(p) => p.into_inner(),
                 };
                 let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-                let mut frame_rec = (w.shared.frames.as_ref())
-                    .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+                let frames = w.shared.frames.as_ref();
+                let mut frame_rec = frames.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
                 for (buf, r) in bufs.iter().zip(got.iter()) {
                     // The kernel's arrival stamp (on the same, possibly test-skewed,
                     // clock as our own readings), else the time recvmmsg returned.

@@ -274,6 +274,21 @@ pub fn finish(
         t.push_str(&text::trip_times_summary(tt));
     }
     t.push_str(&crate::report::profile::summary_text(&end.netmeter));
+    if let Some(bin) = out.histogram_bin_ms {
+        if let Some(b) = &end.netmeter.bounceback {
+            t.push_str(&text::histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
+        }
+        if let Some(tt) = &end.netmeter.trip_times {
+            for (name, o) in [
+                ("One-way delay client->server", &tt.client_to_server),
+                ("One-way delay server->client", &tt.server_to_client),
+            ] {
+                if let Some(o) = o {
+                    t.push_str(&text::histogram(name, &o.histogram_us, bin));
+                }
+            }
+        }
+    }
     for w in &end.netmeter.warnings {
         t.push_str(&format!("warning: {w}\n"));
     }

@@ -166,7 +166,12 @@ pub fn frames_end(locals: &[LocalFinal], peer: &Results) -> Option<FrameSummary>
 }
 
 /// Fill `end.netmeter.burst` / `end.netmeter.isochronous` for a profiled test.
-pub fn fill_end(ext: &mut EndExt, profile: Option<&Profile>, locals: &[LocalFinal], peer: &Results) {
+pub fn fill_end(
+    ext: &mut EndExt,
+    profile: Option<&Profile>,
+    locals: &[LocalFinal],
+    peer: &Results,
+) {
     match profile {
         Some(Profile::Burst { bytes, period_s }) => {
             ext.burst = units_end(locals).map(|sender| BurstEnd {
@@ -334,12 +339,20 @@ mod tests {
         };
         fill_end(&mut ext, Some(&p), &locals, &Results::default());
         let b = ext.burst.as_ref().unwrap();
-        assert_eq!((b.sender.streams, b.sender.sent, b.sender.bytes), (2, 4, 4000));
+        assert_eq!(
+            (b.sender.streams, b.sender.sent, b.sender.bytes),
+            (2, 4, 4000)
+        );
         assert_eq!((b.sender.slips, b.sender.per_second), (1, 2.0));
         assert_eq!(b.sender.mean_bytes, 1000.0);
         assert!((b.sender.transfer.max_ms - 4.0).abs() < 0.01);
         let t = summary_text(&ext);
-        assert!(t.starts_with("Bursts: 4 of 1000 Bytes every 1.000 s over 2 stream(s) in 2.00 s, 1 slip"), "{t}");
+        assert!(
+            t.starts_with(
+                "Bursts: 4 of 1000 Bytes every 1.000 s over 2 stream(s) in 2.00 s, 1 slip"
+            ),
+            "{t}"
+        );
         assert!(ext.isochronous.is_none());
     }
 
@@ -380,7 +393,10 @@ mod tests {
         assert_eq!(i.receiver.as_ref().unwrap().frames_lost, 1);
         let t = summary_text(&ext);
         assert!(t.contains("Isochronous: 60 frames at 60 fps"), "{t}");
-        assert!(t.contains("Frames received: 59 complete, 1 lost (1.67%), frame jitter 0.250 ms"), "{t}");
+        assert!(
+            t.contains("Frames received: 59 complete, 1 lost (1.67%), frame jitter 0.250 ms"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -408,7 +424,10 @@ mod tests {
             }),
             ..StreamInterval::default()
         };
-        assert_eq!(row_suffix(r.netmeter), "  frames 60/0 ok/lost, jitter 0.100 ms");
+        assert_eq!(
+            row_suffix(r.netmeter),
+            "  frames 60/0 ok/lost, jitter 0.100 ms"
+        );
         assert_eq!(row_suffix(None), "");
     }
 }

@@ -245,6 +245,34 @@ pub fn working_load_summary(w: &super::WorkingLoadEnd, fmt: Format) -> String {
     s
 }
 
+/// A latency histogram re-binned to `bin_ms`-wide rows (`--histograms`): each row's
+/// range, count, share and a bar. Empty rows between occupied ones are left out.
+pub fn histogram(title: &str, buckets_us: &[(f64, u64)], bin_ms: f64) -> String {
+    let total: u64 = buckets_us.iter().map(|b| b.1).sum();
+    if total == 0 || bin_ms <= 0.0 {
+        return String::new();
+    }
+    let mut bins: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for &(us, n) in buckets_us {
+        // A bucket's upper bound decides its bin; the HDR resolution is 0.1 %.
+        let bin = ((us / 1000.0) / bin_ms).ceil().max(1.0) as u64 - 1;
+        *bins.entry(bin).or_default() += n;
+    }
+    let max = bins.values().copied().max().unwrap_or(1);
+    let mut s = format!("{title} histogram ({bin_ms} ms bins, {total} samples):\n");
+    for (bin, n) in bins {
+        let lo = bin as f64 * bin_ms;
+        let bar = "#".repeat(((n as f64 / max as f64) * 40.0).ceil() as usize);
+        s.push_str(&format!(
+            "  {:>10.3}-{:<10.3} ms {n:>10} {:>6.2}%  {bar}\n",
+            lo,
+            lo + bin_ms,
+            100.0 * n as f64 / total as f64
+        ));
+    }
+    s
+}
+
 /// One-way delay lines under the end table.
 pub fn trip_times_summary(t: &super::TripTimesEnd) -> String {
     let mut s = format!(
@@ -612,6 +640,18 @@ mod tests {
 [  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
 ";
         assert_eq!(text, want);
+    }
+
+    #[test]
+    fn histogram_rebins_and_counts() {
+        // 10 samples at 0.05 ms, 5 at 0.15 ms, 5 at 0.151 ms: two 0.1 ms rows.
+        let h = histogram("RTT", &[(50.0, 10), (150.0, 5), (151.0, 5)], 0.1);
+        let rows: Vec<&str> = h.lines().collect();
+        assert_eq!(rows.len(), 3, "{h}");
+        assert!(rows[0].contains("20 samples"));
+        assert!(rows[1].contains("0.000-0.100") && rows[1].contains(" 10 ") && rows[1].contains("50.00%"));
+        assert!(rows[2].contains("0.100-0.200") && rows[2].contains(" 10 "));
+        assert_eq!(histogram("x", &[], 0.1), "");
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //! ```
 //!
 //! Semantics worth knowing when computing expected figures:
+//! * the veths run with segmentation and receive offloads off (`ethtool -K`), as a
+//!   wire: a sender's TSO or UDP GSO (UDP_SEGMENT) super-packet is cut into single
+//!   datagrams before it leaves the host, so every counter below sees one packet per
+//!   datagram (`NftCounters::udp_12`/`udp_21` count them);
 //! * the shaper counts L2 bytes (IP packet + 14-byte Ethernet header), see
 //!   [`udp_goodput_fraction`];
 //! * loss rules see each packet once, on arrival at the router, before the delay line
@@ -82,7 +86,18 @@ const NS_PREFIX: &str = "nmb";
 const NFT_TABLE: &str = "netbed";
 const RT_TABLE_12: &str = "112";
 const RT_TABLE_21: &str = "121";
-/// Upper bound for any single external command (ip, tc, nft).
+/// Offloads turned off on every veth of a bed (`ethtool -k` name, `ethtool -K` name),
+/// see `Netbed::disable_offloads`.
+const OFFLOADS: [(&str, &str); 7] = [
+    ("tcp-segmentation-offload", "tso"),
+    ("generic-segmentation-offload", "gso"),
+    ("generic-receive-offload", "gro"),
+    ("large-receive-offload", "lro"),
+    ("tx-udp-segmentation", "tx-udp-segmentation"),
+    ("rx-gro-list", "rx-gro-list"),
+    ("rx-udp-gro-forwarding", "rx-udp-gro-forwarding"),
+];
+/// Upper bound for any single external command (ip, tc, nft, ethtool).
 const CMD_TIMEOUT: Duration = Duration::from_secs(20);
 
 static BED_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -158,6 +173,12 @@ pub struct LinkConfig {
     pub rate_dir: Dir,
     /// Shaper queue depth in milliseconds at `rate_mbit` (plus the burst).
     pub queue_ms: f64,
+    /// Shaper bucket depth in milliseconds at `rate_mbit` (at least two full frames):
+    /// the most it sends back to back after an idle moment, and so also how much
+    /// servicing delay it can make up. The router forwards and shapes in softirq
+    /// context, which a busy machine defers to ksoftirqd; a deeper bucket keeps the
+    /// long-term rate exact through such delays, at the price of bigger bursts.
+    pub burst_ms: f64,
     /// Drop the Nth, 2Nth, ... packet (counted from 1 per direction) matching `loss_proto`.
     pub drop_every_nth: Option<u32>,
     /// Random loss in percent (resolution 0.01 %), nftables `numgen random`.
@@ -193,6 +214,7 @@ impl Default for LinkConfig {
             rate_mbit: None,
             rate_dir: Dir::Both,
             queue_ms: 25.0,
+            burst_ms: 2.0,
             drop_every_nth: None,
             random_loss_pct: None,
             loss_dir: Dir::Both,
@@ -227,6 +249,10 @@ impl LinkConfig {
     }
     pub fn queue_ms(mut self, ms: f64) -> Self {
         self.queue_ms = ms;
+        self
+    }
+    pub fn burst_ms(mut self, ms: f64) -> Self {
+        self.burst_ms = ms;
         self
     }
     pub fn drop_every_nth(mut self, n: u32) -> Self {
@@ -322,6 +348,10 @@ impl LinkConfig {
         ensure!(
             self.queue_ms.is_finite() && self.queue_ms >= 0.0,
             "queue_ms must be >= 0"
+        );
+        ensure!(
+            self.burst_ms.is_finite() && self.burst_ms >= 0.0,
+            "burst_ms must be >= 0"
         );
         if let Some(n) = self.drop_every_nth {
             ensure!(n >= 1, "drop_every_nth must be >= 1");
@@ -508,6 +538,10 @@ pub struct NftCounters {
     /// All packets arriving at the router from h1 / from h2.
     pub fwd_12: u64,
     pub fwd_21: u64,
+    /// UDP packets (IPv4 and IPv6) arriving at the router from h1 / from h2, before
+    /// any loss rule; with the bed's offloads off, one per datagram.
+    pub udp_12: u64,
+    pub udp_21: u64,
     /// Packets subject to the loss rules (matching `loss_proto`), before dropping.
     pub seen_12: u64,
     pub seen_21: u64,
@@ -922,7 +956,8 @@ fn icmp_checksum(data: &[u8]) -> u16 {
 }
 
 impl Netbed {
-    /// `Ok` if beds can be built here (root, `ip`/`tc`/`nft`, /dev/net/tun), else why not.
+    /// `Ok` if beds can be built here (root, `ip`/`tc`/`nft`/`ethtool`, /dev/net/tun),
+    /// else why not.
     pub fn available() -> std::result::Result<(), String> {
         static CACHE: std::sync::OnceLock<std::result::Result<(), String>> =
             std::sync::OnceLock::new();
@@ -934,7 +969,12 @@ impl Netbed {
         if unsafe { libc::geteuid() } != 0 {
             return Err("netbed needs root (network namespaces, veth, tc, nftables, TUN)".into());
         }
-        for (tool, arg) in [("ip", "-V"), ("tc", "-V"), ("nft", "--version")] {
+        for (tool, arg) in [
+            ("ip", "-V"),
+            ("tc", "-V"),
+            ("nft", "--version"),
+            ("ethtool", "--version"),
+        ] {
             let ok = Command::new(tool)
                 .arg(arg)
                 .stdout(Stdio::null())
@@ -943,7 +983,7 @@ impl Netbed {
                 .is_ok_and(|s| s.success());
             if !ok {
                 return Err(format!(
-                    "netbed needs `{tool}` in PATH (iproute2 / nftables)"
+                    "netbed needs `{tool}` in PATH (Debian packages iproute2, nftables, ethtool)"
                 ));
             }
         }
@@ -1053,6 +1093,7 @@ impl Netbed {
         for side in [Side::H1, Side::R, Side::H2] {
             self.ip(side, &["link", "set", "lo", "up"])?;
         }
+        self.disable_offloads()?;
         let [a_h1, a_r1, a_r2, a_h2] = self.v4.map(|a| a.to_string());
         let [s_h1, s_r1, s_r2, s_h2] = self.v6.map(|a| a.to_string());
         for (side, dev, a4, a6, ll) in [
@@ -1098,6 +1139,51 @@ impl Netbed {
         debug(&format!("delay line after {:?}", t.elapsed()));
         self.setup_nft()?;
         self.setup_shaper()?;
+        Ok(())
+    }
+
+    /// Makes the veths behave like a real wire: every packet on it is one IP datagram
+    /// of at most the MTU. veth otherwise advertises TSO/GSO/UDP segmentation, so a
+    /// sender's TCP TSO or UDP GSO (UDP_SEGMENT) super-packet of up to 64 KiB would
+    /// cross the veth pair and the router's forward path in one piece: nftables'
+    /// `numgen` would count (and drop) 44 datagrams as one packet, and tbf would see
+    /// bursts. With the offloads off the kernel segments in software before the first
+    /// veth, and with GRO off nothing is coalesced again on the way.
+    fn disable_offloads(&self) -> Result<()> {
+        for (side, dev) in [
+            (Side::H1, H1_IF),
+            (Side::R, R_H1_IF),
+            (Side::R, R_H2_IF),
+            (Side::H2, H2_IF),
+        ] {
+            let ethtool_k = || run_checked(self.cmd(side, "ethtool").args(["-k", dev]), None);
+            let state = |shown: &str, long: &str| -> Option<String> {
+                shown.lines().find_map(|l| {
+                    l.trim()
+                        .strip_prefix(long)
+                        .and_then(|r| r.strip_prefix(':'))
+                        .map(|r| r.trim().to_string())
+                })
+            };
+            // Only the features this kernel has (ethtool -K rejects unknown names).
+            let before = ethtool_k()?;
+            let mut args = vec!["-K", dev];
+            for (long, short) in OFFLOADS {
+                if state(&before, long).is_some() {
+                    args.extend([short, "off"]);
+                }
+            }
+            run_checked(self.cmd(side, "ethtool").args(&args), None)?;
+            let after = ethtool_k()?;
+            for (long, _) in OFFLOADS {
+                if let Some(st) = state(&after, long) {
+                    ensure!(
+                        st.starts_with("off"),
+                        "{dev} in {side:?}: offload {long} still {st:?} after ethtool -K"
+                    );
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1216,6 +1302,8 @@ impl Netbed {
         let mut rules = vec![
             format!("iifname \"{R_H1_IF}\" counter comment \"fwd_12\""),
             format!("iifname \"{R_H2_IF}\" counter comment \"fwd_21\""),
+            format!("iifname \"{R_H1_IF}\" meta l4proto udp counter comment \"udp_12\""),
+            format!("iifname \"{R_H2_IF}\" meta l4proto udp counter comment \"udp_21\""),
         ];
         let c = &self.cfg;
         if c.drop_every_nth.is_some() || c.random_loss_pct.is_some() {
@@ -1258,7 +1346,8 @@ impl Netbed {
         };
         let bits = (mbit * 1e6).round() as u64;
         let bytes_per_s = bits / 8;
-        let burst = (bytes_per_s / 500).max(3028); // 2 ms, at least two full frames
+        // `burst_ms` (default 2 ms) at the rate, at least two full frames.
+        let burst = ((bytes_per_s as f64 * self.cfg.burst_ms / 1e3) as u64).max(3028);
         let limit = burst + (bytes_per_s as f64 * self.cfg.queue_ms / 1e3) as u64;
         for (d, dev) in [R_H2_IF, R_H1_IF].into_iter().enumerate() {
             if self.cfg.rate_dir.mask()[d] {
@@ -1567,6 +1656,8 @@ impl Netbed {
         Ok(NftCounters {
             fwd_12: g("fwd_12"),
             fwd_21: g("fwd_21"),
+            udp_12: g("udp_12"),
+            udp_21: g("udp_21"),
             seen_12: g("seen_12"),
             seen_21: g("seen_21"),
             nth_12: g("nth_12"),

@@ -106,6 +106,10 @@ pub struct DelayRecord {
     pub actual: Option<Duration>,
     /// Held back for reordering.
     pub held: bool,
+    /// Position in the direction's output order (0-based, counting every packet
+    /// written since the last reset); `None` while queued or if the packet was lost.
+    /// A packet is delivered out of order iff a later arrival has a smaller value.
+    pub written: Option<u64>,
 }
 
 /// Counters and log for one direction.
@@ -139,6 +143,27 @@ impl DirStats {
         } else {
             self.total_lateness / self.packets_out as u32
         }
+    }
+
+    /// Logged packets with IP protocol `proto` that were delivered out of order: written
+    /// after a packet of the same protocol that arrived later (held back and overtaken),
+    /// i.e. what a receiver counting "arrived after a higher sequence number" sees.
+    /// Packets never written are ignored.
+    pub fn reordered(&self, proto: u8) -> u64 {
+        let mut late = vec![false; self.records.len()];
+        // Scan in arrival order from the end: a packet is late iff some later arrival
+        // was written before it.
+        let mut min_later: Option<u64> = None;
+        for (i, r) in self.records.iter().enumerate().rev() {
+            if r.proto != proto {
+                continue;
+            }
+            if let Some(w) = r.written {
+                late[i] = min_later.is_some_and(|m| m < w);
+                min_later = Some(min_later.map_or(w, |m| m.min(w)));
+            }
+        }
+        late.iter().filter(|&&l| l).count() as u64
     }
 
     /// Scheduled delays of the logged packets with IP protocol `proto`, in arrival order.
@@ -519,6 +544,7 @@ impl Worker {
                     scheduled: release - now,
                     actual: None,
                     held,
+                    written: None,
                 });
                 Some((epoch, st.records.len() - 1))
             } else {
@@ -555,6 +581,7 @@ impl Worker {
                 st.write_errors += 1;
                 continue;
             }
+            let written = st.packets_out;
             st.packets_out += 1;
             let late = done.saturating_duration_since(e.release);
             st.max_lateness = st.max_lateness.max(late);
@@ -563,6 +590,7 @@ impl Worker {
                 if ep == epoch {
                     if let Some(r) = st.records.get_mut(i) {
                         r.actual = Some(done - e.arrival);
+                        r.written = Some(written);
                     }
                 }
             }
