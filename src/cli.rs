@@ -233,8 +233,8 @@ pub struct Args {
         default_missing_value = "60:20m,0"
     )]
     pub isochronous: Option<String>,
-    /// Set up first, then start sending at this wall-clock time (seconds since the Unix
-    /// epoch, e.g. $(date +%s).5 + 10), so several clients start together.
+    /// Set up first, then start sending at this wall-clock time in seconds since the Unix
+    /// epoch (e.g. $(( $(date +%s) + 10 ))), so several clients start together.
     #[arg(long = "txstart-time", value_name = "EPOCH")]
     pub txstart_time: Option<f64>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
@@ -820,7 +820,9 @@ impl Args {
             affinity: self.affinity()?.0,
             histograms: match self.histograms {
                 Some(b) if !(b > 0.0 && b <= 1000.0) => {
-                    return Err(usage("--histograms bin width must be between 0 and 1000 ms"));
+                    return Err(usage(
+                        "--histograms bin width must be between 0 and 1000 ms",
+                    ));
                 }
                 h => h,
             },

@@ -37,10 +37,13 @@ pub const MAX_FPS: u32 = 10_000;
 pub const MAX_ISOCH_BPS: u64 = 1_000_000_000_000;
 /// A drawn frame is clamped to 1 byte ..= this many bytes.
 pub const MAX_FRAME_BYTES: u64 = 1 << 30;
-/// Frames the receiver keeps open at once, waiting for their missing datagrams.
+/// An incomplete frame counts as lost once a frame this many ids newer has arrived (so
+/// datagrams reordered across up to this many frames still complete their frame).
 pub const FRAME_WINDOW: usize = 8;
-/// A frame of more datagrams than this is not tracked by the receiver.
-pub const MAX_FRAME_DGRAMS: u32 = 1 << 20;
+/// Frames of up to this many datagrams are checked for duplicates datagram by datagram
+/// (a bitmap of 8 KiB at most); larger ones are only counted, so that a peer's headers
+/// cannot make the receiver allocate more than `FRAME_WINDOW` such bitmaps per stream.
+pub const MAX_TRACKED_DGRAMS: u32 = 1 << 16;
 
 /// iperf 2 defaults when only one of `--burst-size` / `--burst-period` is given.
 pub const DEFAULT_BURST_BYTES: u64 = 1 << 20;
@@ -350,8 +353,8 @@ pub struct FrameCounts {
     pub highest: u64,
     /// Frames whose every datagram arrived.
     pub complete: u64,
-    /// Frames given up on: a datagram missing when [`FRAME_WINDOW`] newer frames were
-    /// open, or no datagram at all.
+    /// Frames given up on: still missing a datagram (or all of them) once a frame
+    /// [`FRAME_WINDOW`] ids newer has arrived.
     pub lost: u64,
     /// RFC 3550-style jitter of the frame transit times, seconds (running value).
     pub jitter_s: f64,
@@ -372,14 +375,14 @@ impl FrameRecv {
     /// the frame's transit time (`rx_ns − start_ns`, raw: clock offset included) when
     /// this datagram completed its frame.
     pub fn on_datagram(&mut self, h: &IsochHeader, rx_ns: i64) -> Option<i64> {
-        if h.frame_id == 0 || h.dgrams == 0 || h.index >= h.dgrams || h.dgrams > MAX_FRAME_DGRAMS {
+        if h.frame_id == 0 || h.dgrams == 0 || h.index >= h.dgrams {
             return None;
         }
         if h.frame_id > self.highest {
-            // Ids skipped over may still arrive (reordering): keep placeholders for
-            // the most recent ones; anything older is lost.
-            let first = (self.highest + 1).max(h.frame_id.saturating_sub(FRAME_WINDOW as u64));
-            for id in first..h.frame_id {
+            // Ids skipped over may still arrive (reordering): keep placeholders for the
+            // newest ones. Frames more than the window behind the newest are given up.
+            let first = (self.highest + 1).max(h.frame_id.saturating_sub(FRAME_WINDOW as u64 - 1));
+            for id in first..=h.frame_id {
                 self.pending.push(Pending {
                     id,
                     start_ns: 0,
@@ -388,17 +391,9 @@ impl FrameRecv {
                     seen: Vec::new(),
                 });
             }
-            self.pending.push(Pending {
-                id: h.frame_id,
-                start_ns: h.start_ns,
-                dgrams: 0,
-                got: 0,
-                seen: Vec::new(),
-            });
             self.highest = h.frame_id;
-            while self.pending.len() > FRAME_WINDOW {
-                self.evict_oldest();
-            }
+            let oldest_kept = self.highest.saturating_sub(FRAME_WINDOW as u64 - 1);
+            self.pending.retain(|p| p.id >= oldest_kept);
         }
         // Frames at or below `highest` that are not pending are decided: ignore.
         let i = self.pending.iter().position(|p| p.id == h.frame_id)?;
@@ -406,16 +401,20 @@ impl FrameRecv {
         if p.dgrams == 0 {
             p.dgrams = h.dgrams;
             p.start_ns = h.start_ns;
-            p.seen = vec![0u64; (h.dgrams as usize).div_ceil(64)];
+            if h.dgrams <= MAX_TRACKED_DGRAMS {
+                p.seen = vec![0u64; (h.dgrams as usize).div_ceil(64)];
+            }
         }
         if h.dgrams != p.dgrams {
             return None; // inconsistent headers: not ours to judge
         }
         let (w, b) = ((h.index / 64) as usize, h.index % 64);
-        if p.seen[w] & (1 << b) != 0 {
-            return None; // duplicate
+        if let Some(word) = p.seen.get_mut(w) {
+            if *word & (1 << b) != 0 {
+                return None; // duplicate
+            }
+            *word |= 1 << b;
         }
-        p.seen[w] |= 1 << b;
         p.got += 1;
         if p.got < p.dgrams {
             return None;
@@ -429,12 +428,6 @@ impl FrameRecv {
         }
         self.last_transit_ns = Some(transit);
         Some(transit)
-    }
-
-    fn evict_oldest(&mut self) {
-        if let Some(i) = (0..self.pending.len()).min_by_key(|&i| self.pending[i].id) {
-            self.pending.swap_remove(i);
-        }
     }
 
     /// Counts so far; frames still open are neither complete nor lost.
@@ -737,15 +730,19 @@ mod tests {
     #[test]
     fn hostile_headers_are_ignored() {
         let mut f = FrameRecv::default();
-        for h in [
-            hdr(0, 0, 1, 0),
-            hdr(1, 0, 0, 0),
-            hdr(1, 5, 5, 0),
-            hdr(1, 0, MAX_FRAME_DGRAMS + 1, 0),
-        ] {
+        for h in [hdr(0, 0, 1, 0), hdr(1, 0, 0, 0), hdr(1, 5, 5, 0)] {
             assert_eq!(f.on_datagram(&h, 1), None);
         }
         assert_eq!(f.counts(), FrameCounts::default());
+        // A frame too large for a bitmap is still counted (by datagrams).
+        f.on_datagram(&hdr(1, 0, u32::MAX, 0), 1);
+        assert!(f.pending[0].seen.is_empty());
+        let mut g = FrameRecv::default();
+        let big = MAX_TRACKED_DGRAMS + 1;
+        for i in 0..big {
+            g.on_datagram(&hdr(1, i, big, 0), 1);
+        }
+        assert_eq!(g.counts().complete, 1);
         // A huge jump in frame ids allocates at most the window.
         f.on_datagram(&hdr(u64::MAX, 0, 2, 0), 1);
         assert!(f.pending.len() <= FRAME_WINDOW);

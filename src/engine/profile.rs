@@ -448,7 +448,7 @@ pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Ou
     let t0 = Instant::now();
     if ts.late_ms > TXSTART_LATE_WARN_MS {
         let w = format!(
-            "data started {:.0} ms after --txstart-time: setup took longer than the time allowed for it",
+            "data started {:.0} ms after --txstart-time: the time had passed, or setup took longer than allowed for",
             ts.late_ms
         );
         out.text(&format!("warning: {w}\n"));

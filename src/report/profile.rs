@@ -221,7 +221,7 @@ pub fn summary_text(ext: &EndExt) -> String {
         s.push_str(&format!(
             "Bursts: {} of {} every {:.3} s over {} stream(s) in {:.2} s, {}\n",
             u.sent,
-            format_bytes(b.burst_bytes as f64, Format::Auto),
+            format_bytes(b.burst_bytes as f64, Format::Auto).trim_start(),
             b.period_s,
             u.streams,
             u.seconds,
@@ -237,10 +237,10 @@ pub fn summary_text(ext: &EndExt) -> String {
                 "Isochronous: {} frames at {} fps (log-normal, mean {}, stdev {}) over {} stream(s), mean frame {}, {}\n",
                 u.sent,
                 i.fps,
-                format_rate(i.mean_bps as f64, Format::Auto),
-                format_rate(i.stdev_bps as f64, Format::Auto),
+                format_rate(i.mean_bps as f64, Format::Auto).trim_start(),
+                format_rate(i.stdev_bps as f64, Format::Auto).trim_start(),
                 u.streams,
-                format_bytes(u.mean_bytes, Format::Auto),
+                format_bytes(u.mean_bytes, Format::Auto).trim_start(),
                 slips_text(u.slips)
             ));
             if u.sent > 0 {

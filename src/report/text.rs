@@ -649,7 +649,11 @@ mod tests {
         let rows: Vec<&str> = h.lines().collect();
         assert_eq!(rows.len(), 3, "{h}");
         assert!(rows[0].contains("20 samples"));
-        assert!(rows[1].contains("0.000-0.100") && rows[1].contains(" 10 ") && rows[1].contains("50.00%"));
+        assert!(
+            rows[1].contains("0.000-0.100")
+                && rows[1].contains(" 10 ")
+                && rows[1].contains("50.00%")
+        );
         assert!(rows[2].contains("0.100-0.200") && rows[2].contains(" 10 "));
         assert_eq!(histogram("x", &[], 0.1), "");
     }

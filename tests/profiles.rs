@@ -1,0 +1,359 @@
+//! Traffic profiles end to end over loopback: `--burst-size`/`--burst-period`,
+//! `--isochronous` and `--txstart-time`, netmeter against netmeter (and bursts against
+//! iperf3 3.12). Every assertion would fail if the feature were ignored: a bulk stream
+//! on loopback moves gigabytes, not a few bursts, and an ignored start time starts at once.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn client(port: u16, args: &[&str]) -> serde_json::Value {
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+            .args(args),
+        Duration::from_secs(40),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    json_of(&out, "client")
+}
+
+fn against_netmeter(args: &[&str]) -> serde_json::Value {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    client(port, args)
+}
+
+fn epoch_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// `want` units (±1) were due; those the sender skipped because it was a whole period
+/// behind (a loaded test host) are reported as slips, and must stay rare.
+fn check_count(sent: f64, slips: f64, want: f64, what: &str) {
+    assert!(
+        (sent + slips - want).abs() <= 1.0,
+        "{sent} {what} sent + {slips} slips, expected {want} ± 1"
+    );
+    assert!(
+        slips <= (want * 0.05).max(1.0),
+        "{slips} slips out of {want} {what}: the test host was too busy"
+    );
+}
+
+/// Check a burst test's figures: `t / period` bursts (±1) of `burst` bytes, and the
+/// stream carried those bursts and nothing else.
+fn check_bursts(v: &serde_json::Value, t: f64, period: f64, burst: f64) {
+    let b = &v["end"]["netmeter"]["burst"];
+    assert_eq!(num(b, "burst_bytes"), burst);
+    let sent = num(b, "sender.sent");
+    let want = t / period;
+    check_count(sent, num(b, "sender.slips"), want, "bursts");
+    assert_eq!(num(b, "sender.bytes"), sent * burst, "whole bursts only");
+    assert_eq!(num(b, "sender.transfer.count"), sent);
+    assert!(num(b, "sender.transfer.max_ms") < period * 1000.0);
+    let hist: f64 = b["sender"]["transfer_histogram_us"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[1].as_f64().unwrap())
+        .sum();
+    assert_eq!(hist, sent);
+    // The stream moved the bursts (plus at most one cut off by the end), not a bulk flow.
+    let sent_bytes = num(v, "end.sum_sent.bytes");
+    assert!(
+        sent_bytes >= sent * burst && sent_bytes < (sent + 1.0) * burst,
+        "{sent_bytes} bytes on the wire for {sent} bursts of {burst}"
+    );
+    // Interval extras: bursts per interval add up to the total.
+    let per_iv: f64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| {
+            iv["streams"][0]["netmeter"]["bursts"]["sent"]
+                .as_f64()
+                .unwrap()
+        })
+        .sum();
+    assert!(
+        (per_iv - sent).abs() <= 1.0,
+        "{per_iv} in intervals vs {sent}"
+    );
+}
+
+#[test]
+fn tcp_bursts_have_the_right_count_and_size() {
+    let v = against_netmeter(&["-t", "3", "--burst-size", "256K", "--burst-period", "0.25"]);
+    check_bursts(&v, 3.0, 0.25, 262_144.0);
+    assert_eq!(num(&v, "end.netmeter.burst.period_s"), 0.25);
+}
+
+#[test]
+fn udp_bursts_have_the_right_count_and_size() {
+    let v = against_netmeter(&[
+        "-u",
+        "-l",
+        "1000",
+        "-t",
+        "2",
+        "--burst-size",
+        "100K",
+        "--burst-period",
+        "0.1",
+    ]);
+    check_bursts(&v, 2.0, 0.1, 102_400.0);
+    // 103 datagrams per burst (102 of 1000 bytes and one of 400).
+    let sent = num(&v, "end.netmeter.burst.sender.sent");
+    let packets = num(&v, "end.sum_sent.packets");
+    assert!(
+        packets >= sent * 103.0 && packets < (sent + 1.0) * 103.0,
+        "{packets} datagrams for {sent} bursts"
+    );
+    assert_eq!(num(&v, "end.sum_received.lost_packets"), 0.0);
+}
+
+#[test]
+fn udp_isochronous_frames_count_size_and_receiver() {
+    // 60 fps, mean 20 Mbit/s, stdev 5 Mbit/s: mean frame 20e6 / 60 / 8 = 41 667 bytes.
+    let v = against_netmeter(&["-u", "-t", "3", "--isochronous", "60:20m,5m"]);
+    let i = &v["end"]["netmeter"]["isochronous"];
+    assert_eq!(
+        (num(i, "fps"), num(i, "mean_bps"), num(i, "stdev_bps")),
+        (60.0, 20e6, 5e6)
+    );
+    assert_eq!(i["distribution"], "lognormal");
+    let frames = num(i, "sender.sent");
+    check_count(frames, num(i, "sender.slips"), 180.0, "frames");
+    let mean = num(i, "sender.mean_bytes");
+    assert!(
+        (mean / 41_667.0 - 1.0).abs() < 0.05,
+        "mean frame {mean} bytes, target 41 667"
+    );
+    // Frame sizes vary (stdev 5 Mbit/s), so the transfer times are not all one value;
+    // and the stream's rate is the profile's, not a flood.
+    let bps = num(&v, "end.sum_sent.bits_per_second");
+    assert!(
+        (bps / 20e6 - 1.0).abs() < 0.1,
+        "{bps} bit/s, target 20 Mbit/s"
+    );
+    // The netmeter server counted whole frames.
+    assert!(
+        v["start"]["netmeter"]["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "isochronous"),
+        "{}",
+        v["start"]["netmeter"]
+    );
+    let r = &i["receiver"];
+    let complete = num(r, "frames_complete");
+    assert!(
+        complete >= frames - 1.0 && complete <= frames + 1.0,
+        "{complete} of {frames}"
+    );
+    assert_eq!(num(r, "frames_lost"), 0.0);
+    assert!(num(r, "frame_jitter_ms") >= 0.0);
+    let iv_frames: f64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| {
+            iv["streams"][0]["netmeter"]["frames"]["sent"]
+                .as_f64()
+                .unwrap()
+        })
+        .sum();
+    assert!(
+        (iv_frames - frames).abs() <= 1.0,
+        "{iv_frames} in intervals vs {frames}"
+    );
+}
+
+#[test]
+fn tcp_isochronous_frames() {
+    let v = against_netmeter(&["-t", "2", "--isochronous", "30:8m,1m"]);
+    let i = &v["end"]["netmeter"]["isochronous"];
+    let frames = num(i, "sender.sent");
+    check_count(frames, num(i, "sender.slips"), 60.0, "frames");
+    let mean = num(i, "sender.mean_bytes");
+    assert!((mean / 33_333.0 - 1.0).abs() < 0.05, "mean frame {mean}");
+    assert!(
+        i.get("receiver").is_none(),
+        "TCP frames are counted by the sender only"
+    );
+}
+
+#[test]
+fn txstart_time_delays_the_start() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let delay = 2.0;
+    let at = epoch_now() + delay;
+    let spawned = Instant::now();
+    let mut p = Proc::spawn(
+        "netmeter client",
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--json-stream",
+            "-i",
+            "0.1",
+            "-t",
+            "1",
+            "--txstart-time",
+            &format!("{at:.6}"),
+        ]),
+    );
+    let d = p.drain();
+    // The first interval report ends 0.1 s after data started.
+    assert!(
+        d.wait_for("\"event\":\"interval\"", 1, Duration::from_secs(10)),
+        "{}",
+        d.text()
+    );
+    let first_interval = spawned.elapsed().as_secs_f64();
+    assert!(
+        (first_interval - (delay + 0.1)).abs() < 0.1,
+        "first interval after {first_interval:.3} s, expected {:.3} ± 0.1",
+        delay + 0.1
+    );
+    assert!(d.wait_for("\"event\":\"end\"", 1, Duration::from_secs(10)));
+    let out = p.wait(Duration::from_secs(10));
+    assert!(out.status.success(), "{}", d.text());
+    let total = spawned.elapsed().as_secs_f64();
+    assert!(total >= delay + 1.0 - 0.1, "whole run {total:.3} s");
+}
+
+#[test]
+fn txstart_time_is_recorded_and_announced() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let at = epoch_now() + 1.0;
+    let out = run(
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "0.5",
+            "--txstart-time",
+            &format!("{at:.6}"),
+        ]),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap_or("")
+            .starts_with("Waiting until ")
+            && text.contains(&format!("({at:.3}) to start")),
+        "{text}"
+    );
+}
+
+#[test]
+fn txstart_time_in_json() {
+    let at = epoch_now() + 1.0;
+    let v = against_netmeter(&["-t", "0.5", "--txstart-time", &format!("{at:.6}")]);
+    let ts = &v["start"]["netmeter"]["txstart"];
+    assert!((num(ts, "requested") - at).abs() < 1e-5);
+    let late = num(ts, "late_ms");
+    assert!((0.0..100.0).contains(&late), "started {late} ms late");
+}
+
+#[test]
+fn profile_flag_errors_are_one_sentence() {
+    for args in [
+        vec!["--burst-size", "0"],
+        vec!["--burst-period", "5000"],
+        vec!["--isochronous", "sixty"],
+        vec!["--burst-size", "1M", "--isochronous", "60:1m"],
+        vec!["--burst-size", "1M", "-R"],
+        vec!["--txstart-time", "1"],
+        vec!["--txstart-time", "99999999999"],
+    ] {
+        let out = run(
+            Command::new(netmeter())
+                .args(["-c", "127.0.0.1"])
+                .args(&args),
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bursts_against_iperf3_312() {
+    let port = free_port();
+    let mut srv = Proc::spawn(
+        "iperf3 3.12",
+        Command::new(peer("NETMETER_IPERF3_312")).args([
+            "-s",
+            "-1",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+    );
+    let _d = srv.drain();
+    // A probe connection would use up iperf3's one test (-1): give it a moment to bind.
+    std::thread::sleep(Duration::from_millis(400));
+    let v = client(
+        port,
+        &["-t", "2", "--burst-size", "128K", "--burst-period", "0.2"],
+    );
+    assert_eq!(v["start"]["netmeter"]["peer"], "iperf3");
+    check_bursts(&v, 2.0, 0.2, 131_072.0);
+    // iperf3 received the bursts.
+    let got = num(&v, "end.sum_received.bytes");
+    let sent = num(&v, "end.netmeter.burst.sender.sent");
+    assert!(
+        got >= (sent - 1.0) * 131_072.0,
+        "iperf3 received {got} bytes"
+    );
+}
+
+#[test]
+fn udp_isochronous_against_iperf3_312_reports_the_sender_side() {
+    let port = free_port();
+    let mut srv = Proc::spawn(
+        "iperf3 3.12",
+        Command::new(peer("NETMETER_IPERF3_312")).args([
+            "-s",
+            "-1",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+    );
+    let _d = srv.drain();
+    // A probe connection would use up iperf3's one test (-1): give it a moment to bind.
+    std::thread::sleep(Duration::from_millis(400));
+    let v = client(port, &["-u", "-t", "1", "--isochronous", "50:4m,1m"]);
+    let i = &v["end"]["netmeter"]["isochronous"];
+    check_count(
+        num(i, "sender.sent"),
+        num(i, "sender.slips"),
+        50.0,
+        "frames",
+    );
+    assert!(i.get("receiver").is_none());
+    let w = v["start"]["netmeter"]["warnings"].to_string();
+    assert!(w.contains("does not count isochronous frames"), "{w}");
+    assert_eq!(num(&v, "end.sum_received.lost_packets"), 0.0);
+}
