@@ -428,42 +428,6 @@ impl Batch {
         let rc = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
         check(rc).map(|r| r as usize)
     }
-
-    /// Receive into the given buffers with `recvmmsg` (waiting for the first datagram,
-    /// not for the batch to fill); returns the length of each datagram received.
-    pub fn recv(
-        &mut self,
-        fd: RawFd,
-        bufs: &mut [Vec<u8>],
-        lens: &mut Vec<usize>,
-    ) -> io::Result<()> {
-        let n = bufs.len().min(self.hdrs.len());
-        for (i, b) in bufs.iter_mut().enumerate().take(n) {
-            self.iov[i] = libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            };
-            // SAFETY: all-zero is a valid msghdr.
-            self.hdrs[i].msg_hdr = unsafe { std::mem::zeroed() };
-            self.hdrs[i].msg_hdr.msg_iov = &mut self.iov[i];
-            self.hdrs[i].msg_hdr.msg_iovlen = 1;
-            self.hdrs[i].msg_len = 0;
-        }
-        // SAFETY: hdrs[..n] point at iovecs describing writable buffers owned by `bufs`.
-        let rc = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        let got = check(rc)? as usize;
-        lens.clear();
-        lens.extend(self.hdrs[..got].iter().map(|h| h.msg_len as usize));
-        Ok(())
-    }
 }
 
 impl Batch {
@@ -591,11 +555,13 @@ mod tests {
         let refs: Vec<&[u8]> = msgs.iter().map(|m| m.as_slice()).collect();
         assert_eq!(batch.send(a.as_raw_fd(), &refs).unwrap(), 3);
         let mut bufs = vec![vec![0u8; 64]; 4];
-        let mut lens = Vec::new();
+        let mut got = Vec::new();
         let mut total = 0;
         while total < 3 {
-            batch.recv(b.as_raw_fd(), &mut bufs, &mut lens).unwrap();
-            total += lens.len();
+            batch
+                .recv_segments(b.as_raw_fd(), &mut bufs, &mut got)
+                .unwrap();
+            total += got.len();
         }
         assert_eq!(total, 3);
     }

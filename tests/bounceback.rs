@@ -128,28 +128,7 @@ fn text_report_shows_transactions_and_rtt() {
 
 #[test]
 fn against_iperf3_is_a_clear_error() {
-    let port = free_port().to_string();
-    let srv = Proc::spawn(
-        "iperf3",
-        Command::new(peer("NETMETER_IPERF3_312")).args([
-            "-s",
-            "-1",
-            "-B",
-            "127.0.0.1",
-            "-p",
-            &port,
-        ]),
-    );
-    std::thread::sleep(Duration::from_millis(400));
-    let out = run(
-        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "--bounceback"]),
-        Duration::from_secs(30),
-    );
-    drop(srv);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("needs a netmeter server"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_needs_netmeter_server("NETMETER_IPERF3_312", &["--bounceback"]);
 }
 
 #[test]

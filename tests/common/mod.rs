@@ -263,3 +263,26 @@ pub fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Run a netmeter client with `args` (plus `-c 127.0.0.1 -p PORT -t 1`) against a real
+/// iperf3 server (`peer_key` from peers.env) and assert it stops with exit code 1 and
+/// one line saying the mode needs a netmeter server.
+pub fn assert_needs_netmeter_server(peer_key: &str, args: &[&str]) {
+    let port = free_port().to_string();
+    let srv = Proc::spawn(
+        "iperf3",
+        Command::new(peer(peer_key)).args(["-s", "-1", "-B", "127.0.0.1", "-p", &port]),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port, "-t", "2"])
+            .args(args),
+        Duration::from_secs(30),
+    );
+    drop(srv);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs a netmeter server"), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+}
