@@ -17,6 +17,7 @@ cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo build --locked --release
 cargo test --locked
+python3 bench/run.py --smoke  # ~10 s benchmark smoke run; the full run is docs/benchmarks.md's command
 
 # A short smoke run of the main job, through cargo as the README shows it.
 cargo run --locked --release -- --loopback -t 1 >/dev/null
