@@ -1531,6 +1531,24 @@ def mem_section(mem: list[dict]) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def write_results(path: Path, doc: dict) -> None:
+    """JSON with one run (or summary row) per line: readable, and small diffs between runs."""
+    out = ["{"]
+    keys = list(doc)
+    for i, k in enumerate(keys):
+        v = doc[k]
+        end = "," if i < len(keys) - 1 else ""
+        if isinstance(v, list):
+            out.append(f"  {json.dumps(k)}: [")
+            out += [f"    {json.dumps(x, ensure_ascii=False)}" + ("," if j < len(v) - 1 else "")
+                    for j, x in enumerate(v)]
+            out.append("  ]" + end)
+        else:
+            out.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}{end}")
+    out.append("}")
+    path.write_text("\n".join(out) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -1633,11 +1651,11 @@ def main() -> int:
                   for k, t in tools.items()},
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps({
+    write_results(json_path, {
         "meta": meta, "goals": goals,
         "summary": list(summ.values()), "mem": mem, "runs": runs,
         "skipped": skipped,
-    }, indent=1) + "\n")
+    })
     log(f"wrote {json_path}")
     if doc_path:
         write_report(doc_path, meta, rows_by_case, skipped, summ, mem, goals, runs)
