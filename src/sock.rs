@@ -251,6 +251,16 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         .map(|_| ())
 }
 
+/// Give freed heap memory back to the kernel. A test's stream threads each allocate
+/// their buffers in a malloc arena of their own; glibc keeps those pages after the
+/// threads end, so a long-running server would stay at its high-water mark.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heap bookkeeping.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Detach from the terminal (`-D`). Must run before any thread is spawned.
 pub fn daemonize() -> io::Result<()> {
     // SAFETY: called while the process is single-threaded; daemon() forks and the

@@ -470,6 +470,8 @@ impl Session<'_> {
             w.retain(|w| w.session != id);
         }
         shared.touch();
+        // The test's threads and buffers are gone: hand their memory back.
+        sock::release_free_memory();
         r.map(|_| true)
     }
 
