@@ -1,0 +1,805 @@
+//! Accuracy of netmeter's latency figures (`--trip-times` one-way delay, `--bounceback`
+//! round-trip time and rate, TCP_INFO RTT) against known truths:
+//!
+//! * the emulated link of `tests/support/netbed.rs` (h1 – r – h2 with the TUN delay
+//!   line in r): a fixed delay per direction, or a delay variation whose every applied
+//!   value the delay line logs;
+//! * a deliberately skewed sender clock (`NETMETER_TEST_CLOCK_OFFSET_MS`);
+//! * netperf's TCP_RR on loopback, measured in the same test run, for the bounceback rate.
+//!
+//! Both bed hosts are namespaces of one machine, so they share one CLOCK_REALTIME: the
+//! true clock offset between netmeter's client and server is 0 unless a test skews it.
+//!
+//! Needs root (namespaces, TUN) and netperf (`scripts/setup-peers.sh`); run with
+//! `cargo test --test latency_accuracy`. Every test holds `timing_lock()`, so they run
+//! one at a time (about 50 s in all).
+
+mod common;
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::netbed::{Dir, IPPROTO_UDP, LinkConfig, Netbed, Proto, Side, Variation, timing_lock};
+
+const NETMETER: &str = env!("CARGO_BIN_EXE_netmeter");
+/// Bound for one netmeter run (at most 3 s of test plus setup and the end exchange).
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn bed(cfg: LinkConfig) -> Netbed {
+    Netbed::require();
+    Netbed::new(cfg).expect("building netbed")
+}
+
+/// Whether TCP `port` is in LISTEN state in the calling thread's network namespace.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+    })
+}
+
+/// Polls `check` every 5 ms for up to 5 s.
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs `cmd` to completion (killed after `timeout`), stdout and stderr captured.
+fn run_bounded(mut cmd: Command, timeout: Duration, what: &str) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    // Drain both pipes while waiting so a chatty child can never block on them.
+    let pipe = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = pipe(child.stdout.take().map(|o| Box::new(o) as _));
+    let err = pipe(child.stderr.take().map(|e| Box::new(e) as _));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {timeout:?}; killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+fn parse(what: &str, out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// One netmeter test through the bed: server (`-s -1 -J`) in h2, client in h1 with
+/// `args` (plus `-c H2 -J`) and the environment `env`. Returns (client, server) JSON.
+fn run_bed(bed: &Netbed, args: &[&str], env: &[(&str, &str)]) -> (Value, Value) {
+    let mut server = bed
+        .spawn_in(Side::H2, NETMETER, &["-s", "-1", "-J"])
+        .expect("starting server");
+    wait_until("the server to listen", || {
+        bed.in_ns(Side::H2, || listening(5201)).unwrap()
+    });
+    let mut cmd = bed.cmd(Side::H1, NETMETER);
+    cmd.args(["-c", &bed.h2_addr().to_string(), "-J"])
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let client = run_bounded(cmd, RUN_TIMEOUT, &format!("client {args:?}"));
+    let _ = server.wait_timeout(Duration::from_secs(10));
+    let server = server
+        .finish(Duration::from_secs(1))
+        .expect("server output");
+    (parse("client", &client), parse("server", &server))
+}
+
+fn f64_at(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("no number at {ptr} in {v}"))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Nearest-rank percentile (the smallest value with at least `q` of the samples at or
+/// below it) of sorted values.
+fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    assert!(!sorted.is_empty());
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The same percentile read from netmeter's `histogram_us` (`[[upper_us, count], ...]`),
+/// in ms: the upper bound of the bucket holding the rank-th sample.
+fn hist_percentile(hist: &Value, q: f64) -> f64 {
+    let buckets: Vec<(f64, u64)> = hist
+        .as_array()
+        .expect("histogram_us array")
+        .iter()
+        .map(|b| (b[0].as_f64().unwrap(), b[1].as_u64().unwrap()))
+        .collect();
+    let total: u64 = buckets.iter().map(|b| b.1).sum();
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (upper_us, n) in buckets {
+        seen += n;
+        if seen >= rank {
+            return upper_us / 1e3;
+        }
+    }
+    unreachable!()
+}
+
+/// Width of the HDR bucket (3 significant digits, ns units) holding `ms`: the histogram
+/// cannot place a value more precisely than this.
+fn bin_width_ms(ms: f64) -> f64 {
+    let ns = (ms * 1e6).max(1.0);
+    // 2048 sub-buckets per power of two: values below 2^11 ns are exact; above,
+    // a bucket spans 2^(floor(log2 v) - 10) ns.
+    let exp = (ns.log2().floor() as i32 - 10).max(0);
+    2f64.powi(exp) / 1e6
+}
+
+/// Asserts |got - want| <= tol, with a readable message.
+fn assert_near(what: &str, got: f64, want: f64, tol: f64) {
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: netmeter {got:.4} ms, truth {want:.4} ms (tolerance {tol} ms)"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 1. A fixed 10 ms one-way delay in each direction
+// ---------------------------------------------------------------------------------
+
+/// The delay line holds every packet 10 ms in each direction; the path outside it
+/// (two veths and the router's forwarding, all in one kernel) adds tens of µs. So the
+/// true one-way delay of every datagram is 10 ms plus at most the line's release
+/// lateness and that path; the true clock offset is 0 (one shared host clock), and the
+/// control connection's round trip is symmetric (10 ms each way), so the NTP-style
+/// estimate has no systematic error either (only the two directions' different
+/// lateness on the probes, tens of µs).
+const FIXED_MS: f64 = 10.0;
+
+fn fixed_delay_bed() -> Netbed {
+    bed(LinkConfig::new().delay_ms(FIXED_MS))
+}
+
+/// Delays above this (10 ms + 5 ms) are host stalls, not the link: on this shared VM a
+/// few datagrams now and then wait milliseconds for a CPU (the sending thread between
+/// stamping and sending, the receiving kernel's softirq work); the link itself never
+/// adds more than the line's lateness (~0.1 ms, at most a few ms in a stall).
+const STALL_MS: f64 = FIXED_MS + 5.0;
+
+/// `histogram_us` split at `cut_ms` by bucket upper bound: (samples at or below, their
+/// mean in ms (upper bounds), all samples).
+fn hist_split(hist: &Value, cut_ms: f64) -> (f64, f64, f64) {
+    let (mut n, mut sum, mut total) = (0.0, 0.0, 0.0);
+    for b in hist.as_array().expect("histogram_us array") {
+        let (upper_ms, count) = (b[0].as_f64().unwrap() / 1e3, b[1].as_f64().unwrap());
+        total += count;
+        if upper_ms <= cut_ms {
+            n += count;
+            sum += upper_ms * count;
+        }
+    }
+    (n, if n > 0.0 { sum / n } else { 0.0 }, total)
+}
+
+/// Checks one direction's corrected one-way delays against the fixed 10 ms delay.
+/// `sign` is how the offset estimate enters the correction: corrected = raw − offset
+/// for client→server (the server's clock reads the arrival), raw + offset for
+/// server→client.
+///
+/// Truth: 10 ms plus the line's lateness and the path outside it (together ~0.1–0.3
+/// ms), plus the offset estimate's error (tens of µs): the median must be 10 ms within
+/// 0.5 ms. The mean is checked the same way over the datagrams below `STALL_MS`, of
+/// which there must be at least 98 %, and the reported mean must be the raw mean
+/// corrected by the offset (so the raw figures are right too).
+fn check_corrected_owd(what: &str, d: &Value, offset_ms: f64, sign: f64) -> f64 {
+    let samples = f64_at(d, "/samples");
+    let owd = &d["owd"];
+    let (p50, mean) = (f64_at(owd, "/p50_ms"), f64_at(owd, "/mean_ms"));
+    let raw_mean = f64_at(d, "/raw_mean_ms");
+    let hist = &d["histogram_us"];
+    let (n_ok, mean_ok, n_hist) = hist_split(hist, STALL_MS);
+    eprintln!(
+        "{what}: {samples} samples, {} clock errors; owd min {:.4} p50 {p50:.4} mean \
+         {mean:.4} (below {STALL_MS} ms: {n_ok} samples, mean {mean_ok:.4}) p99 {:.4} \
+         max {:.4} ms; raw min {:.4} mean {raw_mean:.4} max {:.4} ms",
+        f64_at(d, "/clock_errors"),
+        f64_at(owd, "/min_ms"),
+        f64_at(owd, "/p99_ms"),
+        f64_at(owd, "/max_ms"),
+        f64_at(d, "/raw_min_ms"),
+        f64_at(d, "/raw_max_ms"),
+    );
+    assert_eq!(f64_at(d, "/negative_corrected"), 0.0, "{what}");
+    assert_eq!(f64_at(owd, "/count"), samples, "{what}: histogram count");
+    assert_eq!(n_hist, samples, "{what}: histogram_us total");
+    assert_near(&format!("{what} OWD p50"), p50, FIXED_MS, 0.5);
+    assert!(
+        n_ok >= 0.98 * samples,
+        "{what}: {} of {samples} datagrams took over {STALL_MS} ms",
+        samples - n_ok
+    );
+    // Upper bucket bounds overstate by at most a bucket (8 µs here).
+    assert_near(
+        &format!("{what} OWD mean below stalls"),
+        mean_ok,
+        FIXED_MS,
+        0.5,
+    );
+    assert_near(
+        &format!("{what} OWD mean vs raw mean corrected by the offset"),
+        mean,
+        raw_mean - sign * offset_ms,
+        0.02,
+    );
+    n_ok
+}
+
+/// 1(a): one direction's `trip_times` object, on the fixed-delay link with the true
+/// offset 0: besides the corrected figures, no raw delay can be below the 10 ms the
+/// line held the datagram (sent before it reached the line, received after it left,
+/// on the same clock), so there are no clock errors and the raw minimum is ≥ 10 ms.
+fn check_fixed_direction(what: &str, d: &Value, offset_ms: f64, sign: f64) {
+    let samples = f64_at(d, "/samples");
+    // 2 Mbit/s of 1000-byte datagrams for 3 s: 750 datagrams.
+    assert!(samples >= 700.0, "{what}: only {samples} samples");
+    check_corrected_owd(what, d, offset_ms, sign);
+    assert_eq!(f64_at(d, "/clock_errors"), 0.0, "{what}: clock errors");
+    let raw_min = f64_at(d, "/raw_min_ms");
+    assert!(
+        raw_min >= FIXED_MS - 0.01,
+        "{what}: raw delay {raw_min} ms is shorter than the 10 ms the line held it"
+    );
+}
+
+/// Per-interval OWD of the receiving side (`intervals[].streams[0].netmeter.owd`).
+fn check_fixed_intervals(what: &str, receiver: &Value) {
+    let ivs = receiver["intervals"].as_array().expect("intervals");
+    assert!(ivs.len() >= 3, "{what}: {} intervals", ivs.len());
+    for (i, iv) in ivs.iter().enumerate() {
+        let owd = &iv["streams"][0]["netmeter"]["owd"];
+        if owd.is_null() || f64_at(owd, "/count") == 0.0 {
+            continue; // a sliver of an interval at the very end
+        }
+        assert_near(
+            &format!("{what} interval {i} OWD p50"),
+            f64_at(owd, "/p50_ms"),
+            FIXED_MS,
+            0.5,
+        );
+    }
+}
+
+/// Checks the clock offset estimate; returns it (ms).
+fn check_offset(tt: &Value, want_ms: f64, tol: f64) -> f64 {
+    let off = f64_at(tt, "/offset_ms");
+    let unc = f64_at(tt, "/offset_uncertainty_ms");
+    eprintln!("clock offset estimate {off:.4} ms ± {unc:.4} ms (true {want_ms} ms)");
+    assert_near("clock offset estimate", off, want_ms, tol);
+    // Half the control connection's round trip: 10 ms each way.
+    assert_near("offset uncertainty", unc, FIXED_MS, 0.5);
+    off
+}
+
+/// 1(a) UDP `--trip-times` both ways across the fixed-delay link.
+#[test]
+fn udp_one_way_delay_matches_fixed_delay() {
+    let _t = timing_lock();
+    let b = fixed_delay_bed();
+    let args = ["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "3"];
+
+    let (c, s) = run_bed(&b, &args, &[]);
+    let tt = &c["end"]["netmeter"]["trip_times"];
+    let off = check_offset(tt, 0.0, 0.5);
+    check_fixed_direction("client→server", &tt["client_to_server"], off, 1.0);
+    check_fixed_intervals("client→server (server's intervals)", &s);
+    let st = b.delay_stats().unwrap();
+    eprintln!(
+        "delay line h1→h2: lateness max {:?} mean {:?}",
+        st.h1_to_h2.max_lateness,
+        st.h1_to_h2.mean_lateness()
+    );
+
+    b.reset_delay_stats();
+    let mut rev = args.to_vec();
+    rev.push("-R");
+    let (c, _s) = run_bed(&b, &rev, &[]);
+    let tt = &c["end"]["netmeter"]["trip_times"];
+    let off = check_offset(tt, 0.0, 0.5);
+    check_fixed_direction("server→client", &tt["server_to_client"], off, -1.0);
+    check_fixed_intervals("server→client (client's intervals)", &c);
+    let st = b.delay_stats().unwrap();
+    eprintln!(
+        "delay line h2→h1: lateness max {:?} mean {:?}",
+        st.h2_to_h1.max_lateness,
+        st.h2_to_h1.mean_lateness()
+    );
+    assert_eq!(b.delay_line_losses().unwrap(), 0);
+}
+
+/// 1(b) TCP bounceback across the fixed-delay link: each transaction is one request
+/// h1→h2 (10 ms) and one reply h2→h1 (10 ms), so every RTT is at least 20 ms and
+/// exceeds it only by the line's lateness and the stacks' few tens of µs; the median
+/// must be 20 ms within 1 ms. One stream with burst 1 does transactions back to back,
+/// so the rate must be 1 / mean RTT (within 5 %: the client's bookkeeping between
+/// transactions is µs against 20 ms).
+#[test]
+fn tcp_bounceback_rtt_matches_fixed_delay() {
+    let _t = timing_lock();
+    let b = fixed_delay_bed();
+    let (c, _s) = run_bed(&b, &["--bounceback", "-t", "2"], &[]);
+    let bb = &c["end"]["netmeter"]["bounceback"];
+    let rtt = &bb["rtt"];
+    let (min, p50, mean, max) = (
+        f64_at(rtt, "/min_ms"),
+        f64_at(rtt, "/p50_ms"),
+        f64_at(rtt, "/mean_ms"),
+        f64_at(rtt, "/max_ms"),
+    );
+    let tps = f64_at(bb, "/transactions_per_second");
+    let n = f64_at(bb, "/transactions");
+    eprintln!(
+        "bounceback over 2 x {FIXED_MS} ms: {n} transactions, {tps:.2}/s; \
+         RTT min {min:.4} p50 {p50:.4} mean {mean:.4} max {max:.4} ms"
+    );
+    assert_near("bounceback RTT p50", p50, 2.0 * FIXED_MS, 1.0);
+    assert!(
+        min >= 2.0 * FIXED_MS - 0.02,
+        "bounceback RTT min {min} ms is below the 20 ms the line holds each transaction"
+    );
+    assert!(n >= 80.0, "{n} transactions in 2 s at 20 ms each");
+    let want_tps = 1e3 / mean;
+    assert!(
+        (tps / want_tps - 1.0).abs() < 0.05,
+        "{tps:.2} transactions/s, but 1 / mean RTT = {want_tps:.2}/s"
+    );
+    assert_eq!(b.delay_line_losses().unwrap(), 0);
+}
+
+/// 1(c) TCP bulk at 20 Mbit/s across the fixed-delay link: no shaper, so no standing
+/// queue; the kernel's smoothed RTT (TCP_INFO, reported per interval in µs and as the
+/// sender's mean_rtt) must be the path's 20 ms round trip within 2 ms (its samples
+/// include delayed-ACK and pacing-burst queueing of a few hundred µs).
+#[test]
+fn tcp_info_rtt_matches_fixed_delay() {
+    let _t = timing_lock();
+    let b = fixed_delay_bed();
+    let (c, _s) = run_bed(&b, &["-b", "20M", "-t", "3"], &[]);
+    let want_us = 2.0 * FIXED_MS * 1e3;
+    let ivs = c["intervals"].as_array().expect("intervals");
+    let rtts: Vec<f64> = ivs.iter().map(|iv| f64_at(iv, "/streams/0/rtt")).collect();
+    let mean_rtt = f64_at(&c, "/end/streams/0/sender/mean_rtt");
+    let (min_rtt, max_rtt) = (
+        f64_at(&c, "/end/streams/0/sender/min_rtt"),
+        f64_at(&c, "/end/streams/0/sender/max_rtt"),
+    );
+    eprintln!(
+        "TCP_INFO RTT per interval {rtts:?} µs; mean_rtt {mean_rtt} min {min_rtt} max \
+         {max_rtt} µs (path round trip {want_us} µs)"
+    );
+    assert!(rtts.len() >= 3, "{} intervals", rtts.len());
+    for (i, r) in rtts.iter().enumerate() {
+        assert!(
+            (r - want_us).abs() <= 2000.0,
+            "interval {i}: TCP_INFO rtt {r} µs vs the path's {want_us} µs"
+        );
+    }
+    assert!(
+        (mean_rtt - want_us).abs() <= 2000.0,
+        "mean_rtt {mean_rtt} µs vs the path's {want_us} µs"
+    );
+    // mean_rtt is the mean of the interval samples (docs/metrics.md).
+    let avg = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    assert!(
+        (mean_rtt - avg).abs() <= 1.0 + 1e-3 * avg,
+        "mean_rtt {mean_rtt} µs is not the mean of the interval samples ({avg:.1} µs)"
+    );
+    assert!(min_rtt >= want_us - 50.0, "min_rtt {min_rtt} µs < path RTT");
+    assert_eq!(b.delay_line_losses().unwrap(), 0);
+}
+
+// ---------------------------------------------------------------------------------
+// 2. Injected delay variation: the OWD distribution's shape
+// ---------------------------------------------------------------------------------
+
+/// h1→h2 UDP packets get 5 ms plus a seeded uniform extra delay in [0, 4] ms (no order
+/// clamp, so each applied delay is exactly base + extra plus the line's lateness); the
+/// delay line logs how long it actually held every datagram. netmeter's percentiles of
+/// the corrected OWD (p50, p90, p99 as reported, p10 read from `histogram_us`) must
+/// match the same percentiles of the logged hold times.
+///
+/// Tolerance: netmeter's OWD of a datagram is its hold time in the line plus the path
+/// the log cannot see — mostly the wake-up of the line's thread when the datagram
+/// reaches it (an IPI to a possibly halted vCPU), plus the sender's stack, veths and
+/// forwarding — then corrected by the offset estimate (true offset 0, so the estimate
+/// itself is the error, tens of µs) and rounded up to its HDR bucket (4–8 µs at 5–9 ms,
+/// 0.1 %). Every datagram's OWD is at least its hold time, so every percentile is too,
+/// less the offset estimate and a bucket. Above, the unseen path measured 0.02–0.13 ms
+/// at every percentile in most runs and up to 0.27 ms when other jobs loaded the host
+/// (not reflected in the line's own release lateness, which is printed): the allowance
+/// is one bucket + |offset estimate| + 0.35 ms. A wrong percentile (p50 read as p90 or
+/// p10 is 1.6 or 1.5 ms off), a distorted distribution, timestamps in the wrong unit,
+/// or a lost or doubled offset correction (25 ms in test 3) exceed it.
+#[test]
+fn udp_owd_percentiles_match_injected_variation() {
+    let _t = timing_lock();
+    let b = bed(LinkConfig::new()
+        .delay_ms(5.0)
+        .variation(Variation::Uniform {
+            max: Duration::from_millis(4),
+            seed: 0x6e6d_0002,
+        })
+        .variation_dir(Dir::H1ToH2)
+        .variation_proto(Proto::Udp)
+        .preserve_order(false));
+    let (c, _s) = run_bed(
+        &b,
+        &["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "3"],
+        &[],
+    );
+    assert_eq!(b.delay_line_losses().unwrap(), 0);
+    let st = b.delay_stats().unwrap();
+    let d = &st.h1_to_h2;
+    // netmeter's data datagrams: IPv4 length 20 + 8 + 1000 (the connect datagram is 4
+    // bytes of payload), each delivered by the line.
+    let mut held: Vec<f64> = d
+        .records
+        .iter()
+        .filter(|r| r.proto == IPPROTO_UDP && r.len == 1028)
+        .filter_map(|r| r.actual.map(ms))
+        .collect();
+    held.sort_by(f64::total_cmp);
+    // How late the line released each of them (printed with the percentiles).
+    let mut late: Vec<f64> = d
+        .records
+        .iter()
+        .filter(|r| r.proto == IPPROTO_UDP && r.len == 1028)
+        .filter_map(|r| r.actual.map(|a| ms(a.saturating_sub(r.scheduled))))
+        .collect();
+    late.sort_by(f64::total_cmp);
+    let tt = &c["end"]["netmeter"]["trip_times"];
+    let c2s = &tt["client_to_server"];
+    let samples = f64_at(c2s, "/samples");
+    let offset = f64_at(tt, "/offset_ms");
+    eprintln!(
+        "variation: {} datagrams held by the line ({:.4}..{:.4} ms), netmeter {samples} \
+         samples; line lateness max {:?} mean {:?}; offset estimate {offset:.4} ms",
+        held.len(),
+        held[0],
+        held[held.len() - 1],
+        d.max_lateness,
+        d.mean_lateness()
+    );
+    // The datagrams still in the line when the test ended (≤ 9 ms at 250/s) may be
+    // uncounted by netmeter; nothing else may be missing.
+    assert!(
+        (held.len() as f64 - samples).abs() <= 4.0,
+        "line delivered {} data datagrams, netmeter timed {samples}",
+        held.len()
+    );
+    assert_eq!(f64_at(c2s, "/clock_errors"), 0.0);
+    assert_eq!(f64_at(c2s, "/negative_corrected"), 0.0);
+    let hist = &c2s["histogram_us"];
+    let owd = &c2s["owd"];
+    for (q, reported) in [
+        (0.10, None),
+        (0.50, Some("/p50_ms")),
+        (0.90, Some("/p90_ms")),
+        (0.99, Some("/p99_ms")),
+    ] {
+        let want = nearest_rank(&held, q);
+        let from_hist = hist_percentile(hist, q);
+        let got = reported.map_or(from_hist, |p| f64_at(owd, p));
+        let bin = bin_width_ms(got);
+        let allow = offset.abs() + 0.35;
+        eprintln!(
+            "p{:<4} line {want:.4} ms, netmeter {got:.4} ms (histogram {from_hist:.4}), \
+             diff {:+.4} ms; bin {bin:.4} ms, allowance {allow:.4} ms, line lateness \
+             {:.4} ms",
+            q * 100.0,
+            got - want,
+            nearest_rank(&late, q)
+        );
+        // The reported percentile and the histogram agree to the bucket.
+        assert!(
+            (got - from_hist).abs() <= bin + 1e-9,
+            "p{}: reported {got} ms, histogram_us says {from_hist} ms",
+            q * 100.0
+        );
+        assert!(
+            got >= want - offset.abs() - bin - 0.005,
+            "p{}: netmeter {got:.4} ms is below the line's hold time {want:.4} ms",
+            q * 100.0
+        );
+        assert!(
+            got <= want + bin + allow,
+            "p{}: netmeter {got:.4} ms exceeds the line's {want:.4} ms by more than \
+             one bucket ({bin:.4} ms) + {allow:.4} ms",
+            q * 100.0
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 3. A skewed sender clock
+// ---------------------------------------------------------------------------------
+
+/// The client's wall clock runs 25 ms ahead (NETMETER_TEST_CLOCK_OFFSET_MS=25 on the
+/// client only); the link delays 10 ms each way. Truth: server − client = −25 ms; every
+/// raw client→server delay is 10 − 25 = −15 ms, i.e. a clock error (all of them, unless
+/// a host stall holds a datagram over 15 ms: see `STALL_MS`); after the correction the
+/// delays are the link's 10 ms again.
+#[test]
+fn skewed_client_clock_is_estimated_and_corrected() {
+    let _t = timing_lock();
+    let b = fixed_delay_bed();
+    let (c, s) = run_bed(
+        &b,
+        &["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "2"],
+        &[("NETMETER_TEST_CLOCK_OFFSET_MS", "25")],
+    );
+    let tt = &c["end"]["netmeter"]["trip_times"];
+    let off = check_offset(tt, -25.0, 1.0);
+    // The server applies the same estimate (it received it from the client).
+    let s_off = f64_at(&s, "/end/netmeter/trip_times/offset_ms");
+    assert_near("server's copy of the offset", s_off, off, 1e-6);
+    let d = &tt["client_to_server"];
+    let samples = f64_at(d, "/samples");
+    assert!(samples >= 450.0, "{samples} samples in 2 s at 250/s");
+    let n_ok = check_corrected_owd("skewed client→server", d, off, 1.0);
+    // Every datagram that took less than 25 ms (all but host stalls, which
+    // `check_corrected_owd` bounds to 2 %) arrived with a raw delay of about
+    // 10 − 25 = −15 ms: a clock error.
+    let errors = f64_at(d, "/clock_errors");
+    assert!(
+        errors >= n_ok && errors <= samples,
+        "{errors} clock errors among {samples} samples, {n_ok} of which took under \
+         {STALL_MS} ms (raw delay < 0)"
+    );
+    assert_near(
+        "raw minimum",
+        f64_at(d, "/raw_min_ms"),
+        FIXED_MS - 25.0,
+        0.5,
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 4. Bounceback rate against netperf TCP_RR on loopback
+// ---------------------------------------------------------------------------------
+
+/// Seconds per run of each tool.
+const RR_SECONDS: &str = "1";
+/// Runs of each tool per pinning, alternating.
+const RR_PAIRS: usize = 7;
+/// netmeter cannot do fewer system calls per transaction than netperf (one send and
+/// one receive on each side), so a rate well above netperf's would be a counting error.
+const RR_MAX_RATIO: f64 = 1.10;
+
+/// The lowest acceptable netmeter / netperf rate ratio. On average netmeter is within
+/// the 10 % planned, but this VM's noise does not let a single measurement show that
+/// reliably, so the bounds below are set from repeated measurements (all with this
+/// procedure, 2-vCPU test VM, other jobs running):
+///
+/// * Same core, the rate is the inverse of the CPU time per transaction (~8 µs here).
+///   Release build: 0.907–0.956 (5 measurements, mean 0.937): netmeter times every
+///   transaction (two clock reads and a histogram entry under a mutex), and its
+///   multi-threaded process and per-socket deadlines cost the kernel a little more per
+///   call than netperf's. A plain `cargo test` runs an unoptimised netmeter, whose
+///   per-transaction client code costs ~0.6 µs more (client process user time per
+///   transaction: 1.03 µs debug, 0.44 µs release): 0.78–0.93 (16 measurements, median
+///   0.88). Asserted: 15 % (release), 25 % (debug).
+/// * Across cores the rate is bound by two cross-CPU wake-ups per transaction, not by
+///   CPU time (the build makes no difference), and their latency varies with whether
+///   the idle vCPU still polls or has halted: single pairs of runs differ by −17 % to
+///   +21 %, and the median of seven ranged 0.875–1.028 (30 measurements, mean 0.97).
+///   Asserted: 15 %.
+fn min_ratio(pin: &str) -> f64 {
+    if pin == "0,0" && cfg!(debug_assertions) {
+        0.75
+    } else {
+        0.85
+    }
+}
+
+/// Runs `cmd` at real-time priority (SCHED_FIFO 1, inherited by its threads and
+/// children) when this process may (root). The test machine is shared: a ping-pong
+/// whose wake-ups wait for other jobs to be preempted measures those jobs, not the
+/// tool. Both tools get the same treatment; the kernel's RT throttling still leaves 5 %
+/// of each CPU to the rest.
+fn realtime(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return cmd;
+    }
+    // SAFETY: the hook runs in the forked child before exec and makes one system call
+    // on a local struct (no allocation, no locks).
+    unsafe {
+        cmd.pre_exec(|| {
+            let p = libc::sched_param { sched_priority: 1 };
+            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// netperf TCP_RR, 1-byte request and response, pinned with `-T pin`: transactions/s.
+fn netperf_rr(netperf: &str, port: u16, pin: &str) -> f64 {
+    let mut cmd = Command::new(netperf);
+    realtime(&mut cmd)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", "TCP_RR"])
+        .args(["-l", RR_SECONDS, "-T", pin, "-P", "0", "--", "-r", "1,1"]);
+    let out = run_bounded(cmd, RUN_TIMEOUT, "netperf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "netperf failed: {text} {out:?}");
+    // With -P 0 the result is one line: send/recv socket sizes, request and response
+    // sizes, elapsed seconds, transactions per second.
+    text.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6).then(|| f[5].parse::<f64>().ok()).flatten()
+        })
+        .unwrap_or_else(|| panic!("no TCP_RR result in netperf's output: {text}"))
+}
+
+/// netmeter `--bounceback`, 1-byte request and reply, pinned with `-A pin`:
+/// transactions/s.
+fn netmeter_rr(port: u16, pin: &str) -> f64 {
+    let mut cmd = Command::new(NETMETER);
+    realtime(&mut cmd)
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+        .args(["--bounceback", "--bounceback-request", "1"])
+        .args(["--bounceback-reply", "1", "-t", RR_SECONDS, "-A", pin]);
+    let out = run_bounded(cmd, RUN_TIMEOUT, "netmeter");
+    let v = parse("netmeter client", &out);
+    let bb = &v["end"]["netmeter"]["bounceback"];
+    let rate = f64_at(bb, "/transactions_per_second");
+    // Back to back on one stream a transaction takes its RTT plus the client's own
+    // bookkeeping, so the rate cannot exceed 1 / mean RTT.
+    let mean_rtt_ms = f64_at(bb, "/rtt/mean_ms");
+    assert!(
+        rate * mean_rtt_ms / 1e3 <= 1.02,
+        "{rate:.0} transactions/s with a mean RTT of {mean_rtt_ms} ms"
+    );
+    rate
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One stream of back-to-back 1-byte transactions is what netperf's TCP_RR measures,
+/// with the same socket calls (one send and one receive per transaction on each side),
+/// so on the same machine, pinned the same way, netmeter must reach netperf's rate.
+/// Same core (`-T 0,0` / `-A 0,0`): the ends take turns on one CPU; different cores
+/// (`-T 0,1` / `-A 0,1`): each transaction crosses CPUs twice and waits for two
+/// wake-ups.
+///
+/// Procedure: the tools alternate (and which one starts), both at the same real-time
+/// priority, and each pair of adjacent runs gives a ratio; the median of the ratios is
+/// checked. Runs are 1 s, seven of each tool per pinning, not the 3 s × 3 (median of
+/// three) first planned: this VM's speed per vCPU switches between two levels (~90k and
+/// ~135k same-core transactions/s, even for a minimal C ping-pong) every fraction of a
+/// second to several seconds, and medians of three 3-s runs then differed between the
+/// tools by −31 % to +18 % from one measurement to the next (same core), while
+/// adjacent 1-s pairs mostly see the same level, and the median of their ratios varies
+/// much less (see `min_ratio`). Each tool's runs and median are printed too.
+#[test]
+fn bounceback_rate_matches_netperf_tcp_rr() {
+    let _t = timing_lock();
+    let netperf = common::peer("NETMETER_NETPERF");
+    let np_port = common::free_port();
+    let mut netserver = common::Proc::spawn(
+        "netserver",
+        realtime(&mut Command::new(common::peer("NETMETER_NETSERVER"))).args([
+            "-D",
+            "-4",
+            "-L",
+            "127.0.0.1",
+            "-p",
+            &np_port.to_string(),
+        ]),
+    );
+    let _netserver_out = netserver.drain();
+    common::wait_listening(np_port);
+    let nm_port = common::free_port();
+    let mut nm_server = common::Proc::spawn(
+        "netmeter server",
+        realtime(&mut Command::new(NETMETER)).args([
+            "-s",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &nm_port.to_string(),
+        ]),
+    );
+    let _nm_server_out = nm_server.drain();
+    common::wait_listening(nm_port);
+
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pins: &[&str] = if cpus >= 2 { &["0,0", "0,1"] } else { &["0,0"] };
+    let mut failures = Vec::new();
+    for &pin in pins {
+        let (mut np, mut nm, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..RR_PAIRS {
+            let (p, m) = if i % 2 == 0 {
+                let p = netperf_rr(&netperf, np_port, pin);
+                (p, netmeter_rr(nm_port, pin))
+            } else {
+                let m = netmeter_rr(nm_port, pin);
+                (netperf_rr(&netperf, np_port, pin), m)
+            };
+            np.push(p.round());
+            nm.push(m.round());
+            ratios.push(m / p);
+        }
+        let ratio = median(ratios.clone());
+        let lo = min_ratio(pin);
+        eprintln!(
+            "-T/-A {pin}: netperf TCP_RR {np:?}/s (median {}), netmeter bounceback \
+             {nm:?}/s (median {}); pair ratios {:.3?}, median {ratio:.3} \
+             (allowed {lo}..{RR_MAX_RATIO})",
+            median(np.clone()),
+            median(nm.clone()),
+            ratios,
+        );
+        if !(lo..=RR_MAX_RATIO).contains(&ratio) {
+            failures.push(format!(
+                "pinned {pin}: netmeter / netperf TCP_RR = {ratio:.3} ({:+.1} %), \
+                 allowed {lo}..{RR_MAX_RATIO}",
+                (ratio - 1.0) * 100.0
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "bounceback rate: {failures:?}");
+}
