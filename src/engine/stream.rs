@@ -511,6 +511,12 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     Ok(())
 }
 
+/// `len` bytes of the stream's payload pattern, repeated as needed (bounceback
+/// requests and replies can be longer or shorter than the bulk block).
+fn repeat_payload(payload: &[u8], len: usize) -> Vec<u8> {
+    payload.iter().copied().cycle().take(len).collect()
+}
+
 /// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
 fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
     let mut off = 0;
@@ -577,7 +583,7 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
         b.reply_len as usize,
         b.burst as usize,
     );
-    let req: Vec<u8> = w.payload.iter().copied().cycle().take(req_len).collect();
+    let req: Vec<u8> = repeat_payload(&w.payload, req_len);
     let mut replies = vec![0u8; rep_len * burst];
     let mut sent_at = Vec::with_capacity(burst);
     let mut rtts = Vec::with_capacity(burst);
@@ -667,13 +673,7 @@ fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
     sock.set_write_timeout(Some(STOP_POLL))?;
     sock.set_read_timeout(Some(STOP_POLL))?;
     let mut req = vec![0u8; b.request_len as usize];
-    let reply: Vec<u8> = w
-        .payload
-        .iter()
-        .copied()
-        .cycle()
-        .take(b.reply_len as usize)
-        .collect();
+    let reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
     let hold = Duration::from_micros(b.hold_us as u64);
     let (mut bytes, mut done) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
@@ -702,7 +702,7 @@ const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
 fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let (req_len, burst) = (b.request_len as usize, b.burst as usize);
-    let mut req: Vec<u8> = w.payload.iter().copied().cycle().take(req_len).collect();
+    let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
     let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
     let mut outstanding: Vec<(u64, Instant)> = Vec::with_capacity(burst);
     let (mut seq, mut bytes, mut done) = (0u64, 0u64, 0u64);
@@ -762,13 +762,7 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
 fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
-    let mut reply: Vec<u8> = w
-        .payload
-        .iter()
-        .copied()
-        .cycle()
-        .take(b.reply_len as usize)
-        .collect();
+    let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
     let hold = Duration::from_micros(b.hold_us as u64);
     let (mut bytes, mut done) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
