@@ -39,19 +39,8 @@ fn bed(cfg: LinkConfig) -> Netbed {
     Netbed::new(cfg).expect("building netbed")
 }
 
-/// Whether TCP `port` is in LISTEN state in the calling thread's network namespace.
 fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X} ");
-    ["tcp", "tcp6"].iter().any(|f| {
-        std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-            .any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
-            })
-    })
+    support::netbed::tcp_listening(port)
 }
 
 /// UDP receive-buffer overflows (`RcvbufErrors`) in `side`'s namespace so far.

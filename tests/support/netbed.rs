@@ -1759,3 +1759,19 @@ impl Drop for Netbed {
         self.cleanup();
     }
 }
+
+/// Whether TCP `port` is in LISTEN state in the calling thread's network namespace
+/// (run it inside `Netbed::in_ns` to ask about a bed host).
+pub fn tcp_listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+            })
+    })
+}
