@@ -190,6 +190,11 @@ pub struct Args {
     /// Requests sent back to back before waiting for their replies.
     #[arg(long = "bounceback-burst", value_name = "N", default_value_t = 1)]
     pub bounceback_burst: u32,
+    /// TCP bounceback: both ends poll the socket for up to USEC microseconds before
+    /// sleeping in a blocking read (user-space spin, plus SO_BUSY_POLL where the kernel
+    /// allows it). Trades CPU for the wake-up latency; off by default.
+    #[arg(long = "busy-poll", value_name = "USEC")]
+    pub busy_poll: Option<u32>,
     /// Measure one-way delay (needs a netmeter server): datagrams carry the sender's
     /// wall-clock time; the clock offset is estimated on the control connection.
     #[arg(long = "trip-times")]
@@ -431,7 +436,7 @@ impl Args {
             let mut udp = tcp.clone();
             udp.spec.protocol = Protocol::Udp;
             if self.length.is_none() {
-                tcp.spec.block_len = wire::TCP_DEFAULT_BLOCK;
+                tcp.spec.block_len = wire::TCP_BULK_BLOCK;
                 udp.len_given = false;
             }
             if self.bitrate.is_none() {
@@ -502,6 +507,20 @@ impl Args {
     /// `--working-load[=up|down|bidir][,N]`: N bulk TCP streams (default 4) in the given
     /// direction (default up) plus one request/response probe that uses the bounceback
     /// settings. The first quarter of the test (0.5 to 2 s) probes the idle path.
+    /// Unpaced bulk TCP, where the block size only sets the write size: netmeter then
+    /// writes `TCP_BULK_BLOCK`s. Everything whose meaning depends on the block (-b pacing,
+    /// -k counts, --trip-times frames, bursts, frames, request sizes) keeps iperf3's
+    /// 128 KiB so that the same flags ask for the same traffic as with iperf3.
+    fn bulk_tcp(&self, spec: &TestSpec) -> bool {
+        spec.protocol == Protocol::Tcp
+            && spec.rate_bps == 0
+            && self.blockcount.is_none()
+            && !spec.trip_times
+            && spec.profile.is_none()
+            && spec.bounceback.is_none()
+            && !spec.connect_only
+    }
+
     fn with_working_load(&self, mut spec: TestSpec) -> Result<TestSpec, UsageError> {
         let Some(arg) = &self.working_load else {
             return Ok(spec);
@@ -553,6 +572,7 @@ impl Args {
                 reply_len: 100,
                 hold_us: 0,
                 burst: 1,
+                busy_poll_us: 0,
             });
         }
         spec.working_load = Some(wire::WorkingLoad {
@@ -570,7 +590,13 @@ impl Args {
         direction: Direction,
     ) -> Result<Option<wire::Bounceback>, UsageError> {
         if !self.bounceback {
+            if self.busy_poll.is_some() {
+                return Err(usage("--busy-poll applies to --bounceback tests"));
+            }
             return Ok(None);
+        }
+        if self.busy_poll.is_some() && protocol != Protocol::Tcp {
+            return Err(usage("--busy-poll applies to TCP --bounceback tests only"));
         }
         if direction != Direction::Upload {
             return Err(usage("--bounceback cannot be combined with -R or --bidir"));
@@ -592,6 +618,7 @@ impl Args {
             reply_len,
             hold_us: (self.bounceback_hold * 1000.0).round() as u32,
             burst: self.bounceback_burst,
+            busy_poll_us: self.busy_poll.unwrap_or(0),
         };
         crate::spec::check_bounceback(&b, protocol).map_err(|e| usage(e.message))?;
         Ok(Some(b))
@@ -802,7 +829,10 @@ impl Args {
             working_load: None,
         };
         let spec = self.with_working_load(spec)?;
-        let spec = self.with_profile(spec)?;
+        let mut spec = self.with_profile(spec)?;
+        if self.length.is_none() && self.bulk_tcp(&spec) {
+            spec.block_len = wire::TCP_BULK_BLOCK;
+        }
         Ok(ClientConfig {
             host: self.client.clone().unwrap_or_default(),
             port: self.port,
@@ -855,10 +885,33 @@ mod tests {
         let c = client(&["-c", "h"]);
         assert_eq!(c.port, 5201);
         assert_eq!(c.spec.end, EndCondition::Time(10.0));
-        assert_eq!(c.spec.block_len, 128 * 1024);
         assert_eq!(c.spec.rate_bps, 0);
         let u = client(&["-c", "h", "-u"]);
         assert_eq!(u.spec.rate_bps, 1_048_576);
+    }
+
+    #[test]
+    fn tcp_block_default_depends_on_what_the_block_means() {
+        let len = |a: &[&str]| {
+            let mut v = vec!["-c", "h"];
+            v.extend_from_slice(a);
+            client(&v).spec.block_len
+        };
+        // Unpaced bulk TCP writes 1 MiB blocks (chosen by measurement).
+        assert_eq!(len(&[]), wire::TCP_BULK_BLOCK);
+        assert_eq!(len(&["-R", "-P", "4"]), wire::TCP_BULK_BLOCK);
+        assert_eq!(len(&["-n", "10M"]), wire::TCP_BULK_BLOCK);
+        // Where the block has a meaning, iperf3's 128 KiB.
+        assert_eq!(len(&["-b", "10M"]), 128 * 1024);
+        assert_eq!(len(&["-k", "10"]), 128 * 1024);
+        assert_eq!(len(&["--trip-times"]), 128 * 1024);
+        assert_eq!(
+            len(&["--burst-size", "64K", "--burst-period", "0.1"]),
+            128 * 1024
+        );
+        // An explicit -l always wins.
+        assert_eq!(len(&["-l", "64K"]), 64 * 1024);
+        assert_eq!(len(&["-u"]), wire::UDP_DEFAULT_LEN);
     }
 
     #[test]

@@ -288,6 +288,31 @@ pub fn recv_trunc(fd: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
+/// `recv` without blocking (`MSG_DONTWAIT`): `WouldBlock` when nothing is queued.
+pub fn recv_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the whole call.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// SO_BUSY_POLL: let blocking reads poll the device queue for `usec` µs (sockets on a
+/// NAPI device; raising it above net.core.busy_read needs CAP_NET_ADMIN).
+pub fn set_busy_poll(fd: RawFd, usec: u32) -> io::Result<()> {
+    let v = usec as libc::c_int;
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, &v)
+}
+
 /// Wait until any of `fds` is readable (or closed), at most `timeout`; `ready[i]` tells
 /// which. Returns how many are ready (0 on timeout or a signal).
 pub fn poll_readable(

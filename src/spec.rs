@@ -149,6 +149,12 @@ pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecEr
             ),
         ));
     }
+    if b.busy_poll_us > wire::MAX_BUSY_POLL_US {
+        return Err(refuse(
+            errcode::IEUNIMP,
+            format!("busy-poll time must be 0 to {} µs", wire::MAX_BUSY_POLL_US),
+        ));
+    }
     Ok(())
 }
 

@@ -39,6 +39,10 @@ pub const UDP_MAX_LEN: usize = 65507;
 pub const TCP_MAX_BLOCK: usize = 1 << 20;
 /// iperf3's default TCP block (`DEFAULT_TCP_BLKSIZE`, 128 KiB).
 pub const TCP_DEFAULT_BLOCK: usize = 128 * 1024;
+/// netmeter's default block for unpaced bulk TCP (no -b, -k, --trip-times or traffic
+/// profile): 1 MiB writes. Chosen by measurement (docs/benchmarks.md): on loopback
+/// they move 1.5-2x the bytes of 128 KiB writes for less CPU per byte, for both tools.
+pub const TCP_BULK_BLOCK: usize = 1 << 20;
 /// iperf3's default UDP datagram size when the path MSS is unknown.
 pub const UDP_DEFAULT_LEN: usize = 1460;
 /// Most parallel streams (`MAX_STREAMS`).
@@ -384,6 +388,14 @@ pub struct Bounceback {
     pub hold_us: u32,
     #[serde(default = "one")]
     pub burst: u32,
+    /// `--busy-poll`: both ends poll for the next message this long (µs) before they
+    /// sleep in a blocking read. 0 = plain blocking reads.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub busy_poll_us: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 fn one() -> u32 {
@@ -406,6 +418,8 @@ pub const MAX_BOUNCEBACK_LEN: u32 = 1 << 20;
 pub const MAX_BOUNCEBACK_HOLD_US: u32 = 1_000_000;
 /// Most outstanding requests per stream.
 pub const MAX_BOUNCEBACK_BURST: u32 = 1024;
+/// Longest `--busy-poll` spin per read (10 ms).
+pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
 /// `--isochronous FPS:MEAN,STDEV`: frames at `fps`, sized so the per-frame bit rate has
 /// mean `mean_bps` and standard deviation `stdev_bps` (see `crate::profile`).

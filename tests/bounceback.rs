@@ -127,6 +127,15 @@ fn text_report_shows_transactions_and_rtt() {
 }
 
 #[test]
+fn busy_poll_runs_on_both_ends_and_is_reported() {
+    let v = bounce(&["-t", "1", "--bounceback-request", "1", "--busy-poll", "50"]);
+    let b = &v["end"]["netmeter"]["bounceback"];
+    assert!(b["transactions"].as_f64().unwrap() > 1000.0, "{b}");
+    assert_eq!(b["busy_poll_us"], 50);
+    assert_eq!(b["request_bytes"], 1);
+}
+
+#[test]
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_312", &["--bounceback"]);
 }
@@ -138,6 +147,9 @@ fn bad_bounceback_flags() {
         vec!["--bounceback", "-u", "--bounceback-request", "4"],
         vec!["--bounceback", "--bounceback-burst", "0"],
         vec!["--bounceback", "--bounceback-hold", "5000"],
+        vec!["--busy-poll", "50"],
+        vec!["--bounceback", "-u", "--busy-poll", "50"],
+        vec!["--bounceback", "--busy-poll", "20000"],
     ] {
         let out = run(
             Command::new(netmeter())

@@ -74,11 +74,14 @@ fn sums(v: &Value, tcp: bool, reverse_dir: bool) -> (f64, f64) {
     (sent, recv)
 }
 
-/// One 128 KiB block, iperf3's default TCP write.
-const BLOCK: f64 = 128.0 * 1024.0;
-
 fn check_tcp(c: &Value, s: &Value, who: Who, mode: &str, peer_key: &str) {
     let threaded_iperf3 = peer_key != "NETMETER_IPERF3_312";
+    // One write: iperf3's 128 KiB, or netmeter's 1 MiB bulk block when it is the client.
+    let block = c["start"]["test_start"]["blksize"].as_f64().unwrap_or(0.0);
+    assert!(
+        block > 0.0,
+        "{mode}: no start.test_start.blksize in the client JSON"
+    );
     let dirs: &[bool] = if mode == "bidir" {
         &[false, true]
     } else {
@@ -105,7 +108,7 @@ fn check_tcp(c: &Value, s: &Value, who: Who, mode: &str, peer_key: &str) {
         // iperf3 3.16+ senders can leave their last writes out of their own count when
         // their threads are cancelled, so a receiver may see a few blocks more.
         let sender_undercount = if threaded_iperf3 && netmeter_receives {
-            4.0 * BLOCK * streams
+            4.0 * block * streams
         } else {
             0.0
         };
@@ -120,7 +123,7 @@ fn check_tcp(c: &Value, s: &Value, who: Who, mode: &str, peer_key: &str) {
             // iperf3 stops reading at TEST_END: bytes still in the socket buffers (at
             // most tcp_wmem max 4 MiB + tcp_rmem max 32 MiB per stream) are not counted.
             assert!(
-                c_recv <= c_sent + 4.0 * BLOCK * streams,
+                c_recv <= c_sent + 4.0 * block * streams,
                 "{mode}: received {c_recv} > sent {c_sent}"
             );
             assert!(
@@ -134,7 +137,7 @@ fn check_tcp(c: &Value, s: &Value, who: Who, mode: &str, peer_key: &str) {
         // counts once more after sending the results).
         let (s_sent, s_recv) = sums(s, true, rev);
         let own_json_slack = if threaded_iperf3 && who == Who::NetmeterClient {
-            BLOCK * streams
+            block * streams
         } else {
             0.0
         };

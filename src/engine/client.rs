@@ -256,10 +256,19 @@ pub(crate) fn httpdate(secs: u64) -> String {
 pub struct LiveStreams {
     pub shared: Vec<Arc<StreamShared>>,
     pub handles: Vec<(bool, JoinHandle<()>)>,
+    /// The TCP sockets, in the order of `shared` (both are pushed per stream).
     pub keep_tcp: Vec<TcpStream>,
     pub keep_udp: Vec<UdpSocket>,
     pub stop_send: Arc<AtomicBool>,
     pub stop_recv: Arc<AtomicBool>,
+}
+
+/// A test that ends early (an error, a vanished peer) still stops and joins its
+/// threads: none outlives its test, blocked on a socket nobody reads.
+impl Drop for LiveStreams {
+    fn drop(&mut self) {
+        self.stop(true, true);
+    }
 }
 
 impl LiveStreams {
@@ -270,6 +279,13 @@ impl LiveStreams {
         }
         if receivers_too {
             self.stop_recv.store(true, Ordering::Relaxed);
+        }
+        // Wake threads blocked in a read without a timeout (request/response streams):
+        // a socket shut down for reading returns end-of-file at once. Nothing is sent.
+        for (s, sh) in self.keep_tcp.iter().zip(&self.shared) {
+            if (sh.sender && senders_too) || (!sh.sender && receivers_too) {
+                let _ = s.shutdown(std::net::Shutdown::Read);
+            }
         }
         let mut keep = Vec::new();
         for (sender, h) in self.handles.drain(..) {
@@ -947,6 +963,52 @@ mod tests {
     fn rfc1123_dates() {
         assert_eq!(httpdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
+
+    /// A request/response read has no timeout; stopping the test must still end the
+    /// thread at once when the peer never answers.
+    #[test]
+    fn stop_wakes_a_bounceback_read_that_has_no_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_silent_peer, _) = listener.accept().unwrap();
+        let spec = TestSpec {
+            bounceback: Some(crate::wire::Bounceback {
+                request_len: 1,
+                reply_len: 1,
+                hold_us: 0,
+                burst: 1,
+                busy_poll_us: 0,
+            }),
+            ..Default::default()
+        };
+        let mut live = LiveStreams {
+            shared: Vec::new(),
+            handles: Vec::new(),
+            keep_tcp: Vec::new(),
+            keep_udp: Vec::new(),
+            stop_send: Arc::new(AtomicBool::new(false)),
+            stop_recv: Arc::new(AtomicBool::new(false)),
+        };
+        let payload = Arc::new(vec![0u8; 16]);
+        let fd = sock.as_raw_fd() as i64;
+        let w = make_worker(&spec, 1, fd, true, true, &live, &payload, &None, &None);
+        live.shared.push(w.shared.clone());
+        let thread_sock = sock.try_clone().unwrap();
+        live.keep_tcp.push(sock);
+        live.handles
+            .push((true, stream::spawn_tcp(w, thread_sock).unwrap()));
+        // Let the thread send its request and block waiting for the reply.
+        std::thread::sleep(Duration::from_millis(100));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            live.stop(true, false);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(2)).is_ok(),
+            "stop() did not end a thread blocked on a silent peer"
+        );
     }
 
     #[test]

@@ -24,6 +24,11 @@ use std::time::{Duration, Instant};
 /// How often a blocked data thread wakes to check whether it should stop.
 pub const STOP_POLL: Duration = Duration::from_millis(50);
 
+/// Bytes a TCP receiver asks for per read, whatever the sender's block size: reads
+/// return what has arrived, so the size only sets how often the receiver frees buffer
+/// space. Chosen by measurement (docs/benchmarks.md).
+pub const TCP_READ_LEN: usize = 128 * 1024;
+
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
 
@@ -271,7 +276,13 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
 
 fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
-    let mut buf = vec![0u8; w.block_len.max(1)];
+    // MSG_TRUNC reads copy nothing, so they take as much as the block (fewer calls).
+    let rx = if w.skip_rx_copy {
+        w.block_len.max(TCP_READ_LEN)
+    } else {
+        TCP_READ_LEN
+    };
+    let mut buf = vec![0u8; rx];
     let (mut bytes, mut reads) = (0u64, 0u64);
     let fd = sock.as_raw_fd();
     let mut frames = wire::TcpFrameParser::default();
@@ -542,12 +553,34 @@ fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result
     Ok(true)
 }
 
+/// One read that first polls for up to `spin` (`--busy-poll`) and then blocks: a
+/// message that arrives while polling is taken without the sleep and wake-up a
+/// blocking read costs. Each poll yields the CPU, so a peer that shares it still runs.
+fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
+    if !spin.is_zero() {
+        let t0 = Instant::now();
+        loop {
+            match sock::recv_nowait(sock.as_raw_fd(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if t0.elapsed() >= spin {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                r => return r,
+            }
+        }
+    }
+    sock.read(buf)
+}
+
 /// Read exactly `buf.len()` bytes unless asked to stop; calls `each(total_so_far)` after
 /// every read. `Ok(false)` when stopped or the peer closed.
 fn read_full(
     sock: &mut TcpStream,
     buf: &mut [u8],
     stop: &AtomicBool,
+    spin: Duration,
     mut each: impl FnMut(usize),
 ) -> io::Result<bool> {
     let mut off = 0;
@@ -555,7 +588,7 @@ fn read_full(
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        match sock.read(&mut buf[off..]) {
+        match read_polled(sock, &mut buf[off..], spin) {
             Ok(0) => return Ok(false),
             Ok(n) => {
                 off += n;
@@ -569,15 +602,31 @@ fn read_full(
     Ok(true)
 }
 
+/// Set up a TCP request/response socket; returns the `--busy-poll` spin per read.
+///
+/// Reads block without a timeout: a timed wait arms a kernel timer on every read, a
+/// cost a transaction of a few µs notices. A blocked read is woken instead by
+/// `LiveStreams::stop`, which shuts the socket down for reading. Writes keep the
+/// timeout (they only wait when the peer stops reading, and must then see the stop).
+fn rr_socket(sock: &TcpStream, b: &Bounceback) -> io::Result<Duration> {
+    sock.set_nodelay(true)?;
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    sock.set_read_timeout(None)?;
+    if b.busy_poll_us > 0 {
+        // Polls the device queue where there is one (not on loopback, and above
+        // net.core.busy_read only with CAP_NET_ADMIN); the user-space poll works anywhere.
+        let _ = sock::set_busy_poll(sock.as_raw_fd(), b.busy_poll_us);
+    }
+    Ok(Duration::from_micros(b.busy_poll_us as u64))
+}
+
 /// Time between round-trip probes under `--working-load` (100 probes per second).
 pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
 
 /// TCP bounceback client: `burst` requests back to back, then their replies, each
 /// timed from its request's write to the arrival of its last reply byte.
 fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
-    sock.set_nodelay(true)?;
-    sock.set_write_timeout(Some(STOP_POLL))?;
-    sock.set_read_timeout(Some(STOP_POLL))?;
+    let spin = rr_socket(&sock, &b)?;
     let (req_len, rep_len, burst) = (
         b.request_len as usize,
         b.reply_len as usize,
@@ -603,7 +652,7 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
             if !write_full(&mut sock, &req, &w.stop)? {
                 return Ok(());
             }
-            if !read_full(&mut sock, &mut replies, &w.stop, |_| {})? {
+            if !read_full(&mut sock, &mut replies, &w.stop, spin, |_| {})? {
                 break;
             }
             let ns = sent.elapsed().as_nanos() as u64;
@@ -637,7 +686,7 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
             }
         }
         rtts.clear();
-        let complete = read_full(&mut sock, &mut replies, &w.stop, |got| {
+        let complete = read_full(&mut sock, &mut replies, &w.stop, spin, |got| {
             // Each reply is complete when its last byte is in.
             while rtts.len() < got / rep_len {
                 let i = rtts.len();
@@ -669,15 +718,13 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
 
 /// TCP bounceback server: read a request, hold, answer.
 fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
-    sock.set_nodelay(true)?;
-    sock.set_write_timeout(Some(STOP_POLL))?;
-    sock.set_read_timeout(Some(STOP_POLL))?;
+    let spin = rr_socket(&sock, &b)?;
     let mut req = vec![0u8; b.request_len as usize];
     let reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
     let hold = Duration::from_micros(b.hold_us as u64);
     let (mut bytes, mut done) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
-        if !read_full(&mut sock, &mut req, &w.stop, |_| {})? {
+        if !read_full(&mut sock, &mut req, &w.stop, spin, |_| {})? {
             break;
         }
         if !hold.is_zero() {

@@ -190,6 +190,7 @@ pub fn bounceback_end(b: &Bounceback, locals: &[LocalFinal]) -> Option<Bouncebac
         reply_bytes: b.reply_len,
         hold_ms: b.hold_us as f64 / 1000.0,
         burst: b.burst,
+        busy_poll_us: b.busy_poll_us,
         streams: locals.len() as u32,
         transactions,
         seconds,

@@ -437,6 +437,9 @@ pub struct BouncebackEnd {
     pub reply_bytes: u32,
     pub hold_ms: f64,
     pub burst: u32,
+    /// `--busy-poll`: µs each end polled before a blocking read (0: plain reads).
+    #[serde(default)]
+    pub busy_poll_us: u32,
     pub streams: u32,
     pub transactions: u64,
     pub seconds: f64,

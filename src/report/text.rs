@@ -206,6 +206,12 @@ pub fn bounceback_summary(b: &super::BouncebackEnd) -> String {
         "RTT (ms): min {:.3}  mean {:.3}  stdev {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}\n",
         r.min_ms, r.mean_ms, r.stdev_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms
     ));
+    if b.busy_poll_us > 0 {
+        s.push_str(&format!(
+            "Busy polling: each end polled up to {} µs before a blocking read\n",
+            b.busy_poll_us
+        ));
+    }
     if b.lost > 0 {
         s.push_str(&format!("{} requests got no reply within 1 s\n", b.lost));
     }
