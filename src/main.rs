@@ -41,6 +41,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             pidfile,
             logfile,
         } => {
+            // Before any thread: one malloc arena, so memory returns after each test.
+            netmeter::sock::use_one_malloc_arena();
             if daemon {
                 netmeter::sock::daemonize()
                     .map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
