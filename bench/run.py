@@ -1372,6 +1372,11 @@ def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ
              "host as much as on the tools (pinned request/response rates drop by up to 10× when another "
              "process shares the pinned core); re-run on a quiet machine before drawing conclusions.")
     L.append("")
+    # Hand-written: what the profiles (bench/profile.sh) say about the goals.
+    analysis = Path(__file__).with_name("analysis.md")
+    if analysis.exists():
+        L.append(analysis.read_text().rstrip())
+        L.append("")
     L.append("## Ratios netmeter / peer (median over median of the case's main figure)")
     L.append("")
     L.append(ratio_section(summ, rows_by_case))
