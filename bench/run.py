@@ -802,6 +802,11 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
             variants.append(["-Z", "--skip-rx-copy"])
         for v in variants:
             rows.append(Row(case, nm, "netmeter " + " ".join(v), v))
+        if "--zerocopy" in nm.features:
+            rows.append(Row(case, nm, "netmeter -Z NETMETER_ZEROCOPY=sendfile", ["-Z"],
+                            env={"NETMETER_ZEROCOPY": "sendfile"},
+                            note="netmeter -Z sends with MSG_ZEROCOPY where the socket allows it; this row "
+                                 "forces sendfile, iperf3's -Z method"))
         if npf:
             rows.append(Row(case, npf, "netperf TCP_SENDFILE", [], netperf_test="TCP_SENDFILE"))
     elif case in ("udp1448", "udp64"):

@@ -244,6 +244,8 @@ mod iperf3_312 {
         parallel_nm_client, parallel_nm_server, "up", ["-t", "1", "-P", "4"];
         bytes_nm_client, bytes_nm_server, "up", ["-n", "64M"];
         blocks_nm_client, blocks_nm_server, "up", ["-k", "300"];
+        zerocopy_nm_client, zerocopy_nm_server, "up", ["-t", "1", "-Z"];
+        zerocopy_reverse_nm_client, zerocopy_reverse_nm_server, "reverse", ["-t", "1", "-Z", "-R"];
         udp_nm_client, udp_nm_server, "up", ["-t", "1", "-u", "-b", "10M", "-l", "1400"];
         udp_reverse_nm_client, udp_reverse_nm_server, "reverse", ["-t", "1", "-u", "-b", "10M", "-l", "1400", "-R"];
     );
@@ -258,6 +260,8 @@ mod iperf3_318 {
         parallel_nm_client, parallel_nm_server, "up", ["-t", "1", "-P", "4"];
         bytes_nm_client, bytes_nm_server, "up", ["-n", "64M"];
         blocks_nm_client, blocks_nm_server, "up", ["-k", "300"];
+        zerocopy_nm_client, zerocopy_nm_server, "up", ["-t", "1", "-Z"];
+        zerocopy_reverse_nm_client, zerocopy_reverse_nm_server, "reverse", ["-t", "1", "-Z", "-R"];
         udp_nm_client, udp_nm_server, "up", ["-t", "1", "-u", "-b", "10M", "-l", "1400"];
         udp_reverse_nm_client, udp_reverse_nm_server, "reverse", ["-t", "1", "-u", "-b", "10M", "-l", "1400", "-R"];
     );

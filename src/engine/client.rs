@@ -23,7 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -253,6 +253,7 @@ pub(crate) fn httpdate(secs: u64) -> String {
 
 /// Live data streams of one test, with the sockets kept open until the end so that
 /// their descriptors (used for TCP_INFO) cannot be reused under us.
+#[derive(Default)]
 pub struct LiveStreams {
     pub shared: Vec<Arc<StreamShared>>,
     pub handles: Vec<(bool, JoinHandle<()>)>,
@@ -342,6 +343,14 @@ impl LiveStreams {
                 l.host_drops = sock::socket_drops(s.as_raw_fd());
             }
         }
+        for l in locals.iter_mut().filter(|l| l.sender) {
+            if let Some(s) = self.shared.iter().find(|s| s.socket == l.socket) {
+                let sends = s.zc_sends.load(Ordering::Relaxed);
+                if sends > 0 {
+                    l.zerocopy = Some((sends, s.zc_copied.load(Ordering::Relaxed)));
+                }
+            }
+        }
     }
 
     /// First error reported by any stream thread.
@@ -396,6 +405,8 @@ pub fn make_worker(
             && !sender
             && forward)
             .then(|| Mutex::new(super::profile::FrameRecord::new(spec.trip_times))),
+        zc_sends: AtomicU64::new(0),
+        zc_copied: AtomicU64::new(0),
         finished: AtomicBool::new(false),
         error: Mutex::new(None),
     });
@@ -413,6 +424,7 @@ pub fn make_worker(
         payload: payload.clone(),
         udp_seq64: spec.udp_seq64,
         zerocopy: if sender { zerocopy.clone() } else { None },
+        msg_zerocopy: false,
         skip_rx_copy: spec.skip_rx_copy && !sender,
         udp_gso: false,
         udp_gro: false,
@@ -449,6 +461,19 @@ pub fn probe_udp_offload(w: &mut Worker, fd: std::os::fd::RawFd) {
     } else {
         w.udp_gro = sock::set_udp_gro(fd);
     }
+}
+
+/// `-Z` sender: use `MSG_ZEROCOPY` where the socket accepts SO_ZEROCOPY (it measured
+/// faster than `sendfile` here, docs/benchmarks.md), else keep `sendfile`.
+/// `NETMETER_ZEROCOPY=sendfile` forces `sendfile`.
+pub fn probe_tcp_zerocopy(w: &mut Worker, fd: std::os::fd::RawFd) {
+    if w.zerocopy.is_none() || !w.shared.sender {
+        return;
+    }
+    if std::env::var_os("NETMETER_ZEROCOPY").is_some_and(|v| v == "sendfile") {
+        return;
+    }
+    w.msg_zerocopy = sock::enable_msg_zerocopy(fd);
 }
 
 /// The budget shared by a direction's senders in `-n` / `-k` tests.
@@ -583,14 +608,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         None
     };
     let budget = budget_for(&spec);
-    let mut live = LiveStreams {
-        shared: Vec::new(),
-        handles: Vec::new(),
-        keep_tcp: Vec::new(),
-        keep_udp: Vec::new(),
-        stop_send: Arc::new(AtomicBool::new(false)),
-        stop_recv: Arc::new(AtomicBool::new(false)),
-    };
+    let mut live = LiveStreams::default();
     let mut workers: Vec<(Worker, Option<TcpStream>, Option<UdpSocket>)> = Vec::new();
     let mut test_start: Option<Instant> = None;
 
@@ -692,9 +710,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                                 .context("cannot send the cookie on a data stream")?;
                             let fd = s.as_raw_fd() as i64;
                             let local = s.local_addr()?;
-                            let w = make_worker(
+                            let mut w = make_worker(
                                 &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
                             );
+                            probe_tcp_zerocopy(&mut w, s.as_raw_fd());
                             // The thread gets a duplicate; the original (whose number
                             // TCP_INFO uses) stays open here until the test is over.
                             let for_thread = s.try_clone()?;
@@ -902,6 +921,9 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
 pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
     match spec.protocol {
         Protocol::Tcp if spec.connect_only => "tcp connect/request/response/close".into(),
+        Protocol::Tcp if spec.zerocopy && workers.iter().any(|w| w.msg_zerocopy) => {
+            "tcp send(MSG_ZEROCOPY)".into()
+        }
         Protocol::Tcp if spec.zerocopy => "tcp sendfile".into(),
         Protocol::Tcp if spec.skip_rx_copy => "tcp write/recv(MSG_TRUNC)".into(),
         Protocol::Tcp => "tcp write/read".into(),
@@ -982,14 +1004,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let mut live = LiveStreams {
-            shared: Vec::new(),
-            handles: Vec::new(),
-            keep_tcp: Vec::new(),
-            keep_udp: Vec::new(),
-            stop_send: Arc::new(AtomicBool::new(false)),
-            stop_recv: Arc::new(AtomicBool::new(false)),
-        };
+        let mut live = LiveStreams::default();
         let payload = Arc::new(vec![0u8; 16]);
         let fd = sock.as_raw_fd() as i64;
         let w = make_worker(&spec, 1, fd, true, true, &live, &payload, &None, &None);

@@ -247,6 +247,7 @@ impl Meter {
                     }),
                     udp,
                     host_drops: None,
+                    zerocopy: None,
                     owd: s
                         .owd
                         .as_ref()

@@ -10,7 +10,7 @@
 use super::CTRL_TIMEOUT;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
-    make_worker, probe_udp_offload, timestamp_now,
+    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -669,14 +669,7 @@ impl Session<'_> {
             None
         };
         let budget = budget_for(spec);
-        let mut live = LiveStreams {
-            shared: Vec::new(),
-            handles: Vec::new(),
-            keep_tcp: Vec::new(),
-            keep_udp: Vec::new(),
-            stop_send: Arc::new(AtomicBool::new(false)),
-            stop_recv: Arc::new(AtomicBool::new(false)),
-        };
+        let mut live = LiveStreams::default();
         let mut workers: Vec<(Worker, Accepted)> = Vec::new();
         // Hand-off threads can deliver out of order; the accept order is the client's.
         accepted.sort_by_key(|(seq, _)| *seq);
@@ -726,6 +719,8 @@ impl Session<'_> {
             );
             if spec.protocol == Protocol::Udp {
                 probe_udp_offload(&mut w, fd as i32);
+            } else {
+                probe_tcp_zerocopy(&mut w, fd as i32);
             }
             let c = connected_entry(fd, local, remote);
             out.text(&text::connected(&c));

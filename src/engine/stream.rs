@@ -57,6 +57,10 @@ pub struct StreamShared {
     pub profile: Option<Mutex<super::profile::ProfileRecord>>,
     /// Isochronous UDP receiver (netmeter peers): whole frames.
     pub frames: Option<Mutex<super::profile::FrameRecord>>,
+    /// MSG_ZEROCOPY senders: sends the kernel released, and of those the ones it copied
+    /// anyway (stored when the thread ends).
+    pub zc_sends: AtomicU64,
+    pub zc_copied: AtomicU64,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
     /// Why the thread ended early, if it did.
@@ -111,6 +115,9 @@ pub struct Worker {
     pub payload: Arc<Vec<u8>>,
     pub udp_seq64: bool,
     pub zerocopy: Option<Arc<std::fs::File>>,
+    /// `-Z` on a socket that accepted SO_ZEROCOPY: send the payload with
+    /// `MSG_ZEROCOPY` instead of `sendfile` from `zerocopy`'s file.
+    pub msg_zerocopy: bool,
     pub skip_rx_copy: bool,
     /// The socket has UDP_SEGMENT set: send GSO super-buffers.
     pub udp_gso: bool,
@@ -230,6 +237,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let origin = Instant::now();
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
+    let mut zc = ZeroCopyState::default();
     let fd = sock.as_raw_fd();
     while !w.stop.load(Ordering::Relaxed) {
         if let Some(p) = pacer.as_mut() {
@@ -253,6 +261,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         let mut off = 0;
         while off < len && !w.stop.load(Ordering::Relaxed) {
             let r = match &w.zerocopy {
+                Some(_) if w.msg_zerocopy => sock::send_msg_zerocopy(fd, &w.payload[off..len]),
                 Some(f) => sock::sendfile(fd, f.as_raw_fd(), off as i64, len - off),
                 None if framed_now => sock.write(&frame[off..len]),
                 None => sock.write(&w.payload[off..len]),
@@ -263,6 +272,17 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                     off += n;
                     bytes += n as u64;
                     w.shared.bytes.store(bytes, Ordering::Relaxed);
+                    if w.msg_zerocopy {
+                        zc.sent += 1;
+                        zc.reap(fd)?;
+                    }
+                }
+                // MSG_ZEROCOPY: too many sends await release (optmem_max); take the
+                // completions and give the kernel a moment before sending again.
+                Err(e) if w.msg_zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    if zc.reap(fd)? == 0 {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
                 }
                 Err(e) if is_transient(&e) => {}
                 Err(e) => return Err(e),
@@ -271,7 +291,36 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         blocks += 1;
         w.shared.packets.store(blocks, Ordering::Relaxed);
     }
+    if w.msg_zerocopy {
+        // The payload must outlive the kernel's use of its pages: wait (bounded) for
+        // the last completions before the thread lets go of it.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while zc.done.sends < zc.sent && Instant::now() < deadline {
+            if zc.reap(fd)? == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        w.shared.zc_sends.store(zc.done.sends, Ordering::Relaxed);
+        w.shared.zc_copied.store(zc.done.copied, Ordering::Relaxed);
+    }
     Ok(())
+}
+
+/// `MSG_ZEROCOPY` bookkeeping of one sender: sends made, completions read.
+#[derive(Default)]
+struct ZeroCopyState {
+    sent: u64,
+    done: sock::ZeroCopyDone,
+}
+
+impl ZeroCopyState {
+    /// Read pending completions; returns how many sends they released.
+    fn reap(&mut self, fd: std::os::fd::RawFd) -> io::Result<u64> {
+        let d = sock::reap_zerocopy(fd)?;
+        self.done.sends += d.sends;
+        self.done.copied += d.copied;
+        Ok(d.sends)
+    }
 }
 
 fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {

@@ -131,6 +131,10 @@ fn host_checks(
         receives: locals.iter().any(|l| !l.sender),
         host_drops: local_drops,
         cpu_total: local_cpu.0,
+        zerocopy: locals
+            .iter()
+            .filter_map(|l| l.zerocopy)
+            .reduce(|a, b| (a.0 + b.0, a.1 + b.1)),
     };
     let remote = HostFacts {
         side: "remote",

@@ -25,6 +25,8 @@ pub struct HostFacts {
     pub host_drops: Option<u64>,
     /// Process CPU percent of one core (iperf3's `cpu_util_total`).
     pub cpu_total: f64,
+    /// `-Z` with MSG_ZEROCOPY: sends the kernel released, and how many it copied.
+    pub zerocopy: Option<(u64, u64)>,
 }
 
 /// How much traffic (seconds at the offered rate) a UDP receive buffer should hold to
@@ -65,6 +67,12 @@ pub fn warnings(f: &HostFacts) -> Vec<String> {
     if let Some(d) = f.host_drops.filter(|&d| d > 0) {
         w.push(format!(
             "{} host's kernel dropped {d} incoming packets because the UDP receive buffer was full (with GRO one packet carries many datagrams): that loss happened in this host, not the network; use a larger -w or fewer/slower streams",
+            f.side
+        ));
+    }
+    if let Some((sends, copied)) = f.zerocopy.filter(|&(_, c)| c > 0) {
+        w.push(format!(
+            "{} -Z: the kernel copied {copied} of {sends} MSG_ZEROCOPY sends after all (it does for loopback and for devices that cannot send from user pages), so those bytes were not sent zero-copy",
             f.side
         ));
     }

@@ -68,6 +68,8 @@ pub struct LocalFinal {
     pub udp: Option<UdpCounts>,
     /// UDP receivers: datagrams this host's kernel dropped for a full receive buffer.
     pub host_drops: Option<u64>,
+    /// `-Z` senders using MSG_ZEROCOPY: (sends the kernel released, of which it copied).
+    pub zerocopy: Option<(u64, u64)>,
     /// Bounceback clients: the round-trip histogram and UDP requests never answered.
     pub rtt: Option<(Hist, u64)>,
     /// `--trip-times` receivers: one-way delays.
