@@ -834,6 +834,7 @@ impl Args {
             spec.block_len = wire::TCP_BULK_BLOCK;
         }
         Ok(ClientConfig {
+            in_process_server: false,
             host: self.client.clone().unwrap_or_default(),
             port: self.port,
             spec,

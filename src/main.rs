@@ -93,6 +93,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             )?;
             for mut cfg in [tcp, udp] {
                 cfg.port = port;
+                cfg.in_process_server = true;
                 if cfg.mode == Mode::Text {
                     let proto = format!("{:?}", cfg.spec.protocol).to_uppercase();
                     if let Ok(mut w) = sink.lock() {

@@ -39,6 +39,9 @@ pub enum Family {
 /// Everything the client needs, resolved from the flags.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
+    /// The server runs inside this process (`--loopback`): both ends' CPU figures are
+    /// the one process's, so per-side CPU warnings would count it twice.
+    pub in_process_server: bool,
     pub host: String,
     pub port: u16,
     pub spec: TestSpec,
@@ -891,7 +894,15 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             other => bail!("internal error: unexpected step {other:?} at the end"),
         }
     }
-    test_common::finish(out, &spec, &locals, &peer, cpu, congestion);
+    test_common::finish(
+        out,
+        &spec,
+        &locals,
+        &peer,
+        cpu,
+        congestion,
+        cfg.in_process_server,
+    );
     if let Some(t) = peer.server_output_text.take() {
         out.text("\nServer output:\n");
         out.text(&t);

@@ -858,7 +858,15 @@ impl Session<'_> {
             out.report.end.netmeter.connect_only_answered =
                 Some(ConnectOnlyAnswered::new(a.total(), secs));
         }
-        test_common::finish(out, spec, &locals, &peer_results, cpu, congestion.clone());
+        test_common::finish(
+            out,
+            spec,
+            &locals,
+            &peer_results,
+            cpu,
+            congestion.clone(),
+            false,
+        );
         let mut mine =
             build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
         if spec.get_server_output {

@@ -109,6 +109,7 @@ fn host_checks(
     locals: &[LocalFinal],
     peer: &Results,
     local_cpu: (f64, f64, f64),
+    in_process_server: bool,
 ) -> EndExt {
     let sum = |it: &mut dyn Iterator<Item = Option<u64>>| {
         it.fold(None, |a: Option<u64>, d| match (a, d) {
@@ -145,8 +146,14 @@ fn host_checks(
         cpu_total: peer.cpu_util_total,
         ..HostFacts::default()
     };
-    let mut warnings = advice::warnings(&local);
-    warnings.extend(advice::warnings(&remote));
+    let warnings = if in_process_server {
+        // One process, both ends: its CPU is judged once, for both.
+        advice::shared_process_warnings(&local)
+    } else {
+        let mut w = advice::warnings(&local);
+        w.extend(advice::warnings(&remote));
+        w
+    };
     EndExt {
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
@@ -169,6 +176,7 @@ pub fn finish(
     peer: &Results,
     local_cpu: (f64, f64, f64),
     local_congestion: Option<String>,
+    in_process_server: bool,
 ) {
     let protocol = spec.protocol;
     let bidir = spec.direction == Direction::Bidir;
@@ -223,7 +231,7 @@ pub fn finish(
         netmeter: EndExt::default(),
     };
     let mut end = end;
-    end.netmeter = host_checks(out, spec, locals, peer, local_cpu);
+    end.netmeter = host_checks(out, spec, locals, peer, local_cpu, in_process_server);
     // Under --working-load the probe's figures are reported as the working-load summary.
     end.netmeter.bounceback = spec
         .bounceback

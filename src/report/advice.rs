@@ -85,6 +85,22 @@ pub fn warnings(f: &HostFacts) -> Vec<String> {
     w
 }
 
+/// The warnings for a client whose server runs in the same process (`--loopback`):
+/// the per-side ones, with the CPU rule stated for the process as a whole.
+pub fn shared_process_warnings(f: &HostFacts) -> Vec<String> {
+    let mut w = warnings(&HostFacts {
+        cpu_total: 0.0,
+        ..f.clone()
+    });
+    if f.cpu_total >= CPU_BOUND_PERCENT {
+        w.push(format!(
+            "client and server share this process (--loopback) and used {:.0}% of a core together: loopback figures show this host's CPU limit, not a network's",
+            f.cpu_total
+        ));
+    }
+    w
+}
+
 /// A `-w` value (rounded up to a power of two in KiB) that holds `bytes`.
 fn suggest_window(bytes: u64) -> String {
     let kib = bytes.div_ceil(1024).next_power_of_two();
@@ -142,5 +158,47 @@ mod tests {
         assert!(w[0].contains("granted 4.00 MBytes"));
         assert!(w[1].contains("dropped 17 incoming packets"));
         assert!(w[2].contains("CPU-bound"));
+    }
+
+    #[test]
+    fn zerocopy_sends_the_kernel_copied() {
+        let f = HostFacts {
+            zerocopy: Some((100, 100)),
+            ..base()
+        };
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("copied 100 of 100 MSG_ZEROCOPY sends"),
+            "{}",
+            w[0]
+        );
+        let none_copied = HostFacts {
+            zerocopy: Some((100, 0)),
+            ..base()
+        };
+        assert!(warnings(&none_copied).is_empty());
+    }
+
+    #[test]
+    fn one_process_for_both_ends_is_judged_once() {
+        // --loopback: 146% of a core is the client and server threads together.
+        let f = HostFacts {
+            cpu_total: 146.0,
+            ..base()
+        };
+        let w = shared_process_warnings(&f);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("share this process") && w[0].contains("146%"),
+            "{}",
+            w[0]
+        );
+        assert!(!w[0].contains("local side"));
+        let light = HostFacts {
+            cpu_total: 40.0,
+            ..base()
+        };
+        assert!(shared_process_warnings(&light).is_empty());
     }
 }
