@@ -595,6 +595,10 @@ fn zerocopy() {
             .to_string()
             .contains("MSG_ZEROCOPY")
     );
+    // -Z -R: the server sends zero-copy; the client names its own (receiving) path.
+    let (v, _) = pair(&["-t", "1", "-Z", "-R"]);
+    assert_eq!(v["start"]["netmeter"]["data_path"], "tcp write/read");
+    assert_eq!(f(&v, "end.sum_sent.bytes"), f(&v, "end.sum_received.bytes"));
 }
 
 #[test]

@@ -935,7 +935,8 @@ pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
         Protocol::Tcp if spec.zerocopy && workers.iter().any(|w| w.msg_zerocopy) => {
             "tcp send(MSG_ZEROCOPY)".into()
         }
-        Protocol::Tcp if spec.zerocopy => "tcp sendfile".into(),
+        // -Z is a sending method: a side that only receives reports its reads.
+        Protocol::Tcp if workers.iter().any(|w| w.zerocopy.is_some()) => "tcp sendfile".into(),
         Protocol::Tcp if spec.skip_rx_copy => "tcp write/recv(MSG_TRUNC)".into(),
         Protocol::Tcp => "tcp write/read".into(),
         Protocol::Udp => {
