@@ -4,23 +4,11 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 fn bounce(extra: &[&str]) -> serde_json::Value {
-    let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1"]);
-    let out = run(
-        Command::new(netmeter())
-            .args([
-                "-c",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-J",
-                "--bounceback",
-            ])
-            .args(extra),
+    let out = client_vs_fresh_server(
+        &[&["-J", "--bounceback"], extra].concat(),
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", show(&out));
@@ -103,20 +91,7 @@ fn udp_with_sizes_and_burst() {
 
 #[test]
 fn text_report_shows_transactions_and_rtt() {
-    let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1"]);
-    let out = run(
-        Command::new(netmeter()).args([
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "1",
-            "--bounceback",
-        ]),
-        Duration::from_secs(30),
-    );
+    let out = client_vs_fresh_server(&["-t", "1", "--bounceback"], Duration::from_secs(30));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", show(&out));
     assert!(text.contains("Trans/s"), "{text}");
@@ -151,12 +126,6 @@ fn bad_bounceback_flags() {
         vec!["--bounceback", "-u", "--busy-poll", "50"],
         vec!["--bounceback", "--busy-poll", "20000"],
     ] {
-        let out = run(
-            Command::new(netmeter())
-                .args(["-c", "127.0.0.1"])
-                .args(&args),
-            Duration::from_secs(10),
-        );
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        usage_error(&args);
     }
 }

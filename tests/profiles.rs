@@ -234,20 +234,9 @@ fn txstart_time_delays_the_start() {
 
 #[test]
 fn txstart_time_is_recorded_and_announced() {
-    let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1"]);
     let at = epoch_now() + 1.0;
-    let out = run(
-        Command::new(netmeter()).args([
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "0.5",
-            "--txstart-time",
-            &format!("{at:.6}"),
-        ]),
+    let out = client_vs_fresh_server(
+        &["-t", "0.5", "--txstart-time", &format!("{at:.6}")],
         Duration::from_secs(20),
     );
     assert!(out.status.success(), "{}", show(&out));
@@ -283,14 +272,7 @@ fn profile_flag_errors_are_one_sentence() {
         vec!["--txstart-time", "1"],
         vec!["--txstart-time", "99999999999"],
     ] {
-        let out = run(
-            Command::new(netmeter())
-                .args(["-c", "127.0.0.1"])
-                .args(&args),
-            Duration::from_secs(10),
-        );
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = usage_error(&args);
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }

@@ -15,19 +15,8 @@ fn wl(v: &serde_json::Value) -> &serde_json::Value {
 
 #[test]
 fn loopback_probes_idle_then_loaded() {
-    let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1"]);
-    let out = run(
-        Command::new(netmeter()).args([
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-J",
-            "-t",
-            "4",
-            "--working-load=up,2",
-        ]),
+    let out = client_vs_fresh_server(
+        &["-J", "-t", "4", "--working-load=up,2"],
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", show(&out));

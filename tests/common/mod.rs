@@ -286,3 +286,29 @@ pub fn assert_needs_netmeter_server(peer_key: &str, args: &[&str]) {
     assert!(err.contains("needs a netmeter server"), "{args:?}: {err}");
     assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
 }
+
+/// Run a netmeter client with `args` against a fresh one-test netmeter server on
+/// 127.0.0.1 (its output drained away); returns the client's output.
+pub fn client_vs_fresh_server(args: &[&str], timeout: Duration) -> Output {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        timeout,
+    )
+}
+
+/// A client command line that must be refused as a user mistake: exit status 1 before
+/// any connection is made. Returns its stderr.
+pub fn usage_error(args: &[&str]) -> String {
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1"])
+            .args(args),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
