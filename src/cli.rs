@@ -190,7 +190,7 @@ pub struct Args {
     /// Requests sent back to back before waiting for their replies.
     #[arg(long = "bounceback-burst", value_name = "N", default_value_t = 1)]
     pub bounceback_burst: u32,
-    /// TCP bounceback: both ends poll the socket for up to USEC microseconds before
+    /// Bounceback: both ends poll the socket for up to USEC microseconds before
     /// sleeping in a blocking read (user-space spin, plus SO_BUSY_POLL where the kernel
     /// allows it). Trades CPU for the wake-up latency; off by default.
     #[arg(long = "busy-poll", value_name = "USEC")]
@@ -594,9 +594,6 @@ impl Args {
                 return Err(usage("--busy-poll applies to --bounceback tests"));
             }
             return Ok(None);
-        }
-        if self.busy_poll.is_some() && protocol != Protocol::Tcp {
-            return Err(usage("--busy-poll applies to TCP --bounceback tests only"));
         }
         if direction != Direction::Upload {
             return Err(usage("--bounceback cannot be combined with -R or --bidir"));

@@ -108,6 +108,19 @@ fn busy_poll_runs_on_both_ends_and_is_reported() {
     assert!(b["transactions"].as_f64().unwrap() > 1000.0, "{b}");
     assert_eq!(b["busy_poll_us"], 50);
     assert_eq!(b["request_bytes"], 1);
+    let v = bounce(&[
+        "-u",
+        "-t",
+        "1",
+        "--bounceback-request",
+        "8",
+        "--busy-poll",
+        "50",
+    ]);
+    let b = &v["end"]["netmeter"]["bounceback"];
+    assert!(b["transactions"].as_f64().unwrap() > 1000.0, "{b}");
+    assert_eq!(b["busy_poll_us"], 50);
+    assert_eq!(b["lost"], 0);
 }
 
 #[test]
@@ -123,7 +136,6 @@ fn bad_bounceback_flags() {
         vec!["--bounceback", "--bounceback-burst", "0"],
         vec!["--bounceback", "--bounceback-hold", "5000"],
         vec!["--busy-poll", "50"],
-        vec!["--bounceback", "-u", "--busy-poll", "50"],
         vec!["--bounceback", "--busy-poll", "20000"],
     ] {
         usage_error(&args);

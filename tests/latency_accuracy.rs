@@ -99,9 +99,78 @@ fn parse(what: &str, out: &std::process::Output) -> Value {
     })
 }
 
+/// Worst lateness of the delay line (a packet written this long after its release time)
+/// beyond which the link cannot be said to have held the delay the fixed-delay checks
+/// take as truth. The line's mean lateness is ~0.1 ms here; single packets reach a few
+/// ms when the host stalls the VM.
+const MAX_LINE_LATENESS_MS: f64 = 1.0;
+
+thread_local! {
+    /// Worst delay-line lateness (ms) seen by `run_bed` since `on_steady_line` reset it.
+    static WORST_LATENESS_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+}
+
+/// Runs a fixed-delay test body; if its checks fail while the delay line ran late
+/// (`MAX_LINE_LATENESS_MS`), the failure says nothing about netmeter (the link did not
+/// deliver the configured truth), so the body runs again, at most three times in all.
+/// A failure on a steady line, or on the last attempt, fails the test as it is.
+fn on_steady_line(body: impl Fn()) {
+    for attempt in 1..=3 {
+        WORST_LATENESS_MS.with(|w| w.set(0.0));
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&body)) {
+            Ok(()) => return,
+            Err(panic) => {
+                let late = WORST_LATENESS_MS.with(|w| w.get());
+                if late <= MAX_LINE_LATENESS_MS || attempt == 3 {
+                    std::panic::resume_unwind(panic);
+                }
+                eprintln!(
+                    "attempt {attempt} failed while the delay line ran up to {late:.2} ms late (the link did not hold its delay); running again"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn steady_line_retries_only_failures_on_a_late_line() {
+    use std::cell::Cell;
+    // A failure while the line ran late is retried...
+    let runs = Cell::new(0);
+    on_steady_line(|| {
+        runs.set(runs.get() + 1);
+        if runs.get() == 1 {
+            WORST_LATENESS_MS.with(|w| w.set(MAX_LINE_LATENESS_MS + 2.0));
+            panic!("first attempt on a late line");
+        }
+    });
+    assert_eq!(runs.get(), 2);
+    // ...a failure on a steady line is not.
+    let runs = Cell::new(0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        on_steady_line(|| {
+            runs.set(runs.get() + 1);
+            panic!("netmeter wrong on a steady line");
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(runs.get(), 1);
+}
+
 /// One netmeter test through the bed: server (`-s -1 -J`) in h2, client in h1 with
 /// `args` (plus `-c H2 -J`) and the environment `env`. Returns (client, server) JSON.
+/// Delay-line statistics are reset first, so they describe this run.
 fn run_bed(bed: &Netbed, args: &[&str], env: &[(&str, &str)]) -> (Value, Value) {
+    bed.reset_delay_stats();
+    let out = run_bed_once(bed, args, env);
+    if let Some(st) = bed.delay_stats() {
+        let late = ms(st.h1_to_h2.max_lateness).max(ms(st.h2_to_h1.max_lateness));
+        WORST_LATENESS_MS.with(|w| w.set(w.get().max(late)));
+    }
+    out
+}
+
+fn run_bed_once(bed: &Netbed, args: &[&str], env: &[(&str, &str)]) -> (Value, Value) {
     let mut server = bed
         .spawn_in(Side::H2, NETMETER, &["-s", "-1", "-J"])
         .expect("starting server");
@@ -320,36 +389,38 @@ fn check_offset(tt: &Value, want_ms: f64, tol: f64) -> f64 {
 #[test]
 fn udp_one_way_delay_matches_fixed_delay() {
     let _t = timing_lock();
-    let b = fixed_delay_bed();
-    let args = ["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "3"];
+    on_steady_line(|| {
+        let b = fixed_delay_bed();
+        let args = ["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "3"];
 
-    let (c, s) = run_bed(&b, &args, &[]);
-    let tt = &c["end"]["netmeter"]["trip_times"];
-    let off = check_offset(tt, 0.0, 0.5);
-    check_fixed_direction("client→server", &tt["client_to_server"], off, 1.0);
-    check_fixed_intervals("client→server (server's intervals)", &s);
-    let st = b.delay_stats().unwrap();
-    eprintln!(
-        "delay line h1→h2: lateness max {:?} mean {:?}",
-        st.h1_to_h2.max_lateness,
-        st.h1_to_h2.mean_lateness()
-    );
+        let (c, s) = run_bed(&b, &args, &[]);
+        let tt = &c["end"]["netmeter"]["trip_times"];
+        let off = check_offset(tt, 0.0, 0.5);
+        check_fixed_direction("client→server", &tt["client_to_server"], off, 1.0);
+        check_fixed_intervals("client→server (server's intervals)", &s);
+        let st = b.delay_stats().unwrap();
+        eprintln!(
+            "delay line h1→h2: lateness max {:?} mean {:?}",
+            st.h1_to_h2.max_lateness,
+            st.h1_to_h2.mean_lateness()
+        );
 
-    b.reset_delay_stats();
-    let mut rev = args.to_vec();
-    rev.push("-R");
-    let (c, _s) = run_bed(&b, &rev, &[]);
-    let tt = &c["end"]["netmeter"]["trip_times"];
-    let off = check_offset(tt, 0.0, 0.5);
-    check_fixed_direction("server→client", &tt["server_to_client"], off, -1.0);
-    check_fixed_intervals("server→client (client's intervals)", &c);
-    let st = b.delay_stats().unwrap();
-    eprintln!(
-        "delay line h2→h1: lateness max {:?} mean {:?}",
-        st.h2_to_h1.max_lateness,
-        st.h2_to_h1.mean_lateness()
-    );
-    assert_eq!(b.delay_line_losses().unwrap(), 0);
+        b.reset_delay_stats();
+        let mut rev = args.to_vec();
+        rev.push("-R");
+        let (c, _s) = run_bed(&b, &rev, &[]);
+        let tt = &c["end"]["netmeter"]["trip_times"];
+        let off = check_offset(tt, 0.0, 0.5);
+        check_fixed_direction("server→client", &tt["server_to_client"], off, -1.0);
+        check_fixed_intervals("server→client (client's intervals)", &c);
+        let st = b.delay_stats().unwrap();
+        eprintln!(
+            "delay line h2→h1: lateness max {:?} mean {:?}",
+            st.h2_to_h1.max_lateness,
+            st.h2_to_h1.mean_lateness()
+        );
+        assert_eq!(b.delay_line_losses().unwrap(), 0);
+    });
 }
 
 /// 1(b) TCP bounceback across the fixed-delay link: each transaction is one request
@@ -361,34 +432,36 @@ fn udp_one_way_delay_matches_fixed_delay() {
 #[test]
 fn tcp_bounceback_rtt_matches_fixed_delay() {
     let _t = timing_lock();
-    let b = fixed_delay_bed();
-    let (c, _s) = run_bed(&b, &["--bounceback", "-t", "2"], &[]);
-    let bb = &c["end"]["netmeter"]["bounceback"];
-    let rtt = &bb["rtt"];
-    let (min, p50, mean, max) = (
-        f64_at(rtt, "/min_ms"),
-        f64_at(rtt, "/p50_ms"),
-        f64_at(rtt, "/mean_ms"),
-        f64_at(rtt, "/max_ms"),
-    );
-    let tps = f64_at(bb, "/transactions_per_second");
-    let n = f64_at(bb, "/transactions");
-    eprintln!(
-        "bounceback over 2 x {FIXED_MS} ms: {n} transactions, {tps:.2}/s; \
-         RTT min {min:.4} p50 {p50:.4} mean {mean:.4} max {max:.4} ms"
-    );
-    assert_near("bounceback RTT p50", p50, 2.0 * FIXED_MS, 1.0);
-    assert!(
-        min >= 2.0 * FIXED_MS - 0.02,
-        "bounceback RTT min {min} ms is below the 20 ms the line holds each transaction"
-    );
-    assert!(n >= 80.0, "{n} transactions in 2 s at 20 ms each");
-    let want_tps = 1e3 / mean;
-    assert!(
-        (tps / want_tps - 1.0).abs() < 0.05,
-        "{tps:.2} transactions/s, but 1 / mean RTT = {want_tps:.2}/s"
-    );
-    assert_eq!(b.delay_line_losses().unwrap(), 0);
+    on_steady_line(|| {
+        let b = fixed_delay_bed();
+        let (c, _s) = run_bed(&b, &["--bounceback", "-t", "2"], &[]);
+        let bb = &c["end"]["netmeter"]["bounceback"];
+        let rtt = &bb["rtt"];
+        let (min, p50, mean, max) = (
+            f64_at(rtt, "/min_ms"),
+            f64_at(rtt, "/p50_ms"),
+            f64_at(rtt, "/mean_ms"),
+            f64_at(rtt, "/max_ms"),
+        );
+        let tps = f64_at(bb, "/transactions_per_second");
+        let n = f64_at(bb, "/transactions");
+        eprintln!(
+            "bounceback over 2 x {FIXED_MS} ms: {n} transactions, {tps:.2}/s; \
+             RTT min {min:.4} p50 {p50:.4} mean {mean:.4} max {max:.4} ms"
+        );
+        assert_near("bounceback RTT p50", p50, 2.0 * FIXED_MS, 1.0);
+        assert!(
+            min >= 2.0 * FIXED_MS - 0.02,
+            "bounceback RTT min {min} ms is below the 20 ms the line holds each transaction"
+        );
+        assert!(n >= 80.0, "{n} transactions in 2 s at 20 ms each");
+        let want_tps = 1e3 / mean;
+        assert!(
+            (tps / want_tps - 1.0).abs() < 0.05,
+            "{tps:.2} transactions/s, but 1 / mean RTT = {want_tps:.2}/s"
+        );
+        assert_eq!(b.delay_line_losses().unwrap(), 0);
+    });
 }
 
 /// 1(c) TCP bulk at 20 Mbit/s across the fixed-delay link: no shaper, so no standing
@@ -398,39 +471,41 @@ fn tcp_bounceback_rtt_matches_fixed_delay() {
 #[test]
 fn tcp_info_rtt_matches_fixed_delay() {
     let _t = timing_lock();
-    let b = fixed_delay_bed();
-    let (c, _s) = run_bed(&b, &["-b", "20M", "-t", "3"], &[]);
-    let want_us = 2.0 * FIXED_MS * 1e3;
-    let ivs = c["intervals"].as_array().expect("intervals");
-    let rtts: Vec<f64> = ivs.iter().map(|iv| f64_at(iv, "/streams/0/rtt")).collect();
-    let mean_rtt = f64_at(&c, "/end/streams/0/sender/mean_rtt");
-    let (min_rtt, max_rtt) = (
-        f64_at(&c, "/end/streams/0/sender/min_rtt"),
-        f64_at(&c, "/end/streams/0/sender/max_rtt"),
-    );
-    eprintln!(
-        "TCP_INFO RTT per interval {rtts:?} µs; mean_rtt {mean_rtt} min {min_rtt} max \
-         {max_rtt} µs (path round trip {want_us} µs)"
-    );
-    assert!(rtts.len() >= 3, "{} intervals", rtts.len());
-    for (i, r) in rtts.iter().enumerate() {
-        assert!(
-            (r - want_us).abs() <= 2000.0,
-            "interval {i}: TCP_INFO rtt {r} µs vs the path's {want_us} µs"
+    on_steady_line(|| {
+        let b = fixed_delay_bed();
+        let (c, _s) = run_bed(&b, &["-b", "20M", "-t", "3"], &[]);
+        let want_us = 2.0 * FIXED_MS * 1e3;
+        let ivs = c["intervals"].as_array().expect("intervals");
+        let rtts: Vec<f64> = ivs.iter().map(|iv| f64_at(iv, "/streams/0/rtt")).collect();
+        let mean_rtt = f64_at(&c, "/end/streams/0/sender/mean_rtt");
+        let (min_rtt, max_rtt) = (
+            f64_at(&c, "/end/streams/0/sender/min_rtt"),
+            f64_at(&c, "/end/streams/0/sender/max_rtt"),
         );
-    }
-    assert!(
-        (mean_rtt - want_us).abs() <= 2000.0,
-        "mean_rtt {mean_rtt} µs vs the path's {want_us} µs"
-    );
-    // mean_rtt is the mean of the interval samples (docs/metrics.md).
-    let avg = rtts.iter().sum::<f64>() / rtts.len() as f64;
-    assert!(
-        (mean_rtt - avg).abs() <= 1.0 + 1e-3 * avg,
-        "mean_rtt {mean_rtt} µs is not the mean of the interval samples ({avg:.1} µs)"
-    );
-    assert!(min_rtt >= want_us - 50.0, "min_rtt {min_rtt} µs < path RTT");
-    assert_eq!(b.delay_line_losses().unwrap(), 0);
+        eprintln!(
+            "TCP_INFO RTT per interval {rtts:?} µs; mean_rtt {mean_rtt} min {min_rtt} max \
+             {max_rtt} µs (path round trip {want_us} µs)"
+        );
+        assert!(rtts.len() >= 3, "{} intervals", rtts.len());
+        for (i, r) in rtts.iter().enumerate() {
+            assert!(
+                (r - want_us).abs() <= 2000.0,
+                "interval {i}: TCP_INFO rtt {r} µs vs the path's {want_us} µs"
+            );
+        }
+        assert!(
+            (mean_rtt - want_us).abs() <= 2000.0,
+            "mean_rtt {mean_rtt} µs vs the path's {want_us} µs"
+        );
+        // mean_rtt is the mean of the interval samples (docs/metrics.md).
+        let avg = rtts.iter().sum::<f64>() / rtts.len() as f64;
+        assert!(
+            (mean_rtt - avg).abs() <= 1.0 + 1e-3 * avg,
+            "mean_rtt {mean_rtt} µs is not the mean of the interval samples ({avg:.1} µs)"
+        );
+        assert!(min_rtt >= want_us - 50.0, "min_rtt {min_rtt} µs < path RTT");
+        assert_eq!(b.delay_line_losses().unwrap(), 0);
+    });
 }
 
 // ---------------------------------------------------------------------------------
@@ -567,36 +642,38 @@ fn udp_owd_percentiles_match_injected_variation() {
 #[test]
 fn skewed_client_clock_is_estimated_and_corrected() {
     let _t = timing_lock();
-    let b = fixed_delay_bed();
-    let (c, s) = run_bed(
-        &b,
-        &["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "2"],
-        &[("NETMETER_TEST_CLOCK_OFFSET_MS", "25")],
-    );
-    let tt = &c["end"]["netmeter"]["trip_times"];
-    let off = check_offset(tt, -25.0, 1.0);
-    // The server applies the same estimate (it received it from the client).
-    let s_off = f64_at(&s, "/end/netmeter/trip_times/offset_ms");
-    assert_near("server's copy of the offset", s_off, off, 1e-6);
-    let d = &tt["client_to_server"];
-    let samples = f64_at(d, "/samples");
-    assert!(samples >= 450.0, "{samples} samples in 2 s at 250/s");
-    let n_ok = check_corrected_owd("skewed client→server", d, off, 1.0);
-    // Every datagram that took less than 25 ms (all but host stalls, which
-    // `check_corrected_owd` bounds to 2 %) arrived with a raw delay of about
-    // 10 − 25 = −15 ms: a clock error.
-    let errors = f64_at(d, "/clock_errors");
-    assert!(
-        errors >= n_ok && errors <= samples,
-        "{errors} clock errors among {samples} samples, {n_ok} of which took under \
-         {STALL_MS} ms (raw delay < 0)"
-    );
-    assert_near(
-        "raw minimum",
-        f64_at(d, "/raw_min_ms"),
-        FIXED_MS - 25.0,
-        0.5,
-    );
+    on_steady_line(|| {
+        let b = fixed_delay_bed();
+        let (c, s) = run_bed(
+            &b,
+            &["-u", "--trip-times", "-b", "2M", "-l", "1000", "-t", "2"],
+            &[("NETMETER_TEST_CLOCK_OFFSET_MS", "25")],
+        );
+        let tt = &c["end"]["netmeter"]["trip_times"];
+        let off = check_offset(tt, -25.0, 1.0);
+        // The server applies the same estimate (it received it from the client).
+        let s_off = f64_at(&s, "/end/netmeter/trip_times/offset_ms");
+        assert_near("server's copy of the offset", s_off, off, 1e-6);
+        let d = &tt["client_to_server"];
+        let samples = f64_at(d, "/samples");
+        assert!(samples >= 450.0, "{samples} samples in 2 s at 250/s");
+        let n_ok = check_corrected_owd("skewed client→server", d, off, 1.0);
+        // Every datagram that took less than 25 ms (all but host stalls, which
+        // `check_corrected_owd` bounds to 2 %) arrived with a raw delay of about
+        // 10 − 25 = −15 ms: a clock error.
+        let errors = f64_at(d, "/clock_errors");
+        assert!(
+            errors >= n_ok && errors <= samples,
+            "{errors} clock errors among {samples} samples, {n_ok} of which took under \
+             {STALL_MS} ms (raw delay < 0)"
+        );
+        assert_near(
+            "raw minimum",
+            f64_at(d, "/raw_min_ms"),
+            FIXED_MS - 25.0,
+            0.5,
+        );
+    });
 }
 
 // ---------------------------------------------------------------------------------

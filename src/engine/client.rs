@@ -286,9 +286,16 @@ impl LiveStreams {
         }
         // Wake threads blocked in a read without a timeout (request/response streams):
         // a socket shut down for reading returns end-of-file at once. Nothing is sent.
+        let stopping =
+            |sh: &StreamShared| (sh.sender && senders_too) || (!sh.sender && receivers_too);
         for (s, sh) in self.keep_tcp.iter().zip(&self.shared) {
-            if (sh.sender && senders_too) || (!sh.sender && receivers_too) {
+            if stopping(sh) {
                 let _ = s.shutdown(std::net::Shutdown::Read);
+            }
+        }
+        for (s, sh) in self.keep_udp.iter().zip(&self.shared) {
+            if stopping(sh) {
+                let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Read);
             }
         }
         let mut keep = Vec::new();
@@ -1035,6 +1042,44 @@ mod tests {
         assert!(
             rx.recv_timeout(Duration::from_secs(2)).is_ok(),
             "stop() did not end a thread blocked on a silent peer"
+        );
+    }
+
+    /// The UDP bounceback server reads without a timeout too; stop must end it.
+    #[test]
+    fn stop_wakes_a_udp_bounceback_server_that_has_no_timeout() {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let silent_client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(silent_client.local_addr().unwrap()).unwrap();
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            bounceback: Some(crate::wire::Bounceback {
+                request_len: 8,
+                reply_len: 8,
+                hold_us: 0,
+                burst: 1,
+                busy_poll_us: 0,
+            }),
+            ..Default::default()
+        };
+        let mut live = LiveStreams::default();
+        let payload = Arc::new(vec![0u8; 16]);
+        let fd = sock.as_raw_fd() as i64;
+        let w = make_worker(&spec, 1, fd, false, true, &live, &payload, &None, &None);
+        live.shared.push(w.shared.clone());
+        let thread_sock = sock.try_clone().unwrap();
+        live.keep_udp.push(sock);
+        live.handles
+            .push((false, stream::spawn_udp(w, thread_sock).unwrap()));
+        std::thread::sleep(Duration::from_millis(100));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            live.stop(false, true);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(2)).is_ok(),
+            "stop() did not end a UDP thread blocked on a silent peer"
         );
     }
 

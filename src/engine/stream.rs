@@ -602,25 +602,52 @@ fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result
     Ok(true)
 }
 
-/// One read that first polls for up to `spin` (`--busy-poll`) and then blocks: a
-/// message that arrives while polling is taken without the sleep and wake-up a
-/// blocking read costs. Each poll yields the CPU, so a peer that shares it still runs.
-fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
-    if !spin.is_zero() {
-        let t0 = Instant::now();
-        loop {
-            match sock::recv_nowait(sock.as_raw_fd(), buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if t0.elapsed() >= spin {
-                        break;
-                    }
-                    std::thread::yield_now();
+/// `--busy-poll`: non-blocking receives for up to `spin`, so a message that arrives
+/// meanwhile is taken without the sleep and wake-up a blocking read costs. Each poll
+/// yields the CPU, so a peer that shares it still runs. `None` when nothing came: the
+/// caller then blocks as usual.
+fn poll_recv(fd: std::os::fd::RawFd, buf: &mut [u8], spin: Duration) -> Option<io::Result<usize>> {
+    if spin.is_zero() {
+        return None;
+    }
+    let t0 = Instant::now();
+    loop {
+        match sock::recv_nowait(fd, buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if t0.elapsed() >= spin {
+                    return None;
                 }
-                r => return r,
+                std::thread::yield_now();
             }
+            r => return Some(r),
         }
     }
-    sock.read(buf)
+}
+
+/// One TCP read: polled first under `--busy-poll`, then blocking.
+fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
+    match poll_recv(sock.as_raw_fd(), buf, spin) {
+        Some(r) => r,
+        None => sock.read(buf),
+    }
+}
+
+/// One UDP receive: polled first under `--busy-poll`, then blocking (with the socket's
+/// read timeout).
+fn recv_polled(sock: &UdpSocket, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
+    match poll_recv(sock.as_raw_fd(), buf, spin) {
+        Some(r) => r,
+        None => sock.recv(buf),
+    }
+}
+
+/// `--busy-poll` for a UDP request/response socket: SO_BUSY_POLL where allowed, and
+/// the user-space poll time.
+fn udp_rr_spin(sock: &UdpSocket, b: &Bounceback) -> Duration {
+    if b.busy_poll_us > 0 {
+        let _ = sock::set_busy_poll(sock.as_raw_fd(), b.busy_poll_us);
+    }
+    Duration::from_micros(b.busy_poll_us as u64)
 }
 
 /// Read exactly `buf.len()` bytes unless asked to stop; calls `each(total_so_far)` after
@@ -797,6 +824,9 @@ const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
 /// echoes; a reply that does not come within a second counts as lost.
 fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    // Set once: a reply's 1 s deadline is checked between reads.
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let spin = udp_rr_spin(sock, &b);
     let (req_len, burst) = (b.request_len as usize, b.burst as usize);
     let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
     let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
@@ -824,8 +854,7 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
             if left.is_zero() {
                 break;
             }
-            sock.set_read_timeout(Some(left.min(STOP_POLL)))?;
-            match sock.recv(&mut buf) {
+            match recv_polled(sock, &mut buf, spin) {
                 Ok(n) if n >= 8 => {
                     let mut s = [0u8; 8];
                     s.copy_from_slice(&buf[..8]);
@@ -856,13 +885,16 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
 
 /// UDP bounceback server: echo each request's sequence number in a reply.
 fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
-    sock.set_read_timeout(Some(STOP_POLL))?;
+    // No read timeout (a timed wait arms a kernel timer per request): the end of the
+    // test wakes the read by shutting the socket down (LiveStreams::stop).
+    sock.set_read_timeout(None)?;
+    let spin = udp_rr_spin(sock, &b);
     let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
     let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
     let hold = Duration::from_micros(b.hold_us as u64);
     let (mut bytes, mut done) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
-        match sock.recv(&mut buf) {
+        match recv_polled(sock, &mut buf, spin) {
             // Shorter datagrams are repeated connect messages.
             Ok(n) if n >= 8 => {
                 if !hold.is_zero() {
