@@ -681,7 +681,7 @@ class Row:
         argv = [t.path, "-H", HOST, "-p", str(port), "-t", self.netperf_test, "-l", str(seconds), "-P", "0", "--"]
         argv += self.client_args
         sel = {"TCP_STREAM": NP_STREAM, "TCP_MAERTS": NP_MAERTS, "UDP_STREAM": NP_UDP,
-               "TCP_RR": NP_RR, "TCP_CRR": NP_RR}.get(self.netperf_test)
+               "TCP_RR": NP_RR, "TCP_CRR": NP_RR, "UDP_RR": NP_RR}.get(self.netperf_test)
         if sel:
             argv += ["-o", ",".join(sel)]
         return argv
@@ -846,6 +846,14 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
                                         ["--bounceback", "--bounceback-request", "1", "--busy-poll", "50"],
                                         mode="nm_bounceback", placement=pl,
                                         note="optional: both ends poll up to 50 µs before a blocking read"))
+                    # UDP request/response, 8 bytes each way (netmeter's UDP requests carry an
+                    # 8-byte sequence number, so that is its smallest).
+                    if npf:
+                        rows.append(Row(case, npf, "netperf UDP_RR (8 B)", ["-r", "8,8"], netperf_test="UDP_RR",
+                                        placement=pl, note="8-byte request and reply over UDP"))
+                    rows.append(Row(case, nm, "netmeter -u --bounceback (8 B)",
+                                    ["-u", "--bounceback", "--bounceback-request", "8"], mode="nm_bounceback",
+                                    placement=pl, note="8-byte UDP request and reply, like netperf UDP_RR -r 8,8"))
                     rows.append(Row(case, nm, "netmeter --bounceback (100 B default)", ["--bounceback"],
                                     mode="nm_bounceback", placement=pl,
                                     note="netmeter's default 100-byte messages, like iperf 2's bounceback"))
@@ -1512,6 +1520,11 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     return "\n".join(L)
 
 
+def row_is_udp(r: Row) -> bool:
+    """A UDP row (compared only with UDP rows of the peers)."""
+    return "-u" in r.client_args or r.netperf_test.startswith("UDP")
+
+
 def ratio_section(summ: dict, rows_by_case: dict) -> str:
     peers = [("iperf3 3.12", "iperf3-3.12"), ("iperf3 3.18", "iperf3-3.18"), ("iperf 2.1.8", "iperf2-2.1.8"),
              ("iperf 2.2.1", "iperf2-2.2.1"), ("netperf", "netperf")]
@@ -1534,7 +1547,8 @@ def ratio_section(summ: dict, rows_by_case: dict) -> str:
                 ns = summ.get((case, nr.key))
                 line = [case, nr.label + ("" if pl == "unpinned" else f" [{pl}]")]
                 for _, pk in peers:
-                    cands = [summ.get((case, r.key)) for r in rows if r.tool.key == pk and r.placement_text() == pl]
+                    cands = [summ.get((case, r.key)) for r in rows if r.tool.key == pk and r.placement_text() == pl
+                             and row_is_udp(r) == row_is_udp(nr)]
                     cands = [c for c in cands if prim(c, case)]
                     if not cands:
                         line.append("–")
