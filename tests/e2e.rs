@@ -568,6 +568,21 @@ fn zerocopy() {
         warnings.contains("the kernel copied") && warnings.contains("MSG_ZEROCOPY sends"),
         "{warnings}"
     );
+    // Known truth on loopback: the kernel copies every send, so "copied N of M" has N == M.
+    let counts: Vec<u64> = warnings
+        .split("copied ")
+        .nth(1)
+        .and_then(|t| t.split(" MSG_ZEROCOPY").next())
+        .map(|t| {
+            t.split(" of ")
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        counts.len() == 2 && counts[0] == counts[1] && counts[0] > 0,
+        "{warnings}"
+    );
     // sendfile, forced.
     let port = free_port();
     let (_srv, _out) = netmeter_server(port, &["-1"]);

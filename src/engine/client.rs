@@ -1006,81 +1006,78 @@ mod tests {
         assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
     }
 
-    /// A request/response read has no timeout; stopping the test must still end the
-    /// thread at once when the peer never answers.
-    #[test]
-    fn stop_wakes_a_bounceback_read_that_has_no_timeout() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (_silent_peer, _) = listener.accept().unwrap();
-        let spec = TestSpec {
+    /// A bounceback spec of `len`-byte messages over `protocol`.
+    fn rr_spec(protocol: Protocol, len: u32) -> TestSpec {
+        TestSpec {
+            protocol,
             bounceback: Some(crate::wire::Bounceback {
-                request_len: 1,
-                reply_len: 1,
+                request_len: len,
+                reply_len: len,
                 hold_us: 0,
                 burst: 1,
                 busy_poll_us: 0,
             }),
             ..Default::default()
-        };
+        }
+    }
+
+    /// Start one stream thread on `sock` (blocked on a silent peer), then require
+    /// `stop` for its role to end it within 2 s.
+    fn assert_stop_ends_blocked_thread(spec: &TestSpec, sender: bool, sock: Sock) {
         let mut live = LiveStreams::default();
         let payload = Arc::new(vec![0u8; 16]);
-        let fd = sock.as_raw_fd() as i64;
-        let w = make_worker(&spec, 1, fd, true, true, &live, &payload, &None, &None);
+        let (fd, kind) = match &sock {
+            Sock::Tcp(t) => (t.as_raw_fd(), "TCP"),
+            Sock::Udp(u) => (u.as_raw_fd(), "UDP"),
+        };
+        let w = make_worker(
+            spec, 1, fd as i64, sender, true, &live, &payload, &None, &None,
+        );
         live.shared.push(w.shared.clone());
-        let thread_sock = sock.try_clone().unwrap();
-        live.keep_tcp.push(sock);
-        live.handles
-            .push((true, stream::spawn_tcp(w, thread_sock).unwrap()));
-        // Let the thread send its request and block waiting for the reply.
+        let handle = match sock {
+            Sock::Tcp(t) => {
+                let dup = t.try_clone().unwrap();
+                live.keep_tcp.push(t);
+                stream::spawn_tcp(w, dup)
+            }
+            Sock::Udp(u) => {
+                let dup = u.try_clone().unwrap();
+                live.keep_udp.push(u);
+                stream::spawn_udp(w, dup)
+            }
+        };
+        live.handles.push((sender, handle.unwrap()));
+        // Let the thread reach its blocking read.
         std::thread::sleep(Duration::from_millis(100));
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            live.stop(true, false);
+            live.stop(sender, !sender);
             let _ = tx.send(());
         });
         assert!(
             rx.recv_timeout(Duration::from_secs(2)).is_ok(),
-            "stop() did not end a thread blocked on a silent peer"
+            "stop() did not end a {kind} thread blocked on a silent peer"
         );
     }
 
-    /// The UDP bounceback server reads without a timeout too; stop must end it.
+    enum Sock {
+        Tcp(TcpStream),
+        Udp(UdpSocket),
+    }
+
+    /// A request/response read has no timeout; stopping the test must still end the
+    /// thread at once when the peer never answers (TCP client, UDP server).
     #[test]
-    fn stop_wakes_a_udp_bounceback_server_that_has_no_timeout() {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    fn stop_wakes_bounceback_reads_that_have_no_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_silent_server, _) = listener.accept().unwrap();
+        assert_stop_ends_blocked_thread(&rr_spec(Protocol::Tcp, 1), true, Sock::Tcp(tcp));
+
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
         let silent_client = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.connect(silent_client.local_addr().unwrap()).unwrap();
-        let spec = TestSpec {
-            protocol: Protocol::Udp,
-            bounceback: Some(crate::wire::Bounceback {
-                request_len: 8,
-                reply_len: 8,
-                hold_us: 0,
-                burst: 1,
-                busy_poll_us: 0,
-            }),
-            ..Default::default()
-        };
-        let mut live = LiveStreams::default();
-        let payload = Arc::new(vec![0u8; 16]);
-        let fd = sock.as_raw_fd() as i64;
-        let w = make_worker(&spec, 1, fd, false, true, &live, &payload, &None, &None);
-        live.shared.push(w.shared.clone());
-        let thread_sock = sock.try_clone().unwrap();
-        live.keep_udp.push(sock);
-        live.handles
-            .push((false, stream::spawn_udp(w, thread_sock).unwrap()));
-        std::thread::sleep(Duration::from_millis(100));
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            live.stop(false, true);
-            let _ = tx.send(());
-        });
-        assert!(
-            rx.recv_timeout(Duration::from_secs(2)).is_ok(),
-            "stop() did not end a UDP thread blocked on a silent peer"
-        );
+        udp.connect(silent_client.local_addr().unwrap()).unwrap();
+        assert_stop_ends_blocked_thread(&rr_spec(Protocol::Udp, 8), false, Sock::Udp(udp));
     }
 
     #[test]
