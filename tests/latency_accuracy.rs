@@ -5,7 +5,10 @@
 //!   line in r): a fixed delay per direction, or a delay variation whose every applied
 //!   value the delay line logs;
 //! * a deliberately skewed sender clock (`NETMETER_TEST_CLOCK_OFFSET_MS`);
-//! * netperf's TCP_RR on loopback, measured in the same test run, for the bounceback rate.
+//! * the segments the bed's router forwarded (nftables counters), for the bounceback
+//!   transaction count;
+//! * netperf's TCP_RR on loopback, measured in the same test run, as the floor for the
+//!   bounceback rate.
 //!
 //! Both bed hosts are namespaces of one machine, so they share one CLOCK_REALTIME: the
 //! true clock offset between netmeter's client and server is 0 unless a test skews it.
@@ -677,42 +680,138 @@ fn skewed_client_clock_is_estimated_and_corrected() {
 }
 
 // ---------------------------------------------------------------------------------
-// 4. Bounceback rate against netperf TCP_RR on loopback
+// 4. Bounceback count against the link, and rate against netperf TCP_RR on loopback
 // ---------------------------------------------------------------------------------
+
+/// nftables table the count test adds in the bed's router (its own, beside the bed's).
+const RR_COUNT_TABLE: &str = "rrcount";
+
+/// One-byte segments the router forwarded on the busiest connection to port 5201 (the
+/// bounceback stream; the control connection carries a few state bytes):
+/// (requests towards the server, replies from it), from the counters
+/// `bounceback_count_matches_packets_on_the_link` adds, kept per client port.
+fn one_byte_segments(bed: &Netbed) -> (u64, u64) {
+    let busiest = |set: &str| {
+        let out = bed
+            .run_in(
+                Side::R,
+                "nft",
+                &["-j", "list", "set", "inet", RR_COUNT_TABLE, set],
+                Duration::from_secs(5),
+            )
+            .expect("reading the counters");
+        let v: Value = serde_json::from_str(&out).expect("nft -j output");
+        v.pointer("/nftables/1/set/elem")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.pointer("/elem/counter/packets").and_then(Value::as_u64))
+            .max()
+            .unwrap_or(0)
+    };
+    (busiest("req"), busiest("rep"))
+}
+
+/// The transaction count (and so the rate) netmeter prints is true: it equals the
+/// 1-byte requests and replies the link carried on the bounceback connection, counted
+/// by nftables in the router between client and server, per connection (the control
+/// connection's 1-byte state messages are kept apart). When the test time ends one
+/// request may be on the wire, and its reply may come back after the client stopped
+/// counting: requests and replies are the count or one more. The rate is the count
+/// over the measured seconds (checked in tests/bounceback.rs), and those seconds must
+/// fit inside the client's lifetime.
+#[test]
+fn bounceback_count_matches_packets_on_the_link() {
+    let _t = timing_lock();
+    let b = bed(LinkConfig::new());
+    // IPv4 with TCP timestamps (the namespaces' default): 20 + 32 header bytes, so a
+    // one-byte segment is 53 bytes long; 41 covers a stack without timestamps.
+    let set = "type inet_service; size 64; flags dynamic; counter;";
+    let len = "ip length { 41, 53 }";
+    let rules = format!(
+        "table inet {RR_COUNT_TABLE} {{\n  set req {{ {set} }}\n  set rep {{ {set} }}\n  \
+         chain count {{\n    type filter hook forward priority -10; policy accept;\n    \
+         tcp dport 5201 {len} update @req {{ tcp sport }}\n    \
+         tcp sport 5201 {len} update @rep {{ tcp dport }}\n  }}\n}}\n"
+    );
+    let path = std::env::temp_dir().join(format!(
+        "netmeter-rrcount-{}-{}.nft",
+        std::process::id(),
+        b.id()
+    ));
+    std::fs::write(&path, rules).expect("writing the nft rules");
+    let added = b.run_in(
+        Side::R,
+        "nft",
+        &["-f", &path.to_string_lossy()],
+        Duration::from_secs(5),
+    );
+    let _ = std::fs::remove_file(&path);
+    added.expect("adding the counters");
+    assert_eq!(one_byte_segments(&b), (0, 0));
+
+    let started = Instant::now();
+    let (c, _s) = run_bed(
+        &b,
+        &[
+            "--bounceback",
+            "--bounceback-request",
+            "1",
+            "--bounceback-reply",
+            "1",
+            "-t",
+            "2",
+        ],
+        &[],
+    );
+    let lifetime = started.elapsed().as_secs_f64();
+    let bb = &c["end"]["netmeter"]["bounceback"];
+    let n = f64_at(bb, "/transactions") as u64;
+    let secs = f64_at(bb, "/seconds");
+    let (req, rep) = one_byte_segments(&b);
+    eprintln!(
+        "bounceback: {n} transactions in {secs} s; the link carried {req} one-byte \
+         requests and {rep} one-byte replies on the stream"
+    );
+    assert!(n > 1000, "only {n} transactions in 2 s on an unshaped link");
+    assert!(
+        (n..=n + 1).contains(&req),
+        "{n} transactions reported, {req} one-byte requests on the link"
+    );
+    assert!(
+        (n..=n + 1).contains(&rep) && rep <= req,
+        "{n} transactions reported, {rep} one-byte replies ({req} requests) on the link"
+    );
+    assert!(
+        secs >= 1.9 && secs <= lifetime,
+        "{secs} s measured for a 2 s test of a client that lived {lifetime:.2} s"
+    );
+}
 
 /// Seconds per run of each tool.
 const RR_SECONDS: &str = "1";
 /// Runs of each tool per pinning, alternating.
 const RR_PAIRS: usize = 7;
-/// netmeter cannot do fewer system calls per transaction than netperf (one send and
-/// one receive on each side), so a rate well above netperf's would be a counting error.
-const RR_MAX_RATIO: f64 = 1.10;
 
-/// The lowest acceptable netmeter / netperf rate ratio. On average netmeter is within
-/// the 10 % planned, but this VM's noise does not let a single measurement show that
-/// reliably, so the bounds below are set from repeated measurements (all with this
-/// procedure, 2-vCPU test VM, other jobs running):
+/// The lowest acceptable netmeter / netperf rate ratio, and why there is no highest.
 ///
-/// * Same core, the rate is the inverse of the CPU time per transaction (~8 µs here).
-///   Release build: 0.907–0.956 (5 measurements, mean 0.937): netmeter times every
-///   transaction (two clock reads and a histogram entry under a mutex), and its
-///   multi-threaded process and per-socket deadlines cost the kernel a little more per
-///   call than netperf's. A plain `cargo test` runs an unoptimised netmeter, whose
-///   per-transaction client code costs ~0.6 µs more (client process user time per
-///   transaction: 1.03 µs debug, 0.44 µs release): 0.78–0.93 (16 measurements, median
-///   0.88). Asserted: 15 % (release), 25 % (debug).
-/// * Across cores the rate is bound by two cross-CPU wake-ups per transaction, not by
-///   CPU time (the build makes no difference), and their latency varies with whether
-///   the idle vCPU still polls or has halted: single pairs of runs differ by −17 % to
-///   +21 %, and the median of seven ranged 0.875–1.028 (30 measurements, mean 0.97).
-///   Asserted: 15 %.
-fn min_ratio(pin: &str) -> f64 {
-    if pin == "0,0" && cfg!(debug_assertions) {
-        0.75
-    } else {
-        0.85
-    }
-}
+/// This is the rate compared with a peer; whether netmeter's count is *true* is
+/// checked exactly, against the packets the link carried, by
+/// `bounceback_count_matches_packets_on_the_link`. So no upper bound here: a rate above
+/// netperf's is netmeter doing less per transaction (its TCP reads block without a
+/// receive timeout, where netperf's loop and netmeter's earlier one armed a kernel
+/// timer per read), not a counting error, and the benchmark (`bench/run.py`, case
+/// `rr`) is where the speed goal is measured and published. An upper bound of 1.10
+/// failed CI at 1.126 on one core (pair ratios 0.90-1.45) once the timer went.
+///
+/// The floor catches a request/response path that lost its footing (Nagle or delayed
+/// ACKs back, a sleep in the loop: ratios of 0.01-0.1), not a few per cent. It sits
+/// below everything measured with this procedure on the 2-vCPU test VM with other jobs
+/// running: same core 0.78-0.93 in the debug build before the timer went (16
+/// measurements), 1.13 after; release 0.91-0.96; different cores, where two cross-CPU
+/// wake-ups per transaction set the rate whatever the tool, medians of seven pairs
+/// 0.875-1.028 (30 measurements).
+const RR_MIN_RATIO: f64 = 0.7;
 
 /// Runs `cmd` at real-time priority (SCHED_FIFO 1, inherited by its threads and
 /// children) when this process may (root). The test machine is shared: a ping-pong
@@ -786,7 +885,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One stream of back-to-back 1-byte transactions is what netperf's TCP_RR measures,
 /// with the same socket calls (one send and one receive per transaction on each side),
-/// so on the same machine, pinned the same way, netmeter must reach netperf's rate.
+/// so on the same machine, pinned the same way, netmeter must keep up with netperf's
+/// rate (see `RR_MIN_RATIO` for what "keep up" asserts and why).
 /// Same core (`-T 0,0` / `-A 0,0`): the ends take turns on one CPU; different cores
 /// (`-T 0,1` / `-A 0,1`): each transaction crosses CPUs twice and waits for two
 /// wake-ups.
@@ -799,9 +899,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// second to several seconds, and medians of three 3-s runs then differed between the
 /// tools by −31 % to +18 % from one measurement to the next (same core), while
 /// adjacent 1-s pairs mostly see the same level, and the median of their ratios varies
-/// much less (see `min_ratio`). Each tool's runs and median are printed too.
+/// much less. Each tool's runs and median are printed too.
 #[test]
-fn bounceback_rate_matches_netperf_tcp_rr() {
+fn bounceback_rate_keeps_up_with_netperf_tcp_rr() {
     let _t = timing_lock();
     let netperf = common::peer("NETMETER_NETPERF");
     let np_port = common::free_port();
@@ -850,19 +950,18 @@ fn bounceback_rate_matches_netperf_tcp_rr() {
             ratios.push(m / p);
         }
         let ratio = median(ratios.clone());
-        let lo = min_ratio(pin);
         eprintln!(
             "-T/-A {pin}: netperf TCP_RR {np:?}/s (median {}), netmeter bounceback \
              {nm:?}/s (median {}); pair ratios {:.3?}, median {ratio:.3} \
-             (allowed {lo}..{RR_MAX_RATIO})",
+             (at least {RR_MIN_RATIO})",
             median(np.clone()),
             median(nm.clone()),
             ratios,
         );
-        if !(lo..=RR_MAX_RATIO).contains(&ratio) {
+        if ratio < RR_MIN_RATIO {
             failures.push(format!(
                 "pinned {pin}: netmeter / netperf TCP_RR = {ratio:.3} ({:+.1} %), \
-                 allowed {lo}..{RR_MAX_RATIO}",
+                 at least {RR_MIN_RATIO} expected",
                 (ratio - 1.0) * 100.0
             ));
         }
