@@ -39,6 +39,10 @@ pub struct TcpInfo {
     pub total_retrans: u64,
     /// Unacknowledged segments times MSS: bytes in flight.
     pub bytes_in_flight: u64,
+    /// `tcpi_dsack_dups`, cumulative: segments the receiver reported (D-SACK) as
+    /// received twice, i.e. retransmissions that were not needed. 0 on kernels before
+    /// 5.0 and with receivers that do not send D-SACKs.
+    pub dsack_dups: u64,
 }
 
 /// Read TCP_INFO (Linux layout of `struct tcp_info`, offsets from `linux/tcp.h`).
@@ -80,6 +84,7 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
         },
         total_retrans: u32_at(100),
         bytes_in_flight: u32_at(24) * mss,
+        dsack_dups: u32_at(216),
     })
 }
 

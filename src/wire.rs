@@ -512,6 +512,10 @@ pub struct StreamResult {
     pub start_time: f64,
     #[serde(default)]
     pub end_time: f64,
+    /// netmeter extension: of `retransmits`, those the receiver reported as
+    /// duplicates (D-SACK).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_spurious_retransmits: Option<u64>,
     /// netmeter extension: out-of-order datagrams seen by a receiver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter_out_of_order: Option<u64>,

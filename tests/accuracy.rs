@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::netbed::{
-    Dir, IPPROTO_UDP, LinkConfig, Netbed, Proto, Reorder, Side, Variation, rfc3550_jitter,
-    timing_lock, udp_goodput_fraction,
+    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Reorder, Side, Variation,
+    rfc3550_jitter, timing_lock, udp_goodput_fraction,
 };
 
 const NETMETER: &str = env!("CARGO_BIN_EXE_netmeter");
@@ -532,6 +532,147 @@ fn udp_loss_every_50th_forward() {
 #[test]
 fn udp_loss_every_50th_reverse() {
     check_every_50th(Dir::H2ToH1, true);
+}
+
+/// TCP retransmits against the segments the link dropped. The router drops every
+/// 200th TCP packet in the sending direction (`-b 100M` for 3 s: ~26,000 data segments,
+/// ~130 drops) and counts each connection's packets before and after its loss rules,
+/// so the data connection's drops are known exactly (the control connection's are
+/// kept apart). Every dropped segment must be sent again, and the retransmissions that
+/// were not needed are the ones the receiver D-SACKed (netmeter's
+/// `spurious_retransmits`), so `retransmits - spurious_retransmits` must equal the
+/// drops. Slack of 2 either way: a drop in the last round trip (or of the FIN) is
+/// repaired after the sender's final TCP_INFO reading, and a needless retransmission
+/// whose D-SACK is still on its way then counts as needed.
+fn check_tcp_retransmits(dir: Dir, reverse: bool) {
+    let _t = timing_lock();
+    let b = bed(LinkConfig::new()
+        .drop_every_nth(200)
+        .loss_dir(dir)
+        .loss_proto(Proto::Tcp));
+    // Packets from the sender towards the receiver, per client port.
+    let (matching, key) = if reverse {
+        ("tcp sport 5201", "tcp dport")
+    } else {
+        ("tcp dport 5201", "tcp sport")
+    };
+    let counter = |set, priority| PortCounter {
+        set,
+        priority,
+        matching: matching.to_string(),
+        key,
+    };
+    b.add_port_counters("retr", &[counter("before", -10), counter("after", 10)])
+        .expect("adding the counters");
+    let mut args = vec!["-b", "100M", "-t", "3"];
+    if reverse {
+        args.push("-R");
+    }
+    let (c, s) = run_bed(&b, Prio::Normal, &args);
+    let before = b.port_counts("retr", "before").unwrap();
+    let after = b.port_counts("retr", "after").unwrap();
+    let (&port, &sent) = before
+        .iter()
+        .max_by_key(|&(_, n)| *n)
+        .expect("no packets counted");
+    let dropped = sent - after.get(&port).copied().unwrap_or(0);
+    let sender = &c["end"]["streams"][0]["sender"];
+    let retr = u64_at(sender, "/retransmits");
+    let spurious = u64_at(sender, "/netmeter/spurious_retransmits");
+    let needed = retr.saturating_sub(spurious);
+    eprintln!(
+        "TCP {dir:?}: data connection (port {port}) sent {sent} packets, the router \
+         dropped {dropped}; netmeter: {retr} retransmits, {spurious} spurious; all ports \
+         {before:?} -> {after:?}; bed {:?}",
+        b.counters().unwrap()
+    );
+    assert!(
+        dropped >= 100,
+        "only {dropped} drops: the test sent too little"
+    );
+    assert!(
+        needed.abs_diff(dropped) <= 2,
+        "{retr} retransmits - {spurious} spurious = {needed}, but the link dropped \
+         {dropped} of the data connection's segments"
+    );
+    assert_eq!(u64_at(&c, "/end/sum_sent/retransmits"), retr);
+    assert_eq!(
+        u64_at(&c, "/end/sum_sent/netmeter/spurious_retransmits"),
+        spurious
+    );
+    // The intervals' figures add up to the end's (the sender's own intervals: the
+    // client's for a forward test, the server's for -R).
+    let sender_report = if reverse { &s } else { &c };
+    let per_interval = |key: &str| -> u64 {
+        sender_report["intervals"]
+            .as_array()
+            .expect("intervals")
+            .iter()
+            .map(|iv| {
+                iv["streams"][0]
+                    .pointer(key)
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+            })
+            .sum()
+    };
+    let sender_end = &sender_report["end"]["streams"][0]["sender"];
+    assert_eq!(
+        per_interval("/retransmits"),
+        u64_at(sender_end, "/retransmits")
+    );
+    assert_eq!(
+        per_interval("/netmeter/tcp/spurious_retransmits"),
+        u64_at(sender_end, "/netmeter/spurious_retransmits")
+    );
+}
+
+/// Reordering without loss: the delay line holds every 50th TCP segment h1→h2 back by
+/// 5 ms (at `-b 20M`, ~1,700 segments/s, ~9 later ones overtake it). TCP takes some
+/// of those holes for losses and retransmits; nothing was lost, so every
+/// retransmission was spurious and the receiver D-SACKs it: `spurious_retransmits`
+/// must account for all of them (slack 2, as above).
+#[test]
+fn tcp_spurious_retransmits_under_reordering() {
+    let _t = timing_lock();
+    let b = bed(LinkConfig::new().reorder(Reorder {
+        every_nth: 50,
+        extra: Duration::from_millis(5),
+        dir: Dir::H1ToH2,
+        proto: Proto::Tcp,
+    }));
+    let (c, _s) = run_bed(&b, Prio::Normal, &["-b", "20M", "-t", "3"]);
+    let st = b.delay_stats().unwrap();
+    let sender = &c["end"]["streams"][0]["sender"];
+    let retr = u64_at(sender, "/retransmits");
+    let spurious = u64_at(sender, "/netmeter/spurious_retransmits");
+    eprintln!(
+        "TCP reordering: line held {} segments, losses {}; netmeter {retr} retransmits, \
+         {spurious} spurious",
+        st.h1_to_h2.held_for_reorder,
+        b.delay_line_losses().unwrap()
+    );
+    assert_eq!(b.delay_line_losses().unwrap(), 0);
+    assert!(st.h1_to_h2.held_for_reorder >= 50);
+    assert!(
+        retr > 0,
+        "no retransmits: the reordering did not exercise the count"
+    );
+    assert!(
+        retr - spurious.min(retr) <= 2 && spurious <= retr,
+        "{retr} retransmits on a link that lost nothing, {spurious} of them spurious"
+    );
+}
+
+#[test]
+fn tcp_retransmits_match_drops_forward() {
+    check_tcp_retransmits(Dir::H1ToH2, false);
+}
+
+/// Reverse (-R): the server sends, and its counts reach the client in the results.
+#[test]
+fn tcp_retransmits_match_drops_reverse() {
+    check_tcp_retransmits(Dir::H2ToH1, true);
 }
 
 // ---------------------------------------------------------------------------------

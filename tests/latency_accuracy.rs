@@ -24,7 +24,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::netbed::{Dir, IPPROTO_UDP, LinkConfig, Netbed, Proto, Side, Variation, timing_lock};
+use support::netbed::{
+    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Side, Variation, timing_lock,
+};
 
 const NETMETER: &str = env!("CARGO_BIN_EXE_netmeter");
 /// Bound for one netmeter run (at most 3 s of test plus setup and the end exchange).
@@ -688,24 +690,12 @@ const RR_COUNT_TABLE: &str = "rrcount";
 
 /// One-byte segments the router forwarded on the busiest connection to port 5201 (the
 /// bounceback stream; the control connection carries a few state bytes):
-/// (requests towards the server, replies from it), from the counters
-/// `bounceback_count_matches_packets_on_the_link` adds, kept per client port.
+/// (requests towards the server, replies from it).
 fn one_byte_segments(bed: &Netbed) -> (u64, u64) {
     let busiest = |set: &str| {
-        let out = bed
-            .run_in(
-                Side::R,
-                "nft",
-                &["-j", "list", "set", "inet", RR_COUNT_TABLE, set],
-                Duration::from_secs(5),
-            )
-            .expect("reading the counters");
-        let v: Value = serde_json::from_str(&out).expect("nft -j output");
-        v.pointer("/nftables/1/set/elem")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.pointer("/elem/counter/packets").and_then(Value::as_u64))
+        bed.port_counts(RR_COUNT_TABLE, set)
+            .expect("reading the counters")
+            .into_values()
             .max()
             .unwrap_or(0)
     };
@@ -726,28 +716,25 @@ fn bounceback_count_matches_packets_on_the_link() {
     let b = bed(LinkConfig::new());
     // IPv4 with TCP timestamps (the namespaces' default): 20 + 32 header bytes, so a
     // one-byte segment is 53 bytes long; 41 covers a stack without timestamps.
-    let set = "type inet_service; size 64; flags dynamic; counter;";
     let len = "ip length { 41, 53 }";
-    let rules = format!(
-        "table inet {RR_COUNT_TABLE} {{\n  set req {{ {set} }}\n  set rep {{ {set} }}\n  \
-         chain count {{\n    type filter hook forward priority -10; policy accept;\n    \
-         tcp dport 5201 {len} update @req {{ tcp sport }}\n    \
-         tcp sport 5201 {len} update @rep {{ tcp dport }}\n  }}\n}}\n"
-    );
-    let path = std::env::temp_dir().join(format!(
-        "netmeter-rrcount-{}-{}.nft",
-        std::process::id(),
-        b.id()
-    ));
-    std::fs::write(&path, rules).expect("writing the nft rules");
-    let added = b.run_in(
-        Side::R,
-        "nft",
-        &["-f", &path.to_string_lossy()],
-        Duration::from_secs(5),
-    );
-    let _ = std::fs::remove_file(&path);
-    added.expect("adding the counters");
+    b.add_port_counters(
+        RR_COUNT_TABLE,
+        &[
+            PortCounter {
+                set: "req",
+                priority: -10,
+                matching: format!("tcp dport 5201 {len}"),
+                key: "tcp sport",
+            },
+            PortCounter {
+                set: "rep",
+                priority: -10,
+                matching: format!("tcp sport 5201 {len}"),
+                key: "tcp dport",
+            },
+        ],
+    )
+    .expect("adding the counters");
     assert_eq!(one_byte_segments(&b), (0, 0));
 
     let started = Instant::now();

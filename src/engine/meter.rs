@@ -26,9 +26,10 @@ pub struct Meter {
     prev: Vec<Sample>,
     /// Samples at the end of the omit period, subtracted from final figures.
     base: Vec<Sample>,
-    prev_retrans: Vec<u64>,
-    /// `tcpi_total_retrans` where the measured part began.
-    retrans_base: Vec<u64>,
+    /// (`tcpi_total_retrans`, `tcpi_dsack_dups`) at the last interval's end.
+    prev_retrans: Vec<(u64, u64)>,
+    /// The same where the measured part began.
+    retrans_base: Vec<(u64, u64)>,
     tcp_totals: Vec<TcpTotals>,
     pub omitting: bool,
     /// `--connect-only` server: connections answered for this test.
@@ -43,15 +44,15 @@ impl Meter {
         omit_s: f64,
     ) -> Meter {
         let n = streams.len();
-        let prev_retrans: Vec<u64> = streams
+        let prev_retrans: Vec<(u64, u64)> = streams
             .iter()
             .map(|s| {
                 if s.sender && protocol == Protocol::Tcp {
                     sock::tcp_info(s.socket as i32)
-                        .map(|i| i.total_retrans)
-                        .unwrap_or(0)
+                        .map(|i| (i.total_retrans, i.dsack_dups))
+                        .unwrap_or((0, 0))
                 } else {
-                    0
+                    (0, 0)
                 }
             })
             .collect();
@@ -111,11 +112,13 @@ impl Meter {
             let tcp_info_now = (self.protocol == Protocol::Tcp && s.sender)
                 .then(|| sock::tcp_info(s.socket as i32))
                 .flatten();
+            let mut spurious = 0;
             let tcp = tcp_info_now.map(|info| {
-                let retr = info.total_retrans.saturating_sub(self.prev_retrans[i]);
-                self.prev_retrans[i] = info.total_retrans;
+                let (prev_total, prev_dsack) = self.prev_retrans[i];
+                spurious = info.dsack_dups.saturating_sub(prev_dsack);
+                self.prev_retrans[i] = (info.total_retrans, info.dsack_dups);
                 TcpFigures {
-                    retransmits: retr,
+                    retransmits: info.total_retrans.saturating_sub(prev_total),
                     ..info.figures
                 }
             });
@@ -123,6 +126,7 @@ impl Meter {
                 && !self.omitting
             {
                 self.tcp_totals[i].add(t);
+                self.tcp_totals[i].spurious_retransmits += spurious;
             }
             let mut row = build::stream_interval(
                 self.protocol,
@@ -142,6 +146,7 @@ impl Meter {
                     bytes_in_flight: info.bytes_in_flight,
                     inp_bytes: bps / 8.0 * rtt_s,
                     net_power: if rtt_s > 0.0 { bps / rtt_s } else { 0.0 },
+                    spurious_retransmits: spurious,
                 });
             }
             if let Some(rec) = &s.owd {
@@ -241,7 +246,9 @@ impl Meter {
                     tcp: (self.protocol == Protocol::Tcp && s.sender).then(|| {
                         let mut t = self.tcp_totals[i];
                         if let Some(info) = sock::tcp_info(s.socket as i32) {
-                            t.retransmits = info.total_retrans.saturating_sub(self.retrans_base[i]);
+                            let (base_total, base_dsack) = self.retrans_base[i];
+                            t.retransmits = info.total_retrans.saturating_sub(base_total);
+                            t.spurious_retransmits = info.dsack_dups.saturating_sub(base_dsack);
                         }
                         t
                     }),

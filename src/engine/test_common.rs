@@ -261,6 +261,7 @@ pub fn finish(
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
     let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
     let mut t = text::end(&out.ctx, &end, sender_retransmits, &local_senders);
+    t.push_str(&text::spurious_retransmits(&end, &local_senders));
     if out.ctx.verbose {
         t.push_str(&text::cpu(&end, local_sends));
         if let Some(cc) = &end.sender_tcp_congestion {

@@ -7,7 +7,7 @@
 use super::{BouncebackEnd, TripTimesEnd, WorkingLoadEnd};
 use super::{
     EndSide, EndStream, EndSum, EndUdp, Interval, StreamExt, StreamInterval, SumInterval,
-    TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
+    TcpEndExtra, TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
 };
 use crate::clocksync::ClockEstimate;
 use crate::latency::Hist;
@@ -22,6 +22,8 @@ use crate::wire::{Results, StreamResult};
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TcpTotals {
     pub retransmits: u64,
+    /// Of `retransmits`, those the receiver D-SACKed (not needed).
+    pub spurious_retransmits: u64,
     pub max_snd_cwnd: u64,
     pub max_snd_wnd: u64,
     pub max_rtt: u64,
@@ -244,6 +246,7 @@ pub fn local_results(
                     id: l.id,
                     bytes: l.bytes,
                     retransmits: l.tcp.map(|t| t.retransmits as i64).unwrap_or(-1),
+                    netmeter_spurious_retransmits: l.tcp.map(|t| t.spurious_retransmits),
                     jitter,
                     errors,
                     omitted_errors: None,
@@ -290,11 +293,18 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 local.max_rtt = Some(t.max_rtt);
                 local.min_rtt = Some(t.min_rtt);
                 local.mean_rtt = Some(t.mean_rtt());
+                local.netmeter = Some(TcpEndExtra {
+                    spurious_retransmits: t.spurious_retransmits,
+                });
             }
             let remote = peer.map(|p| {
                 let mut s = side(l.socket, p.bytes, peer_secs.unwrap_or(l.seconds), !l.sender);
                 if !l.sender && p.retransmits >= 0 {
                     s.retransmits = Some(p.retransmits as u64);
+                    // A netmeter peer says how many were spurious; iperf3 does not.
+                    s.netmeter = p.netmeter_spurious_retransmits.map(|n| TcpEndExtra {
+                        spurious_retransmits: n,
+                    });
                 }
                 s
             });
@@ -378,6 +388,7 @@ fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Opti
         ..EndSum::default()
     };
     let mut retrans: Option<u64> = None;
+    let mut spurious: Option<u64> = None;
     for x in sides {
         any = true;
         s.bytes += x.bytes;
@@ -385,10 +396,16 @@ fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Opti
         if let Some(r) = x.retransmits {
             retrans = Some(retrans.unwrap_or(0) + r);
         }
+        if let Some(n) = x.netmeter {
+            spurious = Some(spurious.unwrap_or(0) + n.spurious_retransmits);
+        }
     }
     s.end = s.seconds;
     s.bits_per_second = bits_per_second(s.bytes, s.seconds);
     s.retransmits = if sender { retrans } else { None };
+    s.netmeter = spurious.filter(|_| sender).map(|n| TcpEndExtra {
+        spurious_retransmits: n,
+    });
     any.then_some(s)
 }
 
@@ -446,6 +463,7 @@ pub fn end_sums(
                 retransmits: None,
                 udp_recv: Some(fig),
                 sender,
+                netmeter: None,
             };
             let sent_fig = UdpRecvFigures {
                 jitter_ms: 0.0,
@@ -708,5 +726,48 @@ mod tests {
         let r = local_results(&[recv], (1.0, 0.5, 0.5), false, None);
         assert_eq!(r.sender_has_retransmits, -1);
         assert_eq!((r.streams[0].packets, r.streams[0].errors), (10, 1));
+    }
+
+    /// Spurious retransmits travel from a sending netmeter to its peer in the results,
+    /// land in the receiving side's end summary, and are summed with the retransmits;
+    /// an iperf3 sender's results (no such key) leave them unknown, not 0.
+    #[test]
+    fn spurious_retransmits_reach_the_peer_and_the_sums() {
+        let tcp = TcpTotals {
+            retransmits: 12,
+            spurious_retransmits: 9,
+            ..TcpTotals::default()
+        };
+        let sender = LocalFinal {
+            id: 1,
+            sender: true,
+            tcp: Some(tcp),
+            ..LocalFinal::default()
+        };
+        let results = local_results(std::slice::from_ref(&sender), (1.0, 0.5, 0.5), true, None);
+        let wire = serde_json::to_string(&results).unwrap();
+        let back: Results = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back.streams[0].retransmits, 12);
+        assert_eq!(back.streams[0].netmeter_spurious_retransmits, Some(9));
+
+        let receiver = LocalFinal {
+            id: 1,
+            ..LocalFinal::default()
+        };
+        let e = end_stream(Protocol::Tcp, &receiver, Some(&back.streams[0]));
+        let s = e.sender.as_ref().unwrap();
+        assert_eq!(s.retransmits, Some(12));
+        assert_eq!(s.netmeter.map(|n| n.spurious_retransmits), Some(9));
+        let local = end_stream(Protocol::Tcp, &sender, None);
+        let (_, sent, received) = end_sums(Protocol::Tcp, &[&e, &local], false);
+        let sent = sent.unwrap();
+        assert_eq!(sent.retransmits, Some(24));
+        assert_eq!(sent.netmeter.map(|n| n.spurious_retransmits), Some(18));
+        assert_eq!(received.unwrap().netmeter, None);
+
+        let mut iperf3 = back.streams[0].clone();
+        iperf3.netmeter_spurious_retransmits = None;
+        let e = end_stream(Protocol::Tcp, &receiver, Some(&iperf3));
+        assert_eq!(e.sender.unwrap().netmeter, None);
     }
 }

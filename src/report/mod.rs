@@ -204,6 +204,19 @@ pub struct TcpExtra {
     pub inp_bytes: f64,
     /// Kleinrock's network power: throughput (bits/s) ÷ smoothed RTT (s).
     pub net_power: f64,
+    /// Of the interval's retransmitted segments, those the receiver reported as
+    /// duplicates (D-SACK, `tcpi_dsack_dups`): retransmissions that were not needed.
+    #[serde(default)]
+    pub spurious_retransmits: u64,
+}
+
+/// netmeter's extras for a TCP sender's end summary (`end.streams[].sender.netmeter`,
+/// `end.sum_sent.netmeter`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpEndExtra {
+    /// Of `retransmits`, the segments the receiver reported as duplicates (D-SACK):
+    /// retransmissions that were not needed (reordering taken for loss, early timers).
+    pub spurious_retransmits: u64,
 }
 
 /// netmeter's receiver extras for UDP.
@@ -265,6 +278,8 @@ pub struct EndSide {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_rtt: Option<u64>,
     pub sender: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<TcpEndExtra>,
 }
 
 /// A UDP stream's merged end summary (`end.streams[].udp`).
@@ -324,6 +339,8 @@ pub struct EndSum {
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub udp_recv: Option<UdpRecvFigures>,
     pub sender: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter: Option<TcpEndExtra>,
 }
 
 /// `end.cpu_utilization_percent`.

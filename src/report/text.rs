@@ -381,6 +381,7 @@ fn tcp_sum(s: &super::EndSide) -> EndSum {
         retransmits: s.retransmits,
         udp_recv: None,
         sender: s.sender,
+        netmeter: s.netmeter,
     }
 }
 
@@ -526,6 +527,36 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
     out
 }
 
+/// A line per sending side (this host's streams, the peer's) whose retransmissions
+/// include spurious ones: `Retransmits (local sender): 271 segments, 270 of them
+/// spurious (...)`. Nothing when none were spurious, or when the sender could not tell
+/// (an iperf3 peer). `local_senders[i]` tells whether this side sends on `e.streams[i]`.
+pub fn spurious_retransmits(e: &End, local_senders: &[bool]) -> String {
+    let mut out = String::new();
+    for (local, who) in [(true, "local sender"), (false, "remote sender")] {
+        let (mut total, mut spurious) = (0, 0);
+        for (i, s) in e.streams.iter().enumerate() {
+            if local_senders.get(i).copied() != Some(local) {
+                continue;
+            }
+            if let Some(x) = &s.sender
+                && let Some(n) = x.netmeter
+            {
+                total += x.retransmits.unwrap_or(0);
+                spurious += n.spurious_retransmits;
+            }
+        }
+        if spurious > 0 {
+            let _ = writeln!(
+                out,
+                "Retransmits ({who}): {total} segments, {spurious} of them spurious (the \
+                 receiver already had them: D-SACK; reordering or early timers, not loss)"
+            );
+        }
+    }
+    out
+}
+
 /// `CPU Utilization: local/sender 99.3% (1.1%u/98.2%s), remote/receiver ...`.
 pub fn cpu(e: &End, local_sender: bool) -> String {
     let c = &e.cpu_utilization_percent;
@@ -646,6 +677,42 @@ mod tests {
 [  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
 ";
         assert_eq!(text, want);
+    }
+
+    #[test]
+    fn spurious_retransmits_line_per_sending_side() {
+        let sender = |retr: u64, spurious: Option<u64>| EndStream {
+            sender: Some(EndSide {
+                retransmits: Some(retr),
+                sender: true,
+                netmeter: spurious.map(|n| crate::report::TcpEndExtra {
+                    spurious_retransmits: n,
+                }),
+                ..EndSide::default()
+            }),
+            receiver: None,
+            udp: None,
+        };
+        let e = End {
+            streams: vec![sender(10, Some(7)), sender(5, Some(1)), sender(4, Some(4))],
+            ..End::default()
+        };
+        // Streams 0 and 1 are this host's, stream 2 the peer's (a bidirectional test).
+        let text = spurious_retransmits(&e, &[true, true, false]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("Retransmits (local sender): 15 segments, 8 of them spurious")
+        );
+        assert!(
+            lines[1].starts_with("Retransmits (remote sender): 4 segments, 4 of them spurious")
+        );
+        // Nothing spurious, or a sender that cannot tell (an iperf3 peer): no line.
+        let quiet = End {
+            streams: vec![sender(10, Some(0)), sender(3, None)],
+            ..End::default()
+        };
+        assert_eq!(spurious_retransmits(&quiet, &[true, false]), "");
     }
 
     #[test]

@@ -532,6 +532,18 @@ pub fn rfc3550_jitter(transits: &[Duration]) -> Duration {
     Duration::from_secs_f64(j)
 }
 
+/// One per-connection counter of [`Netbed::add_port_counters`].
+pub struct PortCounter {
+    /// The nftables set (and chain `count_SET`) name.
+    pub set: &'static str,
+    /// Forward-hook priority: below 0 counts before the bed's loss rules, above after.
+    pub priority: i32,
+    /// nftables match expression selecting the packets.
+    pub matching: String,
+    /// Port expression the counts are kept by (`tcp sport`, `tcp dport`).
+    pub key: &'static str,
+}
+
 /// nftables counters in the router (packets). `*_12` = h1→h2, `*_21` = h2→h1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NftCounters {
@@ -1665,6 +1677,54 @@ impl Netbed {
             rand_12: g("rand_12"),
             rand_21: g("rand_21"),
         })
+    }
+
+    /// Adds per-connection packet counters in the router, in table `inet TABLE` (beside
+    /// the bed's own): for each counter, a chain at `priority` on the forward hook
+    /// (the bed's loss rules sit at 0: below counts before them, above after) that
+    /// counts the packets matching `matching` in a set keyed by the port expression
+    /// `key` (`tcp sport`, `tcp dport`). Read them with [`Netbed::port_counts`].
+    pub fn add_port_counters(&self, table: &str, counters: &[PortCounter]) -> Result<()> {
+        let mut script = format!("table inet {table} {{\n");
+        for c in counters {
+            let PortCounter {
+                set,
+                priority,
+                matching,
+                key,
+            } = c;
+            script.push_str(&format!(
+                "  set {set} {{ type inet_service; size 1024; flags dynamic; counter; }}\n  \
+                 chain count_{set} {{\n    type filter hook forward priority {priority}; \
+                 policy accept;\n    {matching} update @{set} {{ {key} }}\n  }}\n"
+            ));
+        }
+        script.push_str("}\n");
+        run_checked(self.cmd(Side::R, "nft").args(["-f", "-"]), Some(&script))?;
+        Ok(())
+    }
+
+    /// Packets per port counted so far by the set `set` of [`Netbed::add_port_counters`].
+    pub fn port_counts(&self, table: &str, set: &str) -> Result<HashMap<u16, u64>> {
+        let out = run_checked(
+            self.cmd(Side::R, "nft")
+                .args(["-j", "list", "set", "inet", table, set]),
+            None,
+        )?;
+        let v: serde_json::Value = serde_json::from_str(&out).context("parsing `nft -j` output")?;
+        let mut counts = HashMap::new();
+        for item in v["nftables"].as_array().into_iter().flatten() {
+            for e in item["set"]["elem"].as_array().into_iter().flatten() {
+                let port = e["elem"]["val"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok());
+                let packets = e["elem"]["counter"]["packets"].as_u64();
+                if let (Some(port), Some(packets)) = (port, packets) {
+                    counts.insert(port, packets);
+                }
+            }
+        }
+        Ok(counts)
     }
 
     /// Packets dropped by the loss rules (every-Nth plus random), both directions.
