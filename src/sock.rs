@@ -40,8 +40,8 @@ pub struct TcpInfo {
     /// Unacknowledged segments times MSS: bytes in flight.
     pub bytes_in_flight: u64,
     /// `tcpi_dsack_dups`, cumulative: segments the receiver reported (D-SACK) as
-    /// received twice, i.e. retransmissions that were not needed. 0 on kernels before
-    /// 5.0 and with receivers that do not send D-SACKs.
+    /// received twice, i.e. retransmissions that were not needed. 0 where the kernel's
+    /// TCP_INFO is too old to have it, and with receivers that do not send D-SACKs.
     pub dsack_dups: u64,
 }
 
