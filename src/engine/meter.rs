@@ -112,16 +112,19 @@ impl Meter {
             let tcp_info_now = (self.protocol == Protocol::Tcp && s.sender)
                 .then(|| sock::tcp_info(s.socket as i32))
                 .flatten();
-            let mut spurious = 0;
-            let tcp = tcp_info_now.map(|info| {
-                let (prev_total, prev_dsack) = self.prev_retrans[i];
-                spurious = info.dsack_dups.saturating_sub(prev_dsack);
-                self.prev_retrans[i] = (info.total_retrans, info.dsack_dups);
-                TcpFigures {
-                    retransmits: info.total_retrans.saturating_sub(prev_total),
-                    ..info.figures
+            // The interval's retransmits and, of those, the D-SACKed (spurious) ones.
+            let (tcp, spurious) = match tcp_info_now {
+                Some(info) => {
+                    let (prev_total, prev_dsack) = self.prev_retrans[i];
+                    self.prev_retrans[i] = (info.total_retrans, info.dsack_dups);
+                    let figures = TcpFigures {
+                        retransmits: info.total_retrans.saturating_sub(prev_total),
+                        ..info.figures
+                    };
+                    (Some(figures), info.dsack_dups.saturating_sub(prev_dsack))
                 }
-            });
+                None => (None, 0),
+            };
             if let Some(t) = &tcp
                 && !self.omitting
             {
