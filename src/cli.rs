@@ -87,7 +87,7 @@ pub struct Args {
     pub max_tests: usize,
 
     // Client options.
-    /// Test duration in seconds.
+    /// Test duration in seconds (default 10; 0 = until interrupted).
     #[arg(short = 't', long = "time")]
     pub time: Option<f64>,
     /// Bytes to transmit per direction (instead of -t), e.g. 100M.
@@ -458,6 +458,11 @@ impl Args {
             if self.bytes.is_some() || self.blockcount.is_some() {
                 return Err(usage(
                     "--find-max-rate runs timed trials; use -t, not -n or -k",
+                ));
+            }
+            if cfg.spec.until_interrupted() {
+                return Err(usage(
+                    "--find-max-rate needs a trial length; -t 0 (until interrupted) is not one",
                 ));
             }
             let mut cfg = cfg;

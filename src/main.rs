@@ -3,7 +3,7 @@
 use clap::Parser;
 use netmeter::cli::{Args, Command};
 use netmeter::engine::output::{self, Mode, Sink};
-use netmeter::engine::{client, server};
+use netmeter::engine::{Stopped, client, server};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -47,19 +47,24 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 netmeter::sock::daemonize()
                     .map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
             }
+            // From here on a stop signal ends the server through `serve`, so the pid
+            // file is always removed at the end (iperf3 removes it too).
+            catch_stop_signals()?;
             if let Some(p) = &pidfile {
                 std::fs::write(p, format!("{}\n", std::process::id()))
                     .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
             }
-            let sink = open_sink(logfile.as_deref())?;
-            let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
-            let r = srv.serve();
+            let r = open_sink(logfile.as_deref()).and_then(|sink| {
+                let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
+                srv.stop_on_signals().serve()
+            });
             if let Some(p) = &pidfile {
                 let _ = std::fs::remove_file(p);
             }
             r
         }
         Command::Client { cfg, logfile } => {
+            catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
             client::run(&cfg, sink).map(|_| ())
         }
@@ -69,10 +74,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             start_bps,
             logfile,
         } => {
+            catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
             netmeter::engine::max_rate::run(&cfg, loss_target, start_bps, sink)
         }
         Command::Loopback { tcp, udp, logfile } => {
+            catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
             // The in-process server writes nowhere: its figures come back in the report.
             let quiet = output::sink(Box::new(std::io::sink()));
@@ -129,9 +136,21 @@ fn main() -> ExitCode {
     };
     match run(cmd) {
         Ok(()) => ExitCode::SUCCESS,
+        // Stopped by a signal: iperf3's "interrupt - the client has terminated" (and
+        // its exit status 1) after the partial report.
+        Err(e) if Stopped::of(&e).is_some_and(Stopped::by_signal) => {
+            eprintln!("netmeter: {e:#}");
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("netmeter: error - {e:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the test cleanly (see `sock::catch_stop_signals`).
+fn catch_stop_signals() -> anyhow::Result<()> {
+    netmeter::sock::catch_stop_signals()
+        .map_err(|e| anyhow::anyhow!("cannot install the signal handlers: {e}"))
 }

@@ -288,6 +288,47 @@ pub fn daemonize() -> io::Result<()> {
     check(unsafe { libc::daemon(1, 0) }).map(|_| ())
 }
 
+/// The signal that asked this process to stop (SIGINT, SIGTERM or SIGHUP), 0 if none.
+static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(sig: libc::c_int) {
+    // Only an atomic store (async-signal-safe). A second signal while the first is
+    // still being handled means the user wants out now: leave without cleanup.
+    if STOP_SIGNAL.swap(sig, std::sync::atomic::Ordering::SeqCst) != 0 {
+        // SAFETY: _exit is async-signal-safe and takes no pointers.
+        unsafe { libc::_exit(1) }
+    }
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP (iperf3 stops on the same three): the handler only
+/// records the signal; the engine polls [`stop_signal`] at its bounded waits, ends the
+/// test cleanly and reports what it measured. SA_RESTART keeps the data threads' blocking
+/// calls from failing with EINTR; the control waits use ppoll, which returns at once.
+pub fn catch_stop_signals() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler
+        // is an `extern "C" fn(c_int)` that only touches an atomic; the old action is not
+        // asked for (null).
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        check(rc)?;
+    }
+    Ok(())
+}
+
+/// The stop signal received so far, if any (see [`catch_stop_signals`]).
+pub fn stop_signal() -> Option<i32> {
+    match STOP_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
 /// Receive and discard up to `len` bytes without copying them (`--skip-rx-copy`).
 pub fn recv_trunc(fd: RawFd, len: usize) -> io::Result<usize> {
     let mut dummy = 0u8;

@@ -28,7 +28,7 @@ pub enum Direction {
 /// When the client ends the test.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum EndCondition {
-    /// After this many seconds (`-t`).
+    /// After this many seconds (`-t`); 0 = until interrupted.
     Time(f64),
     /// After this many bytes in a direction (`-n`).
     Bytes(u64),
@@ -256,6 +256,12 @@ impl TestSpec {
             client_version: Some(format!("netmeter {}", env!("CARGO_PKG_VERSION"))),
             netmeter: ext,
         }
+    }
+
+    /// `-t 0`: the test runs until it is interrupted (iperf3's meaning; `time: 0` on the
+    /// wire). No deadline derived from the duration applies to it.
+    pub fn until_interrupted(&self) -> bool {
+        matches!(self.end, EndCondition::Time(t) if t <= 0.0)
     }
 
     /// Resolve a client's parameter JSON on the server, with iperf3's range checks.

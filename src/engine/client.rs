@@ -2,6 +2,7 @@
 //! ends, and prints the merged report.
 
 use super::CTRL_TIMEOUT;
+use super::Stopped;
 use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
@@ -502,7 +503,10 @@ pub fn budget_for(spec: &TestSpec) -> Option<Arc<Budget>> {
 }
 
 fn ctrl_err(e: CtrlError) -> anyhow::Error {
-    anyhow!("{e}")
+    match e {
+        CtrlError::Interrupted(_) => Stopped::ClientInterrupted.into(),
+        e => anyhow!("{e}"),
+    }
 }
 
 /// Run one test as the client. Returns the report (also printed to `sink`).
@@ -522,7 +526,11 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
-    if let Err(e) = &result {
+    // An interrupted test recorded its error before its partial summary (iperf3's
+    // order in --json-stream: the error event, then the end event).
+    if let Err(e) = &result
+        && out.report.error.is_none()
+    {
         out.error(&format!("{e:#}"));
     }
     out.finish();
@@ -542,6 +550,27 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     out.text(&text::connecting(&cfg.host, cfg.port));
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
+    ctrl.stop_on_signal = true;
+    let r = converse(cfg, out, &mut ctrl, server, origin);
+    match r.as_ref().err().and_then(Stopped::of) {
+        // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.
+        Some(Stopped::ClientInterrupted) => {
+            let _ = ctrl.send_state(State::ClientTerminate);
+        }
+        None if r.is_ok() => ctrl.close_gracefully(Duration::from_secs(2)),
+        _ => {}
+    }
+    r
+}
+
+/// The control conversation, from the cookie to `IPERF_DONE`.
+fn converse(
+    cfg: &ClientConfig,
+    out: &mut Output,
+    ctrl: &mut Ctrl,
+    server: SocketAddr,
+    origin: Instant,
+) -> Result<()> {
     let mut rnd = [0u8; wire::COOKIE_LEN - 1];
     sock::random_bytes(&mut rnd)?;
     let cookie = Cookie::from_random(&rnd);
@@ -632,6 +661,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
             Err(ClientFailure::AccessDenied) => {
                 bail!("the server is busy running a test; try again later")
             }
+            Err(ClientFailure::ServerTerminated) => return Err(Stopped::ServerTerminated.into()),
             Err(e) => bail!("{e}"),
         };
         match step {
@@ -644,11 +674,11 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
                     .map_err(ctrl_err)?;
                 if spec.trip_times && a.accepted.iter().any(|f| f == "trip_times") {
                     // The server waits for our clock probes before CREATE_STREAMS.
-                    clock_est = Some(clock::sync_client(&mut ctrl).map_err(ctrl_err)?);
+                    clock_est = Some(clock::sync_client(ctrl).map_err(ctrl_err)?);
                 }
                 ext = Some(a);
             }
-            ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
+            ClientStep::ReadServerError => return Err(server_error(ctrl)),
             ClientStep::CreateStreams => {
                 let bounce_ok = ext
                     .as_ref()
@@ -824,10 +854,11 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     );
     let interval = (cfg.interval_s > 0.0).then_some(cfg.interval_s);
     let mut next_tick = interval.unwrap_or(f64::INFINITY);
-    let end_s = loop {
+    let mut receiving = ReceiveWatch::new(&live);
+    let (end_s, stopped) = loop {
         let now = t0.elapsed().as_secs_f64();
         if test_should_end(&spec, &meter, &live, now) {
-            break now;
+            break (now, None);
         }
         if now >= next_tick {
             let iv = meter.tick(now);
@@ -839,20 +870,24 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         // (and the omit period's end) are checked every 10 ms. Fewer wake-ups keep the
         // control thread off the data threads' cores.
         let until = match spec.end {
+            // -t 0: nothing ends the test but an interrupt; wake for the ticks only.
+            _ if spec.until_interrupted() => next_tick,
             EndCondition::Time(t) if !meter.omitting => next_tick.min(t + spec.omit_s),
             _ => next_tick.min(now + 0.01),
         };
         let wait = (until - now).clamp(0.0, 0.25);
-        if let Some(st) = ctrl
-            .poll_state(
-                Duration::from_secs_f64(wait),
-                "control messages during the test",
-            )
-            .map_err(ctrl_err)?
-        {
+        let st = match ctrl.poll_state(
+            Duration::from_secs_f64(wait),
+            "control messages during the test",
+        ) {
+            Ok(st) => st,
+            Err(CtrlError::Interrupted(_)) => break (now, Some(Stopped::ClientInterrupted)),
+            Err(e) => return Err(ctrl_err(e)),
+        };
+        if let Some(st) = st {
             return Err(match st {
-                State::ServerError => server_error(&mut ctrl),
-                State::ServerTerminate => anyhow!("the server has terminated the test"),
+                State::ServerError => server_error(ctrl),
+                State::ServerTerminate => break (now, Some(Stopped::ServerTerminated)),
                 State::AccessDenied => anyhow!("the server denied access"),
                 other => anyhow!("the server sent an unexpected {other:?} during the test"),
             });
@@ -860,7 +895,30 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         if let Some(e) = live.first_error() {
             bail!("a data stream failed: {e}");
         }
+        // -t 0 receiving: a server that stopped sending without a word is given up
+        // after iperf3's --rcv-timeout default, as an iperf3 client does.
+        if spec.until_interrupted() && receiving.stalled(&meter, Instant::now()) {
+            bail!(
+                "no data received for {} s; the server seems to have stopped sending",
+                RCV_TIMEOUT.as_secs()
+            );
+        }
     };
+    if let Some(why) = stopped {
+        // Interrupted (or the server quit): stop everything and report what ran so far,
+        // as iperf3 does; the peer's figures are unknown.
+        live.stop(true, true);
+        let now = t0.elapsed().as_secs_f64().max(end_s);
+        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting {
+            let iv = meter.tick(now);
+            out.interval(iv);
+        }
+        let mut locals = meter.finals(now, now);
+        live.record_host_drops(&mut locals);
+        return Err(partial_end(
+            out, &spec, cfg, &live, &locals, cpu_start, origin, why,
+        ));
+    }
 
     // Ending: stop sending, tell the server, count what is still in flight to us.
     live.stop(true, false);
@@ -886,18 +944,45 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     loop {
         let st = ctrl
             .read_state(CTRL_TIMEOUT, "the server's results exchange")
-            .map_err(ctrl_err)?;
-        match machine.on_state(st).map_err(|e| anyhow!("{e}"))? {
+            .map_err(ctrl_err);
+        let step = st.and_then(|st| match machine.on_state(st) {
+            Err(ClientFailure::ServerTerminated) => Err(Stopped::ServerTerminated.into()),
+            r => r.map_err(|e| anyhow!("{e}")),
+        });
+        // Interrupted while the server works out its results: report our own figures.
+        let step = match step {
+            Err(e) => match Stopped::of(&e) {
+                Some(why) => {
+                    return Err(partial_end(
+                        out, &spec, cfg, &live, &locals, cpu_start, origin, why,
+                    ));
+                }
+                None => return Err(e),
+            },
+            Ok(step) => step,
+        };
+        match step {
             ClientStep::ExchangeResults => {
                 let has_retr = spec.protocol == Protocol::Tcp;
                 let mine = build::local_results(&locals, cpu, has_retr, congestion.clone());
                 ctrl.send_json(&mine, "sending results").map_err(ctrl_err)?;
-                peer = ctrl
-                    .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the server's results")
-                    .map_err(ctrl_err)?;
+                peer = match ctrl.read_json(
+                    wire::MAX_RESULTS_LEN,
+                    CTRL_TIMEOUT,
+                    "the server's results",
+                ) {
+                    Ok(p) => p,
+                    Err(CtrlError::Interrupted(_)) => {
+                        let why = Stopped::ClientInterrupted;
+                        return Err(partial_end(
+                            out, &spec, cfg, &live, &locals, cpu_start, origin, why,
+                        ));
+                    }
+                    Err(e) => return Err(ctrl_err(e)),
+                };
             }
             ClientStep::Display => break,
-            ClientStep::ReadServerError => return Err(server_error(&mut ctrl)),
+            ClientStep::ReadServerError => return Err(server_error(ctrl)),
             other => bail!("internal error: unexpected step {other:?} at the end"),
         }
     }
@@ -920,7 +1005,6 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     }
     out.text("\niperf Done.\n");
     let _ = ctrl.send_state(State::IperfDone);
-    ctrl.close_gracefully(Duration::from_secs(2));
     drop(live);
     if let Some(c) = &out.report.end.netmeter.connect_only
         && c.connections == 0
@@ -933,6 +1017,69 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// iperf3's default `--rcv-timeout`: how long a receiving client of a `-t 0` test waits
+/// for data before it gives up on a silent server.
+const RCV_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Watches the bytes this side receives, for the `-t 0` silent-server check.
+struct ReceiveWatch {
+    receives: bool,
+    last: (u64, Instant),
+}
+
+impl ReceiveWatch {
+    fn new(live: &LiveStreams) -> ReceiveWatch {
+        ReceiveWatch {
+            receives: live.shared.iter().any(|s| !s.sender),
+            last: (0, Instant::now()),
+        }
+    }
+
+    /// Whether nothing has arrived for [`RCV_TIMEOUT`] on a side that receives.
+    fn stalled(&mut self, meter: &Meter, now: Instant) -> bool {
+        if !self.receives {
+            return false;
+        }
+        let (_, received, _, _) = meter.totals();
+        if received != self.last.0 {
+            self.last = (received, now);
+        }
+        now.duration_since(self.last.1) > RCV_TIMEOUT
+    }
+}
+
+/// End a test that was stopped early: record why (before the summary, as iperf3 orders
+/// its `--json-stream` events), print the summary of what this side measured (the peer's
+/// figures never came) and return the error that ends the run.
+#[allow(clippy::too_many_arguments)]
+fn partial_end(
+    out: &mut Output,
+    spec: &TestSpec,
+    cfg: &ClientConfig,
+    live: &LiveStreams,
+    locals: &[build::LocalFinal],
+    cpu_start: crate::stats::CpuSample,
+    origin: Instant,
+    why: Stopped,
+) -> anyhow::Error {
+    let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
+    let congestion = live
+        .keep_tcp
+        .first()
+        .and_then(|s| sock::congestion(s.as_raw_fd()));
+    out.error(&why.to_string());
+    test_common::finish(
+        out,
+        spec,
+        locals,
+        &Results::default(),
+        cpu,
+        congestion,
+        cfg.in_process_server,
+    );
+    why.into()
 }
 
 /// What the data path is, for the JSON record.
@@ -967,6 +1114,7 @@ fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64)
         senders.peek().is_some() && senders.all(|s| s.finished.load(Ordering::Acquire))
     };
     match spec.end {
+        _ if spec.until_interrupted() => false,
         EndCondition::Time(t) => now >= t + spec.omit_s,
         EndCondition::Bytes(n) => {
             let (sb, rb, _, _) = meter.totals();

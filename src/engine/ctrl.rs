@@ -21,18 +21,36 @@ pub enum CtrlError {
     Io(io::Error, &'static str),
     #[error("{1} could not be read: {0}")]
     Wire(WireError, &'static str),
+    /// A stop signal (SIGINT, SIGTERM, SIGHUP) arrived while waiting for {0}.
+    #[error("interrupted by a signal while waiting for {0}")]
+    Interrupted(&'static str),
 }
+
+/// How long one slice of a control read waits before looking for a stop signal.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 /// A control connection with deadline-bounded framed I/O.
 pub struct Ctrl {
     pub sock: TcpStream,
+    /// Give up a wait with [`CtrlError::Interrupted`] once a stop signal arrived
+    /// (`sock::stop_signal`). Off for the in-process server of `--loopback`, which the
+    /// client stops itself.
+    pub stop_on_signal: bool,
 }
 
 impl Ctrl {
     pub fn new(sock: TcpStream) -> Ctrl {
         let _ = sock.set_nodelay(true);
         let _ = sock.set_write_timeout(Some(Duration::from_secs(30)));
-        Ctrl { sock }
+        Ctrl {
+            sock,
+            stop_on_signal: false,
+        }
+    }
+
+    /// Whether a stop signal arrived that this connection heeds.
+    fn signalled(&self) -> bool {
+        self.stop_on_signal && crate::sock::stop_signal().is_some()
     }
 
     /// Read exactly `buf.len()` bytes before `timeout` elapses.
@@ -49,8 +67,16 @@ impl Ctrl {
             if left.is_zero() {
                 return Err(CtrlError::Timeout(timeout.as_secs_f64(), what));
             }
+            if self.signalled() {
+                return Err(CtrlError::Interrupted(what));
+            }
+            let slice = if self.stop_on_signal {
+                left.min(SIGNAL_CHECK)
+            } else {
+                left
+            };
             self.sock
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .set_read_timeout(Some(slice.max(Duration::from_millis(1))))
                 .map_err(|e| CtrlError::Io(e, what))?;
             match self.sock.read(&mut buf[got..]) {
                 Ok(0) => return Err(CtrlError::Closed(what)),
@@ -69,6 +95,9 @@ impl Ctrl {
         timeout: Duration,
         what: &'static str,
     ) -> Result<Option<State>, CtrlError> {
+        if self.signalled() {
+            return Err(CtrlError::Interrupted(what));
+        }
         // poll() with microsecond precision: socket read timeouts are rounded to
         // kernel ticks, which would make interval boundaries drift by milliseconds.
         match crate::sock::wait_readable(self.sock.as_raw_fd(), timeout) {

@@ -1,6 +1,7 @@
 //! `--find-max-rate`: runs short UDP tests at the rates `search::RateSearch` picks and
 //! reports each step and the highest rate whose loss stayed within the target.
 
+use super::Stopped;
 use super::client::{self, ClientConfig};
 use super::output::{self, Mode, Sink};
 use crate::search::{RateSearch, Trial};
@@ -27,6 +28,8 @@ struct SearchJson {
     steps: Vec<StepJson>,
     /// The highest passing trial, if any.
     result: Option<StepJson>,
+    /// The search was stopped by a signal before it converged.
+    interrupted: bool,
 }
 
 fn step_json(t: &Trial) -> StepJson {
@@ -65,13 +68,22 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
             ),
         );
     }
+    // Ctrl-C ends the search where it is; the best rate so far is still reported.
+    let mut interrupted = false;
     while let Some(rate) = search.next_rate() {
         let mut trial = cfg.clone();
         trial.spec.rate_bps = rate;
         trial.mode = Mode::Json;
         trial.interval_s = 0.0;
         let quiet = output::sink(Box::new(std::io::sink()));
-        let report = client::run(&trial, quiet)?;
+        let report = match client::run(&trial, quiet) {
+            Ok(r) => r,
+            Err(e) if Stopped::of(&e) == Some(Stopped::ClientInterrupted) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         let e = &report.end;
         let sent = e.sum_sent.as_ref().map_or(0.0, |s| s.bits_per_second);
         let received = e.sum_received.as_ref().map_or(0.0, |s| s.bits_per_second);
@@ -105,8 +117,15 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         }
         // Let the server finish the previous test before the next one connects.
         std::thread::sleep(Duration::from_millis(300));
+        if crate::sock::stop_signal().is_some() {
+            interrupted = true;
+            break;
+        }
     }
     if text {
+        if interrupted {
+            say(&sink, "Search interrupted; the best rate so far:\n");
+        }
         match &search.best {
             Some(b) => say(
                 &sink,
@@ -131,9 +150,13 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
                 streams,
                 steps: search.steps.iter().map(step_json).collect(),
                 result: search.best.as_ref().map(step_json),
+                interrupted,
             }
         });
         say(&sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
+    }
+    if interrupted {
+        return Err(Stopped::ClientInterrupted.into());
     }
     if search.best.is_none() {
         bail!("no rate kept the loss within {loss_target}%");

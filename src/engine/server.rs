@@ -8,6 +8,7 @@
 //! damage is one logged error for that session.
 
 use super::CTRL_TIMEOUT;
+use super::Stopped;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
     make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now,
@@ -22,7 +23,7 @@ use crate::report::build;
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::text::{self, TextCtx};
 use crate::report::{HostPort, StartExt};
-use crate::session::{self, ServerEvent};
+use crate::session::{self, ServerEvent, ServerFailure};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::cpu_percent;
@@ -49,7 +50,12 @@ const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
 /// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
 const TEST_GRACE: Duration = Duration::from_secs(40);
-/// For `-n` / `-k` tests: how long without any data progress before giving up.
+/// TCP keepalive on the control connection of a `-t 0` test, which has no deadline: a
+/// client host that vanished without a word is noticed after about 10 + 3 × 5 s.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_PROBES: u32 = 3;
+/// For `-n` / `-k` and `-t 0` tests: how long without any data progress before giving up.
 const IDLE_DATA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Server settings from the flags.
@@ -93,6 +99,9 @@ struct Shared {
     /// without a session.
     connect_hub: super::connect::Hub,
     shutdown: Arc<AtomicBool>,
+    /// Stop on SIGINT/SIGTERM/SIGHUP (`Server::stop_on_signals`); off for the in-process
+    /// server of `--loopback`, which its client stops.
+    on_signals: AtomicBool,
     last_activity: Mutex<Instant>,
 }
 
@@ -124,6 +133,11 @@ impl Shared {
                 let _ = w.flush();
             }
         }
+    }
+
+    /// Whether this server was told to stop by a signal.
+    fn signalled(&self) -> bool {
+        self.on_signals.load(Ordering::Relaxed) && sock::stop_signal().is_some()
     }
 
     fn touch(&self) {
@@ -210,11 +224,20 @@ impl Server {
                 udp_waiters: Mutex::new(Vec::new()),
                 connect_hub: Default::default(),
                 shutdown,
+                on_signals: AtomicBool::new(false),
                 last_activity: Mutex::new(Instant::now()),
             }),
             tcp,
             udp,
         })
+    }
+
+    /// End `serve` on SIGINT, SIGTERM or SIGHUP (`sock::catch_stop_signals`): a running
+    /// test sends its client `SERVER_TERMINATE` and prints its partial summary, and
+    /// `serve` returns [`Stopped::ServerInterrupted`].
+    pub fn stop_on_signals(self) -> Server {
+        self.shared.on_signals.store(true, Ordering::Relaxed);
+        self
     }
 
     /// The bound port.
@@ -239,6 +262,9 @@ impl Server {
         self.tcp.set_nonblocking(true)?;
         shared.connect_hub.set_listener(self.tcp.try_clone()?);
         while !shared.shutdown.load(Ordering::Relaxed) && !one_off_done.load(Ordering::Relaxed) {
+            if shared.signalled() {
+                break;
+            }
             sessions.retain(|h| !h.is_finished());
             if let Some(idle) = shared.cfg.idle_timeout {
                 let since = shared
@@ -295,11 +321,15 @@ impl Server {
                 Err(e) => shared.log(&format!("cannot start a thread for {peer}: {e}")),
             }
         }
+        // Running sessions notice a signal at their next wait and end their tests.
         for h in sessions {
             let _ = h.join();
         }
         shared.shutdown.store(true, Ordering::Relaxed);
         let _ = udp_thread.join();
+        if shared.signalled() {
+            return Err(Stopped::ServerInterrupted.into());
+        }
         Ok(())
     }
 }
@@ -307,6 +337,7 @@ impl Server {
 /// Returns true when the connection was a test session (for `-1`).
 fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, seq: u64) -> bool {
     let mut ctrl = Ctrl::new(conn);
+    ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
         if shared.cfg.verbose {
@@ -339,9 +370,13 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         }
         Ok(false) => false,
         Err(e) => {
-            shared.log(&format!("test from {peer} ended with an error: {e:#}"));
+            match Stopped::of(&e) {
+                // One line: the test was stopped on purpose, not failed.
+                Some(why) => shared.log(&format!("test from {peer} stopped: {why}")),
+                None => shared.log(&format!("test from {peer} ended with an error: {e:#}")),
+            }
             shared.tests_done.fetch_add(1, Ordering::Relaxed);
-            if !shared.cfg.one_off && shared.cfg.max_tests == 1 {
+            if !shared.cfg.one_off && shared.cfg.max_tests == 1 && !shared.signalled() {
                 shared.banner();
             }
             true
@@ -522,8 +557,13 @@ impl Session<'_> {
             out.captured = Some(String::new());
         }
         let result = self.test_inner(ctrl, &mut out, &mut spec, peer, cookie, params, origin);
-        if let Err(e) = &result {
-            out.error(&format!("{e:#}"));
+        match &result {
+            // A stopped test's one text line is the session's log line.
+            Err(e) if Stopped::of(e).is_some() && out.mode == Mode::Text => {
+                out.report.error = Some(format!("{e:#}"));
+            }
+            Err(e) => out.error(&format!("{e:#}")),
+            Ok(()) => {}
         }
         out.finish();
         result
@@ -780,13 +820,20 @@ impl Session<'_> {
         meter.answered = conn_reg.as_ref().map(|r| r.answered());
         let interval = (shared.cfg.interval_s > 0.0).then_some(shared.cfg.interval_s);
         let mut next_tick = interval.unwrap_or(f64::INFINITY);
-        let hard_deadline = match spec.end {
-            EndCondition::Time(t) => Some(Duration::from_secs_f64(t + spec.omit_s) + TEST_GRACE),
-            _ => None,
-        };
+        let hard_deadline = running_deadline(spec);
+        if spec.until_interrupted() {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE_IDLE)
+                .with_interval(KEEPALIVE_INTERVAL)
+                .with_retries(KEEPALIVE_PROBES);
+            let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
+        }
         let mut last_progress = (0u64, Instant::now());
-        let end_s = loop {
+        let (end_s, stopped) = loop {
             let now = t0.elapsed().as_secs_f64();
+            if shared.signalled() {
+                break (now, Some(Stopped::ServerInterrupted));
+            }
             if meter.omitting && now >= spec.omit_s && interval.is_none() {
                 meter.tick(now);
             }
@@ -819,13 +866,43 @@ impl Session<'_> {
             match ctrl.poll_state(Duration::from_secs_f64(wait), "TEST_END") {
                 Ok(None) => {}
                 Ok(Some(st)) => match session::server_on_state(true, st) {
-                    Ok(ServerEvent::TestEnd) => break t0.elapsed().as_secs_f64(),
+                    Ok(ServerEvent::TestEnd) => break (t0.elapsed().as_secs_f64(), None),
                     Ok(ServerEvent::Done) => bail!("the client finished before the test ended"),
+                    Err(ServerFailure::ClientTerminated) => {
+                        break (t0.elapsed().as_secs_f64(), Some(Stopped::ClientTerminated));
+                    }
                     Err(e) => bail!("{e}"),
                 },
+                Err(CtrlError::Interrupted(_)) => {
+                    break (t0.elapsed().as_secs_f64(), Some(Stopped::ServerInterrupted));
+                }
                 Err(e) => bail!("{e}"),
             }
         };
+        if let Some(why) = stopped {
+            // As iperf3: tell a client we are going away, then print what ran so far.
+            if why == Stopped::ServerInterrupted {
+                let _ = ctrl.send_state(State::ServerTerminate);
+            }
+            live.stop(true, true);
+            if interval.is_some()
+                && meter.worth_reporting(end_s, shared.cfg.interval_s)
+                && !meter.omitting
+            {
+                let iv = meter.tick(end_s);
+                out.interval(iv);
+            }
+            let mut locals = meter.finals(end_s, end_s);
+            live.record_host_drops(&mut locals);
+            let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
+            let congestion = live
+                .keep_tcp
+                .first()
+                .and_then(|s| sock::congestion(s.as_raw_fd()));
+            let peer = Results::default();
+            test_common::finish(out, spec, &locals, &peer, cpu, congestion, false);
+            return Err(why.into());
+        }
         // Stop sending, then count what is still in flight to us before sampling.
         live.stop(true, false);
         let recv_end_s = live
@@ -891,6 +968,18 @@ impl Session<'_> {
     }
 }
 
+/// How long a running test may last before the server declares it stuck: `-t + -O`
+/// plus [`TEST_GRACE`]. `None` for byte/block tests (judged by data progress instead)
+/// and for `-t 0`, which runs until the client ends it: there the data progress check
+/// and the control connection (closed, or dead under keepalive) catch a vanished peer.
+fn running_deadline(spec: &TestSpec) -> Option<Duration> {
+    match spec.end {
+        _ if spec.until_interrupted() => None,
+        EndCondition::Time(t) => Some(Duration::from_secs_f64(t + spec.omit_s) + TEST_GRACE),
+        _ => None,
+    }
+}
+
 /// Move items from a typed channel into the session's common channel.
 fn forward<T: Send + 'static>(
     rx: Receiver<(u64, T)>,
@@ -948,5 +1037,31 @@ impl Drop for ServerHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_until_interrupted_has_no_running_deadline() {
+        let timed = |t: f64, omit_s: f64| TestSpec {
+            end: EndCondition::Time(t),
+            omit_s,
+            ..Default::default()
+        };
+        assert_eq!(
+            running_deadline(&timed(10.0, 2.0)),
+            Some(Duration::from_secs(52))
+        );
+        // iperf3 sends `time: 0` for -t 0 and its server then arms no test timer.
+        assert_eq!(running_deadline(&timed(0.0, 0.0)), None);
+        assert_eq!(running_deadline(&timed(0.0, 3.0)), None);
+        let bytes = TestSpec {
+            end: EndCondition::Bytes(1 << 20),
+            ..Default::default()
+        };
+        assert_eq!(running_deadline(&bytes), None);
     }
 }

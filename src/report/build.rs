@@ -431,9 +431,12 @@ pub fn end_sums(
             let packets: u64 = udp.iter().map(|u| u.packets).sum();
             let lost: u64 = udp.iter().map(|u| u.lost_packets).sum();
             let jitter = udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len().max(1) as f64;
+            // A sender whose peer sent no results (the test was interrupted) does not
+            // know what arrived: like iperf3 it reports 0 received, not what it sent.
+            let rcv_known = udp.iter().any(|u| u.netmeter.is_some());
             let rcv_bytes: u64 = udp
                 .iter()
-                .map(|u| u.netmeter.map(|n| n.receiver_bytes).unwrap_or(u.bytes))
+                .map(|u| u.netmeter.map(|n| n.receiver_bytes).unwrap_or(0))
                 .sum();
             let recv_fig = UdpRecvFigures {
                 jitter_ms: jitter,
@@ -471,10 +474,18 @@ pub fn end_sums(
                 packets,
                 lost_percent: 0.0,
             };
+            let rcv_fig = if rcv_known {
+                recv_fig
+            } else {
+                UdpRecvFigures {
+                    packets: 0,
+                    ..recv_fig
+                }
+            };
             (
                 Some(mk(bytes, recv_fig, local_sender, seconds)),
                 Some(mk(bytes, sent_fig, true, seconds)),
-                Some(mk(rcv_bytes, recv_fig, false, rcv_seconds)),
+                Some(mk(rcv_bytes, rcv_fig, false, rcv_seconds)),
             )
         }
     }
@@ -660,6 +671,25 @@ mod tests {
         let u = e.udp.unwrap();
         assert_eq!((u.packets, u.lost_packets, u.lost_percent), (100, 2, 2.0));
         assert!((u.jitter_ms - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn udp_sender_without_peer_results_reports_nothing_received() {
+        // Interrupted: the server's results never came.
+        let l = LocalFinal {
+            id: 1,
+            sender: true,
+            forward: true,
+            bytes: 500_000,
+            seconds: 2.0,
+            packets: 500,
+            ..LocalFinal::default()
+        };
+        let e = end_stream(Protocol::Udp, &l, None);
+        let (_, sent, recv) = end_sums(Protocol::Udp, &[&e], true);
+        assert_eq!(sent.unwrap().bytes, 500_000);
+        let recv = recv.unwrap();
+        assert_eq!((recv.bytes, recv.udp_recv.unwrap().packets), (0, 0));
     }
 
     #[test]
