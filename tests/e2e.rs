@@ -1046,6 +1046,52 @@ fn bad_flags_are_one_line_errors() {
 }
 
 #[test]
+fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
+    // Negative numbers used to read as "a value is required ... but none was supplied",
+    // and iperf3 options netmeter lacks got clap's "a similar argument exists: '--server'".
+    for (args, want) in [
+        (
+            &["-c", "127.0.0.1", "-P", "-1"][..],
+            "netmeter: -P must be between 1 and 128",
+        ),
+        (
+            &["-c", "127.0.0.1", "-t", "-1"],
+            "netmeter: -t must be between 0 and 86400 seconds",
+        ),
+        (
+            &["-c", "127.0.0.1", "-b", "-5"],
+            "netmeter: -b must be 0 (unlimited)",
+        ),
+        (
+            &["-c", "127.0.0.1", "-l", "-1"],
+            "netmeter: -l for TCP must be between",
+        ),
+        (
+            &["-c", "127.0.0.1", "-M", "10"],
+            "netmeter: -M must be between 88 and 32767",
+        ),
+        (
+            &["-s", "--server-max-duration", "5"],
+            "netmeter: --server-max-duration is an iperf3 option that netmeter does not support yet",
+        ),
+        (
+            &["-c", "127.0.0.1", "--username", "me"],
+            "netmeter: --username is an iperf3 option that netmeter does not support yet",
+        ),
+        (
+            &["-c", "127.0.0.1", "--timestamps"],
+            "netmeter: --timestamps is an iperf3 option that netmeter does not support yet",
+        ),
+    ] {
+        let out = run(Command::new(netmeter()).args(args), Duration::from_secs(10));
+        let err = one_line_error(&out);
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert!(!err.contains("similar argument"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", show(&out));
+    }
+}
+
+#[test]
 fn loopback_runs_tcp_and_udp() {
     let out = run(
         Command::new(netmeter()).args(["--loopback", "-t", "1"]),
