@@ -246,6 +246,19 @@ pub struct Args {
     /// epoch (e.g. $(( $(date +%s) + 10 ))), so several clients start together.
     #[arg(long = "txstart-time", value_name = "EPOCH")]
     pub txstart_time: Option<f64>,
+    /// UDP: the sending side (this one, the server with -R, both with --bidir) sends one
+    /// datagram per message instead of using segmentation offload (UDP_SEGMENT), as
+    /// iperf3 does by default. Compare with iperf3 this way.
+    #[arg(long = "no-gso")]
+    pub no_gso: bool,
+    /// UDP: the receiving side reads one datagram per message instead of using receive
+    /// offload (UDP_GRO).
+    #[arg(long = "no-gro")]
+    pub no_gro: bool,
+    /// iperf3 3.21's switch for UDP GSO and GRO. netmeter uses both by default where the
+    /// kernel offers them, so this changes nothing (see --no-gso, --no-gro).
+    #[arg(long = "gsro")]
+    pub gsro: bool,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -778,6 +791,9 @@ impl Args {
             (self.burst_period.is_some(), "--burst-period"),
             (self.isochronous.is_some(), "--isochronous"),
             (self.txstart_time.is_some(), "--txstart-time"),
+            (self.no_gso, "--no-gso"),
+            (self.no_gro, "--no-gro"),
+            (self.gsro, "--gsro"),
         ];
         if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
             return Err(usage(format!(
@@ -929,6 +945,21 @@ impl Args {
                 units::parse_rate(r).map_err(|e| usage(format!("--fq-rate: {e}")))
             })
             .transpose()?;
+        if (self.no_gso || self.no_gro || self.gsro)
+            && protocol == Protocol::Tcp
+            && !self.loopback
+            && !self.find_max_rate
+        {
+            return Err(usage(
+                "--no-gso, --no-gro and --gsro apply to UDP tests (-u)",
+            ));
+        }
+        if self.no_gso && self.gsro {
+            return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gso"));
+        }
+        if self.no_gro && self.gsro {
+            return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gro"));
+        }
         if self.zerocopy && protocol == Protocol::Udp {
             return Err(usage("-Z (zero-copy) applies to TCP only"));
         }
@@ -960,6 +991,8 @@ impl Args {
             connect_only: self.connect_only_check()?,
             profile: None,
             working_load: None,
+            no_gso: self.no_gso,
+            no_gro: self.no_gro,
         };
         let spec = self.with_working_load(spec)?;
         let mut spec = self.with_profile(spec)?;

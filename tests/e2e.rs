@@ -752,6 +752,79 @@ fn udp_reverse() {
     assert!((2.5e6..22e6).contains(&bps), "server sent at {bps} bit/s");
 }
 
+/// `start.netmeter.data_path` of (client, server) for a 1 s UDP test with `args`.
+fn udp_data_paths(args: &[&str]) -> (String, String) {
+    let s = Server::start(&["-J"]);
+    let v = ok_json(&client(
+        s.port,
+        &[&["-J", "-t", "1", "-u", "-b", "50M"], args].concat(),
+    ));
+    let dp = |v: &Value| {
+        v["start"]["netmeter"]["data_path"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    (dp(&v), dp(&s.json()))
+}
+
+#[test]
+fn no_gso_and_no_gro_reach_the_side_that_sends_or_receives() {
+    // Loopback offers both offloads: by default the sender segments, the receiver coalesces.
+    let (c, s) = udp_data_paths(&[]);
+    assert!(c.contains("sendmmsg+GSO"), "client: {c}");
+    assert!(s.contains("recvmmsg+GRO"), "server: {s}");
+    let (c, s) = udp_data_paths(&["--no-gso", "--no-gro"]);
+    assert_eq!(
+        (c.as_str(), s.as_str()),
+        ("udp sendmmsg/recvmmsg", "udp sendmmsg/recvmmsg")
+    );
+    // -R: the server sends, so --no-gso must reach it; the client keeps GRO.
+    let (c, s) = udp_data_paths(&["-R"]);
+    assert!(
+        s.contains("sendmmsg+GSO") && c.contains("recvmmsg+GRO"),
+        "{c} / {s}"
+    );
+    let (c, s) = udp_data_paths(&["-R", "--no-gso"]);
+    assert!(
+        !s.contains("GSO") && c.contains("recvmmsg+GRO"),
+        "{c} / {s}"
+    );
+    let (c, s) = udp_data_paths(&["-R", "--no-gro"]);
+    assert!(
+        s.contains("sendmmsg+GSO") && !c.contains("GRO"),
+        "{c} / {s}"
+    );
+    // iperf3 3.21's --gsro is accepted and changes nothing.
+    let (c, _) = udp_data_paths(&["--gsro"]);
+    assert!(c.contains("sendmmsg+GSO"), "client: {c}");
+}
+
+#[test]
+fn verbose_text_shows_the_udp_data_path() {
+    let s = Server::start(&["-V"]);
+    let out = client(
+        s.port,
+        &["-V", "-t", "1", "-u", "-b", "20M", "-R", "--no-gso"],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("Data path: udp sendmmsg/recvmmsg+GRO\n  receive: GRO on"),
+        "{text}"
+    );
+    let srv = s.finish();
+    assert!(
+        srv.contains("Data path: udp sendmmsg/recvmmsg\n  send: GSO off (--no-gso), one "),
+        "{srv}"
+    );
+    // Without -V the line stays out of the way, as iperf3's text has none.
+    let (plain, _) = pair_text(&["-t", "1", "-u", "-b", "20M"]);
+    assert!(!plain.contains("Data path"), "{plain}");
+    let (verbose, _) = pair_text(&["-V", "-t", "1", "-u", "-b", "20M"]);
+    assert!(verbose.contains("  send: GSO on, "), "{verbose}");
+}
+
 #[test]
 fn udp_bidir() {
     let (v, _) = pair(&["-t", "1", "-u", "-b", "5M", "--bidir"]);

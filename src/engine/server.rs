@@ -10,7 +10,7 @@
 use super::CTRL_TIMEOUT;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
-    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now,
+    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now, udp_offload_note,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -718,7 +718,7 @@ impl Session<'_> {
                 &zerocopy,
             );
             if spec.protocol == Protocol::Udp {
-                probe_udp_offload(&mut w, fd as i32);
+                probe_udp_offload(&mut w, spec, fd as i32);
             } else {
                 probe_tcp_zerocopy(&mut w, fd as i32);
             }
@@ -751,6 +751,13 @@ impl Session<'_> {
             clock: clock_est,
             txstart: None,
         };
+        if shared.cfg.verbose {
+            let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
+            out.text(&text::data_path(
+                &out.report.start.netmeter.data_path,
+                udp_offload_note(spec, &mine).as_ref(),
+            ));
+        }
         out.start_done();
 
         let cpu_start = sock::cpu_sample(origin);

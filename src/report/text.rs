@@ -571,9 +571,115 @@ pub fn cpu(e: &End, local_sender: bool) -> String {
     )
 }
 
+/// Whether a UDP offload is in use on this side, and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    On,
+    /// Switched off with `--no-gso` / `--no-gro`.
+    Refused,
+    /// Request/response and profiled datagrams are sent and read one by one.
+    OneByOne,
+    /// The kernel refused it for this socket, or a datagram this large fills a message.
+    Unavailable,
+}
+
+/// What one side's UDP streams do per system call, for `-V`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpOffloadNote {
+    /// Bytes per datagram (`-l`).
+    pub datagram_len: usize,
+    /// Messages per `sendmmsg` / `recvmmsg`.
+    pub batch: usize,
+    /// This side sends: GSO and datagrams per message.
+    pub gso: Option<(Offload, usize)>,
+    /// This side receives: GRO.
+    pub gro: Option<Offload>,
+}
+
+/// `-V`: the data path (`start.netmeter.data_path`) and, for UDP, what segmentation and
+/// receive offload did, so a rate far above iperf3's (which sends one datagram per
+/// system call) explains itself.
+pub fn data_path(path: &str, udp: Option<&UdpOffloadNote>) -> String {
+    let mut s = format!("Data path: {path}\n");
+    let Some(u) = udp else {
+        return s;
+    };
+    let why = |o: Offload, flag: &str| match o {
+        Offload::On => String::new(),
+        Offload::Refused => flag.to_string(),
+        Offload::OneByOne => "request/response and profiled datagrams go one by one".into(),
+        Offload::Unavailable => "not available for this socket and datagram size".into(),
+    };
+    let (len, batch) = (u.datagram_len, u.batch);
+    if let Some((g, per)) = u.gso {
+        let _ = match g {
+            Offload::On => writeln!(
+                s,
+                "  send: GSO on, {len}-byte datagrams, up to {per} per message, {batch} messages per sendmmsg"
+            ),
+            _ => writeln!(
+                s,
+                "  send: GSO off ({}), one {len}-byte datagram per message, {batch} messages per sendmmsg",
+                why(g, "--no-gso")
+            ),
+        };
+    }
+    if let Some(g) = u.gro {
+        let _ = match g {
+            Offload::On => writeln!(
+                s,
+                "  receive: GRO on, up to 64 KiB of datagrams per message, {batch} messages per recvmmsg"
+            ),
+            _ => writeln!(
+                s,
+                "  receive: GRO off ({}), one datagram per message, {batch} messages per recvmmsg",
+                why(g, "--no-gro")
+            ),
+        };
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_path_says_what_offload_did() {
+        assert_eq!(
+            data_path("tcp write/read", None),
+            "Data path: tcp write/read\n"
+        );
+        let on = UdpOffloadNote {
+            datagram_len: 1448,
+            batch: 32,
+            gso: Some((Offload::On, 44)),
+            gro: None,
+        };
+        assert_eq!(
+            data_path("udp sendmmsg+GSO/recvmmsg", Some(&on)),
+            "Data path: udp sendmmsg+GSO/recvmmsg\n  send: GSO on, 1448-byte datagrams, up to 44 per message, 32 messages per sendmmsg\n"
+        );
+        let off = UdpOffloadNote {
+            datagram_len: 1448,
+            batch: 32,
+            gso: Some((Offload::Refused, 1)),
+            gro: Some(Offload::Refused),
+        };
+        assert_eq!(
+            data_path("udp sendmmsg/recvmmsg", Some(&off)),
+            "Data path: udp sendmmsg/recvmmsg\n  send: GSO off (--no-gso), one 1448-byte datagram per message, 32 messages per sendmmsg\n  receive: GRO off (--no-gro), one datagram per message, 32 messages per recvmmsg\n"
+        );
+        let gro = UdpOffloadNote {
+            gso: None,
+            gro: Some(Offload::On),
+            ..off
+        };
+        assert!(
+            data_path("udp sendmmsg/recvmmsg+GRO", Some(&gro))
+                .ends_with("  receive: GRO on, up to 64 KiB of datagrams per message, 32 messages per recvmmsg\n")
+        );
+    }
     use crate::report::{EndSide, EndStream, TcpFigures, UdpRecvFigures};
 
     fn ctx(protocol: Protocol) -> TextCtx {
