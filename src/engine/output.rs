@@ -115,8 +115,8 @@ impl Output {
     pub fn error(&mut self, msg: &str) {
         self.report.error = Some(msg.to_string());
         match self.mode {
-            // A client's error reaches the user once, on stderr, from main.
-            Mode::Text if !self.ctx.client => self.write(&format!("netmeter: error - {msg}\n")),
+            // An error reaches the user once: a client's on stderr from main, a server's
+            // in the server's log line naming the client (`engine::server`).
             Mode::Text => {}
             Mode::JsonStream => self.write(&json::event("error", &msg)),
             Mode::Json => {}

@@ -47,6 +47,10 @@ const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to open all its data streams.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
+/// While a session waits for its data streams: how long it waits on the control
+/// connection before it looks for streams handed over again.
+const STREAM_POLL: Duration = Duration::from_millis(5);
+
 /// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
 const TEST_GRACE: Duration = Duration::from_secs(40);
 /// For `-n` / `-k` tests: how long without any data progress before giving up.
@@ -139,6 +143,12 @@ fn canon(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,
     }
+}
+
+/// A peer as the log shows it: an IPv4 client of a dual-stack listener as `127.0.0.1:N`,
+/// like the "Accepted connection from" line, not `[::ffff:127.0.0.1]:N`.
+fn shown(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canon(peer.ip()), peer.port())
 }
 
 fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
@@ -292,7 +302,7 @@ impl Server {
                 });
             match h {
                 Ok(h) => sessions.push(h),
-                Err(e) => shared.log(&format!("cannot start a thread for {peer}: {e}")),
+                Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
             }
         }
         for h in sessions {
@@ -310,7 +320,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
         if shared.cfg.verbose {
-            shared.log(&format!("dropped connection from {peer}: {e}"));
+            shared.log(&format!("dropped connection from {}: {e}", shown(peer)));
         }
         return false;
     }
@@ -339,7 +349,11 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         }
         Ok(false) => false,
         Err(e) => {
-            shared.log(&format!("test from {peer} ended with an error: {e:#}"));
+            // The one line for a failed test (the session's output does not repeat it).
+            shared.log(&format!(
+                "test from {} ended with an error: {e:#}",
+                shown(peer)
+            ));
             shared.tests_done.fetch_add(1, Ordering::Relaxed);
             if !shared.cfg.one_off && shared.cfg.max_tests == 1 {
                 shared.banner();
@@ -442,7 +456,8 @@ impl Session<'_> {
                         );
                     }
                     shared.log(&format!(
-                        "connection from {peer} dropped before a test started: {e}"
+                        "connection from {} dropped before a test started: {e}",
+                        shown(peer)
                     ));
                     return Ok(false);
                 }
@@ -453,8 +468,10 @@ impl Session<'_> {
         if taken >= shared.cfg.max_tests {
             let _ = ctrl.send_state(State::AccessDenied);
             shared.log(&format!(
-                "refused a test from {peer}: {} test(s) already running (--max-tests {})",
-                taken, shared.cfg.max_tests
+                "refused a test from {}: {} test(s) already running (--max-tests {})",
+                shown(peer),
+                taken,
+                shared.cfg.max_tests
             ));
             ctrl.close_gracefully(Duration::from_millis(200));
             return Ok(false);
@@ -622,10 +639,14 @@ impl Session<'_> {
                     ),
                 ));
             }
-            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(a) => accepted.push(a),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("stream hand-off closed"),
+            // Take every stream handed over so far, then wait on the control connection
+            // (not on the hand-off channel): a client that gives up is noticed at once.
+            loop {
+                match rx.try_recv() {
+                    Ok(a) => accepted.push(a),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => bail!("stream hand-off closed"),
+                }
             }
             // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
             for (_, a) in &accepted {
@@ -643,7 +664,10 @@ impl Session<'_> {
             // A client that gives up closes its control connection: notice it (a closed
             // or garbled control connection is an error, not "nothing yet"), so the
             // session frees its test slot now rather than at the stream deadline.
-            match ctrl.poll_state(Duration::from_millis(1), "stream setup") {
+            if accepted.len() >= total {
+                break;
+            }
+            match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
                 Ok(None) => {}
                 Ok(Some(st)) => bail!("the client sent {st:?} while opening its data streams"),
                 Err(e) => bail!("{e}"),
