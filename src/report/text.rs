@@ -281,6 +281,14 @@ pub fn histogram(title: &str, buckets_us: &[(f64, u64)], bin_ms: f64) -> String 
 
 /// One-way delay lines under the end table.
 pub fn trip_times_summary(t: &super::TripTimesEnd) -> String {
+    if t.client_to_server.is_none() && t.server_to_client.is_none() {
+        // Bounceback: requests and replies carry no send times, so only the round trip
+        // is measured. A heading with nothing under it would read like a failure.
+        return format!(
+            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated {:+.3} ms +/- {:.3} ms\n",
+            t.offset_ms, t.offset_uncertainty_ms
+        );
+    }
     let mut s = format!(
         "One-way delay ({}; server clock - client clock estimated {:+.3} ms +/- {:.3} ms):\n",
         t.clock, t.offset_ms, t.offset_uncertainty_ms
@@ -643,6 +651,21 @@ pub fn data_path(path: &str, udp: Option<&UdpOffloadNote>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trip_times_without_samples_says_why_instead_of_an_empty_heading() {
+        let t = crate::report::TripTimesEnd {
+            clock: "CLOCK_REALTIME".into(),
+            offset_ms: 0.001,
+            offset_uncertainty_ms: 0.014,
+            client_to_server: None,
+            server_to_client: None,
+        };
+        assert_eq!(
+            trip_times_summary(&t),
+            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated +0.001 ms +/- 0.014 ms\n"
+        );
+    }
 
     #[test]
     fn data_path_says_what_offload_did() {
