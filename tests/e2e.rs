@@ -842,6 +842,34 @@ fn udp_bidir() {
 }
 
 #[test]
+fn udp_bidir_text_has_iperf3_layout() {
+    // iperf3 3.18: one interval header; at the end each direction's streams, then its
+    // [SUM] sender and receiver lines (four [SUM] lines in all).
+    let (text, _) = pair_text(&["-t", "1", "-u", "-b", "5M", "--bidir", "-P", "2"]);
+    let headers = text.matches("[ ID][Role] Interval").count();
+    assert_eq!(headers, 2, "interval header + end header:\n{text}");
+    let end = text
+        .rsplit("- - - - - - - - - - - - - - - - - - - - - - - - -\n")
+        .next()
+        .unwrap_or("");
+    let sums: Vec<&str> = end.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    let tags: Vec<String> = sums
+        .iter()
+        .map(|l| format!("{} {}", &l[..11], l.split_whitespace().last().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "[SUM][TX-C] sender",
+            "[SUM][TX-C] receiver",
+            "[SUM][RX-C] sender",
+            "[SUM][RX-C] receiver"
+        ],
+        "{text}"
+    );
+}
+
+#[test]
 fn udp_burst() {
     let (v, _) = pair(&["-t", "1", "-u", "-b", "10M/16"]);
     udp_sum_checks(&v, "sum");

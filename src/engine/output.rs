@@ -83,12 +83,15 @@ impl Output {
     pub fn interval(&mut self, iv: Interval) {
         if !self.headers_done {
             self.headers_done = true;
-            let mut senders: Vec<bool> = iv.streams.iter().map(|r| r.sender).collect();
-            senders.dedup();
-            let mut h = String::new();
-            for s in senders.iter().take(if self.ctx.bidir { 2 } else { 1 }) {
-                h.push_str(&text::interval_header(&self.ctx, *s));
-            }
+            // One header, as iperf3: with --bidir the one whose columns cover both
+            // directions' rows (TCP: the sender's Retr/Cwnd; UDP: Jitter and Lost/Total,
+            // under which a sender's count sits).
+            let sender = if self.ctx.bidir {
+                self.ctx.protocol == crate::spec::Protocol::Tcp
+            } else {
+                iv.streams.first().map(|r| r.sender).unwrap_or(true)
+            };
+            let h = text::interval_header(&self.ctx, sender);
             self.text(&h);
         }
         let t = text::interval(&self.ctx, &iv);

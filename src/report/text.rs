@@ -130,7 +130,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
             pct(u.lost_percent)
         )
     } else if let Some(p) = r.packets {
-        format!("  {p}")
+        udp_sent_packets(ctx, p)
     } else {
         String::new()
     };
@@ -163,12 +163,22 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
     } else if let Some(r) = s.retransmits {
         format!("  {r:>3}")
     } else if let Some(p) = s.packets {
-        format!("  {p}")
+        udp_sent_packets(ctx, p)
     } else {
         String::new()
     };
     let profile = super::profile::row_suffix(s.netmeter);
     format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
+}
+
+/// A UDP sender's datagram count. Under `--bidir`'s single header (iperf3's
+/// `report_bw_udp_sender_format_bidir`) it sits under "Lost/Total Datagrams".
+fn udp_sent_packets(ctx: &TextCtx, packets: u64) -> String {
+    if ctx.bidir {
+        format!("            {packets}")
+    } else {
+        format!("  {packets}")
+    }
 }
 
 /// Transactions per second and RTT figures of a bounceback interval.
@@ -341,18 +351,31 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
         return ctx.titled(super::connect::interval_text(ctx, iv));
     }
     let mut out = String::new();
-    for r in &iv.streams {
-        out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
-    }
     let per_dir = if ctx.bidir {
         iv.streams.len() / 2
     } else {
         iv.streams.len()
     };
-    if per_dir > 1 {
-        out.push_str(&sum_line(ctx, &iv.sum));
-        if let Some(rev) = &iv.sum_bidir_reverse {
-            out.push_str(&sum_line(ctx, rev));
+    if ctx.bidir {
+        // As iperf3: one direction's streams and their [SUM], then the other's. The
+        // client-to-server direction is this side's sending one on the client.
+        for (local_sender, sum) in [
+            (ctx.client, Some(&iv.sum)),
+            (!ctx.client, iv.sum_bidir_reverse.as_ref()),
+        ] {
+            for r in iv.streams.iter().filter(|r| r.sender == local_sender) {
+                out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
+            }
+            if let Some(s) = sum.filter(|_| per_dir > 1) {
+                out.push_str(&sum_line(ctx, s));
+            }
+        }
+    } else {
+        for r in &iv.streams {
+            out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
+        }
+        if per_dir > 1 {
+            out.push_str(&sum_line(ctx, &iv.sum));
         }
     }
     if per_dir > 1 || ctx.bidir {
@@ -391,6 +414,52 @@ fn tcp_sum(s: &super::EndSide) -> EndSum {
         sender: s.sender,
         netmeter: s.netmeter,
     }
+}
+
+/// A UDP stream's end lines: what its sender sent, what its receiver counted.
+fn udp_end_stream(ctx: &TextCtx, u: &super::EndUdp) -> String {
+    let id = ctx.id(u.socket, u.sender);
+    let sent = EndSum {
+        start: 0.0,
+        end: u.seconds,
+        seconds: u.seconds,
+        bytes: u.bytes,
+        bits_per_second: u.bits_per_second,
+        ..EndSum::default()
+    };
+    let mut out = end_row(
+        ctx,
+        id.clone(),
+        &sent,
+        &format!("  {:5.3} ms  0/{} (0%)", 0.0, u.packets),
+        "sender",
+    );
+    let (rb, rs) = u
+        .netmeter
+        .map(|n| (n.receiver_bytes, n.receiver_seconds))
+        .unwrap_or((u.bytes, u.seconds));
+    let recv = EndSum {
+        start: 0.0,
+        end: rs,
+        seconds: rs,
+        bytes: rb,
+        bits_per_second: crate::stats::bits_per_second(rb, rs),
+        ..EndSum::default()
+    };
+    out.push_str(&end_row(
+        ctx,
+        id,
+        &recv,
+        &format!(
+            "  {:5.3} ms  {}/{} ({}%)",
+            u.jitter_ms,
+            u.lost_packets,
+            u.packets,
+            pct(u.lost_percent)
+        ),
+        "receiver",
+    ));
+    out
 }
 
 /// The end summary: per-stream sender and receiver lines, then `[SUM]` lines.
@@ -460,73 +529,54 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                 out,
                 "{id_col} Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
             );
-            for s in &e.streams {
-                let Some(u) = &s.udp else { continue };
-                let id = ctx.id(u.socket, u.sender);
-                let sent = EndSum {
-                    start: 0.0,
-                    end: u.seconds,
-                    seconds: u.seconds,
-                    bytes: u.bytes,
-                    bits_per_second: u.bits_per_second,
-                    ..EndSum::default()
-                };
-                let _ = write!(
-                    out,
-                    "{}",
-                    end_row(
-                        ctx,
-                        id.clone(),
-                        &sent,
-                        &format!("  {:5.3} ms  0/{} (0%)", 0.0, u.packets),
-                        "sender"
-                    )
-                );
-                let (rb, rs) = u
-                    .netmeter
-                    .map(|n| (n.receiver_bytes, n.receiver_seconds))
-                    .unwrap_or((u.bytes, u.seconds));
-                let recv = EndSum {
-                    start: 0.0,
-                    end: rs,
-                    seconds: rs,
-                    bytes: rb,
-                    bits_per_second: crate::stats::bits_per_second(rb, rs),
-                    ..EndSum::default()
-                };
-                out.push_str(&end_row(
-                    ctx,
-                    id,
-                    &recv,
-                    &format!(
-                        "  {:5.3} ms  {}/{} ({}%)",
-                        u.jitter_ms,
-                        u.lost_packets,
-                        u.packets,
-                        pct(u.lost_percent)
-                    ),
-                    "receiver",
-                ));
-            }
             let per_dir = if ctx.bidir {
                 e.streams.len() / 2
             } else {
                 e.streams.len()
             };
-            if per_dir > 1 {
-                for x in [&e.sum_sent, &e.sum_received].into_iter().flatten() {
-                    let extra = match &x.udp_recv {
-                        Some(u) => format!(
-                            "  {:5.3} ms  {}/{} ({}%)",
-                            u.jitter_ms,
-                            u.lost_packets,
-                            u.packets,
-                            pct(u.lost_percent)
-                        ),
-                        None => String::new(),
-                    };
-                    let role = if x.sender { "sender" } else { "receiver" };
-                    out.push_str(&end_row(ctx, ctx.sum_id(x.sender), x, &extra, role));
+            // As iperf3: each direction's streams, then its [SUM] sender and receiver
+            // lines (with --bidir: four [SUM] lines in all).
+            let dirs = if ctx.bidir {
+                vec![
+                    (Some(ctx.client), &e.sum_sent, &e.sum_received),
+                    (
+                        Some(!ctx.client),
+                        &e.sum_sent_bidir_reverse,
+                        &e.sum_received_bidir_reverse,
+                    ),
+                ]
+            } else {
+                vec![(None, &e.sum_sent, &e.sum_received)]
+            };
+            for (local_sender, sum_sent, sum_received) in dirs {
+                for s in &e.streams {
+                    let Some(u) = &s.udp else { continue };
+                    if local_sender.is_some_and(|l| l != u.sender) {
+                        continue;
+                    }
+                    out.push_str(&udp_end_stream(ctx, u));
+                }
+                if per_dir > 1 || ctx.bidir {
+                    let tag = local_sender.unwrap_or(ctx.client);
+                    for (x, role) in [(sum_sent, "sender"), (sum_received, "receiver")] {
+                        let Some(x) = x else { continue };
+                        let extra = match &x.udp_recv {
+                            Some(u) => format!(
+                                "  {:5.3} ms  {}/{} ({}%)",
+                                u.jitter_ms,
+                                u.lost_packets,
+                                u.packets,
+                                pct(u.lost_percent)
+                            ),
+                            None => String::new(),
+                        };
+                        let id = if ctx.bidir {
+                            ctx.sum_id(tag)
+                        } else {
+                            ctx.sum_id(x.sender)
+                        };
+                        out.push_str(&end_row(ctx, id, x, &extra, role));
+                    }
                 }
             }
         }
@@ -703,7 +753,7 @@ mod tests {
                 .ends_with("  receive: GRO on, up to 64 KiB of datagrams per message, 32 messages per recvmmsg\n")
         );
     }
-    use crate::report::{EndSide, EndStream, TcpFigures, UdpRecvFigures};
+    use crate::report::{EndSide, EndStream, EndUdp, TcpFigures, UdpRecvFigures};
 
     fn ctx(protocol: Protocol) -> TextCtx {
         TextCtx {
@@ -768,6 +818,103 @@ mod tests {
             interval(&ctx(Protocol::Udp), &iv),
             "[  5]   1.00-2.00   sec  1.25 MBytes  10.5 Mbits/sec  0.012 ms  18/898 (2%)\n"
         );
+    }
+
+    /// `--bidir -u -P 1` on the client: iperf3 3.18's layout, one direction at a time,
+    /// each with its [SUM] sender and receiver lines.
+    #[test]
+    fn udp_bidir_snapshot() {
+        let c = TextCtx {
+            bidir: true,
+            ..ctx(Protocol::Udp)
+        };
+        let row = |socket, sender: bool| StreamInterval {
+            socket,
+            start: 0.0,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1_250_000,
+            bits_per_second: 10e6,
+            packets: sender.then_some(856),
+            udp_recv: (!sender).then_some(UdpRecvFigures {
+                jitter_ms: 0.018,
+                lost_packets: 0,
+                packets: 856,
+                lost_percent: 0.0,
+            }),
+            sender,
+            ..StreamInterval::default()
+        };
+        let iv = Interval {
+            // Received rows may come first: the renderer orders by direction.
+            streams: vec![row(6, false), row(4, true)],
+            ..Interval::default()
+        };
+        assert_eq!(
+            interval(&c, &iv),
+            "\
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec            856
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+"
+        );
+        let udp = |socket, sender| EndUdp {
+            socket,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1_250_000,
+            bits_per_second: 10e6,
+            jitter_ms: 0.018,
+            packets: 856,
+            sender,
+            ..EndUdp::default()
+        };
+        let sum = |sender: bool, jitter_ms| {
+            Some(EndSum {
+                end: 1.0,
+                seconds: 1.0,
+                bytes: 1_250_000,
+                bits_per_second: 10e6,
+                udp_recv: Some(UdpRecvFigures {
+                    jitter_ms,
+                    lost_packets: 0,
+                    packets: 856,
+                    lost_percent: 0.0,
+                }),
+                sender,
+                ..EndSum::default()
+            })
+        };
+        let e = End {
+            streams: vec![
+                EndStream {
+                    udp: Some(udp(4, true)),
+                    ..EndStream::default()
+                },
+                EndStream {
+                    udp: Some(udp(6, false)),
+                    ..EndStream::default()
+                },
+            ],
+            sum_sent: sum(true, 0.0),
+            sum_received: sum(false, 0.018),
+            sum_sent_bidir_reverse: sum(true, 0.0),
+            sum_received_bidir_reverse: sum(false, 0.018),
+            ..End::default()
+        };
+        let want = "\
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID][Role] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[SUM][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[SUM][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+";
+        assert_eq!(end(&c, &e, false, &[true, false]), want);
     }
 
     #[test]
