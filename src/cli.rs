@@ -81,7 +81,7 @@ pub struct Args {
     /// Write the process id to FILE.
     #[arg(short = 'I', long = "pidfile", value_name = "FILE")]
     pub pidfile: Option<PathBuf>,
-    /// With -1: exit after this many seconds without a test.
+    /// With -1: exit after this many seconds without a test (needs -1).
     #[arg(long = "idle-timeout", value_name = "SEC", value_parser = ranged::<u64>("--idle-timeout", 1, 86400))]
     pub idle_timeout: Option<u64>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
@@ -526,6 +526,14 @@ impl Args {
                 && !(1..=86400).contains(&t)
             {
                 return Err(usage("--idle-timeout must be between 1 and 86400 seconds"));
+            }
+            // iperf3 also uses it to restart a server stuck in a test; netmeter's sessions
+            // end a stuck test by their own deadlines (ARCHITECTURE.md, "Robustness"), so
+            // without -1 the option would do nothing: say so rather than ignore it.
+            if self.idle_timeout.is_some() && !self.one_off {
+                return Err(usage(
+                    "--idle-timeout needs -1 (exit after that many idle seconds); without -1 netmeter already ends a stuck test by its own deadlines",
+                ));
             }
             return Ok(Command::Server {
                 cfg: ServerConfig {
@@ -1123,6 +1131,16 @@ mod tests {
         assert!(matches!(
             parse_args(["netmeter", "-c", "h", "--servr"]),
             Err(ArgsError::Clap(_))
+        ));
+    }
+
+    #[test]
+    fn idle_timeout_without_one_off_is_refused_not_ignored() {
+        let e = sentence(&["-s", "--idle-timeout", "5"]);
+        assert!(e.starts_with("--idle-timeout needs -1"), "{e}");
+        assert!(matches!(
+            parse(&["-s", "-1", "--idle-timeout", "5"]),
+            Ok(Command::Server { .. })
         ));
     }
 

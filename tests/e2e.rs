@@ -1180,6 +1180,10 @@ fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
             "netmeter: --username is an iperf3 option that netmeter does not support yet",
         ),
         (
+            &["-s", "--idle-timeout", "5"],
+            "netmeter: --idle-timeout needs -1",
+        ),
+        (
             &["-c", "127.0.0.1", "--timestamps"],
             "netmeter: --timestamps is an iperf3 option that netmeter does not support yet",
         ),
