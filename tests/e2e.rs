@@ -842,6 +842,25 @@ fn udp_bidir() {
 }
 
 #[test]
+fn working_load_text_heads_bulk_rows_with_bulk_columns() {
+    let (text, _) = pair_text(&["-t", "2", "--working-load"]);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("[ ID]"))
+        .unwrap_or_default();
+    assert!(
+        header.ends_with("Retr  Cwnd") && !header.contains("Trans/s"),
+        "{text}"
+    );
+    for sum in text.lines().filter(|l| l.starts_with("[SUM]")) {
+        assert!(
+            !sum.contains("trans/s"),
+            "bulk and probe mixed: {sum}\n{text}"
+        );
+    }
+}
+
+#[test]
 fn udp_bidir_text_has_iperf3_layout() {
     // iperf3 3.18: one interval header; at the end each direction's streams, then its
     // [SUM] sender and receiver lines (four [SUM] lines in all).

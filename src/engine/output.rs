@@ -91,7 +91,14 @@ impl Output {
             } else {
                 iv.streams.first().map(|r| r.sender).unwrap_or(true)
             };
-            let h = text::interval_header(&self.ctx, sender);
+            // `--working-load`: bulk rows first, the probe's last; the header is the
+            // bulk streams' (the probe row carries its own trans/s and RTT).
+            let mut ctx = self.ctx.clone();
+            ctx.bounceback &= iv
+                .streams
+                .first()
+                .is_none_or(|r| r.netmeter.and_then(|n| n.transactions).is_some());
+            let h = text::interval_header(&ctx, sender);
             self.text(&h);
         }
         let t = text::interval(&self.ctx, &iv);

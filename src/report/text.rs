@@ -142,7 +142,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
     format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
-fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
+fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
     let head = format!(
         "{} {}  {}  {}",
         ctx.sum_id(s.sender),
@@ -150,7 +150,8 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
         format_bytes(s.bytes as f64, Format::Auto),
         format_rate(s.bits_per_second, ctx.format)
     );
-    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some()) {
+    // `--working-load` mixes bulk rows with the probe's: its [SUM] is bulk figures.
+    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some() && !mixed) {
         bounce_tail(&x, s.seconds)
     } else if let Some(u) = &s.udp_recv {
         format!(
@@ -245,6 +246,13 @@ pub fn working_load_summary(w: &super::WorkingLoadEnd, fmt: Format) -> String {
             )),
             None => s.push_str(&format!("  {name:<6} RTT: no probes completed\n")),
         }
+    }
+    if let (Some(idle), Some(loaded)) = (w.idle_rpm, w.loaded_rpm)
+        && loaded > idle
+    {
+        s.push_str(
+            "  loaded responsiveness is higher than idle: the load added no measurable queueing delay, and busy CPUs answer probes faster than idle ones that sleep between them (typical on loopback and fast LANs)\n",
+        );
     }
     if w.up_bits_per_second > 0.0 {
         s.push_str(&format!(
@@ -367,7 +375,7 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
                 out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
             }
             if let Some(s) = sum.filter(|_| per_dir > 1) {
-                out.push_str(&sum_line(ctx, s));
+                out.push_str(&sum_line(ctx, s, false));
             }
         }
     } else {
@@ -375,7 +383,12 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
         }
         if per_dir > 1 {
-            out.push_str(&sum_line(ctx, &iv.sum));
+            let mixed = ctx.bounceback
+                && iv
+                    .streams
+                    .iter()
+                    .any(|r| r.netmeter.and_then(|n| n.transactions).is_none());
+            out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }
     if per_dir > 1 || ctx.bidir {
@@ -915,6 +928,64 @@ mod tests {
 [SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
 ";
         assert_eq!(end(&c, &e, false, &[true, false]), want);
+    }
+
+    #[test]
+    fn working_load_sum_is_bulk_figures_and_a_faster_loaded_path_is_explained() {
+        let c = TextCtx {
+            bounceback: true,
+            ..ctx(Protocol::Tcp)
+        };
+        let bulk = StreamInterval {
+            socket: 4,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1 << 30,
+            bits_per_second: 8.6e9,
+            tcp: Some(TcpFigures::default()),
+            sender: true,
+            ..StreamInterval::default()
+        };
+        let probe = StreamInterval {
+            socket: 6,
+            netmeter: Some(crate::report::StreamExt {
+                transactions: Some(100),
+                ..Default::default()
+            }),
+            ..bulk.clone()
+        };
+        let iv = Interval {
+            streams: vec![bulk.clone(), probe],
+            sum: SumInterval {
+                end: 1.0,
+                seconds: 1.0,
+                bytes: 2 << 30,
+                bits_per_second: 17.2e9,
+                retransmits: Some(3),
+                netmeter: Some(crate::report::StreamExt {
+                    transactions: Some(100),
+                    ..Default::default()
+                }),
+                ..SumInterval::default()
+            },
+            ..Interval::default()
+        };
+        let text = interval(&c, &iv);
+        let sum = text.lines().find(|l| l.starts_with("[SUM]")).unwrap_or("");
+        assert!(sum.ends_with("GBytes  17.2 Gbits/sec    3"), "{text}");
+        let w = crate::report::WorkingLoadEnd {
+            idle_rpm: Some(600_000.0),
+            loaded_rpm: Some(633_000.0),
+            ..Default::default()
+        };
+        assert!(working_load_summary(&w, Format::Auto).contains(
+            "loaded responsiveness is higher than idle: the load added no measurable queueing delay"
+        ));
+        let w = crate::report::WorkingLoadEnd {
+            loaded_rpm: Some(6_000.0),
+            ..w
+        };
+        assert!(!working_load_summary(&w, Format::Auto).contains("higher than idle"));
     }
 
     #[test]
