@@ -817,8 +817,8 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
             rows.append(Row(case, t, t.label, ["-u", "-b", "100G", "-l", str(n)], server_args=["-u"],
                             udp_server=True, udp_len=n, note="iperf 2: -b 0 is not 'unlimited', 100G is"))
         rows.append(Row(case, nm, "netmeter", ["-u", "-b", "0", "-l", str(n)], udp_len=n))
-        rows.append(Row(case, nm, "netmeter NETMETER_NO_GSO=1", ["-u", "-b", "0", "-l", str(n)],
-                        env={"NETMETER_NO_GSO": "1"}, udp_len=n))
+        rows.append(Row(case, nm, "netmeter --no-gso --no-gro",
+                        ["-u", "-b", "0", "-l", str(n), "--no-gso", "--no-gro"], udp_len=n))
         if npf:
             rows.append(Row(case, npf, "netperf UDP_STREAM", ["-m", str(n)], netperf_test="UDP_STREAM", udp_len=n))
     elif case in ("rr", "crr"):

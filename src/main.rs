@@ -1,7 +1,6 @@
 //! The `netmeter` binary: parse flags, run, print one line on error, set the exit code.
 
-use clap::Parser;
-use netmeter::cli::{Args, Command};
+use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::{Stopped, client, server};
 use std::io::Write;
@@ -115,9 +114,13 @@ fn run(cmd: Command) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match cli::parse_args(std::env::args_os()) {
         Ok(a) => a,
-        Err(e) => {
+        Err(cli::ArgsError::Usage(e)) => {
+            eprintln!("netmeter: {e}");
+            return ExitCode::from(1);
+        }
+        Err(cli::ArgsError::Clap(e)) => {
             // --help and usage errors: clap formats them; exit 0 only for help.
             let _ = e.print();
             return if e.use_stderr() {

@@ -251,9 +251,14 @@ mod tests {
             connect_only: false,
             isochronous: None,
             working_load: None,
-            features: vec!["udp_seq64".into(), "teleport".into()],
+            no_gso: true,
+            no_gro: false,
+            features: vec!["udp_seq64".into(), "teleport".into(), "no_offload".into()],
         });
         assert_eq!(a.version, wire::EXT_VERSION);
-        assert_eq!(a.accepted, vec!["udp_seq64".to_string()]);
+        assert_eq!(
+            a.accepted,
+            vec!["udp_seq64".to_string(), "no_offload".to_string()]
+        );
     }
 }

@@ -85,6 +85,13 @@ pub struct TestSpec {
     /// Client sending profile (`--burst-size`/`--burst-period`, `--isochronous`; see
     /// `crate::profile`). On the server only a negotiated isochronous UDP profile.
     pub profile: Option<crate::profile::Profile>,
+    /// `--no-gso`: the sending side's UDP streams send one datagram per message (no
+    /// UDP_SEGMENT). Applies to whichever side sends; a netmeter server gets it in the
+    /// extension request.
+    pub no_gso: bool,
+    /// `--no-gro`: the receiving side's UDP streams read one datagram per message (no
+    /// UDP_GRO). Applies to whichever side receives, like `no_gso`.
+    pub no_gro: bool,
 }
 
 impl Default for TestSpec {
@@ -117,6 +124,8 @@ impl Default for TestSpec {
             working_load: None,
             connect_only: false,
             profile: None,
+            no_gso: false,
+            no_gro: false,
         }
     }
 }
@@ -442,6 +451,8 @@ impl TestSpec {
                 .server_affinity
                 .map(|a| whole(a, 1024.0, errcode::IEUNIMP, "server_affinity").map(|a| a as u32))
                 .transpose()?,
+            no_gso: p.netmeter.as_ref().is_some_and(|n| n.no_gso),
+            no_gro: p.netmeter.as_ref().is_some_and(|n| n.no_gro),
         })
     }
 }
@@ -528,6 +539,28 @@ mod tests {
         for (p, code) in cases {
             assert_eq!(TestSpec::from_params(&p).unwrap_err().code, code, "{p:?}");
         }
+    }
+
+    #[test]
+    fn no_gso_and_no_gro_travel_in_the_extension_request() {
+        let mut p = TestSpec::default().to_params(Some(ExtRequest {
+            version: wire::EXT_VERSION,
+            features: vec!["no_offload".into()],
+            no_gso: true,
+            ..ExtRequest::default()
+        }));
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(
+            json.contains(r#""no_gso":true"#) && !json.contains("no_gro"),
+            "{json}"
+        );
+        let back: Params = serde_json::from_str(&json).unwrap();
+        let s = TestSpec::from_params(&back).unwrap();
+        assert!(s.no_gso && !s.no_gro);
+        // From an iperf3 client (no extension key) both offloads stay allowed.
+        p.netmeter = None;
+        let s = TestSpec::from_params(&p).unwrap();
+        assert!(!s.no_gso && !s.no_gro);
     }
 
     #[test]

@@ -374,6 +374,14 @@ pub struct ExtRequest {
     /// [`IsochHeader`] after the UDP header, so the server can count whole frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isochronous: Option<Isochronous>,
+    /// `--no-gso` (feature `no_offload`): the server's UDP senders must not use
+    /// segmentation offload (UDP_SEGMENT).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_gso: bool,
+    /// `--no-gro` (feature `no_offload`): the server's UDP receivers must not use
+    /// receive offload (UDP_GRO).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_gro: bool,
 }
 
 /// A request/response (bounceback) test: the client sends `request_len` bytes, the
@@ -452,6 +460,7 @@ pub const EXT_FEATURES: &[&str] = &[
     "connect_only",
     "isochronous",
     "working_load",
+    "no_offload",
 ];
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some

@@ -752,6 +752,79 @@ fn udp_reverse() {
     assert!((2.5e6..22e6).contains(&bps), "server sent at {bps} bit/s");
 }
 
+/// `start.netmeter.data_path` of (client, server) for a 1 s UDP test with `args`.
+fn udp_data_paths(args: &[&str]) -> (String, String) {
+    let s = Server::start(&["-J"]);
+    let v = ok_json(&client(
+        s.port,
+        &[&["-J", "-t", "1", "-u", "-b", "50M"], args].concat(),
+    ));
+    let dp = |v: &Value| {
+        v["start"]["netmeter"]["data_path"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    (dp(&v), dp(&s.json()))
+}
+
+#[test]
+fn no_gso_and_no_gro_reach_the_side_that_sends_or_receives() {
+    // Loopback offers both offloads: by default the sender segments, the receiver coalesces.
+    let (c, s) = udp_data_paths(&[]);
+    assert!(c.contains("sendmmsg+GSO"), "client: {c}");
+    assert!(s.contains("recvmmsg+GRO"), "server: {s}");
+    let (c, s) = udp_data_paths(&["--no-gso", "--no-gro"]);
+    assert_eq!(
+        (c.as_str(), s.as_str()),
+        ("udp sendmmsg/recvmmsg", "udp sendmmsg/recvmmsg")
+    );
+    // -R: the server sends, so --no-gso must reach it; the client keeps GRO.
+    let (c, s) = udp_data_paths(&["-R"]);
+    assert!(
+        s.contains("sendmmsg+GSO") && c.contains("recvmmsg+GRO"),
+        "{c} / {s}"
+    );
+    let (c, s) = udp_data_paths(&["-R", "--no-gso"]);
+    assert!(
+        !s.contains("GSO") && c.contains("recvmmsg+GRO"),
+        "{c} / {s}"
+    );
+    let (c, s) = udp_data_paths(&["-R", "--no-gro"]);
+    assert!(
+        s.contains("sendmmsg+GSO") && !c.contains("GRO"),
+        "{c} / {s}"
+    );
+    // iperf3 3.21's --gsro is accepted and changes nothing.
+    let (c, _) = udp_data_paths(&["--gsro"]);
+    assert!(c.contains("sendmmsg+GSO"), "client: {c}");
+}
+
+#[test]
+fn verbose_text_shows_the_udp_data_path() {
+    let s = Server::start(&["-V"]);
+    let out = client(
+        s.port,
+        &["-V", "-t", "1", "-u", "-b", "20M", "-R", "--no-gso"],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("Data path: udp sendmmsg/recvmmsg+GRO\n  receive: GRO on"),
+        "{text}"
+    );
+    let srv = s.finish();
+    assert!(
+        srv.contains("Data path: udp sendmmsg/recvmmsg\n  send: GSO off (--no-gso), one "),
+        "{srv}"
+    );
+    // Without -V the line stays out of the way, as iperf3's text has none.
+    let (plain, _) = pair_text(&["-t", "1", "-u", "-b", "20M"]);
+    assert!(!plain.contains("Data path"), "{plain}");
+    let (verbose, _) = pair_text(&["-V", "-t", "1", "-u", "-b", "20M"]);
+    assert!(verbose.contains("  send: GSO on, "), "{verbose}");
+}
+
 #[test]
 fn udp_bidir() {
     let (v, _) = pair(&["-t", "1", "-u", "-b", "5M", "--bidir"]);
@@ -766,6 +839,53 @@ fn udp_bidir() {
     }
     assert!(v["end"]["sum_received_bidir_reverse"]["jitter_ms"].is_number());
     assert!(intervals(&v)[0]["sum_bidir_reverse"].is_object());
+}
+
+#[test]
+fn working_load_text_heads_bulk_rows_with_bulk_columns() {
+    let (text, _) = pair_text(&["-t", "2", "--working-load"]);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("[ ID]"))
+        .unwrap_or_default();
+    assert!(
+        header.ends_with("Retr  Cwnd") && !header.contains("Trans/s"),
+        "{text}"
+    );
+    for sum in text.lines().filter(|l| l.starts_with("[SUM]")) {
+        assert!(
+            !sum.contains("trans/s"),
+            "bulk and probe mixed: {sum}\n{text}"
+        );
+    }
+}
+
+#[test]
+fn udp_bidir_text_has_iperf3_layout() {
+    // iperf3 3.18: one interval header; at the end each direction's streams, then its
+    // [SUM] sender and receiver lines (four [SUM] lines in all).
+    let (text, _) = pair_text(&["-t", "1", "-u", "-b", "5M", "--bidir", "-P", "2"]);
+    let headers = text.matches("[ ID][Role] Interval").count();
+    assert_eq!(headers, 2, "interval header + end header:\n{text}");
+    let end = text
+        .rsplit("- - - - - - - - - - - - - - - - - - - - - - - - -\n")
+        .next()
+        .unwrap_or("");
+    let sums: Vec<&str> = end.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    let tags: Vec<String> = sums
+        .iter()
+        .map(|l| format!("{} {}", &l[..11], l.split_whitespace().last().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "[SUM][TX-C] sender",
+            "[SUM][TX-C] receiver",
+            "[SUM][RX-C] sender",
+            "[SUM][RX-C] receiver"
+        ],
+        "{text}"
+    );
 }
 
 #[test]
@@ -1041,6 +1161,56 @@ fn bad_flags_are_one_line_errors() {
         );
         let err = one_line_error(&out);
         assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", show(&out));
+    }
+}
+
+#[test]
+fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
+    // Negative numbers used to read as "a value is required ... but none was supplied",
+    // and iperf3 options netmeter lacks got clap's "a similar argument exists: '--server'".
+    for (args, want) in [
+        (
+            &["-c", "127.0.0.1", "-P", "-1"][..],
+            "netmeter: -P must be between 1 and 128",
+        ),
+        (
+            &["-c", "127.0.0.1", "-t", "-1"],
+            "netmeter: -t must be between 0 and 86400 seconds",
+        ),
+        (
+            &["-c", "127.0.0.1", "-b", "-5"],
+            "netmeter: -b must be 0 (unlimited)",
+        ),
+        (
+            &["-c", "127.0.0.1", "-l", "-1"],
+            "netmeter: -l for TCP must be between",
+        ),
+        (
+            &["-c", "127.0.0.1", "-M", "10"],
+            "netmeter: -M must be between 88 and 32767",
+        ),
+        (
+            &["-s", "--server-max-duration", "5"],
+            "netmeter: --server-max-duration is an iperf3 option that netmeter does not support yet",
+        ),
+        (
+            &["-c", "127.0.0.1", "--username", "me"],
+            "netmeter: --username is an iperf3 option that netmeter does not support yet",
+        ),
+        (
+            &["-s", "--idle-timeout", "5"],
+            "netmeter: --idle-timeout needs -1",
+        ),
+        (
+            &["-c", "127.0.0.1", "--timestamps"],
+            "netmeter: --timestamps is an iperf3 option that netmeter does not support yet",
+        ),
+    ] {
+        let out = run(Command::new(netmeter()).args(args), Duration::from_secs(10));
+        let err = one_line_error(&out);
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert!(!err.contains("similar argument"), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}: {}", show(&out));
     }
 }

@@ -555,6 +555,52 @@ fn stream_setup_deadline_with_wrong_cookies() {
     assert!(server.alive(), "server died:\n{}", log.text());
 }
 
+/// A client that gives up during stream setup (as one whose `-M` the kernel refuses
+/// does) frees the test slot at once, not at the session's next 100 ms look, and the
+/// server logs the failure once, with the client's IPv4 address as the "Accepted
+/// connection" line shows it (the listener is IPv6, so the peer is v4-mapped).
+#[test]
+fn failed_setup_frees_the_slot_at_once_and_is_logged_once() {
+    let port = free_port();
+    let mut server = Proc::spawn(
+        "netmeter server",
+        Command::new(netmeter()).args(["-s", "-B", "::ffff:127.0.0.1", "-p", &port.to_string()]),
+    );
+    let log = server.drain();
+    wait_listening(port);
+    let (mut ctrl, _) = at_params(port);
+    ctrl.write_all(&frame(VALID_TCP)).unwrap();
+    let st = read_byte(&mut ctrl, Duration::from_secs(5), "CREATE_STREAMS");
+    assert_eq!(st, CREATE_STREAMS);
+    let t = Instant::now();
+    drop(ctrl);
+    // Each probe takes a few ms; the session used to notice after ~100 ms.
+    wait_slot_free(port, Duration::from_secs(3), "after a failed setup");
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_millis(60),
+        "slot freed after {took:?}"
+    );
+    assert!(
+        log.wait_for("ended with an error", 1, Duration::from_secs(5)),
+        "{}",
+        log.text()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let text = log.text();
+    let failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("waited for stream setup"))
+        .collect();
+    assert_eq!(failures.len(), 1, "logged more than once:\n{text}");
+    assert!(
+        failures[0].starts_with("netmeter: test from 127.0.0.1:"),
+        "{text}"
+    );
+    assert!(!text.contains("::ffff:"), "{text}");
+    assert!(server.alive());
+}
+
 /// `--max-tests 2`: two clients at once both complete.
 #[test]
 fn max_tests_two_runs_two_clients_at_once() {

@@ -454,24 +454,51 @@ pub fn load_start(spec: &TestSpec, t0: Instant) -> Option<Instant> {
         .map(|w| t0 + Duration::from_millis(w.idle_ms as u64))
 }
 
-/// Switch on UDP GSO (sender) or GRO (receiver) where the kernel offers it; returns
-/// what is in use, for the worker and the JSON record. `NETMETER_NO_GSO=1` turns both off
-/// (for measuring the plain path).
-pub fn probe_udp_offload(w: &mut Worker, fd: std::os::fd::RawFd) {
+/// Switch on UDP GSO (sender) or GRO (receiver) where the kernel offers it and the test
+/// allows it (`--no-gso` / `--no-gro`, carried to the server in the extension request);
+/// records what is in use in the worker, for the JSON record and `-V`.
+pub fn probe_udp_offload(w: &mut Worker, spec: &TestSpec, fd: std::os::fd::RawFd) {
     // Request/response datagrams must stay single datagrams.
-    if std::env::var_os("NETMETER_NO_GSO").is_some()
-        || w.bounceback.is_some()
-        || w.profile.is_some()
-    {
+    if w.bounceback.is_some() || w.profile.is_some() {
         return;
     }
     let len = w.block_len;
     if w.shared.sender {
-        w.udp_gso = stream::gso_segments(len) > 1
+        w.udp_gso = !spec.no_gso
+            && stream::gso_segments(len) > 1
             && u16::try_from(len).is_ok_and(|l| sock::set_udp_gso(fd, l));
     } else {
-        w.udp_gro = sock::set_udp_gro(fd);
+        w.udp_gro = !spec.no_gro && sock::set_udp_gro(fd);
     }
+}
+
+/// What this side's UDP streams do about segmentation offload, for the `-V` text.
+pub fn udp_offload_note(spec: &TestSpec, workers: &[&Worker]) -> Option<text::UdpOffloadNote> {
+    if spec.protocol != Protocol::Udp {
+        return None;
+    }
+    let why_not = |used: bool, refused: bool| match () {
+        _ if used => text::Offload::On,
+        _ if spec.bounceback.is_some() || spec.profile.is_some() => text::Offload::OneByOne,
+        _ if refused => text::Offload::Refused,
+        _ => text::Offload::Unavailable,
+    };
+    let senders: Vec<_> = workers.iter().filter(|w| w.shared.sender).collect();
+    let receivers: Vec<_> = workers.iter().filter(|w| !w.shared.sender).collect();
+    let len = spec.block_len.max(wire::UdpHeader::len(spec.udp_seq64));
+    Some(text::UdpOffloadNote {
+        datagram_len: len,
+        batch: stream::UDP_BATCH,
+        gso: (!senders.is_empty()).then(|| {
+            let on = senders.iter().any(|w| w.udp_gso);
+            (
+                why_not(on, spec.no_gso),
+                if on { stream::gso_segments(len) } else { 1 },
+            )
+        }),
+        gro: (!receivers.is_empty())
+            .then(|| why_not(receivers.iter().any(|w| w.udp_gro), spec.no_gro)),
+    })
 }
 
 /// `-Z` sender: use `MSG_ZEROCOPY` where the socket accepts SO_ZEROCOPY (it measured
@@ -599,6 +626,8 @@ fn converse(
         bounceback: spec.bounceback,
         trip_times: spec.trip_times,
         connect_only: spec.connect_only,
+        no_gso: spec.no_gso,
+        no_gro: spec.no_gro,
         isochronous: isoch_udp
             .then(|| spec.profile.and_then(|p| p.isochronous()))
             .flatten(),
@@ -611,6 +640,7 @@ fn converse(
                 "working_load" => spec.working_load.is_some(),
                 "connect_only" => spec.connect_only,
                 "isochronous" => isoch_udp,
+                "no_offload" => spec.protocol == Protocol::Udp && (spec.no_gso || spec.no_gro),
                 _ => true,
             })
             .map(|s| s.to_string())
@@ -720,6 +750,19 @@ fn converse(
                     // Negotiated: both sides switch to 64-bit sequence numbers.
                     spec.udp_seq64 = true;
                 }
+                let offload_ok = ext
+                    .as_ref()
+                    .is_some_and(|a| a.accepted.iter().any(|f| f == "no_offload"));
+                if ext.is_some()
+                    && !offload_ok
+                    && spec.protocol == Protocol::Udp
+                    && (spec.no_gso || spec.no_gro)
+                {
+                    profile_warnings.push(format!(
+                        "{} is an older netmeter that does not take --no-gso/--no-gro: its side may still use UDP offload",
+                        cfg.host
+                    ));
+                }
                 let isoch_ok = ext
                     .as_ref()
                     .is_some_and(|a| a.accepted.iter().any(|f| f == "isochronous"));
@@ -767,7 +810,7 @@ fn converse(
                             let mut w = make_worker(
                                 &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
                             );
-                            probe_udp_offload(&mut w, s.as_raw_fd());
+                            probe_udp_offload(&mut w, &spec, s.as_raw_fd());
                             let for_thread = s.try_clone()?;
                             live.keep_udp.push(s);
                             (fd, local, (w, None, Some(for_thread)))
@@ -815,6 +858,11 @@ fn converse(
                         spec.omit_s,
                         out.report.start.test_start.duration,
                         spec.tos.unwrap_or(0)
+                    ));
+                    let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
+                    out.text(&text::data_path(
+                        &out.report.start.netmeter.data_path,
+                        udp_offload_note(&spec, &mine).as_ref(),
                     ));
                 }
                 out.start_done();

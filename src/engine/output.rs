@@ -83,12 +83,22 @@ impl Output {
     pub fn interval(&mut self, iv: Interval) {
         if !self.headers_done {
             self.headers_done = true;
-            let mut senders: Vec<bool> = iv.streams.iter().map(|r| r.sender).collect();
-            senders.dedup();
-            let mut h = String::new();
-            for s in senders.iter().take(if self.ctx.bidir { 2 } else { 1 }) {
-                h.push_str(&text::interval_header(&self.ctx, *s));
-            }
+            // One header, as iperf3: with --bidir the one whose columns cover both
+            // directions' rows (TCP: the sender's Retr/Cwnd; UDP: Jitter and Lost/Total,
+            // under which a sender's count sits).
+            let sender = if self.ctx.bidir {
+                self.ctx.protocol == crate::spec::Protocol::Tcp
+            } else {
+                iv.streams.first().map(|r| r.sender).unwrap_or(true)
+            };
+            // `--working-load`: bulk rows first, the probe's last; the header is the
+            // bulk streams' (the probe row carries its own trans/s and RTT).
+            let mut ctx = self.ctx.clone();
+            ctx.bounceback &= iv
+                .streams
+                .first()
+                .is_none_or(|r| r.netmeter.and_then(|n| n.transactions).is_some());
+            let h = text::interval_header(&ctx, sender);
             self.text(&h);
         }
         let t = text::interval(&self.ctx, &iv);
@@ -115,8 +125,8 @@ impl Output {
     pub fn error(&mut self, msg: &str) {
         self.report.error = Some(msg.to_string());
         match self.mode {
-            // A client's error reaches the user once, on stderr, from main.
-            Mode::Text if !self.ctx.client => self.write(&format!("netmeter: error - {msg}\n")),
+            // An error reaches the user once: a client's on stderr from main, a server's
+            // in the server's log line naming the client (`engine::server`).
             Mode::Text => {}
             Mode::JsonStream => self.write(&json::event("error", &msg)),
             Mode::Json => {}

@@ -11,7 +11,7 @@ use super::CTRL_TIMEOUT;
 use super::Stopped;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
-    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now,
+    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now, udp_offload_note,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -48,6 +48,10 @@ const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to open all its data streams.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
+/// While a session waits for its data streams: how long it waits on the control
+/// connection before it looks for streams handed over again.
+const STREAM_POLL: Duration = Duration::from_millis(5);
+
 /// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
 const TEST_GRACE: Duration = Duration::from_secs(40);
 /// TCP keepalive on the control connection of a `-t 0` test, which has no deadline: a
@@ -153,6 +157,12 @@ fn canon(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,
     }
+}
+
+/// A peer as the log shows it: an IPv4 client of a dual-stack listener as `127.0.0.1:N`,
+/// like the "Accepted connection from" line, not `[::ffff:127.0.0.1]:N`.
+fn shown(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canon(peer.ip()), peer.port())
 }
 
 fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
@@ -318,7 +328,7 @@ impl Server {
                 });
             match h {
                 Ok(h) => sessions.push(h),
-                Err(e) => shared.log(&format!("cannot start a thread for {peer}: {e}")),
+                Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
             }
         }
         // Running sessions notice a signal at their next wait and end their tests.
@@ -341,7 +351,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
         if shared.cfg.verbose {
-            shared.log(&format!("dropped connection from {peer}: {e}"));
+            shared.log(&format!("dropped connection from {}: {e}", shown(peer)));
         }
         return false;
     }
@@ -372,8 +382,12 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         Err(e) => {
             match Stopped::of(&e) {
                 // One line: the test was stopped on purpose, not failed.
-                Some(why) => shared.log(&format!("test from {peer} stopped: {why}")),
-                None => shared.log(&format!("test from {peer} ended with an error: {e:#}")),
+                Some(why) => shared.log(&format!("test from {} stopped: {why}", shown(peer))),
+                // The one line for a failed test (the session's output does not repeat it).
+                None => shared.log(&format!(
+                    "test from {} ended with an error: {e:#}",
+                    shown(peer)
+                )),
             }
             shared.tests_done.fetch_add(1, Ordering::Relaxed);
             if !shared.cfg.one_off && shared.cfg.max_tests == 1 && !shared.signalled() {
@@ -477,7 +491,8 @@ impl Session<'_> {
                         );
                     }
                     shared.log(&format!(
-                        "connection from {peer} dropped before a test started: {e}"
+                        "connection from {} dropped before a test started: {e}",
+                        shown(peer)
                     ));
                     return Ok(false);
                 }
@@ -488,8 +503,10 @@ impl Session<'_> {
         if taken >= shared.cfg.max_tests {
             let _ = ctrl.send_state(State::AccessDenied);
             shared.log(&format!(
-                "refused a test from {peer}: {} test(s) already running (--max-tests {})",
-                taken, shared.cfg.max_tests
+                "refused a test from {}: {} test(s) already running (--max-tests {})",
+                shown(peer),
+                taken,
+                shared.cfg.max_tests
             ));
             ctrl.close_gracefully(Duration::from_millis(200));
             return Ok(false);
@@ -662,10 +679,14 @@ impl Session<'_> {
                     ),
                 ));
             }
-            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(a) => accepted.push(a),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("stream hand-off closed"),
+            // Take every stream handed over so far, then wait on the control connection
+            // (not on the hand-off channel): a client that gives up is noticed at once.
+            loop {
+                match rx.try_recv() {
+                    Ok(a) => accepted.push(a),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => bail!("stream hand-off closed"),
+                }
             }
             // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
             for (_, a) in &accepted {
@@ -683,7 +704,10 @@ impl Session<'_> {
             // A client that gives up closes its control connection: notice it (a closed
             // or garbled control connection is an error, not "nothing yet"), so the
             // session frees its test slot now rather than at the stream deadline.
-            match ctrl.poll_state(Duration::from_millis(1), "stream setup") {
+            if accepted.len() >= total {
+                break;
+            }
+            match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
                 Ok(None) => {}
                 Ok(Some(st)) => bail!("the client sent {st:?} while opening its data streams"),
                 Err(e) => bail!("{e}"),
@@ -758,7 +782,7 @@ impl Session<'_> {
                 &zerocopy,
             );
             if spec.protocol == Protocol::Udp {
-                probe_udp_offload(&mut w, fd as i32);
+                probe_udp_offload(&mut w, spec, fd as i32);
             } else {
                 probe_tcp_zerocopy(&mut w, fd as i32);
             }
@@ -791,6 +815,13 @@ impl Session<'_> {
             clock: clock_est,
             txstart: None,
         };
+        if shared.cfg.verbose {
+            let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
+            out.text(&text::data_path(
+                &out.report.start.netmeter.data_path,
+                udp_offload_note(spec, &mine).as_ref(),
+            ));
+        }
         out.start_done();
 
         let cpu_start = sock::cpu_sample(origin);

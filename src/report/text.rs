@@ -130,7 +130,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
             pct(u.lost_percent)
         )
     } else if let Some(p) = r.packets {
-        format!("  {p}")
+        udp_sent_packets(ctx, p)
     } else {
         String::new()
     };
@@ -142,7 +142,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
     format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
-fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
+fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
     let head = format!(
         "{} {}  {}  {}",
         ctx.sum_id(s.sender),
@@ -150,7 +150,8 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
         format_bytes(s.bytes as f64, Format::Auto),
         format_rate(s.bits_per_second, ctx.format)
     );
-    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some()) {
+    // `--working-load` mixes bulk rows with the probe's: its [SUM] is bulk figures.
+    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some() && !mixed) {
         bounce_tail(&x, s.seconds)
     } else if let Some(u) = &s.udp_recv {
         format!(
@@ -163,12 +164,22 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval) -> String {
     } else if let Some(r) = s.retransmits {
         format!("  {r:>3}")
     } else if let Some(p) = s.packets {
-        format!("  {p}")
+        udp_sent_packets(ctx, p)
     } else {
         String::new()
     };
     let profile = super::profile::row_suffix(s.netmeter);
     format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
+}
+
+/// A UDP sender's datagram count. Under `--bidir`'s single header (iperf3's
+/// `report_bw_udp_sender_format_bidir`) it sits under "Lost/Total Datagrams".
+fn udp_sent_packets(ctx: &TextCtx, packets: u64) -> String {
+    if ctx.bidir {
+        format!("            {packets}")
+    } else {
+        format!("  {packets}")
+    }
 }
 
 /// Transactions per second and RTT figures of a bounceback interval.
@@ -236,6 +247,13 @@ pub fn working_load_summary(w: &super::WorkingLoadEnd, fmt: Format) -> String {
             None => s.push_str(&format!("  {name:<6} RTT: no probes completed\n")),
         }
     }
+    if let (Some(idle), Some(loaded)) = (w.idle_rpm, w.loaded_rpm)
+        && loaded > idle
+    {
+        s.push_str(
+            "  loaded responsiveness is higher than idle: the load added no measurable queueing delay, and busy CPUs answer probes faster than idle ones that sleep between them (typical on loopback and fast LANs)\n",
+        );
+    }
     if w.up_bits_per_second > 0.0 {
         s.push_str(&format!(
             "  load up:   {}\n",
@@ -281,6 +299,14 @@ pub fn histogram(title: &str, buckets_us: &[(f64, u64)], bin_ms: f64) -> String 
 
 /// One-way delay lines under the end table.
 pub fn trip_times_summary(t: &super::TripTimesEnd) -> String {
+    if t.client_to_server.is_none() && t.server_to_client.is_none() {
+        // Bounceback: requests and replies carry no send times, so only the round trip
+        // is measured. A heading with nothing under it would read like a failure.
+        return format!(
+            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated {:+.3} ms +/- {:.3} ms\n",
+            t.offset_ms, t.offset_uncertainty_ms
+        );
+    }
     let mut s = format!(
         "One-way delay ({}; server clock - client clock estimated {:+.3} ms +/- {:.3} ms):\n",
         t.clock, t.offset_ms, t.offset_uncertainty_ms
@@ -333,18 +359,36 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
         return ctx.titled(super::connect::interval_text(ctx, iv));
     }
     let mut out = String::new();
-    for r in &iv.streams {
-        out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
-    }
     let per_dir = if ctx.bidir {
         iv.streams.len() / 2
     } else {
         iv.streams.len()
     };
-    if per_dir > 1 {
-        out.push_str(&sum_line(ctx, &iv.sum));
-        if let Some(rev) = &iv.sum_bidir_reverse {
-            out.push_str(&sum_line(ctx, rev));
+    if ctx.bidir {
+        // As iperf3: one direction's streams and their [SUM], then the other's. The
+        // client-to-server direction is this side's sending one on the client.
+        for (local_sender, sum) in [
+            (ctx.client, Some(&iv.sum)),
+            (!ctx.client, iv.sum_bidir_reverse.as_ref()),
+        ] {
+            for r in iv.streams.iter().filter(|r| r.sender == local_sender) {
+                out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
+            }
+            if let Some(s) = sum.filter(|_| per_dir > 1) {
+                out.push_str(&sum_line(ctx, s, false));
+            }
+        }
+    } else {
+        for r in &iv.streams {
+            out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));
+        }
+        if per_dir > 1 {
+            let mixed = ctx.bounceback
+                && iv
+                    .streams
+                    .iter()
+                    .any(|r| r.netmeter.and_then(|n| n.transactions).is_none());
+            out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }
     if per_dir > 1 || ctx.bidir {
@@ -383,6 +427,52 @@ fn tcp_sum(s: &super::EndSide) -> EndSum {
         sender: s.sender,
         netmeter: s.netmeter,
     }
+}
+
+/// A UDP stream's end lines: what its sender sent, what its receiver counted.
+fn udp_end_stream(ctx: &TextCtx, u: &super::EndUdp) -> String {
+    let id = ctx.id(u.socket, u.sender);
+    let sent = EndSum {
+        start: 0.0,
+        end: u.seconds,
+        seconds: u.seconds,
+        bytes: u.bytes,
+        bits_per_second: u.bits_per_second,
+        ..EndSum::default()
+    };
+    let mut out = end_row(
+        ctx,
+        id.clone(),
+        &sent,
+        &format!("  {:5.3} ms  0/{} (0%)", 0.0, u.packets),
+        "sender",
+    );
+    let (rb, rs) = u
+        .netmeter
+        .map(|n| (n.receiver_bytes, n.receiver_seconds))
+        .unwrap_or((u.bytes, u.seconds));
+    let recv = EndSum {
+        start: 0.0,
+        end: rs,
+        seconds: rs,
+        bytes: rb,
+        bits_per_second: crate::stats::bits_per_second(rb, rs),
+        ..EndSum::default()
+    };
+    out.push_str(&end_row(
+        ctx,
+        id,
+        &recv,
+        &format!(
+            "  {:5.3} ms  {}/{} ({}%)",
+            u.jitter_ms,
+            u.lost_packets,
+            u.packets,
+            pct(u.lost_percent)
+        ),
+        "receiver",
+    ));
+    out
 }
 
 /// The end summary: per-stream sender and receiver lines, then `[SUM]` lines.
@@ -452,73 +542,54 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                 out,
                 "{id_col} Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
             );
-            for s in &e.streams {
-                let Some(u) = &s.udp else { continue };
-                let id = ctx.id(u.socket, u.sender);
-                let sent = EndSum {
-                    start: 0.0,
-                    end: u.seconds,
-                    seconds: u.seconds,
-                    bytes: u.bytes,
-                    bits_per_second: u.bits_per_second,
-                    ..EndSum::default()
-                };
-                let _ = write!(
-                    out,
-                    "{}",
-                    end_row(
-                        ctx,
-                        id.clone(),
-                        &sent,
-                        &format!("  {:5.3} ms  0/{} (0%)", 0.0, u.packets),
-                        "sender"
-                    )
-                );
-                let (rb, rs) = u
-                    .netmeter
-                    .map(|n| (n.receiver_bytes, n.receiver_seconds))
-                    .unwrap_or((u.bytes, u.seconds));
-                let recv = EndSum {
-                    start: 0.0,
-                    end: rs,
-                    seconds: rs,
-                    bytes: rb,
-                    bits_per_second: crate::stats::bits_per_second(rb, rs),
-                    ..EndSum::default()
-                };
-                out.push_str(&end_row(
-                    ctx,
-                    id,
-                    &recv,
-                    &format!(
-                        "  {:5.3} ms  {}/{} ({}%)",
-                        u.jitter_ms,
-                        u.lost_packets,
-                        u.packets,
-                        pct(u.lost_percent)
-                    ),
-                    "receiver",
-                ));
-            }
             let per_dir = if ctx.bidir {
                 e.streams.len() / 2
             } else {
                 e.streams.len()
             };
-            if per_dir > 1 {
-                for x in [&e.sum_sent, &e.sum_received].into_iter().flatten() {
-                    let extra = match &x.udp_recv {
-                        Some(u) => format!(
-                            "  {:5.3} ms  {}/{} ({}%)",
-                            u.jitter_ms,
-                            u.lost_packets,
-                            u.packets,
-                            pct(u.lost_percent)
-                        ),
-                        None => String::new(),
-                    };
-                    let role = if x.sender { "sender" } else { "receiver" };
-                    out.push_str(&end_row(ctx, ctx.sum_id(x.sender), x, &extra, role));
+            // As iperf3: each direction's streams, then its [SUM] sender and receiver
+            // lines (with --bidir: four [SUM] lines in all).
+            let dirs = if ctx.bidir {
+                vec![
+                    (Some(ctx.client), &e.sum_sent, &e.sum_received),
+                    (
+                        Some(!ctx.client),
+                        &e.sum_sent_bidir_reverse,
+                        &e.sum_received_bidir_reverse,
+                    ),
+                ]
+            } else {
+                vec![(None, &e.sum_sent, &e.sum_received)]
+            };
+            for (local_sender, sum_sent, sum_received) in dirs {
+                for s in &e.streams {
+                    let Some(u) = &s.udp else { continue };
+                    if local_sender.is_some_and(|l| l != u.sender) {
+                        continue;
+                    }
+                    out.push_str(&udp_end_stream(ctx, u));
+                }
+                if per_dir > 1 || ctx.bidir {
+                    let tag = local_sender.unwrap_or(ctx.client);
+                    for (x, role) in [(sum_sent, "sender"), (sum_received, "receiver")] {
+                        let Some(x) = x else { continue };
+                        let extra = match &x.udp_recv {
+                            Some(u) => format!(
+                                "  {:5.3} ms  {}/{} ({}%)",
+                                u.jitter_ms,
+                                u.lost_packets,
+                                u.packets,
+                                pct(u.lost_percent)
+                            ),
+                            None => String::new(),
+                        };
+                        let id = if ctx.bidir {
+                            ctx.sum_id(tag)
+                        } else {
+                            ctx.sum_id(x.sender)
+                        };
+                        out.push_str(&end_row(ctx, id, x, &extra, role));
+                    }
                 }
             }
         }
@@ -571,10 +642,131 @@ pub fn cpu(e: &End, local_sender: bool) -> String {
     )
 }
 
+/// Whether a UDP offload is in use on this side, and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    On,
+    /// Switched off with `--no-gso` / `--no-gro`.
+    Refused,
+    /// Request/response and profiled datagrams are sent and read one by one.
+    OneByOne,
+    /// The kernel refused it for this socket, or a datagram this large fills a message.
+    Unavailable,
+}
+
+/// What one side's UDP streams do per system call, for `-V`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpOffloadNote {
+    /// Bytes per datagram (`-l`).
+    pub datagram_len: usize,
+    /// Messages per `sendmmsg` / `recvmmsg`.
+    pub batch: usize,
+    /// This side sends: GSO and datagrams per message.
+    pub gso: Option<(Offload, usize)>,
+    /// This side receives: GRO.
+    pub gro: Option<Offload>,
+}
+
+/// `-V`: the data path (`start.netmeter.data_path`) and, for UDP, what segmentation and
+/// receive offload did, so a rate far above iperf3's (which sends one datagram per
+/// system call) explains itself.
+pub fn data_path(path: &str, udp: Option<&UdpOffloadNote>) -> String {
+    let mut s = format!("Data path: {path}\n");
+    let Some(u) = udp else {
+        return s;
+    };
+    let why = |o: Offload, flag: &str| match o {
+        Offload::On => String::new(),
+        Offload::Refused => flag.to_string(),
+        Offload::OneByOne => "request/response and profiled datagrams go one by one".into(),
+        Offload::Unavailable => "not available for this socket and datagram size".into(),
+    };
+    let (len, batch) = (u.datagram_len, u.batch);
+    if let Some((g, per)) = u.gso {
+        let _ = match g {
+            Offload::On => writeln!(
+                s,
+                "  send: GSO on, {len}-byte datagrams, up to {per} per message, {batch} messages per sendmmsg"
+            ),
+            _ => writeln!(
+                s,
+                "  send: GSO off ({}), one {len}-byte datagram per message, {batch} messages per sendmmsg",
+                why(g, "--no-gso")
+            ),
+        };
+    }
+    if let Some(g) = u.gro {
+        let _ = match g {
+            Offload::On => writeln!(
+                s,
+                "  receive: GRO on, up to 64 KiB of datagrams per message, {batch} messages per recvmmsg"
+            ),
+            _ => writeln!(
+                s,
+                "  receive: GRO off ({}), one datagram per message, {batch} messages per recvmmsg",
+                why(g, "--no-gro")
+            ),
+        };
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{EndSide, EndStream, TcpFigures, UdpRecvFigures};
+
+    #[test]
+    fn trip_times_without_samples_says_why_instead_of_an_empty_heading() {
+        let t = crate::report::TripTimesEnd {
+            clock: "CLOCK_REALTIME".into(),
+            offset_ms: 0.001,
+            offset_uncertainty_ms: 0.014,
+            client_to_server: None,
+            server_to_client: None,
+        };
+        assert_eq!(
+            trip_times_summary(&t),
+            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated +0.001 ms +/- 0.014 ms\n"
+        );
+    }
+
+    #[test]
+    fn data_path_says_what_offload_did() {
+        assert_eq!(
+            data_path("tcp write/read", None),
+            "Data path: tcp write/read\n"
+        );
+        let on = UdpOffloadNote {
+            datagram_len: 1448,
+            batch: 32,
+            gso: Some((Offload::On, 44)),
+            gro: None,
+        };
+        assert_eq!(
+            data_path("udp sendmmsg+GSO/recvmmsg", Some(&on)),
+            "Data path: udp sendmmsg+GSO/recvmmsg\n  send: GSO on, 1448-byte datagrams, up to 44 per message, 32 messages per sendmmsg\n"
+        );
+        let off = UdpOffloadNote {
+            datagram_len: 1448,
+            batch: 32,
+            gso: Some((Offload::Refused, 1)),
+            gro: Some(Offload::Refused),
+        };
+        assert_eq!(
+            data_path("udp sendmmsg/recvmmsg", Some(&off)),
+            "Data path: udp sendmmsg/recvmmsg\n  send: GSO off (--no-gso), one 1448-byte datagram per message, 32 messages per sendmmsg\n  receive: GRO off (--no-gro), one datagram per message, 32 messages per recvmmsg\n"
+        );
+        let gro = UdpOffloadNote {
+            gso: None,
+            gro: Some(Offload::On),
+            ..off
+        };
+        assert!(
+            data_path("udp sendmmsg/recvmmsg+GRO", Some(&gro))
+                .ends_with("  receive: GRO on, up to 64 KiB of datagrams per message, 32 messages per recvmmsg\n")
+        );
+    }
+    use crate::report::{EndSide, EndStream, EndUdp, TcpFigures, UdpRecvFigures};
 
     fn ctx(protocol: Protocol) -> TextCtx {
         TextCtx {
@@ -639,6 +831,161 @@ mod tests {
             interval(&ctx(Protocol::Udp), &iv),
             "[  5]   1.00-2.00   sec  1.25 MBytes  10.5 Mbits/sec  0.012 ms  18/898 (2%)\n"
         );
+    }
+
+    /// `--bidir -u -P 1` on the client: iperf3 3.18's layout, one direction at a time,
+    /// each with its [SUM] sender and receiver lines.
+    #[test]
+    fn udp_bidir_snapshot() {
+        let c = TextCtx {
+            bidir: true,
+            ..ctx(Protocol::Udp)
+        };
+        let row = |socket, sender: bool| StreamInterval {
+            socket,
+            start: 0.0,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1_250_000,
+            bits_per_second: 10e6,
+            packets: sender.then_some(856),
+            udp_recv: (!sender).then_some(UdpRecvFigures {
+                jitter_ms: 0.018,
+                lost_packets: 0,
+                packets: 856,
+                lost_percent: 0.0,
+            }),
+            sender,
+            ..StreamInterval::default()
+        };
+        let iv = Interval {
+            // Received rows may come first: the renderer orders by direction.
+            streams: vec![row(6, false), row(4, true)],
+            ..Interval::default()
+        };
+        assert_eq!(
+            interval(&c, &iv),
+            "\
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec            856
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+"
+        );
+        let udp = |socket, sender| EndUdp {
+            socket,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1_250_000,
+            bits_per_second: 10e6,
+            jitter_ms: 0.018,
+            packets: 856,
+            sender,
+            ..EndUdp::default()
+        };
+        let sum = |sender: bool, jitter_ms| {
+            Some(EndSum {
+                end: 1.0,
+                seconds: 1.0,
+                bytes: 1_250_000,
+                bits_per_second: 10e6,
+                udp_recv: Some(UdpRecvFigures {
+                    jitter_ms,
+                    lost_packets: 0,
+                    packets: 856,
+                    lost_percent: 0.0,
+                }),
+                sender,
+                ..EndSum::default()
+            })
+        };
+        let e = End {
+            streams: vec![
+                EndStream {
+                    udp: Some(udp(4, true)),
+                    ..EndStream::default()
+                },
+                EndStream {
+                    udp: Some(udp(6, false)),
+                    ..EndStream::default()
+                },
+            ],
+            sum_sent: sum(true, 0.0),
+            sum_received: sum(false, 0.018),
+            sum_sent_bidir_reverse: sum(true, 0.0),
+            sum_received_bidir_reverse: sum(false, 0.018),
+            ..End::default()
+        };
+        let want = "\
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID][Role] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[SUM][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[SUM][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+[SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.000 ms  0/856 (0%)  sender
+[SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
+";
+        assert_eq!(end(&c, &e, false, &[true, false]), want);
+    }
+
+    #[test]
+    fn working_load_sum_is_bulk_figures_and_a_faster_loaded_path_is_explained() {
+        let c = TextCtx {
+            bounceback: true,
+            ..ctx(Protocol::Tcp)
+        };
+        let bulk = StreamInterval {
+            socket: 4,
+            end: 1.0,
+            seconds: 1.0,
+            bytes: 1 << 30,
+            bits_per_second: 8.6e9,
+            tcp: Some(TcpFigures::default()),
+            sender: true,
+            ..StreamInterval::default()
+        };
+        let probe = StreamInterval {
+            socket: 6,
+            netmeter: Some(crate::report::StreamExt {
+                transactions: Some(100),
+                ..Default::default()
+            }),
+            ..bulk.clone()
+        };
+        let iv = Interval {
+            streams: vec![bulk.clone(), probe],
+            sum: SumInterval {
+                end: 1.0,
+                seconds: 1.0,
+                bytes: 2 << 30,
+                bits_per_second: 17.2e9,
+                retransmits: Some(3),
+                netmeter: Some(crate::report::StreamExt {
+                    transactions: Some(100),
+                    ..Default::default()
+                }),
+                ..SumInterval::default()
+            },
+            ..Interval::default()
+        };
+        let text = interval(&c, &iv);
+        let sum = text.lines().find(|l| l.starts_with("[SUM]")).unwrap_or("");
+        assert!(sum.ends_with("GBytes  17.2 Gbits/sec    3"), "{text}");
+        let w = crate::report::WorkingLoadEnd {
+            idle_rpm: Some(600_000.0),
+            loaded_rpm: Some(633_000.0),
+            ..Default::default()
+        };
+        assert!(working_load_summary(&w, Format::Auto).contains(
+            "loaded responsiveness is higher than idle: the load added no measurable queueing delay"
+        ));
+        let w = crate::report::WorkingLoadEnd {
+            loaded_rpm: Some(6_000.0),
+            ..w
+        };
+        assert!(!working_load_summary(&w, Format::Auto).contains("higher than idle"));
     }
 
     #[test]
