@@ -533,6 +533,24 @@ pub struct StreamResult {
     pub netmeter_frames: Option<crate::profile::FrameSummary>,
 }
 
+impl StreamResult {
+    /// Datagrams of the measured part: `packets` counts the whole test, omit period
+    /// included, in every iperf3 version; 3.20+ also sends that period's share. For an
+    /// older peer, `own_omitted` (this side's count for the omit period) stands in.
+    pub fn measured_packets(&self, own_omitted: u64) -> u64 {
+        let omitted = self.omitted_packets.unwrap_or(own_omitted as i64);
+        self.packets.saturating_sub(omitted).max(0) as u64
+    }
+
+    /// Lost datagrams of the measured part (`errors` less `omitted_errors`, 3.20+; an
+    /// older peer's omit-period losses cannot be told apart and stay in).
+    pub fn measured_errors(&self) -> u64 {
+        self.errors
+            .saturating_sub(self.omitted_errors.unwrap_or(0))
+            .max(0) as u64
+    }
+}
+
 /// A results message, exchanged once in each direction at the end of a test.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Results {
