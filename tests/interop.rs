@@ -8,6 +8,7 @@
 //! (it travels in the results exchange), and receivers must have seen what senders sent.
 
 mod common;
+mod support;
 use common::*;
 use serde_json::Value;
 use std::process::Command;
@@ -300,4 +301,159 @@ mod iperf3_318 {
 mod iperf3_322 {
     use super::*;
     interop_table!("NETMETER_IPERF3_322");
+}
+
+// ---------------------------------------------------------------------------------
+// Through an emulated link (tests/support/netbed.rs; root): the newest iperf3's client
+// JSON against what the link itself counted.
+
+use support::netbed::{Dir, LinkConfig, Netbed, Side, timing_lock};
+
+/// 100 Mbit/s in `dir`, a 100 ms queue (as tests/accuracy.rs's shaped link).
+fn shaped_bed(dir: Dir) -> Netbed {
+    Netbed::require();
+    Netbed::new(
+        LinkConfig::new()
+            .rate_mbit(100.0)
+            .rate_dir(dir)
+            .queue_ms(100.0)
+            .burst_ms(20.0),
+    )
+    .expect("building netbed")
+}
+
+/// UDP receive-buffer overflows (`RcvbufErrors`) in `side`'s namespace so far: loss
+/// on the receiving host, not on the link.
+fn udp_rcvbuf_errors(bed: &Netbed, side: Side) -> u64 {
+    bed.in_ns(side, || {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+        names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == "RcvbufErrors")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    })
+    .unwrap()
+}
+
+/// iperf3 3.22 client in h1 (`-c H2 -J` + `args`) against a netmeter server in h2.
+/// Returns (client JSON, server JSON).
+fn iperf3_322_client_on_bed(bed: &Netbed, args: &[&str]) -> (Value, Value) {
+    let mut server = bed
+        .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
+        .expect("starting server");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !bed
+        .in_ns(Side::H2, || support::netbed::tcp_listening(5201))
+        .unwrap()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let h2 = bed.h2_addr().to_string();
+    let mut cli: Vec<&str> = vec!["-c", &h2, "-J"];
+    cli.extend_from_slice(args);
+    let client = bed
+        .run_in(
+            Side::H1,
+            peer("NETMETER_IPERF3_322"),
+            &cli,
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|e| panic!("iperf3 3.22 client {cli:?}: {e:#}"));
+    let _ = server.wait_timeout(Duration::from_secs(10));
+    let out = server
+        .finish(Duration::from_secs(1))
+        .expect("server output");
+    let c: Value = serde_json::from_str(&client).expect("client JSON");
+    let s: Value = serde_json::from_slice(&out.stdout).expect("server JSON");
+    assert!(c.get("error").is_none(), "client error: {}", c["error"]);
+    (c, s)
+}
+
+/// An iperf3 3.22 client overdriving a 100 Mbit/s link (150M) to a netmeter server: the
+/// loss in its JSON must be the datagrams the link dropped (router's count before the
+/// shaper less h2's count after it), not 0 (3.20+ subtract `omitted_errors`, all of
+/// them when a server does not send it).
+#[test]
+fn iperf3_322_client_loss_matches_the_link() {
+    let _t = timing_lock();
+    let bed = shaped_bed(Dir::H1ToH2);
+    bed.add_input_udp_counter(Side::H2, "wire_count").unwrap();
+    let (c, s) = iperf3_322_client_on_bed(&bed, &["-u", "-b", "150M", "-l", "1400", "-t", "3"]);
+    let into_link = bed.counters().unwrap().udp_12;
+    let out_of_link = bed.input_udp_count(Side::H2, "wire_count").unwrap();
+    let host_drops = udp_rcvbuf_errors(&bed, Side::H2);
+    let dropped = into_link - out_of_link;
+    let lost = num(&c, "end.sum_received.lost_packets");
+    let sent = num(&c, "end.sum_sent.packets");
+    eprintln!(
+        "iperf3 3.22 -> netmeter: link carried {out_of_link} of {into_link} UDP packets \
+         (dropped {dropped}), receiver host dropped {host_drops}; iperf3 client: sent {sent}, \
+         lost {lost} ({}%), netmeter server lost {}",
+        num(&c, "end.sum_received.lost_percent"),
+        num(&s, "end.sum.lost_packets")
+    );
+    assert!(
+        dropped > 1000,
+        "the link was not overdriven: dropped {dropped}"
+    );
+    // The control datagrams (iperf3's connect and netmeter's reply) cross unshaped or
+    // both counters; datagrams dropped after the last one that arrived are invisible as
+    // gaps (a short tail at most).
+    let expected = (dropped + host_drops) as f64;
+    assert!(
+        lost <= expected && expected - lost <= 10.0,
+        "iperf3 client's lost_packets {lost}, the link dropped {dropped} (+{host_drops} host)"
+    );
+    assert_eq!(
+        c["end"]["streams"][0]["udp"]["lost_packets"].as_f64(),
+        Some(lost)
+    );
+    assert_eq!(lost, num(&s, "end.sum.lost_packets"));
+    // Every datagram iperf3 sent entered the link (plus its connect datagram).
+    assert_eq!(
+        sent + 1.0,
+        into_link as f64,
+        "iperf3 sent {sent}, the router saw {into_link}"
+    );
+}
+
+/// `-u -R` through the same kind of link, netmeter sending: the iperf3 3.22 client's
+/// `sum_sent.packets` must be the datagrams the netmeter server put on the link (3.20+
+/// subtract `omitted_packets` from them: 0 when a server does not send it).
+#[test]
+fn iperf3_322_client_reverse_packets_match_the_link() {
+    let _t = timing_lock();
+    let bed = shaped_bed(Dir::H2ToH1);
+    bed.add_input_udp_counter(Side::H1, "wire_count").unwrap();
+    let (c, _s) =
+        iperf3_322_client_on_bed(&bed, &["-u", "-b", "150M", "-l", "1400", "-t", "3", "-R"]);
+    let into_link = bed.counters().unwrap().udp_21;
+    let out_of_link = bed.input_udp_count(Side::H1, "wire_count").unwrap();
+    let host_drops = udp_rcvbuf_errors(&bed, Side::H1);
+    let sent = num(&c, "end.sum_sent.packets");
+    let lost = num(&c, "end.sum_received.lost_packets");
+    let dropped = into_link - out_of_link;
+    eprintln!(
+        "netmeter -> iperf3 3.22 (-R): link carried {out_of_link} of {into_link} UDP packets \
+         (dropped {dropped}), receiver host dropped {host_drops}; iperf3 client: sender \
+         {sent}, lost {lost}"
+    );
+    // The server's one reply to iperf3's connect datagram also went h2 -> h1.
+    assert_eq!(
+        sent + 1.0,
+        into_link as f64,
+        "iperf3 client's sum_sent.packets {sent}, the link carried {into_link} from h2"
+    );
+    assert!(
+        dropped > 1000,
+        "the link was not overdriven: dropped {dropped}"
+    );
 }
