@@ -270,6 +270,31 @@ pub fn describe_error_code(code: i32) -> String {
     format!("{s} (iperf3 error {code})")
 }
 
+/// Writes a number as iperf3 does: cJSON prints a whole number without a fraction
+/// (`"time":10`, `"len":131072`), so iperf3's integer fields (counts, sizes, flags)
+/// arrive as JSON integers. serde would write `10.0`, which iperf3 reads but an
+/// independent iperf3-compatible server may not (`len` used as a buffer size). A
+/// value with a fraction (netmeter's `-t 2.5`, a jitter) stays a float.
+fn cjson_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    if v.fract() != 0.0 || !v.is_finite() {
+        s.serialize_f64(*v)
+    } else if *v >= 0.0 && *v < TWO_POW_64 {
+        s.serialize_u64(*v as u64)
+    } else if *v < 0.0 && *v >= i64::MIN as f64 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+fn opt_cjson_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => cjson_number(v, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// The parameter JSON a client sends after `PARAM_EXCHANGE` (`send_parameters()`).
 ///
 /// Keys that iperf3 treats as "present means true" are `Option<bool>` and are only
@@ -282,42 +307,74 @@ pub struct Params {
     pub udp: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sctp: Option<bool>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub omit: f64,
     /// `-A n,m`: the CPU the server should run this test on.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub server_affinity: Option<f64>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub time: f64,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub num: f64,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub blockcount: f64,
-    #[serde(rename = "MSS", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "MSS",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub mss: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodelay: Option<bool>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub parallel: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reverse: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bidirectional: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub window: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub len: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub bandwidth: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub fqrate: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub pacing_timer: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub burst: Option<f64>,
-    #[serde(rename = "TOS", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "TOS",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub tos: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub flowlabel: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -327,17 +384,35 @@ pub struct Params {
     pub congestion: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub congestion_used: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub get_server_output: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub udp_counters_64bit: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub repeating_payload: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub zerocopy: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub skip_rx_copy: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_cjson_number"
+    )]
     pub dont_fragment: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
@@ -490,7 +565,7 @@ pub struct StreamResult {
     pub bytes: u64,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub retransmits: i64,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub jitter: f64,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub errors: i64,
@@ -508,9 +583,9 @@ pub struct StreamResult {
         deserialize_with = "lenient_opt_i64"
     )]
     pub omitted_packets: Option<i64>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub start_time: f64,
-    #[serde(default)]
+    #[serde(default, serialize_with = "cjson_number")]
     pub end_time: f64,
     /// netmeter extension: of `retransmits`, those the receiver reported as
     /// duplicates (D-SACK).
@@ -554,8 +629,11 @@ impl StreamResult {
 /// A results message, exchanged once in each direction at the end of a test.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Results {
+    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_total: f64,
+    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_user: f64,
+    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_system: f64,
     #[serde(deserialize_with = "lenient_i64")]
     pub sender_has_retransmits: i64,
@@ -799,6 +877,69 @@ mod tests {
             !text.contains("reverse"),
             "unset flags must not be sent: {text}"
         );
+    }
+
+    /// Integer fields go out as JSON integers, as iperf3's cJSON writes them; floats
+    /// from a peer are still read (iperf3 reads every number as a double).
+    #[test]
+    fn params_and_results_numbers_are_written_as_iperf3_writes_them() {
+        let p = Params {
+            udp: Some(true),
+            time: 2.0,
+            parallel: 1.0,
+            len: Some(1_048_576.0),
+            bandwidth: Some(150e6),
+            pacing_timer: Some(1000.0),
+            get_server_output: Some(1.0),
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&p)[4..].to_vec()).unwrap();
+        for want in [
+            r#""omit":0,"#,
+            r#""time":2,"#,
+            r#""num":0,"#,
+            r#""blockcount":0,"#,
+            r#""parallel":1,"#,
+            r#""len":1048576,"#,
+            r#""bandwidth":150000000,"#,
+            r#""pacing_timer":1000,"#,
+            r#""get_server_output":1}"#,
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        assert!(
+            !text.contains(".0"),
+            "a whole number written as a float: {text}"
+        );
+        // A fractional duration (netmeter's own -t 2.5) stays a float.
+        let frac = Params {
+            time: 2.5,
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&frac)[4..].to_vec()).unwrap();
+        assert!(text.contains(r#""time":2.5"#), "{text}");
+        // Floats from a peer are accepted.
+        let back: Params =
+            decode_json(br#"{"tcp":true,"time":2.0,"parallel":1.0,"len":1048576.0,"omit":0.0}"#)
+                .unwrap();
+        assert_eq!((back.time, back.len), (2.0, Some(1_048_576.0)));
+        let r = Results {
+            cpu_util_total: 3.0,
+            sender_has_retransmits: 1,
+            streams: vec![StreamResult {
+                id: 1,
+                bytes: 1000,
+                end_time: 2.0,
+                jitter: 0.000125,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&r)[4..].to_vec()).unwrap();
+        assert!(text.contains(r#""cpu_util_total":3,"#), "{text}");
+        assert!(text.contains(r#""start_time":0,"end_time":2"#), "{text}");
+        assert!(text.contains(r#""jitter":0.000125"#), "{text}");
+        assert!(!text.contains(".0,"), "{text}");
     }
 
     #[test]
