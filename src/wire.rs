@@ -177,11 +177,87 @@ pub fn decode_json_len(hdr: [u8; 4], max: u32) -> Result<usize, WireError> {
     Ok(len as usize)
 }
 
+/// A serde_json formatter that writes numbers as iperf3's cJSON does: a whole number
+/// without a fraction (`"time":10`, `"len":131072`, `"start":0`), anything else as a
+/// float. iperf3 builds every message and its `-J` document with cJSON, so its integer
+/// fields (counts, sizes, flags) read as JSON integers; serde alone writes `10.0`, which
+/// iperf3 reads but an independent iperf3-compatible server may not (`len` used as a
+/// buffer size), nor a script that checks types. Layout comes from the wrapped
+/// formatter (compact or pretty).
+pub struct CJsonFormatter<F>(pub F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for CJsonFormatter<F> {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+        // serde_json writes non-finite values as null before it gets here.
+        if v.fract() == 0.0 && (0.0..TWO_POW_64).contains(&v) {
+            write!(w, "{}", v as u64)
+        } else if v.fract() == 0.0 && (-TWO_POW_63..0.0).contains(&v) {
+            write!(w, "{}", v as i64)
+        } else {
+            self.0.write_f64(w, v)
+        }
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_key(w)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// `v` as JSON with iperf3's number rule ([`CJsonFormatter`]), compact or pretty
+/// (two-space indent).
+pub fn to_cjson_vec<T: Serialize + ?Sized>(v: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    if pretty {
+        let f = CJsonFormatter(serde_json::ser::PrettyFormatter::with_indent(b"  "));
+        v.serialize(&mut serde_json::Serializer::with_formatter(&mut out, f))?;
+    } else {
+        let f = CJsonFormatter(serde_json::ser::CompactFormatter);
+        v.serialize(&mut serde_json::Serializer::with_formatter(&mut out, f))?;
+    }
+    Ok(out)
+}
+
 /// Frame a JSON value: 4-byte big-endian length, then the text.
 pub fn encode_json<T: Serialize>(v: &T) -> Vec<u8> {
     // Serializing our own plain data types to a Vec cannot fail (no maps with
     // non-string keys, no failing Serialize impls).
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    let body = to_cjson_vec(v, false).unwrap_or_default();
     let mut out = Vec::with_capacity(body.len() + 4);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&body);
@@ -270,31 +346,6 @@ pub fn describe_error_code(code: i32) -> String {
     format!("{s} (iperf3 error {code})")
 }
 
-/// Writes a number as iperf3 does: cJSON prints a whole number without a fraction
-/// (`"time":10`, `"len":131072`), so iperf3's integer fields (counts, sizes, flags)
-/// arrive as JSON integers. serde would write `10.0`, which iperf3 reads but an
-/// independent iperf3-compatible server may not (`len` used as a buffer size). A
-/// value with a fraction (netmeter's `-t 2.5`, a jitter) stays a float.
-fn cjson_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
-    if v.fract() != 0.0 || !v.is_finite() {
-        s.serialize_f64(*v)
-    } else if *v >= 0.0 && *v < TWO_POW_64 {
-        s.serialize_u64(*v as u64)
-    } else if *v < 0.0 && *v >= i64::MIN as f64 {
-        s.serialize_i64(*v as i64)
-    } else {
-        s.serialize_f64(*v)
-    }
-}
-
-fn opt_cjson_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(v) => cjson_number(v, s),
-        None => s.serialize_none(),
-    }
-}
-
 /// The parameter JSON a client sends after `PARAM_EXCHANGE` (`send_parameters()`).
 ///
 /// Keys that iperf3 treats as "present means true" are `Option<bool>` and are only
@@ -307,74 +358,42 @@ pub struct Params {
     pub udp: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sctp: Option<bool>,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub omit: f64,
     /// `-A n,m`: the CPU the server should run this test on.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub server_affinity: Option<f64>,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub time: f64,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub num: f64,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub blockcount: f64,
-    #[serde(
-        rename = "MSS",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(rename = "MSS", skip_serializing_if = "Option::is_none")]
     pub mss: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodelay: Option<bool>,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub parallel: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reverse: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bidirectional: Option<bool>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub len: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bandwidth: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fqrate: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pacing_timer: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<f64>,
-    #[serde(
-        rename = "TOS",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(rename = "TOS", skip_serializing_if = "Option::is_none")]
     pub tos: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub flowlabel: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -384,35 +403,17 @@ pub struct Params {
     pub congestion: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub congestion_used: Option<String>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub get_server_output: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub udp_counters_64bit: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub repeating_payload: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub zerocopy: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub skip_rx_copy: Option<f64>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "opt_cjson_number"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dont_fragment: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
@@ -565,7 +566,7 @@ pub struct StreamResult {
     pub bytes: u64,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub retransmits: i64,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub jitter: f64,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub errors: i64,
@@ -583,9 +584,9 @@ pub struct StreamResult {
         deserialize_with = "lenient_opt_i64"
     )]
     pub omitted_packets: Option<i64>,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub start_time: f64,
-    #[serde(default, serialize_with = "cjson_number")]
+    #[serde(default)]
     pub end_time: f64,
     /// netmeter extension: of `retransmits`, those the receiver reported as
     /// duplicates (D-SACK).
@@ -629,11 +630,8 @@ impl StreamResult {
 /// A results message, exchanged once in each direction at the end of a test.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Results {
-    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_total: f64,
-    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_user: f64,
-    #[serde(serialize_with = "cjson_number")]
     pub cpu_util_system: f64,
     #[serde(deserialize_with = "lenient_i64")]
     pub sender_has_retransmits: i64,
