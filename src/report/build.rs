@@ -30,12 +30,15 @@ pub struct TcpTotals {
     pub min_rtt: u64,
     pub rtt_sum: u64,
     pub rtt_samples: u64,
+    /// `tcpi_reord_seen` at the last sample (a running count in the kernel).
+    pub reorder: u64,
 }
 
 impl TcpTotals {
     /// Fold in one interval's TCP_INFO sample.
     pub fn add(&mut self, f: &TcpFigures) {
         self.retransmits += f.retransmits;
+        self.reorder = f.reorder;
         self.max_snd_cwnd = self.max_snd_cwnd.max(f.snd_cwnd);
         self.max_snd_wnd = self.max_snd_wnd.max(f.snd_wnd);
         self.max_rtt = self.max_rtt.max(f.rtt);
@@ -298,6 +301,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
             let mut local = side(l.socket, l.bytes, l.seconds, l.sender);
             if let Some(t) = &l.tcp {
                 local.retransmits = Some(t.retransmits);
+                local.reorder = Some(t.reorder);
                 local.max_snd_cwnd = Some(t.max_snd_cwnd);
                 local.max_snd_wnd = Some(t.max_snd_wnd);
                 local.max_rtt = Some(t.max_rtt);
