@@ -205,6 +205,7 @@ def discover_tools(nm_path: str, peers: dict) -> dict[str, Tool]:
     for key, label, kind, var in [
         ("iperf3-3.12", "iperf3 3.12", "iperf3", "NETMETER_IPERF3_312"),
         ("iperf3-3.18", "iperf3 3.18", "iperf3", "NETMETER_IPERF3_318"),
+        ("iperf3-3.22", "iperf3 3.22", "iperf3", "NETMETER_IPERF3_322"),
         ("iperf2-2.1.8", "iperf 2.1.8", "iperf2", "NETMETER_IPERF2_218"),
         ("iperf2-2.2.1", "iperf 2.2.1", "iperf2", "NETMETER_IPERF2_221"),
     ]:
@@ -740,11 +741,12 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
     rows: list[Row] = []
     skipped: list[str] = []
     T = tools
-    i3 = [T[k] for k in ("iperf3-3.12", "iperf3-3.18") if k in T]
+    # Oldest to newest: the last one is "the newest iperf3" where one is picked.
+    i3 = [T[k] for k in ("iperf3-3.12", "iperf3-3.18", "iperf3-3.22") if k in T]
     i2 = [T[k] for k in ("iperf2-2.1.8", "iperf2-2.2.1") if k in T]
     nm = T["netmeter"]
     npf = T.get("netperf")
-    for k, lab in [("iperf3-3.12", "iperf3 3.12"), ("iperf3-3.18", "iperf3 3.18"),
+    for k, lab in [("iperf3-3.12", "iperf3 3.12"), ("iperf3-3.18", "iperf3 3.18"), ("iperf3-3.22", "iperf3 3.22"),
                    ("iperf2-2.1.8", "iperf 2.1.8"), ("iperf2-2.2.1", "iperf 2.2.1"), ("netperf", "netperf")]:
         if k not in T and case != "mem":
             skipped.append(f"{lab}: not installed (empty or missing in peers.env)")
@@ -1003,7 +1005,7 @@ def run_mem_case(tools: dict[str, Tool], tmp: Path) -> list[dict]:
     maps for good: code pages, a cached thread stack); then after each of MEM_P128_TESTS
     -P 128 tests (0.5 s and 2 s after), so a server that keeps memory shows it growing."""
     out = []
-    for key in ("netmeter", "iperf3-3.12", "iperf3-3.18"):
+    for key in ("netmeter", "iperf3-3.12", "iperf3-3.18", "iperf3-3.22"):
         if key not in tools:
             continue
         t = tools[key]
@@ -1172,21 +1174,21 @@ def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
     # 1. TCP one stream >= 1.0x newest iperf3 and >= iperf 2.
     nm = get(summ, "tcp1", "netmeter")
     parts, oks, spr = [], [], []
-    for peer in ("iperf3 3.18", "iperf 2.1.8", "iperf 2.2.1"):
+    for peer in ("iperf3 3.22", "iperf 2.1.8", "iperf 2.2.1"):
         p = get(summ, "tcp1", peer)
         if prim(nm, "tcp1") and prim(p, "tcp1"):
             txt, sp = ratio(nm, p, "rx_gbps", 1.0)
             parts.append(f"{txt} {peer}")
             oks.append(prim(nm, "tcp1") >= prim(p, "tcp1"))
             spr.append(sp)
-    goal("TCP 1 stream: netmeter ≥ 1.0× newest iperf3 (3.18) and ≥ 1.0× iperf 2",
+    goal("TCP 1 stream: netmeter ≥ 1.0× newest iperf3 (3.22) and ≥ 1.0× iperf 2",
          ", ".join(parts) or "not measured", all(oks) if oks else None,
-         [nm] + [get(summ, "tcp1", x) for x in ("iperf3 3.18", "iperf 2.1.8", "iperf 2.2.1")], spr)
+         [nm] + [get(summ, "tcp1", x) for x in ("iperf3 3.22", "iperf 2.1.8", "iperf 2.2.1")], spr)
 
     # 2. Best options >= 1.1x iperf3 (compared with each iperf3's -Z row).
     nmb = best_row(summ, "tcpbest", lambda s: s["tool"] == "netmeter")
     parts, oks, spr = [], [], []
-    for peer in ("iperf3 3.12 -Z", "iperf3 3.18 -Z"):
+    for peer in ("iperf3 3.12 -Z", "iperf3 3.18 -Z", "iperf3 3.22 -Z"):
         p = get(summ, "tcpbest", peer)
         if nmb and prim(p, "tcpbest"):
             txt, sp = ratio(nmb, p, "rx_gbps", 1.1)
@@ -1195,12 +1197,12 @@ def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
             spr.append(sp)
     goal("TCP best zero-copy options: netmeter (best variant) ≥ 1.1× iperf3 -Z",
          (f"best netmeter variant `{nmb['label']}`: " if nmb else "") + (", ".join(parts) or "not measured"),
-         all(oks) if oks else None, [nmb] + [get(summ, "tcpbest", x) for x in ("iperf3 3.12 -Z", "iperf3 3.18 -Z")],
+         all(oks) if oks else None, [nmb] + [get(summ, "tcpbest", x) for x in ("iperf3 3.12 -Z", "iperf3 3.18 -Z", "iperf3 3.22 -Z")],
          spr)
 
     # 3. CPU per gigabit, TCP one stream, <= 0.9x iperf3.
     parts, oks, spr = [], [], []
-    for peer in ("iperf3 3.12", "iperf3 3.18"):
+    for peer in ("iperf3 3.12", "iperf3 3.18", "iperf3 3.22"):
         p = get(summ, "tcp1", peer)
         if nm and p and "cpu_s_per_gbit" in nm and "cpu_s_per_gbit" in p:
             r = nm["cpu_s_per_gbit"]["median"] / p["cpu_s_per_gbit"]["median"]
@@ -1210,7 +1212,7 @@ def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
             spr.append(sp)
     goal("TCP 1 stream CPU per Gbit (client+server): netmeter ≤ 0.9× iperf3",
          ", ".join(parts) or "not measured", all(oks) if oks else None,
-         [nm] + [get(summ, "tcp1", x) for x in ("iperf3 3.12", "iperf3 3.18")], spr)
+         [nm] + [get(summ, "tcp1", x) for x in ("iperf3 3.12", "iperf3 3.18", "iperf3 3.22")], spr)
 
     # 4. RR >= 1.0x netperf TCP_RR (per placement).
     nm_rr = [s for (c, _), s in summ.items() if c == "rr" and s["tool"] == "netmeter"]
@@ -1526,7 +1528,8 @@ def row_is_udp(r: Row) -> bool:
 
 
 def ratio_section(summ: dict, rows_by_case: dict) -> str:
-    peers = [("iperf3 3.12", "iperf3-3.12"), ("iperf3 3.18", "iperf3-3.18"), ("iperf 2.1.8", "iperf2-2.1.8"),
+    peers = [("iperf3 3.12", "iperf3-3.12"), ("iperf3 3.18", "iperf3-3.18"),
+             ("iperf3 3.22", "iperf3-3.22"), ("iperf 2.1.8", "iperf2-2.1.8"),
              ("iperf 2.2.1", "iperf2-2.2.1"), ("netperf", "netperf")]
     body = []
     for case, rows in rows_by_case.items():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: installs the real peers (iperf3 3.12 and
-# 3.18, iperf 2, nftables) it needs, then checks formatting, lints and runs every test.
+# The whole test suite, on a fresh machine: installs the real peers (iperf3 3.12,
+# 3.18 and 3.22, iperf 2, nftables) it needs, then checks formatting, lints and runs every test.
 # Needs root (network namespaces, nftables) and Debian's package mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."

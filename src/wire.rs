@@ -177,11 +177,87 @@ pub fn decode_json_len(hdr: [u8; 4], max: u32) -> Result<usize, WireError> {
     Ok(len as usize)
 }
 
+/// A serde_json formatter that writes numbers as iperf3's cJSON does: a whole number
+/// without a fraction (`"time":10`, `"len":131072`, `"start":0`), anything else as a
+/// float. iperf3 builds every message and its `-J` document with cJSON, so its integer
+/// fields (counts, sizes, flags) read as JSON integers; serde alone writes `10.0`, which
+/// iperf3 reads but an independent iperf3-compatible server may not (`len` used as a
+/// buffer size), nor a script that checks types. Layout comes from the wrapped
+/// formatter (compact or pretty).
+pub struct CJsonFormatter<F>(pub F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for CJsonFormatter<F> {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+        // serde_json writes non-finite values as null before it gets here.
+        if v.fract() == 0.0 && (0.0..TWO_POW_64).contains(&v) {
+            write!(w, "{}", v as u64)
+        } else if v.fract() == 0.0 && (-TWO_POW_63..0.0).contains(&v) {
+            write!(w, "{}", v as i64)
+        } else {
+            self.0.write_f64(w, v)
+        }
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_key(w)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// `v` as JSON with iperf3's number rule ([`CJsonFormatter`]), compact or pretty
+/// (two-space indent).
+pub fn to_cjson_vec<T: Serialize + ?Sized>(v: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    if pretty {
+        let f = CJsonFormatter(serde_json::ser::PrettyFormatter::with_indent(b"  "));
+        v.serialize(&mut serde_json::Serializer::with_formatter(&mut out, f))?;
+    } else {
+        let f = CJsonFormatter(serde_json::ser::CompactFormatter);
+        v.serialize(&mut serde_json::Serializer::with_formatter(&mut out, f))?;
+    }
+    Ok(out)
+}
+
 /// Frame a JSON value: 4-byte big-endian length, then the text.
 pub fn encode_json<T: Serialize>(v: &T) -> Vec<u8> {
     // Serializing our own plain data types to a Vec cannot fail (no maps with
     // non-string keys, no failing Serialize impls).
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    let body = to_cjson_vec(v, false).unwrap_or_default();
     let mut out = Vec::with_capacity(body.len() + 4);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&body);
@@ -542,6 +618,24 @@ pub struct StreamResult {
     pub netmeter_frames: Option<crate::profile::FrameSummary>,
 }
 
+impl StreamResult {
+    /// Datagrams of the measured part: `packets` counts the whole test, omit period
+    /// included, in every iperf3 version; 3.20+ also sends that period's share. For an
+    /// older peer, `own_omitted` (this side's count for the omit period) stands in.
+    pub fn measured_packets(&self, own_omitted: u64) -> u64 {
+        let omitted = self.omitted_packets.unwrap_or(own_omitted as i64);
+        self.packets.saturating_sub(omitted).max(0) as u64
+    }
+
+    /// Lost datagrams of the measured part (`errors` less `omitted_errors`, 3.20+; an
+    /// older peer's omit-period losses cannot be told apart and stay in).
+    pub fn measured_errors(&self) -> u64 {
+        self.errors
+            .saturating_sub(self.omitted_errors.unwrap_or(0))
+            .max(0) as u64
+    }
+}
+
 /// A results message, exchanged once in each direction at the end of a test.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Results {
@@ -790,6 +884,69 @@ mod tests {
             !text.contains("reverse"),
             "unset flags must not be sent: {text}"
         );
+    }
+
+    /// Integer fields go out as JSON integers, as iperf3's cJSON writes them; floats
+    /// from a peer are still read (iperf3 reads every number as a double).
+    #[test]
+    fn params_and_results_numbers_are_written_as_iperf3_writes_them() {
+        let p = Params {
+            udp: Some(true),
+            time: 2.0,
+            parallel: 1.0,
+            len: Some(1_048_576.0),
+            bandwidth: Some(150e6),
+            pacing_timer: Some(1000.0),
+            get_server_output: Some(1.0),
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&p)[4..].to_vec()).unwrap();
+        for want in [
+            r#""omit":0,"#,
+            r#""time":2,"#,
+            r#""num":0,"#,
+            r#""blockcount":0,"#,
+            r#""parallel":1,"#,
+            r#""len":1048576,"#,
+            r#""bandwidth":150000000,"#,
+            r#""pacing_timer":1000,"#,
+            r#""get_server_output":1}"#,
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        assert!(
+            !text.contains(".0"),
+            "a whole number written as a float: {text}"
+        );
+        // A fractional duration (netmeter's own -t 2.5) stays a float.
+        let frac = Params {
+            time: 2.5,
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&frac)[4..].to_vec()).unwrap();
+        assert!(text.contains(r#""time":2.5"#), "{text}");
+        // Floats from a peer are accepted.
+        let back: Params =
+            decode_json(br#"{"tcp":true,"time":2.0,"parallel":1.0,"len":1048576.0,"omit":0.0}"#)
+                .unwrap();
+        assert_eq!((back.time, back.len), (2.0, Some(1_048_576.0)));
+        let r = Results {
+            cpu_util_total: 3.0,
+            sender_has_retransmits: 1,
+            streams: vec![StreamResult {
+                id: 1,
+                bytes: 1000,
+                end_time: 2.0,
+                jitter: 0.000125,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = String::from_utf8(encode_json(&r)[4..].to_vec()).unwrap();
+        assert!(text.contains(r#""cpu_util_total":3,"#), "{text}");
+        assert!(text.contains(r#""start_time":0,"end_time":2"#), "{text}");
+        assert!(text.contains(r#""jitter":0.000125"#), "{text}");
+        assert!(!text.contains(".0,"), "{text}");
     }
 
     #[test]

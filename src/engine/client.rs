@@ -835,6 +835,10 @@ fn converse(
             ClientStep::StartClock => {
                 test_start = Some(Instant::now());
                 out.report.start.test_start = test_common::test_start(&spec, cfg.interval_s);
+                (
+                    out.report.start.test_start.gso,
+                    out.report.start.test_start.gro,
+                ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
                 out.report.start.netmeter = StartExt {
                     peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
                     features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
@@ -1128,6 +1132,15 @@ fn partial_end(
         cfg.in_process_server,
     );
     why.into()
+}
+
+/// Whether this side's streams use UDP segmentation offload and UDP_GRO (0 or 1
+/// each, `start.test_start.gso`/`gro` as iperf3 3.22 writes them).
+pub fn udp_offloads(workers: &[&Worker]) -> (u8, u8) {
+    (
+        workers.iter().any(|w| w.udp_gso) as u8,
+        workers.iter().any(|w| w.udp_gro) as u8,
+    )
 }
 
 /// What the data path is, for the JSON record.

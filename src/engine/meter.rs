@@ -246,6 +246,11 @@ impl Meter {
                     bytes: now.bytes.saturating_sub(b.bytes),
                     seconds,
                     packets: now.packets.saturating_sub(b.packets),
+                    omitted_packets: match (&b.udp, s.sender) {
+                        (Some(bu), false) => bu.highest_seq,
+                        _ => b.packets,
+                    },
+                    omitted_errors: b.udp.map_or(0, |bu| bu.lost),
                     tcp: (self.protocol == Protocol::Tcp && s.sender).then(|| {
                         let mut t = self.tcp_totals[i];
                         if let Some(info) = sock::tcp_info(s.socket as i32) {

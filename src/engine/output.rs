@@ -46,7 +46,15 @@ impl Output {
             mode,
             sink,
             ctx,
-            report: Report::default(),
+            // Known before any connection, so even an error document carries them.
+            report: Report {
+                start: crate::report::Start {
+                    version: format!("netmeter {}", env!("CARGO_PKG_VERSION")),
+                    system_info: crate::sock::system_info(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
             captured: None,
             histogram_bin_ms: None,
             headers_done: false,

@@ -12,6 +12,7 @@ use super::Stopped;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
     make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now, udp_offload_note,
+    udp_offloads,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -802,6 +803,10 @@ impl Session<'_> {
             out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
         }
         out.report.start.test_start = test_common::test_start(spec, shared.cfg.interval_s);
+        (
+            out.report.start.test_start.gso,
+            out.report.start.test_start.gro,
+        ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
         out.report.start.netmeter = StartExt {
             peer: if params.netmeter.is_some() {
                 "netmeter"

@@ -99,6 +99,9 @@ pub fn test_start(spec: &TestSpec, interval_s: f64) -> TestStart {
         bidir: (spec.direction == Direction::Bidir) as u8,
         fqrate: spec.fq_rate_bps.unwrap_or(0),
         interval: interval_s,
+        // Filled in once the streams exist (`client::udp_offloads`).
+        gso: 0,
+        gro: 0,
     }
 }
 

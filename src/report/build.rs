@@ -30,12 +30,15 @@ pub struct TcpTotals {
     pub min_rtt: u64,
     pub rtt_sum: u64,
     pub rtt_samples: u64,
+    /// `tcpi_reord_seen` at the last sample (a running count in the kernel).
+    pub reorder: u64,
 }
 
 impl TcpTotals {
     /// Fold in one interval's TCP_INFO sample.
     pub fn add(&mut self, f: &TcpFigures) {
         self.retransmits += f.retransmits;
+        self.reorder = f.reorder;
         self.max_snd_cwnd = self.max_snd_cwnd.max(f.snd_cwnd);
         self.max_snd_wnd = self.max_snd_wnd.max(f.snd_wnd);
         self.max_rtt = self.max_rtt.max(f.rtt);
@@ -66,6 +69,12 @@ pub struct LocalFinal {
     pub seconds: f64,
     /// UDP datagrams sent (sender) — receivers use `udp`.
     pub packets: u64,
+    /// UDP, counted during the omit period and not in the figures above: datagrams
+    /// sent (sender) or the highest sequence number seen (receiver). iperf3 3.20+
+    /// results carry totals with these beside them (`omitted_packets`).
+    pub omitted_packets: u64,
+    /// UDP receivers: datagrams lost during the omit period (`omitted_errors`).
+    pub omitted_errors: u64,
     pub tcp: Option<TcpTotals>,
     pub udp: Option<UdpCounts>,
     /// UDP receivers: datagrams this host's kernel dropped for a full receive buffer.
@@ -242,16 +251,20 @@ pub fn local_results(
                     ),
                     _ => (l.packets as i64, 0, 0.0, None, None),
                 };
+                // iperf3 (3.20+ reads the omitted_* keys) sends whole-test counts
+                // with the omit period's part beside them; a 3.20+ peer that finds
+                // no omitted_* keys takes all errors (receiver) or all packets
+                // (sender, seen from a receiving client) as omitted and shows 0.
                 StreamResult {
                     id: l.id,
                     bytes: l.bytes,
                     retransmits: l.tcp.map(|t| t.retransmits as i64).unwrap_or(-1),
                     netmeter_spurious_retransmits: l.tcp.map(|t| t.spurious_retransmits),
                     jitter,
-                    errors,
-                    omitted_errors: None,
-                    packets,
-                    omitted_packets: None,
+                    errors: errors + l.omitted_errors as i64,
+                    omitted_errors: Some(l.omitted_errors as i64),
+                    packets: packets + l.omitted_packets as i64,
+                    omitted_packets: Some(l.omitted_packets as i64),
                     start_time: 0.0,
                     end_time: l.seconds,
                     netmeter_out_of_order: ooo,
@@ -288,6 +301,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
             let mut local = side(l.socket, l.bytes, l.seconds, l.sender);
             if let Some(t) = &l.tcp {
                 local.retransmits = Some(t.retransmits);
+                local.reorder = Some(t.reorder);
                 local.max_snd_cwnd = Some(t.max_snd_cwnd);
                 local.max_snd_wnd = Some(t.max_snd_wnd);
                 local.max_rtt = Some(t.max_rtt);
@@ -323,8 +337,8 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
             // iperf3 merges both sides: sender's bytes and packets, receiver's loss.
             let (snd_bytes, snd_packets, snd_secs, rcv, rcv_bytes, rcv_secs) = if l.sender {
                 let rcv = peer.map(|p| UdpCounts {
-                    highest_seq: p.packets.max(0) as u64,
-                    lost: p.errors.max(0) as u64,
+                    highest_seq: p.measured_packets(l.omitted_packets),
+                    lost: p.measured_errors(),
                     out_of_order: p.netmeter_out_of_order.unwrap_or(0),
                     duplicates: p.netmeter_duplicates.unwrap_or(0),
                     jitter_s: p.jitter,
@@ -340,7 +354,13 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 )
             } else {
                 let (b, pk, s) = peer
-                    .map(|p| (p.bytes, p.packets.max(0) as u64, peer_secs.unwrap_or(0.0)))
+                    .map(|p| {
+                        (
+                            p.bytes,
+                            p.measured_packets(l.omitted_packets),
+                            peer_secs.unwrap_or(0.0),
+                        )
+                    })
                     .unwrap_or((
                         l.bytes,
                         l.udp.map(|u| u.highest_seq).unwrap_or(0),
@@ -756,6 +776,53 @@ mod tests {
         let r = local_results(&[recv], (1.0, 0.5, 0.5), false, None);
         assert_eq!(r.sender_has_retransmits, -1);
         assert_eq!((r.streams[0].packets, r.streams[0].errors), (10, 1));
+    }
+
+    /// iperf3 3.20+ reads `omitted_packets`/`omitted_errors` beside whole-test counts;
+    /// without them it shows 0 lost (receiving server) or 0 packets (sending server).
+    #[test]
+    fn results_carry_whole_test_counts_and_the_omitted_share() {
+        let recv = LocalFinal {
+            id: 1,
+            udp: Some(UdpCounts {
+                highest_seq: 10,
+                lost: 1,
+                ..UdpCounts::default()
+            }),
+            omitted_packets: 5,
+            omitted_errors: 2,
+            ..LocalFinal::default()
+        };
+        let send = LocalFinal {
+            id: 3,
+            sender: true,
+            packets: 20,
+            omitted_packets: 7,
+            ..LocalFinal::default()
+        };
+        let r = local_results(&[recv, send], (1.0, 0.5, 0.5), false, None);
+        let s = &r.streams[0];
+        assert_eq!((s.packets, s.omitted_packets), (15, Some(5)));
+        assert_eq!((s.errors, s.omitted_errors), (3, Some(2)));
+        assert_eq!((s.measured_packets(0), s.measured_errors()), (10, 1));
+        let s = &r.streams[1];
+        assert_eq!((s.packets, s.omitted_packets), (27, Some(7)));
+        assert_eq!((s.errors, s.omitted_errors), (0, Some(0)));
+        // No -O: the keys are still there, as 0 (3.20+ needs both or neither).
+        let plain = local_results(&[LocalFinal::default()], (0.0, 0.0, 0.0), false, None);
+        assert_eq!(
+            (
+                plain.streams[0].omitted_packets,
+                plain.streams[0].omitted_errors
+            ),
+            (Some(0), Some(0))
+        );
+        // A pre-3.20 peer's whole-test count less this side's own omit-period count.
+        let old = StreamResult {
+            packets: 27,
+            ..StreamResult::default()
+        };
+        assert_eq!(old.measured_packets(7), 20);
     }
 
     /// Spurious retransmits travel from a sending netmeter to its peer in the results,

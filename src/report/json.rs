@@ -3,9 +3,16 @@
 use super::Report;
 use serde::Serialize;
 
-/// The whole document, pretty-printed as iperf3 does at the end of a test.
+/// The whole document, pretty-printed as iperf3 does at the end of a test. Numbers
+/// follow iperf3's cJSON: whole values as integers (`"start": 0`, `"omit": 0`).
 pub fn document(r: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(r).unwrap_or_else(|e| {
+    let rendered = match (&r.error, r.start.timestamp.time.is_empty()) {
+        // Failed before the test started (e.g. connection refused): iperf3 3.22 writes
+        // only what it knows, not a start padded with empty values.
+        (Some(error), true) => to_string(&EarlyError::of(r, error), true),
+        _ => to_string(r, true),
+    };
+    let mut s = rendered.unwrap_or_else(|e| {
         // Only a non-finite float could fail here; say so instead of printing garbage.
         format!("{{\"error\": \"netmeter could not serialize its report: {e}\"}}")
     });
@@ -20,10 +27,47 @@ pub fn event<T: Serialize>(name: &str, data: &T) -> String {
         event: &'a str,
         data: &'a T,
     }
-    let mut s = serde_json::to_string(&Event { event: name, data })
+    let mut s = to_string(&Event { event: name, data }, false)
         .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"data\":\"{e}\"}}"));
     s.push('\n');
     s
+}
+
+/// The document of a test that failed before it started, as iperf3 3.22 writes it:
+/// `start` with `connected`, `version`, `system_info`; empty `intervals` and `end`.
+#[derive(Serialize)]
+struct EarlyError<'a> {
+    start: EarlyStart<'a>,
+    intervals: [(); 0],
+    end: std::collections::BTreeMap<(), ()>,
+    error: &'a str,
+}
+
+#[derive(Serialize)]
+struct EarlyStart<'a> {
+    connected: &'a [super::Connected],
+    version: &'a str,
+    system_info: &'a str,
+}
+
+impl<'a> EarlyError<'a> {
+    fn of(r: &'a Report, error: &'a str) -> EarlyError<'a> {
+        EarlyError {
+            start: EarlyStart {
+                connected: &r.start.connected,
+                version: &r.start.version,
+                system_info: &r.start.system_info,
+            },
+            intervals: [],
+            end: Default::default(),
+            error,
+        }
+    }
+}
+
+fn to_string<T: Serialize>(v: &T, pretty: bool) -> Result<String, String> {
+    let bytes = crate::wire::to_cjson_vec(v, pretty).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -58,6 +102,91 @@ mod tests {
         // The document reads back into the same types (for later `compare` tools).
         let back: Report = serde_json::from_str(&document(&r)).unwrap();
         assert_eq!(back, r);
+    }
+
+    /// The types iperf3 3.22 writes: whole numbers as integers (`start`, `omit`,
+    /// `duration`, `interval`...), fractions as floats; its `gso`/`gro` and sender
+    /// `reorder` keys are there.
+    #[test]
+    fn numbers_and_keys_as_iperf3_3_22_writes_them() {
+        use crate::report::{EndSide, EndStream, SumInterval, TestStart};
+        let mut r = Report::default();
+        r.start.timestamp.time = "Sun, 22 Nov 2026 21:00:00 GMT".into();
+        r.start.test_start = TestStart {
+            protocol: "UDP".into(),
+            omit: 0.0,
+            duration: 10.0,
+            interval: 1.0,
+            gso: 1,
+            ..TestStart::default()
+        };
+        r.intervals.push(Interval {
+            sum: SumInterval {
+                start: 0.0,
+                end: 1.000123,
+                seconds: 1.000123,
+                bits_per_second: 1e9,
+                ..SumInterval::default()
+            },
+            ..Interval::default()
+        });
+        r.end.streams.push(EndStream {
+            sender: Some(EndSide {
+                end: 10.0,
+                seconds: 10.0,
+                retransmits: Some(3),
+                reorder: Some(7),
+                sender: true,
+                ..EndSide::default()
+            }),
+            ..EndStream::default()
+        });
+        let doc = document(&r);
+        for want in [
+            r#""omit": 0,"#,
+            r#""duration": 10,"#,
+            r#""interval": 1,"#,
+            r#""gso": 1,"#,
+            r#""gro": 0"#,
+            r#""start": 0,"#,
+            r#""end": 1.000123,"#,
+            r#""bits_per_second": 1000000000,"#,
+            r#""retransmits": 3,"#,
+            r#""reorder": 7,"#,
+        ] {
+            assert!(doc.contains(want), "{want} not in {doc}");
+        }
+        assert!(!doc.contains(".0,") && !doc.contains(".0\n"), "{doc}");
+        let back: Report = serde_json::from_str(&doc).unwrap();
+        assert_eq!(back, r);
+    }
+
+    /// A test that failed before it started (connection refused): iperf3 3.22's short
+    /// document, not a start padded with empty values.
+    #[test]
+    fn early_error_document() {
+        let mut r = Report::default();
+        r.start.version = "netmeter 0.1.0".into();
+        r.start.system_info = "Linux h 6.1 x86_64".into();
+        r.error = Some("unable to connect to 127.0.0.1:9: connection refused".into());
+        assert_eq!(
+            document(&r),
+            r#"{
+  "start": {
+    "connected": [],
+    "version": "netmeter 0.1.0",
+    "system_info": "Linux h 6.1 x86_64"
+  },
+  "intervals": [],
+  "end": {},
+  "error": "unable to connect to 127.0.0.1:9: connection refused"
+}
+"#
+        );
+        // Once the test started, the error goes into the whole document.
+        r.start.timestamp.time = "Sun, 22 Nov 2026 21:00:00 GMT".into();
+        let v: serde_json::Value = serde_json::from_str(&document(&r)).unwrap();
+        assert!(v["start"]["test_start"].is_object() && v["error"].is_string());
     }
 
     #[test]

@@ -58,6 +58,13 @@ pub struct TestStart {
     pub bidir: u8,
     pub fqrate: u64,
     pub interval: f64,
+    /// 1 when this side's UDP streams send with segmentation offload (UDP_SEGMENT), as
+    /// iperf3 3.22 records its own `--gsro` sends.
+    #[serde(default)]
+    pub gso: u8,
+    /// 1 when this side's UDP streams receive with UDP_GRO.
+    #[serde(default)]
+    pub gro: u8,
 }
 
 /// netmeter's additions to `start`.
@@ -267,6 +274,9 @@ pub struct EndSide {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// The sender's `tcpi_reord_seen` at its last sample (reordering events seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_snd_cwnd: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1727,6 +1727,37 @@ impl Netbed {
         Ok(counts)
     }
 
+    /// Starts counting the UDP packets that arrive at `side`'s host (its input hook:
+    /// after the router, its loss rules and its shaper). With the bed's offloads off
+    /// that is one per datagram, however the sender batched them; compared with
+    /// [`NftCounters::udp_12`] / `udp_21` it gives what the link dropped, which tbf's
+    /// own drop counter does not (it counts skbs).
+    pub fn add_input_udp_counter(&self, side: Side, table: &str) -> Result<()> {
+        let script = format!(
+            "table inet {table} {{\n  counter udp_in {{ }}\n  chain input {{\n    \
+             type filter hook input priority -300; policy accept;\n    \
+             meta l4proto udp counter name udp_in\n  }}\n}}\n"
+        );
+        run_checked(self.cmd(side, "nft").args(["-f", "-"]), Some(&script))?;
+        Ok(())
+    }
+
+    /// UDP packets counted so far by [`Netbed::add_input_udp_counter`].
+    pub fn input_udp_count(&self, side: Side, table: &str) -> Result<u64> {
+        let out = run_checked(
+            self.cmd(side, "nft")
+                .args(["-j", "list", "counter", "inet", table, "udp_in"]),
+            None,
+        )?;
+        let v: serde_json::Value = serde_json::from_str(&out).context("parsing `nft -j` output")?;
+        v["nftables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|i| i["counter"]["packets"].as_u64())
+            .context("no udp_in counter in `nft -j` output")
+    }
+
     /// Packets dropped by the loss rules (every-Nth plus random), both directions.
     pub fn dropped_packets(&self) -> Result<u64> {
         Ok(self.counters()?.dropped())
