@@ -531,7 +531,7 @@ pub fn budget_for(spec: &TestSpec) -> Option<Arc<Budget>> {
 
 fn ctrl_err(e: CtrlError) -> anyhow::Error {
     match e {
-        CtrlError::Interrupted(_) => Stopped::ClientInterrupted.into(),
+        CtrlError::Interrupted(_) => Stopped::client_interrupted().into(),
         e => anyhow!("{e}"),
     }
 }
@@ -581,7 +581,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     let r = converse(cfg, out, &mut ctrl, server, origin);
     match r.as_ref().err().and_then(Stopped::of) {
         // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.
-        Some(Stopped::ClientInterrupted) => {
+        Some(Stopped::ClientInterrupted(_)) => {
             let _ = ctrl.send_state(State::ClientTerminate);
         }
         None if r.is_ok() => ctrl.close_gracefully(Duration::from_secs(2)),
@@ -933,7 +933,7 @@ fn converse(
             "control messages during the test",
         ) {
             Ok(st) => st,
-            Err(CtrlError::Interrupted(_)) => break (now, Some(Stopped::ClientInterrupted)),
+            Err(CtrlError::Interrupted(_)) => break (now, Some(Stopped::client_interrupted())),
             Err(e) => return Err(ctrl_err(e)),
         };
         if let Some(st) = st {
@@ -1025,7 +1025,7 @@ fn converse(
                 ) {
                     Ok(p) => p,
                     Err(CtrlError::Interrupted(_)) => {
-                        let why = Stopped::ClientInterrupted;
+                        let why = Stopped::client_interrupted();
                         return Err(partial_end(
                             out, &spec, cfg, &live, &locals, cpu_start, origin, why,
                         ));

@@ -78,7 +78,7 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         let quiet = output::sink(Box::new(std::io::sink()));
         let report = match client::run(&trial, quiet) {
             Ok(r) => r,
-            Err(e) if Stopped::of(&e) == Some(Stopped::ClientInterrupted) => {
+            Err(e) if matches!(Stopped::of(&e), Some(Stopped::ClientInterrupted(_))) => {
                 interrupted = true;
                 break;
             }
@@ -156,7 +156,7 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         say(&sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
     if interrupted {
-        return Err(Stopped::ClientInterrupted.into());
+        return Err(Stopped::client_interrupted().into());
     }
     if search.best.is_none() {
         bail!("no rate kept the loss within {loss_target}%");

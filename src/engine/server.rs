@@ -339,7 +339,7 @@ impl Server {
         shared.shutdown.store(true, Ordering::Relaxed);
         let _ = udp_thread.join();
         if shared.signalled() {
-            return Err(Stopped::ServerInterrupted.into());
+            return Err(Stopped::server_interrupted().into());
         }
         Ok(())
     }
@@ -868,7 +868,7 @@ impl Session<'_> {
         let (end_s, stopped) = loop {
             let now = t0.elapsed().as_secs_f64();
             if shared.signalled() {
-                break (now, Some(Stopped::ServerInterrupted));
+                break (now, Some(Stopped::server_interrupted()));
             }
             if meter.omitting && now >= spec.omit_s && interval.is_none() {
                 meter.tick(now);
@@ -910,14 +910,17 @@ impl Session<'_> {
                     Err(e) => bail!("{e}"),
                 },
                 Err(CtrlError::Interrupted(_)) => {
-                    break (t0.elapsed().as_secs_f64(), Some(Stopped::ServerInterrupted));
+                    break (
+                        t0.elapsed().as_secs_f64(),
+                        Some(Stopped::server_interrupted()),
+                    );
                 }
                 Err(e) => bail!("{e}"),
             }
         };
         if let Some(why) = stopped {
             // As iperf3: tell a client we are going away, then print what ran so far.
-            if why == Stopped::ServerInterrupted {
+            if matches!(why, Stopped::ServerInterrupted(_)) {
                 let _ = ctrl.send_state(State::ServerTerminate);
             }
             live.stop(true, true);
