@@ -829,15 +829,19 @@ fn verbose_text_shows_the_udp_data_path() {
 fn udp_bidir() {
     let (v, _) = pair(&["-t", "1", "-u", "-b", "5M", "--bidir"]);
     assert_eq!(v["start"]["test_start"]["bidir"], 1);
+    // Every end sum iperf3 3.22 writes for UDP --bidir, the legacy `sum`s included.
     for k in [
+        "sum",
         "sum_sent",
         "sum_received",
+        "sum_bidir_reverse",
         "sum_sent_bidir_reverse",
         "sum_received_bidir_reverse",
     ] {
         assert!(f(&v, &format!("end.{k}.packets")) > 0.0, "{k}");
     }
     assert!(v["end"]["sum_received_bidir_reverse"]["jitter_ms"].is_number());
+    assert_eq!(v["end"]["sum_bidir_reverse"]["sender"], false);
     assert!(intervals(&v)[0]["sum_bidir_reverse"].is_object());
 }
 

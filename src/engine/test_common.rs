@@ -204,7 +204,8 @@ pub fn finish(
         .find(|l| l.forward || !bidir)
         .is_some_and(|l| l.sender);
     let (sum, sum_sent, sum_received) = build::end_sums(protocol, &fwd, fwd_local_sender);
-    let (_, sum_sent_rev, sum_received_rev) = build::end_sums(protocol, &rev, !fwd_local_sender);
+    let (sum_rev, sum_sent_rev, sum_received_rev) =
+        build::end_sums(protocol, &rev, !fwd_local_sender);
     let local_sends = locals.iter().any(|l| l.sender);
     let peer_congestion = peer.congestion_used.clone();
     let (snd_cc, rcv_cc) = if protocol != Protocol::Tcp {
@@ -219,6 +220,7 @@ pub fn finish(
         sum,
         sum_sent,
         sum_received,
+        sum_bidir_reverse: sum_rev,
         sum_sent_bidir_reverse: sum_sent_rev,
         sum_received_bidir_reverse: sum_received_rev,
         cpu_utilization_percent: CpuUtil {

@@ -374,6 +374,9 @@ pub struct End {
     pub sum_sent: Option<EndSum>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_received: Option<EndSum>,
+    /// UDP `--bidir`: the reverse direction's legacy `sum` (iperf3 3.22 writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<EndSum>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_sent_bidir_reverse: Option<EndSum>,
     #[serde(skip_serializing_if = "Option::is_none")]
