@@ -235,6 +235,21 @@ macro_rules! both_ways {
     };
 }
 
+/// A paced netmeter client against iperf3 3.18: the receiver's seconds and bitrate
+/// (what the iperf3 server measured, from its `end_time`) match the sender's.
+#[test]
+fn paced_receiver_ends_with_sender_vs_iperf3_318() {
+    for args in [
+        &["-t", "1", "-b", "10M", "-P", "2"][..],
+        &["-t", "1", "-b", "10M", "-R"],
+        &["-t", "1", "-b", "10M", "--bidir"],
+        &["-t", "1", "-u", "-b", "10M", "-P", "2"],
+    ] {
+        let (c, _) = run_pair("NETMETER_IPERF3_318", Who::NetmeterClient, args);
+        assert_receiver_ends_with_sender(&c, &format!("{args:?}"));
+    }
+}
+
 mod iperf3_312 {
     use super::*;
     both_ways!("NETMETER_IPERF3_312",
