@@ -452,6 +452,7 @@ pub fn make_worker(
         load_start: None,
         profile: spec.profile.filter(|_| sender && forward),
         profile_origin: None,
+        profile_end: None,
     }
 }
 
@@ -811,6 +812,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
         w.owd_correction_ns = clock_est.map_or(0, |c| c.offset_ns);
         w.load_start = load_start(&spec, t0);
         w.profile_origin = Some(t0);
+        w.profile_end = match spec.end {
+            EndCondition::Time(t) if t > 0.0 => Some(Duration::from_secs_f64(t + spec.omit_s)),
+            _ => None,
+        };
         let sender = w.shared.sender;
         let h = match (tcp, udp) {
             (Some(t), _) => match &conn_target {

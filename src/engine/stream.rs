@@ -135,6 +135,9 @@ pub struct Worker {
     pub profile: Option<crate::profile::Profile>,
     /// Where the profile's unit grid starts: the test's start (else the thread's).
     pub profile_origin: Option<Instant>,
+    /// A timed test's end (`-t` plus `-O`) after `profile_origin`: no unit is due at or
+    /// after it.
+    pub profile_end: Option<Duration>,
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
