@@ -3,7 +3,7 @@
 
 use super::client::{self, ClientConfig};
 use super::output::{self, Mode, Sink};
-use crate::search::{RateSearch, Trial};
+use crate::search::{Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -17,6 +17,8 @@ struct StepJson {
     received_bits_per_second: f64,
     lost_percent: f64,
     pass: bool,
+    /// "pass", or why the trial failed.
+    verdict: &'static str,
 }
 
 #[derive(Serialize)]
@@ -27,6 +29,8 @@ struct SearchJson {
     steps: Vec<StepJson>,
     /// The highest passing trial, if any.
     result: Option<StepJson>,
+    /// The search was interrupted: `result` is the best so far.
+    stopped: bool,
 }
 
 fn step_json(t: &Trial) -> StepJson {
@@ -35,7 +39,8 @@ fn step_json(t: &Trial) -> StepJson {
         sent_bits_per_second: t.sent_bps,
         received_bits_per_second: t.received_bps,
         lost_percent: t.lost_percent,
-        pass: t.pass,
+        pass: t.pass(),
+        verdict: t.verdict.reason(),
     }
 }
 
@@ -80,13 +85,13 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
             .as_ref()
             .and_then(|s| s.udp_recv)
             .map_or(100.0, |u| u.lost_percent);
-        let pass = search.judge(rate, streams, sent, lost);
+        let verdict = search.judge(rate, streams, sent, lost);
         let t = Trial {
             offered_bps: rate,
             sent_bps: sent,
             received_bps: received,
             lost_percent: lost,
-            pass,
+            verdict,
         };
         search.record(t);
         if text {
@@ -99,21 +104,39 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
                     format_rate(sent, fmt).trim(),
                     format_rate(received, fmt).trim(),
                     lost,
-                    if pass { "pass" } else { "FAIL" }
+                    if verdict.pass() {
+                        "pass".to_string()
+                    } else {
+                        format!("FAIL: {}", verdict.reason())
+                    }
                 ),
             );
         }
         // Let the server finish the previous test before the next one connects.
         std::thread::sleep(Duration::from_millis(300));
     }
+    let outcome = search.outcome();
+    let best = match outcome {
+        Outcome::Found(b) => Some(b),
+        Outcome::Stopped(b) => b,
+        Outcome::NothingPassed => None,
+    };
+    let stopped = matches!(outcome, Outcome::Stopped(_));
     if text {
-        match &search.best {
+        if stopped {
+            say(
+                &sink,
+                "Search interrupted: the result is the best rate so far.\n",
+            );
+        }
+        match &best {
             Some(b) => say(
                 &sink,
                 &format!(
-                    "Maximum rate with loss <= {loss_target}%: {} per stream ({} in total), received {}, loss {:.3}%\n",
+                    "Maximum rate with loss <= {loss_target}%: {} per stream ({} in total), sent {}, received {}, loss {:.3}%\n",
                     format_rate(b.offered_bps as f64, fmt).trim(),
                     format_rate(b.offered_bps as f64 * streams as f64, fmt).trim(),
+                    format_rate(b.sent_bps, fmt).trim(),
                     format_rate(b.received_bps, fmt).trim(),
                     b.lost_percent
                 ),
@@ -130,12 +153,13 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
                 trial_seconds: secs,
                 streams,
                 steps: search.steps.iter().map(step_json).collect(),
-                result: search.best.as_ref().map(step_json),
+                result: best.as_ref().map(step_json),
+                stopped,
             }
         });
         say(&sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
-    if search.best.is_none() {
+    if best.is_none() && !stopped {
         bail!("no rate kept the loss within {loss_target}%");
     }
     Ok(())
