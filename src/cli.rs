@@ -219,7 +219,8 @@ pub struct Args {
     /// round-trip probe; reports idle and loaded RTT and responsiveness (RPM).
     #[arg(long = "working-load", value_name = "up|down|bidir[,N]", num_args = 0..=1, default_missing_value = "up")]
     pub working_load: Option<String>,
-    /// Search for the highest UDP rate whose loss stays within --loss-target (RFC 2544 style).
+    /// Search for the highest UDP rate whose loss stays within --loss-target (RFC 2544
+    /// style); each trial runs -t seconds (default 2 here).
     #[arg(long = "find-max-rate")]
     pub find_max_rate: bool,
     /// Loss allowed by --find-max-rate, in percent.

@@ -120,9 +120,73 @@ pub struct OwdRecord {
     pub raw_max_ns: i64,
     pub raw_sum_ns: i128,
     pub samples: u64,
+    /// How the delay moved over the test (queue growth).
+    pub trend: OwdTrend,
+}
+
+/// Width of the windows `OwdTrend` compares, receiver clock.
+pub const TREND_WINDOW_NS: i64 = 100_000_000;
+
+/// Whether one-way delay grew over a test: the lowest raw delay in the first 100 ms of
+/// arrivals against the lowest in the last two windows that saw arrivals (the last
+/// one is often partial). Raw delays carry the unknown offset between the clocks,
+/// which cancels in the difference. The minimum of a window is the delay of its
+/// least-queued datagram: a receiving thread that was late now and then, or a burst
+/// of cross traffic, raises some samples but not the minimum, while a queue that
+/// keeps growing raises every sample after it. Constant memory, time as an argument.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OwdTrend {
+    /// Arrival time of the first sample, and the first window's lowest raw delay.
+    start: Option<(i64, i64)>,
+    /// (window index, lowest raw delay) of the latest window with samples, and of the
+    /// one before it.
+    cur: Option<(i64, i64)>,
+    prev: Option<(i64, i64)>,
+}
+
+impl OwdTrend {
+    /// One sample: arrival time `rx_ns` (receiver clock) and its raw delay.
+    pub fn record(&mut self, rx_ns: i64, raw_ns: i64) {
+        let (t0, first) = self.start.get_or_insert((rx_ns, raw_ns));
+        let idx = (rx_ns - *t0).max(0) / TREND_WINDOW_NS;
+        if idx == 0 {
+            *first = (*first).min(raw_ns);
+        }
+        match &mut self.cur {
+            Some((i, m)) if *i == idx => *m = (*m).min(raw_ns),
+            // Arrival stamps out of order (several receiving threads): the window has
+            // passed; its minimum only matters through `first`.
+            Some((i, _)) if *i > idx => {}
+            _ => {
+                self.prev = self.cur;
+                self.cur = Some((idx, raw_ns));
+            }
+        }
+    }
+
+    /// Lowest raw delay late in the test minus lowest early, in ns; `None` until the
+    /// samples span more than one window.
+    pub fn growth_ns(&self) -> Option<i64> {
+        let (_, first) = self.start?;
+        let (ci, cm) = self.cur?;
+        if ci == 0 {
+            return None;
+        }
+        let last = match self.prev {
+            Some((pi, pm)) if pi >= 1 => cm.min(pm),
+            _ => cm,
+        };
+        Some(last - first)
+    }
 }
 
 impl OwdRecord {
+    /// `record` with the arrival time (receiver clock), which also feeds the trend.
+    pub fn record_at(&mut self, rx_ns: i64, raw_ns: i64, correction_ns: i64) {
+        self.trend.record(rx_ns, raw_ns);
+        self.record(raw_ns, correction_ns);
+    }
+
     /// Record one datagram or write: `raw_ns` = arrival (receiver clock) − send time
     /// (sender clock); `correction_ns` removes the estimated clock offset.
     pub fn record(&mut self, raw_ns: i64, correction_ns: i64) {
@@ -159,6 +223,7 @@ impl OwdRecord {
                 0.0
             },
             raw_max_ms: self.raw_max_ns as f64 / 1e6,
+            growth_ms: self.trend.growth_ns().map(|g| g as f64 / 1e6),
             owd: self.total.stats(),
             histogram_us: self.total.buckets_us(),
         }
@@ -176,6 +241,10 @@ pub struct OwdSummary {
     pub raw_min_ms: f64,
     pub raw_mean_ms: f64,
     pub raw_max_ms: f64,
+    /// How much the delay grew from the test's first 100 ms to its last (`OwdTrend`):
+    /// a queue building up on the path. Absent from older peers and short tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth_ms: Option<f64>,
     /// Offset-corrected delay distribution (samples that came out negative excluded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owd: Option<LatencyStats>,
@@ -218,6 +287,11 @@ impl OwdSummary {
             } else {
                 0.0
             },
+            // The stream whose queue grew most.
+            growth_ms: parts
+                .iter()
+                .filter_map(|p| p.growth_ms)
+                .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g)))),
             owd: h.stats(),
             histogram_us: h.buckets_us(),
         })
@@ -286,6 +360,47 @@ mod tests {
         assert_eq!(o.count, 10);
         assert!((o.p50_ms - 10.0).abs() < 0.01);
         assert!((s.raw_min_ms + 60.0).abs() < 1e-9 && (s.raw_max_ms + 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn trend_sees_a_growing_queue_not_noise() {
+        let ms = 1_000_000i64;
+        // 1 s of arrivals every 1 ms; the clocks differ by 7 s (cancels).
+        let run = |delay_at: &dyn Fn(i64) -> i64| {
+            let mut t = OwdTrend::default();
+            for i in 0..1000 {
+                let rx = 1_000 * ms + i * ms;
+                t.record(rx, 7_000 * ms + delay_at(i));
+            }
+            t.growth_ns().unwrap() as f64 / 1e6
+        };
+        // A steady 5 ms path with scheduling spikes of up to 30 ms on every 7th sample.
+        let noisy = run(&|i| 5 * ms + if i % 7 == 0 { 30 * ms } else { 0 });
+        assert!(noisy.abs() < 1e-9, "{noisy}");
+        // 2 % overload: the queue grows 20 ms/s; the last windows start at 0.8 s.
+        let growing = run(&|i| 5 * ms + i * ms / 50);
+        assert!((growing - 16.0).abs() < 0.1, "{growing}");
+        // A queue draining (the previous trial's) reads as negative growth.
+        assert!(run(&|i| 30 * ms - i * ms / 50) < -15.0);
+        // Less than one window: no figure.
+        let mut t = OwdTrend::default();
+        t.record(0, 5 * ms);
+        t.record(50 * ms, 9 * ms);
+        assert_eq!(t.growth_ns(), None);
+        t.record(150 * ms, 9 * ms);
+        assert_eq!(t.growth_ns(), Some(4 * ms));
+    }
+
+    #[test]
+    fn merged_growth_is_the_largest() {
+        let part = |g: Option<f64>| OwdSummary {
+            samples: 1,
+            growth_ms: g,
+            ..Default::default()
+        };
+        let m = OwdSummary::merge(&[part(Some(1.0)), part(None), part(Some(12.0))]).unwrap();
+        assert_eq!(m.growth_ms, Some(12.0));
+        assert_eq!(OwdSummary::merge(&[part(None)]).unwrap().growth_ms, None);
     }
 
     #[test]

@@ -60,7 +60,15 @@ pub enum Profile {
 }
 
 impl Profile {
-    /// Time between units, ns.
+    /// The unit grid: a period of `num / den` ns (exact for frames at `fps`).
+    pub fn grid(&self) -> (u64, u64) {
+        match self {
+            Profile::Burst { .. } => (self.period_ns(), 1),
+            Profile::Isochronous { params, .. } => (1_000_000_000, u64::from(params.fps.max(1))),
+        }
+    }
+
+    /// Time between units, ns (rounded).
     pub fn period_ns(&self) -> u64 {
         match self {
             Profile::Burst { period_s, .. } => (period_s * 1e9).round().max(1.0) as u64,
@@ -243,46 +251,93 @@ pub enum Due {
         due_ns: u64,
         skipped: u64,
     },
+    /// The next unit would be due at or after the end of the test: send nothing more.
+    Over,
 }
 
 /// Units due on a fixed grid `k × period` (ns since the stream's start).
+///
+/// With an end (`-t`), only slots due strictly before it are sent: `-t 2
+/// --burst-period 0.5` sends 4 bursts (at 0, 0.5, 1.0 and 1.5 s), as iperf 2 does, and
+/// never a fifth that would race the end of the test at 2.0 s.
+///
+/// The grid is exact for a period of `num / den` ns (`1e9 / fps` for frames): slot `k`
+/// is due at `⌊k × num / den⌋`, so rounding the period never adds a frame at the end
+/// (30 fps for 1 s: 30 frames, not 31) nor lets the grid drift.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    period_ns: u64,
-    next_ns: u64,
+    num: u64,
+    den: u64,
     slot: u64,
+    /// No unit is due at or after this time (ns since the stream's start).
+    end_ns: Option<u64>,
     /// Slots skipped so far.
     pub slips: u64,
 }
 
 impl Schedule {
-    /// The first unit is due at once (time 0).
+    /// The first unit is due at once (time 0); no end.
     pub fn new(period_ns: u64) -> Schedule {
+        Schedule::every(period_ns, 1)
+    }
+
+    /// A grid with a period of `num / den` ns.
+    pub fn every(num: u64, den: u64) -> Schedule {
         Schedule {
-            period_ns: period_ns.max(1),
-            next_ns: 0,
+            num: num.max(1),
+            den: den.max(1),
             slot: 0,
+            end_ns: None,
             slips: 0,
+        }
+    }
+
+    /// When slot `k` is due, ns since the start.
+    fn due(&self, k: u64) -> u64 {
+        (k as u128 * self.num as u128 / self.den as u128).min(u64::MAX as u128) as u64
+    }
+
+    /// The same grid, ending at `end_ns` (the test's length, ns since the start).
+    pub fn ending_at(self, end_ns: u64) -> Schedule {
+        Schedule {
+            end_ns: Some(end_ns),
+            ..self
         }
     }
 
     /// Ask at time `now_ns` (since the stream's start, monotonic).
     pub fn poll(&mut self, now_ns: u64) -> Due {
-        if now_ns < self.next_ns {
-            return Due::Wait(self.next_ns - now_ns);
+        let over = |due_ns: u64| self.end_ns.is_some_and(|end| due_ns >= end);
+        let next_ns = self.due(self.slot);
+        if over(next_ns) {
+            return Due::Over;
         }
-        let skipped = (now_ns - self.next_ns) / self.period_ns;
-        self.next_ns += skipped * self.period_ns;
-        self.slot += skipped;
+        if now_ns < next_ns {
+            return Due::Wait(next_ns - now_ns);
+        }
+        // The latest slot already due: an estimate, then corrected for the flooring.
+        let mut latest = ((now_ns as u128 * self.den as u128 / self.num as u128)
+            .min(u64::MAX as u128) as u64)
+            .max(self.slot);
+        while latest > self.slot && self.due(latest) > now_ns {
+            latest -= 1;
+        }
+        while self.due(latest + 1) <= now_ns {
+            latest += 1;
+        }
+        let due_ns = self.due(latest);
+        if over(due_ns) {
+            // Late past the end: what was skipped is not a slip of the test.
+            return Due::Over;
+        }
+        let skipped = latest - self.slot;
         self.slips += skipped;
-        let due = Due::Send {
-            slot: self.slot,
-            due_ns: self.next_ns,
+        self.slot = latest + 1;
+        Due::Send {
+            slot: latest,
+            due_ns,
             skipped,
-        };
-        self.next_ns += self.period_ns;
-        self.slot += 1;
-        due
+        }
     }
 }
 
@@ -589,6 +644,92 @@ mod tests {
             .count();
         assert_eq!(sent, 10);
         assert_eq!(s.slips, 0);
+    }
+
+    #[test]
+    fn no_unit_is_due_at_or_after_the_end() {
+        // -t 2 --burst-period 0.5 (in ms here): bursts at 0, 500, 1000, 1500; not 2000,
+        // however the sender's wake-ups fall.
+        for step in [1u64, 7, 499, 500, 501] {
+            let mut s = Schedule::new(500).ending_at(2000);
+            let mut due = Vec::new();
+            let mut t = 0;
+            loop {
+                match s.poll(t) {
+                    Due::Send { due_ns, .. } => due.push(due_ns),
+                    Due::Wait(_) => {}
+                    Due::Over => break,
+                }
+                t += step;
+                assert!(t < 10_000, "step {step}: never over");
+            }
+            assert_eq!(due, [0, 500, 1000, 1500], "step {step}");
+        }
+        // Woken exactly at the end (the race that sent a fifth burst): over.
+        let mut s = Schedule::new(500).ending_at(1000);
+        assert!(matches!(s.poll(0), Due::Send { .. }));
+        assert!(matches!(s.poll(500), Due::Send { .. }));
+        assert_eq!(s.poll(1000), Due::Over);
+        // A slot just before the end still goes, even when polled after the end.
+        let mut s = Schedule::new(500).ending_at(1001);
+        s.poll(0);
+        s.poll(500);
+        assert_eq!(
+            s.poll(1003),
+            Due::Send {
+                slot: 2,
+                due_ns: 1000,
+                skipped: 0
+            }
+        );
+        assert_eq!(s.poll(1003), Due::Over);
+        // Late by several periods across the end: nothing more, no slips counted.
+        let mut s = Schedule::new(100).ending_at(1000);
+        s.poll(0);
+        assert_eq!(s.poll(5000), Due::Over);
+        assert_eq!(s.slips, 0);
+        // Isochronous frames for 1 s, whether 1e9 / fps rounds up (60) or down (30):
+        // exactly fps frames, the last one before the end.
+        for fps in [60u64, 30, 24, 7] {
+            let mut s = Schedule::every(1_000_000_000, fps).ending_at(1_000_000_000);
+            let mut due = Vec::new();
+            for t in (0..=1_100_000_000u64).step_by(100_000) {
+                if let Due::Send { due_ns, .. } = s.poll(t) {
+                    due.push(due_ns);
+                }
+            }
+            assert_eq!(due.len() as u64, fps, "{fps} fps");
+            assert!(due.iter().all(|&d| d < 1_000_000_000), "{fps} fps");
+            assert_eq!(s.slips, 0);
+        }
+    }
+
+    #[test]
+    fn fractional_grid_does_not_drift() {
+        // 30 fps: slot k due at ⌊k × 1e9 / 30⌋, whatever the polls' timing.
+        let mut s = Schedule::every(1_000_000_000, 30);
+        let mut t = 0u64;
+        let mut last = None;
+        while t < 10_000_000_000 {
+            if let Due::Send { slot, due_ns, .. } = s.poll(t) {
+                assert_eq!(due_ns, (slot as u128 * 1_000_000_000 / 30) as u64);
+                last = Some(slot);
+            }
+            t += 1_234_567;
+        }
+        assert_eq!(last, Some(299));
+        assert_eq!(s.slips, 0);
+        // Two and a half periods late: two slots skipped, the grid unchanged.
+        let mut s = Schedule::every(1_000_000_000, 30);
+        s.poll(0);
+        assert_eq!(
+            s.poll(3 * 33_333_333 + 16_000_000),
+            Due::Send {
+                slot: 3,
+                due_ns: 100_000_000,
+                skipped: 2
+            }
+        );
     }
 
     #[test]

@@ -410,6 +410,75 @@ fn udp_goodput_matches_shaped_link() {
     }
 }
 
+/// `--find-max-rate -t 1 -J` from h1 against a netmeter server in h2 (serving every
+/// trial), returning the search document.
+fn find_max_rate_on_bed(bed: &Netbed, args: &[&str]) -> Value {
+    let server = bed
+        .spawn_in(Side::H2, NETMETER, &["-s"])
+        .expect("starting server");
+    wait_until("the server to listen", || {
+        bed.in_ns(Side::H2, || listening(5201)).unwrap()
+    });
+    let h2 = bed.h2_addr().to_string();
+    let mut cli = vec!["-c", h2.as_str(), "--find-max-rate", "-J"];
+    cli.extend_from_slice(args);
+    let out = bed.run_in(Side::H1, NETMETER, &cli, Duration::from_secs(90));
+    server.terminate();
+    let out = out.unwrap_or_else(|e| panic!("client {cli:?}: {e:#}"));
+    parse("find-max-rate", out.as_bytes())["find_max_rate"].clone()
+}
+
+/// Issue 9: on a 100 Mbit/s link whose tbf queue holds 400 ms, a 1 s trial a few %
+/// above capacity loses nothing (the excess waits in the queue), so a search that
+/// judged trials by loss alone answered above what the link carries (99.2 Mbit/s
+/// against a 97.2 Mbit/s payload ceiling). The answer must not exceed the ceiling,
+/// 100 * 1460/1502 = 97.20 Mbit/s of 1460-byte datagrams (tbf counts 14 + 20 + 8 +
+/// 1460 bytes each), and lie within 3 % below it (the search stops when its bracket
+/// is 1 % wide; rates up to 0.1 % over the ceiling queue under 1 ms in 1 s, and one
+/// trial of such a step may fail as noise). Trials that failed must say why.
+#[test]
+fn find_max_rate_deep_buffer_stays_within_the_link() {
+    let _t = timing_lock();
+    let b = bed(LinkConfig::new()
+        .rate_mbit(100.0)
+        .rate_dir(Dir::H1ToH2)
+        .queue_ms(400.0)
+        .burst_ms(2.0));
+    let ceiling = 100e6 * udp_goodput_fraction(1460, false);
+    let doc = find_max_rate_on_bed(&b, &["-t", "1", "-l", "1460", "-b", "60M"]);
+    let steps = doc["steps"].as_array().expect("steps");
+    for s in steps {
+        eprintln!(
+            "offered {:.2} sent {:.2} Mbit/s: {} (growth {:?} ms, received short {} %, loss {:.3} %)",
+            f64_at(s, "/offered_bits_per_second_per_stream") / 1e6,
+            f64_at(s, "/sent_bits_per_second") / 1e6,
+            s["verdict"],
+            s["owd_growth_ms"].as_f64(),
+            s["received_short_percent"],
+            f64_at(s, "/lost_percent")
+        );
+    }
+    let best = f64_at(&doc, "/result/offered_bits_per_second_per_stream");
+    assert!(
+        best <= ceiling && best >= 0.97 * ceiling,
+        "answer {:.2} Mbit/s, payload ceiling {:.2} Mbit/s",
+        best / 1e6,
+        ceiling / 1e6
+    );
+    assert!(steps.len() <= 10, "{} steps", steps.len());
+    // Above the ceiling nothing was lost, yet the trial failed for the queue.
+    let over = steps
+        .iter()
+        .find(|s| f64_at(s, "/offered_bits_per_second_per_stream") > ceiling * 1.01)
+        .expect("a trial above the ceiling");
+    assert_eq!(over["pass"], false);
+    assert!(
+        over["verdict"].as_str().unwrap().starts_with("queue grew"),
+        "{over}"
+    );
+    assert!(over["owd_growth_ms"].as_f64().unwrap() > 5.0, "{over}");
+}
+
 /// TCP over the same link: Linux uses timestamps, so a full segment carries
 /// MSS 1460 - 12 = 1448 payload bytes in 1448 + 12 (options) + 20 (TCP) + 20 (IPv4) +
 /// 14 = 1514 shaper bytes: 100 * 1448/1514 = 95.641 Mbit/s of goodput. ACKs flow

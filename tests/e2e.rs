@@ -706,6 +706,26 @@ fn bind_client_address() {
     assert!(err.contains("bind"), "{err}");
 }
 
+/// A paced test: the receiver's seconds and bitrate match the sender's, whichever side
+/// receives (TCP and UDP, -R, --bidir), in the client's JSON and the server's.
+#[test]
+fn paced_receiver_ends_with_sender() {
+    for args in [
+        &["-b", "10M", "-P", "2"][..],
+        &["-b", "10M", "-P", "2", "-R"],
+        &["-b", "10M", "--bidir"],
+        &["-u", "-b", "10M", "-P", "2"],
+        &["-u", "-b", "10M", "-R"],
+        &["-u", "-b", "10M", "--bidir"],
+    ] {
+        let s = Server::start(&["-J"]);
+        let out = client(s.port, &[&["-t", "1", "-J"], args].concat());
+        let v = ok_json(&out);
+        assert_receiver_ends_with_sender(&v, &format!("client {args:?}"));
+        assert_receiver_ends_with_sender(&s.json(), &format!("server {args:?}"));
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // UDP modes
 

@@ -287,6 +287,21 @@ macro_rules! interop_table {
     };
 }
 
+/// A paced netmeter client against iperf3 3.22 (the newest): the receiver's seconds and bitrate
+/// (what the iperf3 server measured, from its `end_time`) match the sender's.
+#[test]
+fn paced_receiver_ends_with_sender_vs_iperf3_322() {
+    for args in [
+        &["-t", "1", "-b", "10M", "-P", "2"][..],
+        &["-t", "1", "-b", "10M", "-R"],
+        &["-t", "1", "-b", "10M", "--bidir"],
+        &["-t", "1", "-u", "-b", "10M", "-P", "2"],
+    ] {
+        let (c, _) = run_pair("NETMETER_IPERF3_322", Who::NetmeterClient, args);
+        assert_receiver_ends_with_sender(&c, &format!("{args:?}"));
+    }
+}
+
 mod iperf3_312 {
     use super::*;
     interop_table!("NETMETER_IPERF3_312");

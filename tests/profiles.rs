@@ -117,6 +117,73 @@ fn udp_bursts_have_the_right_count_and_size() {
     assert_eq!(num(&v, "end.sum_received.lost_packets"), 0.0);
 }
 
+/// Units due at or after the end of the test are not sent: `-t 2 --burst-period 0.5`
+/// sends exactly 4 bursts (at 0, 0.5, 1.0, 1.5 s), as iperf 2.2.1 does, and `-t 1`
+/// exactly 2 on every run, TCP and UDP; frames likewise (`-t 1` at 30 fps: 30 frames,
+/// though 1e9/30 ns rounds down). Before issue 9 the unit due at the end raced the
+/// control thread's stop: 5 bursts for -t 2, 2 or 3 for -t 1.
+#[test]
+fn no_unit_is_sent_at_or_after_the_end_of_the_test() {
+    // iperf 2.2.1's own count: bytes written / burst size (its CSV adds a few header
+    // bytes, never a whole burst).
+    let i2 = peer("NETMETER_IPERF2_221");
+    let port = free_port().to_string();
+    let srv = Proc::spawn(
+        "iperf 2.2.1 server",
+        Command::new(&i2).args(["-s", "-B", "127.0.0.1", "-p", &port]),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let out = run(
+        Command::new(&i2).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "2",
+            "--burst-size",
+            "100K",
+            "--burst-period",
+            "0.5",
+            "-l",
+            "100K",
+            "-y",
+            "C",
+        ]),
+        Duration::from_secs(20),
+    );
+    drop(srv);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let bytes: f64 = csv
+        .lines()
+        .filter_map(|l| l.split(',').nth(8)?.parse().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no iperf 2 CSV line: {}", show(&out)));
+    let iperf2_bursts = (bytes / 102_400.0).floor();
+    assert_eq!(iperf2_bursts, 4.0, "iperf 2.2.1: {csv}");
+
+    for (t, want) in [("2", 4.0), ("1", 2.0), ("1", 2.0), ("1", 2.0)] {
+        for udp in [false, true] {
+            let mut args = vec!["-t", t, "--burst-size", "100K", "--burst-period", "0.5"];
+            if udp {
+                args.extend(["-u", "-l", "1000"]);
+            }
+            let v = against_netmeter(&args);
+            let b = &v["end"]["netmeter"]["burst"]["sender"];
+            assert_eq!(num(b, "slips"), 0.0, "{args:?}");
+            assert_eq!(num(b, "sent"), want, "{args:?}: bursts sent");
+            assert_eq!(num(b, "bytes"), want * 102_400.0, "{args:?}");
+            if t == "2" {
+                assert_eq!(num(b, "sent"), iperf2_bursts, "{args:?} vs iperf 2.2.1");
+            }
+        }
+    }
+    let v = against_netmeter(&["-u", "-t", "1", "--isochronous", "30:8m,1m"]);
+    let i = &v["end"]["netmeter"]["isochronous"]["sender"];
+    assert_eq!(num(i, "slips"), 0.0);
+    assert_eq!(num(i, "sent"), 30.0, "frames at 30 fps for 1 s");
+}
+
 #[test]
 fn udp_isochronous_frames_count_size_and_receiver() {
     // 60 fps, mean 20 Mbit/s, stdev 5 Mbit/s: mean frame 20e6 / 60 / 8 = 41 667 bytes.

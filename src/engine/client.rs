@@ -6,7 +6,7 @@ use super::Stopped;
 use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
-use super::meter::Meter;
+use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Budget, StreamShared, Worker};
 use super::test_common;
@@ -277,10 +277,16 @@ impl Drop for LiveStreams {
 }
 
 impl LiveStreams {
+    /// Tell the sending threads to stop, without waiting for them: a paced sender
+    /// asleep until its next block (up to `STOP_POLL`) must not delay `TEST_END`.
+    pub fn signal_senders(&self) {
+        self.stop_send.store(true, Ordering::Relaxed);
+    }
+
     /// Stop and join the sending threads, then the receiving ones.
     pub fn stop(&mut self, senders_too: bool, receivers_too: bool) {
         if senders_too {
-            self.stop_send.store(true, Ordering::Relaxed);
+            self.signal_senders();
         }
         if receivers_too {
             self.stop_recv.store(true, Ordering::Relaxed);
@@ -310,10 +316,11 @@ impl LiveStreams {
         self.handles = keep;
     }
 
-    /// After the senders stopped, keep the receivers reading until nothing has arrived
-    /// for `idle` (at most `max`), so data still in flight when the test ended is counted
-    /// instead of being mistaken for loss. Returns when the last byte arrived, in seconds
-    /// since `t0`, or `None` when this side receives nothing.
+    /// Once the senders were told to stop, keep the receivers reading until nothing has
+    /// arrived for `idle` (at most `max`), so data still in flight when the test ended
+    /// is counted instead of being mistaken for loss. Returns when data last arrived
+    /// during the drain, in seconds since `t0` (to the 2 ms poll), or `None` if none
+    /// did: the wait itself is not test time (`meter::receiver_end_s`).
     pub fn drain_receivers(&mut self, t0: Instant, idle: Duration, max: Duration) -> Option<f64> {
         let receivers: Vec<Arc<StreamShared>> =
             self.shared.iter().filter(|s| !s.sender).cloned().collect();
@@ -327,20 +334,21 @@ impl LiveStreams {
                 .sum()
         };
         let start = Instant::now();
-        let (mut last, mut last_t) = (total(), start);
+        let (mut last, mut arrived) = (total(), None::<Instant>);
         loop {
             std::thread::sleep(Duration::from_millis(2));
             let now = total();
             if now != last {
-                (last, last_t) = (now, Instant::now());
+                (last, arrived) = (now, Some(Instant::now()));
             }
             let all_done = receivers.iter().all(|s| s.finished.load(Ordering::Acquire));
-            if all_done || last_t.elapsed() >= idle || start.elapsed() >= max {
+            let quiet = arrived.unwrap_or(start).elapsed() >= idle;
+            if all_done || quiet || start.elapsed() >= max {
                 break;
             }
         }
         self.stop(false, true);
-        Some(last_t.duration_since(t0).as_secs_f64())
+        arrived.map(|a| a.duration_since(t0).as_secs_f64())
     }
 
     /// Read each UDP receiver's kernel drop counter into its final figures.
@@ -445,6 +453,7 @@ pub fn make_worker(
         load_start: None,
         profile: spec.profile.filter(|_| sender && forward),
         profile_origin: None,
+        profile_end: None,
     }
 }
 
@@ -885,6 +894,10 @@ fn converse(
         w.owd_correction_ns = clock_est.map_or(0, |c| c.offset_ns);
         w.load_start = load_start(&spec, t0);
         w.profile_origin = Some(t0);
+        w.profile_end = match spec.end {
+            EndCondition::Time(t) if t > 0.0 => Some(Duration::from_secs_f64(t + spec.omit_s)),
+            _ => None,
+        };
         let sender = w.shared.sender;
         let h = match (tcp, udp) {
             (Some(t), _) => match &conn_target {
@@ -972,17 +985,17 @@ fn converse(
         ));
     }
 
-    // Ending: stop sending, tell the server, count what is still in flight to us.
-    live.stop(true, false);
+    // Ending: stop sending, tell the server at once (the server's figures end when
+    // TEST_END arrives: joining a paced sender first, asleep for up to STOP_POLL,
+    // stretched them by ~45 ms), count what is still in flight to us, and only then
+    // wait for our senders to go.
+    live.signal_senders();
     ctrl.send_state(State::TestEnd).map_err(ctrl_err)?;
     machine.test_ended();
-    let recv_end_s = live
-        .drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX)
-        .unwrap_or(end_s)
-        .max(end_s);
-    let last_s = recv_end_s.max(end_s);
-    if interval.is_some() && meter.worth_reporting(last_s, cfg.interval_s) && !meter.omitting {
-        let iv = meter.tick(last_s);
+    let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
+    live.stop(true, false);
+    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting {
+        let iv = meter.tick(recv_end_s);
         out.interval(iv);
     }
     let mut locals = meter.finals(end_s, recv_end_s);

@@ -4,7 +4,8 @@
 use super::Stopped;
 use super::client::{self, ClientConfig};
 use super::output::{self, Mode, Sink};
-use crate::search::{RateSearch, Trial};
+use crate::report::Report;
+use crate::search::{Figures, Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -18,6 +19,13 @@ struct StepJson {
     received_bits_per_second: f64,
     lost_percent: f64,
     pass: bool,
+    /// "pass", or why the trial failed.
+    verdict: String,
+    /// One-way delay growth over the trial, ms (netmeter servers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owd_growth_ms: Option<f64>,
+    /// How far the received rate fell short of the sent one, percent.
+    received_short_percent: f64,
 }
 
 #[derive(Serialize)]
@@ -28,8 +36,8 @@ struct SearchJson {
     steps: Vec<StepJson>,
     /// The highest passing trial, if any.
     result: Option<StepJson>,
-    /// The search was stopped by a signal before it converged.
-    interrupted: bool,
+    /// The search was interrupted: `result` is the best so far.
+    stopped: bool,
 }
 
 fn step_json(t: &Trial) -> StepJson {
@@ -38,7 +46,39 @@ fn step_json(t: &Trial) -> StepJson {
         sent_bits_per_second: t.sent_bps,
         received_bits_per_second: t.received_bps,
         lost_percent: t.lost_percent,
-        pass: t.pass,
+        pass: t.pass(),
+        verdict: t.verdict.reason(),
+        owd_growth_ms: t.owd_growth_ms,
+        received_short_percent: if t.sent_bps > 0.0 {
+            (1.0 - t.received_bps / t.sent_bps) * 100.0
+        } else {
+            100.0
+        },
+    }
+}
+
+/// The judge's figures from one trial's report.
+fn figures(report: &Report, rate: u64, streams: u32, seconds: f64) -> Figures {
+    let e = &report.end;
+    let tt = e.netmeter.trip_times.as_ref();
+    let growth = tt
+        .into_iter()
+        .flat_map(|t| [&t.client_to_server, &t.server_to_client])
+        .filter_map(|o| o.as_ref().and_then(|o| o.growth_ms))
+        .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
+    Figures {
+        offered_bps: rate,
+        streams,
+        seconds,
+        sent_bps: e.sum_sent.as_ref().map_or(0.0, |s| s.bits_per_second),
+        received_bps: e.sum_received.as_ref().map_or(0.0, |s| s.bits_per_second),
+        lost_percent: e
+            .sum
+            .as_ref()
+            .and_then(|s| s.udp_recv)
+            .map_or(100.0, |u| u.lost_percent),
+        owd_growth_ms: growth,
+        rtt_ms: report.start.netmeter.clock.map(|c| c.rtt_ns as f64 / 1e6),
     }
 }
 
@@ -70,9 +110,14 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
     }
     // Ctrl-C ends the search where it is; the best rate so far is still reported.
     let mut interrupted = false;
+    // Against a netmeter server every trial measures one-way delay, whose growth shows
+    // a queue building up. Whether the server is one shows in the first trial's
+    // report; that trial is then run again with the measurement.
+    let mut owd = false;
     while let Some(rate) = search.next_rate() {
         let mut trial = cfg.clone();
         trial.spec.rate_bps = rate;
+        trial.spec.trip_times = owd;
         trial.mode = Mode::Json;
         trial.interval_s = 0.0;
         let quiet = output::sink(Box::new(std::io::sink()));
@@ -84,34 +129,40 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
             }
             Err(e) => return Err(e),
         };
-        let e = &report.end;
-        let sent = e.sum_sent.as_ref().map_or(0.0, |s| s.bits_per_second);
-        let received = e.sum_received.as_ref().map_or(0.0, |s| s.bits_per_second);
-        let lost = e
-            .sum
-            .as_ref()
-            .and_then(|s| s.udp_recv)
-            .map_or(100.0, |u| u.lost_percent);
-        let pass = search.judge(rate, streams, sent, lost);
+        if !owd && cfg.extensions && report.start.netmeter.peer == "netmeter" {
+            owd = true;
+            std::thread::sleep(Duration::from_millis(300));
+            continue;
+        }
+        let f = figures(&report, rate, streams, secs);
+        let verdict = search.judge(&f);
+        let (sent, received, lost) = (f.sent_bps, f.received_bps, f.lost_percent);
         let t = Trial {
             offered_bps: rate,
             sent_bps: sent,
             received_bps: received,
             lost_percent: lost,
-            pass,
+            owd_growth_ms: f.owd_growth_ms,
+            verdict,
         };
         search.record(t);
         if text {
             say(
                 &sink,
                 &format!(
-                    "step {:>2}: offered {}/stream  sent {}  received {}  loss {:.3}%  {}\n",
+                    "step {:>2}: offered {}/stream  sent {}  received {}  loss {:.3}%{}  {}\n",
                     search.steps.len(),
                     format_rate(rate as f64, fmt).trim(),
                     format_rate(sent, fmt).trim(),
                     format_rate(received, fmt).trim(),
                     lost,
-                    if pass { "pass" } else { "FAIL" }
+                    f.owd_growth_ms
+                        .map_or(String::new(), |g| format!("  delay growth {g:.1} ms")),
+                    if verdict.pass() {
+                        "pass".to_string()
+                    } else {
+                        format!("FAIL: {}", verdict.reason())
+                    }
                 ),
             );
         }
@@ -122,17 +173,32 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
             break;
         }
     }
+    let outcome = if interrupted {
+        search.finish_interrupted()
+    } else {
+        search.outcome()
+    };
+    let best = match outcome {
+        Outcome::Found(b) => Some(b),
+        Outcome::Stopped(b) => b,
+        Outcome::NothingPassed => None,
+    };
+    let stopped = matches!(outcome, Outcome::Stopped(_));
     if text {
-        if interrupted {
-            say(&sink, "Search interrupted; the best rate so far:\n");
+        if stopped {
+            say(
+                &sink,
+                "Search interrupted: the result is the best rate so far.\n",
+            );
         }
-        match &search.best {
+        match &best {
             Some(b) => say(
                 &sink,
                 &format!(
-                    "Maximum rate with loss <= {loss_target}%: {} per stream ({} in total), received {}, loss {:.3}%\n",
+                    "Maximum rate with loss <= {loss_target}%: {} per stream ({} in total), sent {}, received {}, loss {:.3}%\n",
                     format_rate(b.offered_bps as f64, fmt).trim(),
                     format_rate(b.offered_bps as f64 * streams as f64, fmt).trim(),
+                    format_rate(b.sent_bps, fmt).trim(),
                     format_rate(b.received_bps, fmt).trim(),
                     b.lost_percent
                 ),
@@ -149,8 +215,8 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
                 trial_seconds: secs,
                 streams,
                 steps: search.steps.iter().map(step_json).collect(),
-                result: search.best.as_ref().map(step_json),
-                interrupted,
+                result: best.as_ref().map(step_json),
+                stopped,
             }
         });
         say(&sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
@@ -158,7 +224,7 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
     if interrupted {
         return Err(Stopped::client_interrupted().into());
     }
-    if search.best.is_none() {
+    if best.is_none() {
         bail!("no rate kept the loss within {loss_target}%");
     }
     Ok(())

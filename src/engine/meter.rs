@@ -13,6 +13,18 @@ use crate::spec::Protocol;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// Where a side's receiving figures end, in test seconds: where the test ended
+/// (`ended_s`: the client's end of test, or TEST_END's arrival at the server), or later
+/// only as far as data still in flight then kept arriving during the end-of-test drain
+/// (`last_arrival_s`, `None` when nothing arrived). The drain's wait for silence, and the
+/// wait for paced senders to notice the stop, are not test time: a paced test's receiver
+/// ends with its sender. Data queued on the path (a deep buffer) still extends the
+/// receiver's time, so the queue does not inflate the received rate (iperf3's
+/// `receiver_time` is likewise the receiver's own).
+pub fn receiver_end_s(ended_s: f64, last_arrival_s: Option<f64>) -> f64 {
+    last_arrival_s.map_or(ended_s, |a| a.max(ended_s))
+}
+
 /// Per-test interval bookkeeping.
 pub struct Meter {
     pub protocol: Protocol,
@@ -284,5 +296,20 @@ impl Meter {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiver_ends_with_the_test_unless_data_kept_arriving() {
+        // Nothing arrived during the drain (its 50 ms wait for silence): the test's end.
+        assert_eq!(receiver_end_s(1.0, None), 1.0);
+        // The last datagram arrived 3 ms after the end (still in flight, or queued).
+        assert_eq!(receiver_end_s(1.0, Some(1.003)), 1.003);
+        // An arrival stamped before the end (clock granularity) never shortens it.
+        assert_eq!(receiver_end_s(1.0, Some(0.999)), 1.0);
     }
 }

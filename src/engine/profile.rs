@@ -184,7 +184,18 @@ pub fn finals(s: &StreamShared, omitting: bool) -> (Option<UnitFigures>, Option<
 // ---------------------------------------------------------------------------------
 // Senders.
 
-/// Sleep until the next unit is due; `None` when asked to stop first. The grid starts at
+/// The unit grid of a profiled sender, ending where the test does (`-t`).
+fn schedule(w: &Worker, p: &Profile) -> Schedule {
+    let (num, den) = p.grid();
+    let s = Schedule::every(num, den);
+    match w.profile_end {
+        Some(end) => s.ending_at(end.as_nanos() as u64),
+        None => s,
+    }
+}
+
+/// Sleep until the next unit is due; `None` when asked to stop first or when no unit is
+/// due before the end of the test. The grid starts at
 /// the test's start, so the units of parallel streams (and, with `--txstart-time`, of
 /// several clients) line up, and a thread that starts late shows slips.
 fn next_unit(
@@ -199,6 +210,7 @@ fn next_unit(
         }
         match sched.poll(origin.elapsed().as_nanos() as u64) {
             Due::Wait(ns) => std::thread::sleep(Duration::from_nanos(ns).min(STOP_POLL)),
+            Due::Over => return None,
             Due::Send { skipped, .. } => {
                 if skipped > 0 {
                     rec.lock().unwrap_or_else(|p| p.into_inner()).interval.slips += skipped;
@@ -230,7 +242,7 @@ pub fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> 
     } else {
         Vec::new()
     };
-    let mut sched = Schedule::new(p.period_ns());
+    let mut sched = schedule(w, p);
     let mut sizer = p.sizer(w.shared.id);
     let origin = w.profile_origin.unwrap_or_else(Instant::now);
     let (mut bytes, mut blocks) = (0u64, 0u64);
@@ -304,7 +316,7 @@ pub fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
         .collect();
     let mut lens = [0usize; UDP_BATCH];
     let mut batch = Batch::new(UDP_BATCH);
-    let mut sched = Schedule::new(p.period_ns());
+    let mut sched = schedule(w, p);
     let mut sizer = p.sizer(w.shared.id);
     let origin = w.profile_origin.unwrap_or_else(Instant::now);
     let (mut seq, mut bytes, mut frame_id) = (0u64, 0u64, 0u64);

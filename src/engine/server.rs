@@ -16,7 +16,7 @@ use super::client::{
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
-use super::meter::Meter;
+use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Worker};
 use super::test_common;
@@ -942,12 +942,12 @@ impl Session<'_> {
             test_common::finish(out, spec, &locals, &peer, cpu, congestion, false);
             return Err(why.into());
         }
-        // Stop sending, then count what is still in flight to us before sampling.
+        // Stop sending, then count what is still in flight to us before sampling; join
+        // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
+        // wait is not test time.
+        live.signal_senders();
+        let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
         live.stop(true, false);
-        let recv_end_s = live
-            .drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX)
-            .unwrap_or(end_s)
-            .max(end_s);
         if interval.is_some()
             && meter.worth_reporting(recv_end_s, shared.cfg.interval_s)
             && !meter.omitting

@@ -135,6 +135,9 @@ pub struct Worker {
     pub profile: Option<crate::profile::Profile>,
     /// Where the profile's unit grid starts: the test's start (else the thread's).
     pub profile_origin: Option<Instant>,
+    /// A timed test's end (`-t` plus `-O`) after `profile_origin`: no unit is due at or
+    /// after it.
+    pub profile_end: Option<Duration>,
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
@@ -353,7 +356,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                     let now = clock::wall_ns();
                     let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
                     frames.feed(&buf[..n], |sent| {
-                        rec.record(now - sent, w.owd_correction_ns)
+                        rec.record_at(now, now - sent, w.owd_correction_ns)
                     });
                 }
             }
@@ -548,7 +551,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                             let raw_ns = rx_ns - header_ns(h.sec, h.usec, w.ts_ns, rx_ns);
                             acc.on_datagram(h.seq, raw_ns as f64 / 1e9);
                             if let Some(o) = owd_rec.as_mut() {
-                                o.record(raw_ns, w.owd_correction_ns);
+                                o.record_at(rx_ns, raw_ns, w.owd_correction_ns);
                             }
                             if let Some(f) = frame_rec.as_mut() {
                                 f.on_datagram(&buf[off + hdr_len..end], rx_ns, w.owd_correction_ns);

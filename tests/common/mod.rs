@@ -312,3 +312,36 @@ pub fn usage_error(args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// A paced test's receiver figures must end where the sender's do: for each direction
+/// in `end` (`sum_sent`/`sum_received`, and the `_bidir_reverse` pair when present),
+/// the receiver's seconds within 15 ms of the sender's and its bitrate within 2 %.
+/// (Before issue 9 a netmeter client joined its paced senders, asleep for up to 50 ms,
+/// before TEST_END: the receiver ran ~45 ms long and a lossless test read like loss.)
+pub fn assert_receiver_ends_with_sender(v: &serde_json::Value, what: &str) {
+    let end = &v["end"];
+    let mut pairs = 0;
+    for suffix in ["", "_bidir_reverse"] {
+        let (s, r) = (
+            &end[format!("sum_sent{suffix}")],
+            &end[format!("sum_received{suffix}")],
+        );
+        if s.is_null() && r.is_null() {
+            continue;
+        }
+        pairs += 1;
+        let (ss, rs) = (num(s, "seconds"), num(r, "seconds"));
+        let (sb, rb) = (num(s, "bits_per_second"), num(r, "bits_per_second"));
+        assert!(
+            (rs - ss).abs() <= 0.015,
+            "{what}{suffix}: receiver ran {rs:.4} s, sender {ss:.4} s\n{}",
+            serde_json::to_string(end).unwrap()
+        );
+        assert!(
+            sb > 0.0 && (rb - sb).abs() <= 0.02 * sb,
+            "{what}{suffix}: receiver {rb:.0} bit/s vs sender {sb:.0} bit/s\n{}",
+            serde_json::to_string(end).unwrap()
+        );
+    }
+    assert!(pairs > 0, "{what}: no sum_sent/sum_received in {end}");
+}
