@@ -19,7 +19,7 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::{UdpRecv, cpu_percent};
 use crate::units::Format;
-use crate::wire::{self, Cookie, ExtAnswer, ExtRequest, Results, State};
+use crate::wire::{self, Cookie, ExtAnswer, Feature, Results, State};
 use anyhow::{Context, Result, anyhow, bail};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -614,50 +614,27 @@ fn converse(
         .map_err(ctrl_err)?;
     let cpu_start = sock::cpu_sample(origin);
 
-    let mut spec = cfg.spec.clone();
-    if spec.protocol == Protocol::Udp && !cfg.len_given {
-        // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
-        spec.block_len = sock::tcp_mss(ctrl.sock.as_raw_fd())
-            .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
-            .unwrap_or(wire::UDP_DEFAULT_LEN)
-            .max(wire::UDP_MIN_LEN);
-    }
+    // What this client asks for; the test it runs is derived from it once the server
+    // has answered (`effective`) and neither changes afterwards.
+    let asked = {
+        let mut spec = cfg.spec.clone();
+        if spec.protocol == Protocol::Udp && !cfg.len_given {
+            // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
+            spec.block_len = sock::tcp_mss(ctrl.sock.as_raw_fd())
+                .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
+                .unwrap_or(wire::UDP_DEFAULT_LEN)
+                .max(wire::UDP_MIN_LEN);
+        }
+        spec
+    };
     let mss = sock::tcp_mss(ctrl.sock.as_raw_fd());
-    if spec.bounceback.is_some() && !cfg.extensions {
+    if asked.bounceback.is_some() && !cfg.extensions {
         bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
     }
-    // Isochronous UDP frames: the server counts whole frames if it accepts.
-    let isoch_udp =
-        spec.protocol == Protocol::Udp && spec.profile.is_some_and(|p| p.isochronous().is_some());
-    // Ask only for what this test uses: the answer then lists exactly what runs.
-    let ext_req = cfg.extensions.then(|| ExtRequest {
-        working_load: spec.working_load,
-        bounceback: spec.bounceback,
-        trip_times: spec.trip_times,
-        connect_only: spec.connect_only,
-        no_gso: spec.no_gso,
-        no_gro: spec.no_gro,
-        isochronous: isoch_udp
-            .then(|| spec.profile.and_then(|p| p.isochronous()))
-            .flatten(),
-        version: wire::EXT_VERSION,
-        features: wire::EXT_FEATURES
-            .iter()
-            .filter(|f| match **f {
-                "bounceback" => spec.bounceback.is_some(),
-                "trip_times" => spec.trip_times,
-                "working_load" => spec.working_load.is_some(),
-                "connect_only" => spec.connect_only,
-                "isochronous" => isoch_udp,
-                "no_offload" => spec.protocol == Protocol::Udp && (spec.no_gso || spec.no_gro),
-                _ => true,
-            })
-            .map(|s| s.to_string())
-            .collect(),
-    });
+    let ext_req = cfg.extensions.then(|| asked.ext_request());
     let mut clock_est: Option<ClockEstimate> = None;
-    let mut machine = ClientMachine::new(ext_req.is_some());
-    let mut ext: Option<ExtAnswer> = None;
+    let mut machine = ClientMachine::new(ext_req.as_ref());
+    let mut effective: Option<TestSpec> = None;
     let mut profile_warnings: Vec<String> = Vec::new();
 
     let start = &mut out.report.start;
@@ -669,23 +646,26 @@ fn converse(
         port: cfg.port,
     });
     start.cookie = cookie.as_text();
-    if spec.protocol == Protocol::Tcp {
-        match spec.mss {
+    if asked.protocol == Protocol::Tcp {
+        match asked.mss {
             Some(m) => start.tcp_mss = Some(m),
             None => start.tcp_mss_default = mss,
         }
     }
-    start.target_bitrate = spec.rate_bps;
-    start.fq_rate = spec.fq_rate_bps.unwrap_or(0);
-    start.sock_bufsize = spec.window.unwrap_or(0);
+    start.target_bitrate = asked.rate_bps;
+    start.fq_rate = asked.fq_rate_bps.unwrap_or(0);
+    start.sock_bufsize = asked.window.unwrap_or(0);
 
-    let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
-    let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
+    let payload = Arc::new(stream::make_payload(
+        asked.block_len,
+        asked.repeating_payload,
+    ));
+    let zerocopy = if asked.zerocopy && asked.protocol == Protocol::Tcp {
         Some(Arc::new(test_common::zerocopy_file(&payload)?))
     } else {
         None
     };
-    let budget = budget_for(&spec);
+    let budget = budget_for(&asked);
     let mut live = LiveStreams::default();
     let mut workers: Vec<(Worker, Option<TcpStream>, Option<UdpSocket>)> = Vec::new();
     let mut test_start: Option<Instant> = None;
@@ -705,82 +685,28 @@ fn converse(
         };
         match step {
             ClientStep::SendParams => ctrl
-                .send_json(&spec.to_params(ext_req.clone()), "sending the parameters")
+                .send_json(&asked.to_params(ext_req.clone()), "sending the parameters")
                 .map_err(ctrl_err)?,
             ClientStep::ReadExtAnswer => {
                 let a: ExtAnswer = ctrl
                     .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
                     .map_err(ctrl_err)?;
-                if spec.trip_times && a.accepted.iter().any(|f| f == "trip_times") {
+                if machine.on_ext_answer(&a).has(Feature::TripTimes) {
                     // The server waits for our clock probes before CREATE_STREAMS.
                     clock_est = Some(clock::sync_client(ctrl).map_err(ctrl_err)?);
                 }
-                ext = Some(a);
             }
             ClientStep::ReadServerError => return Err(server_error(ctrl)),
             ClientStep::CreateStreams => {
-                let bounce_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "bounceback"));
-                let wl_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "working_load"));
-                if spec.working_load.is_some() && !wl_ok {
+                let negotiated = machine.negotiated();
+                if let Some(flag) = asked.unmet_need(negotiated) {
                     bail!(
-                        "--working-load needs a netmeter server; {} answered like an iperf3 server",
+                        "{flag} needs a netmeter server; {} answered like an iperf3 server",
                         cfg.host
                     );
                 }
-                if spec.trip_times && clock_est.is_none() {
-                    bail!(
-                        "--trip-times needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                if spec.bounceback.is_some() && !bounce_ok {
-                    bail!(
-                        "--bounceback needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                let connect_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "connect_only"));
-                if spec.connect_only && !connect_ok {
-                    bail!(
-                        "--connect-only needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                let seq64 = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "udp_seq64"));
-                if seq64 && spec.protocol == Protocol::Udp && !spec.udp_seq64 {
-                    // Negotiated: both sides switch to 64-bit sequence numbers.
-                    spec.udp_seq64 = true;
-                }
-                let offload_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "no_offload"));
-                if ext.is_some()
-                    && !offload_ok
-                    && spec.protocol == Protocol::Udp
-                    && (spec.no_gso || spec.no_gro)
-                {
-                    profile_warnings.push(format!(
-                        "{} is an older netmeter that does not take --no-gso/--no-gro: its side may still use UDP offload",
-                        cfg.host
-                    ));
-                }
-                let isoch_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "isochronous"));
-                profile_warnings.extend(super::profile::negotiated(
-                    &mut spec,
-                    isoch_udp && ext_req.is_some(),
-                    isoch_ok,
-                    &cfg.host,
-                ));
+                profile_warnings.extend(negotiated.client_warnings(&cfg.host));
+                let spec: &TestSpec = effective.insert(asked.negotiated(negotiated));
                 for w in &profile_warnings {
                     out.text(&format!("warning: {w}\n"));
                 }
@@ -797,13 +723,13 @@ fn converse(
                     let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
                     let (fd, local, w) = match spec.protocol {
                         Protocol::Tcp => {
-                            let mut s = connect_tcp(cfg, &server, Some(&spec), cport)?;
+                            let mut s = connect_tcp(cfg, &server, Some(spec), cport)?;
                             std::io::Write::write_all(&mut s, &cookie.0)
                                 .context("cannot send the cookie on a data stream")?;
                             let fd = s.as_raw_fd() as i64;
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                                spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
                             );
                             probe_tcp_zerocopy(&mut w, s.as_raw_fd());
                             // The thread gets a duplicate; the original (whose number
@@ -813,13 +739,13 @@ fn converse(
                             (fd, local, (w, Some(for_thread), None))
                         }
                         Protocol::Udp => {
-                            let s = connect_udp(cfg, &server, &spec, cport)?;
+                            let s = connect_udp(cfg, &server, spec, cport)?;
                             let fd = s.as_raw_fd() as i64;
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                &spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                                spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
                             );
-                            probe_udp_offload(&mut w, &spec, s.as_raw_fd());
+                            probe_udp_offload(&mut w, spec, s.as_raw_fd());
                             let for_thread = s.try_clone()?;
                             live.keep_udp.push(s);
                             (fd, local, (w, None, Some(for_thread)))
@@ -842,16 +768,23 @@ fn converse(
                 }
             }
             ClientStep::StartClock => {
+                let spec: &TestSpec =
+                    effective.get_or_insert_with(|| asked.negotiated(machine.negotiated()));
                 test_start = Some(Instant::now());
-                out.report.start.test_start = test_common::test_start(&spec, cfg.interval_s);
+                out.report.start.test_start = test_common::test_start(spec, cfg.interval_s);
                 (
                     out.report.start.test_start.gso,
                     out.report.start.test_start.gro,
                 ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
+                let negotiated = machine.negotiated();
                 out.report.start.netmeter = StartExt {
-                    peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
-                    features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
-                    data_path: data_path(&spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
+                    peer: negotiated.peer_name().into(),
+                    features: negotiated
+                        .features()
+                        .iter()
+                        .map(|f| f.as_str().to_string())
+                        .collect(),
+                    data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
                     warnings: std::mem::take(&mut profile_warnings),
                     clock: clock_est,
                     txstart: None,
@@ -875,7 +808,7 @@ fn converse(
                     let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
                     out.text(&text::data_path(
                         &out.report.start.netmeter.data_path,
-                        udp_offload_note(&spec, &mine).as_ref(),
+                        udp_offload_note(spec, &mine).as_ref(),
                     ));
                 }
                 out.start_done();
@@ -884,6 +817,9 @@ fn converse(
             other => bail!("internal error: unexpected step {other:?} during setup"),
         }
     }
+    // The test as negotiated (set at CREATE_STREAMS, which the machine requires
+    // before TEST_RUNNING).
+    let spec = effective.unwrap_or_else(|| asked.negotiated(machine.negotiated()));
     let t0 = super::profile::client_t0(cfg.txstart, test_start, out);
     let conn_target = spec
         .connect_only
@@ -1209,10 +1145,7 @@ fn server_error(ctrl: &mut Ctrl) -> anyhow::Error {
             } else {
                 String::new()
             };
-            anyhow!(
-                "the server reported an error: {}{os}",
-                wire::describe_error_code(code)
-            )
+            anyhow!("the server reported an error: {}{os}", code.describe())
         }
         Err(_) => anyhow!("the server reported an error but did not say which"),
     }

@@ -24,12 +24,12 @@ use crate::report::build;
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::text::{self, TextCtx};
 use crate::report::{HostPort, StartExt};
-use crate::session::{self, ServerEvent, ServerFailure};
+use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::cpu_percent;
 use crate::units::Format;
-use crate::wire::{self, Cookie, Params, Results, State, errcode};
+use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use anyhow::{Result, anyhow, bail};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use std::collections::HashMap;
@@ -481,15 +481,14 @@ impl Session<'_> {
         if ctrl.send_state(State::ParamExchange).is_err() {
             return Ok(false);
         }
+        let mut machine = ServerMachine::new();
         let params: Params =
             match ctrl.read_json(wire::MAX_PARAMS_LEN, PARAMS_TIMEOUT, "the parameters") {
                 Ok(p) => p,
                 Err(e) => {
                     if matches!(e, CtrlError::Wire(..)) {
-                        let _ = ctrl.write(
-                            &wire::encode_server_error(errcode::IERECVPARAMS, 0),
-                            "error",
-                        );
+                        let _ =
+                            ctrl.write(&wire::encode_server_error(ErrCode::RecvParams, 0), "error");
                     }
                     shared.log(&format!(
                         "connection from {} dropped before a test started: {e}",
@@ -514,7 +513,7 @@ impl Session<'_> {
         }
         shared.touch();
         let session = Session { shared, id };
-        let r = session.test(&mut ctrl, peer, cookie, &params, origin);
+        let r = session.test(&mut ctrl, &mut machine, peer, cookie, &params, origin);
         // Whatever happened, forget this session's waiters.
         if let Ok(mut w) = shared.tcp_waiters.lock() {
             w.remove(&cookie.0);
@@ -528,7 +527,7 @@ impl Session<'_> {
         r.map(|_| true)
     }
 
-    fn fail(&self, ctrl: &mut Ctrl, code: i32, msg: String) -> anyhow::Error {
+    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, msg: String) -> anyhow::Error {
         let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
         anyhow!(msg)
     }
@@ -536,22 +535,26 @@ impl Session<'_> {
     fn test(
         &self,
         ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
         peer: SocketAddr,
         cookie: Cookie,
         params: &Params,
         origin: Instant,
     ) -> Result<()> {
         let shared = self.shared;
-        let mut spec = match TestSpec::from_params(params) {
+        let asked = match TestSpec::from_params(params) {
             Ok(s) => s,
             Err(e) => return Err(self.fail(ctrl, e.code, format!("refused parameters: {e}"))),
         };
+        // The test as both ends agreed on it, fixed from here on.
+        let answer = machine.on_params(params);
+        let spec = asked.negotiated(machine.negotiated());
         if let Some(cpu) = spec.server_affinity {
             // This session thread spawns the test's data threads: they inherit the mask.
             if let Err(e) = sock::pin_to_cpu(cpu as usize) {
                 return Err(self.fail(
                     ctrl,
-                    132, // IEAFFINITY
+                    ErrCode::Affinity,
                     format!("cannot pin this test to CPU {cpu}: {e}"),
                 ));
             }
@@ -574,7 +577,7 @@ impl Session<'_> {
         if spec.get_server_output {
             out.captured = Some(String::new());
         }
-        let result = self.test_inner(ctrl, &mut out, &mut spec, peer, cookie, params, origin);
+        let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
         match &result {
             // A stopped test's one text line is the session's log line.
             Err(e) if Stopped::of(e).is_some() && out.mode == Mode::Text => {
@@ -591,11 +594,12 @@ impl Session<'_> {
     fn test_inner(
         &self,
         ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
         out: &mut Output,
-        spec: &mut TestSpec,
+        spec: &TestSpec,
         peer: SocketAddr,
         cookie: Cookie,
-        params: &Params,
+        answer: Option<ExtAnswer>,
         origin: Instant,
     ) -> Result<()> {
         let shared = self.shared;
@@ -620,24 +624,17 @@ impl Session<'_> {
         }
 
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
-        let mut features = Vec::new();
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
-        if let Some(req) = &params.netmeter {
-            let answer = session::negotiate(req);
+        if let Some(answer) = &answer {
             ctrl.send_state(State::NetmeterExt)
                 .map_err(|e| anyhow!("{e}"))?;
-            ctrl.send_json(&answer, "the extension answer")
+            ctrl.send_json(answer, "the extension answer")
                 .map_err(|e| anyhow!("{e}"))?;
-            if spec.protocol == Protocol::Udp && answer.accepted.iter().any(|f| f == "udp_seq64") {
-                spec.udp_seq64 = true;
-            }
-            if req.trip_times && answer.accepted.iter().any(|f| f == "trip_times") {
-                // The client sends its clock probes now, before we ask for streams.
+            // Asked for and agreed (`TestSpec::negotiated`): the client sends its clock
+            // probes now, before we ask for streams.
+            if spec.trip_times {
                 clock_est = Some(clock::sync_server(ctrl).map_err(|e| anyhow!("{e}"))?);
-            } else {
-                spec.trip_times = false;
             }
-            features = answer.accepted;
         }
 
         let total = spec.total_streams() as usize;
@@ -673,7 +670,7 @@ impl Session<'_> {
             if left.is_zero() {
                 return Err(self.fail(
                     ctrl,
-                    errcode::IESTREAMACCEPT,
+                    ErrCode::StreamAccept,
                     format!(
                         "the client opened {} of {total} data streams in time",
                         accepted.len()
@@ -710,7 +707,11 @@ impl Session<'_> {
             }
             match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
                 Ok(None) => {}
-                Ok(Some(st)) => bail!("the client sent {st:?} while opening its data streams"),
+                // No control message is valid while streams open (`AwaitStreams`).
+                Ok(Some(st)) => match machine.on_state(st) {
+                    Err(e) => bail!("{e}"),
+                    Ok(_) => bail!("{}", ServerFailure::DuringStreamSetup(st)),
+                },
                 Err(e) => bail!("{e}"),
             }
         }
@@ -749,7 +750,7 @@ impl Session<'_> {
                     if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
                         return Err(self.fail(
                             ctrl,
-                            124,
+                            ErrCode::SetBuf,
                             format!("cannot apply socket options: {e}"),
                         ));
                     }
@@ -807,14 +808,14 @@ impl Session<'_> {
             out.report.start.test_start.gso,
             out.report.start.test_start.gro,
         ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
+        let negotiated = machine.negotiated();
         out.report.start.netmeter = StartExt {
-            peer: if params.netmeter.is_some() {
-                "netmeter"
-            } else {
-                "iperf3"
-            }
-            .into(),
-            features,
+            peer: negotiated.peer_name().into(),
+            features: negotiated
+                .features()
+                .iter()
+                .map(|f| f.as_str().to_string())
+                .collect(),
             data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
             warnings: Vec::new(),
             clock: clock_est,
@@ -835,6 +836,7 @@ impl Session<'_> {
         let t0 = Instant::now();
         ctrl.send_state(State::TestRunning)
             .map_err(|e| anyhow!("{e}"))?;
+        machine.streams_open();
         for (mut w, a) in workers {
             // We receive from the client: raw delay = true + (server − client) clock.
             w.owd_correction_ns = clock_est.map_or(0, |c| -c.offset_ns);
@@ -884,7 +886,7 @@ impl Session<'_> {
             {
                 return Err(self.fail(
                     ctrl,
-                    errcode::IESERVERTESTDURATIONEXPIRED,
+                    ErrCode::ServerTestDurationExpired,
                     "the client did not end the test in time".into(),
                 ));
             }
@@ -894,14 +896,14 @@ impl Session<'_> {
             } else if hard_deadline.is_none() && last_progress.1.elapsed() > IDLE_DATA_TIMEOUT {
                 return Err(self.fail(
                     ctrl,
-                    errcode::IESTREAMREAD,
+                    ErrCode::StreamRead,
                     format!("no data for {} s", IDLE_DATA_TIMEOUT.as_secs()),
                 ));
             }
             let wait = (next_tick - now).clamp(0.001, 0.1);
             match ctrl.poll_state(Duration::from_secs_f64(wait), "TEST_END") {
                 Ok(None) => {}
-                Ok(Some(st)) => match session::server_on_state(true, st) {
+                Ok(Some(st)) => match machine.on_state(st) {
                     Ok(ServerEvent::TestEnd) => break (t0.elapsed().as_secs_f64(), None),
                     Ok(ServerEvent::Done) => bail!("the client finished before the test ended"),
                     Err(ServerFailure::ClientTerminated) => {
@@ -995,9 +997,10 @@ impl Session<'_> {
             .map_err(|e| anyhow!("{e}"))?;
         ctrl.send_state(State::DisplayResults)
             .map_err(|e| anyhow!("{e}"))?;
+        machine.results_sent();
         match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
             Ok(st) => {
-                if let Err(e) = session::server_on_state(false, st) {
+                if let Err(e) = machine.on_state(st) {
                     shared.log(&format!("after the results: {e}"));
                 }
             }
