@@ -8,7 +8,6 @@
 //! damage is one logged error for that session.
 
 use super::CTRL_TIMEOUT;
-use super::Stopped;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
     make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now, udp_offload_note,
@@ -20,6 +19,7 @@ use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Worker};
 use super::test_common;
+use super::{Stopped, TestError};
 use crate::report::build;
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::text::{self, TextCtx};
@@ -30,7 +30,6 @@ use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::cpu_percent;
 use crate::units::Format;
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
-use anyhow::{Result, anyhow, bail};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
@@ -198,12 +197,16 @@ pub struct Server {
 
 impl Server {
     /// Bind the TCP and UDP listeners. Port 0 picks a free port usable for both.
-    pub fn bind(cfg: ServerConfig, sink: Sink, shutdown: Arc<AtomicBool>) -> Result<Server> {
+    pub fn bind(
+        cfg: ServerConfig,
+        sink: Sink,
+        shutdown: Arc<AtomicBool>,
+    ) -> Result<Server, TestError> {
         let mut tries = 0;
         let (tcp, udp) = loop {
             let addr = listen_addr(&cfg);
             let t = make_listener(addr, Type::STREAM, cfg.family)
-                .map_err(|e| anyhow!("cannot listen on TCP {addr}: {e}"))?;
+                .map_err(|e| TestError::io_while(format!("cannot listen on TCP {addr}"), e))?;
             t.listen(128)?;
             let bound = t.local_addr()?.as_socket().unwrap_or(addr);
             match make_listener(
@@ -216,7 +219,12 @@ impl Server {
                     tries += 1;
                     let _ = e;
                 }
-                Err(e) => bail!("cannot listen on UDP port {}: {e}", bound.port()),
+                Err(e) => {
+                    return Err(TestError::io_while(
+                        format!("cannot listen on UDP port {}", bound.port()),
+                        e,
+                    ));
+                }
             }
         };
         let tcp: TcpListener = tcp.into();
@@ -257,7 +265,7 @@ impl Server {
     }
 
     /// Serve until shut down (or after one test with `-1`).
-    pub fn serve(self) -> Result<()> {
+    pub fn serve(self) -> Result<(), TestError> {
         let shared = self.shared.clone();
         shared.banner();
         let udp_shared = shared.clone();
@@ -381,7 +389,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         }
         Ok(false) => false,
         Err(e) => {
-            match Stopped::of(&e) {
+            match e.stopped() {
                 // One line: the test was stopped on purpose, not failed.
                 Some(why) => shared.log(&format!("test from {} stopped: {why}", shown(peer))),
                 // The one line for a failed test (the session's output does not repeat it).
@@ -476,7 +484,7 @@ impl Session<'_> {
         peer: SocketAddr,
         cookie: Cookie,
         id: u64,
-    ) -> Result<bool> {
+    ) -> Result<bool, TestError> {
         let origin = Instant::now();
         if ctrl.send_state(State::ParamExchange).is_err() {
             return Ok(false);
@@ -527,9 +535,10 @@ impl Session<'_> {
         r.map(|_| true)
     }
 
-    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, msg: String) -> anyhow::Error {
+    /// Tell the client why the test fails (`SERVER_ERROR` and `code`), and return `e`.
+    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
         let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
-        anyhow!(msg)
+        e
     }
 
     fn test(
@@ -540,11 +549,11 @@ impl Session<'_> {
         cookie: Cookie,
         params: &Params,
         origin: Instant,
-    ) -> Result<()> {
+    ) -> Result<(), TestError> {
         let shared = self.shared;
         let asked = match TestSpec::from_params(params) {
             Ok(s) => s,
-            Err(e) => return Err(self.fail(ctrl, e.code, format!("refused parameters: {e}"))),
+            Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
         // The test as both ends agreed on it, fixed from here on.
         let answer = machine.on_params(params);
@@ -555,7 +564,7 @@ impl Session<'_> {
                 return Err(self.fail(
                     ctrl,
                     ErrCode::Affinity,
-                    format!("cannot pin this test to CPU {cpu}: {e}"),
+                    TestError::io_while(format!("cannot pin this test to CPU {cpu}"), e),
                 ));
             }
         }
@@ -580,7 +589,7 @@ impl Session<'_> {
         let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
         match &result {
             // A stopped test's one text line is the session's log line.
-            Err(e) if Stopped::of(e).is_some() && out.mode == Mode::Text => {
+            Err(e) if e.stopped().is_some() && out.mode == Mode::Text => {
                 out.report.error = Some(format!("{e:#}"));
             }
             Err(e) => out.error(&format!("{e:#}")),
@@ -601,7 +610,7 @@ impl Session<'_> {
         cookie: Cookie,
         answer: Option<ExtAnswer>,
         origin: Instant,
-    ) -> Result<()> {
+    ) -> Result<(), TestError> {
         let shared = self.shared;
         out.text(&format!(
             "Accepted connection from {}, port {}\n",
@@ -626,14 +635,12 @@ impl Session<'_> {
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
         if let Some(answer) = &answer {
-            ctrl.send_state(State::NetmeterExt)
-                .map_err(|e| anyhow!("{e}"))?;
-            ctrl.send_json(answer, "the extension answer")
-                .map_err(|e| anyhow!("{e}"))?;
+            ctrl.send_state(State::NetmeterExt)?;
+            ctrl.send_json(answer, "the extension answer")?;
             // Asked for and agreed (`TestSpec::negotiated`): the client sends its clock
             // probes now, before we ask for streams.
             if spec.trip_times {
-                clock_est = Some(clock::sync_server(ctrl).map_err(|e| anyhow!("{e}"))?);
+                clock_est = Some(clock::sync_server(ctrl)?);
             }
         }
 
@@ -660,22 +667,18 @@ impl Session<'_> {
                 forward(urx, tx, Accepted::Udp);
             }
         }
-        ctrl.send_state(State::CreateStreams)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::CreateStreams)?;
 
         let mut accepted: Vec<(u64, Accepted)> = Vec::with_capacity(total);
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         while accepted.len() < total {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(self.fail(
-                    ctrl,
-                    ErrCode::StreamAccept,
-                    format!(
-                        "the client opened {} of {total} data streams in time",
-                        accepted.len()
-                    ),
-                ));
+                let e = TestError::StreamsMissing {
+                    opened: accepted.len(),
+                    total,
+                };
+                return Err(self.fail(ctrl, ErrCode::StreamAccept, e));
             }
             // Take every stream handed over so far, then wait on the control connection
             // (not on the hand-off channel): a client that gives up is noticed at once.
@@ -683,7 +686,7 @@ impl Session<'_> {
                 match rx.try_recv() {
                     Ok(a) => accepted.push(a),
                     Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => bail!("stream hand-off closed"),
+                    Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
                 }
             }
             // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
@@ -709,10 +712,10 @@ impl Session<'_> {
                 Ok(None) => {}
                 // No control message is valid while streams open (`AwaitStreams`).
                 Ok(Some(st)) => match machine.on_state(st) {
-                    Err(e) => bail!("{e}"),
-                    Ok(_) => bail!("{}", ServerFailure::DuringStreamSetup(st)),
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => return Err(ServerFailure::DuringStreamSetup(st).into()),
                 },
-                Err(e) => bail!("{e}"),
+                Err(e) => return Err(e.into()),
             }
         }
         if let Ok(mut w) = shared.tcp_waiters.lock() {
@@ -751,7 +754,7 @@ impl Session<'_> {
                         return Err(self.fail(
                             ctrl,
                             ErrCode::SetBuf,
-                            format!("cannot apply socket options: {e}"),
+                            TestError::io_while("cannot apply socket options", e),
                         ));
                     }
                     let info = (t.as_raw_fd() as i64, t.local_addr()?, t.peer_addr()?);
@@ -831,11 +834,9 @@ impl Session<'_> {
         out.start_done();
 
         let cpu_start = sock::cpu_sample(origin);
-        ctrl.send_state(State::TestStart)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::TestStart)?;
         let t0 = Instant::now();
-        ctrl.send_state(State::TestRunning)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::TestRunning)?;
         machine.streams_open();
         for (mut w, a) in workers {
             // We receive from the client: raw delay = true + (server − client) clock.
@@ -887,7 +888,7 @@ impl Session<'_> {
                 return Err(self.fail(
                     ctrl,
                     ErrCode::ServerTestDurationExpired,
-                    "the client did not end the test in time".into(),
+                    TestError::ClientOvertime,
                 ));
             }
             let (sb, rb, _, _) = meter.totals();
@@ -897,7 +898,9 @@ impl Session<'_> {
                 return Err(self.fail(
                     ctrl,
                     ErrCode::StreamRead,
-                    format!("no data for {} s", IDLE_DATA_TIMEOUT.as_secs()),
+                    TestError::ClientSilent {
+                        secs: IDLE_DATA_TIMEOUT.as_secs(),
+                    },
                 ));
             }
             let wait = (next_tick - now).clamp(0.001, 0.1);
@@ -905,11 +908,14 @@ impl Session<'_> {
                 Ok(None) => {}
                 Ok(Some(st)) => match machine.on_state(st) {
                     Ok(ServerEvent::TestEnd) => break (t0.elapsed().as_secs_f64(), None),
-                    Ok(ServerEvent::Done) => bail!("the client finished before the test ended"),
+                    // IPERF_DONE is not valid while the test runs: the machine refuses it.
+                    Ok(ServerEvent::Done) => {
+                        return Err(ServerFailure::Unexpected(State::IperfDone).into());
+                    }
                     Err(ServerFailure::ClientTerminated) => {
                         break (t0.elapsed().as_secs_f64(), Some(Stopped::ClientTerminated));
                     }
-                    Err(e) => bail!("{e}"),
+                    Err(e) => return Err(e.into()),
                 },
                 Err(CtrlError::Interrupted(_)) => {
                     break (
@@ -917,7 +923,7 @@ impl Session<'_> {
                         Some(Stopped::server_interrupted()),
                     );
                 }
-                Err(e) => bail!("{e}"),
+                Err(e) => return Err(e.into()),
             }
         };
         if let Some(why) = stopped {
@@ -966,11 +972,9 @@ impl Session<'_> {
             .and_then(|s| sock::congestion(s.as_raw_fd()));
         drop(live);
 
-        ctrl.send_state(State::ExchangeResults)
-            .map_err(|e| anyhow!("{e}"))?;
-        let peer_results: Results = ctrl
-            .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::ExchangeResults)?;
+        let peer_results: Results =
+            ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
         if let Some(a) = &meter.answered {
             let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
             out.report.end.netmeter.connect_only_answered =
@@ -993,10 +997,8 @@ impl Session<'_> {
                 _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
             }
         }
-        ctrl.send_json(&mine, "the server's results")
-            .map_err(|e| anyhow!("{e}"))?;
-        ctrl.send_state(State::DisplayResults)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_json(&mine, "the server's results")?;
+        ctrl.send_state(State::DisplayResults)?;
         machine.results_sent();
         match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
             Ok(st) => {
@@ -1049,7 +1051,7 @@ impl Drop for SlotGuard {
 
 /// Start a server on a background thread (for `--loopback` and tests). Returns the
 /// bound port and a handle that stops it.
-pub fn spawn(cfg: ServerConfig, sink: Sink) -> Result<(u16, ServerHandle)> {
+pub fn spawn(cfg: ServerConfig, sink: Sink) -> Result<(u16, ServerHandle), TestError> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let server = Server::bind(cfg, sink, shutdown.clone())?;
     let port = server.port();
