@@ -9,7 +9,7 @@
 //!
 //! - this file: socket options, single-socket reads, readiness waits, and the probed
 //!   [`Capabilities`] of a data socket;
-//! - [`tcp_info`]: TCP_INFO by field name;
+//! - [`tcp_info`](mod@tcp_info): TCP_INFO by field name;
 //! - [`mmsg`]: batched UDP I/O (`sendmmsg`/`recvmmsg`), GSO/GRO, receive timestamps;
 //! - [`zerocopy`]: `MSG_ZEROCOPY` and `sendfile`;
 //! - [`process`]: CPU usage, random bytes, affinity, malloc arenas, daemon, signals.
