@@ -11,7 +11,7 @@ use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
 use socket2::Socket;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 /// Apply the spec's options to a data socket before it connects (or right after accept).
 pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result<()> {
@@ -28,7 +28,7 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
         }
     }
     if let Some(rate) = spec.fq_rate_bps {
-        sock::set_max_pacing_rate(s.as_raw_fd(), rate)?;
+        sock::set_max_pacing_rate(s.as_fd(), rate)?;
     }
     if spec.protocol == Protocol::Tcp {
         if spec.nodelay {
@@ -38,7 +38,7 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
             s.set_mss(mss)?;
         }
         if let Some(cc) = &spec.congestion
-            && let Err(e) = sock::set_congestion(s.as_raw_fd(), cc)
+            && let Err(e) = sock::set_congestion(s.as_fd(), cc)
         {
             return Err(io::Error::new(
                 e.kind(),
