@@ -550,6 +550,7 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
+        histogram_bin_ms: cfg.histograms,
         format: cfg.format,
         protocol: cfg.spec.protocol,
         bidir: cfg.spec.direction == Direction::Bidir,
@@ -558,7 +559,6 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
         title: cfg.spec.title.clone(),
     };
     let mut out = Output::new(cfg.mode, sink, ctx);
-    out.histogram_bin_ms = cfg.histograms;
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);

@@ -559,6 +559,7 @@ impl Session<'_> {
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
             connect_only: spec.connect_only,
+            histogram_bin_ms: None,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,

@@ -265,51 +265,7 @@ pub fn finish(
     let sender_retransmits = protocol == Protocol::Tcp
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
     let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
-    let mut t = text::end(&out.ctx, &end, sender_retransmits, &local_senders);
-    t.push_str(&text::spurious_retransmits(&end, &local_senders));
-    if out.ctx.verbose {
-        t.push_str(&text::cpu(&end, local_sends));
-        if let Some(cc) = &end.sender_tcp_congestion {
-            t.push_str(&format!("snd_tcp_congestion {cc}\n"));
-        }
-        if let Some(cc) = &end.receiver_tcp_congestion {
-            t.push_str(&format!("rcv_tcp_congestion {cc}\n"));
-        }
-    }
-    if let Some(b) = &end.netmeter.bounceback {
-        t.push_str(&text::bounceback_summary(b));
-    }
-    if let Some(c) = &end.netmeter.connect_only {
-        t.push_str(&crate::report::connect::summary_text(c));
-    }
-    if let Some(a) = &end.netmeter.connect_only_answered {
-        t.push_str(&crate::report::connect::answered_text(a));
-    }
-    if let Some(wl) = &end.netmeter.working_load {
-        t.push_str(&text::working_load_summary(wl, out.ctx.format));
-    }
-    if let Some(tt) = &end.netmeter.trip_times {
-        t.push_str(&text::trip_times_summary(tt));
-    }
-    t.push_str(&crate::report::profile::summary_text(&end.netmeter));
-    if let Some(bin) = out.histogram_bin_ms {
-        if let Some(b) = &end.netmeter.bounceback {
-            t.push_str(&text::histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
-        }
-        if let Some(tt) = &end.netmeter.trip_times {
-            for (name, o) in [
-                ("One-way delay client->server", &tt.client_to_server),
-                ("One-way delay server->client", &tt.server_to_client),
-            ] {
-                if let Some(o) = o {
-                    t.push_str(&text::histogram(name, &o.histogram_us, bin));
-                }
-            }
-        }
-    }
-    for w in &end.netmeter.warnings {
-        t.push_str(&format!("warning: {w}\n"));
-    }
+    let t = text::end_summary(&out.ctx, &end, sender_retransmits, &local_senders);
     out.report.end = end;
     out.text(&t);
     out.end_done();

@@ -328,6 +328,7 @@ mod tests {
             title: None,
             bounceback: false,
             connect_only: true,
+            histogram_bin_ms: None,
         };
         let t = interval_text(&ctx, &iv);
         assert!(t.starts_with("[  5]   0.00-1.00   sec        3 conn/s  connect min/avg/p99/max 0.031/0.065/0.120/0.120 ms"), "{t}");

@@ -10,8 +10,12 @@ pub mod advice;
 pub mod build;
 pub mod connect;
 pub mod json;
+mod load;
 pub mod profile;
 pub mod text;
+
+#[cfg(test)]
+mod snapshots;
 
 use crate::clocksync::ClockEstimate;
 use crate::latency::{LatencyStats, OwdSummary};
@@ -138,6 +142,7 @@ pub struct UdpRecvFigures {
 
 /// One stream over one interval (an element of `intervals[].streams`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(from = "load::StreamIntervalDoc")]
 pub struct StreamInterval {
     pub socket: i64,
     pub start: f64,
@@ -235,6 +240,7 @@ pub struct UdpExtra {
 
 /// Sum over the streams of one direction in one interval.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(from = "load::SumIntervalDoc")]
 pub struct SumInterval {
     pub start: f64,
     pub end: f64,

@@ -1,0 +1,247 @@
+//! Snapshot tests of the renderers on fixed reports.
+//!
+//! Each `testdata/<case>.json` is a `-J` document a netmeter client wrote over loopback
+//! (one per mode: TCP, UDP, -R, --bidir, bounceback, connect-only, trip times, working
+//! load). Loading it gives a fixed [`Report`]; the tests check that
+//! - the JSON document renders back byte for byte (so the types lose nothing and a saved
+//!   document re-renders as it was written),
+//! - the text renderer and the `--json-stream` events print exactly
+//!   `testdata/<case>.txt` / `<case>.jsonl`.
+//!
+//! Plain expected files rather than a snapshot crate: nothing to install, and a diff of
+//! a renderer change is an ordinary `git diff` of the `.txt` file. After an intended
+//! change, `NETMETER_UPDATE_SNAPSHOTS=1 cargo test --lib report::snapshots` rewrites the
+//! expected files; review them before committing.
+
+use super::text::{self, TextCtx};
+use super::{Report, json};
+use crate::spec::Protocol;
+use crate::units::Format;
+use std::path::PathBuf;
+
+/// How one fixture is rendered as text.
+struct Case {
+    name: &'static str,
+    bounceback: bool,
+    connect_only: bool,
+    verbose: bool,
+    histogram_bin_ms: Option<f64>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "tcp",
+        bounceback: false,
+        connect_only: false,
+        verbose: true,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "udp",
+        bounceback: false,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "tcp_reverse",
+        bounceback: false,
+        connect_only: false,
+        verbose: true,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "tcp_bidir",
+        bounceback: false,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "udp_bidir",
+        bounceback: false,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "bounceback",
+        bounceback: true,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: Some(0.1),
+    },
+    Case {
+        name: "connect_only",
+        bounceback: false,
+        connect_only: true,
+        verbose: false,
+        histogram_bin_ms: None,
+    },
+    Case {
+        name: "trip_times",
+        bounceback: false,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: Some(0.05),
+    },
+    Case {
+        name: "working_load",
+        bounceback: true,
+        connect_only: false,
+        verbose: false,
+        histogram_bin_ms: None,
+    },
+];
+
+fn testdata(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/report/testdata")
+        .join(file)
+}
+
+fn load(name: &str) -> (String, Report) {
+    let raw = std::fs::read_to_string(testdata(&format!("{name}.json"))).unwrap();
+    let report: Report = serde_json::from_str(&raw).unwrap();
+    (raw, report)
+}
+
+/// Compare with the expected file, or rewrite it when asked to.
+fn check(file: &str, actual: &str) {
+    let path = testdata(file);
+    if std::env::var_os("NETMETER_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (NETMETER_UPDATE_SNAPSHOTS=1 writes it)", file));
+    same(file, &expected, actual);
+}
+
+/// Panic with the first differing lines, not two whole documents.
+fn same(file: &str, expected: &str, actual: &str) {
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{file} differs from line {}:\n--- expected\n{}\n--- actual\n{}",
+            line + 1,
+            expected
+                .lines()
+                .skip(line)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            actual
+                .lines()
+                .skip(line)
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+}
+
+fn ctx(r: &Report, c: &Case) -> TextCtx {
+    TextCtx {
+        format: Format::Auto,
+        protocol: match r.start.test_start.protocol.as_str() {
+            "UDP" => Protocol::Udp,
+            _ => Protocol::Tcp,
+        },
+        bidir: r.start.test_start.bidir == 1,
+        client: r.start.connecting_to.is_some(),
+        verbose: c.verbose,
+        title: r.title.clone(),
+        bounceback: c.bounceback,
+        connect_only: c.connect_only,
+        histogram_bin_ms: c.histogram_bin_ms,
+    }
+}
+
+/// Whether this side sends on each of `end.streams`, from the interval rows.
+fn local_senders(r: &Report, client: bool) -> Vec<bool> {
+    let rows = r.intervals.last().map(|iv| &iv.streams[..]).unwrap_or(&[]);
+    r.end
+        .streams
+        .iter()
+        .map(|s| {
+            let socket = s
+                .sender
+                .as_ref()
+                .or(s.receiver.as_ref())
+                .map(|x| x.socket)
+                .or(s.udp.as_ref().map(|u| u.socket));
+            rows.iter()
+                .find(|row| Some(row.socket) == socket)
+                .map(|row| row.sender)
+                .unwrap_or(client)
+        })
+        .collect()
+}
+
+/// The text a client prints from its first interval to the end of the summary.
+fn render_text(r: &Report, ctx: &TextCtx) -> String {
+    let mut t = String::new();
+    if let Some(first) = r.intervals.first() {
+        t.push_str(&ctx.titled(text::first_interval_header(ctx, first)));
+    }
+    for iv in &r.intervals {
+        t.push_str(&text::interval(ctx, iv));
+    }
+    let sender_retransmits = ctx.protocol == Protocol::Tcp
+        && r.end
+            .streams
+            .iter()
+            .any(|s| s.sender.as_ref().is_some_and(|x| x.retransmits.is_some()));
+    let senders = local_senders(r, ctx.client);
+    t.push_str(&ctx.titled(text::end_summary(ctx, &r.end, sender_retransmits, &senders)));
+    t
+}
+
+fn render_stream(r: &Report) -> String {
+    let mut t = json::event("start", &r.start);
+    for iv in &r.intervals {
+        t.push_str(&json::event("interval", iv));
+    }
+    t.push_str(&json::event("end", &r.end));
+    t
+}
+
+#[test]
+fn json_documents_render_back_byte_for_byte() {
+    for c in CASES {
+        let (raw, report) = load(c.name);
+        same(&format!("{}.json", c.name), &raw, &json::document(&report));
+    }
+}
+
+#[test]
+fn text_renderer_snapshots() {
+    for c in CASES {
+        let (_, report) = load(c.name);
+        check(
+            &format!("{}.txt", c.name),
+            &render_text(&report, &ctx(&report, c)),
+        );
+    }
+}
+
+#[test]
+fn text_renderer_with_a_title_prefixes_every_line() {
+    let (_, mut report) = load("tcp_bidir");
+    report.title = Some("lab".into());
+    let t = render_text(&report, &ctx(&report, &CASES[3]));
+    assert!(t.lines().all(|l| l.starts_with("lab:  ")), "{t}");
+}
+
+#[test]
+fn json_stream_snapshots() {
+    for name in ["tcp", "udp_bidir", "bounceback"] {
+        let (_, report) = load(name);
+        check(&format!("{name}.jsonl"), &render_stream(&report));
+    }
+}
