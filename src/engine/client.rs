@@ -1051,15 +1051,16 @@ fn converse(
             other => bail!("internal error: unexpected step {other:?} at the end"),
         }
     }
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         &spec,
         &locals,
         &peer,
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     if let Some(t) = peer.server_output_text.take() {
         out.text("\nServer output:\n");
         out.text(&t);
@@ -1135,15 +1136,16 @@ fn partial_end(
         .first()
         .and_then(|s| sock::congestion(s.as_raw_fd()));
     out.error(&why.to_string());
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         spec,
         locals,
         &Results::default(),
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     why.into()
 }
 

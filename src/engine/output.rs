@@ -5,7 +5,7 @@
 //! client that asked for `--get-server-output`.
 
 use crate::report::text::{self, TextCtx};
-use crate::report::{Interval, Report, json};
+use crate::report::{End, Interval, Report, json};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -103,8 +103,11 @@ impl Output {
         self.report.intervals.push(iv);
     }
 
-    /// The end summary is complete (text already rendered by the caller).
-    pub fn end_done(&mut self) {
+    /// The end summary: print it (text, `--json-stream`) and keep it in the report.
+    pub fn end(&mut self, end: End) {
+        let t = text::end_summary(&self.ctx, &end);
+        self.report.end = end;
+        self.text(&t);
         if self.mode == Mode::JsonStream {
             let s = json::event("end", &self.report.end);
             self.write(&s);

@@ -18,6 +18,9 @@ use crate::wire::Bounceback;
 use crate::wire::WorkingLoad;
 use crate::wire::{Results, StreamResult};
 
+mod end;
+pub use end::{EndInputs, end};
+
 /// TCP summary figures kept by a sending stream over the whole test.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TcpTotals {

@@ -114,3 +114,50 @@ impl From<SumIntervalDoc> for SumInterval {
         }
     }
 }
+
+impl super::Report {
+    /// Read a saved `-J` document. What the document does not say about this side's
+    /// roles ([`super::LocalRoles`]) is inferred: which streams it sent on from the
+    /// interval rows (`sender` per socket; without intervals, the client sends unless
+    /// the test was reversed), and the Retr column from the senders' retransmit counts.
+    pub fn from_document(json: &str) -> serde_json::Result<super::Report> {
+        let mut r: super::Report = serde_json::from_str(json)?;
+        r.end.local = roles_of(&r);
+        Ok(r)
+    }
+}
+
+fn roles_of(r: &super::Report) -> super::LocalRoles {
+    let client = r.start.connecting_to.is_some();
+    let default_sender = client == (r.start.test_start.reverse == 0);
+    let rows = r.intervals.last().map(|iv| &iv.streams[..]).unwrap_or(&[]);
+    let senders = r
+        .end
+        .streams
+        .iter()
+        .map(|s| {
+            let socket = s
+                .sender
+                .as_ref()
+                .or(s.receiver.as_ref())
+                .map(|x| x.socket)
+                .or(s.udp.as_ref().map(|u| u.socket));
+            match s.udp.as_ref() {
+                Some(u) => u.sender,
+                None => rows
+                    .iter()
+                    .find(|row| Some(row.socket) == socket)
+                    .map_or(default_sender, |row| row.sender),
+            }
+        })
+        .collect();
+    let sender_retransmits = r.start.test_start.protocol == "TCP"
+        && r.end
+            .streams
+            .iter()
+            .any(|s| s.sender.as_ref().is_some_and(|x| x.retransmits.is_some()));
+    super::LocalRoles {
+        senders,
+        sender_retransmits,
+    }
+}

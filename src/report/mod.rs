@@ -395,6 +395,20 @@ pub struct End {
     /// netmeter's end-of-test host facts and warnings.
     #[serde(default)]
     pub netmeter: EndExt,
+    /// What this side did on each stream, for the text renderer. Not part of the JSON
+    /// document (iperf3's schema has no such key); [`Report::from_document`] infers it.
+    #[serde(skip)]
+    pub local: LocalRoles,
+}
+
+/// This side's part in each of `end.streams`, which the end table's tags and columns
+/// depend on.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LocalRoles {
+    /// `senders[i]`: this side sends on `end.streams[i]`.
+    pub senders: Vec<bool>,
+    /// The TCP sender's retransmissions are known (the end table has a Retr column).
+    pub sender_retransmits: bool,
 }
 
 /// netmeter's additions to `end`: what the hosts themselves did to the measurement.

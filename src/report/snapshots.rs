@@ -102,7 +102,7 @@ fn testdata(file: &str) -> PathBuf {
 
 fn load(name: &str) -> (String, Report) {
     let raw = std::fs::read_to_string(testdata(&format!("{name}.json"))).unwrap();
-    let report: Report = serde_json::from_str(&raw).unwrap();
+    let report = Report::from_document(&raw).unwrap();
     (raw, report)
 }
 
@@ -162,27 +162,6 @@ fn ctx(r: &Report, c: &Case) -> TextCtx {
     }
 }
 
-/// Whether this side sends on each of `end.streams`, from the interval rows.
-fn local_senders(r: &Report, client: bool) -> Vec<bool> {
-    let rows = r.intervals.last().map(|iv| &iv.streams[..]).unwrap_or(&[]);
-    r.end
-        .streams
-        .iter()
-        .map(|s| {
-            let socket = s
-                .sender
-                .as_ref()
-                .or(s.receiver.as_ref())
-                .map(|x| x.socket)
-                .or(s.udp.as_ref().map(|u| u.socket));
-            rows.iter()
-                .find(|row| Some(row.socket) == socket)
-                .map(|row| row.sender)
-                .unwrap_or(client)
-        })
-        .collect()
-}
-
 /// The text a client prints from its first interval to the end of the summary.
 fn render_text(r: &Report, ctx: &TextCtx) -> String {
     let mut t = String::new();
@@ -192,13 +171,7 @@ fn render_text(r: &Report, ctx: &TextCtx) -> String {
     for iv in &r.intervals {
         t.push_str(&text::interval(ctx, iv));
     }
-    let sender_retransmits = ctx.protocol == Protocol::Tcp
-        && r.end
-            .streams
-            .iter()
-            .any(|s| s.sender.as_ref().is_some_and(|x| x.retransmits.is_some()));
-    let senders = local_senders(r, ctx.client);
-    t.push_str(&ctx.titled(text::end_summary(ctx, &r.end, sender_retransmits, &senders)));
+    t.push_str(&ctx.titled(text::end_summary(ctx, &r.end)));
     t
 }
 

@@ -622,15 +622,11 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
 /// Everything printed after the last interval: the end table, spurious retransmits,
 /// `-V` CPU and congestion lines, the netmeter summaries (bounceback, connect-only,
 /// working load, trip times, profiles), `--histograms` and the host warnings.
-/// `local_senders[i]` tells whether this side sends on `e.streams[i]`;
-/// `sender_retransmits` whether the end table has a Retr column.
-pub fn end_summary(
-    ctx: &TextCtx,
-    e: &End,
-    sender_retransmits: bool,
-    local_senders: &[bool],
-) -> String {
-    let mut t = end(ctx, e, sender_retransmits, local_senders);
+/// `e.local` tells on which streams this side sends and whether the end table has a
+/// Retr column.
+pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
+    let local_senders = &e.local.senders[..];
+    let mut t = end(ctx, e, e.local.sender_retransmits, local_senders);
     t.push_str(&spurious_retransmits(e, local_senders));
     if ctx.verbose {
         t.push_str(&cpu(e, local_senders.iter().any(|&s| s)));
