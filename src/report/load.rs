@@ -1,6 +1,9 @@
 //! Reading a saved `-J` document back into the [`Report`](super::Report) types.
 //!
-//! Most types deserialize with their derived `Deserialize`. Interval rows cannot: a UDP
+//! Most types deserialize with their derived `Deserialize`; the `start` and `end`
+//! objects default what is missing (`#[serde(default)]`), so an iperf3 document, which
+//! has no `netmeter` keys and a few others fewer, loads into the same types (tested on
+//! iperf3 3.22's TCP and UDP `--bidir` documents). Interval rows cannot: a UDP
 //! receiver's `packets` belongs to its receive figures (`jitter_ms`, `lost_packets`,
 //! `packets`, `lost_percent`, flattened), a sender's to the row itself, and serde's
 //! flattening cannot tell them apart. The row is read into a plain shape first and

@@ -33,6 +33,7 @@ pub struct Connected {
 
 /// `start.timestamp`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct Timestamp {
     pub time: String,
     pub timesecs: u64,
@@ -48,6 +49,7 @@ pub struct HostPort {
 
 /// `start.test_start`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct TestStart {
     pub protocol: String,
     pub num_streams: u32,
@@ -73,6 +75,7 @@ pub struct TestStart {
 
 /// netmeter's additions to `start`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct StartExt {
     /// "netmeter" when the peer answered the extension request, else "iperf3".
     pub peer: String,
@@ -94,6 +97,7 @@ pub struct StartExt {
 
 /// The `start` object.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct Start {
     pub connected: Vec<Connected>,
     pub version: String,
@@ -271,6 +275,7 @@ pub struct Interval {
 
 /// One side (sender or receiver) of a TCP stream's end summary.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndSide {
     pub socket: i64,
     pub start: f64,
@@ -300,6 +305,7 @@ pub struct EndSide {
 
 /// A UDP stream's merged end summary (`end.streams[].udp`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndUdp {
     pub socket: i64,
     pub start: f64,
@@ -344,6 +350,7 @@ pub struct EndStream {
 
 /// An end-of-test sum (`sum_sent`, `sum_received`, `sum`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndSum {
     pub start: f64,
     pub end: f64,
@@ -361,6 +368,7 @@ pub struct EndSum {
 
 /// `end.cpu_utilization_percent`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct CpuUtil {
     pub host_total: f64,
     pub host_user: f64,
@@ -372,6 +380,7 @@ pub struct CpuUtil {
 
 /// The `end` object.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct End {
     pub streams: Vec<EndStream>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -413,6 +422,7 @@ pub struct LocalRoles {
 
 /// netmeter's additions to `end`: what the hosts themselves did to the measurement.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndExt {
     /// UDP datagrams this side's kernel dropped because a receive buffer was full
     /// (SO_MEMINFO drops), summed over its receiving streams.

@@ -218,3 +218,49 @@ fn json_stream_snapshots() {
         check(&format!("{name}.jsonl"), &render_stream(&report));
     }
 }
+
+#[test]
+fn iperf3_documents_load_into_the_same_types() {
+    for name in ["iperf3_322_tcp", "iperf3_322_udp_bidir"] {
+        let raw = std::fs::read_to_string(testdata(&format!("{name}.json"))).unwrap();
+        let r = Report::from_document(&raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let n = |path: &str| v.pointer(path).and_then(|x| x.as_f64()).unwrap();
+        assert_eq!(r.intervals.len(), v["intervals"].as_array().unwrap().len());
+        assert_eq!(
+            r.end.streams.len(),
+            v["end"]["streams"].as_array().unwrap().len()
+        );
+        let row = &r.intervals[0].streams[0];
+        assert_eq!(
+            row.bytes as f64,
+            n("/intervals/0/streams/0/bytes"),
+            "{name}"
+        );
+        assert_eq!(
+            r.start.test_start.protocol,
+            v["start"]["test_start"]["protocol"]
+        );
+        if r.start.test_start.protocol == "UDP" {
+            // A receiver's row: its `packets` are the receive figures' count.
+            let rx = r.intervals[0].streams.iter().find(|s| !s.sender).unwrap();
+            assert!(
+                rx.udp_recv.is_some() && rx.packets.is_none(),
+                "{name}: {rx:?}"
+            );
+            let e = r.end.sum_received.as_ref().unwrap();
+            assert_eq!(e.bytes as f64, n("/end/sum_received/bytes"), "{name}");
+        } else {
+            assert!(row.tcp.is_some(), "{name}");
+            let sent = r.end.sum_sent.as_ref().unwrap();
+            assert_eq!(
+                sent.retransmits.map(|x| x as f64),
+                Some(n("/end/sum_sent/retransmits"))
+            );
+            assert!(r.end.local.sender_retransmits);
+        }
+        // And it renders.
+        let c = &CASES[0];
+        assert!(render_text(&r, &ctx(&r, c)).contains("sender"), "{name}");
+    }
+}
