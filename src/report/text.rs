@@ -5,6 +5,9 @@
 //! `Jitter    Lost/Total Datagrams` for UDP receivers. Every function returns the lines
 //! to print; nothing here writes to a terminal.
 
+pub mod connect;
+pub mod profile;
+
 use super::{Connected, End, EndSum, Interval, StreamInterval, SumInterval};
 use crate::spec::Protocol;
 use crate::units::{Format, format_bytes, format_rate};
@@ -89,7 +92,7 @@ pub fn connected(c: &Connected) -> String {
 /// The column header printed before the first interval of a direction.
 pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
     if ctx.connect_only {
-        return super::connect::header(ctx);
+        return connect::header(ctx);
     }
     let id = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
     let cols = match (ctx.protocol, sender) {
@@ -140,7 +143,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         Some(o) => format!("  OWD {:.3}/{:.3}/{:.3} ms", o.min_ms, o.mean_ms, o.max_ms),
         None => String::new(),
     };
-    let profile = super::profile::row_suffix(r.netmeter);
+    let profile = profile::row_suffix(r.netmeter);
     format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
@@ -170,7 +173,7 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
     } else {
         String::new()
     };
-    let profile = super::profile::row_suffix(s.netmeter);
+    let profile = profile::row_suffix(s.netmeter);
     format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
 }
 
@@ -377,7 +380,7 @@ pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
 /// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
 pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
     if ctx.connect_only {
-        return ctx.titled(super::connect::interval_text(ctx, iv));
+        return ctx.titled(connect::interval_text(ctx, iv));
     }
     let mut out = String::new();
     let per_dir = if ctx.bidir {
@@ -642,10 +645,10 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         t.push_str(&bounceback_summary(b));
     }
     if let Some(c) = &x.connect_only {
-        t.push_str(&super::connect::summary_text(c));
+        t.push_str(&connect::summary_text(c));
     }
     if let Some(a) = &x.connect_only_answered {
-        t.push_str(&super::connect::answered_text(a));
+        t.push_str(&connect::answered_text(a));
     }
     if let Some(wl) = &x.working_load {
         t.push_str(&working_load_summary(wl, ctx.format));
@@ -653,7 +656,7 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
     if let Some(tt) = &x.trip_times {
         t.push_str(&trip_times_summary(tt));
     }
-    t.push_str(&super::profile::summary_text(x));
+    t.push_str(&profile::summary_text(x));
     if let Some(bin) = ctx.histogram_bin_ms {
         if let Some(b) = &x.bounceback {
             t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));

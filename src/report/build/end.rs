@@ -5,10 +5,11 @@
 //! clock estimate, the connections a server answered) and returns the [`End`] object.
 //! Nothing is read back from a renderer; the renderers only read the result.
 
+use super::connect;
 use super::{LocalFinal, bounceback_end, end_stream, end_sums, trip_times_end, working_load_end};
 use crate::clocksync::ClockEstimate;
 use crate::report::advice::{self, HostFacts};
-use crate::report::connect::{self, ConnectOnlyAnswered};
+use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{CpuUtil, End, EndExt, EndStream, LocalRoles};
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::wire::Results;
@@ -112,7 +113,7 @@ fn extensions(i: &EndInputs) -> EndExt {
         .filter(|_| spec.working_load.is_none())
         .and_then(|b| bounceback_end(b, locals));
     x.connect_only = connect::end_of(locals);
-    crate::report::profile::fill_end(&mut x, spec.profile.as_ref(), locals, peer);
+    super::profile::fill_end(&mut x, spec.profile.as_ref(), locals, peer);
     x.connect_only_answered = i.connect_only_answered;
     if i.client {
         x.working_load = spec
