@@ -561,6 +561,7 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
+        histogram_bin_ms: cfg.histograms,
         format: cfg.format,
         protocol: cfg.spec.protocol,
         bidir: cfg.spec.direction == Direction::Bidir,
@@ -569,7 +570,6 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
         title: cfg.spec.title.clone(),
     };
     let mut out = Output::new(cfg.mode, sink, ctx);
-    out.histogram_bin_ms = cfg.histograms;
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
@@ -1081,15 +1081,16 @@ fn converse(
             other => bail!("internal error: unexpected step {other:?} at the end"),
         }
     }
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         &spec,
         &locals,
         &peer,
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     if let Some(t) = peer.server_output_text.take() {
         out.text("\nServer output:\n");
         out.text(&t);
@@ -1165,15 +1166,16 @@ fn partial_end(
         .first()
         .and_then(|s| sock::congestion(s.as_fd()));
     out.error(&why.to_string());
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         spec,
         locals,
         &Results::default(),
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     why.into()
 }
 

@@ -558,6 +558,7 @@ impl Session<'_> {
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
             connect_only: spec.connect_only,
+            histogram_bin_ms: None,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,
@@ -941,7 +942,16 @@ impl Session<'_> {
                 .first()
                 .and_then(|s| sock::congestion(s.as_fd()));
             let peer = Results::default();
-            test_common::finish(out, spec, &locals, &peer, cpu, congestion, false);
+            out.end(build::end(&test_common::end_inputs(
+                &out.report.start,
+                spec,
+                &locals,
+                &peer,
+                cpu,
+                congestion,
+                false,
+                false,
+            )));
             return Err(why.into());
         }
         // Stop sending, then count what is still in flight to us before sampling; join
@@ -971,20 +981,21 @@ impl Session<'_> {
         let peer_results: Results = ctrl
             .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")
             .map_err(|e| anyhow!("{e}"))?;
-        if let Some(a) = &meter.answered {
-            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
-            out.report.end.netmeter.connect_only_answered =
-                Some(ConnectOnlyAnswered::new(a.total(), secs));
-        }
-        test_common::finish(
-            out,
+        let mut inputs = test_common::end_inputs(
+            &out.report.start,
             spec,
             &locals,
             &peer_results,
             cpu,
             congestion.clone(),
             false,
+            false,
         );
+        inputs.connect_only_answered = meter.answered.as_ref().map(|a| {
+            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
+            ConnectOnlyAnswered::new(a.total(), secs)
+        });
+        out.end(build::end(&inputs));
         let mut mine =
             build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
         if spec.get_server_output {
