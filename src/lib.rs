@@ -6,6 +6,7 @@
 //! [`report::Report`] that renderers print as iperf3-style text or JSON.
 //! `ARCHITECTURE.md` is the map.
 
+// `unsafe` lives only in `sock`, the platform layer, which allows it for itself.
 #![deny(unsafe_code)]
 
 pub mod cli;

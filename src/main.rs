@@ -1,5 +1,7 @@
 //! The `netmeter` binary: parse flags, run, print one line on error, set the exit code.
 
+#![forbid(unsafe_code)]
+
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::{Stopped, TestError, client, server};

@@ -22,9 +22,9 @@ use crate::units::Format;
 use crate::wire::{self, Cookie, ExtAnswer, Feature, Results, State};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -262,8 +262,9 @@ pub(crate) fn httpdate(secs: u64) -> String {
 pub struct LiveStreams {
     pub shared: Vec<Arc<StreamShared>>,
     pub handles: Vec<(bool, JoinHandle<()>)>,
-    /// The TCP sockets, in the order of `shared` (both are pushed per stream).
-    pub keep_tcp: Vec<TcpStream>,
+    /// The TCP sockets, in the order of `shared` (both are pushed per stream). Shared
+    /// with the streams' `StreamShared::tcp` (weakly) for TCP_INFO.
+    pub keep_tcp: Vec<Arc<TcpStream>>,
     pub keep_udp: Vec<UdpSocket>,
     pub stop_send: Arc<AtomicBool>,
     pub stop_recv: Arc<AtomicBool>,
@@ -358,9 +359,9 @@ impl LiveStreams {
             if let Some(s) = self
                 .keep_udp
                 .iter()
-                .find(|s| s.as_raw_fd() as i64 == l.socket)
+                .find(|s| sock::socket_number(s) == l.socket)
             {
-                l.host_drops = sock::socket_drops(s.as_raw_fd());
+                l.host_drops = sock::socket_drops(s.as_fd());
             }
         }
         for l in locals.iter_mut().filter(|l| l.sender) {
@@ -387,6 +388,7 @@ pub fn make_worker(
     spec: &TestSpec,
     id: i64,
     socket: i64,
+    tcp: Weak<TcpStream>,
     sender: bool,
     forward: bool,
     live: &LiveStreams,
@@ -404,6 +406,7 @@ pub fn make_worker(
     let shared = Arc::new(StreamShared {
         id,
         socket,
+        tcp,
         sender,
         forward,
         bytes: Default::default(),
@@ -444,10 +447,8 @@ pub fn make_worker(
         payload: payload.clone(),
         udp_seq64: spec.udp_seq64,
         zerocopy: if sender { zerocopy.clone() } else { None },
-        msg_zerocopy: false,
         skip_rx_copy: spec.skip_rx_copy && !sender,
-        udp_gso: false,
-        udp_gro: false,
+        caps: sock::Capabilities::default(),
         bounceback: bounce,
         ts_ns: spec.trip_times,
         owd_correction_ns: 0,
@@ -464,22 +465,45 @@ pub fn load_start(spec: &TestSpec, t0: Instant) -> Option<Instant> {
         .map(|w| t0 + Duration::from_millis(w.idle_ms as u64))
 }
 
-/// Switch on UDP GSO (sender) or GRO (receiver) where the kernel offers it and the test
-/// allows it (`--no-gso` / `--no-gro`, carried to the server in the extension request);
-/// records what is in use in the worker, for the JSON record and `-V`.
-pub fn probe_udp_offload(w: &mut Worker, spec: &TestSpec, fd: std::os::fd::RawFd) {
-    // Request/response datagrams must stay single datagrams.
-    if w.bounceback.is_some() || w.profile.is_some() {
-        return;
+/// Probe the stream's socket for what its data loop can use, as far as the test allows
+/// it, and record what was granted in `w.caps` (for the loop, the JSON record and `-V`):
+/// - UDP bulk streams: GSO when sending (unless `--no-gso`; carried to the server in the
+///   extension request), GRO and kernel receive timestamps when receiving (GRO unless
+///   `--no-gro`). Request/response and profiled datagrams stay single datagrams.
+/// - `-Z` TCP senders: `MSG_ZEROCOPY` where the socket accepts SO_ZEROCOPY (it measured
+///   faster than `sendfile` here, docs/benchmarks.md), else `sendfile`.
+///   `NETMETER_ZEROCOPY=sendfile` forces `sendfile`.
+/// - Request/response streams with `--busy-poll`: SO_BUSY_POLL.
+pub fn probe_capabilities(w: &mut Worker, spec: &TestSpec, fd: BorrowedFd<'_>) {
+    let sender = w.shared.sender;
+    let mut want = sock::Wanted {
+        busy_poll_us: w.bounceback.map(|b| b.busy_poll_us).filter(|&us| us > 0),
+        ..Default::default()
+    };
+    match spec.protocol {
+        Protocol::Udp if w.bounceback.is_none() && w.profile.is_none() => {
+            let len = w.block_len;
+            if sender {
+                want.gso_segment = (!spec.no_gso && stream::gso_segments(len) > 1)
+                    .then(|| u16::try_from(len).ok())
+                    .flatten();
+            } else {
+                want.gro = !spec.no_gro;
+            }
+        }
+        Protocol::Udp => {}
+        Protocol::Tcp => {
+            let forced_sendfile =
+                std::env::var_os("NETMETER_ZEROCOPY").is_some_and(|v| v == "sendfile");
+            want.msg_zerocopy = w.zerocopy.is_some() && sender && !forced_sendfile;
+        }
     }
-    let len = w.block_len;
-    if w.shared.sender {
-        w.udp_gso = !spec.no_gso
-            && stream::gso_segments(len) > 1
-            && u16::try_from(len).is_ok_and(|l| sock::set_udp_gso(fd, l));
-    } else {
-        w.udp_gro = !spec.no_gro && sock::set_udp_gro(fd);
-    }
+    // The bulk UDP receive loop (`stream::udp_recv`) is the one that reads the stamps.
+    want.rx_timestamps = spec.protocol == Protocol::Udp
+        && !sender
+        && w.bounceback.is_none()
+        && w.shared.udp.is_some();
+    w.caps = sock::Capabilities::probe(fd, &want);
 }
 
 /// What this side's UDP streams do about segmentation offload, for the `-V` text.
@@ -500,28 +524,15 @@ pub fn udp_offload_note(spec: &TestSpec, workers: &[&Worker]) -> Option<text::Ud
         datagram_len: len,
         batch: stream::UDP_BATCH,
         gso: (!senders.is_empty()).then(|| {
-            let on = senders.iter().any(|w| w.udp_gso);
+            let on = senders.iter().any(|w| w.caps.gso);
             (
                 why_not(on, spec.no_gso),
                 if on { stream::gso_segments(len) } else { 1 },
             )
         }),
         gro: (!receivers.is_empty())
-            .then(|| why_not(receivers.iter().any(|w| w.udp_gro), spec.no_gro)),
+            .then(|| why_not(receivers.iter().any(|w| w.caps.gro), spec.no_gro)),
     })
-}
-
-/// `-Z` sender: use `MSG_ZEROCOPY` where the socket accepts SO_ZEROCOPY (it measured
-/// faster than `sendfile` here, docs/benchmarks.md), else keep `sendfile`.
-/// `NETMETER_ZEROCOPY=sendfile` forces `sendfile`.
-pub fn probe_tcp_zerocopy(w: &mut Worker, fd: std::os::fd::RawFd) {
-    if w.zerocopy.is_none() || !w.shared.sender {
-        return;
-    }
-    if std::env::var_os("NETMETER_ZEROCOPY").is_some_and(|v| v == "sendfile") {
-        return;
-    }
-    w.msg_zerocopy = sock::enable_msg_zerocopy(fd);
 }
 
 /// The budget shared by a direction's senders in `-n` / `-k` tests.
@@ -553,6 +564,7 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report, TestError> {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
+        histogram_bin_ms: cfg.histograms,
         format: cfg.format,
         protocol: cfg.spec.protocol,
         bidir: cfg.spec.direction == Direction::Bidir,
@@ -561,7 +573,6 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report, TestError> {
         title: cfg.spec.title.clone(),
     };
     let mut out = Output::new(cfg.mode, sink, ctx);
-    out.histogram_bin_ms = cfg.histograms;
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
@@ -624,14 +635,14 @@ fn converse(
         let mut spec = cfg.spec.clone();
         if spec.protocol == Protocol::Udp && !cfg.len_given {
             // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
-            spec.block_len = sock::tcp_mss(ctrl.sock.as_raw_fd())
+            spec.block_len = sock::tcp_mss(ctrl.sock.as_fd())
                 .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
                 .unwrap_or(wire::UDP_DEFAULT_LEN)
                 .max(wire::UDP_MIN_LEN);
         }
         spec
     };
-    let mss = sock::tcp_mss(ctrl.sock.as_raw_fd());
+    let mss = sock::tcp_mss(ctrl.sock.as_fd());
     if asked.bounceback.is_some() && !cfg.extensions {
         return Err(TestError::Usage(
             "--bounceback needs netmeter's extensions (drop --no-extensions)",
@@ -716,7 +727,7 @@ fn converse(
                 if let Some(at) = cfg.txstart {
                     super::profile::txstart_before_streams(
                         at,
-                        ctrl.sock.as_raw_fd(),
+                        ctrl.sock.as_fd(),
                         spec.total_streams(),
                     );
                 }
@@ -730,26 +741,45 @@ fn converse(
                             std::io::Write::write_all(&mut s, &cookie.0).map_err(|e| {
                                 TestError::io_while("cannot send the cookie on a data stream", e)
                             })?;
-                            let fd = s.as_raw_fd() as i64;
+                            let s = Arc::new(s);
+                            let fd = sock::socket_number(&s);
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                                spec,
+                                id,
+                                fd,
+                                Arc::downgrade(&s),
+                                sender,
+                                sender,
+                                &live,
+                                &payload,
+                                &budget,
+                                &zerocopy,
                             );
-                            probe_tcp_zerocopy(&mut w, s.as_raw_fd());
-                            // The thread gets a duplicate; the original (whose number
-                            // TCP_INFO uses) stays open here until the test is over.
+                            probe_capabilities(&mut w, spec, s.as_fd());
+                            // The thread gets a duplicate; the original (TCP_INFO is read
+                            // through it) stays open here until the test is over.
                             let for_thread = s.try_clone()?;
                             live.keep_tcp.push(s);
                             (fd, local, (w, Some(for_thread), None))
                         }
                         Protocol::Udp => {
                             let s = connect_udp(cfg, &server, spec, cport)?;
-                            let fd = s.as_raw_fd() as i64;
+                            let fd = sock::socket_number(&s);
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                spec, id, fd, sender, sender, &live, &payload, &budget, &zerocopy,
+                                spec,
+                                id,
+                                fd,
+                                Weak::new(),
+                                sender,
+                                sender,
+                                &live,
+                                &payload,
+                                &budget,
+                                &zerocopy,
                             );
-                            probe_udp_offload(&mut w, spec, s.as_raw_fd());
+                            probe_capabilities(&mut w, spec, s.as_fd());
                             let for_thread = s.try_clone()?;
                             live.keep_udp.push(s);
                             (fd, local, (w, None, Some(for_thread)))
@@ -948,7 +978,7 @@ fn converse(
     let congestion = live
         .keep_tcp
         .first()
-        .and_then(|s| sock::congestion(s.as_raw_fd()));
+        .and_then(|s| sock::congestion(s.as_fd()));
     let mut peer = Results::default();
     loop {
         let st = ctrl
@@ -1000,15 +1030,16 @@ fn converse(
             }
         }
     }
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         &spec,
         &locals,
         &peer,
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     if let Some(t) = peer.server_output_text.take() {
         out.text("\nServer output:\n");
         out.text(&t);
@@ -1081,17 +1112,18 @@ fn partial_end(
     let congestion = live
         .keep_tcp
         .first()
-        .and_then(|s| sock::congestion(s.as_raw_fd()));
+        .and_then(|s| sock::congestion(s.as_fd()));
     out.error(&why.to_string());
-    test_common::finish(
-        out,
+    out.end(build::end(&test_common::end_inputs(
+        &out.report.start,
         spec,
         locals,
         &Results::default(),
         cpu,
         congestion,
+        true,
         cfg.in_process_server,
-    );
+    )));
     why.into()
 }
 
@@ -1099,8 +1131,8 @@ fn partial_end(
 /// each, `start.test_start.gso`/`gro` as iperf3 3.22 writes them).
 pub fn udp_offloads(workers: &[&Worker]) -> (u8, u8) {
     (
-        workers.iter().any(|w| w.udp_gso) as u8,
-        workers.iter().any(|w| w.udp_gro) as u8,
+        workers.iter().any(|w| w.caps.gso) as u8,
+        workers.iter().any(|w| w.caps.gro) as u8,
     )
 }
 
@@ -1108,7 +1140,7 @@ pub fn udp_offloads(workers: &[&Worker]) -> (u8, u8) {
 pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
     match spec.protocol {
         Protocol::Tcp if spec.connect_only => "tcp connect/request/response/close".into(),
-        Protocol::Tcp if spec.zerocopy && workers.iter().any(|w| w.msg_zerocopy) => {
+        Protocol::Tcp if spec.zerocopy && workers.iter().any(|w| w.caps.msg_zerocopy) => {
             "tcp send(MSG_ZEROCOPY)".into()
         }
         // -Z is a sending method: a side that only receives reports its reads.
@@ -1116,8 +1148,8 @@ pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
         Protocol::Tcp if spec.skip_rx_copy => "tcp write/recv(MSG_TRUNC)".into(),
         Protocol::Tcp => "tcp write/read".into(),
         Protocol::Udp => {
-            let gso = workers.iter().any(|w| w.udp_gso);
-            let gro = workers.iter().any(|w| w.udp_gro);
+            let gso = workers.iter().any(|w| w.caps.gso);
+            let gro = workers.iter().any(|w| w.caps.gro);
             format!(
                 "udp sendmmsg{}/recvmmsg{}",
                 if gso { "+GSO" } else { "" },
@@ -1187,20 +1219,25 @@ mod tests {
         let mut live = LiveStreams::default();
         let payload = Arc::new(vec![0u8; 16]);
         let (fd, kind) = match &sock {
-            Sock::Tcp(t) => (t.as_raw_fd(), "TCP"),
-            Sock::Udp(u) => (u.as_raw_fd(), "UDP"),
+            Sock::Tcp(t) => (sock::socket_number(t), "TCP"),
+            Sock::Udp(u) => (sock::socket_number(u), "UDP"),
         };
+        let sock = match sock {
+            Sock::Tcp(t) => Ok(Arc::new(t)),
+            Sock::Udp(u) => Err(u),
+        };
+        let tcp = sock.as_ref().map_or_else(|_| Weak::new(), Arc::downgrade);
         let w = make_worker(
-            spec, 1, fd as i64, sender, true, &live, &payload, &None, &None,
+            spec, 1, fd, tcp, sender, true, &live, &payload, &None, &None,
         );
         live.shared.push(w.shared.clone());
         let handle = match sock {
-            Sock::Tcp(t) => {
+            Ok(t) => {
                 let dup = t.try_clone().unwrap();
                 live.keep_tcp.push(t);
                 stream::spawn_tcp(w, dup)
             }
-            Sock::Udp(u) => {
+            Err(u) => {
                 let dup = u.try_clone().unwrap();
                 live.keep_udp.push(u);
                 stream::spawn_udp(w, dup)

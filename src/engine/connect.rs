@@ -31,7 +31,7 @@ use socket2::{Domain, SockAddr, Socket, Type};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -447,7 +447,7 @@ impl Inner {
     /// Peek at the cookie and answer the connection if it is a registered one.
     fn settle(&self, mut conn: TcpStream) -> Settle {
         let mut cookie = [0u8; COOKIE_LEN];
-        match sock::peek_nowait(conn.as_raw_fd(), &mut cookie) {
+        match sock::peek_nowait(conn.as_fd(), &mut cookie) {
             Ok(n) if n == COOKIE_LEN => {}
             Ok(0) => return Settle::Done, // closed before saying anything
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Settle::Waiting(conn),
@@ -476,12 +476,10 @@ impl Inner {
             return;
         };
         let mut pending: Vec<(TcpStream, SocketAddr, Instant)> = Vec::new();
-        let (mut fds, mut ready) = (Vec::new(), Vec::new());
+        let mut ready = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            fds.clear();
-            fds.push(listener.as_raw_fd());
-            fds.extend(pending.iter().map(|p| p.0.as_raw_fd()));
-            if sock::poll_readable(&fds, ACCEPTOR_POLL, &mut ready).is_err() {
+            let fds = std::iter::once(listener.as_fd()).chain(pending.iter().map(|p| p.0.as_fd()));
+            if sock::poll_readable(fds, ACCEPTOR_POLL, &mut ready).is_err() {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
@@ -550,7 +548,7 @@ mod tests {
             client.write_all(&c).unwrap();
             let (conn, _) = l.accept().unwrap();
             // Wait until the cookie is readable on the server side.
-            assert!(sock::wait_readable(conn.as_raw_fd(), Duration::from_secs(2)).unwrap());
+            assert!(sock::wait_readable(conn.as_fd(), Duration::from_secs(2)).unwrap());
             let back = hub.answer_now(conn);
             assert_eq!(back.is_none(), want_answer);
             if want_answer {

@@ -7,7 +7,7 @@ use crate::wire::{self, ErrCode, State, WireError};
 use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// What went wrong on the control connection.
@@ -100,7 +100,7 @@ impl Ctrl {
         }
         // poll() with microsecond precision: socket read timeouts are rounded to
         // kernel ticks, which would make interval boundaries drift by milliseconds.
-        match crate::sock::wait_readable(self.sock.as_raw_fd(), timeout) {
+        match crate::sock::wait_readable(self.sock.as_fd(), timeout) {
             Ok(true) => {}
             Ok(false) => return Ok(None),
             Err(e) => return Err(CtrlError::Io(e, what)),

@@ -25,6 +25,40 @@ pub fn receiver_end_s(ended_s: f64, last_arrival_s: Option<f64>) -> f64 {
     last_arrival_s.map_or(ended_s, |a| a.max(ended_s))
 }
 
+/// A TCP sender's TCP_INFO as the meter uses it: the report's interval figures
+/// (`retransmits` left 0: the meter takes it from the running total) and the running
+/// totals.
+#[derive(Debug, Clone, Copy)]
+struct TcpSample {
+    figures: TcpFigures,
+    /// `tcpi_total_retrans`, cumulative since the connection opened.
+    total_retrans: u64,
+    /// Unacknowledged segments times MSS: bytes in flight.
+    bytes_in_flight: u64,
+    /// `tcpi_dsack_dups`, cumulative: retransmissions the receiver reported as not
+    /// needed (0 where the kernel is too old to say).
+    dsack_dups: u64,
+}
+
+impl From<sock::TcpInfo> for TcpSample {
+    fn from(i: sock::TcpInfo) -> TcpSample {
+        TcpSample {
+            figures: TcpFigures {
+                retransmits: 0,
+                snd_cwnd: i.snd_cwnd_bytes(),
+                snd_wnd: i.snd_wnd as u64,
+                rtt: i.rtt_us as u64,
+                rttvar: i.rttvar_us as u64,
+                pmtu: i.pmtu as u64,
+                reorder: i.reord_seen as u64,
+            },
+            total_retrans: i.total_retrans as u64,
+            bytes_in_flight: i.bytes_in_flight(),
+            dsack_dups: i.dsack_dups as u64,
+        }
+    }
+}
+
 /// Per-test interval bookkeeping.
 pub struct Meter {
     pub protocol: Protocol,
@@ -60,7 +94,8 @@ impl Meter {
             .iter()
             .map(|s| {
                 if s.sender && protocol == Protocol::Tcp {
-                    sock::tcp_info(s.socket as i32)
+                    s.tcp_info()
+                        .map(TcpSample::from)
                         .map(|i| (i.total_retrans, i.dsack_dups))
                         .unwrap_or((0, 0))
                 } else {
@@ -122,7 +157,7 @@ impl Meter {
         for (i, s) in self.streams.iter().enumerate() {
             let now = Self::sample(s);
             let tcp_info_now = (self.protocol == Protocol::Tcp && s.sender)
-                .then(|| sock::tcp_info(s.socket as i32))
+                .then(|| s.tcp_info().map(TcpSample::from))
                 .flatten();
             // The interval's retransmits and, of those, the D-SACKed (spurious) ones.
             let (tcp, spurious) = match tcp_info_now {
@@ -265,7 +300,7 @@ impl Meter {
                     omitted_errors: b.udp.map_or(0, |bu| bu.lost),
                     tcp: (self.protocol == Protocol::Tcp && s.sender).then(|| {
                         let mut t = self.tcp_totals[i];
-                        if let Some(info) = sock::tcp_info(s.socket as i32) {
+                        if let Some(info) = s.tcp_info().map(TcpSample::from) {
                             let (base_total, base_dsack) = self.retrans_base[i];
                             t.retransmits = info.total_retrans.saturating_sub(base_total);
                             t.spurious_retransmits = info.dsack_dups.saturating_sub(base_dsack);

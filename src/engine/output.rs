@@ -5,7 +5,7 @@
 //! client that asked for `--get-server-output`.
 
 use crate::report::text::{self, TextCtx};
-use crate::report::{Interval, Report, json};
+use crate::report::{End, Interval, Report, json};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -35,8 +35,6 @@ pub struct Output {
     pub report: Report,
     /// Text captured for `--get-server-output`.
     pub captured: Option<String>,
-    /// `--histograms[=BIN_MS]`: print latency histograms with this bin width.
-    pub histogram_bin_ms: Option<f64>,
     headers_done: bool,
 }
 
@@ -56,7 +54,6 @@ impl Output {
                 ..Default::default()
             },
             captured: None,
-            histogram_bin_ms: None,
             headers_done: false,
         }
     }
@@ -91,22 +88,7 @@ impl Output {
     pub fn interval(&mut self, iv: Interval) {
         if !self.headers_done {
             self.headers_done = true;
-            // One header, as iperf3: with --bidir the one whose columns cover both
-            // directions' rows (TCP: the sender's Retr/Cwnd; UDP: Jitter and Lost/Total,
-            // under which a sender's count sits).
-            let sender = if self.ctx.bidir {
-                self.ctx.protocol == crate::spec::Protocol::Tcp
-            } else {
-                iv.streams.first().map(|r| r.sender).unwrap_or(true)
-            };
-            // `--working-load`: bulk rows first, the probe's last; the header is the
-            // bulk streams' (the probe row carries its own trans/s and RTT).
-            let mut ctx = self.ctx.clone();
-            ctx.bounceback &= iv
-                .streams
-                .first()
-                .is_none_or(|r| r.netmeter.and_then(|n| n.transactions).is_some());
-            let h = text::interval_header(&ctx, sender);
+            let h = text::first_interval_header(&self.ctx, &iv);
             self.text(&h);
         }
         let t = text::interval(&self.ctx, &iv);
@@ -121,8 +103,11 @@ impl Output {
         self.report.intervals.push(iv);
     }
 
-    /// The end summary is complete (text already rendered by the caller).
-    pub fn end_done(&mut self) {
+    /// The end summary: print it (text, `--json-stream`) and keep it in the report.
+    pub fn end(&mut self, end: End) {
+        let t = text::end_summary(&self.ctx, &end);
+        self.report.end = end;
+        self.text(&t);
         if self.mode == Mode::JsonStream {
             let s = json::event("end", &self.report.end);
             self.write(&s);

@@ -19,7 +19,7 @@ use crate::sock::Batch;
 use crate::wire::{self, IsochHeader, UdpHeader};
 use std::io::{self, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -302,7 +302,7 @@ pub fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
     let Some(rec) = w.shared.profile.as_ref() else {
         return Ok(());
     };
-    let fd = sock.as_raw_fd();
+    let fd = sock.as_fd();
     let hdr_len = UdpHeader::len(w.udp_seq64);
     let framed = p.framed();
     let min_len = hdr_len + if framed { IsochHeader::LEN } else { 0 };
@@ -429,9 +429,9 @@ pub fn txstart_before_connect(at: f64, out: &mut Output) {
 
 /// Before opening the data streams: sleep until their estimated setup time before the
 /// start (`ctrl_fd`: the control connection, whose RTT sizes the estimate).
-pub fn txstart_before_streams(at: f64, ctrl_fd: i32, streams: u32) {
+pub fn txstart_before_streams(at: f64, ctrl_fd: BorrowedFd<'_>, streams: u32) {
     let rtt_s = crate::sock::tcp_info(ctrl_fd)
-        .map(|i| i.figures.rtt as f64 / 1e6)
+        .map(|i| i.rtt_us as f64 / 1e6)
         .unwrap_or(0.0);
     sleep_until(at, crate::profile::stream_setup_lead_s(rtt_s, streams));
 }

@@ -10,8 +10,7 @@
 use super::CTRL_TIMEOUT;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
-    make_worker, probe_tcp_zerocopy, probe_udp_offload, timestamp_now, udp_offload_note,
-    udp_offloads,
+    make_worker, probe_capabilities, timestamp_now, udp_offload_note, udp_offloads,
 };
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
@@ -34,10 +33,10 @@ use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::client::Family;
@@ -275,7 +274,7 @@ impl Server {
             .spawn(move || udp_accept_loop(&udp_shared, udp))?;
         let mut sessions: Vec<std::thread::JoinHandle<()>> = Vec::new();
         let one_off_done = Arc::new(AtomicBool::new(false));
-        let fd = self.tcp.as_raw_fd();
+        let listener = self.tcp.as_fd();
         // Connect-only tests' acceptors share the listener (see `connect::Hub`); it is
         // non-blocking so that a thread losing the race for a connection just waits on.
         self.tcp.set_nonblocking(true)?;
@@ -307,7 +306,7 @@ impl Server {
                 } else if shared.connect_hub.accepting() {
                     continue;
                 } else {
-                    if !sock::wait_readable(fd, Duration::from_millis(100))? {
+                    if !sock::wait_readable(listener, Duration::from_millis(100))? {
                         continue;
                     }
                     match self.tcp.accept() {
@@ -571,6 +570,7 @@ impl Session<'_> {
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
             connect_only: spec.connect_only,
+            histogram_bin_ms: None,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,
@@ -629,7 +629,7 @@ impl Session<'_> {
         start.target_bitrate = spec.rate_bps;
         start.sock_bufsize = spec.window.unwrap_or(0);
         if spec.protocol == Protocol::Tcp {
-            start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_raw_fd());
+            start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_fd());
         }
 
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
@@ -745,9 +745,9 @@ impl Session<'_> {
         for (i, (_, a)) in accepted.into_iter().enumerate() {
             let id = if i == 0 { 1 } else { i as i64 + 2 };
             let client_sends = spec.client_sends(i as u32);
-            // The thread gets a duplicate; the original (whose number TCP_INFO uses)
+            // The thread gets a duplicate; the original (TCP_INFO is read through it)
             // stays open here until the test is over.
-            let (fd, local, remote, a) = match a {
+            let (fd, tcp, local, remote, a) = match a {
                 Accepted::Tcp(t) => {
                     let r = SockRef::from(&t);
                     if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
@@ -757,10 +757,12 @@ impl Session<'_> {
                             TestError::io_while("cannot apply socket options", e),
                         ));
                     }
-                    let info = (t.as_raw_fd() as i64, t.local_addr()?, t.peer_addr()?);
+                    let t = Arc::new(t);
+                    let info = (sock::socket_number(&t), t.local_addr()?, t.peer_addr()?);
                     let dup = t.try_clone()?;
+                    let tcp = Arc::downgrade(&t);
                     live.keep_tcp.push(t);
-                    (info.0, info.1, info.2, Accepted::Tcp(dup))
+                    (info.0, tcp, info.1, info.2, Accepted::Tcp(dup))
                 }
                 Accepted::Udp(u) => {
                     let r = SockRef::from(&u);
@@ -769,16 +771,17 @@ impl Session<'_> {
                         let _ = r.set_recv_buffer_size(4 << 20);
                         let _ = r.set_send_buffer_size(4 << 20);
                     }
-                    let info = (u.as_raw_fd() as i64, u.local_addr()?, u.peer_addr()?);
+                    let info = (sock::socket_number(&u), u.local_addr()?, u.peer_addr()?);
                     let dup = u.try_clone()?;
                     live.keep_udp.push(u);
-                    (info.0, info.1, info.2, Accepted::Udp(dup))
+                    (info.0, Weak::new(), info.1, info.2, Accepted::Udp(dup))
                 }
             };
             let mut w = make_worker(
                 spec,
                 id,
                 fd,
+                tcp,
                 !client_sends,
                 client_sends,
                 &live,
@@ -786,10 +789,10 @@ impl Session<'_> {
                 &budget,
                 &zerocopy,
             );
-            if spec.protocol == Protocol::Udp {
-                probe_udp_offload(&mut w, spec, fd as i32);
-            } else {
-                probe_tcp_zerocopy(&mut w, fd as i32);
+            // The thread's duplicate is the same socket as the one kept.
+            match &a {
+                Accepted::Tcp(t) => probe_capabilities(&mut w, spec, t.as_fd()),
+                Accepted::Udp(u) => probe_capabilities(&mut w, spec, u.as_fd()),
             }
             let c = connected_entry(fd, local, remote);
             out.text(&text::connected(&c));
@@ -945,9 +948,18 @@ impl Session<'_> {
             let congestion = live
                 .keep_tcp
                 .first()
-                .and_then(|s| sock::congestion(s.as_raw_fd()));
+                .and_then(|s| sock::congestion(s.as_fd()));
             let peer = Results::default();
-            test_common::finish(out, spec, &locals, &peer, cpu, congestion, false);
+            out.end(build::end(&test_common::end_inputs(
+                &out.report.start,
+                spec,
+                &locals,
+                &peer,
+                cpu,
+                congestion,
+                false,
+                false,
+            )));
             return Err(why.into());
         }
         // Stop sending, then count what is still in flight to us before sampling; join
@@ -969,26 +981,27 @@ impl Session<'_> {
         let congestion = live
             .keep_tcp
             .first()
-            .and_then(|s| sock::congestion(s.as_raw_fd()));
+            .and_then(|s| sock::congestion(s.as_fd()));
         drop(live);
 
         ctrl.send_state(State::ExchangeResults)?;
         let peer_results: Results =
             ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
-        if let Some(a) = &meter.answered {
-            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
-            out.report.end.netmeter.connect_only_answered =
-                Some(ConnectOnlyAnswered::new(a.total(), secs));
-        }
-        test_common::finish(
-            out,
+        let mut inputs = test_common::end_inputs(
+            &out.report.start,
             spec,
             &locals,
             &peer_results,
             cpu,
             congestion.clone(),
             false,
+            false,
         );
+        inputs.connect_only_answered = meter.answered.as_ref().map(|a| {
+            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
+            ConnectOnlyAnswered::new(a.total(), secs)
+        });
+        out.end(build::end(&inputs));
         let mut mine =
             build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
         if spec.get_server_output {

@@ -15,9 +15,9 @@ use crate::wire::UdpHeader;
 use crate::wire::{self, Bounceback};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,11 @@ pub(super) const UDP_BATCH: usize = 32;
 pub struct StreamShared {
     /// iperf3 stream id (1, 3, 4, ...).
     pub id: i64,
-    /// Socket descriptor, as iperf3 shows it in `[  5]`.
+    /// Socket descriptor, as iperf3 shows it in `[  5]` (a label: see `tcp`).
     pub socket: i64,
+    /// A TCP stream's socket as the test keeps it open (`LiveStreams::keep_tcp`), for
+    /// TCP_INFO; empty for UDP, and dead once the test has let go of its sockets.
+    pub tcp: Weak<TcpStream>,
     /// This side sends on the stream.
     pub sender: bool,
     /// The stream flows client → server.
@@ -73,6 +76,11 @@ impl StreamShared {
         self.udp
             .as_ref()
             .map(|m| m.lock().map(|u| u.counts()).unwrap_or_default())
+    }
+
+    /// TCP_INFO of a TCP stream's socket while the test holds it open.
+    pub fn tcp_info(&self) -> Option<sock::TcpInfo> {
+        sock::tcp_info(self.tcp.upgrade()?.as_fd())
     }
 
     fn fail(&self, e: String) {
@@ -115,14 +123,12 @@ pub struct Worker {
     pub payload: Arc<Vec<u8>>,
     pub udp_seq64: bool,
     pub zerocopy: Option<Arc<std::fs::File>>,
-    /// `-Z` on a socket that accepted SO_ZEROCOPY: send the payload with
-    /// `MSG_ZEROCOPY` instead of `sendfile` from `zerocopy`'s file.
-    pub msg_zerocopy: bool,
     pub skip_rx_copy: bool,
-    /// The socket has UDP_SEGMENT set: send GSO super-buffers.
-    pub udp_gso: bool,
-    /// The socket has UDP_GRO set: walk coalesced receives.
-    pub udp_gro: bool,
+    /// What the kernel granted the stream's socket: `msg_zerocopy` (with `-Z`: send the
+    /// payload with `MSG_ZEROCOPY` instead of `sendfile` from `zerocopy`'s file), `gso`
+    /// (send GSO super-buffers), `gro` (walk coalesced receives), `rx_timestamps`,
+    /// `busy_poll`.
+    pub caps: sock::Capabilities,
     /// Request/response instead of bulk data: client side sends requests and times the
     /// replies; server side answers them.
     pub bounceback: Option<Bounceback>,
@@ -241,7 +247,6 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
-    let fd = sock.as_raw_fd();
     while !w.stop.load(Ordering::Relaxed) {
         if let Some(p) = pacer.as_mut() {
             let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
@@ -264,8 +269,10 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         let mut off = 0;
         while off < len && !w.stop.load(Ordering::Relaxed) {
             let r = match &w.zerocopy {
-                Some(_) if w.msg_zerocopy => sock::send_msg_zerocopy(fd, &w.payload[off..len]),
-                Some(f) => sock::sendfile(fd, f.as_raw_fd(), off as i64, len - off),
+                Some(_) if w.caps.msg_zerocopy => {
+                    sock::send_msg_zerocopy(sock.as_fd(), &w.payload[off..len])
+                }
+                Some(f) => sock::sendfile(sock.as_fd(), f.as_fd(), off as i64, len - off),
                 None if framed_now => sock.write(&frame[off..len]),
                 None => sock.write(&w.payload[off..len]),
             };
@@ -275,15 +282,15 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                     off += n;
                     bytes += n as u64;
                     w.shared.bytes.store(bytes, Ordering::Relaxed);
-                    if w.msg_zerocopy {
+                    if w.caps.msg_zerocopy {
                         zc.sent += 1;
-                        zc.reap(fd)?;
+                        zc.reap(&sock)?;
                     }
                 }
                 // MSG_ZEROCOPY: too many sends await release (optmem_max); take the
                 // completions and give the kernel a moment before sending again.
-                Err(e) if w.msg_zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    if zc.reap(fd)? == 0 {
+                Err(e) if w.caps.msg_zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    if zc.reap(&sock)? == 0 {
                         std::thread::sleep(Duration::from_micros(50));
                     }
                 }
@@ -294,12 +301,12 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         blocks += 1;
         w.shared.packets.store(blocks, Ordering::Relaxed);
     }
-    if w.msg_zerocopy {
+    if w.caps.msg_zerocopy {
         // The payload must outlive the kernel's use of its pages: wait (bounded) for
         // the last completions before the thread lets go of it.
         let deadline = Instant::now() + Duration::from_secs(1);
         while zc.done.sends < zc.sent && Instant::now() < deadline {
-            if zc.reap(fd)? == 0 {
+            if zc.reap(&sock)? == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -318,8 +325,8 @@ struct ZeroCopyState {
 
 impl ZeroCopyState {
     /// Read pending completions; returns how many sends they released.
-    fn reap(&mut self, fd: std::os::fd::RawFd) -> io::Result<u64> {
-        let d = sock::reap_zerocopy(fd)?;
+    fn reap(&mut self, sock: &TcpStream) -> io::Result<u64> {
+        let d = sock::reap_zerocopy(sock.as_fd())?;
         self.done.sends += d.sends;
         self.done.copied += d.copied;
         Ok(d.sends)
@@ -336,11 +343,10 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     };
     let mut buf = vec![0u8; rx];
     let (mut bytes, mut reads) = (0u64, 0u64);
-    let fd = sock.as_raw_fd();
     let mut frames = wire::TcpFrameParser::default();
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
-            sock::recv_trunc(fd, buf.len())
+            sock::recv_trunc(sock.as_fd(), buf.len())
         } else {
             sock.read(&mut buf)
         };
@@ -396,12 +402,12 @@ pub fn gso_segments(len: usize) -> usize {
 
 fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
-    let fd = sock.as_raw_fd();
+    let fd = sock.as_fd();
     let hdr_len = UdpHeader::len(w.udp_seq64);
     let len = w.block_len.max(hdr_len);
     // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
     // stream was set up; dropped here if the first send says the path cannot do it.
-    let mut segs = if w.udp_gso { gso_segments(len) } else { 1 };
+    let mut segs = if w.caps.gso { gso_segments(len) } else { 1 };
     let origin = Instant::now();
     let burst = w.burst.map(|b| b as usize).unwrap_or(1).max(1);
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
@@ -501,7 +507,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let hdr_len = UdpHeader::len(w.udp_seq64);
     // With GRO a message holds many datagrams (up to 64 KiB); without, one.
-    let buf_len = if w.udp_gro {
+    let buf_len = if w.caps.gro {
         65_536 + 4096
     } else {
         w.block_len.max(hdr_len) + 64
@@ -509,16 +515,16 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut bufs = vec![vec![0u8; buf_len]; UDP_BATCH];
     let mut got = Vec::with_capacity(UDP_BATCH);
     let mut batch = Batch::new(UDP_BATCH);
-    let fd = sock.as_raw_fd();
+    let fd = sock.as_fd();
     let mut bytes = 0u64;
     let mut datagrams = 0u64;
     let Some(udp) = w.shared.udp.as_ref() else {
         return Ok(());
     };
-    // Per-datagram kernel arrival times for jitter: one clock read after `recvmmsg`
-    // returns would give every datagram of a batch the same time and add this thread's
-    // wake-up latency to its transit. That read remains the fallback.
-    let _ = sock::set_rx_timestamps(fd);
+    // Per-datagram kernel arrival times for jitter (`caps.rx_timestamps`, switched on
+    // when the stream was set up): one clock read after `recvmmsg` returns would give
+    // every datagram of a batch the same time and add this thread's wake-up latency to
+    // its transit. That read remains the fallback.
     let owd = w.shared.owd.as_ref();
     let skew = clock::test_offset_ns();
     while !w.stop.load(Ordering::Relaxed) {
@@ -609,13 +615,13 @@ fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result
 /// meanwhile is taken without the sleep and wake-up a blocking read costs. Each poll
 /// yields the CPU, so a peer that shares it still runs. `None` when nothing came: the
 /// caller then blocks as usual.
-fn poll_recv(fd: std::os::fd::RawFd, buf: &mut [u8], spin: Duration) -> Option<io::Result<usize>> {
+fn poll_recv(fd: impl AsFd, buf: &mut [u8], spin: Duration) -> Option<io::Result<usize>> {
     if spin.is_zero() {
         return None;
     }
     let t0 = Instant::now();
     loop {
-        match sock::recv_nowait(fd, buf) {
+        match sock::recv_nowait(fd.as_fd(), buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if t0.elapsed() >= spin {
                     return None;
@@ -629,7 +635,7 @@ fn poll_recv(fd: std::os::fd::RawFd, buf: &mut [u8], spin: Duration) -> Option<i
 
 /// One TCP read: polled first under `--busy-poll`, then blocking.
 fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
-    match poll_recv(sock.as_raw_fd(), buf, spin) {
+    match poll_recv(&*sock, buf, spin) {
         Some(r) => r,
         None => sock.read(buf),
     }
@@ -638,18 +644,17 @@ fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Resu
 /// One UDP receive: polled first under `--busy-poll`, then blocking (with the socket's
 /// read timeout).
 fn recv_polled(sock: &UdpSocket, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
-    match poll_recv(sock.as_raw_fd(), buf, spin) {
+    match poll_recv(sock, buf, spin) {
         Some(r) => r,
         None => sock.recv(buf),
     }
 }
 
-/// `--busy-poll` for a UDP request/response socket: SO_BUSY_POLL where allowed, and
-/// the user-space poll time.
-fn udp_rr_spin(sock: &UdpSocket, b: &Bounceback) -> Duration {
-    if b.busy_poll_us > 0 {
-        let _ = sock::set_busy_poll(sock.as_raw_fd(), b.busy_poll_us);
-    }
+/// `--busy-poll` for a request/response socket: the user-space poll time per read.
+/// SO_BUSY_POLL itself was asked for when the stream was set up (`caps.busy_poll`): it
+/// polls the device queue where there is one (not on loopback, and above
+/// net.core.busy_read only with CAP_NET_ADMIN); the user-space poll works anywhere.
+fn rr_spin(b: &Bounceback) -> Duration {
     Duration::from_micros(b.busy_poll_us as u64)
 }
 
@@ -691,12 +696,7 @@ fn rr_socket(sock: &TcpStream, b: &Bounceback) -> io::Result<Duration> {
     sock.set_nodelay(true)?;
     sock.set_write_timeout(Some(STOP_POLL))?;
     sock.set_read_timeout(None)?;
-    if b.busy_poll_us > 0 {
-        // Polls the device queue where there is one (not on loopback, and above
-        // net.core.busy_read only with CAP_NET_ADMIN); the user-space poll works anywhere.
-        let _ = sock::set_busy_poll(sock.as_raw_fd(), b.busy_poll_us);
-    }
-    Ok(Duration::from_micros(b.busy_poll_us as u64))
+    Ok(rr_spin(b))
 }
 
 /// Time between round-trip probes under `--working-load` (100 probes per second).
@@ -829,7 +829,7 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
     sock.set_write_timeout(Some(STOP_POLL))?;
     // Set once: a reply's 1 s deadline is checked between reads.
     sock.set_read_timeout(Some(STOP_POLL))?;
-    let spin = udp_rr_spin(sock, &b);
+    let spin = rr_spin(&b);
     let (req_len, burst) = (b.request_len as usize, b.burst as usize);
     let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
     let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
@@ -891,7 +891,7 @@ fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
     // No read timeout (a timed wait arms a kernel timer per request): the end of the
     // test wakes the read by shutting the socket down (LiveStreams::stop).
     sock.set_read_timeout(None)?;
-    let spin = udp_rr_spin(sock, &b);
+    let spin = rr_spin(&b);
     let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
     let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
     let hold = Duration::from_micros(b.hold_us as u64);

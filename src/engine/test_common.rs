@@ -1,17 +1,14 @@
 //! What the client and the server do alike: socket options on data streams, the
-//! `start` facts, and assembling and printing the end summary.
+//! `start` facts, and the inputs of the end summary.
 
-use super::output::Output;
-use crate::report::advice::{self, HostFacts};
-use crate::report::build::{self, LocalFinal};
-use crate::report::text;
-use crate::report::{CpuUtil, End, EndExt, EndStream, TestStart};
+use crate::report::build::{EndInputs, LocalFinal};
+use crate::report::{Start, TestStart};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
 use socket2::Socket;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 /// Apply the spec's options to a data socket before it connects (or right after accept).
 pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result<()> {
@@ -28,7 +25,7 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
         }
     }
     if let Some(rate) = spec.fq_rate_bps {
-        sock::set_max_pacing_rate(s.as_raw_fd(), rate)?;
+        sock::set_max_pacing_rate(s.as_fd(), rate)?;
     }
     if spec.protocol == Protocol::Tcp {
         if spec.nodelay {
@@ -38,7 +35,7 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
             s.set_mss(mss)?;
         }
         if let Some(cc) = &spec.congestion
-            && let Err(e) = sock::set_congestion(s.as_raw_fd(), cc)
+            && let Err(e) = sock::set_congestion(s.as_fd(), cc)
         {
             return Err(io::Error::new(
                 e.kind(),
@@ -105,212 +102,30 @@ pub fn test_start(spec: &TestSpec, interval_s: f64) -> TestStart {
     }
 }
 
-/// Host facts and warnings for both sides.
-fn host_checks(
-    out: &Output,
-    spec: &TestSpec,
-    locals: &[LocalFinal],
-    peer: &Results,
-    local_cpu: (f64, f64, f64),
-    in_process_server: bool,
-) -> EndExt {
-    let sum = |it: &mut dyn Iterator<Item = Option<u64>>| {
-        it.fold(None, |a: Option<u64>, d| match (a, d) {
-            (a, None) => a,
-            (None, Some(d)) => Some(d),
-            (Some(a), Some(d)) => Some(a + d),
-        })
-    };
-    let local_drops = sum(&mut locals.iter().map(|l| l.host_drops));
-    let remote_drops = sum(&mut peer.streams.iter().map(|s| s.netmeter_host_drops));
-    let udp = spec.protocol == Protocol::Udp;
-    let local = HostFacts {
-        side: "local",
-        udp,
-        rate_bps: spec.rate_bps,
-        streams: locals.len() as u32,
-        requested_buf: spec.window,
-        rcvbuf: out.report.start.rcvbuf_actual,
-        sndbuf: out.report.start.sndbuf_actual,
-        receives: locals.iter().any(|l| !l.sender),
-        host_drops: local_drops,
-        cpu_total: local_cpu.0,
-        zerocopy: locals
-            .iter()
-            .filter_map(|l| l.zerocopy)
-            .reduce(|a, b| (a.0 + b.0, a.1 + b.1)),
-    };
-    let remote = HostFacts {
-        side: "remote",
-        udp,
-        rate_bps: spec.rate_bps,
-        streams: peer.streams.len() as u32,
-        host_drops: remote_drops,
-        cpu_total: peer.cpu_util_total,
-        ..HostFacts::default()
-    };
-    let warnings = if in_process_server {
-        // One process, both ends: its CPU is judged once, for both.
-        advice::shared_process_warnings(&local)
-    } else {
-        let mut w = advice::warnings(&local);
-        w.extend(advice::warnings(&remote));
-        w
-    };
-    EndExt {
-        local_host_drops: local_drops,
-        remote_host_drops: remote_drops,
-        warnings,
-        bounceback: None,
-        trip_times: None,
-        working_load: None,
-        connect_only: None,
-        connect_only_answered: None,
-        ..EndExt::default()
-    }
-}
-
-/// Build the end summary from local finals and the peer's results, store it in the
-/// report and print it.
-pub fn finish(
-    out: &mut Output,
-    spec: &TestSpec,
-    locals: &[LocalFinal],
-    peer: &Results,
+/// What [`build::end`] needs, from this side's figures and the `start` facts it
+/// recorded (the buffers the kernel granted, the clock estimate).
+#[allow(clippy::too_many_arguments)]
+pub fn end_inputs<'a>(
+    start: &Start,
+    spec: &'a TestSpec,
+    locals: &'a [LocalFinal],
+    peer: &'a Results,
     local_cpu: (f64, f64, f64),
     local_congestion: Option<String>,
+    client: bool,
     in_process_server: bool,
-) {
-    let protocol = spec.protocol;
-    let bidir = spec.direction == Direction::Bidir;
-    let streams: Vec<EndStream> = locals
-        .iter()
-        .map(|l| build::end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id)))
-        .collect();
-    let fwd: Vec<&EndStream> = streams
-        .iter()
-        .zip(locals)
-        .filter(|(_, l)| l.forward || !bidir)
-        .map(|(s, _)| s)
-        .collect();
-    let rev: Vec<&EndStream> = streams
-        .iter()
-        .zip(locals)
-        .filter(|(_, l)| !l.forward && bidir)
-        .map(|(s, _)| s)
-        .collect();
-    let fwd_local_sender = locals
-        .iter()
-        .find(|l| l.forward || !bidir)
-        .is_some_and(|l| l.sender);
-    let (sum, sum_sent, sum_received) = build::end_sums(protocol, &fwd, fwd_local_sender);
-    let (sum_rev, sum_sent_rev, sum_received_rev) =
-        build::end_sums(protocol, &rev, !fwd_local_sender);
-    let local_sends = locals.iter().any(|l| l.sender);
-    let peer_congestion = peer.congestion_used.clone();
-    let (snd_cc, rcv_cc) = if protocol != Protocol::Tcp {
-        (None, None)
-    } else if local_sends {
-        (local_congestion, peer_congestion)
-    } else {
-        (peer_congestion, local_congestion)
-    };
-    let end = End {
-        streams,
-        sum,
-        sum_sent,
-        sum_received,
-        sum_bidir_reverse: sum_rev,
-        sum_sent_bidir_reverse: sum_sent_rev,
-        sum_received_bidir_reverse: sum_received_rev,
-        cpu_utilization_percent: CpuUtil {
-            host_total: local_cpu.0,
-            host_user: local_cpu.1,
-            host_system: local_cpu.2,
-            remote_total: peer.cpu_util_total,
-            remote_user: peer.cpu_util_user,
-            remote_system: peer.cpu_util_system,
-        },
-        sender_tcp_congestion: snd_cc,
-        receiver_tcp_congestion: rcv_cc,
-        netmeter: EndExt::default(),
-    };
-    let mut end = end;
-    end.netmeter = host_checks(out, spec, locals, peer, local_cpu, in_process_server);
-    // Under --working-load the probe's figures are reported as the working-load summary.
-    end.netmeter.bounceback = spec
-        .bounceback
-        .as_ref()
-        .filter(|_| spec.working_load.is_none())
-        .and_then(|b| build::bounceback_end(b, locals));
-    end.netmeter.connect_only = crate::report::connect::end_of(locals);
-    crate::report::profile::fill_end(&mut end.netmeter, spec.profile.as_ref(), locals, peer);
-    // Set by the server before calling us.
-    end.netmeter.connect_only_answered = out.report.end.netmeter.connect_only_answered;
-    if out.ctx.client {
-        end.netmeter.working_load = spec
-            .working_load
-            .as_ref()
-            .and_then(|w| build::working_load_end(w, locals, peer));
+) -> EndInputs<'a> {
+    EndInputs {
+        spec,
+        locals,
+        peer,
+        local_cpu,
+        local_congestion,
+        in_process_server,
+        client,
+        rcvbuf: start.rcvbuf_actual,
+        sndbuf: start.sndbuf_actual,
+        clock: start.netmeter.clock.map(|c| (c, super::clock::CLOCK_NAME)),
+        connect_only_answered: None,
     }
-    if let Some(c) = out.report.start.netmeter.clock {
-        end.netmeter.trip_times = Some(build::trip_times_end(
-            &c,
-            super::clock::CLOCK_NAME,
-            locals,
-            peer,
-            out.ctx.client,
-        ));
-    }
-    let sender_retransmits = protocol == Protocol::Tcp
-        && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
-    let local_senders: Vec<bool> = locals.iter().map(|l| l.sender).collect();
-    let mut t = text::end(&out.ctx, &end, sender_retransmits, &local_senders);
-    t.push_str(&text::spurious_retransmits(&end, &local_senders));
-    if out.ctx.verbose {
-        t.push_str(&text::cpu(&end, local_sends));
-        if let Some(cc) = &end.sender_tcp_congestion {
-            t.push_str(&format!("snd_tcp_congestion {cc}\n"));
-        }
-        if let Some(cc) = &end.receiver_tcp_congestion {
-            t.push_str(&format!("rcv_tcp_congestion {cc}\n"));
-        }
-    }
-    if let Some(b) = &end.netmeter.bounceback {
-        t.push_str(&text::bounceback_summary(b));
-    }
-    if let Some(c) = &end.netmeter.connect_only {
-        t.push_str(&crate::report::connect::summary_text(c));
-    }
-    if let Some(a) = &end.netmeter.connect_only_answered {
-        t.push_str(&crate::report::connect::answered_text(a));
-    }
-    if let Some(wl) = &end.netmeter.working_load {
-        t.push_str(&text::working_load_summary(wl, out.ctx.format));
-    }
-    if let Some(tt) = &end.netmeter.trip_times {
-        t.push_str(&text::trip_times_summary(tt));
-    }
-    t.push_str(&crate::report::profile::summary_text(&end.netmeter));
-    if let Some(bin) = out.histogram_bin_ms {
-        if let Some(b) = &end.netmeter.bounceback {
-            t.push_str(&text::histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
-        }
-        if let Some(tt) = &end.netmeter.trip_times {
-            for (name, o) in [
-                ("One-way delay client->server", &tt.client_to_server),
-                ("One-way delay server->client", &tt.server_to_client),
-            ] {
-                if let Some(o) = o {
-                    t.push_str(&text::histogram(name, &o.histogram_us, bin));
-                }
-            }
-        }
-    }
-    for w in &end.netmeter.warnings {
-        t.push_str(&format!("warning: {w}\n"));
-    }
-    out.report.end = end;
-    out.text(&t);
-    out.end_done();
 }

@@ -18,6 +18,11 @@ use crate::wire::Bounceback;
 use crate::wire::WorkingLoad;
 use crate::wire::{Results, StreamResult};
 
+pub mod connect;
+mod end;
+pub mod profile;
+pub use end::{EndInputs, end};
+
 /// TCP summary figures kept by a sending stream over the whole test.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TcpTotals {

@@ -10,8 +10,12 @@ pub mod advice;
 pub mod build;
 pub mod connect;
 pub mod json;
+mod load;
 pub mod profile;
 pub mod text;
+
+#[cfg(test)]
+mod snapshots;
 
 use crate::clocksync::ClockEstimate;
 use crate::latency::{LatencyStats, OwdSummary};
@@ -29,6 +33,7 @@ pub struct Connected {
 
 /// `start.timestamp`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct Timestamp {
     pub time: String,
     pub timesecs: u64,
@@ -44,6 +49,7 @@ pub struct HostPort {
 
 /// `start.test_start`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct TestStart {
     pub protocol: String,
     pub num_streams: u32,
@@ -69,6 +75,7 @@ pub struct TestStart {
 
 /// netmeter's additions to `start`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct StartExt {
     /// "netmeter" when the peer answered the extension request, else "iperf3".
     pub peer: String,
@@ -90,6 +97,7 @@ pub struct StartExt {
 
 /// The `start` object.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct Start {
     pub connected: Vec<Connected>,
     pub version: String,
@@ -138,6 +146,7 @@ pub struct UdpRecvFigures {
 
 /// One stream over one interval (an element of `intervals[].streams`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(from = "load::StreamIntervalDoc")]
 pub struct StreamInterval {
     pub socket: i64,
     pub start: f64,
@@ -235,6 +244,7 @@ pub struct UdpExtra {
 
 /// Sum over the streams of one direction in one interval.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(from = "load::SumIntervalDoc")]
 pub struct SumInterval {
     pub start: f64,
     pub end: f64,
@@ -265,6 +275,7 @@ pub struct Interval {
 
 /// One side (sender or receiver) of a TCP stream's end summary.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndSide {
     pub socket: i64,
     pub start: f64,
@@ -294,6 +305,7 @@ pub struct EndSide {
 
 /// A UDP stream's merged end summary (`end.streams[].udp`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndUdp {
     pub socket: i64,
     pub start: f64,
@@ -338,6 +350,7 @@ pub struct EndStream {
 
 /// An end-of-test sum (`sum_sent`, `sum_received`, `sum`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndSum {
     pub start: f64,
     pub end: f64,
@@ -355,6 +368,7 @@ pub struct EndSum {
 
 /// `end.cpu_utilization_percent`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct CpuUtil {
     pub host_total: f64,
     pub host_user: f64,
@@ -366,6 +380,7 @@ pub struct CpuUtil {
 
 /// The `end` object.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct End {
     pub streams: Vec<EndStream>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -389,10 +404,25 @@ pub struct End {
     /// netmeter's end-of-test host facts and warnings.
     #[serde(default)]
     pub netmeter: EndExt,
+    /// What this side did on each stream, for the text renderer. Not part of the JSON
+    /// document (iperf3's schema has no such key); [`Report::from_document`] infers it.
+    #[serde(skip)]
+    pub local: LocalRoles,
+}
+
+/// This side's part in each of `end.streams`, which the end table's tags and columns
+/// depend on.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LocalRoles {
+    /// `senders[i]`: this side sends on `end.streams[i]`.
+    pub senders: Vec<bool>,
+    /// The TCP sender's retransmissions are known (the end table has a Retr column).
+    pub sender_retransmits: bool,
 }
 
 /// netmeter's additions to `end`: what the hosts themselves did to the measurement.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct EndExt {
     /// UDP datagrams this side's kernel dropped because a receive buffer was full
     /// (SO_MEMINFO drops), summed over its receiving streams.

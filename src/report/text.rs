@@ -5,6 +5,9 @@
 //! `Jitter    Lost/Total Datagrams` for UDP receivers. Every function returns the lines
 //! to print; nothing here writes to a terminal.
 
+pub mod connect;
+pub mod profile;
+
 use super::{Connected, End, EndSum, Interval, StreamInterval, SumInterval};
 use crate::spec::Protocol;
 use crate::units::{Format, format_bytes, format_rate};
@@ -25,6 +28,8 @@ pub struct TextCtx {
     pub bounceback: bool,
     /// A connect-only (connection rate) test: rows of `super::connect` instead.
     pub connect_only: bool,
+    /// `--histograms[=BIN_MS]`: print latency histograms with this bin width.
+    pub histogram_bin_ms: Option<f64>,
 }
 
 /// iperf3's separator before the end summary.
@@ -87,7 +92,7 @@ pub fn connected(c: &Connected) -> String {
 /// The column header printed before the first interval of a direction.
 pub fn interval_header(ctx: &TextCtx, sender: bool) -> String {
     if ctx.connect_only {
-        return super::connect::header(ctx);
+        return connect::header(ctx);
     }
     let id = if ctx.bidir { "[ ID][Role]" } else { "[ ID]" };
     let cols = match (ctx.protocol, sender) {
@@ -138,7 +143,7 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         Some(o) => format!("  OWD {:.3}/{:.3}/{:.3} ms", o.min_ms, o.mean_ms, o.max_ms),
         None => String::new(),
     };
-    let profile = super::profile::row_suffix(r.netmeter);
+    let profile = profile::row_suffix(r.netmeter);
     format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
@@ -168,7 +173,7 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
     } else {
         String::new()
     };
-    let profile = super::profile::row_suffix(s.netmeter);
+    let profile = profile::row_suffix(s.netmeter);
     format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
 }
 
@@ -353,10 +358,29 @@ fn pct(p: f64) -> String {
     }
 }
 
+/// The column header printed above a test's first interval. One header, as iperf3: with
+/// --bidir the one whose columns cover both directions' rows (TCP: the sender's
+/// Retr/Cwnd; UDP: Jitter and Lost/Total, under which a sender's count sits).
+pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
+    let sender = if ctx.bidir {
+        ctx.protocol == Protocol::Tcp
+    } else {
+        iv.streams.first().map(|r| r.sender).unwrap_or(true)
+    };
+    // `--working-load`: bulk rows first, the probe's last; the header is the
+    // bulk streams' (the probe row carries its own trans/s and RTT).
+    let mut ctx = ctx.clone();
+    ctx.bounceback &= iv
+        .streams
+        .first()
+        .is_none_or(|r| r.netmeter.and_then(|n| n.transactions).is_some());
+    interval_header(&ctx, sender)
+}
+
 /// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
 pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
     if ctx.connect_only {
-        return ctx.titled(super::connect::interval_text(ctx, iv));
+        return ctx.titled(connect::interval_text(ctx, iv));
     }
     let mut out = String::new();
     let per_dir = if ctx.bidir {
@@ -598,6 +622,62 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
     out
 }
 
+/// Everything printed after the last interval: the end table, spurious retransmits,
+/// `-V` CPU and congestion lines, the netmeter summaries (bounceback, connect-only,
+/// working load, trip times, profiles), `--histograms` and the host warnings.
+/// `e.local` tells on which streams this side sends and whether the end table has a
+/// Retr column.
+pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
+    let local_senders = &e.local.senders[..];
+    let mut t = end(ctx, e, e.local.sender_retransmits, local_senders);
+    t.push_str(&spurious_retransmits(e, local_senders));
+    if ctx.verbose {
+        t.push_str(&cpu(e, local_senders.iter().any(|&s| s)));
+        if let Some(cc) = &e.sender_tcp_congestion {
+            let _ = writeln!(t, "snd_tcp_congestion {cc}");
+        }
+        if let Some(cc) = &e.receiver_tcp_congestion {
+            let _ = writeln!(t, "rcv_tcp_congestion {cc}");
+        }
+    }
+    let x = &e.netmeter;
+    if let Some(b) = &x.bounceback {
+        t.push_str(&bounceback_summary(b));
+    }
+    if let Some(c) = &x.connect_only {
+        t.push_str(&connect::summary_text(c));
+    }
+    if let Some(a) = &x.connect_only_answered {
+        t.push_str(&connect::answered_text(a));
+    }
+    if let Some(wl) = &x.working_load {
+        t.push_str(&working_load_summary(wl, ctx.format));
+    }
+    if let Some(tt) = &x.trip_times {
+        t.push_str(&trip_times_summary(tt));
+    }
+    t.push_str(&profile::summary_text(x));
+    if let Some(bin) = ctx.histogram_bin_ms {
+        if let Some(b) = &x.bounceback {
+            t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
+        }
+        if let Some(tt) = &x.trip_times {
+            for (name, o) in [
+                ("One-way delay client->server", &tt.client_to_server),
+                ("One-way delay server->client", &tt.server_to_client),
+            ] {
+                if let Some(o) = o {
+                    t.push_str(&histogram(name, &o.histogram_us, bin));
+                }
+            }
+        }
+    }
+    for w in &x.warnings {
+        let _ = writeln!(t, "warning: {w}");
+    }
+    t
+}
+
 /// A line per sending side (this host's streams, the peer's) whose retransmissions
 /// include spurious ones: `Retransmits (local sender): 271 segments, 270 of them
 /// spurious (...)`. Nothing when none were spurious, or when the sender could not tell
@@ -772,6 +852,7 @@ mod tests {
         TextCtx {
             bounceback: false,
             connect_only: false,
+            histogram_bin_ms: None,
             format: Format::Auto,
             protocol,
             bidir: false,

@@ -1,0 +1,185 @@
+//! The traffic-profile end summary (`--burst-size`, `--isochronous`).
+
+use super::LocalFinal;
+use crate::profile::{FrameSummary, Profile, UnitFigures};
+use crate::report::EndExt;
+use crate::report::profile::{BurstEnd, IsochEnd, UnitsEnd, rate};
+use crate::wire::Results;
+
+/// The sender's figures over its profiled streams (`None` if it sent none).
+pub fn units_end(locals: &[LocalFinal]) -> Option<UnitsEnd> {
+    let mut all = UnitFigures::default();
+    let mut streams = 0;
+    let mut seconds: f64 = 0.0;
+    for l in locals.iter().filter(|l| l.units.is_some()) {
+        if let Some(u) = &l.units {
+            all.merge(u);
+        }
+        streams += 1;
+        seconds = seconds.max(l.seconds);
+    }
+    if streams == 0 {
+        return None;
+    }
+    let sent = all.sent();
+    Some(UnitsEnd {
+        streams,
+        sent,
+        bytes: all.bytes,
+        mean_bytes: if sent > 0 {
+            all.bytes as f64 / sent as f64
+        } else {
+            0.0
+        },
+        slips: all.slips,
+        seconds,
+        per_second: rate(sent, seconds),
+        transfer: all.transfer.stats().unwrap_or_default(),
+        transfer_histogram_us: all.transfer.buckets_us(),
+    })
+}
+
+/// Whole frames at the receiver: this side's receiving streams, or (on the client) the
+/// server's results for the streams this side sent.
+pub fn frames_end(locals: &[LocalFinal], peer: &Results) -> Option<FrameSummary> {
+    let mut parts: Vec<FrameSummary> = locals
+        .iter()
+        .filter(|l| !l.sender)
+        .filter_map(|l| l.frames.clone())
+        .collect();
+    if parts.is_empty() {
+        parts = locals
+            .iter()
+            .filter(|l| l.sender && l.units.is_some())
+            .filter_map(|l| peer.streams.iter().find(|p| p.id == l.id))
+            .filter_map(|p| p.netmeter_frames.clone())
+            .collect();
+    }
+    FrameSummary::merge(&parts)
+}
+
+/// Fill `end.netmeter.burst` / `end.netmeter.isochronous` for a profiled test.
+pub fn fill_end(
+    ext: &mut EndExt,
+    profile: Option<&Profile>,
+    locals: &[LocalFinal],
+    peer: &Results,
+) {
+    match profile {
+        Some(Profile::Burst { bytes, period_s }) => {
+            ext.burst = units_end(locals).map(|sender| BurstEnd {
+                burst_bytes: *bytes,
+                period_s: *period_s,
+                sender,
+            });
+        }
+        Some(Profile::Isochronous { params, .. }) => {
+            let sender = units_end(locals);
+            let receiver = frames_end(locals, peer);
+            if sender.is_some() || receiver.is_some() {
+                ext.isochronous = Some(IsochEnd {
+                    fps: params.fps,
+                    mean_bps: params.mean_bps,
+                    stdev_bps: params.stdev_bps,
+                    distribution: "lognormal".into(),
+                    sender,
+                    receiver,
+                });
+            }
+        }
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::profile::units;
+    use crate::report::text::profile::summary_text;
+    use crate::wire::{Isochronous, StreamResult};
+
+    #[test]
+    fn burst_end_over_streams() {
+        let locals = [
+            LocalFinal {
+                id: 1,
+                sender: true,
+                seconds: 2.0,
+                units: Some(units(&[1, 2], 1000, 1)),
+                ..LocalFinal::default()
+            },
+            LocalFinal {
+                id: 3,
+                sender: true,
+                seconds: 2.0,
+                units: Some(units(&[3, 4], 1000, 0)),
+                ..LocalFinal::default()
+            },
+        ];
+        let mut ext = EndExt::default();
+        let p = Profile::Burst {
+            bytes: 1000,
+            period_s: 1.0,
+        };
+        fill_end(&mut ext, Some(&p), &locals, &Results::default());
+        let b = ext.burst.as_ref().unwrap();
+        assert_eq!(
+            (b.sender.streams, b.sender.sent, b.sender.bytes),
+            (2, 4, 4000)
+        );
+        assert_eq!((b.sender.slips, b.sender.per_second), (1, 2.0));
+        assert_eq!(b.sender.mean_bytes, 1000.0);
+        assert!((b.sender.transfer.max_ms - 4.0).abs() < 0.01);
+        let t = summary_text(&ext);
+        assert!(
+            t.starts_with(
+                "Bursts: 4 of 1000 Bytes every 1.000 s over 2 stream(s) in 2.00 s, 1 slip"
+            ),
+            "{t}"
+        );
+        assert!(ext.isochronous.is_none());
+    }
+
+    #[test]
+    fn isochronous_end_takes_the_receiver_from_the_peer() {
+        let locals = [LocalFinal {
+            id: 1,
+            sender: true,
+            seconds: 1.0,
+            units: Some(units(&[1; 60], 41_667, 0)),
+            ..LocalFinal::default()
+        }];
+        let peer = Results {
+            streams: vec![StreamResult {
+                id: 1,
+                netmeter_frames: Some(FrameSummary {
+                    frames_complete: 59,
+                    frames_lost: 1,
+                    frame_jitter_ms: 0.25,
+                    ..FrameSummary::default()
+                }),
+                ..StreamResult::default()
+            }],
+            ..Results::default()
+        };
+        let p = Profile::Isochronous {
+            params: Isochronous {
+                fps: 60,
+                mean_bps: 20_000_000,
+                stdev_bps: 0,
+            },
+            framed: true,
+        };
+        let mut ext = EndExt::default();
+        fill_end(&mut ext, Some(&p), &locals, &peer);
+        let i = ext.isochronous.as_ref().unwrap();
+        assert_eq!(i.sender.as_ref().unwrap().sent, 60);
+        assert_eq!(i.receiver.as_ref().unwrap().frames_lost, 1);
+        let t = summary_text(&ext);
+        assert!(t.contains("Isochronous: 60 frames at 60 fps"), "{t}");
+        assert!(
+            t.contains("Frames received: 59 complete, 1 lost (1.67%), frame jitter 0.250 ms"),
+            "{t}"
+        );
+    }
+}

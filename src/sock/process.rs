@@ -1,0 +1,183 @@
+//! Process-wide platform calls: CPU usage, random bytes, host description, CPU
+//! affinity, glibc's malloc arenas and trimming, daemonizing, and the stop-signal
+//! handler. None of them touches a socket; they sit here because they are the rest of
+//! netmeter's `unsafe`.
+
+use super::check;
+use crate::stats::CpuSample;
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+/// Process CPU (user, system) and a monotonic wall time.
+pub fn cpu_sample(origin: Instant) -> CpuSample {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: &mut ru is a valid pointer to an rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let (user_s, system_s) = if rc == 0 {
+        (tv(ru.ru_utime), tv(ru.ru_stime))
+    } else {
+        (0.0, 0.0)
+    };
+    CpuSample {
+        wall_s: origin.elapsed().as_secs_f64(),
+        user_s,
+        system_s,
+    }
+}
+
+/// Fill `buf` from the kernel's random source.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
+        let n = unsafe {
+            libc::getrandom(
+                buf[done..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - done,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// `uname -a`-like text for `start.system_info`.
+pub fn system_info() -> String {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: &mut u is a valid pointer.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let f = |a: &[libc::c_char]| {
+        let bytes: Vec<u8> = a
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!(
+        "{} {} {} {} {}",
+        f(&u.sysname),
+        f(&u.nodename),
+        f(&u.release),
+        f(&u.version),
+        f(&u.machine)
+    )
+}
+
+/// Pin the calling thread (and the threads it creates afterwards) to one CPU (`-A`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; CPU_ZERO/CPU_SET only write inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "CPU number too large",
+        ));
+    }
+    // SAFETY: cpu is below CPU_SETSIZE, checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; set is a valid cpu_set_t of the given size.
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(|_| ())
+}
+
+/// Make every thread allocate from glibc's main heap (`M_ARENA_MAX` = 1). By default each
+/// new thread may get a malloc arena of its own (up to 8 per CPU); `malloc_trim` gives
+/// back their free chunks but not the top of their heaps, so after a `-P 128` test each of
+/// 15 arenas kept 130 KiB or more resident (2–4.5 MiB in all) for good. Data threads allocate
+/// their buffers when they start; the only per-batch allocation (a UDP sender's list of at
+/// most 32 slices) comes from glibc's per-thread cache without the arena lock, so sharing
+/// one arena costs no throughput. Call before spawning threads: arenas that already exist
+/// stay in use.
+pub fn use_one_malloc_arena() {
+    // SAFETY: mallopt only sets a glibc tunable; M_ARENA_MAX takes any positive value.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Give freed heap memory back to the kernel. A test's stream threads allocate their
+/// buffers on the heap; glibc keeps freed pages after the threads end, so a
+/// long-running server would stay at its high-water mark.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heap bookkeeping.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Detach from the terminal (`-D`). Must run before any thread is spawned.
+pub fn daemonize() -> io::Result<()> {
+    // SAFETY: called while the process is single-threaded; daemon() forks and the
+    // parent exits inside libc.
+    check(unsafe { libc::daemon(1, 0) }).map(|_| ())
+}
+
+/// The signal that asked this process to stop (SIGINT, SIGTERM or SIGHUP), 0 if none.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(sig: libc::c_int) {
+    // Only an atomic store (async-signal-safe). A second signal while the first is
+    // still being handled means the user wants out now: leave without cleanup.
+    if STOP_SIGNAL.swap(sig, Ordering::SeqCst) != 0 {
+        // SAFETY: _exit is async-signal-safe and takes no pointers.
+        unsafe { libc::_exit(1) }
+    }
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP (iperf3 stops on the same three): the handler only
+/// records the signal; the engine polls [`stop_signal`] at its bounded waits, ends the
+/// test cleanly and reports what it measured. SA_RESTART keeps the data threads' blocking
+/// calls from failing with EINTR; the control waits use ppoll, which returns at once.
+pub fn catch_stop_signals() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler
+        // is an `extern "C" fn(c_int)` that only touches an atomic; the old action is not
+        // asked for (null).
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        check(rc)?;
+    }
+    Ok(())
+}
+
+/// The stop signal received so far, if any (see [`catch_stop_signals`]).
+pub fn stop_signal() -> Option<i32> {
+    match STOP_SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_and_random() {
+        let s = cpu_sample(Instant::now());
+        assert!(s.user_s >= 0.0);
+        let mut b = [0u8; 37];
+        random_bytes(&mut b).unwrap();
+        assert!(!system_info().is_empty());
+    }
+}
