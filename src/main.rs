@@ -4,7 +4,7 @@
 
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
-use netmeter::engine::{Stopped, client, server};
+use netmeter::engine::{Stopped, TestError, client, server};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -57,7 +57,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             let r = open_sink(logfile.as_deref()).and_then(|sink| {
                 let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
-                srv.stop_on_signals().serve()
+                Ok(srv.stop_on_signals().serve()?)
             });
             if let Some(p) = &pidfile {
                 let _ = std::fs::remove_file(p);
@@ -67,7 +67,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Client { cfg, logfile } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
-            client::run(&cfg, sink).map(|_| ())
+            client::run(&cfg, sink)?;
+            Ok(())
         }
         Command::FindMaxRate {
             cfg,
@@ -77,7 +78,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
-            netmeter::engine::max_rate::run(&cfg, loss_target, start_bps, sink)
+            Ok(netmeter::engine::max_rate::run(
+                &cfg,
+                loss_target,
+                start_bps,
+                sink,
+            )?)
         }
         Command::Loopback { tcp, udp, logfile } => {
             catch_stop_signals()?;
@@ -144,7 +150,7 @@ fn main() -> ExitCode {
         // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
         // the client has terminated by signal Interrupt(2)" and exits 0, as for a test
         // that ended normally (the user asked for the stop).
-        Err(e) if Stopped::of(&e).is_some_and(Stopped::by_signal) => {
+        Err(e) if stopped(&e).is_some_and(Stopped::by_signal) => {
             eprintln!("netmeter: {e:#}");
             ExitCode::SUCCESS
         }
@@ -153,6 +159,11 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The [`Stopped`] an error is, if the run was stopped on purpose.
+fn stopped(e: &anyhow::Error) -> Option<Stopped> {
+    e.downcast_ref::<TestError>().and_then(TestError::stopped)
 }
 
 /// SIGINT, SIGTERM and SIGHUP end the test cleanly (see `sock::catch_stop_signals`).

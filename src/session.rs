@@ -4,8 +4,85 @@
 //! means *now*; the machine answers with the next step to perform or a typed failure.
 //! No sockets, no clocks: every sequence (including hostile ones) can be driven in unit
 //! tests. The order of messages is the one described in `docs/protocol.md`.
+//!
+//! Both machines also settle what the two ends agreed on: the client's from the
+//! server's extension answer (or its absence: an iperf3 server), the server's from the
+//! client's parameters. The result is one [`Negotiated`] value, which the engine asks
+//! (`negotiated.has(Feature::TripTimes)`) instead of looking at feature names.
 
-use crate::wire::{self, State};
+use crate::wire::{self, ExtAnswer, ExtRequest, Feature, Params, State};
+
+/// Who is at the other end, as far as the conversation tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// An iperf3 (or a netmeter that was not asked for, or did not answer with,
+    /// extensions): plain iperf3 protocol.
+    Iperf3,
+    /// A netmeter that negotiated extensions at this protocol version.
+    Netmeter { version: u32 },
+}
+
+/// What both ends agreed on for one test: the peer and the extension features in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    pub peer: Peer,
+    /// Features this side asked for (client) or was asked for (server), known ones only.
+    requested: Vec<Feature>,
+    /// Features in use, in the order of the answer.
+    accepted: Vec<Feature>,
+}
+
+impl Negotiated {
+    /// Nothing negotiated: an iperf3 peer. `requested` is what this side asked for.
+    pub fn iperf3(requested: Vec<Feature>) -> Negotiated {
+        Negotiated {
+            peer: Peer::Iperf3,
+            requested,
+            accepted: Vec::new(),
+        }
+    }
+
+    /// Whether the test uses `feature`.
+    pub fn has(&self, feature: Feature) -> bool {
+        self.accepted.contains(&feature)
+    }
+
+    /// Whether `feature` was asked for but not agreed to.
+    pub fn declined(&self, feature: Feature) -> bool {
+        self.requested.contains(&feature) && !self.has(feature)
+    }
+
+    /// The features in use, in the order of the answer.
+    pub fn features(&self) -> &[Feature] {
+        &self.accepted
+    }
+
+    /// The peer as `start.netmeter.peer` names it: `"netmeter"` or `"iperf3"`.
+    pub fn peer_name(&self) -> &'static str {
+        match self.peer {
+            Peer::Iperf3 => "iperf3",
+            Peer::Netmeter { .. } => "netmeter",
+        }
+    }
+
+    /// Warnings for a client whose peer declined something it can do without:
+    /// `--no-gso`/`--no-gro` (the server's side may still offload) and isochronous frame
+    /// counting (only the sender's figures are reported).
+    pub fn client_warnings(&self, host: &str) -> Vec<String> {
+        let mut w = Vec::new();
+        if matches!(self.peer, Peer::Netmeter { .. }) && self.declined(Feature::NoOffload) {
+            w.push(format!(
+                "{host} is an older netmeter that does not take --no-gso/--no-gro: its side may still use UDP offload"
+            ));
+        }
+        if self.declined(Feature::Isochronous) {
+            w.push(format!(
+                "{host} does not count isochronous frames (it answered like an iperf3 server); only the sender's frame figures are reported"
+            ));
+        }
+        w
+    }
+}
 
 /// What the client must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,15 +134,42 @@ pub enum ClientPhase {
 pub struct ClientMachine {
     pub phase: ClientPhase,
     ext_requested: bool,
+    negotiated: Negotiated,
 }
 
 impl ClientMachine {
-    /// A fresh machine; `ext_requested` says whether the parameters ask for extensions.
-    pub fn new(ext_requested: bool) -> Self {
+    /// A fresh machine; `request` is the extension request the parameters carry, if any.
+    pub fn new(request: Option<&ExtRequest>) -> Self {
+        let requested = request.map_or_else(Vec::new, |r| known(&r.features));
         ClientMachine {
             phase: ClientPhase::AwaitParamExchange,
-            ext_requested,
+            ext_requested: request.is_some(),
+            negotiated: Negotiated::iperf3(requested),
         }
+    }
+
+    /// The server's extension answer (after [`ClientStep::ReadExtAnswer`]): the features
+    /// in use are those it accepted of the ones asked for.
+    pub fn on_ext_answer(&mut self, answer: &ExtAnswer) -> &Negotiated {
+        if self.ext_requested {
+            let n = &mut self.negotiated;
+            n.peer = Peer::Netmeter {
+                version: answer.version,
+            };
+            n.accepted = answer
+                .accepted
+                .iter()
+                .filter(|f| n.requested.contains(f))
+                .cloned()
+                .collect();
+        }
+        &self.negotiated
+    }
+
+    /// What the two ends agreed on so far: final from [`ClientStep::CreateStreams`] on
+    /// (an iperf3 peer if no extension answer came).
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
     }
 
     /// The client has sent `TEST_END`; from now on the server's next word is results.
@@ -136,29 +240,117 @@ pub enum ServerFailure {
     ClientTerminated,
     #[error("the client sent {0:?}, which is not valid at this point")]
     Unexpected(State),
+    /// Any state byte while the client opens its data streams.
+    #[error("the client sent {0:?} while opening its data streams")]
+    DuringStreamSetup(State),
 }
 
-/// Interpret a state byte from the client while a test runs (`running`) or after the
-/// results were displayed (`!running`).
-pub fn server_on_state(running: bool, s: State) -> Result<ServerEvent, ServerFailure> {
-    match (running, s) {
-        (true, State::TestEnd) => Ok(ServerEvent::TestEnd),
-        (false, State::IperfDone) => Ok(ServerEvent::Done),
-        (_, State::ClientTerminate) => Err(ServerFailure::ClientTerminated),
-        (_, other) => Err(ServerFailure::Unexpected(other)),
+/// Where the server is in the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerPhase {
+    /// `PARAM_EXCHANGE` sent; the parameter JSON is next.
+    AwaitParams,
+    /// Parameters answered, `CREATE_STREAMS` sent: data streams arrive, no control
+    /// message is valid.
+    AwaitStreams,
+    /// `TEST_START`/`TEST_RUNNING` sent: the client's `TEST_END` is next.
+    Running,
+    /// `TEST_END` received: the server sends `EXCHANGE_RESULTS` and reads results JSON.
+    ExchangeResults,
+    /// Results and `DISPLAY_RESULTS` sent: the client's `IPERF_DONE` is next.
+    AwaitDone,
+    Done,
+}
+
+/// The server's control state machine (one per session). The engine keeps the
+/// deadlines; the machine says what each message means in the current phase.
+#[derive(Debug, Clone)]
+pub struct ServerMachine {
+    pub phase: ServerPhase,
+    negotiated: Negotiated,
+}
+
+impl Default for ServerMachine {
+    fn default() -> Self {
+        ServerMachine::new()
     }
 }
 
+impl ServerMachine {
+    /// A session that has sent `PARAM_EXCHANGE`.
+    pub fn new() -> Self {
+        ServerMachine {
+            phase: ServerPhase::AwaitParams,
+            negotiated: Negotiated::iperf3(Vec::new()),
+        }
+    }
+
+    /// The client's parameters arrived: settle the features and return the extension
+    /// answer to send (after [`State::NetmeterExt`]), `None` for a client that did not
+    /// ask (an iperf3 client must never see that state byte).
+    pub fn on_params(&mut self, params: &Params) -> Option<ExtAnswer> {
+        self.phase = ServerPhase::AwaitStreams;
+        let req = params.netmeter.as_ref()?;
+        let answer = negotiate(req);
+        self.negotiated = Negotiated {
+            peer: Peer::Netmeter {
+                version: answer.version,
+            },
+            requested: known(&req.features),
+            accepted: answer.accepted.clone(),
+        };
+        Some(answer)
+    }
+
+    /// What the two ends agreed on (after [`Self::on_params`]).
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
+    }
+
+    /// All data streams are open and `TEST_RUNNING` sent.
+    pub fn streams_open(&mut self) {
+        self.phase = ServerPhase::Running;
+    }
+
+    /// Results and `DISPLAY_RESULTS` sent.
+    pub fn results_sent(&mut self) {
+        self.phase = ServerPhase::AwaitDone;
+    }
+
+    /// Interpret one state byte from the client.
+    pub fn on_state(&mut self, s: State) -> Result<ServerEvent, ServerFailure> {
+        use ServerPhase as P;
+        match (self.phase, s) {
+            (P::AwaitStreams, s) => Err(ServerFailure::DuringStreamSetup(s)),
+            (P::Running, State::TestEnd) => {
+                self.phase = P::ExchangeResults;
+                Ok(ServerEvent::TestEnd)
+            }
+            (P::AwaitDone, State::IperfDone) => {
+                self.phase = P::Done;
+                Ok(ServerEvent::Done)
+            }
+            (_, State::ClientTerminate) => Err(ServerFailure::ClientTerminated),
+            (_, other) => Err(ServerFailure::Unexpected(other)),
+        }
+    }
+}
+
+/// The known features of a request, in its order.
+fn known(features: &[Feature]) -> Vec<Feature> {
+    features.iter().filter(|f| f.is_known()).cloned().collect()
+}
+
 /// The features both sides will use, from the client's request and what we support.
-pub fn negotiate(req: &wire::ExtRequest) -> wire::ExtAnswer {
+pub fn negotiate(req: &ExtRequest) -> ExtAnswer {
     let accepted = req
         .features
         .iter()
-        .filter(|f| wire::EXT_FEATURES.contains(&f.as_str()))
-        .take(wire::EXT_FEATURES.len())
+        .filter(|f| f.is_known())
+        .take(Feature::ALL.len())
         .cloned()
         .collect();
-    wire::ExtAnswer {
+    ExtAnswer {
         version: wire::EXT_VERSION.min(req.version),
         accepted,
         server: format!("netmeter {}", env!("CARGO_PKG_VERSION")),
@@ -171,7 +363,7 @@ mod tests {
 
     #[test]
     fn normal_iperf3_sequence() {
-        let mut m = ClientMachine::new(false);
+        let mut m = ClientMachine::new(None);
         assert_eq!(m.on_state(State::ParamExchange), Ok(ClientStep::SendParams));
         assert_eq!(
             m.on_state(State::CreateStreams),
@@ -190,7 +382,7 @@ mod tests {
 
     #[test]
     fn extension_answer_only_when_requested() {
-        let mut m = ClientMachine::new(true);
+        let mut m = ClientMachine::new(Some(&ExtRequest::default()));
         m.on_state(State::ParamExchange).unwrap();
         assert_eq!(
             m.on_state(State::NetmeterExt),
@@ -201,45 +393,172 @@ mod tests {
             Ok(ClientStep::CreateStreams)
         );
 
-        let mut plain = ClientMachine::new(false);
+        let mut plain = ClientMachine::new(None);
         plain.on_state(State::ParamExchange).unwrap();
         assert!(plain.on_state(State::NetmeterExt).is_err());
     }
 
     #[test]
     fn busy_error_and_out_of_order_states() {
-        let mut m = ClientMachine::new(false);
+        let mut m = ClientMachine::new(None);
         assert_eq!(
             m.on_state(State::AccessDenied),
             Err(ClientFailure::AccessDenied)
         );
-        let mut m = ClientMachine::new(false);
+        let mut m = ClientMachine::new(None);
         assert_eq!(
             m.on_state(State::ServerError),
             Ok(ClientStep::ReadServerError)
         );
-        let mut m = ClientMachine::new(false);
+        let mut m = ClientMachine::new(None);
         assert!(matches!(
             m.on_state(State::TestRunning),
             Err(ClientFailure::Unexpected { .. })
         ));
     }
 
+    /// A request for `features` (everything else default).
+    fn request(features: Vec<Feature>) -> ExtRequest {
+        ExtRequest {
+            version: wire::EXT_VERSION,
+            features,
+            ..ExtRequest::default()
+        }
+    }
+
     #[test]
-    fn server_side_events() {
+    fn client_negotiates_what_it_asked_and_the_server_accepted() {
+        let req = request(vec![
+            Feature::UdpSeq64,
+            Feature::TripTimes,
+            Feature::NoOffload,
+        ]);
+        let mut m = ClientMachine::new(Some(&req));
+        m.on_state(State::ParamExchange).unwrap();
         assert_eq!(
-            server_on_state(true, State::TestEnd),
-            Ok(ServerEvent::TestEnd)
+            m.on_state(State::NetmeterExt),
+            Ok(ClientStep::ReadExtAnswer)
         );
+        // An older server that knows no `no_offload`; a feature nobody asked for and a
+        // newer one's unknown name are not in use.
+        let n = m.on_ext_answer(&ExtAnswer {
+            version: 1,
+            accepted: vec![
+                Feature::TripTimes,
+                Feature::UdpSeq64,
+                Feature::Bounceback,
+                Feature::Unknown("teleport".into()),
+            ],
+            server: "netmeter 0.0.1".into(),
+        });
+        assert_eq!(n.peer, Peer::Netmeter { version: 1 });
+        assert!(n.has(Feature::TripTimes) && n.has(Feature::UdpSeq64));
+        assert!(!n.has(Feature::Bounceback));
+        assert!(n.declined(Feature::NoOffload));
+        assert_eq!(n.features(), &[Feature::TripTimes, Feature::UdpSeq64]);
+        assert_eq!(n.peer_name(), "netmeter");
         assert_eq!(
-            server_on_state(false, State::IperfDone),
-            Ok(ServerEvent::Done)
+            m.on_state(State::CreateStreams),
+            Ok(ClientStep::CreateStreams)
         );
+        assert_eq!(m.negotiated().features().len(), 2);
+    }
+
+    #[test]
+    fn client_without_an_answer_talks_to_iperf3() {
+        // Asked, but the server went straight to CREATE_STREAMS: an iperf3 server.
+        let req = request(vec![Feature::UdpSeq64, Feature::Isochronous]);
+        let mut m = ClientMachine::new(Some(&req));
+        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::CreateStreams).unwrap();
+        let n = m.negotiated();
+        assert_eq!(n.peer, Peer::Iperf3);
+        assert_eq!(n.peer_name(), "iperf3");
+        assert!(!n.has(Feature::UdpSeq64));
+        assert!(n.declined(Feature::Isochronous));
+        let w = n.client_warnings("h");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("h does not count isochronous frames"));
+        // Not asked at all (--no-extensions): nothing declined, no warning.
+        let plain = ClientMachine::new(None);
+        assert!(!plain.negotiated().declined(Feature::Isochronous));
+        assert!(plain.negotiated().client_warnings("h").is_empty());
+    }
+
+    #[test]
+    fn client_warns_when_a_netmeter_declines_no_offload() {
+        let req = request(vec![Feature::UdpSeq64, Feature::NoOffload]);
+        let mut m = ClientMachine::new(Some(&req));
+        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::NetmeterExt).unwrap();
+        let n = m.on_ext_answer(&ExtAnswer {
+            version: 1,
+            accepted: vec![Feature::UdpSeq64],
+            server: String::new(),
+        });
         assert_eq!(
-            server_on_state(true, State::ClientTerminate),
+            n.client_warnings("srv"),
+            vec![
+                "srv is an older netmeter that does not take --no-gso/--no-gro: its side may still use UDP offload"
+                    .to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn server_machine_runs_the_whole_conversation() {
+        let mut m = ServerMachine::new();
+        assert_eq!(m.phase, ServerPhase::AwaitParams);
+        let params = Params {
+            netmeter: Some(request(vec![
+                Feature::UdpSeq64,
+                Feature::Unknown("teleport".into()),
+                Feature::TripTimes,
+            ])),
+            ..Params::default()
+        };
+        let answer = m
+            .on_params(&params)
+            .expect("a netmeter client gets an answer");
+        assert_eq!(answer.accepted, vec![Feature::UdpSeq64, Feature::TripTimes]);
+        let n = m.negotiated();
+        assert_eq!(n.peer, Peer::Netmeter { version: 1 });
+        assert!(n.has(Feature::TripTimes) && !n.has(Feature::Bounceback));
+        // While streams open, any control message is out of place.
+        assert_eq!(m.phase, ServerPhase::AwaitStreams);
+        assert_eq!(
+            m.on_state(State::ClientTerminate),
+            Err(ServerFailure::DuringStreamSetup(State::ClientTerminate))
+        );
+        m.streams_open();
+        assert_eq!(
+            m.on_state(State::IperfDone),
+            Err(ServerFailure::Unexpected(State::IperfDone))
+        );
+        assert_eq!(m.on_state(State::TestEnd), Ok(ServerEvent::TestEnd));
+        assert_eq!(m.phase, ServerPhase::ExchangeResults);
+        m.results_sent();
+        assert_eq!(m.on_state(State::IperfDone), Ok(ServerEvent::Done));
+        assert_eq!(m.phase, ServerPhase::Done);
+    }
+
+    #[test]
+    fn server_machine_with_an_iperf3_client() {
+        let mut m = ServerMachine::new();
+        assert_eq!(m.on_params(&Params::default()), None);
+        assert_eq!(m.negotiated().peer, Peer::Iperf3);
+        assert!(m.negotiated().features().is_empty());
+        m.streams_open();
+        assert_eq!(
+            m.on_state(State::ClientTerminate),
             Err(ServerFailure::ClientTerminated)
         );
-        assert!(server_on_state(true, State::IperfDone).is_err());
+        m.on_state(State::TestEnd).unwrap();
+        m.results_sent();
+        assert_eq!(
+            m.on_state(State::ClientTerminate),
+            Err(ServerFailure::ClientTerminated)
+        );
     }
 
     #[test]
@@ -253,12 +572,13 @@ mod tests {
             working_load: None,
             no_gso: true,
             no_gro: false,
-            features: vec!["udp_seq64".into(), "teleport".into(), "no_offload".into()],
+            features: vec![
+                Feature::UdpSeq64,
+                Feature::Unknown("teleport".into()),
+                Feature::NoOffload,
+            ],
         });
         assert_eq!(a.version, wire::EXT_VERSION);
-        assert_eq!(
-            a.accepted,
-            vec!["udp_seq64".to_string(), "no_offload".to_string()]
-        );
+        assert_eq!(a.accepted, vec![Feature::UdpSeq64, Feature::NoOffload]);
     }
 }

@@ -5,7 +5,8 @@
 //! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
 //! the server sends back, never a panic or an absurd allocation.
 
-use crate::wire::{self, Bounceback, ExtRequest, Params, WorkingLoad, errcode};
+use crate::session::Negotiated;
+use crate::wire::{self, Bounceback, ErrCode, ExtRequest, Feature, Params, WorkingLoad};
 
 /// Transport of the data streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +137,7 @@ pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecEr
     let len_ok = |l: u32| (min..=wire::MAX_BOUNCEBACK_LEN).contains(&l);
     if !len_ok(b.request_len) || !len_ok(b.reply_len) {
         return Err(refuse(
-            errcode::IEUNIMP,
+            ErrCode::Unimp,
             format!(
                 "bounceback request and reply sizes must be {min} to {} bytes",
                 wire::MAX_BOUNCEBACK_LEN
@@ -144,14 +145,11 @@ pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecEr
         ));
     }
     if b.hold_us > wire::MAX_BOUNCEBACK_HOLD_US {
-        return Err(refuse(
-            errcode::IEUNIMP,
-            "bounceback hold is longer than 1 s",
-        ));
+        return Err(refuse(ErrCode::Unimp, "bounceback hold is longer than 1 s"));
     }
     if !(1..=wire::MAX_BOUNCEBACK_BURST).contains(&b.burst) {
         return Err(refuse(
-            errcode::IEUNIMP,
+            ErrCode::Unimp,
             format!(
                 "bounceback burst must be 1 to {}",
                 wire::MAX_BOUNCEBACK_BURST
@@ -160,7 +158,7 @@ pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecEr
     }
     if b.busy_poll_us > wire::MAX_BUSY_POLL_US {
         return Err(refuse(
-            errcode::IEUNIMP,
+            ErrCode::Unimp,
             format!("busy-poll time must be 0 to {} µs", wire::MAX_BUSY_POLL_US),
         ));
     }
@@ -171,11 +169,11 @@ pub fn check_bounceback(b: &Bounceback, protocol: Protocol) -> Result<(), SpecEr
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SpecError {
-    pub code: i32,
+    pub code: ErrCode,
     pub message: String,
 }
 
-fn refuse(code: i32, message: impl Into<String>) -> SpecError {
+fn refuse(code: ErrCode, message: impl Into<String>) -> SpecError {
     SpecError {
         code,
         message: message.into(),
@@ -183,7 +181,7 @@ fn refuse(code: i32, message: impl Into<String>) -> SpecError {
 }
 
 /// A JSON number that must be a whole number within `0..=max`.
-fn whole(v: f64, max: f64, code: i32, what: &str) -> Result<u64, SpecError> {
+fn whole(v: f64, max: f64, code: ErrCode, what: &str) -> Result<u64, SpecError> {
     if !v.is_finite() || v < 0.0 || v > max || v.fract() != 0.0 {
         return Err(refuse(code, format!("{what} {v} is out of range")));
     }
@@ -273,35 +271,109 @@ impl TestSpec {
         matches!(self.end, EndCondition::Time(t) if t <= 0.0)
     }
 
+    /// The extension request a netmeter client sends for this test. It asks only for
+    /// what the test uses (and for the features every test uses), so the answer lists
+    /// exactly what runs.
+    pub fn ext_request(&self) -> ExtRequest {
+        let isoch = self
+            .profile
+            .and_then(|p| p.isochronous())
+            .filter(|_| self.protocol == Protocol::Udp);
+        ExtRequest {
+            working_load: self.working_load,
+            bounceback: self.bounceback,
+            trip_times: self.trip_times,
+            connect_only: self.connect_only,
+            no_gso: self.no_gso,
+            no_gro: self.no_gro,
+            isochronous: isoch,
+            version: wire::EXT_VERSION,
+            features: Feature::ALL
+                .into_iter()
+                .filter(|f| match f {
+                    Feature::Bounceback => self.bounceback.is_some(),
+                    Feature::TripTimes => self.trip_times,
+                    Feature::WorkingLoad => self.working_load.is_some(),
+                    Feature::ConnectOnly => self.connect_only,
+                    Feature::Isochronous => isoch.is_some(),
+                    Feature::NoOffload => {
+                        self.protocol == Protocol::Udp && (self.no_gso || self.no_gro)
+                    }
+                    _ => true,
+                })
+                .collect(),
+        }
+    }
+
+    /// The first option of this test that cannot run without a feature the peer did
+    /// not agree to (the client then stops: "`--trip-times` needs a netmeter server").
+    pub fn unmet_need(&self, n: &Negotiated) -> Option<&'static str> {
+        let needs = [
+            (
+                self.working_load.is_some(),
+                Feature::WorkingLoad,
+                "--working-load",
+            ),
+            (self.trip_times, Feature::TripTimes, "--trip-times"),
+            (
+                self.bounceback.is_some(),
+                Feature::Bounceback,
+                "--bounceback",
+            ),
+            (self.connect_only, Feature::ConnectOnly, "--connect-only"),
+        ];
+        needs
+            .into_iter()
+            .find(|(wanted, f, _)| *wanted && !n.has(f.clone()))
+            .map(|(_, _, flag)| flag)
+    }
+
+    /// The test both ends run, given what they agreed on. Derived once after the
+    /// negotiation and not changed afterwards: 64-bit UDP sequence numbers when
+    /// negotiated; one-way delays only when agreed (a server drops them otherwise, a
+    /// client stops first, see [`Self::unmet_need`]); isochronous datagrams carry frame
+    /// headers only when the server counts frames.
+    pub fn negotiated(&self, n: &Negotiated) -> TestSpec {
+        let mut s = self.clone();
+        if s.protocol == Protocol::Udp && n.has(Feature::UdpSeq64) {
+            s.udp_seq64 = true;
+        }
+        s.trip_times = s.trip_times && n.has(Feature::TripTimes);
+        if let Some(crate::profile::Profile::Isochronous { framed, .. }) = s.profile.as_mut() {
+            *framed = n.has(Feature::Isochronous);
+        }
+        s
+    }
+
     /// Resolve a client's parameter JSON on the server, with iperf3's range checks.
     pub fn from_params(p: &Params) -> Result<TestSpec, SpecError> {
         let protocol = match (p.tcp.is_some(), p.udp.is_some(), p.sctp.is_some()) {
             (_, false, false) => Protocol::Tcp,
             (false, true, false) => Protocol::Udp,
-            (_, _, true) => return Err(refuse(errcode::IEUNIMP, "SCTP is not supported")),
-            _ => return Err(refuse(errcode::IEUNIMP, "both TCP and UDP were requested")),
+            (_, _, true) => return Err(refuse(ErrCode::Unimp, "SCTP is not supported")),
+            _ => return Err(refuse(ErrCode::Unimp, "both TCP and UDP were requested")),
         };
         let direction = match (p.reverse.is_some(), p.bidirectional.is_some()) {
             (false, false) => Direction::Upload,
             (true, false) => Direction::Reverse,
             (false, true) => Direction::Bidir,
-            (true, true) => return Err(refuse(errcode::IEREVERSEBIDIR, "reverse and bidir")),
+            (true, true) => return Err(refuse(ErrCode::ReverseBidir, "reverse and bidir")),
         };
         let time = whole(
             p.time.floor(),
             wire::MAX_TIME as f64,
-            errcode::IEDURATION,
+            ErrCode::Duration,
             "time",
         )?;
-        let num = whole(p.num, u64::MAX as f64, errcode::IEDURATION, "bytes")?;
-        let blocks = whole(p.blockcount, u64::MAX as f64, errcode::IEDURATION, "blocks")?;
+        let num = whole(p.num, u64::MAX as f64, ErrCode::Duration, "bytes")?;
+        let blocks = whole(p.blockcount, u64::MAX as f64, ErrCode::Duration, "blocks")?;
         let end = if num > 0 {
             EndCondition::Bytes(num)
         } else if blocks > 0 {
             EndCondition::Blocks(blocks)
         } else {
             if !p.time.is_finite() || p.time < 0.0 {
-                return Err(refuse(errcode::IEDURATION, "bad time"));
+                return Err(refuse(ErrCode::Duration, "bad time"));
             }
             let _ = time;
             EndCondition::Time(p.time)
@@ -309,52 +381,52 @@ impl TestSpec {
         let parallel = whole(
             p.parallel.max(1.0),
             wire::MAX_STREAMS as f64,
-            errcode::IENUMSTREAMS,
+            ErrCode::NumStreams,
             "parallel",
         )? as u32;
         let block_len = match (protocol, p.len) {
             (Protocol::Tcp, None) => wire::TCP_DEFAULT_BLOCK,
             (Protocol::Udp, None) => wire::UDP_DEFAULT_LEN,
             (Protocol::Tcp, Some(l)) => {
-                whole(l, wire::TCP_MAX_BLOCK as f64, errcode::IEBLOCKSIZE, "len")?.max(1) as usize
+                whole(l, wire::TCP_MAX_BLOCK as f64, ErrCode::BlockSize, "len")?.max(1) as usize
             }
             (Protocol::Udp, Some(l)) => {
-                let l = whole(l, wire::UDP_MAX_LEN as f64, errcode::IEUDPBLOCKSIZE, "len")?;
+                let l = whole(l, wire::UDP_MAX_LEN as f64, ErrCode::UdpBlockSize, "len")?;
                 if (l as usize) < wire::UDP_MIN_LEN {
-                    return Err(refuse(errcode::IEUDPBLOCKSIZE, "UDP length below 16"));
+                    return Err(refuse(ErrCode::UdpBlockSize, "UDP length below 16"));
                 }
                 l as usize
             }
         };
         let omit = p.omit;
         if !omit.is_finite() || omit < 0.0 || omit > wire::MAX_OMIT as f64 {
-            return Err(refuse(errcode::IEOMIT, "bad omit"));
+            return Err(refuse(ErrCode::Omit, "bad omit"));
         }
         let window = p
             .window
-            .map(|w| whole(w, wire::MAX_WINDOW as f64, errcode::IEBUFSIZE, "window"))
+            .map(|w| whole(w, wire::MAX_WINDOW as f64, ErrCode::BufSize, "window"))
             .transpose()?;
         let mss = p
             .mss
-            .map(|m| whole(m, wire::MAX_MSS as f64, errcode::IEMSS, "MSS").map(|m| m as u32))
+            .map(|m| whole(m, wire::MAX_MSS as f64, ErrCode::Mss, "MSS").map(|m| m as u32))
             .transpose()?;
         let rate_bps = p
             .bandwidth
-            .map(|b| whole(b.floor(), u64::MAX as f64, errcode::IEDURATION, "bandwidth"))
+            .map(|b| whole(b.floor(), u64::MAX as f64, ErrCode::Duration, "bandwidth"))
             .transpose()?
             .unwrap_or(0);
         let burst = p
             .burst
-            .map(|b| whole(b, wire::MAX_BURST as f64, errcode::IEBURST, "burst").map(|b| b as u32))
+            .map(|b| whole(b, wire::MAX_BURST as f64, ErrCode::Burst, "burst").map(|b| b as u32))
             .transpose()?
             .filter(|&b| b > 0);
         let tos = p
             .tos
-            .map(|t| whole(t, 255.0, errcode::IEBADTOS, "TOS").map(|t| t as u8))
+            .map(|t| whole(t, 255.0, ErrCode::BadTos, "TOS").map(|t| t as u8))
             .transpose()?;
         let fq_rate_bps = p
             .fqrate
-            .map(|r| whole(r.floor(), u64::MAX as f64, errcode::IEDURATION, "fqrate"))
+            .map(|r| whole(r.floor(), u64::MAX as f64, ErrCode::Duration, "fqrate"))
             .transpose()?
             .filter(|&r| r > 0);
         let bounceback = p.netmeter.as_ref().and_then(|n| n.bounceback);
@@ -362,7 +434,7 @@ impl TestSpec {
             check_bounceback(b, protocol)?;
             if direction != Direction::Upload {
                 return Err(refuse(
-                    errcode::IEUNIMP,
+                    ErrCode::Unimp,
                     "bounceback runs client to server only",
                 ));
             }
@@ -375,22 +447,22 @@ impl TestSpec {
                 || bounceback.is_some())
         {
             return Err(refuse(
-                errcode::IEUNIMP,
+                ErrCode::Unimp,
                 "connect-only tests are TCP, client to server, timed, without bounceback",
             ));
         }
         // Isochronous frames the server counts: UDP, client to server, negotiated.
         let profile = match p.netmeter.as_ref() {
-            Some(n) if n.features.iter().any(|f| f == "isochronous") => match n.isochronous {
+            Some(n) if n.features.contains(&Feature::Isochronous) => match n.isochronous {
                 Some(iso) => {
                     crate::profile::check_isochronous(&iso)
-                        .map_err(|e| refuse(errcode::IEUNIMP, e))?;
+                        .map_err(|e| refuse(ErrCode::Unimp, e))?;
                     if protocol != Protocol::Udp
                         || direction == Direction::Reverse
                         || bounceback.is_some()
                     {
                         return Err(refuse(
-                            errcode::IEUNIMP,
+                            ErrCode::Unimp,
                             "isochronous frames are UDP, sent by the client",
                         ));
                     }
@@ -438,7 +510,7 @@ impl TestSpec {
                         || !(1..=wire::MAX_STREAMS / 2).contains(&w.streams)
                         || w.idle_ms > 60_000
                     {
-                        return Err(refuse(errcode::IEUNIMP, "invalid working-load parameters"));
+                        return Err(refuse(ErrCode::Unimp, "invalid working-load parameters"));
                     }
                     Some(w)
                 }
@@ -449,7 +521,7 @@ impl TestSpec {
             // iperf3 accepts 0..1024; a CPU that does not exist fails when applied.
             server_affinity: p
                 .server_affinity
-                .map(|a| whole(a, 1024.0, errcode::IEUNIMP, "server_affinity").map(|a| a as u32))
+                .map(|a| whole(a, 1024.0, ErrCode::Unimp, "server_affinity").map(|a| a as u32))
                 .transpose()?,
             no_gso: p.netmeter.as_ref().is_some_and(|n| n.no_gso),
             no_gro: p.netmeter.as_ref().is_some_and(|n| n.no_gro),
@@ -482,34 +554,34 @@ mod tests {
     #[test]
     fn refuses_out_of_range_values() {
         let base = TestSpec::default().to_params(None);
-        let cases: Vec<(Params, i32)> = vec![
+        let cases: Vec<(Params, ErrCode)> = vec![
             (
                 Params {
                     parallel: 129.0,
                     ..base.clone()
                 },
-                errcode::IENUMSTREAMS,
+                ErrCode::NumStreams,
             ),
             (
                 Params {
                     len: Some(2e6),
                     ..base.clone()
                 },
-                errcode::IEBLOCKSIZE,
+                ErrCode::BlockSize,
             ),
             (
                 Params {
                     time: 1e9,
                     ..base.clone()
                 },
-                errcode::IEDURATION,
+                ErrCode::Duration,
             ),
             (
                 Params {
                     window: Some(-1.0),
                     ..base.clone()
                 },
-                errcode::IEBUFSIZE,
+                ErrCode::BufSize,
             ),
             (
                 Params {
@@ -517,14 +589,14 @@ mod tests {
                     bidirectional: Some(true),
                     ..base.clone()
                 },
-                errcode::IEREVERSEBIDIR,
+                ErrCode::ReverseBidir,
             ),
             (
                 Params {
                     omit: f64::NAN,
                     ..base.clone()
                 },
-                errcode::IEOMIT,
+                ErrCode::Omit,
             ),
             (
                 Params {
@@ -533,7 +605,7 @@ mod tests {
                     len: Some(8.0),
                     ..base.clone()
                 },
-                errcode::IEUDPBLOCKSIZE,
+                ErrCode::UdpBlockSize,
             ),
         ];
         for (p, code) in cases {
@@ -545,7 +617,7 @@ mod tests {
     fn no_gso_and_no_gro_travel_in_the_extension_request() {
         let mut p = TestSpec::default().to_params(Some(ExtRequest {
             version: wire::EXT_VERSION,
-            features: vec!["no_offload".into()],
+            features: vec![Feature::NoOffload],
             no_gso: true,
             ..ExtRequest::default()
         }));
@@ -561,6 +633,116 @@ mod tests {
         p.netmeter = None;
         let s = TestSpec::from_params(&p).unwrap();
         assert!(!s.no_gso && !s.no_gro);
+    }
+
+    /// The negotiated value a client gets from an answer accepting `accepted` of what
+    /// `spec` asks for.
+    fn agreed(spec: &TestSpec, accepted: Vec<Feature>) -> Negotiated {
+        let req = spec.ext_request();
+        let mut m = crate::session::ClientMachine::new(Some(&req));
+        m.on_ext_answer(&wire::ExtAnswer {
+            version: wire::EXT_VERSION,
+            accepted,
+            server: String::new(),
+        })
+        .clone()
+    }
+
+    #[test]
+    fn the_request_asks_only_for_what_the_test_uses() {
+        let tcp = TestSpec::default().ext_request();
+        assert_eq!(
+            tcp.features,
+            vec![Feature::UdpSeq64, Feature::UdpConnectRetry]
+        );
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            trip_times: true,
+            no_gro: true,
+            ..TestSpec::default()
+        }
+        .ext_request();
+        assert_eq!(
+            udp.features,
+            vec![
+                Feature::UdpSeq64,
+                Feature::UdpConnectRetry,
+                Feature::TripTimes,
+                Feature::NoOffload
+            ]
+        );
+        assert!(udp.trip_times && udp.no_gro);
+    }
+
+    #[test]
+    fn negotiation_derives_the_effective_test_without_touching_the_asked_one() {
+        let asked = TestSpec {
+            protocol: Protocol::Udp,
+            trip_times: true,
+            ..TestSpec::default()
+        };
+        let n = agreed(&asked, vec![Feature::UdpSeq64, Feature::TripTimes]);
+        let eff = asked.negotiated(&n);
+        assert!(eff.udp_seq64 && eff.trip_times);
+        assert!(!asked.udp_seq64);
+        assert_eq!(asked.unmet_need(&n), None);
+        // An iperf3 server: no 64-bit counters, and --trip-times cannot run.
+        let iperf3 = crate::session::ClientMachine::new(Some(&asked.ext_request()));
+        let n = iperf3.negotiated();
+        assert!(!asked.negotiated(n).udp_seq64);
+        assert_eq!(asked.unmet_need(n), Some("--trip-times"));
+        // TCP never switches to 64-bit UDP counters.
+        let tcp = TestSpec::default();
+        assert!(
+            !tcp.negotiated(&agreed(&tcp, vec![Feature::UdpSeq64]))
+                .udp_seq64
+        );
+    }
+
+    #[test]
+    fn unmet_needs_are_checked_in_a_fixed_order() {
+        let bb = Bounceback {
+            request_len: 1,
+            reply_len: 1,
+            hold_us: 0,
+            burst: 1,
+            busy_poll_us: 0,
+        };
+        let spec = TestSpec {
+            bounceback: Some(bb),
+            connect_only: true,
+            ..TestSpec::default()
+        };
+        assert_eq!(
+            spec.unmet_need(&agreed(&spec, vec![])),
+            Some("--bounceback")
+        );
+        assert_eq!(
+            spec.unmet_need(&agreed(&spec, vec![Feature::Bounceback])),
+            Some("--connect-only")
+        );
+    }
+
+    #[test]
+    fn isochronous_frames_are_framed_only_when_negotiated() {
+        let iso = wire::Isochronous {
+            fps: 60,
+            mean_bps: 20_000_000,
+            stdev_bps: 0,
+        };
+        let asked = TestSpec {
+            protocol: Protocol::Udp,
+            profile: Some(crate::profile::Profile::Isochronous {
+                params: iso,
+                framed: false,
+            }),
+            ..TestSpec::default()
+        };
+        assert_eq!(asked.ext_request().isochronous, Some(iso));
+        let yes = asked.negotiated(&agreed(&asked, vec![Feature::Isochronous]));
+        assert!(yes.profile.is_some_and(|p| p.framed()));
+        let no = asked.negotiated(&agreed(&asked, vec![]));
+        assert!(!no.profile.is_some_and(|p| p.framed()));
     }
 
     #[test]

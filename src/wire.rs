@@ -270,80 +270,321 @@ pub fn decode_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, WireE
 }
 
 /// The 8 bytes after `SERVER_ERROR`: iperf3 error code and the server's errno.
-pub fn decode_error_trailer(b: [u8; 8]) -> (i32, i32) {
+pub fn decode_error_trailer(b: [u8; 8]) -> (ErrCode, i32) {
     let code = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let errno = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-    (code, errno)
+    (ErrCode::from_i32(code), errno)
 }
 
 /// Encode the `SERVER_ERROR` state byte and its trailer.
-pub fn encode_server_error(code: i32, errno: i32) -> [u8; 9] {
+pub fn encode_server_error(code: ErrCode, errno: i32) -> [u8; 9] {
     let mut out = [0u8; 9];
     out[0] = State::ServerError.to_byte();
-    out[1..5].copy_from_slice(&code.to_be_bytes());
+    out[1..5].copy_from_slice(&code.to_i32().to_be_bytes());
     out[5..9].copy_from_slice(&errno.to_be_bytes());
     out
 }
 
-/// iperf3 error codes netmeter sends or explains (`src/iperf_api.h`).
-pub mod errcode {
-    pub const IEDURATION: i32 = 5;
-    pub const IENUMSTREAMS: i32 = 6;
-    pub const IEBLOCKSIZE: i32 = 7;
-    pub const IEBUFSIZE: i32 = 8;
-    pub const IEMSS: i32 = 10;
-    pub const IEOMIT: i32 = 12;
-    pub const IEUNIMP: i32 = 13;
-    pub const IEBURST: i32 = 15;
-    pub const IEUDPBLOCKSIZE: i32 = 20;
-    pub const IEBADTOS: i32 = 21;
-    pub const IEREVERSEBIDIR: i32 = 25;
-    pub const IERECVPARAMS: i32 = 114;
-    pub const IERECVRESULTS: i32 = 117;
-    pub const IECLIENTTERM: i32 = 119;
-    pub const IEACCESSDENIED: i32 = 121;
-    pub const IESTREAMACCEPT: i32 = 204;
-    pub const IESTREAMREAD: i32 = 206;
-    pub const IESERVERTESTDURATIONEXPIRED: i32 = 160;
+macro_rules! err_codes {
+    ($($(#[$doc:meta])* $name:ident = $value:literal,)*) => {
+        /// iperf3 error codes by name (`enum iperf_error_code` in esnet/iperf
+        /// `src/iperf_api.h`): what a server sends after `SERVER_ERROR`, and what
+        /// netmeter's server answers with. A code this list does not name (a newer
+        /// iperf3's) travels as [`ErrCode::Other`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrCode {
+            $($(#[$doc])* $name,)*
+            /// A code netmeter does not know by name.
+            Other(i32),
+        }
+
+        impl ErrCode {
+            /// The code for a number from the wire.
+            pub fn from_i32(code: i32) -> ErrCode {
+                match code {
+                    $($value => ErrCode::$name,)*
+                    other => ErrCode::Other(other),
+                }
+            }
+
+            /// The number on the wire.
+            pub fn to_i32(self) -> i32 {
+                match self {
+                    $(ErrCode::$name => $value,)*
+                    ErrCode::Other(code) => code,
+                }
+            }
+        }
+    };
 }
 
-/// A readable sentence for an iperf3 error code received from a server.
-pub fn describe_error_code(code: i32) -> String {
-    let s = match code {
-        1 => "cannot be both server and client",
-        2 => "must either be a client or a server",
-        3 => "an option was server-only",
-        4 => "an option was client-only",
-        5 => "the test duration is too long (maximum 86400 seconds)",
-        6 => "too many parallel streams (maximum 128)",
-        7 => "the block size is too large (maximum 1 MiB)",
-        8 => "the socket buffer size is too large (maximum 512 MiB)",
-        9 => "invalid report interval",
-        10 => "the MSS is too large",
-        11 => "the server does not support sendfile (-Z)",
-        12 => "bogus value for --omit",
-        13 => "a requested feature is not implemented by the server",
-        14 => "the server could not open its -F file",
-        15 => "invalid burst count (maximum 1000)",
-        16 => "only one end condition (-t, -n, -k) may be given",
-        20 => "invalid UDP block size",
-        21 => "bad TOS value",
-        25 => "cannot be both reverse and bidirectional",
-        27 => "the requested total bitrate exceeds the server's limit",
-        37 => "the requested test duration exceeds the server's maximum",
-        100..=118 => "the server could not set up or run the control exchange",
-        119 => "the client has terminated",
-        120 => "the server has terminated",
-        121 => "the server is busy running a test; try again later",
-        122..=141 => "the server could not apply a requested socket option",
-        142 => "test authorization failed",
-        160 => "the server's test duration expired",
-        200..=208 => "the server could not create or run a data stream",
-        300..=301 => "the server had a timer failure",
-        400..=403 => "the server had a thread failure",
-        _ => "unknown error",
-    };
-    format!("{s} (iperf3 error {code})")
+err_codes! {
+    /// `IENONE`: no error.
+    None = 0,
+    /// `IESERVCLIENT`: cannot be both server and client.
+    ServClient = 1,
+    /// `IENOROLE`: must either be a client or a server.
+    NoRole = 2,
+    /// `IESERVERONLY`: this option is server only.
+    ServerOnly = 3,
+    /// `IECLIENTONLY`: this option is client only.
+    ClientOnly = 4,
+    /// `IEDURATION`: test duration too long (`MAX_TIME`).
+    Duration = 5,
+    /// `IENUMSTREAMS`: too many parallel streams (`MAX_STREAMS`).
+    NumStreams = 6,
+    /// `IEBLOCKSIZE`: block size too large (`MAX_BLOCKSIZE`).
+    BlockSize = 7,
+    /// `IEBUFSIZE`: socket buffer size too large (`MAX_TCP_BUFFER`).
+    BufSize = 8,
+    /// `IEINTERVAL`: invalid report interval.
+    Interval = 9,
+    /// `IEMSS`: MSS too large (`MAX_MSS`).
+    Mss = 10,
+    /// `IENOSENDFILE`: this OS does not support sendfile.
+    NoSendfile = 11,
+    /// `IEOMIT`: bogus value for --omit.
+    Omit = 12,
+    /// `IEUNIMP`: not implemented.
+    Unimp = 13,
+    /// `IEFILE`: the -F file could not be opened.
+    File = 14,
+    /// `IEBURST`: invalid burst count (`MAX_BURST`).
+    Burst = 15,
+    /// `IEENDCONDITIONS`: only one end condition (-t, -n, -k) may be given.
+    EndConditions = 16,
+    /// `IELOGFILE`: cannot open the log file.
+    LogFile = 17,
+    /// `IENOSCTP`: no SCTP support.
+    NoSctp = 18,
+    /// `IEBIND`: unused (local port without a local bind).
+    Bind = 19,
+    /// `IEUDPBLOCKSIZE`: invalid UDP block size.
+    UdpBlockSize = 20,
+    /// `IEBADTOS`: bad TOS value.
+    BadTos = 21,
+    /// `IESETCLIENTAUTH`: bad client authentication configuration.
+    SetClientAuth = 22,
+    /// `IESETSERVERAUTH`: bad server authentication configuration.
+    SetServerAuth = 23,
+    /// `IEBADFORMAT`: bad -f argument.
+    BadFormat = 24,
+    /// `IEREVERSEBIDIR`: cannot be both reverse and bidirectional.
+    ReverseBidir = 25,
+    /// `IEBADPORT`: bad port number.
+    BadPort = 26,
+    /// `IETOTALRATE`: total bitrate above the server's limit.
+    TotalRate = 27,
+    /// `IETOTALINTERVAL`: invalid interval for the average rate.
+    TotalInterval = 28,
+    /// `IESKEWTHRESHOLD`: invalid skew threshold.
+    SkewThreshold = 29,
+    /// `IEIDLETIMEOUT`: invalid idle timeout.
+    IdleTimeout = 30,
+    /// `IERCVTIMEOUT`: illegal receive timeout.
+    RcvTimeout = 31,
+    /// `IERVRSONLYRCVTIMEOUT`: the receive timeout is for reverse mode only.
+    RvrsOnlyRcvTimeout = 32,
+    /// `IESNDTIMEOUT`: illegal send timeout.
+    SndTimeout = 33,
+    /// `IEUDPFILETRANSFER`: cannot transfer a file over UDP.
+    UdpFileTransfer = 34,
+    /// `IESERVERAUTHUSERS`: cannot read the authorized users file.
+    ServerAuthUsers = 35,
+    /// `IECNTLKA`: keepalive period shorter than the retry period.
+    CntlKa = 36,
+    /// `IEMAXSERVERTESTDURATIONEXCEEDED`: duration above the server's maximum.
+    MaxServerTestDurationExceeded = 37,
+    /// `IEUNITVAL`: invalid unit value or suffix.
+    UnitVal = 38,
+    /// `IERVRSONLYSKIPRXCOPY`: --skip-rx-copy not supported.
+    RvrsOnlySkipRxCopy = 39,
+    /// `IEBADDSCP`: bad DSCP value.
+    BadDscp = 40,
+    /// `IENEWTEST`: unable to create a new test.
+    NewTest = 100,
+    /// `IEINITTEST`: test initialization failed.
+    InitTest = 101,
+    /// `IELISTEN`: unable to listen for connections.
+    Listen = 102,
+    /// `IECONNECT`: unable to connect to the server.
+    Connect = 103,
+    /// `IEACCEPT`: unable to accept a connection.
+    Accept = 104,
+    /// `IESENDCOOKIE`: unable to send the cookie.
+    SendCookie = 105,
+    /// `IERECVCOOKIE`: unable to receive the cookie.
+    RecvCookie = 106,
+    /// `IECTRLWRITE`: unable to write to the control socket.
+    CtrlWrite = 107,
+    /// `IECTRLREAD`: unable to read from the control socket.
+    CtrlRead = 108,
+    /// `IECTRLCLOSE`: the control socket closed unexpectedly.
+    CtrlClose = 109,
+    /// `IEMESSAGE`: received an unknown message.
+    Message = 110,
+    /// `IESENDMESSAGE`: unable to send a control message.
+    SendMessage = 111,
+    /// `IERECVMESSAGE`: unable to receive a control message.
+    RecvMessage = 112,
+    /// `IESENDPARAMS`: unable to send the parameters.
+    SendParams = 113,
+    /// `IERECVPARAMS`: unable to receive the parameters.
+    RecvParams = 114,
+    /// `IEPACKAGERESULTS`: unable to package the results.
+    PackageResults = 115,
+    /// `IESENDRESULTS`: unable to send the results.
+    SendResults = 116,
+    /// `IERECVRESULTS`: unable to receive the results.
+    RecvResults = 117,
+    /// `IESELECT`: select failed.
+    Select = 118,
+    /// `IECLIENTTERM`: the client has terminated.
+    ClientTerm = 119,
+    /// `IESERVERTERM`: the server has terminated.
+    ServerTerm = 120,
+    /// `IEACCESSDENIED`: the server is busy running a test.
+    AccessDenied = 121,
+    /// `IESETNODELAY`: unable to set TCP_NODELAY.
+    SetNoDelay = 122,
+    /// `IESETMSS`: unable to set the MSS.
+    SetMss = 123,
+    /// `IESETBUF`: unable to set the socket buffer size.
+    SetBuf = 124,
+    /// `IESETTOS`: unable to set the IP TOS.
+    SetTos = 125,
+    /// `IESETCOS`: unable to set the IPv6 traffic class.
+    SetCos = 126,
+    /// `IESETFLOW`: unable to set the IPv6 flow label.
+    SetFlow = 127,
+    /// `IEREUSEADDR`: unable to set SO_REUSEADDR.
+    ReuseAddr = 128,
+    /// `IENONBLOCKING`: unable to make a socket non-blocking.
+    NonBlocking = 129,
+    /// `IESETWINDOWSIZE`: unable to set the window size.
+    SetWindowSize = 130,
+    /// `IEPROTOCOL`: protocol does not exist.
+    Protocol = 131,
+    /// `IEAFFINITY`: unable to set the CPU affinity.
+    Affinity = 132,
+    /// `IEDAEMON`: unable to become a daemon.
+    Daemon = 133,
+    /// `IESETCONGESTION`: unable to set TCP_CONGESTION.
+    SetCongestion = 134,
+    /// `IEPIDFILE`: unable to write the PID file.
+    PidFile = 135,
+    /// `IEV6ONLY`: unable to set IPV6_V6ONLY.
+    V6Only = 136,
+    /// `IESETSCTPDISABLEFRAG`: unable to set SCTP fragmentation.
+    SetSctpDisableFrag = 137,
+    /// `IESETSCTPNSTREAM`: unable to set the SCTP stream count.
+    SetSctpNstream = 138,
+    /// `IESETSCTPBINDX`: bad sctp_bindx() parameters.
+    SetSctpBindx = 139,
+    /// `IESETPACING`: unable to set the pacing rate.
+    SetPacing = 140,
+    /// `IESETBUF2`: socket buffer size not as written.
+    SetBuf2 = 141,
+    /// `IEAUTHTEST`: test authorization failed.
+    AuthTest = 142,
+    /// `IEBINDDEV`: unable to bind to the device.
+    BindDev = 143,
+    /// `IENOMSG`: no message within the receive timeout.
+    NoMsg = 144,
+    /// `IESETDONTFRAGMENT`: unable to set Don't Fragment.
+    SetDontFragment = 145,
+    /// `IEBINDDEVNOSUPPORT`: bind to device not supported.
+    BindDevNoSupport = 146,
+    /// `IEHOSTDEV`: `ip%dev` is only for IPv6 link-local addresses.
+    HostDev = 147,
+    /// `IESETUSERTIMEOUT`: unable to set TCP_USER_TIMEOUT.
+    SetUserTimeout = 148,
+    /// `IEPTHREADCREATE`: unable to create a thread.
+    PthreadCreate = 150,
+    /// `IEPTHREADCANCEL`: unable to cancel a thread.
+    PthreadCancel = 151,
+    /// `IEPTHREADJOIN`: unable to join a thread.
+    PthreadJoin = 152,
+    /// `IEPTHREADATTRINIT`: unable to initialize thread attributes.
+    PthreadAttrInit = 153,
+    /// `IEPTHREADATTRDESTROY`: unable to destroy thread attributes.
+    PthreadAttrDestroy = 154,
+    /// `IESETCNTLKA`: unable to set SO_KEEPALIVE.
+    SetCntlKa = 155,
+    /// `IESETCNTLKAKEEPIDLE`: unable to set TCP_KEEPIDLE.
+    SetCntlKaKeepIdle = 156,
+    /// `IESETCNTLKAINTERVAL`: unable to set TCP_KEEPINTVL.
+    SetCntlKaInterval = 157,
+    /// `IESETCNTLKACOUNT`: unable to set TCP_KEEPCNT.
+    SetCntlKaCount = 158,
+    /// `IEPTHREADSIGMASK`: unable to set a thread's signal mask.
+    PthreadSigmask = 159,
+    /// `IESERVERTESTDURATIONEXPIRED`: the server's test duration expired.
+    ServerTestDurationExpired = 160,
+    /// `IECREATESTREAM`: unable to create a stream.
+    CreateStream = 200,
+    /// `IEINITSTREAM`: unable to initialize a stream.
+    InitStream = 201,
+    /// `IESTREAMLISTEN`: unable to start the stream listener.
+    StreamListen = 202,
+    /// `IESTREAMCONNECT`: unable to connect a stream.
+    StreamConnect = 203,
+    /// `IESTREAMACCEPT`: unable to accept a stream connection.
+    StreamAccept = 204,
+    /// `IESTREAMWRITE`: unable to write to a stream.
+    StreamWrite = 205,
+    /// `IESTREAMREAD`: unable to read from a stream.
+    StreamRead = 206,
+    /// `IESTREAMCLOSE`: a stream closed unexpectedly.
+    StreamClose = 207,
+    /// `IESTREAMID`: a stream has an invalid ID.
+    StreamId = 208,
+    /// `IENEWTIMER`: unable to create a timer.
+    NewTimer = 300,
+    /// `IEUPDATETIMER`: unable to update a timer.
+    UpdateTimer = 301,
+}
+
+impl ErrCode {
+    /// A readable sentence for a code received from a server, with its number.
+    pub fn describe(self) -> String {
+        let code = self.to_i32();
+        let s = match code {
+            1 => "cannot be both server and client",
+            2 => "must either be a client or a server",
+            3 => "an option was server-only",
+            4 => "an option was client-only",
+            5 => "the test duration is too long (maximum 86400 seconds)",
+            6 => "too many parallel streams (maximum 128)",
+            7 => "the block size is too large (maximum 1 MiB)",
+            8 => "the socket buffer size is too large (maximum 512 MiB)",
+            9 => "invalid report interval",
+            10 => "the MSS is too large",
+            11 => "the server does not support sendfile (-Z)",
+            12 => "bogus value for --omit",
+            13 => "a requested feature is not implemented by the server",
+            14 => "the server could not open its -F file",
+            15 => "invalid burst count (maximum 1000)",
+            16 => "only one end condition (-t, -n, -k) may be given",
+            20 => "invalid UDP block size",
+            21 => "bad TOS value",
+            25 => "cannot be both reverse and bidirectional",
+            27 => "the requested total bitrate exceeds the server's limit",
+            37 => "the requested test duration exceeds the server's maximum",
+            100..=118 => "the server could not set up or run the control exchange",
+            119 => "the client has terminated",
+            120 => "the server has terminated",
+            121 => "the server is busy running a test; try again later",
+            122..=141 => "the server could not apply a requested socket option",
+            142 => "test authorization failed",
+            160 => "the server's test duration expired",
+            200..=208 => "the server could not create or run a data stream",
+            300..=301 => "the server had a timer failure",
+            400..=403 => "the server had a thread failure",
+            _ => "unknown error",
+        };
+        format!("{s} (iperf3 error {code})")
+    }
 }
 
 /// The parameter JSON a client sends after `PARAM_EXCHANGE` (`send_parameters()`).
@@ -429,7 +670,7 @@ pub struct ExtRequest {
     pub version: u32,
     /// Named features the client would like, e.g. `"udp_seq64"`.
     #[serde(default)]
-    pub features: Vec<String>,
+    pub features: Vec<Feature>,
     /// Request/response test parameters (feature `bounceback`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<Bounceback>,
@@ -521,23 +762,101 @@ pub struct ExtAnswer {
     pub version: u32,
     /// The subset of requested features the server will use in this test.
     #[serde(default)]
-    pub accepted: Vec<String>,
+    pub accepted: Vec<Feature>,
     /// netmeter version string of the server.
     #[serde(default)]
     pub server: String,
 }
 
-/// Features netmeter can negotiate today.
-pub const EXT_FEATURES: &[&str] = &[
-    "udp_seq64",
-    "udp_connect_retry",
-    "bounceback",
-    "trip_times",
-    "connect_only",
-    "isochronous",
-    "working_load",
-    "no_offload",
-];
+/// A named extension feature, as it travels in [`ExtRequest::features`] and
+/// [`ExtAnswer::accepted`]: a JSON string (`"udp_seq64"`, `"trip_times"`, ...).
+///
+/// A name this netmeter does not know (a newer peer's feature) parses as
+/// [`Feature::Unknown`] and keeps its spelling, so a request or answer that carries one
+/// is still read; nothing negotiates it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Feature {
+    /// 64-bit UDP sequence numbers (iperf3's `udp_counters_64bit`) for every UDP test.
+    UdpSeq64,
+    /// The client repeats its UDP connect datagram; the server answers every copy.
+    UdpConnectRetry,
+    /// Request/response test ([`ExtRequest::bounceback`]).
+    Bounceback,
+    /// One-way delay measurement ([`ExtRequest::trip_times`]).
+    TripTimes,
+    /// TCP connection-rate test ([`ExtRequest::connect_only`]).
+    ConnectOnly,
+    /// Isochronous frames with frame headers ([`ExtRequest::isochronous`]).
+    Isochronous,
+    /// Latency under working load ([`ExtRequest::working_load`]).
+    WorkingLoad,
+    /// `--no-gso` / `--no-gro` for the server's UDP streams.
+    NoOffload,
+    /// A feature this netmeter does not know, by its name on the wire.
+    Unknown(String),
+}
+
+impl Feature {
+    /// Every feature netmeter can negotiate today, in the order a client asks for them.
+    pub const ALL: [Feature; 8] = [
+        Feature::UdpSeq64,
+        Feature::UdpConnectRetry,
+        Feature::Bounceback,
+        Feature::TripTimes,
+        Feature::ConnectOnly,
+        Feature::Isochronous,
+        Feature::WorkingLoad,
+        Feature::NoOffload,
+    ];
+
+    /// The name on the wire.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Feature::UdpSeq64 => "udp_seq64",
+            Feature::UdpConnectRetry => "udp_connect_retry",
+            Feature::Bounceback => "bounceback",
+            Feature::TripTimes => "trip_times",
+            Feature::ConnectOnly => "connect_only",
+            Feature::Isochronous => "isochronous",
+            Feature::WorkingLoad => "working_load",
+            Feature::NoOffload => "no_offload",
+            Feature::Unknown(name) => name,
+        }
+    }
+
+    /// The feature a wire name stands for; never fails.
+    pub fn from_name(name: &str) -> Feature {
+        Feature::ALL
+            .iter()
+            .find(|f| f.as_str() == name)
+            .cloned()
+            .unwrap_or_else(|| Feature::Unknown(name.to_string()))
+    }
+
+    /// Whether this netmeter knows the feature (it is not [`Feature::Unknown`]).
+    pub fn is_known(&self) -> bool {
+        !matches!(self, Feature::Unknown(_))
+    }
+}
+
+impl std::fmt::Display for Feature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Feature {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Feature {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Feature, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Feature::from_name(&name))
+    }
+}
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
 /// signed values (e.g. `retransmits: -1`) through an unsigned format, so 2^64-1 is -1.
@@ -824,6 +1143,38 @@ mod tests {
         assert_eq!(IsochHeader::read(&b[..23]), None);
     }
 
+    /// Features travel as today's strings; a newer peer's unknown name is read, kept
+    /// and written back as it came.
+    #[test]
+    fn features_are_strings_on_the_wire() {
+        let names = [
+            "udp_seq64",
+            "udp_connect_retry",
+            "bounceback",
+            "trip_times",
+            "connect_only",
+            "isochronous",
+            "working_load",
+            "no_offload",
+        ];
+        let json = serde_json::to_string(&Feature::ALL).unwrap();
+        assert_eq!(json, serde_json::to_string(&names).unwrap());
+        let a: ExtAnswer = decode_json(
+            br#"{"version":2,"accepted":["trip_times","teleport"],"server":"netmeter 9"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            a.accepted,
+            vec![Feature::TripTimes, Feature::Unknown("teleport".into())]
+        );
+        assert!(!a.accepted[1].is_known());
+        let back = String::from_utf8(encode_json(&a)[4..].to_vec()).unwrap();
+        assert!(
+            back.contains(r#""accepted":["trip_times","teleport"]"#),
+            "{back}"
+        );
+    }
+
     #[test]
     fn state_bytes_round_trip() {
         for b in 0..=255u8 {
@@ -870,7 +1221,7 @@ mod tests {
                 bounceback: None,
                 trip_times: false,
                 connect_only: false,
-                features: vec!["udp_seq64".into()],
+                features: vec![Feature::UdpSeq64],
                 ..ExtRequest::default()
             }),
             ..Default::default()
@@ -978,9 +1329,30 @@ mod tests {
 
     #[test]
     fn error_trailer_round_trip() {
-        let e = encode_server_error(121, 0);
+        let e = encode_server_error(ErrCode::AccessDenied, 0);
         assert_eq!(e[0], 0xfe);
-        assert_eq!(decode_error_trailer(e[1..].try_into().unwrap()), (121, 0));
+        assert_eq!(&e[1..5], &121i32.to_be_bytes());
+        assert_eq!(
+            decode_error_trailer(e[1..].try_into().unwrap()),
+            (ErrCode::AccessDenied, 0)
+        );
+    }
+
+    #[test]
+    fn error_codes_by_name_and_number() {
+        for code in -5..1000 {
+            assert_eq!(ErrCode::from_i32(code).to_i32(), code);
+        }
+        assert_eq!(ErrCode::from_i32(132), ErrCode::Affinity);
+        assert_eq!(ErrCode::from_i32(9999), ErrCode::Other(9999));
+        assert_eq!(
+            ErrCode::AccessDenied.describe(),
+            "the server is busy running a test; try again later (iperf3 error 121)"
+        );
+        assert_eq!(
+            ErrCode::Other(9999).describe(),
+            "unknown error (iperf3 error 9999)"
+        );
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! ends, and prints the merged report.
 
 use super::CTRL_TIMEOUT;
-use super::Stopped;
 use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
@@ -10,6 +9,7 @@ use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Budget, StreamShared, Worker};
 use super::test_common;
+use super::{Stopped, TestError};
 use crate::clocksync::ClockEstimate;
 use crate::report::build;
 use crate::report::text::{self, TextCtx};
@@ -19,8 +19,7 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::{UdpRecv, cpu_percent};
 use crate::units::Format;
-use crate::wire::{self, Cookie, ExtAnswer, ExtRequest, Results, State};
-use anyhow::{Context, Result, anyhow, bail};
+use crate::wire::{self, Cookie, ExtAnswer, Feature, Results, State};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -67,10 +66,10 @@ pub struct ClientConfig {
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
-pub fn resolve(host: &str, port: u16, family: Family) -> Result<SocketAddr> {
+pub fn resolve(host: &str, port: u16, family: Family) -> Result<SocketAddr, TestError> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|_| anyhow!("cannot resolve host '{host}': unknown host"))?
+        .map_err(|_| TestError::UnknownHost(host.to_string()))?
         .filter(|a| match family {
             Family::Any => true,
             Family::V4 => a.is_ipv4(),
@@ -80,10 +79,10 @@ pub fn resolve(host: &str, port: u16, family: Family) -> Result<SocketAddr> {
     addrs
         .first()
         .copied()
-        .ok_or_else(|| anyhow!("host '{host}' has no address of the requested family"))
+        .ok_or_else(|| TestError::NoAddress(host.to_string()))
 }
 
-fn new_socket(addr: &SocketAddr, ty: Type) -> Result<Socket> {
+fn new_socket(addr: &SocketAddr, ty: Type) -> Result<Socket, TestError> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -92,7 +91,12 @@ fn new_socket(addr: &SocketAddr, ty: Type) -> Result<Socket> {
     Ok(Socket::new(domain, ty, None)?)
 }
 
-fn bind_local(s: &Socket, cfg: &ClientConfig, server: &SocketAddr, port: u16) -> Result<()> {
+fn bind_local(
+    s: &Socket,
+    cfg: &ClientConfig,
+    server: &SocketAddr,
+    port: u16,
+) -> Result<(), TestError> {
     if cfg.bind.is_none() && port == 0 {
         return Ok(());
     }
@@ -103,7 +107,7 @@ fn bind_local(s: &Socket, cfg: &ClientConfig, server: &SocketAddr, port: u16) ->
     });
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddr::new(ip, port)))
-        .with_context(|| format!("cannot bind to {ip} port {port}"))
+        .map_err(|e| TestError::io_while(format!("cannot bind to {ip} port {port}"), e))
 }
 
 fn connect_tcp(
@@ -111,7 +115,7 @@ fn connect_tcp(
     server: &SocketAddr,
     spec: Option<&TestSpec>,
     port: u16,
-) -> Result<TcpStream> {
+) -> Result<TcpStream, TestError> {
     let s = new_socket(server, Type::STREAM)?;
     bind_local(&s, cfg, server, port)?;
     if let Some(spec) = spec {
@@ -119,15 +123,14 @@ fn connect_tcp(
     }
     s.connect_timeout(&SockAddr::from(*server), cfg.connect_timeout)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => anyhow!(
-                "unable to connect to {server}: connection refused (is a server running on port {}?)",
-                server.port()
-            ),
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => anyhow!(
-                "unable to connect to {server}: no answer within {:.1} s",
-                cfg.connect_timeout.as_secs_f64()
-            ),
-            _ => anyhow!("unable to connect to {server}: {e}"),
+            std::io::ErrorKind::ConnectionRefused => TestError::ConnectRefused(*server),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                TestError::ConnectTimeout {
+                    server: *server,
+                    secs: cfg.connect_timeout.as_secs_f64(),
+                }
+            }
+            _ => TestError::io_while(format!("unable to connect to {server}"), e),
         })?;
     Ok(s.into())
 }
@@ -145,7 +148,7 @@ fn connect_udp(
     server: &SocketAddr,
     spec: &TestSpec,
     port: u16,
-) -> Result<UdpSocket> {
+) -> Result<UdpSocket, TestError> {
     let s = new_socket(server, Type::DGRAM)?;
     bind_local(&s, cfg, server, port)?;
     test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
@@ -155,7 +158,7 @@ fn connect_udp(
         let _ = s.set_send_buffer_size(4 << 20);
     }
     s.connect(&SockAddr::from(*server))
-        .with_context(|| format!("cannot open a UDP stream to {server}"))?;
+        .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
     let sock: UdpSocket = s.into();
     let mut buf = vec![0u8; 65536];
     for wait_ms in UDP_CONNECT_WAITS_MS {
@@ -175,20 +178,18 @@ fn connect_udp(
                 Ok(_) => {}
                 Err(e) if super::ctrl::is_timeout(&e) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    bail!(
-                        "the server refused the UDP stream (nothing listens on UDP port {})",
-                        server.port()
-                    )
+                    return Err(TestError::UdpRefused {
+                        port: server.port(),
+                    });
                 }
-                Err(e) => bail!("UDP stream setup failed: {e}"),
+                Err(e) => return Err(TestError::io_while("UDP stream setup failed", e)),
             }
         }
     }
-    bail!(
-        "the server did not answer the UDP stream setup after {} tries; is UDP port {} reachable?",
-        UDP_CONNECT_WAITS_MS.len(),
-        server.port()
-    )
+    Err(TestError::UdpNoAnswer {
+        tries: UDP_CONNECT_WAITS_MS.len(),
+        port: server.port(),
+    })
 }
 
 fn host_text(ip: IpAddr) -> String {
@@ -549,15 +550,17 @@ pub fn budget_for(spec: &TestSpec) -> Option<Arc<Budget>> {
     }
 }
 
-fn ctrl_err(e: CtrlError) -> anyhow::Error {
+/// A control failure as the client reports it: a stop signal during a wait is the
+/// user's interrupt, not a failure.
+fn ctrl_err(e: CtrlError) -> TestError {
     match e {
         CtrlError::Interrupted(_) => Stopped::client_interrupted().into(),
-        e => anyhow!("{e}"),
+        e => TestError::Ctrl(e),
     }
 }
 
 /// Run one test as the client. Returns the report (also printed to `sink`).
-pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
+pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report, TestError> {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
@@ -584,11 +587,12 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
     result.map(|_| out.report)
 }
 
-fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
+fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let origin = Instant::now();
     if let Some(cpu) = cfg.affinity {
         // Threads started from here on (all data threads) inherit the mask.
-        sock::pin_to_cpu(cpu as usize).with_context(|| format!("cannot pin to CPU {cpu} (-A)"))?;
+        sock::pin_to_cpu(cpu as usize)
+            .map_err(|e| TestError::io_while(format!("cannot pin to CPU {cpu} (-A)"), e))?;
     }
     let server = resolve(&cfg.host, cfg.port, cfg.family)?;
     if let Some(at) = cfg.txstart {
@@ -599,7 +603,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     let mut ctrl = Ctrl::new(ctrl_sock);
     ctrl.stop_on_signal = true;
     let r = converse(cfg, out, &mut ctrl, server, origin);
-    match r.as_ref().err().and_then(Stopped::of) {
+    match r.as_ref().err().and_then(TestError::stopped) {
         // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.
         Some(Stopped::ClientInterrupted(_)) => {
             let _ = ctrl.send_state(State::ClientTerminate);
@@ -617,7 +621,7 @@ fn converse(
     ctrl: &mut Ctrl,
     server: SocketAddr,
     origin: Instant,
-) -> Result<()> {
+) -> Result<(), TestError> {
     let mut rnd = [0u8; wire::COOKIE_LEN - 1];
     sock::random_bytes(&mut rnd)?;
     let cookie = Cookie::from_random(&rnd);
@@ -625,50 +629,29 @@ fn converse(
         .map_err(ctrl_err)?;
     let cpu_start = sock::cpu_sample(origin);
 
-    let mut spec = cfg.spec.clone();
-    if spec.protocol == Protocol::Udp && !cfg.len_given {
-        // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
-        spec.block_len = sock::tcp_mss(ctrl.sock.as_fd())
-            .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
-            .unwrap_or(wire::UDP_DEFAULT_LEN)
-            .max(wire::UDP_MIN_LEN);
-    }
+    // What this client asks for; the test it runs is derived from it once the server
+    // has answered (`effective`) and neither changes afterwards.
+    let asked = {
+        let mut spec = cfg.spec.clone();
+        if spec.protocol == Protocol::Udp && !cfg.len_given {
+            // iperf3 sizes datagrams to the control connection's MSS, capped at 1460.
+            spec.block_len = sock::tcp_mss(ctrl.sock.as_fd())
+                .map(|m| (m as usize).min(wire::UDP_DEFAULT_LEN))
+                .unwrap_or(wire::UDP_DEFAULT_LEN)
+                .max(wire::UDP_MIN_LEN);
+        }
+        spec
+    };
     let mss = sock::tcp_mss(ctrl.sock.as_fd());
-    if spec.bounceback.is_some() && !cfg.extensions {
-        bail!("--bounceback needs netmeter's extensions (drop --no-extensions)");
+    if asked.bounceback.is_some() && !cfg.extensions {
+        return Err(TestError::Usage(
+            "--bounceback needs netmeter's extensions (drop --no-extensions)",
+        ));
     }
-    // Isochronous UDP frames: the server counts whole frames if it accepts.
-    let isoch_udp =
-        spec.protocol == Protocol::Udp && spec.profile.is_some_and(|p| p.isochronous().is_some());
-    // Ask only for what this test uses: the answer then lists exactly what runs.
-    let ext_req = cfg.extensions.then(|| ExtRequest {
-        working_load: spec.working_load,
-        bounceback: spec.bounceback,
-        trip_times: spec.trip_times,
-        connect_only: spec.connect_only,
-        no_gso: spec.no_gso,
-        no_gro: spec.no_gro,
-        isochronous: isoch_udp
-            .then(|| spec.profile.and_then(|p| p.isochronous()))
-            .flatten(),
-        version: wire::EXT_VERSION,
-        features: wire::EXT_FEATURES
-            .iter()
-            .filter(|f| match **f {
-                "bounceback" => spec.bounceback.is_some(),
-                "trip_times" => spec.trip_times,
-                "working_load" => spec.working_load.is_some(),
-                "connect_only" => spec.connect_only,
-                "isochronous" => isoch_udp,
-                "no_offload" => spec.protocol == Protocol::Udp && (spec.no_gso || spec.no_gro),
-                _ => true,
-            })
-            .map(|s| s.to_string())
-            .collect(),
-    });
+    let ext_req = cfg.extensions.then(|| asked.ext_request());
     let mut clock_est: Option<ClockEstimate> = None;
-    let mut machine = ClientMachine::new(ext_req.is_some());
-    let mut ext: Option<ExtAnswer> = None;
+    let mut machine = ClientMachine::new(ext_req.as_ref());
+    let mut effective: Option<TestSpec> = None;
     let mut profile_warnings: Vec<String> = Vec::new();
 
     let start = &mut out.report.start;
@@ -680,23 +663,26 @@ fn converse(
         port: cfg.port,
     });
     start.cookie = cookie.as_text();
-    if spec.protocol == Protocol::Tcp {
-        match spec.mss {
+    if asked.protocol == Protocol::Tcp {
+        match asked.mss {
             Some(m) => start.tcp_mss = Some(m),
             None => start.tcp_mss_default = mss,
         }
     }
-    start.target_bitrate = spec.rate_bps;
-    start.fq_rate = spec.fq_rate_bps.unwrap_or(0);
-    start.sock_bufsize = spec.window.unwrap_or(0);
+    start.target_bitrate = asked.rate_bps;
+    start.fq_rate = asked.fq_rate_bps.unwrap_or(0);
+    start.sock_bufsize = asked.window.unwrap_or(0);
 
-    let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
-    let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
+    let payload = Arc::new(stream::make_payload(
+        asked.block_len,
+        asked.repeating_payload,
+    ));
+    let zerocopy = if asked.zerocopy && asked.protocol == Protocol::Tcp {
         Some(Arc::new(test_common::zerocopy_file(&payload)?))
     } else {
         None
     };
-    let budget = budget_for(&spec);
+    let budget = budget_for(&asked);
     let mut live = LiveStreams::default();
     let mut workers: Vec<(Worker, Option<TcpStream>, Option<UdpSocket>)> = Vec::new();
     let mut test_start: Option<Instant> = None;
@@ -708,90 +694,33 @@ fn converse(
             .map_err(ctrl_err)?;
         let step = match machine.on_state(st) {
             Ok(s) => s,
-            Err(ClientFailure::AccessDenied) => {
-                bail!("the server is busy running a test; try again later")
-            }
             Err(ClientFailure::ServerTerminated) => return Err(Stopped::ServerTerminated.into()),
-            Err(e) => bail!("{e}"),
+            Err(e) => return Err(e.into()),
         };
         match step {
             ClientStep::SendParams => ctrl
-                .send_json(&spec.to_params(ext_req.clone()), "sending the parameters")
+                .send_json(&asked.to_params(ext_req.clone()), "sending the parameters")
                 .map_err(ctrl_err)?,
             ClientStep::ReadExtAnswer => {
                 let a: ExtAnswer = ctrl
                     .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
                     .map_err(ctrl_err)?;
-                if spec.trip_times && a.accepted.iter().any(|f| f == "trip_times") {
+                if machine.on_ext_answer(&a).has(Feature::TripTimes) {
                     // The server waits for our clock probes before CREATE_STREAMS.
                     clock_est = Some(clock::sync_client(ctrl).map_err(ctrl_err)?);
                 }
-                ext = Some(a);
             }
             ClientStep::ReadServerError => return Err(server_error(ctrl)),
             ClientStep::CreateStreams => {
-                let bounce_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "bounceback"));
-                let wl_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "working_load"));
-                if spec.working_load.is_some() && !wl_ok {
-                    bail!(
-                        "--working-load needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
+                let negotiated = machine.negotiated();
+                if let Some(flag) = asked.unmet_need(negotiated) {
+                    return Err(TestError::NeedsNetmeter {
+                        flag,
+                        host: cfg.host.clone(),
+                    });
                 }
-                if spec.trip_times && clock_est.is_none() {
-                    bail!(
-                        "--trip-times needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                if spec.bounceback.is_some() && !bounce_ok {
-                    bail!(
-                        "--bounceback needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                let connect_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "connect_only"));
-                if spec.connect_only && !connect_ok {
-                    bail!(
-                        "--connect-only needs a netmeter server; {} answered like an iperf3 server",
-                        cfg.host
-                    );
-                }
-                let seq64 = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "udp_seq64"));
-                if seq64 && spec.protocol == Protocol::Udp && !spec.udp_seq64 {
-                    // Negotiated: both sides switch to 64-bit sequence numbers.
-                    spec.udp_seq64 = true;
-                }
-                let offload_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "no_offload"));
-                if ext.is_some()
-                    && !offload_ok
-                    && spec.protocol == Protocol::Udp
-                    && (spec.no_gso || spec.no_gro)
-                {
-                    profile_warnings.push(format!(
-                        "{} is an older netmeter that does not take --no-gso/--no-gro: its side may still use UDP offload",
-                        cfg.host
-                    ));
-                }
-                let isoch_ok = ext
-                    .as_ref()
-                    .is_some_and(|a| a.accepted.iter().any(|f| f == "isochronous"));
-                profile_warnings.extend(super::profile::negotiated(
-                    &mut spec,
-                    isoch_udp && ext_req.is_some(),
-                    isoch_ok,
-                    &cfg.host,
-                ));
+                profile_warnings.extend(negotiated.client_warnings(&cfg.host));
+                let spec: &TestSpec = effective.insert(asked.negotiated(negotiated));
                 for w in &profile_warnings {
                     out.text(&format!("warning: {w}\n"));
                 }
@@ -808,14 +737,15 @@ fn converse(
                     let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
                     let (fd, local, w) = match spec.protocol {
                         Protocol::Tcp => {
-                            let mut s = connect_tcp(cfg, &server, Some(&spec), cport)?;
-                            std::io::Write::write_all(&mut s, &cookie.0)
-                                .context("cannot send the cookie on a data stream")?;
+                            let mut s = connect_tcp(cfg, &server, Some(spec), cport)?;
+                            std::io::Write::write_all(&mut s, &cookie.0).map_err(|e| {
+                                TestError::io_while("cannot send the cookie on a data stream", e)
+                            })?;
                             let s = Arc::new(s);
                             let fd = sock::socket_number(&s);
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                &spec,
+                                spec,
                                 id,
                                 fd,
                                 Arc::downgrade(&s),
@@ -826,7 +756,7 @@ fn converse(
                                 &budget,
                                 &zerocopy,
                             );
-                            probe_capabilities(&mut w, &spec, s.as_fd());
+                            probe_capabilities(&mut w, spec, s.as_fd());
                             // The thread gets a duplicate; the original (TCP_INFO is read
                             // through it) stays open here until the test is over.
                             let for_thread = s.try_clone()?;
@@ -834,11 +764,11 @@ fn converse(
                             (fd, local, (w, Some(for_thread), None))
                         }
                         Protocol::Udp => {
-                            let s = connect_udp(cfg, &server, &spec, cport)?;
+                            let s = connect_udp(cfg, &server, spec, cport)?;
                             let fd = sock::socket_number(&s);
                             let local = s.local_addr()?;
                             let mut w = make_worker(
-                                &spec,
+                                spec,
                                 id,
                                 fd,
                                 Weak::new(),
@@ -849,7 +779,7 @@ fn converse(
                                 &budget,
                                 &zerocopy,
                             );
-                            probe_capabilities(&mut w, &spec, s.as_fd());
+                            probe_capabilities(&mut w, spec, s.as_fd());
                             let for_thread = s.try_clone()?;
                             live.keep_udp.push(s);
                             (fd, local, (w, None, Some(for_thread)))
@@ -872,16 +802,23 @@ fn converse(
                 }
             }
             ClientStep::StartClock => {
+                let spec: &TestSpec =
+                    effective.get_or_insert_with(|| asked.negotiated(machine.negotiated()));
                 test_start = Some(Instant::now());
-                out.report.start.test_start = test_common::test_start(&spec, cfg.interval_s);
+                out.report.start.test_start = test_common::test_start(spec, cfg.interval_s);
                 (
                     out.report.start.test_start.gso,
                     out.report.start.test_start.gro,
                 ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
+                let negotiated = machine.negotiated();
                 out.report.start.netmeter = StartExt {
-                    peer: if ext.is_some() { "netmeter" } else { "iperf3" }.into(),
-                    features: ext.as_ref().map(|a| a.accepted.clone()).unwrap_or_default(),
-                    data_path: data_path(&spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
+                    peer: negotiated.peer_name().into(),
+                    features: negotiated
+                        .features()
+                        .iter()
+                        .map(|f| f.as_str().to_string())
+                        .collect(),
+                    data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
                     warnings: std::mem::take(&mut profile_warnings),
                     clock: clock_est,
                     txstart: None,
@@ -905,15 +842,23 @@ fn converse(
                     let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
                     out.text(&text::data_path(
                         &out.report.start.netmeter.data_path,
-                        udp_offload_note(&spec, &mine).as_ref(),
+                        udp_offload_note(spec, &mine).as_ref(),
                     ));
                 }
                 out.start_done();
             }
             ClientStep::StartData => break,
-            other => bail!("internal error: unexpected step {other:?} during setup"),
+            other => {
+                return Err(TestError::UnexpectedStep {
+                    step: other,
+                    when: "during setup",
+                });
+            }
         }
     }
+    // The test as negotiated (set at CREATE_STREAMS, which the machine requires
+    // before TEST_RUNNING).
+    let spec = effective.unwrap_or_else(|| asked.negotiated(machine.negotiated()));
     let t0 = super::profile::client_t0(cfg.txstart, test_start, out);
     let conn_target = spec
         .connect_only
@@ -983,20 +928,19 @@ fn converse(
             return Err(match st {
                 State::ServerError => server_error(ctrl),
                 State::ServerTerminate => break (now, Some(Stopped::ServerTerminated)),
-                State::AccessDenied => anyhow!("the server denied access"),
-                other => anyhow!("the server sent an unexpected {other:?} during the test"),
+                State::AccessDenied => TestError::DeniedDuringTest,
+                other => TestError::UnexpectedDuringTest(other),
             });
         }
         if let Some(e) = live.first_error() {
-            bail!("a data stream failed: {e}");
+            return Err(TestError::Stream(e));
         }
         // -t 0 receiving: a server that stopped sending without a word is given up
         // after iperf3's --rcv-timeout default, as an iperf3 client does.
         if spec.until_interrupted() && receiving.stalled(&meter, Instant::now()) {
-            bail!(
-                "no data received for {} s; the server seems to have stopped sending",
-                RCV_TIMEOUT.as_secs()
-            );
+            return Err(TestError::ServerSilent {
+                secs: RCV_TIMEOUT.as_secs(),
+            });
         }
     };
     if let Some(why) = stopped {
@@ -1042,11 +986,11 @@ fn converse(
             .map_err(ctrl_err);
         let step = st.and_then(|st| match machine.on_state(st) {
             Err(ClientFailure::ServerTerminated) => Err(Stopped::ServerTerminated.into()),
-            r => r.map_err(|e| anyhow!("{e}")),
+            r => r.map_err(TestError::from),
         });
         // Interrupted while the server works out its results: report our own figures.
         let step = match step {
-            Err(e) => match Stopped::of(&e) {
+            Err(e) => match e.stopped() {
                 Some(why) => {
                     return Err(partial_end(
                         out, &spec, cfg, &live, &locals, cpu_start, origin, why,
@@ -1078,7 +1022,12 @@ fn converse(
             }
             ClientStep::Display => break,
             ClientStep::ReadServerError => return Err(server_error(ctrl)),
-            other => bail!("internal error: unexpected step {other:?} at the end"),
+            other => {
+                return Err(TestError::UnexpectedStep {
+                    step: other,
+                    when: "at the end",
+                });
+            }
         }
     }
     out.end(build::end(&test_common::end_inputs(
@@ -1105,12 +1054,11 @@ fn converse(
     if let Some(c) = &out.report.end.netmeter.connect_only
         && c.connections == 0
     {
-        bail!(
-            "--connect-only: none of {} connection attempts to {} succeeded (last error: {})",
-            c.failed,
-            cfg.host,
-            c.last_error.as_deref().unwrap_or("none")
-        );
+        return Err(TestError::NoConnection {
+            failed: c.failed,
+            host: cfg.host.clone(),
+            last_error: c.last_error.as_deref().unwrap_or("none").to_string(),
+        });
     }
     Ok(())
 }
@@ -1159,7 +1107,7 @@ fn partial_end(
     cpu_start: crate::stats::CpuSample,
     origin: Instant,
     why: Stopped,
-) -> anyhow::Error {
+) -> TestError {
     let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
     let congestion = live
         .keep_tcp
@@ -1233,20 +1181,10 @@ fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64)
     }
 }
 
-fn server_error(ctrl: &mut Ctrl) -> anyhow::Error {
+fn server_error(ctrl: &mut Ctrl) -> TestError {
     match ctrl.read_error_trailer(Duration::from_secs(5)) {
-        Ok((code, errno)) => {
-            let os = if errno != 0 {
-                format!(": {}", std::io::Error::from_raw_os_error(errno))
-            } else {
-                String::new()
-            };
-            anyhow!(
-                "the server reported an error: {}{os}",
-                wire::describe_error_code(code)
-            )
-        }
-        Err(_) => anyhow!("the server reported an error but did not say which"),
+        Ok((code, errno)) => TestError::Peer { code, errno },
+        Err(_) => TestError::PeerUnexplained,
     }
 }
 

@@ -3,7 +3,7 @@
 //! Every read has a timeout, every length is checked against a cap before allocating,
 //! and every failure becomes a [`CtrlError`] that names what was being waited for.
 
-use crate::wire::{self, State, WireError};
+use crate::wire::{self, ErrCode, State, WireError};
 use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -148,7 +148,7 @@ impl Ctrl {
     }
 
     /// Read the 8-byte trailer that follows `SERVER_ERROR`.
-    pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(i32, i32), CtrlError> {
+    pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(ErrCode, i32), CtrlError> {
         let mut b = [0u8; 8];
         self.read_exact(&mut b, timeout, "the server's error code")?;
         Ok(wire::decode_error_trailer(b))

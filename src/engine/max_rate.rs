@@ -1,13 +1,12 @@
 //! `--find-max-rate`: runs short UDP tests at the rates `search::RateSearch` picks and
 //! reports each step and the highest rate whose loss stayed within the target.
 
-use super::Stopped;
 use super::client::{self, ClientConfig};
 use super::output::{self, Mode, Sink};
+use super::{Stopped, TestError};
 use crate::report::Report;
 use crate::search::{Figures, Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
-use anyhow::{Result, bail};
 use serde::Serialize;
 use std::io::Write;
 use std::time::Duration;
@@ -90,12 +89,21 @@ fn say(sink: &Sink, s: &str) {
 }
 
 /// Run the search. `start_bps` is the first rate tried, per stream.
-pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> Result<()> {
+pub fn run(
+    cfg: &ClientConfig,
+    loss_target: f64,
+    start_bps: u64,
+    sink: Sink,
+) -> Result<(), TestError> {
     let mut search = RateSearch::new(start_bps, loss_target);
     let streams = cfg.spec.parallel;
     let secs = match cfg.spec.end {
         crate::spec::EndCondition::Time(t) => t,
-        _ => bail!("--find-max-rate runs timed trials; use -t, not -n or -k"),
+        _ => {
+            return Err(TestError::Usage(
+                "--find-max-rate runs timed trials; use -t, not -n or -k",
+            ));
+        }
     };
     let text = cfg.mode == Mode::Text;
     let fmt = Format::Auto;
@@ -123,7 +131,7 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         let quiet = output::sink(Box::new(std::io::sink()));
         let report = match client::run(&trial, quiet) {
             Ok(r) => r,
-            Err(e) if matches!(Stopped::of(&e), Some(Stopped::ClientInterrupted(_))) => {
+            Err(e) if matches!(e.stopped(), Some(Stopped::ClientInterrupted(_))) => {
                 interrupted = true;
                 break;
             }
@@ -225,7 +233,7 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         return Err(Stopped::client_interrupted().into());
     }
     if best.is_none() {
-        bail!("no rate kept the loss within {loss_target}%");
+        return Err(TestError::NoRatePassed { loss_target });
     }
     Ok(())
 }

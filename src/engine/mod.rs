@@ -16,6 +16,12 @@ pub mod server;
 pub mod stream;
 pub mod test_common;
 
+use ctrl::CtrlError;
+
+use crate::session::{ClientFailure, ClientStep, ServerFailure};
+use crate::spec::SpecError;
+use crate::wire::{ErrCode, State, WireError};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long either side waits for the next control message during setup and teardown
@@ -53,11 +59,6 @@ impl Stopped {
         Stopped::ServerInterrupted(crate::sock::stop_signal().unwrap_or(libc::SIGINT))
     }
 
-    /// The `Stopped` an error is (or wraps), if any.
-    pub fn of(e: &anyhow::Error) -> Option<Stopped> {
-        e.downcast_ref::<Stopped>().copied()
-    }
-
     /// Whether this process itself was told to stop (iperf3 then says "interrupt - …"
     /// rather than "error - …", and since 3.19 exits 0).
     pub fn by_signal(self) -> bool {
@@ -65,6 +66,142 @@ impl Stopped {
             self,
             Stopped::ClientInterrupted(_) | Stopped::ServerInterrupted(_)
         )
+    }
+}
+
+/// Why a test (or a server) ended without a result. Each variant's message is the one
+/// line `main` prints after "error - "; the wording is kept stable because scripts and
+/// tests match on it. No variant exposes a `source()` beyond what it wraps
+/// transparently, so `{:#}` through `anyhow` prints the same line.
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    /// Stopped on purpose: a stop signal, or the peer's `*_TERMINATE`.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+    /// The control connection failed: timeout, closed, I/O, or bytes that did not parse.
+    #[error(transparent)]
+    Ctrl(#[from] CtrlError),
+    /// Bytes from the peer that did not parse.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The server answered out of turn, or was busy.
+    #[error(transparent)]
+    Client(#[from] ClientFailure),
+    /// The client sent a control message out of turn.
+    #[error(transparent)]
+    Server(#[from] ServerFailure),
+    /// This server refused the client's parameters (and answered with their code).
+    #[error("refused parameters: {0}")]
+    Refused(SpecError),
+    /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
+    #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
+    Peer { code: ErrCode, errno: i32 },
+    /// The server sent `SERVER_ERROR` but no readable code.
+    #[error("the server reported an error but did not say which")]
+    PeerUnexplained,
+    /// The server sent `ACCESS_DENIED` while the test ran.
+    #[error("the server denied access")]
+    DeniedDuringTest,
+    /// The server sent a state byte that has no meaning while the test runs.
+    #[error("the server sent an unexpected {0:?} during the test")]
+    UnexpectedDuringTest(State),
+    /// A step the client machine cannot produce at this point (a bug).
+    #[error("internal error: unexpected step {step:?} {when}")]
+    UnexpectedStep {
+        step: ClientStep,
+        when: &'static str,
+    },
+    /// A test option the peer cannot serve (`flag` as the user typed it).
+    #[error("{flag} needs a netmeter server; {host} answered like an iperf3 server")]
+    NeedsNetmeter { flag: &'static str, host: String },
+    /// Options that cannot run together here (found only once the test starts).
+    #[error("{0}")]
+    Usage(&'static str),
+    /// The host name did not resolve.
+    #[error("cannot resolve host '{0}': unknown host")]
+    UnknownHost(String),
+    /// The host has no address of the family asked for (`-4`/`-6`).
+    #[error("host '{0}' has no address of the requested family")]
+    NoAddress(String),
+    /// Nothing listens on the server's TCP port.
+    #[error("unable to connect to {0}: connection refused (is a server running on port {port}?)", port = .0.port())]
+    ConnectRefused(SocketAddr),
+    /// The server did not answer the TCP connect in time.
+    #[error("unable to connect to {server}: no answer within {secs:.1} s")]
+    ConnectTimeout { server: SocketAddr, secs: f64 },
+    /// Nothing listens on the server's UDP port.
+    #[error("the server refused the UDP stream (nothing listens on UDP port {port})")]
+    UdpRefused { port: u16 },
+    /// No answer to any UDP connect datagram.
+    #[error(
+        "the server did not answer the UDP stream setup after {tries} tries; is UDP port {port} reachable?"
+    )]
+    UdpNoAnswer { tries: usize, port: u16 },
+    /// A data stream thread failed (its error as it wrote it).
+    #[error("a data stream failed: {0}")]
+    Stream(String),
+    /// A `-t 0` receiving client heard nothing from the server for `secs`.
+    #[error("no data received for {secs} s; the server seems to have stopped sending")]
+    ServerSilent { secs: u64 },
+    /// A server heard no data from the client for `secs` (byte or block tests).
+    #[error("no data for {secs} s")]
+    ClientSilent { secs: u64 },
+    /// A timed test the client did not end within its duration plus grace.
+    #[error("the client did not end the test in time")]
+    ClientOvertime,
+    /// The client did not open all its data streams in time.
+    #[error("the client opened {opened} of {total} data streams in time")]
+    StreamsMissing { opened: usize, total: usize },
+    /// The hand-off of accepted streams to a session broke (a bug).
+    #[error("stream hand-off closed")]
+    HandOffClosed,
+    /// `--connect-only`: not one short connection succeeded.
+    #[error(
+        "--connect-only: none of {failed} connection attempts to {host} succeeded (last error: {last_error})"
+    )]
+    NoConnection {
+        failed: u64,
+        host: String,
+        last_error: String,
+    },
+    /// `--find-max-rate`: no rate tried passed.
+    #[error("no rate kept the loss within {loss_target}%")]
+    NoRatePassed { loss_target: f64 },
+    /// A system call failed while doing `what`.
+    #[error("{what}: {err}")]
+    IoWhile { what: String, err: std::io::Error },
+    /// A system call failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A JSON document could not be written.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+impl TestError {
+    /// A failed system call and what it was doing.
+    pub fn io_while(what: impl Into<String>, err: std::io::Error) -> TestError {
+        TestError::IoWhile {
+            what: what.into(),
+            err,
+        }
+    }
+
+    /// The [`Stopped`] this error is, if the test was stopped on purpose.
+    pub fn stopped(&self) -> Option<Stopped> {
+        match self {
+            TestError::Stopped(s) => Some(*s),
+            _ => None,
+        }
+    }
+}
+
+/// `": <strerror>"` for a non-zero errno from the peer, else nothing.
+fn os_error(errno: i32) -> String {
+    if errno != 0 {
+        format!(": {}", std::io::Error::from_raw_os_error(errno))
+    } else {
+        String::new()
     }
 }
 
@@ -95,5 +232,43 @@ mod tests {
         );
         assert!(Stopped::ClientInterrupted(libc::SIGHUP).by_signal());
         assert!(!Stopped::ServerTerminated.by_signal());
+    }
+
+    /// The lines users and scripts see stay word for word.
+    #[test]
+    fn error_messages_keep_their_wording() {
+        let e = TestError::from(Stopped::ClientInterrupted(libc::SIGINT));
+        assert_eq!(e.stopped(), Some(Stopped::ClientInterrupted(libc::SIGINT)));
+        assert_eq!(
+            TestError::Client(ClientFailure::AccessDenied).to_string(),
+            "the server is busy running a test; try again later"
+        );
+        assert_eq!(
+            TestError::Peer {
+                code: ErrCode::Affinity,
+                errno: 0
+            }
+            .to_string(),
+            "the server reported an error: the server could not apply a requested socket option (iperf3 error 132)"
+        );
+        assert_eq!(
+            TestError::ConnectRefused("127.0.0.1:5201".parse().unwrap()).to_string(),
+            "unable to connect to 127.0.0.1:5201: connection refused (is a server running on port 5201?)"
+        );
+        assert_eq!(
+            TestError::NeedsNetmeter {
+                flag: "--trip-times",
+                host: "h".into()
+            }
+            .to_string(),
+            "--trip-times needs a netmeter server; h answered like an iperf3 server"
+        );
+        let io = std::io::Error::from_raw_os_error(libc::EADDRINUSE);
+        let text = io.to_string();
+        assert_eq!(
+            TestError::io_while("cannot bind to 0.0.0.0 port 1", io).to_string(),
+            format!("cannot bind to 0.0.0.0 port 1: {text}")
+        );
+        assert!(TestError::ClientOvertime.stopped().is_none());
     }
 }

@@ -470,25 +470,6 @@ pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Ou
     t0
 }
 
-/// After the extension answer: isochronous UDP datagrams carry frame headers when the
-/// server accepted `isochronous`; otherwise the test runs with sender-side figures and
-/// this returns a warning saying so.
-pub fn negotiated(
-    spec: &mut crate::spec::TestSpec,
-    requested: bool,
-    accepted: bool,
-    host: &str,
-) -> Option<String> {
-    if let Some(Profile::Isochronous { framed, .. }) = spec.profile.as_mut() {
-        *framed = requested && accepted;
-    }
-    (requested && !accepted).then(|| {
-        format!(
-            "{host} does not count isochronous frames (it answered like an iperf3 server); only the sender's frame figures are reported"
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

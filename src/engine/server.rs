@@ -8,7 +8,6 @@
 //! damage is one logged error for that session.
 
 use super::CTRL_TIMEOUT;
-use super::Stopped;
 use super::client::{
     DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
     make_worker, probe_capabilities, timestamp_now, udp_offload_note, udp_offloads,
@@ -19,17 +18,17 @@ use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Sink};
 use super::stream::{self, Worker};
 use super::test_common;
+use super::{Stopped, TestError};
 use crate::report::build;
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::text::{self, TextCtx};
 use crate::report::{HostPort, StartExt};
-use crate::session::{self, ServerEvent, ServerFailure};
+use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::stats::cpu_percent;
 use crate::units::Format;
-use crate::wire::{self, Cookie, Params, Results, State, errcode};
-use anyhow::{Result, anyhow, bail};
+use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
@@ -197,12 +196,16 @@ pub struct Server {
 
 impl Server {
     /// Bind the TCP and UDP listeners. Port 0 picks a free port usable for both.
-    pub fn bind(cfg: ServerConfig, sink: Sink, shutdown: Arc<AtomicBool>) -> Result<Server> {
+    pub fn bind(
+        cfg: ServerConfig,
+        sink: Sink,
+        shutdown: Arc<AtomicBool>,
+    ) -> Result<Server, TestError> {
         let mut tries = 0;
         let (tcp, udp) = loop {
             let addr = listen_addr(&cfg);
             let t = make_listener(addr, Type::STREAM, cfg.family)
-                .map_err(|e| anyhow!("cannot listen on TCP {addr}: {e}"))?;
+                .map_err(|e| TestError::io_while(format!("cannot listen on TCP {addr}"), e))?;
             t.listen(128)?;
             let bound = t.local_addr()?.as_socket().unwrap_or(addr);
             match make_listener(
@@ -215,7 +218,12 @@ impl Server {
                     tries += 1;
                     let _ = e;
                 }
-                Err(e) => bail!("cannot listen on UDP port {}: {e}", bound.port()),
+                Err(e) => {
+                    return Err(TestError::io_while(
+                        format!("cannot listen on UDP port {}", bound.port()),
+                        e,
+                    ));
+                }
             }
         };
         let tcp: TcpListener = tcp.into();
@@ -256,7 +264,7 @@ impl Server {
     }
 
     /// Serve until shut down (or after one test with `-1`).
-    pub fn serve(self) -> Result<()> {
+    pub fn serve(self) -> Result<(), TestError> {
         let shared = self.shared.clone();
         shared.banner();
         let udp_shared = shared.clone();
@@ -380,7 +388,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         }
         Ok(false) => false,
         Err(e) => {
-            match Stopped::of(&e) {
+            match e.stopped() {
                 // One line: the test was stopped on purpose, not failed.
                 Some(why) => shared.log(&format!("test from {} stopped: {why}", shown(peer))),
                 // The one line for a failed test (the session's output does not repeat it).
@@ -475,20 +483,19 @@ impl Session<'_> {
         peer: SocketAddr,
         cookie: Cookie,
         id: u64,
-    ) -> Result<bool> {
+    ) -> Result<bool, TestError> {
         let origin = Instant::now();
         if ctrl.send_state(State::ParamExchange).is_err() {
             return Ok(false);
         }
+        let mut machine = ServerMachine::new();
         let params: Params =
             match ctrl.read_json(wire::MAX_PARAMS_LEN, PARAMS_TIMEOUT, "the parameters") {
                 Ok(p) => p,
                 Err(e) => {
                     if matches!(e, CtrlError::Wire(..)) {
-                        let _ = ctrl.write(
-                            &wire::encode_server_error(errcode::IERECVPARAMS, 0),
-                            "error",
-                        );
+                        let _ =
+                            ctrl.write(&wire::encode_server_error(ErrCode::RecvParams, 0), "error");
                     }
                     shared.log(&format!(
                         "connection from {} dropped before a test started: {e}",
@@ -513,7 +520,7 @@ impl Session<'_> {
         }
         shared.touch();
         let session = Session { shared, id };
-        let r = session.test(&mut ctrl, peer, cookie, &params, origin);
+        let r = session.test(&mut ctrl, &mut machine, peer, cookie, &params, origin);
         // Whatever happened, forget this session's waiters.
         if let Ok(mut w) = shared.tcp_waiters.lock() {
             w.remove(&cookie.0);
@@ -527,31 +534,36 @@ impl Session<'_> {
         r.map(|_| true)
     }
 
-    fn fail(&self, ctrl: &mut Ctrl, code: i32, msg: String) -> anyhow::Error {
+    /// Tell the client why the test fails (`SERVER_ERROR` and `code`), and return `e`.
+    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
         let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
-        anyhow!(msg)
+        e
     }
 
     fn test(
         &self,
         ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
         peer: SocketAddr,
         cookie: Cookie,
         params: &Params,
         origin: Instant,
-    ) -> Result<()> {
+    ) -> Result<(), TestError> {
         let shared = self.shared;
-        let mut spec = match TestSpec::from_params(params) {
+        let asked = match TestSpec::from_params(params) {
             Ok(s) => s,
-            Err(e) => return Err(self.fail(ctrl, e.code, format!("refused parameters: {e}"))),
+            Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
+        // The test as both ends agreed on it, fixed from here on.
+        let answer = machine.on_params(params);
+        let spec = asked.negotiated(machine.negotiated());
         if let Some(cpu) = spec.server_affinity {
             // This session thread spawns the test's data threads: they inherit the mask.
             if let Err(e) = sock::pin_to_cpu(cpu as usize) {
                 return Err(self.fail(
                     ctrl,
-                    132, // IEAFFINITY
-                    format!("cannot pin this test to CPU {cpu}: {e}"),
+                    ErrCode::Affinity,
+                    TestError::io_while(format!("cannot pin this test to CPU {cpu}"), e),
                 ));
             }
         }
@@ -574,10 +586,10 @@ impl Session<'_> {
         if spec.get_server_output {
             out.captured = Some(String::new());
         }
-        let result = self.test_inner(ctrl, &mut out, &mut spec, peer, cookie, params, origin);
+        let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
         match &result {
             // A stopped test's one text line is the session's log line.
-            Err(e) if Stopped::of(e).is_some() && out.mode == Mode::Text => {
+            Err(e) if e.stopped().is_some() && out.mode == Mode::Text => {
                 out.report.error = Some(format!("{e:#}"));
             }
             Err(e) => out.error(&format!("{e:#}")),
@@ -591,13 +603,14 @@ impl Session<'_> {
     fn test_inner(
         &self,
         ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
         out: &mut Output,
-        spec: &mut TestSpec,
+        spec: &TestSpec,
         peer: SocketAddr,
         cookie: Cookie,
-        params: &Params,
+        answer: Option<ExtAnswer>,
         origin: Instant,
-    ) -> Result<()> {
+    ) -> Result<(), TestError> {
         let shared = self.shared;
         out.text(&format!(
             "Accepted connection from {}, port {}\n",
@@ -620,24 +633,15 @@ impl Session<'_> {
         }
 
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
-        let mut features = Vec::new();
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
-        if let Some(req) = &params.netmeter {
-            let answer = session::negotiate(req);
-            ctrl.send_state(State::NetmeterExt)
-                .map_err(|e| anyhow!("{e}"))?;
-            ctrl.send_json(&answer, "the extension answer")
-                .map_err(|e| anyhow!("{e}"))?;
-            if spec.protocol == Protocol::Udp && answer.accepted.iter().any(|f| f == "udp_seq64") {
-                spec.udp_seq64 = true;
+        if let Some(answer) = &answer {
+            ctrl.send_state(State::NetmeterExt)?;
+            ctrl.send_json(answer, "the extension answer")?;
+            // Asked for and agreed (`TestSpec::negotiated`): the client sends its clock
+            // probes now, before we ask for streams.
+            if spec.trip_times {
+                clock_est = Some(clock::sync_server(ctrl)?);
             }
-            if req.trip_times && answer.accepted.iter().any(|f| f == "trip_times") {
-                // The client sends its clock probes now, before we ask for streams.
-                clock_est = Some(clock::sync_server(ctrl).map_err(|e| anyhow!("{e}"))?);
-            } else {
-                spec.trip_times = false;
-            }
-            features = answer.accepted;
         }
 
         let total = spec.total_streams() as usize;
@@ -663,22 +667,18 @@ impl Session<'_> {
                 forward(urx, tx, Accepted::Udp);
             }
         }
-        ctrl.send_state(State::CreateStreams)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::CreateStreams)?;
 
         let mut accepted: Vec<(u64, Accepted)> = Vec::with_capacity(total);
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         while accepted.len() < total {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(self.fail(
-                    ctrl,
-                    errcode::IESTREAMACCEPT,
-                    format!(
-                        "the client opened {} of {total} data streams in time",
-                        accepted.len()
-                    ),
-                ));
+                let e = TestError::StreamsMissing {
+                    opened: accepted.len(),
+                    total,
+                };
+                return Err(self.fail(ctrl, ErrCode::StreamAccept, e));
             }
             // Take every stream handed over so far, then wait on the control connection
             // (not on the hand-off channel): a client that gives up is noticed at once.
@@ -686,7 +686,7 @@ impl Session<'_> {
                 match rx.try_recv() {
                     Ok(a) => accepted.push(a),
                     Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => bail!("stream hand-off closed"),
+                    Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
                 }
             }
             // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
@@ -710,8 +710,12 @@ impl Session<'_> {
             }
             match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
                 Ok(None) => {}
-                Ok(Some(st)) => bail!("the client sent {st:?} while opening its data streams"),
-                Err(e) => bail!("{e}"),
+                // No control message is valid while streams open (`AwaitStreams`).
+                Ok(Some(st)) => match machine.on_state(st) {
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => return Err(ServerFailure::DuringStreamSetup(st).into()),
+                },
+                Err(e) => return Err(e.into()),
             }
         }
         if let Ok(mut w) = shared.tcp_waiters.lock() {
@@ -749,8 +753,8 @@ impl Session<'_> {
                     if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
                         return Err(self.fail(
                             ctrl,
-                            124,
-                            format!("cannot apply socket options: {e}"),
+                            ErrCode::SetBuf,
+                            TestError::io_while("cannot apply socket options", e),
                         ));
                     }
                     let t = Arc::new(t);
@@ -810,14 +814,14 @@ impl Session<'_> {
             out.report.start.test_start.gso,
             out.report.start.test_start.gro,
         ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
+        let negotiated = machine.negotiated();
         out.report.start.netmeter = StartExt {
-            peer: if params.netmeter.is_some() {
-                "netmeter"
-            } else {
-                "iperf3"
-            }
-            .into(),
-            features,
+            peer: negotiated.peer_name().into(),
+            features: negotiated
+                .features()
+                .iter()
+                .map(|f| f.as_str().to_string())
+                .collect(),
             data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
             warnings: Vec::new(),
             clock: clock_est,
@@ -833,11 +837,10 @@ impl Session<'_> {
         out.start_done();
 
         let cpu_start = sock::cpu_sample(origin);
-        ctrl.send_state(State::TestStart)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::TestStart)?;
         let t0 = Instant::now();
-        ctrl.send_state(State::TestRunning)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::TestRunning)?;
+        machine.streams_open();
         for (mut w, a) in workers {
             // We receive from the client: raw delay = true + (server − client) clock.
             w.owd_correction_ns = clock_est.map_or(0, |c| -c.offset_ns);
@@ -887,8 +890,8 @@ impl Session<'_> {
             {
                 return Err(self.fail(
                     ctrl,
-                    errcode::IESERVERTESTDURATIONEXPIRED,
-                    "the client did not end the test in time".into(),
+                    ErrCode::ServerTestDurationExpired,
+                    TestError::ClientOvertime,
                 ));
             }
             let (sb, rb, _, _) = meter.totals();
@@ -897,20 +900,25 @@ impl Session<'_> {
             } else if hard_deadline.is_none() && last_progress.1.elapsed() > IDLE_DATA_TIMEOUT {
                 return Err(self.fail(
                     ctrl,
-                    errcode::IESTREAMREAD,
-                    format!("no data for {} s", IDLE_DATA_TIMEOUT.as_secs()),
+                    ErrCode::StreamRead,
+                    TestError::ClientSilent {
+                        secs: IDLE_DATA_TIMEOUT.as_secs(),
+                    },
                 ));
             }
             let wait = (next_tick - now).clamp(0.001, 0.1);
             match ctrl.poll_state(Duration::from_secs_f64(wait), "TEST_END") {
                 Ok(None) => {}
-                Ok(Some(st)) => match session::server_on_state(true, st) {
+                Ok(Some(st)) => match machine.on_state(st) {
                     Ok(ServerEvent::TestEnd) => break (t0.elapsed().as_secs_f64(), None),
-                    Ok(ServerEvent::Done) => bail!("the client finished before the test ended"),
+                    // IPERF_DONE is not valid while the test runs: the machine refuses it.
+                    Ok(ServerEvent::Done) => {
+                        return Err(ServerFailure::Unexpected(State::IperfDone).into());
+                    }
                     Err(ServerFailure::ClientTerminated) => {
                         break (t0.elapsed().as_secs_f64(), Some(Stopped::ClientTerminated));
                     }
-                    Err(e) => bail!("{e}"),
+                    Err(e) => return Err(e.into()),
                 },
                 Err(CtrlError::Interrupted(_)) => {
                     break (
@@ -918,7 +926,7 @@ impl Session<'_> {
                         Some(Stopped::server_interrupted()),
                     );
                 }
-                Err(e) => bail!("{e}"),
+                Err(e) => return Err(e.into()),
             }
         };
         if let Some(why) = stopped {
@@ -976,11 +984,9 @@ impl Session<'_> {
             .and_then(|s| sock::congestion(s.as_fd()));
         drop(live);
 
-        ctrl.send_state(State::ExchangeResults)
-            .map_err(|e| anyhow!("{e}"))?;
-        let peer_results: Results = ctrl
-            .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_state(State::ExchangeResults)?;
+        let peer_results: Results =
+            ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
         let mut inputs = test_common::end_inputs(
             &out.report.start,
             spec,
@@ -1004,13 +1010,12 @@ impl Session<'_> {
                 _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
             }
         }
-        ctrl.send_json(&mine, "the server's results")
-            .map_err(|e| anyhow!("{e}"))?;
-        ctrl.send_state(State::DisplayResults)
-            .map_err(|e| anyhow!("{e}"))?;
+        ctrl.send_json(&mine, "the server's results")?;
+        ctrl.send_state(State::DisplayResults)?;
+        machine.results_sent();
         match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
             Ok(st) => {
-                if let Err(e) = session::server_on_state(false, st) {
+                if let Err(e) = machine.on_state(st) {
                     shared.log(&format!("after the results: {e}"));
                 }
             }
@@ -1059,7 +1064,7 @@ impl Drop for SlotGuard {
 
 /// Start a server on a background thread (for `--loopback` and tests). Returns the
 /// bound port and a handle that stops it.
-pub fn spawn(cfg: ServerConfig, sink: Sink) -> Result<(u16, ServerHandle)> {
+pub fn spawn(cfg: ServerConfig, sink: Sink) -> Result<(u16, ServerHandle), TestError> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let server = Server::bind(cfg, sink, shutdown.clone())?;
     let port = server.port();
