@@ -967,7 +967,7 @@ fn converse(
         let until = match spec.end {
             // -t 0: nothing ends the test but an interrupt; wake for the ticks only.
             _ if spec.until_interrupted() => next_tick,
-            EndCondition::Time(t) if !meter.omitting => next_tick.min(t + spec.omit_s),
+            EndCondition::Time(t) if !meter.omitting() => next_tick.min(t + spec.omit_s),
             _ => next_tick.min(now + 0.01),
         };
         let wait = (until - now).clamp(0.0, 0.25);
@@ -1004,7 +1004,7 @@ fn converse(
         // as iperf3 does; the peer's figures are unknown.
         live.stop(true, true);
         let now = t0.elapsed().as_secs_f64().max(end_s);
-        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting {
+        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting() {
             let iv = meter.tick(now);
             out.interval(iv);
         }
@@ -1024,7 +1024,8 @@ fn converse(
     machine.test_ended();
     let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
     live.stop(true, false);
-    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting {
+    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting()
+    {
         let iv = meter.tick(recv_end_s);
         out.interval(iv);
     }
@@ -1212,7 +1213,7 @@ pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
 }
 
 fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> bool {
-    if meter.omitting {
+    if meter.omitting() {
         return now >= spec.omit_s + 3600.0; // never during omit, but bounded
     }
     let all_senders_done = {

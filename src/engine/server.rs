@@ -873,7 +873,7 @@ impl Session<'_> {
             if shared.signalled() {
                 break (now, Some(Stopped::server_interrupted()));
             }
-            if meter.omitting && now >= spec.omit_s && interval.is_none() {
+            if meter.omitting() && now >= spec.omit_s && interval.is_none() {
                 meter.tick(now);
             }
             if now >= next_tick {
@@ -929,7 +929,7 @@ impl Session<'_> {
             live.stop(true, true);
             if interval.is_some()
                 && meter.worth_reporting(end_s, shared.cfg.interval_s)
-                && !meter.omitting
+                && !meter.omitting()
             {
                 let iv = meter.tick(end_s);
                 out.interval(iv);
@@ -962,7 +962,7 @@ impl Session<'_> {
         live.stop(true, false);
         if interval.is_some()
             && meter.worth_reporting(recv_end_s, shared.cfg.interval_s)
-            && !meter.omitting
+            && !meter.omitting()
         {
             let iv = meter.tick(recv_end_s);
             out.interval(iv);
