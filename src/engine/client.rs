@@ -7,11 +7,12 @@ use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::{Meter, receiver_end_s};
-use super::output::{Mode, Output, Sink};
+use super::output::{Mode, Output, Renderer, Sink};
 use super::stream::{self, Budget, StreamShared, Worker};
 use super::test_common;
 use crate::clocksync::ClockEstimate;
 use crate::report::build;
+use crate::report::observe::{Event, Observer};
 use crate::report::text::{self, TextCtx};
 use crate::report::{Connected, HostPort, Report, StartExt, Timestamp};
 use crate::session::{ClientFailure, ClientMachine, ClientStep};
@@ -556,8 +557,8 @@ fn ctrl_err(e: CtrlError) -> anyhow::Error {
     }
 }
 
-/// Run one test as the client. Returns the report (also printed to `sink`).
-pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
+/// The iperf3 text / `-J` / `--json-stream` renderer for a client test's flags.
+pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
@@ -569,7 +570,13 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report> {
         verbose: cfg.verbose,
         title: cfg.spec.title.clone(),
     };
-    let mut out = Output::new(cfg.mode, sink, ctx);
+    Renderer::new(cfg.mode, sink, ctx)
+}
+
+/// Run one test as the client, telling `obs` what happens as it happens. Returns the
+/// report (on failure, the error; a partial report has gone to `obs`).
+pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report> {
+    let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
@@ -594,7 +601,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<()> {
     if let Some(at) = cfg.txstart {
         super::profile::txstart_before_connect(at, out);
     }
-    out.text(&text::connecting(&cfg.host, cfg.port));
+    out.emit(Event::Connecting {
+        host: &cfg.host,
+        port: cfg.port,
+    });
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
     ctrl.stop_on_signal = true;
@@ -793,7 +803,7 @@ fn converse(
                     &cfg.host,
                 ));
                 for w in &profile_warnings {
-                    out.text(&format!("warning: {w}\n"));
+                    out.warning(w);
                 }
                 if let Some(at) = cfg.txstart {
                     super::profile::txstart_before_streams(
@@ -856,8 +866,7 @@ fn converse(
                         }
                     };
                     let c = connected_entry(fd, local, server);
-                    out.text(&text::connected(&c));
-                    out.report.start.connected.push(c);
+                    out.connected(c);
                     live.shared.push(w.0.shared.clone());
                     workers.push(w);
                 }
@@ -887,13 +896,10 @@ fn converse(
                     txstart: None,
                 };
                 if spec.direction == Direction::Reverse {
-                    out.text(&format!(
-                        "Reverse mode, remote host {} is sending\n",
-                        cfg.host
-                    ));
+                    out.emit(Event::ReverseMode { host: &cfg.host });
                 }
                 if cfg.verbose {
-                    out.text(&format!(
+                    let line = format!(
                         "Starting Test: protocol: {}, {} streams, {} byte blocks, omitting {} seconds, {} second test, tos {}\n",
                         out.report.start.test_start.protocol,
                         spec.parallel,
@@ -901,12 +907,14 @@ fn converse(
                         spec.omit_s,
                         out.report.start.test_start.duration,
                         spec.tos.unwrap_or(0)
-                    ));
+                    );
+                    out.emit(Event::Info(&line));
                     let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
-                    out.text(&text::data_path(
+                    let path = text::data_path(
                         &out.report.start.netmeter.data_path,
                         udp_offload_note(&spec, &mine).as_ref(),
-                    ));
+                    );
+                    out.emit(Event::Info(&path));
                 }
                 out.start_done();
             }
@@ -1093,14 +1101,13 @@ fn converse(
         cfg.in_process_server,
     )));
     if let Some(t) = peer.server_output_text.take() {
-        out.text("\nServer output:\n");
-        out.text(&t);
+        out.emit(Event::ServerOutput(&t));
         out.report.server_output_text = Some(t);
     }
     if let Some(j) = peer.server_output_json.take() {
         out.report.server_output_json = Some(j);
     }
-    out.text("\niperf Done.\n");
+    out.emit(Event::Done);
     let _ = ctrl.send_state(State::IperfDone);
     drop(live);
     if let Some(c) = &out.report.end.netmeter.connect_only

@@ -3,8 +3,9 @@
 
 use super::Stopped;
 use super::client::{self, ClientConfig};
-use super::output::{self, Mode, Sink};
+use super::output::{Mode, Sink};
 use crate::report::Report;
+use crate::report::observe::Quiet;
 use crate::search::{Figures, Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
 use anyhow::{Result, bail};
@@ -120,8 +121,8 @@ pub fn run(cfg: &ClientConfig, loss_target: f64, start_bps: u64, sink: Sink) -> 
         trial.spec.trip_times = owd;
         trial.mode = Mode::Json;
         trial.interval_s = 0.0;
-        let quiet = output::sink(Box::new(std::io::sink()));
-        let report = match client::run(&trial, quiet) {
+        // The trial's figures come back in its report; nothing is printed.
+        let report = match client::run(&trial, &mut Quiet) {
             Ok(r) => r,
             Err(e) if matches!(Stopped::of(&e), Some(Stopped::ClientInterrupted(_))) => {
                 interrupted = true;
