@@ -23,3 +23,17 @@ pub mod spec;
 pub mod stats;
 pub mod units;
 pub mod wire;
+
+/// A client test's resolved configuration (flags, or a program's own choice).
+pub use engine::TestError;
+pub use engine::client::ClientConfig as TestConfig;
+pub use report::Report;
+pub use report::observe::{Event, Observer};
+
+/// Run one test as the client: connect, negotiate, move data, and return the
+/// [`Report`]. `obs` is told what happens as it happens ([`Event`]s): pass
+/// [`engine::client::renderer`] for iperf3's text or JSON output, or
+/// [`report::observe::Quiet`] to keep only the returned report.
+pub fn run(cfg: &TestConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
+    engine::client::run(cfg, obs)
+}

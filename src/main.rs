@@ -67,7 +67,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Client { cfg, logfile } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
-            client::run(&cfg, sink)?;
+            netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
             Ok(())
         }
         Command::FindMaxRate {
@@ -114,7 +114,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                         let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
                     }
                 }
-                client::run(&cfg, sink.clone())?;
+                netmeter::run(&cfg, &mut client::renderer(&cfg, sink.clone()))?;
             }
             Ok(())
         }

@@ -6,12 +6,13 @@ use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::{Meter, receiver_end_s};
-use super::output::{Mode, Output, Sink};
+use super::output::{Mode, Output, Renderer, Sink};
 use super::stream::{self, Budget, StreamShared, Worker};
 use super::test_common;
 use super::{Stopped, TestError};
 use crate::clocksync::ClockEstimate;
 use crate::report::build;
+use crate::report::observe::{Event, Observer};
 use crate::report::text::{self, TextCtx};
 use crate::report::{Connected, HostPort, Report, StartExt, Timestamp};
 use crate::session::{ClientFailure, ClientMachine, ClientStep};
@@ -559,8 +560,8 @@ fn ctrl_err(e: CtrlError) -> TestError {
     }
 }
 
-/// Run one test as the client. Returns the report (also printed to `sink`).
-pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report, TestError> {
+/// The iperf3 text / `-J` / `--json-stream` renderer for a client test's flags.
+pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
     let ctx = TextCtx {
         bounceback: cfg.spec.bounceback.is_some(),
         connect_only: cfg.spec.connect_only,
@@ -572,7 +573,13 @@ pub fn run(cfg: &ClientConfig, sink: Sink) -> Result<Report, TestError> {
         verbose: cfg.verbose,
         title: cfg.spec.title.clone(),
     };
-    let mut out = Output::new(cfg.mode, sink, ctx);
+    Renderer::new(cfg.mode, sink, ctx)
+}
+
+/// Run one test as the client, telling `obs` what happens as it happens. Returns the
+/// report (on failure, the error; a partial report has gone to `obs`).
+pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
+    let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
     let result = run_inner(cfg, &mut out);
@@ -598,7 +605,10 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if let Some(at) = cfg.txstart {
         super::profile::txstart_before_connect(at, out);
     }
-    out.text(&text::connecting(&cfg.host, cfg.port));
+    out.emit(Event::Connecting {
+        host: &cfg.host,
+        port: cfg.port,
+    });
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
     ctrl.stop_on_signal = true;
@@ -722,7 +732,7 @@ fn converse(
                 profile_warnings.extend(negotiated.client_warnings(&cfg.host));
                 let spec: &TestSpec = effective.insert(asked.negotiated(negotiated));
                 for w in &profile_warnings {
-                    out.text(&format!("warning: {w}\n"));
+                    out.warning(w);
                 }
                 if let Some(at) = cfg.txstart {
                     super::profile::txstart_before_streams(
@@ -786,8 +796,7 @@ fn converse(
                         }
                     };
                     let c = connected_entry(fd, local, server);
-                    out.text(&text::connected(&c));
-                    out.report.start.connected.push(c);
+                    out.connected(c);
                     live.shared.push(w.0.shared.clone());
                     workers.push(w);
                 }
@@ -824,13 +833,10 @@ fn converse(
                     txstart: None,
                 };
                 if spec.direction == Direction::Reverse {
-                    out.text(&format!(
-                        "Reverse mode, remote host {} is sending\n",
-                        cfg.host
-                    ));
+                    out.emit(Event::ReverseMode { host: &cfg.host });
                 }
                 if cfg.verbose {
-                    out.text(&format!(
+                    let line = format!(
                         "Starting Test: protocol: {}, {} streams, {} byte blocks, omitting {} seconds, {} second test, tos {}\n",
                         out.report.start.test_start.protocol,
                         spec.parallel,
@@ -838,12 +844,14 @@ fn converse(
                         spec.omit_s,
                         out.report.start.test_start.duration,
                         spec.tos.unwrap_or(0)
-                    ));
+                    );
+                    out.emit(Event::Info(&line));
                     let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
-                    out.text(&text::data_path(
+                    let path = text::data_path(
                         &out.report.start.netmeter.data_path,
                         udp_offload_note(spec, &mine).as_ref(),
-                    ));
+                    );
+                    out.emit(Event::Info(&path));
                 }
                 out.start_done();
             }
@@ -912,7 +920,7 @@ fn converse(
         let until = match spec.end {
             // -t 0: nothing ends the test but an interrupt; wake for the ticks only.
             _ if spec.until_interrupted() => next_tick,
-            EndCondition::Time(t) if !meter.omitting => next_tick.min(t + spec.omit_s),
+            EndCondition::Time(t) if !meter.omitting() => next_tick.min(t + spec.omit_s),
             _ => next_tick.min(now + 0.01),
         };
         let wait = (until - now).clamp(0.0, 0.25);
@@ -948,7 +956,7 @@ fn converse(
         // as iperf3 does; the peer's figures are unknown.
         live.stop(true, true);
         let now = t0.elapsed().as_secs_f64().max(end_s);
-        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting {
+        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting() {
             let iv = meter.tick(now);
             out.interval(iv);
         }
@@ -968,7 +976,8 @@ fn converse(
     machine.test_ended();
     let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
     live.stop(true, false);
-    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting {
+    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting()
+    {
         let iv = meter.tick(recv_end_s);
         out.interval(iv);
     }
@@ -1041,14 +1050,13 @@ fn converse(
         cfg.in_process_server,
     )));
     if let Some(t) = peer.server_output_text.take() {
-        out.text("\nServer output:\n");
-        out.text(&t);
+        out.emit(Event::ServerOutput(&t));
         out.report.server_output_text = Some(t);
     }
     if let Some(j) = peer.server_output_json.take() {
         out.report.server_output_json = Some(j);
     }
-    out.text("\niperf Done.\n");
+    out.emit(Event::Done);
     let _ = ctrl.send_state(State::IperfDone);
     drop(live);
     if let Some(c) = &out.report.end.netmeter.connect_only
@@ -1160,7 +1168,7 @@ pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
 }
 
 fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> bool {
-    if meter.omitting {
+    if meter.omitting() {
         return now >= spec.omit_s + 3600.0; // never during omit, but bounded
     }
     let all_senders_done = {

@@ -2,9 +2,10 @@
 //! reports each step and the highest rate whose loss stayed within the target.
 
 use super::client::{self, ClientConfig};
-use super::output::{self, Mode, Sink};
+use super::output::{Mode, Sink};
 use super::{Stopped, TestError};
 use crate::report::Report;
+use crate::report::observe::Quiet;
 use crate::search::{Figures, Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
 use serde::Serialize;
@@ -128,8 +129,8 @@ pub fn run(
         trial.spec.trip_times = owd;
         trial.mode = Mode::Json;
         trial.interval_s = 0.0;
-        let quiet = output::sink(Box::new(std::io::sink()));
-        let report = match client::run(&trial, quiet) {
+        // The trial's figures come back in its report; nothing is printed.
+        let report = match client::run(&trial, &mut Quiet) {
             Ok(r) => r,
             Err(e) if matches!(e.stopped(), Some(Stopped::ClientInterrupted(_))) => {
                 interrupted = true;

@@ -1,11 +1,14 @@
-//! Where a test's report goes: text lines as they happen, or iperf3 JSON.
+//! Where a test's report goes.
 //!
-//! One `Output` per test. It owns the growing [`Report`], renders text with
-//! `report::text`, emits `--json-stream` events, and keeps a copy of the text for a
-//! client that asked for `--get-server-output`.
+//! [`Output`] is the engine's side: it owns the growing [`Report`] and tells an
+//! [`Observer`] what happened, in order. [`Renderer`] is the iperf3 text / `-J` /
+//! `--json-stream` observer: text lines as they happen (rendered with `report::text`),
+//! `--json-stream` events, the `-J` document at the end, and a copy of the text for a
+//! server whose client asked for `--get-server-output`.
 
+use crate::report::observe::{Event, Observer};
 use crate::report::text::{self, TextCtx};
-use crate::report::{End, Interval, Report, json};
+use crate::report::{Connected, End, Interval, Report, json};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -27,23 +30,15 @@ pub fn sink(w: Box<dyn Write + Send>) -> Sink {
     Arc::new(Mutex::new(w))
 }
 
-/// One test's report in progress.
-pub struct Output {
-    pub mode: Mode,
-    sink: Sink,
-    pub ctx: TextCtx,
+/// One test's report in progress, and who is told about it.
+pub struct Output<'o, O: Observer + ?Sized + 'o = dyn Observer + 'o> {
     pub report: Report,
-    /// Text captured for `--get-server-output`.
-    pub captured: Option<String>,
-    headers_done: bool,
+    pub obs: &'o mut O,
 }
 
-impl Output {
-    pub fn new(mode: Mode, sink: Sink, ctx: TextCtx) -> Output {
+impl<'o, O: Observer + ?Sized + 'o> Output<'o, O> {
+    pub fn new(obs: &'o mut O) -> Output<'o, O> {
         Output {
-            mode,
-            sink,
-            ctx,
             // Known before any connection, so even an error document carries them.
             report: Report {
                 start: crate::report::Start {
@@ -53,6 +48,71 @@ impl Output {
                 },
                 ..Default::default()
             },
+            obs,
+        }
+    }
+
+    /// Tell the observer (for events that carry no report part).
+    pub fn emit(&mut self, event: Event<'_>) {
+        self.obs.on(event);
+    }
+
+    /// A warning for the user.
+    pub fn warning(&mut self, w: &str) {
+        self.obs.on(Event::Warning(w));
+    }
+
+    /// A data stream connected: tell, and keep it in `start.connected`.
+    pub fn connected(&mut self, c: Connected) {
+        self.obs.on(Event::Connected(&c));
+        self.report.start.connected.push(c);
+    }
+
+    /// The `start` object is complete.
+    pub fn start_done(&mut self) {
+        self.obs.on(Event::Started(&self.report.start));
+    }
+
+    /// One interval.
+    pub fn interval(&mut self, iv: Interval) {
+        self.obs.on(Event::Interval(&iv));
+        self.report.intervals.push(iv);
+    }
+
+    /// The end summary: keep it in the report and tell.
+    pub fn end(&mut self, end: End) {
+        self.report.end = end;
+        self.obs.on(Event::End(&self.report.end));
+    }
+
+    /// Record an error in the report and tell.
+    pub fn error(&mut self, msg: &str) {
+        self.report.error = Some(msg.to_string());
+        self.obs.on(Event::Error(msg));
+    }
+
+    /// The report is complete.
+    pub fn finish(&mut self) {
+        self.obs.on(Event::Finished(&self.report));
+    }
+}
+
+/// The iperf3 renderings of a test's events.
+pub struct Renderer {
+    pub mode: Mode,
+    sink: Sink,
+    pub ctx: TextCtx,
+    /// Text captured for `--get-server-output`.
+    pub captured: Option<String>,
+    headers_done: bool,
+}
+
+impl Renderer {
+    pub fn new(mode: Mode, sink: Sink, ctx: TextCtx) -> Renderer {
+        Renderer {
+            mode,
+            sink,
+            ctx,
             captured: None,
             headers_done: false,
         }
@@ -66,7 +126,7 @@ impl Output {
     }
 
     /// Print text (text mode only; always captured when capturing).
-    pub fn text(&mut self, s: &str) {
+    fn text(&mut self, s: &str) {
         if let Some(c) = self.captured.as_mut() {
             c.push_str(s);
         }
@@ -76,61 +136,191 @@ impl Output {
         }
     }
 
-    /// The `start` object is complete.
-    pub fn start_done(&mut self) {
-        if self.mode == Mode::JsonStream {
-            let s = json::event("start", &self.report.start);
-            self.write(&s);
-        }
-    }
-
-    /// One interval.
-    pub fn interval(&mut self, iv: Interval) {
+    fn interval(&mut self, iv: &Interval) {
         if !self.headers_done {
             self.headers_done = true;
-            let h = text::first_interval_header(&self.ctx, &iv);
+            let h = text::first_interval_header(&self.ctx, iv);
             self.text(&h);
         }
-        let t = text::interval(&self.ctx, &iv);
+        let t = text::interval(&self.ctx, iv);
         if let Some(c) = self.captured.as_mut() {
             c.push_str(&t);
         }
         match self.mode {
             Mode::Text => self.write(&t),
-            Mode::JsonStream => self.write(&json::event("interval", &iv)),
-            Mode::Json => {}
-        }
-        self.report.intervals.push(iv);
-    }
-
-    /// The end summary: print it (text, `--json-stream`) and keep it in the report.
-    pub fn end(&mut self, end: End) {
-        let t = text::end_summary(&self.ctx, &end);
-        self.report.end = end;
-        self.text(&t);
-        if self.mode == Mode::JsonStream {
-            let s = json::event("end", &self.report.end);
-            self.write(&s);
-        }
-    }
-
-    /// Record an error: a line in text mode, the `error` key in JSON.
-    pub fn error(&mut self, msg: &str) {
-        self.report.error = Some(msg.to_string());
-        match self.mode {
-            // An error reaches the user once: a client's on stderr from main, a server's
-            // in the server's log line naming the client (`engine::server`).
-            Mode::Text => {}
-            Mode::JsonStream => self.write(&json::event("error", &msg)),
+            Mode::JsonStream => self.write(&json::event("interval", iv)),
             Mode::Json => {}
         }
     }
+}
 
-    /// Finish: print the JSON document in `-J` mode.
-    pub fn finish(&mut self) {
-        if self.mode == Mode::Json {
-            let s = json::document(&self.report);
-            self.write(&s);
+impl Observer for Renderer {
+    fn on(&mut self, event: Event<'_>) {
+        match event {
+            Event::Connecting { host, port } => self.text(&text::connecting(host, port)),
+            Event::Accepted { host, port } => self.text(&text::accepted(host, port)),
+            Event::Connected(c) => self.text(&text::connected(c)),
+            Event::ReverseMode { host } => {
+                self.text(&format!("Reverse mode, remote host {host} is sending\n"))
+            }
+            Event::Warning(w) => self.text(&format!("warning: {w}\n")),
+            Event::Info(s) => self.text(s),
+            Event::Started(start) => {
+                if self.mode == Mode::JsonStream {
+                    self.write(&json::event("start", start));
+                }
+            }
+            Event::Interval(iv) => self.interval(iv),
+            Event::Error(msg) => {
+                // An error reaches the user once: a client's on stderr from main, a
+                // server's in the server's log line naming the client (`engine::server`).
+                if self.mode == Mode::JsonStream {
+                    self.write(&json::event("error", &msg));
+                }
+            }
+            Event::End(end) => {
+                let t = text::end_summary(&self.ctx, end);
+                self.text(&t);
+                if self.mode == Mode::JsonStream {
+                    self.write(&json::event("end", end));
+                }
+            }
+            Event::ServerOutput(t) => {
+                self.text("\nServer output:\n");
+                self.text(t);
+            }
+            Event::Done => self.text("\niperf Done.\n"),
+            Event::Finished(report) => {
+                if self.mode == Mode::Json {
+                    self.write(&json::document(report));
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Protocol;
+
+    /// A sink whose bytes the test can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn ctx() -> TextCtx {
+        TextCtx {
+            bounceback: false,
+            connect_only: false,
+            histogram_bin_ms: None,
+            format: Default::default(),
+            protocol: Protocol::Tcp,
+            bidir: false,
+            client: true,
+            verbose: false,
+            title: None,
+        }
+    }
+
+    /// Keeps the names of the events it saw.
+    #[derive(Default)]
+    struct Names(Vec<String>);
+
+    impl Observer for Names {
+        fn on(&mut self, e: Event<'_>) {
+            let name = format!("{e:?}");
+            self.0
+                .push(name.split([' ', '(']).next().unwrap().to_string());
+        }
+    }
+
+    #[test]
+    fn output_keeps_the_report_and_tells_in_order() {
+        let mut names = Names::default();
+        let mut out = Output::new(&mut names);
+        out.emit(Event::Connecting { host: "h", port: 1 });
+        out.connected(Connected {
+            socket: 5,
+            local_host: "127.0.0.1".into(),
+            local_port: 40000,
+            remote_host: "127.0.0.1".into(),
+            remote_port: 5201,
+        });
+        out.start_done();
+        out.interval(Interval::default());
+        out.error("boom");
+        out.end(End::default());
+        out.emit(Event::Done);
+        out.finish();
+        assert_eq!(out.report.start.connected.len(), 1);
+        assert_eq!(out.report.intervals.len(), 1);
+        assert_eq!(out.report.error.as_deref(), Some("boom"));
+        assert!(out.report.start.version.starts_with("netmeter "));
+        assert_eq!(
+            names.0,
+            [
+                "Connecting",
+                "Connected",
+                "Started",
+                "Interval",
+                "Error",
+                "End",
+                "Done",
+                "Finished"
+            ]
+        );
+    }
+
+    #[test]
+    fn text_renderer_prints_iperf3s_lines_and_captures_them() {
+        let buf = Shared::default();
+        let mut r = Renderer::new(Mode::Text, sink(Box::new(buf.clone())), ctx());
+        r.captured = Some(String::new());
+        r.on(Event::Connecting {
+            host: "example",
+            port: 5201,
+        });
+        r.on(Event::ReverseMode { host: "example" });
+        r.on(Event::Warning("careful"));
+        r.on(Event::Error("not printed in text mode"));
+        r.on(Event::ServerOutput("server text\n"));
+        r.on(Event::Done);
+        r.on(Event::Finished(&Report::default()));
+        let want = "Connecting to host example, port 5201\n\
+                    Reverse mode, remote host example is sending\n\
+                    warning: careful\n\
+                    \nServer output:\nserver text\n\
+                    \niperf Done.\n";
+        assert_eq!(
+            String::from_utf8(buf.0.lock().unwrap().clone()).unwrap(),
+            want
+        );
+        assert_eq!(r.captured.as_deref(), Some(want));
+    }
+
+    #[test]
+    fn json_renderer_prints_the_document_only_at_the_end() {
+        let buf = Shared::default();
+        let mut r = Renderer::new(Mode::Json, sink(Box::new(buf.clone())), ctx());
+        r.on(Event::Connecting {
+            host: "example",
+            port: 5201,
+        });
+        r.on(Event::Done);
+        assert!(buf.0.lock().unwrap().is_empty());
+        let report = Report::default();
+        r.on(Event::Finished(&report));
+        let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(got, json::document(&report));
     }
 }

@@ -13,6 +13,7 @@ use crate::latency::Hist;
 use crate::profile::{
     Due, FrameCounts, FrameRecv, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams,
 };
+use crate::report::observe::Event;
 use crate::report::profile::{FramesInterval, TxStart, UnitsInterval};
 use crate::report::{Interval, StreamExt, StreamInterval};
 use crate::sock::Batch;
@@ -423,7 +424,7 @@ pub fn waiting_text(epoch_s: f64) -> String {
 
 /// Before connecting: announce the start and sleep until the connect lead before it.
 pub fn txstart_before_connect(at: f64, out: &mut Output) {
-    out.text(&waiting_text(at));
+    out.emit(Event::Info(&waiting_text(at)));
     sleep_until(at, crate::profile::TXSTART_CONNECT_LEAD_S);
 }
 
@@ -463,7 +464,7 @@ pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Ou
             "data started {:.0} ms after --txstart-time: the time had passed, or setup took longer than allowed for",
             ts.late_ms
         );
-        out.text(&format!("warning: {w}\n"));
+        out.warning(&w);
         out.report.start.netmeter.warnings.push(w);
     }
     out.report.start.netmeter.txstart = Some(ts);

@@ -15,12 +15,13 @@ use super::client::{
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
 use super::meter::{Meter, receiver_end_s};
-use super::output::{Mode, Output, Sink};
+use super::output::{Mode, Output, Renderer, Sink};
 use super::stream::{self, Worker};
 use super::test_common;
 use super::{Stopped, TestError};
 use crate::report::build;
 use crate::report::connect::ConnectOnlyAnswered;
+use crate::report::observe::Event;
 use crate::report::text::{self, TextCtx};
 use crate::report::{HostPort, StartExt};
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
@@ -578,18 +579,19 @@ impl Session<'_> {
             verbose: shared.cfg.verbose,
             title: None,
         };
-        let mut out = Output::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        if spec.get_server_output {
+            renderer.captured = Some(String::new());
+        }
+        let mut out = Output::new(&mut renderer);
         // As iperf3's server does, the client's title and extra data go into this side's
         // JSON too (text output is not prefixed with the title on the server).
         out.report.title = spec.title.clone();
         out.report.extra_data = spec.extra_data.clone();
-        if spec.get_server_output {
-            out.captured = Some(String::new());
-        }
         let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
         match &result {
             // A stopped test's one text line is the session's log line.
-            Err(e) if e.stopped().is_some() && out.mode == Mode::Text => {
+            Err(e) if e.stopped().is_some() && out.obs.mode == Mode::Text => {
                 out.report.error = Some(format!("{e:#}"));
             }
             Err(e) => out.error(&format!("{e:#}")),
@@ -604,7 +606,7 @@ impl Session<'_> {
         &self,
         ctrl: &mut Ctrl,
         machine: &mut ServerMachine,
-        out: &mut Output,
+        out: &mut Output<'_, Renderer>,
         spec: &TestSpec,
         peer: SocketAddr,
         cookie: Cookie,
@@ -612,11 +614,10 @@ impl Session<'_> {
         origin: Instant,
     ) -> Result<(), TestError> {
         let shared = self.shared;
-        out.text(&format!(
-            "Accepted connection from {}, port {}\n",
-            canon(peer.ip()),
-            peer.port()
-        ));
+        out.emit(Event::Accepted {
+            host: &canon(peer.ip()).to_string(),
+            port: peer.port(),
+        });
         let start = &mut out.report.start;
         start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
         start.system_info = sock::system_info();
@@ -795,8 +796,7 @@ impl Session<'_> {
                 Accepted::Udp(u) => probe_capabilities(&mut w, spec, u.as_fd()),
             }
             let c = connected_entry(fd, local, remote);
-            out.text(&text::connected(&c));
-            out.report.start.connected.push(c);
+            out.connected(c);
             live.shared.push(w.shared.clone());
             workers.push((w, a));
         }
@@ -829,10 +829,11 @@ impl Session<'_> {
         };
         if shared.cfg.verbose {
             let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
-            out.text(&text::data_path(
+            let path = text::data_path(
                 &out.report.start.netmeter.data_path,
                 udp_offload_note(spec, &mine).as_ref(),
-            ));
+            );
+            out.emit(Event::Info(&path));
         }
         out.start_done();
 
@@ -876,7 +877,7 @@ impl Session<'_> {
             if shared.signalled() {
                 break (now, Some(Stopped::server_interrupted()));
             }
-            if meter.omitting && now >= spec.omit_s && interval.is_none() {
+            if meter.omitting() && now >= spec.omit_s && interval.is_none() {
                 meter.tick(now);
             }
             if now >= next_tick {
@@ -937,7 +938,7 @@ impl Session<'_> {
             live.stop(true, true);
             if interval.is_some()
                 && meter.worth_reporting(end_s, shared.cfg.interval_s)
-                && !meter.omitting
+                && !meter.omitting()
             {
                 let iv = meter.tick(end_s);
                 out.interval(iv);
@@ -970,7 +971,7 @@ impl Session<'_> {
         live.stop(true, false);
         if interval.is_some()
             && meter.worth_reporting(recv_end_s, shared.cfg.interval_s)
-            && !meter.omitting
+            && !meter.omitting()
         {
             let iv = meter.tick(recv_end_s);
             out.interval(iv);
@@ -1005,8 +1006,8 @@ impl Session<'_> {
         let mut mine =
             build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
         if spec.get_server_output {
-            match out.mode {
-                Mode::Text => mine.server_output_text = out.captured.clone(),
+            match out.obs.mode {
+                Mode::Text => mine.server_output_text = out.obs.captured.clone(),
                 _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
             }
         }

@@ -18,6 +18,7 @@ use crate::wire::Bounceback;
 use crate::wire::WorkingLoad;
 use crate::wire::{Results, StreamResult};
 
+pub mod accountant;
 pub mod connect;
 mod end;
 pub mod profile;

@@ -11,6 +11,7 @@ pub mod build;
 pub mod connect;
 pub mod json;
 mod load;
+pub mod observe;
 pub mod profile;
 pub mod text;
 

@@ -81,6 +81,11 @@ pub fn connecting(host: &str, port: u16) -> String {
     format!("Connecting to host {host}, port {port}\n")
 }
 
+/// The server's line for a client's control connection.
+pub fn accepted(host: &str, port: u16) -> String {
+    format!("Accepted connection from {host}, port {port}\n")
+}
+
 /// `[  5] local A port N connected to B port M`.
 pub fn connected(c: &Connected) -> String {
     format!(
