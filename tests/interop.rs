@@ -163,9 +163,11 @@ fn check_tcp(c: &Value, s: &Value, who: Who, mode: &str, peer_key: &str) {
 }
 
 fn check_udp(c: &Value, s: &Value, reverse: bool, who: Who, omit: bool) {
-    // With -O each side ends its omit period on its own clock: a datagram in flight
-    // then is omitted by one side and counted by the other.
-    let boundary = if omit { 2.0 } else { 0.0 };
+    // With -O each side ends its omit period on its own clock (the client when
+    // TEST_START arrives, the server when it sends it): the datagrams sent between the
+    // two instants are omitted by one side and counted by the other. At 10 Mbit/s of
+    // 1400-byte datagrams (~890/s) a 10 ms gap, seen on a loaded 2-core host, is 9.
+    let boundary = if omit { 10.0 } else { 0.0 };
     let lost = num(c, "end.sum.lost_percent");
     assert!(lost <= 1.0, "UDP loss on loopback at 10M: {lost}%");
     let packets = num(c, "end.sum.packets");
