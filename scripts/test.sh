@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs the real peers (iperf3 3.12,
-# 3.18 and 3.22, iperf 2, nftables) it needs, then checks formatting, lints and runs every test.
-# Needs root (network namespaces, nftables) and Debian's package mirror.
+# 3.18 and 3.22, iperf 2, netperf, nftables) it needs, then checks formatting, lints
+# and runs every test, the full tier included (`--features full-tests`: the tests that
+# need root or the peers; plain `cargo test` lists those as ignored, see
+# tests/integration/main.rs). Needs root (network namespaces, nftables) and Debian's
+# package mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,10 +16,19 @@ fi
 ./scripts/setup-peers.sh
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 
+full=(--locked --features full-tests)
 cargo fmt --all -- --check
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy "${full[@]}" --all-targets -- -D warnings
 cargo build --locked --release
-cargo test --locked
+# Unit, doc and integration tests, both tiers; the accuracy modules wait for the next
+# lines.
+cargo test "${full[@]}" -- --skip accuracy:: --skip netbed_selftest::
+# The accuracy modules measure rates and delays: each runs on its own, so that no other
+# module's test loads the CPU beside them (their tests also hold `timing_lock`).
+cargo test "${full[@]}" --test integration -- accuracy:: --skip latency_accuracy::
+cargo test "${full[@]}" --test integration -- latency_accuracy::
+cargo test "${full[@]}" --test integration -- netbed_selftest::
+
 python3 bench/run.py --smoke  # ~10 s benchmark smoke run; the full run is docs/benchmarks.md's command
 
 # A short smoke run of the main job, through cargo as the README shows it.
