@@ -495,7 +495,7 @@ fn check_every_50th(dir: Dir, reverse: bool) {
     assert_eq!(seen, n + 1);
     assert_eq!(dropped, (n + 1) / 50);
     assert_eq!(cnt.dropped_dir(dir), dropped);
-    let invisible = u64::from((n + 1) % 50 == 0);
+    let invisible = u64::from((n + 1).is_multiple_of(50));
     assert_eq!(
         lost,
         dropped - invisible,
