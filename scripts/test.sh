@@ -29,6 +29,7 @@ cargo test "${full[@]}" --test integration -- accuracy:: --skip latency_accuracy
 cargo test "${full[@]}" --test integration -- latency_accuracy::
 cargo test "${full[@]}" --test integration -- netbed_selftest::
 
+python3 -m unittest discover -s bench -p 'test_*.py'  # the benchmark's parsers
 python3 bench/run.py --smoke  # ~10 s benchmark smoke run; the full run is docs/benchmarks.md's command
 
 # A short smoke run of the main job, through cargo as the README shows it.
