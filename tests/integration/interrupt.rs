@@ -435,11 +435,18 @@ fn a_daemon_removes_its_pid_file_on_sigterm() {
     );
     assert!(out.status.success(), "{}", show(&out));
     assert!(wait_file(&path, true), "the daemon wrote no pid file");
-    let pid: u32 = std::fs::read_to_string(&path)
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("a pid");
+    // The file appears (created) a moment before the pid is written into it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pid: u32 = loop {
+        let text = std::fs::read_to_string(&path).expect("pid file");
+        match text.trim().parse() {
+            Ok(pid) => break pid,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("no pid in the pid file ({e}): {text:?}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
     // The daemon is the process we started (forked by daemon(3)); stop it by its PID.
     signal(pid, "TERM");
     let gone = wait_file(&path, false);
