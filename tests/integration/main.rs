@@ -18,9 +18,9 @@
 //! A full-tier test carries
 //! `#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: ...")]`.
 //!
-//! The accuracy modules (`accuracy`, `latency_accuracy`, `netbed_selftest`) measure time
-//! and rates; `scripts/test.sh` runs them on their own, after the rest, so that no other
-//! module's test loads the CPU beside them.
+//! `scripts/test.sh` runs one module at a time, as when each was a binary of its own, so
+//! the accuracy modules' measurements and the interop and end-to-end byte counts never
+//! share the CPU with another module's tests; plain `cargo test` runs them all at once.
 
 mod support;
 
