@@ -139,7 +139,7 @@ impl Proc {
             match child.try_wait() {
                 Ok(Some(st)) => break (st, false),
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
+                    std::thread::sleep(Duration::from_millis(20))
                 }
                 _ => {
                     let _ = child.kill();
