@@ -167,7 +167,7 @@ MIRROR="${MIRROR%/}"
 # 1. bookworm packages (system-wide)
 # ---------------------------------------------------------------------------
 
-# ethtool: the emulated-link test bed (tests/support/netbed.rs) turns off its veths'
+# ethtool: the emulated-link test bed (tests/integration/support/netbed.rs) turns off its veths'
 # segmentation/receive offloads with it, so packets on the bed are single datagrams.
 BASE_PKGS=(iperf3 iperf nftables iproute2 ethtool)
 missing=()

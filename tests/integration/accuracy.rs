@@ -1,7 +1,7 @@
 //! Accuracy of netmeter's figures against links whose behaviour is known exactly.
 //!
 //! Every test here compares a number netmeter reports (`-J`, iperf3 schema) with the
-//! same quantity computed independently from the emulated link (`tests/support/netbed.rs`:
+//! same quantity computed independently from the emulated link (`tests/integration/support/netbed.rs`:
 //! the router's tbf shaper, its nftables counters, the delay line's per-packet log), or
 //! from the requested rate on loopback. The tolerances are derived in the comments; each
 //! assertion fails if netmeter's figure is wrong by more than the measurement's own
@@ -12,61 +12,24 @@
 //! single datagrams before the first veth, as on a real wire; the UDP tests check that
 //! (nftables sees exactly one packet per datagram) instead of assuming it.
 //!
-//! Needs root (network namespaces, tc, nftables, TUN, ethtool); run with
-//! `cargo test --test accuracy`. All tests hold `timing_lock()`, so they run one at a
-//! time (about 40 s in all).
+//! Full tier (needs root: network namespaces, tc, nftables, TUN, ethtool, real-time
+//! priority); run with `cargo test --features full-tests --test integration accuracy::`.
+//! All tests hold `timing_lock()`, so they run one at a time (about 40 s in all).
 
-mod support;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use std::net::{TcpListener, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
-use support::netbed::{
-    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Reorder, Side, Variation,
-    rfc3550_jitter, timing_lock, udp_goodput_fraction,
+use crate::support::netbed::{
+    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Reorder, Side, Variation, bed,
+    rfc3550_jitter, tcp_listening, timing_lock, udp_goodput_fraction, udp_rcvbuf_errors,
 };
+use crate::support::{Proc, f64_at, free_port, netmeter, u64_at, wait_until};
+use serde_json::Value;
 
-const NETMETER: &str = env!("CARGO_BIN_EXE_netmeter");
 /// Bound for one netmeter run (tests last at most 5 s plus the end-of-test exchange).
 const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Ethernet header as the bed's tbf counts it (no preamble, FCS or inter-frame gap).
 const ETH: usize = 14;
-
-fn bed(cfg: LinkConfig) -> Netbed {
-    Netbed::require();
-    Netbed::new(cfg).expect("building netbed")
-}
-
-fn listening(port: u16) -> bool {
-    support::netbed::tcp_listening(port)
-}
-
-/// UDP receive-buffer overflows (`RcvbufErrors`) in `side`'s namespace so far.
-fn udp_rcvbuf_errors(bed: &Netbed, side: Side) -> u64 {
-    bed.in_ns(side, || {
-        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
-        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
-        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-        names
-            .split_whitespace()
-            .zip(values.split_whitespace())
-            .find(|(n, _)| *n == "RcvbufErrors")
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
-    })
-    .unwrap()
-}
-
-/// Polls `check` every 5 ms for up to 5 s.
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 fn parse(what: &str, stdout: &[u8]) -> Value {
     serde_json::from_slice(stdout).unwrap_or_else(|e| {
@@ -105,9 +68,9 @@ fn netmeter_cmd(prio: Prio) -> (&'static str, Vec<&'static str>) {
         ok
     });
     if prio == Prio::Realtime && rt_ok {
-        ("chrt", vec!["-f", "5", NETMETER])
+        ("chrt", vec!["-f", "5", netmeter()])
     } else {
-        (NETMETER, vec![])
+        (netmeter(), vec![])
     }
 }
 
@@ -121,7 +84,7 @@ fn run_bed(bed: &Netbed, prio: Prio, args: &[&str]) -> (Value, Value) {
         .spawn_in(Side::H2, prog, &srv_args)
         .expect("starting server");
     wait_until("the server to listen", || {
-        bed.in_ns(Side::H2, || listening(5201)).unwrap()
+        bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
     });
     let h2 = bed.h2_addr().to_string();
     cli_args.extend(["-c", h2.as_str(), "-J"]);
@@ -139,99 +102,34 @@ fn run_bed(bed: &Netbed, prio: Prio, args: &[&str]) -> (Value, Value) {
     )
 }
 
-/// Kills (SIGKILL) and reaps a child on drop.
-struct Reaped(Option<Child>);
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A port free for both TCP and UDP on 127.0.0.1 right now (netmeter's control
-/// connection and its UDP streams use the same number).
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port");
-}
-
 /// One netmeter test on loopback: server and client on 127.0.0.1, a private port.
 fn run_loopback(prio: Prio, args: &[&str]) -> (Value, Value) {
     let port = free_port().to_string();
     let (prog, pre) = netmeter_cmd(prio);
-    let server = Command::new(prog)
-        .args(&pre)
-        .args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting server");
-    let mut server = Reaped(Some(server));
+    let server = Proc::spawn(
+        "server",
+        Command::new(prog)
+            .args(&pre)
+            .args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port]),
+    );
     // This thread is in the root namespace, so /proc/thread-self/net is loopback's.
     wait_until("the loopback server to listen", || {
-        listening(port.parse().unwrap())
+        tcp_listening(port.parse().unwrap())
     });
     let mut full = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-J"];
     full.extend_from_slice(args);
-    let client = Command::new(prog)
-        .args(&pre)
-        .args(&full)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting client");
-    let client = wait_output(Reaped(Some(client)), RUN_TIMEOUT, "client");
+    let client =
+        Proc::spawn("client", Command::new(prog).args(&pre).args(&full)).wait_bounded(RUN_TIMEOUT);
     assert!(
         client.status.success(),
         "client {full:?} failed: {}",
         String::from_utf8_lossy(&client.stderr)
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.0.as_mut().unwrap().try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let server = wait_output(server, Duration::from_secs(1), "server");
+    let server = server.wait_bounded(Duration::from_secs(11));
     (
         parse("client", &client.stdout),
         parse("server", &server.stdout),
     )
-}
-
-/// Waits for a child to exit (killing it after `timeout`) and collects its output.
-fn wait_output(mut c: Reaped, timeout: Duration, what: &str) -> std::process::Output {
-    let deadline = Instant::now() + timeout;
-    let child = c.0.as_mut().unwrap();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} still running after {timeout:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // Exited: reading the rest of its pipes cannot block.
-    c.0.take().unwrap().wait_with_output().unwrap()
-}
-
-fn f64_at(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("no number at {ptr}"))
-}
-
-fn u64_at(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("no integer at {ptr}"))
 }
 
 fn rel_err(got: f64, want: f64) -> f64 {
@@ -277,6 +175,10 @@ fn without_stall(mut run: impl FnMut() -> (Value, Value)) -> (Value, Value) {
 /// own datagram; otherwise every per-packet figure of the bed (every-Nth loss, the
 /// delay line's log, tbf's bursts) would be off by the GSO factor.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn bed_carries_gso_sends_as_single_datagrams() {
     const SEG: usize = 1000;
     const SEGS: usize = 40;
@@ -349,6 +251,10 @@ fn shaped_100m() -> LinkConfig {
 /// link (-b 200M) delivers 100 * 1400/1442 = 97.087 Mbit/s of payload; that is what
 /// netmeter's receiver must report, within 2 %.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_goodput_matches_shaped_link() {
     let _t = timing_lock();
     let b = bed(shaped_100m());
@@ -414,15 +320,15 @@ fn udp_goodput_matches_shaped_link() {
 /// trial), returning the search document.
 fn find_max_rate_on_bed(bed: &Netbed, args: &[&str]) -> Value {
     let server = bed
-        .spawn_in(Side::H2, NETMETER, &["-s"])
+        .spawn_in(Side::H2, netmeter(), &["-s"])
         .expect("starting server");
     wait_until("the server to listen", || {
-        bed.in_ns(Side::H2, || listening(5201)).unwrap()
+        bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
     });
     let h2 = bed.h2_addr().to_string();
     let mut cli = vec!["-c", h2.as_str(), "--find-max-rate", "-J"];
     cli.extend_from_slice(args);
-    let out = bed.run_in(Side::H1, NETMETER, &cli, Duration::from_secs(90));
+    let out = bed.run_in(Side::H1, netmeter(), &cli, Duration::from_secs(90));
     server.terminate();
     let out = out.unwrap_or_else(|e| panic!("client {cli:?}: {e:#}"));
     parse("find-max-rate", out.as_bytes())["find_max_rate"].clone()
@@ -437,6 +343,10 @@ fn find_max_rate_on_bed(bed: &Netbed, args: &[&str]) -> Value {
 /// is 1 % wide; rates up to 0.1 % over the ceiling queue under 1 ms in 1 s, and one
 /// trial of such a step may fail as noise). Trials that failed must say why.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn find_max_rate_deep_buffer_stays_within_the_link() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new()
@@ -490,6 +400,10 @@ fn find_max_rate_deep_buffer_stays_within_the_link() {
 /// link idled (intervals 3 % low, -1.9 % in all under load). Either way netmeter
 /// reported what arrived; the larger window just keeps the link the bottleneck.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_goodput_matches_shaped_link() {
     let _t = timing_lock();
     let b = bed(shaped_100m());
@@ -581,7 +495,7 @@ fn check_every_50th(dir: Dir, reverse: bool) {
     assert_eq!(seen, n + 1);
     assert_eq!(dropped, (n + 1) / 50);
     assert_eq!(cnt.dropped_dir(dir), dropped);
-    let invisible = u64::from((n + 1) % 50 == 0);
+    let invisible = u64::from((n + 1).is_multiple_of(50));
     assert_eq!(
         lost,
         dropped - invisible,
@@ -593,12 +507,20 @@ fn check_every_50th(dir: Dir, reverse: bool) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_loss_every_50th_forward() {
     check_every_50th(Dir::H1ToH2, false);
 }
 
 /// Reverse (-R): the server in h2 sends, the client in h1 receives and reports.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_loss_every_50th_reverse() {
     check_every_50th(Dir::H2ToH1, true);
 }
@@ -702,6 +624,10 @@ fn check_tcp_retransmits(dir: Dir, reverse: bool) {
 /// retransmission was spurious and the receiver D-SACKs it: `spurious_retransmits`
 /// must account for all of them (slack 2, as above).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_spurious_retransmits_under_reordering() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new().reorder(Reorder {
@@ -734,12 +660,20 @@ fn tcp_spurious_retransmits_under_reordering() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_retransmits_match_drops_forward() {
     check_tcp_retransmits(Dir::H1ToH2, false);
 }
 
 /// Reverse (-R): the server sends, and its counts reach the client in the results.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_retransmits_match_drops_reverse() {
     check_tcp_retransmits(Dir::H2ToH1, true);
 }
@@ -755,6 +689,10 @@ fn tcp_retransmits_match_drops_reverse() {
 /// arrival), not from arithmetic, so bursts or a held packet at the very end that no
 /// one overtook are accounted for exactly.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_reordering_counted_exactly() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new().reorder(Reorder {
@@ -831,6 +769,10 @@ fn udp_reordering_counted_exactly() {
 /// 0.9 ms) are smaller than that, so the line never has to hold a packet back to keep
 /// order and the applied delays are the cycle itself.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_jitter_matches_injected_variation() {
     let _t = timing_lock();
     let us = Duration::from_micros;
@@ -954,16 +896,28 @@ fn check_pacing(rate: &str, target_bps: f64, len: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: a timing measurement (real-time priority needs root)"
+)]
 fn pacing_100k() {
     check_pacing("100K", 100e3, "50");
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: a timing measurement (real-time priority needs root)"
+)]
 fn pacing_10m() {
     check_pacing("10M", 10e6, "1460");
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: a timing measurement (real-time priority needs root)"
+)]
 fn pacing_500m() {
     check_pacing("500M", 500e6, "1460");
 }

@@ -2,12 +2,10 @@
 //! (RPM), and — on an emulated bottleneck with a deep queue — the known truth that a
 //! loaded path's round trip grows by about the queue's delay (bufferbloat).
 
-mod common;
-mod support;
-use common::*;
+use crate::support::netbed::{LinkConfig, Netbed, Side, timing_lock};
+use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
-use support::netbed::{LinkConfig, Netbed, Side, timing_lock};
 
 fn wl(v: &serde_json::Value) -> &serde_json::Value {
     &v["end"]["netmeter"]["working_load"]
@@ -50,6 +48,10 @@ fn loopback_probes_idle_then_loaded() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_312", &["--working-load"]);
 }
@@ -77,6 +79,10 @@ fn bad_working_load_flags() {
 /// the probe sees about 10 ms; under 4 bulk TCP streams the queue fills and the probe
 /// (which shares it) waits behind it: its round trip grows by tens of milliseconds.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn bufferbloat_on_an_emulated_bottleneck() {
     let _t = timing_lock();
     Netbed::require();

@@ -44,7 +44,7 @@
 
 mod delay_line;
 
-#[allow(unused_imports)] // re-exported for tests; not every test binary names them all
+#[allow(unused_imports)] // re-exported for tests; not every test module names them all
 pub use delay_line::{DelayLineStats, DelayRecord, DirStats, Reorder, Variation};
 
 use std::collections::HashMap;
@@ -61,6 +61,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::drain_into;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use delay_line::{DelayLine, DirConfig};
 
@@ -415,6 +416,32 @@ impl LinkConfig {
     }
 }
 
+/// Builds a bed for a test; fails the test, saying why, if beds cannot be built here.
+pub fn bed(cfg: LinkConfig) -> Netbed {
+    Netbed::require();
+    let t = Instant::now();
+    let b = Netbed::new(cfg).expect("building netbed");
+    eprintln!("bed {} built in {:?}", b.id(), t.elapsed());
+    b
+}
+
+/// UDP receive-buffer overflows (`RcvbufErrors`) in `side`'s namespace so far: loss
+/// on the receiving host, not on the link.
+pub fn udp_rcvbuf_errors(bed: &Netbed, side: Side) -> u64 {
+    bed.in_ns(side, || {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+        names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == "RcvbufErrors")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    })
+    .unwrap()
+}
+
 /// Process-wide lock for timing-sensitive tests: tests in one binary run in parallel
 /// threads, and on a small machine CPU contention distorts measured delays and rates.
 /// Hold the guard for the measuring part of such a test.
@@ -632,21 +659,6 @@ impl DerefMut for NsChild {
     fn deref_mut(&mut self) -> &mut Child {
         &mut self.child
     }
-}
-
-fn drain_into<R: Read + Send + 'static>(mut r: R, buf: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 8192];
-        // Ends at EOF, i.e. when the process (and anything it passed the pipe to) exits.
-        while let Ok(n) = r.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            buf.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend_from_slice(&chunk[..n]);
-        }
-    })
 }
 
 impl NsChild {

@@ -7,8 +7,7 @@
 //! the parameter JSON on the wire with a stand-in server, and the real run checks the
 //! test still completes.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -51,16 +50,6 @@ impl Server {
         serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("server output is not JSON ({e}):\n{text}"))
     }
-}
-
-/// Run `netmeter -c 127.0.0.1 -p PORT ARGS` to completion (bounded).
-fn client(port: u16, args: &[&str]) -> Output {
-    run(
-        Command::new(netmeter())
-            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(args),
-        Duration::from_secs(40),
-    )
 }
 
 /// The client's JSON, asserting a clean exit and no `error` key.
@@ -267,7 +256,13 @@ fn tcp_nodelay() {
     assert!(f(&v, "end.sum_received.bytes") > 0.0);
 }
 
+/// Full tier: cubic is not in every machine's `tcp_allowed_congestion_control`, and only
+/// root (CAP_NET_ADMIN) may choose an algorithm outside it.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (congestion control outside tcp_allowed_congestion_control)"
+)]
 fn tcp_congestion_control() {
     let avail = sysctl("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
     let default = sysctl("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default();

@@ -1,7 +1,7 @@
 //! Accuracy of netmeter's latency figures (`--trip-times` one-way delay, `--bounceback`
 //! round-trip time and rate, TCP_INFO RTT) against known truths:
 //!
-//! * the emulated link of `tests/support/netbed.rs` (h1 – r – h2 with the TUN delay
+//! * the emulated link of `tests/integration/support/netbed.rs` (h1 – r – h2 with the TUN delay
 //!   line in r): a fixed delay per direction, or a delay variation whose every applied
 //!   value the delay line logs;
 //! * a deliberately skewed sender clock (`NETMETER_TEST_CLOCK_OFFSET_MS`);
@@ -13,81 +13,24 @@
 //! Both bed hosts are namespaces of one machine, so they share one CLOCK_REALTIME: the
 //! true clock offset between netmeter's client and server is 0 unless a test skews it.
 //!
-//! Needs root (namespaces, TUN) and netperf (`scripts/setup-peers.sh`); run with
-//! `cargo test --test latency_accuracy`. Every test holds `timing_lock()`, so they run
-//! one at a time (about 50 s in all).
+//! Full tier (needs root: namespaces, TUN; and netperf from `scripts/setup-peers.sh`);
+//! run with `cargo test --features full-tests --test integration latency_accuracy::`.
+//! Every test holds `timing_lock()`, so they run one at a time (about 50 s in all).
 
-mod common;
-mod support;
-
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::netbed::{
-    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Side, Variation, timing_lock,
+use crate::support::netbed::{
+    Dir, IPPROTO_UDP, LinkConfig, Netbed, PortCounter, Proto, Side, Variation, bed, tcp_listening,
+    timing_lock,
 };
+use crate::support::{
+    Proc, f64_at, free_port, netmeter, peer, run_bounded, wait_listening, wait_until,
+};
+use serde_json::Value;
 
-const NETMETER: &str = env!("CARGO_BIN_EXE_netmeter");
 /// Bound for one netmeter run (at most 3 s of test plus setup and the end exchange).
 const RUN_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn bed(cfg: LinkConfig) -> Netbed {
-    Netbed::require();
-    Netbed::new(cfg).expect("building netbed")
-}
-
-fn listening(port: u16) -> bool {
-    support::netbed::tcp_listening(port)
-}
-
-/// Polls `check` every 5 ms for up to 5 s.
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Runs `cmd` to completion (killed after `timeout`), stdout and stderr captured.
-fn run_bounded(mut cmd: Command, timeout: Duration, what: &str) -> std::process::Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    // Drain both pipes while waiting so a chatty child can never block on them.
-    let pipe = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = pipe(child.stdout.take().map(|o| Box::new(o) as _));
-    let err = pipe(child.stderr.take().map(|e| Box::new(e) as _));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} still running after {timeout:?}; killed");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    std::process::Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
-}
 
 fn parse(what: &str, out: &std::process::Output) -> Value {
     assert!(
@@ -177,29 +120,23 @@ fn run_bed(bed: &Netbed, args: &[&str], env: &[(&str, &str)]) -> (Value, Value) 
 
 fn run_bed_once(bed: &Netbed, args: &[&str], env: &[(&str, &str)]) -> (Value, Value) {
     let mut server = bed
-        .spawn_in(Side::H2, NETMETER, &["-s", "-1", "-J"])
+        .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
         .expect("starting server");
     wait_until("the server to listen", || {
-        bed.in_ns(Side::H2, || listening(5201)).unwrap()
+        bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
     });
-    let mut cmd = bed.cmd(Side::H1, NETMETER);
+    let mut cmd = bed.cmd(Side::H1, netmeter());
     cmd.args(["-c", &bed.h2_addr().to_string(), "-J"])
         .args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let client = run_bounded(cmd, RUN_TIMEOUT, &format!("client {args:?}"));
+    let client = run_bounded(&mut cmd, RUN_TIMEOUT, &format!("client {args:?}"));
     let _ = server.wait_timeout(Duration::from_secs(10));
     let server = server
         .finish(Duration::from_secs(1))
         .expect("server output");
     (parse("client", &client), parse("server", &server))
-}
-
-fn f64_at(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("no number at {ptr} in {v}"))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -392,6 +329,10 @@ fn check_offset(tt: &Value, want_ms: f64, tol: f64) -> f64 {
 
 /// 1(a) UDP `--trip-times` both ways across the fixed-delay link.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_one_way_delay_matches_fixed_delay() {
     let _t = timing_lock();
     on_steady_line(|| {
@@ -435,6 +376,10 @@ fn udp_one_way_delay_matches_fixed_delay() {
 /// so the rate must be 1 / mean RTT (within 5 %: the client's bookkeeping between
 /// transactions is µs against 20 ms).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_bounceback_rtt_matches_fixed_delay() {
     let _t = timing_lock();
     on_steady_line(|| {
@@ -474,6 +419,10 @@ fn tcp_bounceback_rtt_matches_fixed_delay() {
 /// sender's mean_rtt) must be the path's 20 ms round trip within 2 ms (its samples
 /// include delayed-ACK and pacing-burst queueing of a few hundred µs).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn tcp_info_rtt_matches_fixed_delay() {
     let _t = timing_lock();
     on_steady_line(|| {
@@ -536,6 +485,10 @@ fn tcp_info_rtt_matches_fixed_delay() {
 /// p10 is 1.6 or 1.5 ms off), a distorted distribution, timestamps in the wrong unit,
 /// or a lost or doubled offset correction (25 ms in test 3) exceed it.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn udp_owd_percentiles_match_injected_variation() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new()
@@ -645,6 +598,10 @@ fn udp_owd_percentiles_match_injected_variation() {
 /// a host stall holds a datagram over 15 ms: see `STALL_MS`); after the correction the
 /// delays are the link's 10 ms again.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn skewed_client_clock_is_estimated_and_corrected() {
     let _t = timing_lock();
     on_steady_line(|| {
@@ -708,9 +665,13 @@ fn one_byte_segments(bed: &Netbed) -> (u64, u64) {
 /// connection's 1-byte state messages are kept apart). When the test time ends one
 /// request may be on the wire, and its reply may come back after the client stopped
 /// counting: requests and replies are the count or one more. The rate is the count
-/// over the measured seconds (checked in tests/bounceback.rs), and those seconds must
+/// over the measured seconds (checked in `bounceback`), and those seconds must
 /// fit inside the client's lifetime.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn bounceback_count_matches_packets_on_the_link() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new());
@@ -830,7 +791,7 @@ fn netperf_rr(netperf: &str, port: u16, pin: &str) -> f64 {
     realtime(&mut cmd)
         .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", "TCP_RR"])
         .args(["-l", RR_SECONDS, "-T", pin, "-P", "0", "--", "-r", "1,1"]);
-    let out = run_bounded(cmd, RUN_TIMEOUT, "netperf");
+    let out = run_bounded(&mut cmd, RUN_TIMEOUT, "netperf");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "netperf failed: {text} {out:?}");
     // With -P 0 the result is one line: send/recv socket sizes, request and response
@@ -846,12 +807,12 @@ fn netperf_rr(netperf: &str, port: u16, pin: &str) -> f64 {
 /// netmeter `--bounceback`, 1-byte request and reply, pinned with `-A pin`:
 /// transactions/s.
 fn netmeter_rr(port: u16, pin: &str) -> f64 {
-    let mut cmd = Command::new(NETMETER);
+    let mut cmd = Command::new(netmeter());
     realtime(&mut cmd)
         .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
         .args(["--bounceback", "--bounceback-request", "1"])
         .args(["--bounceback-reply", "1", "-t", RR_SECONDS, "-A", pin]);
-    let out = run_bounded(cmd, RUN_TIMEOUT, "netmeter");
+    let out = run_bounded(&mut cmd, RUN_TIMEOUT, "netmeter");
     let v = parse("netmeter client", &out);
     let bb = &v["end"]["netmeter"]["bounceback"];
     let rate = f64_at(bb, "/transactions_per_second");
@@ -888,13 +849,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// adjacent 1-s pairs mostly see the same level, and the median of their ratios varies
 /// much less. Each tool's runs and median are printed too.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs netperf (scripts/setup-peers.sh), a timing measurement"
+)]
 fn bounceback_rate_keeps_up_with_netperf_tcp_rr() {
     let _t = timing_lock();
-    let netperf = common::peer("NETMETER_NETPERF");
-    let np_port = common::free_port();
-    let mut netserver = common::Proc::spawn(
+    let netperf = peer("NETMETER_NETPERF");
+    let np_port = free_port();
+    let mut netserver = Proc::spawn(
         "netserver",
-        realtime(&mut Command::new(common::peer("NETMETER_NETSERVER"))).args([
+        realtime(&mut Command::new(peer("NETMETER_NETSERVER"))).args([
             "-D",
             "-4",
             "-L",
@@ -904,11 +869,11 @@ fn bounceback_rate_keeps_up_with_netperf_tcp_rr() {
         ]),
     );
     let _netserver_out = netserver.drain();
-    common::wait_listening(np_port);
-    let nm_port = common::free_port();
-    let mut nm_server = common::Proc::spawn(
+    wait_listening(np_port);
+    let nm_port = free_port();
+    let mut nm_server = Proc::spawn(
         "netmeter server",
-        realtime(&mut Command::new(NETMETER)).args([
+        realtime(&mut Command::new(netmeter())).args([
             "-s",
             "-B",
             "127.0.0.1",
@@ -917,7 +882,7 @@ fn bounceback_rate_keeps_up_with_netperf_tcp_rr() {
         ]),
     );
     let _nm_server_out = nm_server.drain();
-    common::wait_listening(nm_port);
+    wait_listening(nm_port);
 
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pins: &[&str] = if cpus >= 2 { &["0,0", "0,1"] } else { &["0,0"] };

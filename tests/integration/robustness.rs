@@ -14,8 +14,7 @@
 //!   slot is free again at once), without answering an unknown state byte;
 //! - garbage UDP datagrams while no UDP test waits for streams: ignored.
 
-mod common;
-use common::*;
+use crate::support::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::process::Command;

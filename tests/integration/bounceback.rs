@@ -2,8 +2,7 @@
 //! hold time as a known truth for the round-trip time, bursts, and the clear error
 //! against a plain iperf3 server.
 
-mod common;
-use common::*;
+use crate::support::*;
 use std::time::Duration;
 
 fn bounce(extra: &[&str]) -> serde_json::Value {
@@ -124,6 +123,10 @@ fn busy_poll_runs_on_both_ends_and_is_reported() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_312", &["--bounceback"]);
 }

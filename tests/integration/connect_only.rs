@@ -3,21 +3,11 @@
 //! (other clients, ordinary tests) while and after it runs, and a plain iperf3 server
 //! gives a clear error.
 
-mod common;
-use common::*;
+use crate::support::*;
 use std::io::Read;
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn client(port: u16, extra: &[&str]) -> std::process::Output {
-    run(
-        Command::new(netmeter())
-            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(extra),
-        Duration::from_secs(60),
-    )
-}
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -175,6 +165,10 @@ fn the_server_stays_available_during_a_test() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_312", &["--connect-only"]);
 }

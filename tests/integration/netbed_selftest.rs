@@ -1,31 +1,22 @@
-//! Self-test of the emulated-link test bed (`tests/support/netbed.rs`), without
+//! Self-test of the emulated-link test bed (`tests/integration/support/netbed.rs`), without
 //! netmeter: proves that connectivity, delay, loss, shaping, delay variation,
 //! reordering and cleanup do what accuracy tests will rely on.
 //!
-//! Needs root; run with `cargo test --test netbed_selftest`.
-
-mod support;
+//! Full tier (needs root); run with
+//! `cargo test --features full-tests --test integration netbed_selftest::`.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::netbed::{
-    Dir, IPPROTO_UDP, LinkConfig, Netbed, Proto, Reorder, Side, Variation, enable_rx_timestamps,
-    force_socket_buffers, recv_timestamped, rfc3550_jitter, sweep_stale_beds, timing_lock,
-    udp_goodput_fraction,
+use crate::support::netbed::{
+    Dir, IPPROTO_UDP, LinkConfig, Netbed, Proto, Reorder, Side, Variation, bed,
+    enable_rx_timestamps, force_socket_buffers, recv_timestamped, rfc3550_jitter, sweep_stale_beds,
+    timing_lock, udp_goodput_fraction,
 };
 
 const PORT: u16 = 40_000;
-
-fn bed(cfg: LinkConfig) -> Netbed {
-    Netbed::require();
-    let t = Instant::now();
-    let b = Netbed::new(cfg).expect("building netbed");
-    eprintln!("bed {} built in {:?}", b.id(), t.elapsed());
-    b
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -154,6 +145,10 @@ fn missing(rx: &[Rx], count: u32) -> Vec<u32> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn ping_h1_to_h2_works() {
     let b = bed(LinkConfig::new());
     for ns in [b.h1_ns(), b.r_ns(), b.h2_ns()] {
@@ -211,6 +206,10 @@ fn ping_h1_to_h2_works() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn fixed_delay_10ms_each_way_gives_20ms_rtt() {
     let _serial = timing_lock();
     let b = bed(LinkConfig::new().delay_ms(10.0));
@@ -268,6 +267,10 @@ fn fixed_delay_10ms_each_way_gives_20ms_rtt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn drop_every_10th_icmp_one_direction() {
     let b = bed(LinkConfig::new()
         .drop_every_nth(10)
@@ -301,6 +304,10 @@ fn drop_every_10th_icmp_one_direction() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn drop_every_10th_udp_both_directions_and_reverse_only() {
     let b = bed(LinkConfig::new().drop_every_nth(10)); // UDP, both directions
     let fwd = udp_exchange(&b, Side::H1, Side::H2, 100, Duration::from_micros(200), 300);
@@ -338,6 +345,10 @@ fn drop_every_10th_udp_both_directions_and_reverse_only() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn random_loss_matches_counter_exactly() {
     let b = bed(LinkConfig::new().random_loss_pct(5.0).loss_dir(Dir::H1ToH2));
     let rx = udp_exchange(
@@ -368,6 +379,10 @@ fn random_loss_matches_counter_exactly() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn shaper_100mbit_delivers_100mbit() {
     let _serial = timing_lock();
     let b = bed(LinkConfig::new().rate_mbit(100.0));
@@ -486,6 +501,10 @@ fn shaper_100mbit_delivers_100mbit() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn reordering_every_10th_udp_is_exact() {
     let _serial = timing_lock();
     let b = bed(LinkConfig::new().reorder(Reorder {
@@ -522,6 +541,10 @@ fn reordering_every_10th_udp_is_exact() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn delay_variation_gives_expected_rfc3550_jitter() {
     let _serial = timing_lock();
     let cycle: Vec<Duration> = [0u64, 3, 1, 5, 2]
@@ -580,6 +603,10 @@ fn delay_variation_gives_expected_rfc3550_jitter() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn stale_beds_of_dead_processes_are_swept() {
     Netbed::require();
     let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
@@ -605,6 +632,10 @@ fn stale_beds_of_dead_processes_are_swept() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
 fn namespaces_removed_after_drop_and_after_panic() {
     let b = bed(LinkConfig::new().delay_ms(1.0));
     let names: Vec<String> = [b.h1_ns(), b.r_ns(), b.h2_ns()].map(String::from).to_vec();

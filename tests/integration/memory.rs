@@ -13,9 +13,7 @@
 //! the old behaviour by more than 1 MiB, and it does not depend on timing: RSS is read only
 //! once the session thread (which trims the heap at its end) has exited.
 
-mod common;
-use common::*;
-use std::process::Command;
+use crate::support::*;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1024;
@@ -28,18 +26,6 @@ fn status(pid: u32, key: &str) -> u64 {
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status:\n{text}"))
-}
-
-/// Run a client to completion and check it succeeded; its `-J` document.
-fn client(port: u16, args: &[&str]) -> serde_json::Value {
-    let out = run(
-        Command::new(netmeter())
-            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
-            .args(args),
-        Duration::from_secs(60),
-    );
-    assert!(out.status.success(), "client {args:?}: {}", show(&out));
-    json_of(&out, "client")
 }
 
 /// Wait (bounded) until the server is back to `threads` threads, i.e. the session and its
@@ -63,14 +49,14 @@ fn settled_rss(pid: u32, threads: u64) -> u64 {
 fn server_memory_returns_to_idle_after_p128() {
     let port = free_port();
     let (srv, log) = netmeter_server(port, &[]);
-    let pid = srv.child.as_ref().expect("server").id();
+    let pid = srv.pid();
     // Let the listener's startup finish, then count the idle threads (main + UDP acceptor).
     std::thread::sleep(Duration::from_millis(200));
     let idle_threads = status(pid, "Threads");
 
     // Warm-up: one small test, so that what any first test initialises for good (code
     // pages, the stack cache's first entries, lazily built statics) counts as idle.
-    client(port, &["-P", "2", "-t", "1"]);
+    client_json(port, &["-P", "2", "-t", "1"]);
     let idle = settled_rss(pid, idle_threads);
     assert!(
         idle <= 10 * MIB,
@@ -78,7 +64,7 @@ fn server_memory_returns_to_idle_after_p128() {
         log.text()
     );
 
-    let doc = client(port, &["-P", "128", "-t", "1"]);
+    let doc = client_json(port, &["-P", "128", "-t", "1"]);
     let streams = doc["end"]["streams"].as_array().map_or(0, |s| s.len());
     assert_eq!(streams, 128, "the -P 128 test did not run 128 streams");
     assert!(

@@ -3,26 +3,14 @@
 //! iperf3 3.12). Every assertion would fail if the feature were ignored: a bulk stream
 //! on loopback moves gigabytes, not a few bursts, and an ignored start time starts at once.
 
-mod common;
-use common::*;
+use crate::support::*;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn client(port: u16, args: &[&str]) -> serde_json::Value {
-    let out = run(
-        Command::new(netmeter())
-            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
-            .args(args),
-        Duration::from_secs(40),
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    json_of(&out, "client")
-}
 
 fn against_netmeter(args: &[&str]) -> serde_json::Value {
     let port = free_port();
     let (_srv, _out) = netmeter_server(port, &["-1"]);
-    client(port, args)
+    client_json(port, args)
 }
 
 fn epoch_now() -> f64 {
@@ -123,6 +111,10 @@ fn udp_bursts_have_the_right_count_and_size() {
 /// though 1e9/30 ns rounds down). Before issue 9 the unit due at the end raced the
 /// control thread's stop: 5 bursts for -t 2, 2 or 3 for -t 1.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn no_unit_is_sent_at_or_after_the_end_of_the_test() {
     // iperf 2.2.1's own count: bytes written / burst size (its CSV adds a few header
     // bytes, never a whole burst).
@@ -345,6 +337,10 @@ fn profile_flag_errors_are_one_sentence() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn bursts_against_iperf3_312() {
     let port = free_port();
     let mut srv = Proc::spawn(
@@ -361,7 +357,7 @@ fn bursts_against_iperf3_312() {
     let _d = srv.drain();
     // A probe connection would use up iperf3's one test (-1): give it a moment to bind.
     std::thread::sleep(Duration::from_millis(400));
-    let v = client(
+    let v = client_json(
         port,
         &["-t", "2", "--burst-size", "128K", "--burst-period", "0.2"],
     );
@@ -377,6 +373,10 @@ fn bursts_against_iperf3_312() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn udp_isochronous_against_iperf3_312_reports_the_sender_side() {
     let port = free_port();
     let mut srv = Proc::spawn(
@@ -393,7 +393,7 @@ fn udp_isochronous_against_iperf3_312_reports_the_sender_side() {
     let _d = srv.drain();
     // A probe connection would use up iperf3's one test (-1): give it a moment to bind.
     std::thread::sleep(Duration::from_millis(400));
-    let v = client(port, &["-u", "-t", "1", "--isochronous", "50:4m,1m"]);
+    let v = client_json(port, &["-u", "-t", "1", "--isochronous", "50:4m,1m"]);
     let i = &v["end"]["netmeter"]["isochronous"];
     check_count(
         num(i, "sender.sent"),

@@ -1,8 +1,7 @@
 //! One-way delay (`--trip-times`) end to end on loopback: a deliberately skewed sender
 //! clock is the known truth for the offset estimate and the clock-error count.
 
-mod common;
-use common::*;
+use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
 
@@ -95,6 +94,10 @@ fn tcp_writes_are_timed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_318", &["-u", "--trip-times"]);
 }

@@ -1,13 +1,24 @@
-//! Shared helpers for the end-to-end and interop tests: the netmeter binary, the real
-//! peers installed by `scripts/setup-peers.sh`, free loopback ports, and processes that
-//! are always stopped (by PID) when a test ends, pass or fail.
+//! The one helper tree of the integration tests (`tests/integration/main.rs`): the
+//! netmeter binary, the real peers installed by `scripts/setup-peers.sh`, free loopback
+//! ports, bounded waits, child processes that are always stopped (by PID) when a test
+//! ends, pass or fail, and the emulated-link bed ([`netbed`], root only).
+//!
+//! Each helper lives here once; a test module keeps only what is particular to it.
+//! Not every module uses every helper, hence the `dead_code` allowance.
 #![allow(dead_code)]
+
+pub mod netbed;
 
 use std::collections::HashMap;
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------
+// The binary under test and the peers
 
 /// Path of the netmeter binary under test.
 pub fn netmeter() -> &'static str {
@@ -51,6 +62,9 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port");
 }
 
+// ---------------------------------------------------------------------------------
+// Child processes
+
 /// A child process killed (by its PID) when dropped.
 pub struct Proc {
     pub child: Option<Child>,
@@ -60,6 +74,7 @@ pub struct Proc {
 impl Proc {
     pub fn spawn(name: &str, cmd: &mut Command) -> Proc {
         let child = cmd
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -70,9 +85,33 @@ impl Proc {
         }
     }
 
-    /// Wait for exit (bounded), returning its output. The output is read while waiting,
-    /// so a child that prints more than a pipe holds cannot block.
-    pub fn wait(mut self, timeout: Duration) -> Output {
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("child").id()
+    }
+
+    /// Wait for exit (bounded), returning its output; a child still running after
+    /// `timeout` is killed and its output returned as well.
+    pub fn wait(self, timeout: Duration) -> Output {
+        self.wait_inner(timeout).0
+    }
+
+    /// Like [`Proc::wait`], but a child still running after `timeout` fails the test.
+    pub fn wait_bounded(self, timeout: Duration) -> Output {
+        let name = self.name.clone();
+        let (out, timed_out) = self.wait_inner(timeout);
+        assert!(
+            !timed_out,
+            "{name} still running after {timeout:?}; killed\n{}",
+            show(&out)
+        );
+        out
+    }
+
+    /// Wait for exit (bounded): the output, and whether the child had to be killed.
+    /// The output is read while waiting, so a child that prints more than a pipe holds
+    /// cannot block.
+    fn wait_inner(mut self, timeout: Duration) -> (Output, bool) {
         let mut child = self.child.take().expect("child");
         let reader = |r: Option<Box<dyn std::io::Read + Send>>| {
             std::thread::spawn(move || {
@@ -96,23 +135,24 @@ impl Proc {
                 .map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
         );
         let deadline = Instant::now() + timeout;
-        let status = loop {
+        let (status, timed_out) = loop {
             match child.try_wait() {
-                Ok(Some(st)) => break st,
+                Ok(Some(st)) => break (st, false),
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 _ => {
                     let _ = child.kill();
-                    break child.wait().expect("wait");
+                    break (child.wait().expect("wait"), true);
                 }
             }
         };
-        Output {
+        let output = Output {
             status,
             stdout: out.join().unwrap_or_default(),
             stderr: err.join().unwrap_or_default(),
-        }
+        };
+        (output, timed_out)
     }
 }
 
@@ -142,6 +182,21 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Output {
     Proc::spawn("command", cmd).wait(timeout)
 }
 
+/// Run a command to completion; one still running after `timeout` is killed and fails
+/// the test (`what` names it in the message).
+pub fn run_bounded(cmd: &mut Command, timeout: Duration, what: &str) -> Output {
+    Proc::spawn(what, cmd).wait_bounded(timeout)
+}
+
+/// Polls `check` every 5 ms for up to 5 s; fails the test naming `what` if it never holds.
+pub fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Parse stdout as JSON, with the process output in the panic message.
 pub fn json_of(out: &Output, who: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -151,6 +206,20 @@ pub fn json_of(out: &Output, who: &str) -> serde_json::Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// The number at a JSON pointer like `/end/sum_sent/bytes`.
+pub fn f64_at(v: &serde_json::Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("no number at {ptr} in {v}"))
+}
+
+/// The whole number at a JSON pointer like `/end/sum/packets`.
+pub fn u64_at(v: &serde_json::Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| panic!("no integer at {ptr} in {v}"))
 }
 
 /// A whole number from a JSON path like `end.sum_sent.bytes`.
@@ -171,8 +240,8 @@ pub fn num(v: &serde_json::Value, path: &str) -> f64 {
 /// block it. (Appended for the robustness and end-to-end tests.)
 #[derive(Clone, Default)]
 pub struct Drained {
-    pub stdout: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    pub stdout: Arc<Mutex<Vec<u8>>>,
+    pub stderr: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Drained {
@@ -202,22 +271,23 @@ impl Drained {
     }
 }
 
-fn drain_into<R: std::io::Read + Send + 'static>(
+/// Appends everything `r` yields to `into`, on a thread of its own. The thread ends at
+/// EOF, i.e. when the process (and anything it passed the pipe to) exits or is killed.
+pub fn drain_into<R: std::io::Read + Send + 'static>(
     mut r: R,
-    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-) {
+    into: Arc<Mutex<Vec<u8>>>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
-        // Ends at EOF, i.e. when the child exits (or is killed by Proc's drop).
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            if let Ok(mut v) = into.lock() {
-                v.extend_from_slice(&buf[..n]);
-            }
+            into.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&buf[..n]);
         }
-    });
+    })
 }
 
 impl Proc {
@@ -239,6 +309,9 @@ impl Proc {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 }
+
+// ---------------------------------------------------------------------------------
+// netmeter on loopback
 
 /// Start `netmeter -s -B 127.0.0.1 -p PORT` plus `extra` flags, wait until it listens,
 /// and drain its output.
@@ -262,6 +335,27 @@ pub fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// Bound for one client run on loopback (the longest test asks for a few seconds).
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Run `netmeter -c 127.0.0.1 -p PORT ARGS` to completion (bounded by
+/// [`CLIENT_TIMEOUT`]); its output, whatever its exit status.
+pub fn client(port: u16, args: &[&str]) -> Output {
+    run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        CLIENT_TIMEOUT,
+    )
+}
+
+/// Run `netmeter -c 127.0.0.1 -p PORT -J ARGS`, assert it succeeded; its `-J` document.
+pub fn client_json(port: u16, args: &[&str]) -> serde_json::Value {
+    let out = client(port, &[&["-J"], args].concat());
+    assert!(out.status.success(), "client {args:?}: {}", show(&out));
+    json_of(&out, "client")
 }
 
 /// Run a netmeter client with `args` (plus `-c 127.0.0.1 -p PORT -t 1`) against a real

@@ -7,9 +7,7 @@
 //! count the server measured itself must be exactly the figure the client reports for it
 //! (it travels in the results exchange), and receivers must have seen what senders sent.
 
-mod common;
-mod support;
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
@@ -237,6 +235,10 @@ fn check_udp(c: &Value, s: &Value, reverse: bool, who: Who, omit: bool) {
 macro_rules! interop {
     ($name:ident, $peer:expr, $who:expr, $mode:expr, [$($arg:expr),*]) => {
         #[test]
+        #[cfg_attr(
+            not(feature = "full-tests"),
+            ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+        )]
         fn $name() {
             let args: &[&str] = &[$($arg),*];
             let (c, s) = run_pair($peer, $who, args);
@@ -292,6 +294,10 @@ macro_rules! interop_table {
 /// A paced netmeter client against iperf3 3.22 (the newest): the receiver's seconds and bitrate
 /// (what the iperf3 server measured, from its `end_time`) match the sender's.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
 fn paced_receiver_ends_with_sender_vs_iperf3_322() {
     for args in [
         &["-t", "1", "-b", "10M", "-P", "2"][..],
@@ -321,39 +327,18 @@ mod iperf3_322 {
 }
 
 // ---------------------------------------------------------------------------------
-// Through an emulated link (tests/support/netbed.rs; root): the newest iperf3's client
+// Through an emulated link (tests/integration/support/netbed.rs; root): the newest iperf3's client
 // JSON against what the link itself counted.
 
-use support::netbed::{Dir, LinkConfig, Netbed, Side, timing_lock};
+use crate::support::netbed::{Dir, LinkConfig, Netbed, Side, bed, timing_lock, udp_rcvbuf_errors};
 
-/// 100 Mbit/s in `dir`, a 100 ms queue (as tests/accuracy.rs's shaped link).
+/// 100 Mbit/s in `dir`, a 100 ms queue (as accuracy's shaped link).
 fn shaped_bed(dir: Dir) -> Netbed {
-    Netbed::require();
-    Netbed::new(
-        LinkConfig::new()
-            .rate_mbit(100.0)
-            .rate_dir(dir)
-            .queue_ms(100.0)
-            .burst_ms(20.0),
-    )
-    .expect("building netbed")
-}
-
-/// UDP receive-buffer overflows (`RcvbufErrors`) in `side`'s namespace so far: loss
-/// on the receiving host, not on the link.
-fn udp_rcvbuf_errors(bed: &Netbed, side: Side) -> u64 {
-    bed.in_ns(side, || {
-        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
-        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
-        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-        names
-            .split_whitespace()
-            .zip(values.split_whitespace())
-            .find(|(n, _)| *n == "RcvbufErrors")
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
-    })
-    .unwrap()
+    bed(LinkConfig::new()
+        .rate_mbit(100.0)
+        .rate_dir(dir)
+        .queue_ms(100.0)
+        .burst_ms(20.0))
 }
 
 /// iperf3 3.22 client in h1 (`-c H2 -J` + `args`) against a netmeter server in h2.
@@ -364,7 +349,7 @@ fn iperf3_322_client_on_bed(bed: &Netbed, args: &[&str]) -> (Value, Value) {
         .expect("starting server");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !bed
-        .in_ns(Side::H2, || support::netbed::tcp_listening(5201))
+        .in_ns(Side::H2, || crate::support::netbed::tcp_listening(5201))
         .unwrap()
     {
         assert!(
@@ -399,6 +384,10 @@ fn iperf3_322_client_on_bed(bed: &Netbed, args: &[&str]) -> (Value, Value) {
 /// shaper less h2's count after it), not 0 (3.20+ subtract `omitted_errors`, all of
 /// them when a server does not send it).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces) and the peers"
+)]
 fn iperf3_322_client_loss_matches_the_link() {
     let _t = timing_lock();
     let bed = shaped_bed(Dir::H1ToH2);
@@ -446,6 +435,10 @@ fn iperf3_322_client_loss_matches_the_link() {
 /// `sum_sent.packets` must be the datagrams the netmeter server put on the link (3.20+
 /// subtract `omitted_packets` from them: 0 when a server does not send it).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces) and the peers"
+)]
 fn iperf3_322_client_reverse_packets_match_the_link() {
     let _t = timing_lock();
     let bed = shaped_bed(Dir::H2ToH1);

@@ -504,21 +504,21 @@ impl Worker {
                 continue;
             }
             let mut delay = cfg.base;
-            if let Some((var, vproto)) = &cfg.variation {
-                if vproto.matches(proto) {
-                    delay += var.extra_for(st.variation_matched);
-                    st.variation_matched += 1;
-                }
+            if let Some((var, vproto)) = &cfg.variation
+                && vproto.matches(proto)
+            {
+                delay += var.extra_for(st.variation_matched);
+                st.variation_matched += 1;
             }
             let mut held = false;
-            if let Some((nth, extra, rproto)) = cfg.reorder {
-                if rproto.matches(proto) {
-                    st.reorder_matched += 1;
-                    if nth > 0 && st.reorder_matched % u64::from(nth) == 0 {
-                        held = true;
-                        st.held_for_reorder += 1;
-                        delay += extra;
-                    }
+            if let Some((nth, extra, rproto)) = cfg.reorder
+                && rproto.matches(proto)
+            {
+                st.reorder_matched += 1;
+                if nth > 0 && st.reorder_matched.is_multiple_of(u64::from(nth)) {
+                    held = true;
+                    st.held_for_reorder += 1;
+                    delay += extra;
                 }
             }
             let mut release = now + delay;
@@ -586,13 +586,12 @@ impl Worker {
             let late = done.saturating_duration_since(e.release);
             st.max_lateness = st.max_lateness.max(late);
             st.total_lateness += late;
-            if let Some((ep, i)) = e.record {
-                if ep == epoch {
-                    if let Some(r) = st.records.get_mut(i) {
-                        r.actual = Some(done - e.arrival);
-                        r.written = Some(written);
-                    }
-                }
+            if let Some((ep, i)) = e.record
+                && ep == epoch
+                && let Some(r) = st.records.get_mut(i)
+            {
+                r.actual = Some(done - e.arrival);
+                r.written = Some(written);
             }
         }
         s.queued = heap.len();

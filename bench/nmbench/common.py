@@ -1,0 +1,31 @@
+"""Constants shared by every part of the harness, and its log line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parent.parent.parent
+HOST = "127.0.0.1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
+PAUSE_BETWEEN_RUNS = 0.05  # seconds, lets TIME_WAIT sockets and softirq backlog settle
+ALL_CASES = ["tcp1", "tcp2", "tcpR", "tcpbest", "udp1448", "udp64", "rr", "crr", "mem"]
+
+CASE_TITLES = {
+    "tcp1": "TCP, 1 stream, default options",
+    "tcp2": "TCP, 2 parallel streams (-P 2)",
+    "tcpR": "TCP, reverse (-R: the server sends)",
+    "tcpbest": "TCP, 1 stream, each tool's best zero-copy options",
+    "udp1448": "UDP, 1448-byte datagrams, unlimited rate",
+    "udp64": "UDP, 64-byte datagrams, unlimited rate",
+    "rr": "TCP request/response rate (1-byte where the tool allows it)",
+    "crr": "TCP connection rate (connect, 1-byte request/response, close)",
+    "mem": "netmeter server memory: idle, and after a -P 128 test",
+}
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
