@@ -534,7 +534,12 @@ fn udp_loss_every_50th_reverse() {
 /// `spurious_retransmits`), so `retransmits - spurious_retransmits` must equal the
 /// drops. Slack of 2 either way: a drop in the last round trip (or of the FIN) is
 /// repaired after the sender's final TCP_INFO reading, and a needless retransmission
-/// whose D-SACK is still on its way then counts as needed.
+/// whose D-SACK is still on its way then counts as needed. One case goes above that: a
+/// retransmission can itself fall on a 200th slot and be dropped; the timeout that
+/// repairs it makes Linux resend the unacknowledged window, and segments of it that had
+/// arrived are not always D-SACKed (seen: 148 retransmits, 1 spurious, 131 drops, and
+/// the link carried 18 more segments than in the runs with 131 = 131, so the count was
+/// true). So above the drops the bound is one window (the sender's largest cwnd).
 fn check_tcp_retransmits(dir: Dir, reverse: bool) {
     let _t = timing_lock();
     let b = bed(LinkConfig::new()
@@ -581,10 +586,21 @@ fn check_tcp_retransmits(dir: Dir, reverse: bool) {
         dropped >= 100,
         "only {dropped} drops: the test sent too little"
     );
+    // Never fewer than the drops: every lost segment was sent again and counted.
     assert!(
-        needed.abs_diff(dropped) <= 2,
+        needed + 2 >= dropped,
         "{retr} retransmits - {spurious} spurious = {needed}, but the link dropped \
          {dropped} of the data connection's segments"
+    );
+    // More only by what one retransmission timeout can resend needlessly: one window.
+    let sender_side = if reverse { &s } else { &c };
+    let max_cwnd = u64_at(&sender_side["end"]["streams"][0]["sender"], "/max_snd_cwnd");
+    let window_segments = max_cwnd.div_ceil(1448);
+    assert!(
+        needed <= dropped + 2 + window_segments,
+        "{retr} retransmits - {spurious} spurious = {needed}, but the link dropped \
+         {dropped} of the data connection's segments (largest window {window_segments} \
+         segments)"
     );
     assert_eq!(u64_at(&c, "/end/sum_sent/retransmits"), retr);
     assert_eq!(
