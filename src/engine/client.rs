@@ -257,6 +257,14 @@ pub(crate) fn httpdate(secs: u64) -> String {
     )
 }
 
+/// A side's own figures at the end of a test ([`LiveStreams::final_figures`]).
+pub struct FinalFigures {
+    pub locals: Vec<build::LocalFinal>,
+    /// CPU percent of one core: total, user, system.
+    pub cpu: (f64, f64, f64),
+    pub congestion: Option<String>,
+}
+
 /// Live data streams of one test, with the sockets kept open until the end so that
 /// their descriptors (used for TCP_INFO) cannot be reused under us.
 #[derive(Default)]
@@ -352,6 +360,38 @@ impl LiveStreams {
         }
         self.stop(false, true);
         arrived.map(|a| a.duration_since(t0).as_secs_f64())
+    }
+
+    /// What this side measured, once its streams have stopped (both sides end every
+    /// test, whole or interrupted, this way): the last, partial interval when it is worth
+    /// a row (`intervals`: rows are reported at all), this side's final figures with the
+    /// kernel's drop counts, the process's CPU over the test and the congestion control.
+    #[allow(clippy::too_many_arguments)]
+    pub fn final_figures<O: Observer + ?Sized>(
+        &self,
+        meter: &mut Meter,
+        out: &mut Output<'_, O>,
+        intervals: bool,
+        interval_s: f64,
+        send_end_s: f64,
+        recv_end_s: f64,
+        cpu_start: crate::stats::CpuSample,
+        origin: Instant,
+    ) -> FinalFigures {
+        if intervals && meter.worth_reporting(recv_end_s, interval_s) && !meter.omitting() {
+            let iv = meter.tick(recv_end_s);
+            out.interval(iv);
+        }
+        let mut locals = meter.finals(send_end_s, recv_end_s);
+        self.record_host_drops(&mut locals);
+        FinalFigures {
+            locals,
+            cpu: cpu_percent(cpu_start, sock::cpu_sample(origin)),
+            congestion: self
+                .keep_tcp
+                .first()
+                .and_then(|s| sock::congestion(s.as_fd())),
+        }
     }
 
     /// Read each UDP receiver's kernel drop counter into its final figures.
@@ -956,15 +996,17 @@ fn converse(
         // as iperf3 does; the peer's figures are unknown.
         live.stop(true, true);
         let now = t0.elapsed().as_secs_f64().max(end_s);
-        if interval.is_some() && meter.worth_reporting(now, cfg.interval_s) && !meter.omitting() {
-            let iv = meter.tick(now);
-            out.interval(iv);
-        }
-        let mut locals = meter.finals(now, now);
-        live.record_host_drops(&mut locals);
-        return Err(partial_end(
-            out, &spec, cfg, &live, &locals, cpu_start, origin, why,
-        ));
+        let fig = live.final_figures(
+            &mut meter,
+            out,
+            interval.is_some(),
+            cfg.interval_s,
+            now,
+            now,
+            cpu_start,
+            origin,
+        );
+        return Err(partial_end(out, &spec, cfg, &fig, why));
     }
 
     // Ending: stop sending, tell the server at once (the server's figures end when
@@ -976,18 +1018,16 @@ fn converse(
     machine.test_ended();
     let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
     live.stop(true, false);
-    if interval.is_some() && meter.worth_reporting(recv_end_s, cfg.interval_s) && !meter.omitting()
-    {
-        let iv = meter.tick(recv_end_s);
-        out.interval(iv);
-    }
-    let mut locals = meter.finals(end_s, recv_end_s);
-    live.record_host_drops(&mut locals);
-    let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
-    let congestion = live
-        .keep_tcp
-        .first()
-        .and_then(|s| sock::congestion(s.as_fd()));
+    let fig = live.final_figures(
+        &mut meter,
+        out,
+        interval.is_some(),
+        cfg.interval_s,
+        end_s,
+        recv_end_s,
+        cpu_start,
+        origin,
+    );
     let mut peer = Results::default();
     loop {
         let st = ctrl
@@ -1001,9 +1041,7 @@ fn converse(
         let step = match step {
             Err(e) => match e.stopped() {
                 Some(why) => {
-                    return Err(partial_end(
-                        out, &spec, cfg, &live, &locals, cpu_start, origin, why,
-                    ));
+                    return Err(partial_end(out, &spec, cfg, &fig, why));
                 }
                 None => return Err(e),
             },
@@ -1012,7 +1050,8 @@ fn converse(
         match step {
             ClientStep::ExchangeResults => {
                 let has_retr = spec.protocol == Protocol::Tcp;
-                let mine = build::local_results(&locals, cpu, has_retr, congestion.clone());
+                let mine =
+                    build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone());
                 ctrl.send_json(&mine, "sending results").map_err(ctrl_err)?;
                 peer = match ctrl.read_json(
                     wire::MAX_RESULTS_LEN,
@@ -1022,9 +1061,7 @@ fn converse(
                     Ok(p) => p,
                     Err(CtrlError::Interrupted(_)) => {
                         let why = Stopped::client_interrupted();
-                        return Err(partial_end(
-                            out, &spec, cfg, &live, &locals, cpu_start, origin, why,
-                        ));
+                        return Err(partial_end(out, &spec, cfg, &fig, why));
                     }
                     Err(e) => return Err(ctrl_err(e)),
                 };
@@ -1042,10 +1079,10 @@ fn converse(
     out.end(build::end(&test_common::end_inputs(
         &out.report.start,
         &spec,
-        &locals,
+        &fig.locals,
         &peer,
-        cpu,
-        congestion,
+        fig.cpu,
+        fig.congestion,
         true,
         cfg.in_process_server,
     )));
@@ -1110,25 +1147,17 @@ fn partial_end(
     out: &mut Output,
     spec: &TestSpec,
     cfg: &ClientConfig,
-    live: &LiveStreams,
-    locals: &[build::LocalFinal],
-    cpu_start: crate::stats::CpuSample,
-    origin: Instant,
+    fig: &FinalFigures,
     why: Stopped,
 ) -> TestError {
-    let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
-    let congestion = live
-        .keep_tcp
-        .first()
-        .and_then(|s| sock::congestion(s.as_fd()));
     out.error(&why.to_string());
     out.end(build::end(&test_common::end_inputs(
         &out.report.start,
         spec,
-        locals,
+        &fig.locals,
         &Results::default(),
-        cpu,
-        congestion,
+        fig.cpu,
+        fig.congestion.clone(),
         true,
         cfg.in_process_server,
     )));

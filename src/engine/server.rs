@@ -27,7 +27,6 @@ use crate::report::{HostPort, StartExt};
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
-use crate::stats::cpu_percent;
 use crate::units::Format;
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
@@ -936,28 +935,23 @@ impl Session<'_> {
                 let _ = ctrl.send_state(State::ServerTerminate);
             }
             live.stop(true, true);
-            if interval.is_some()
-                && meter.worth_reporting(end_s, shared.cfg.interval_s)
-                && !meter.omitting()
-            {
-                let iv = meter.tick(end_s);
-                out.interval(iv);
-            }
-            let mut locals = meter.finals(end_s, end_s);
-            live.record_host_drops(&mut locals);
-            let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
-            let congestion = live
-                .keep_tcp
-                .first()
-                .and_then(|s| sock::congestion(s.as_fd()));
-            let peer = Results::default();
+            let fig = live.final_figures(
+                &mut meter,
+                out,
+                interval.is_some(),
+                shared.cfg.interval_s,
+                end_s,
+                end_s,
+                cpu_start,
+                origin,
+            );
             out.end(build::end(&test_common::end_inputs(
                 &out.report.start,
                 spec,
-                &locals,
-                &peer,
-                cpu,
-                congestion,
+                &fig.locals,
+                &Results::default(),
+                fig.cpu,
+                fig.congestion,
                 false,
                 false,
             )));
@@ -969,20 +963,20 @@ impl Session<'_> {
         live.signal_senders();
         let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
         live.stop(true, false);
-        if interval.is_some()
-            && meter.worth_reporting(recv_end_s, shared.cfg.interval_s)
-            && !meter.omitting()
-        {
-            let iv = meter.tick(recv_end_s);
-            out.interval(iv);
-        }
-        let mut locals = meter.finals(end_s, recv_end_s);
-        live.record_host_drops(&mut locals);
-        let cpu = cpu_percent(cpu_start, sock::cpu_sample(origin));
-        let congestion = live
-            .keep_tcp
-            .first()
-            .and_then(|s| sock::congestion(s.as_fd()));
+        let super::client::FinalFigures {
+            locals,
+            cpu,
+            congestion,
+        } = live.final_figures(
+            &mut meter,
+            out,
+            interval.is_some(),
+            shared.cfg.interval_s,
+            end_s,
+            recv_end_s,
+            cpu_start,
+            origin,
+        );
         drop(live);
 
         ctrl.send_state(State::ExchangeResults)?;
