@@ -57,6 +57,14 @@ impl Negotiated {
         &self.accepted
     }
 
+    /// The features in use by their wire names, as `start.netmeter.features` lists them.
+    pub fn feature_names(&self) -> Vec<String> {
+        self.accepted
+            .iter()
+            .map(|f| f.as_str().to_string())
+            .collect()
+    }
+
     /// The peer as `start.netmeter.peer` names it: `"netmeter"` or `"iperf3"`.
     pub fn peer_name(&self) -> &'static str {
         match self.peer {

@@ -862,11 +862,7 @@ fn converse(
                 let negotiated = machine.negotiated();
                 out.report.start.netmeter = StartExt {
                     peer: negotiated.peer_name().into(),
-                    features: negotiated
-                        .features()
-                        .iter()
-                        .map(|f| f.as_str().to_string())
-                        .collect(),
+                    features: negotiated.feature_names(),
                     data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
                     warnings: std::mem::take(&mut profile_warnings),
                     clock: clock_est,
