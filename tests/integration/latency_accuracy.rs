@@ -467,23 +467,30 @@ fn tcp_info_rtt_matches_fixed_delay() {
 // ---------------------------------------------------------------------------------
 
 /// h1→h2 UDP packets get 5 ms plus a seeded uniform extra delay in [0, 4] ms (no order
-/// clamp, so each applied delay is exactly base + extra plus the line's lateness); the
-/// delay line logs how long it actually held every datagram. netmeter's percentiles of
-/// the corrected OWD (p50, p90, p99 as reported, p10 read from `histogram_us`) must
-/// match the same percentiles of the logged hold times.
+/// clamp); the delay line logs every datagram's sender timestamp (nanoseconds, with
+/// `--trip-times`) and the wall-clock time it wrote the datagram out. netmeter's
+/// percentiles of the corrected OWD (p50, p90, p99 as reported, p10 read from
+/// `histogram_us`) must match the same percentiles of those transits to the line's
+/// egress.
 ///
-/// Tolerance: netmeter's OWD of a datagram is its hold time in the line plus the path
-/// the log cannot see — mostly the wake-up of the line's thread when the datagram
-/// reaches it (an IPI to a possibly halted vCPU), plus the sender's stack, veths and
-/// forwarding — then corrected by the offset estimate (true offset 0, so the estimate
-/// itself is the error, tens of µs) and rounded up to its HDR bucket (4–8 µs at 5–9 ms,
-/// 0.1 %). Every datagram's OWD is at least its hold time, so every percentile is too,
-/// less the offset estimate and a bucket. Above, the unseen path measured 0.02–0.13 ms
-/// at every percentile in most runs and up to 0.27 ms when other jobs loaded the host
-/// (not reflected in the line's own release lateness, which is printed): the allowance
-/// is one bucket + |offset estimate| + 0.35 ms. A wrong percentile (p50 read as p90 or
-/// p10 is 1.6 or 1.5 ms off), a distorted distribution, timestamps in the wrong unit,
-/// or a lost or doubled offset correction (25 ms in test 3) exceed it.
+/// Why egress transit and not the line's hold times: the hold starts when the line's
+/// thread reads the datagram, and on this VM that read is now and then hundreds of µs
+/// late (vCPU steal of 8-14 % measured during these runs), time the datagram spent
+/// queued before the line that its real one-way delay includes. The hold times (and
+/// the line's release lateness) are printed for comparison.
+///
+/// Tolerance: netmeter's OWD of a datagram is its egress transit plus the receive side
+/// (a veth hop and the kernel's receive stamp), corrected by the offset estimate (true
+/// offset 0, so the estimate itself is the error, tens of µs) and rounded up to its
+/// HDR bucket (4–8 µs at 5–9 ms, 0.1 %). Every datagram's OWD is at least its egress
+/// transit, so every percentile is too, less the offset estimate and a bucket. The
+/// allowance above is one bucket + |offset estimate| + 0.5 ms. Measured: the receive
+/// side adds 0.00–0.12 ms at every percentile in most runs, and 0.37 ms at p99 in one
+/// of six, when the line released packets in a burst after a stall (p99 lateness
+/// 1.6 ms) and the router's softirq forwarded them late. A wrong percentile
+/// (p50 read as p90 or p10 is 1.6 or 1.5 ms off), a distorted distribution, timestamps
+/// in the wrong unit, or a lost or doubled offset correction (25 ms in test 3) exceed
+/// it.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -517,6 +524,20 @@ fn udp_owd_percentiles_match_injected_variation() {
         .filter_map(|r| r.actual.map(ms))
         .collect();
     held.sort_by(f64::total_cmp);
+    // Sender timestamp (ns with --trip-times) to the line's egress.
+    let mut egress: Vec<f64> = d
+        .records
+        .iter()
+        .filter(|r| r.proto == IPPROTO_UDP && r.len == 1028)
+        .filter_map(|r| r.transit_to_egress_ns(true))
+        .map(|ns| ns as f64 / 1e6)
+        .collect();
+    egress.sort_by(f64::total_cmp);
+    assert_eq!(
+        egress.len(),
+        held.len(),
+        "every delivered datagram has an egress time"
+    );
     // How late the line released each of them (printed with the percentiles).
     let mut late: Vec<f64> = d
         .records
@@ -555,17 +576,18 @@ fn udp_owd_percentiles_match_injected_variation() {
         (0.90, Some("/p90_ms")),
         (0.99, Some("/p99_ms")),
     ] {
-        let want = nearest_rank(&held, q);
+        let want = nearest_rank(&egress, q);
         let from_hist = hist_percentile(hist, q);
         let got = reported.map_or(from_hist, |p| f64_at(owd, p));
         let bin = bin_width_ms(got);
-        let allow = offset.abs() + 0.35;
+        let allow = offset.abs() + 0.5;
         eprintln!(
-            "p{:<4} line {want:.4} ms, netmeter {got:.4} ms (histogram {from_hist:.4}), \
-             diff {:+.4} ms; bin {bin:.4} ms, allowance {allow:.4} ms, line lateness \
-             {:.4} ms",
+            "p{:<4} egress {want:.4} ms, netmeter {got:.4} ms (histogram {from_hist:.4}), \
+             diff {:+.4} ms; bin {bin:.4} ms, allowance {allow:.4} ms; held {:.4} ms, \
+             line lateness {:.4} ms",
             q * 100.0,
             got - want,
+            nearest_rank(&held, q),
             nearest_rank(&late, q)
         );
         // The reported percentile and the histogram agree to the bucket.
@@ -576,12 +598,12 @@ fn udp_owd_percentiles_match_injected_variation() {
         );
         assert!(
             got >= want - offset.abs() - bin - 0.005,
-            "p{}: netmeter {got:.4} ms is below the line's hold time {want:.4} ms",
+            "p{}: netmeter {got:.4} ms is below the transit to the line's egress {want:.4} ms",
             q * 100.0
         );
         assert!(
             got <= want + bin + allow,
-            "p{}: netmeter {got:.4} ms exceeds the line's {want:.4} ms by more than \
+            "p{}: netmeter {got:.4} ms exceeds the egress transit {want:.4} ms by more than \
              one bucket ({bin:.4} ms) + {allow:.4} ms",
             q * 100.0
         );

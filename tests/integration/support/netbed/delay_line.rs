@@ -110,6 +110,28 @@ pub struct DelayRecord {
     /// written since the last reset); `None` while queued or if the packet was lost.
     /// A packet is delivered out of order iff a later arrival has a smaller value.
     pub written: Option<u64>,
+    /// The first 8 bytes of a UDP packet's payload (an iperf3-format datagram's
+    /// sender timestamp: seconds and microseconds, or nanoseconds with
+    /// `--trip-times`, both big-endian); `None` for other packets.
+    pub udp_head: Option<[u8; 8]>,
+    /// CLOCK_REALTIME, in ns since the epoch, just before the line wrote the packet out:
+    /// on the same clock as a sender's timestamp on this machine, so
+    /// [`Self::transit_to_egress_ns`] is the packet's whole one-way delay from its
+    /// sender's timestamp to the line's egress, including what happened before the
+    /// line read it (the sender's stack, the line's own wake-up) that `actual` misses.
+    pub written_wall_ns: Option<i64>,
+}
+
+impl DelayRecord {
+    /// Sender timestamp (from `udp_head`) to egress, in ns; `stamp_ns` says the
+    /// second field holds nanoseconds rather than microseconds.
+    pub fn transit_to_egress_ns(&self, stamp_ns: bool) -> Option<i64> {
+        let h = self.udp_head?;
+        let sec = i64::from(u32::from_be_bytes([h[0], h[1], h[2], h[3]]));
+        let frac = i64::from(u32::from_be_bytes([h[4], h[5], h[6], h[7]]));
+        let sent = sec * 1_000_000_000 + if stamp_ns { frac } else { frac * 1000 };
+        Some(self.written_wall_ns? - sent)
+    }
 }
 
 /// Counters and log for one direction.
@@ -364,6 +386,29 @@ fn is_link_local_chatter(p: &[u8]) -> bool {
     }
 }
 
+/// The first 8 payload bytes of an unfragmented UDP packet, if it has them.
+fn udp_head(p: &[u8]) -> Option<[u8; 8]> {
+    let l4 = match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 && p[9] == 17 => {
+            let frag = u16::from_be_bytes([p[6], p[7]]) & 0x3fff;
+            if frag != 0 {
+                return None;
+            }
+            p.get(usize::from(p[0] & 0x0f) * 4..)?
+        }
+        Some(6) if p.len() >= 40 && p[6] == 17 => &p[40..],
+        _ => return None,
+    };
+    l4.get(8..16)?.try_into().ok()
+}
+
+/// Now on CLOCK_REALTIME, in ns since the epoch.
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 /// (protocol, source port, destination port) of an IP packet; ports 0 if none.
 fn classify(p: &[u8]) -> (u8, u16, u16) {
     let (proto, l4) = match p.first().map(|b| b >> 4) {
@@ -545,6 +590,8 @@ impl Worker {
                     actual: None,
                     held,
                     written: None,
+                    udp_head: udp_head(pkt),
+                    written_wall_ns: None,
                 });
                 Some((epoch, st.records.len() - 1))
             } else {
@@ -572,6 +619,9 @@ impl Worker {
         while heap.peek().is_some_and(|e| e.release <= Instant::now()) {
             let Some(e) = heap.pop() else { break };
             let fd = tun_fds[e.dir].unwrap_or(-1);
+            // Before the write: the write itself can carry the packet through the
+            // receiving stack to its socket's receive stamp before it returns.
+            let egress_wall = wall_ns();
             // SAFETY: writes `e.data.len()` bytes from a live Vec to a TUN fd we own.
             let wrote = unsafe { libc::write(fd, e.data.as_ptr().cast(), e.data.len()) };
             let done = Instant::now();
@@ -592,6 +642,7 @@ impl Worker {
             {
                 r.actual = Some(done - e.arrival);
                 r.written = Some(written);
+                r.written_wall_ns = Some(egress_wall);
             }
         }
         s.queued = heap.len();
