@@ -269,6 +269,17 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
                 skipped.append("netmeter: `netmeter --help` lists no --connect-only -> no connection-rate row")
             skipped.append("iperf3 has no request/response or connection-rate test; iperf 2 --connect-only "
                            "measures connect time, not a rate -> not run")
+    base = T.get("netmeter-base")
+    if base:
+        # The same netmeter rows with the baseline binary, interleaved right after each.
+        with_base: list[Row] = []
+        for r in rows:
+            with_base.append(r)
+            if r.tool is nm and all(f in base.features for f in r.client_args if f.startswith("--")):
+                with_base.append(Row(r.case, base, "base: " + r.label, list(r.client_args), list(r.server_args),
+                                     dict(r.env), r.udp_server, r.udp_len, r.reverse, r.netperf_test, r.mode,
+                                     r.placement, r.note))
+        rows = with_base
     return rows, [s for s in skipped if s not in ("",)]
 
 

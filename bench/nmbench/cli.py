@@ -30,6 +30,9 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--doc", default=None)
+    ap.add_argument("--baseline", default=None, metavar="NETMETER",
+                    help="another netmeter binary (e.g. an older build): every netmeter row runs with it "
+                         "too, in the same rotation, labelled 'base: ...'")
     a = ap.parse_args()
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in ALL_CASES]
@@ -52,7 +55,7 @@ def main() -> int:
     t_start = time.monotonic()
     nm_path, nm_info = build_netmeter(a.no_build)
     peers = read_peers_env(a.smoke)
-    tools = discover_tools(nm_path, peers)
+    tools = discover_tools(nm_path, peers, a.baseline)
     quiet = wait_for_quiet(wait_load) if wait_load > 0 else {
         "loadavg_before_wait": loadavg(), "waited_s": 0, "busy_frac_at_start": host_busy_fraction(0.5),
         "loadavg_at_start": loadavg()}
@@ -100,6 +103,8 @@ def main() -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         os.unlink(nm_path)
+        if "netmeter-base" in tools:
+            os.unlink(tools["netmeter-base"].path)
     except OSError:
         pass
 

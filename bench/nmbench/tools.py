@@ -110,16 +110,27 @@ def build_netmeter(no_build: bool) -> tuple[str, dict]:
     return str(dest), info
 
 
-def discover_tools(nm_path: str, peers: dict) -> dict[str, Tool]:
-    tools: dict[str, Tool] = {}
-    nm = Tool("netmeter", "netmeter", "netmeter", nm_path)
-    nm.version = first_line([nm_path, "--version"])
-    helptext = subprocess.run([nm_path, "--help"], capture_output=True, text=True).stdout
+def netmeter_tool(key: str, label: str, path: str) -> Tool:
+    nm = Tool(key, label, "netmeter", path)
+    nm.version = first_line([path, "--version"])
+    helptext = subprocess.run([path, "--help"], capture_output=True, text=True).stdout
     for flag in ("--bounceback", "--bounceback-request", "--connect-only", "--skip-rx-copy", "--zerocopy",
                  "--busy-poll"):
         if flag in helptext:
             nm.features.add(flag)
-    tools["netmeter"] = nm
+    return nm
+
+
+def discover_tools(nm_path: str, peers: dict, baseline: str | None = None) -> dict[str, Tool]:
+    tools: dict[str, Tool] = {"netmeter": netmeter_tool("netmeter", "netmeter", nm_path)}
+    if baseline:
+        if not os.access(baseline, os.X_OK):
+            log(f"--baseline {baseline}: not an executable file")
+            sys.exit(2)
+        # A frozen copy, like the build under test.
+        dest = Path(nm_path).with_name(Path(nm_path).name + "-base")
+        shutil.copy2(baseline, dest)
+        tools["netmeter-base"] = netmeter_tool("netmeter-base", "base", str(dest))
     for key, label, kind, var in [
         ("iperf3-3.12", "iperf3 3.12", "iperf3", "NETMETER_IPERF3_312"),
         ("iperf3-3.18", "iperf3 3.18", "iperf3", "NETMETER_IPERF3_318"),
