@@ -1,0 +1,1040 @@
+//! From a [`Report`] to [`Chart`]s: which charts apply and their numbers. Pure.
+
+use super::{Axis, Chart, MAX_POINTS, Marker, Series, Shape};
+use crate::latency::LatencyStats;
+use crate::report::input::Input;
+use crate::report::{Interval, Report, StreamInterval, SumInterval};
+
+/// Per-stream lines are drawn for at most this many streams (beyond, the sum only).
+const MAX_STREAM_LINES: usize = 16;
+/// Bars in a latency histogram.
+const HIST_BARS: usize = 60;
+
+/// One input's own charts.
+pub fn single(r: &Report) -> Vec<Chart> {
+    let peer = peer_report(r);
+    let mut out = Vec::new();
+    for dir in directions(r) {
+        out.push(throughput(r, peer.as_ref(), &dir));
+    }
+    for dir in directions(r) {
+        out.extend(udp(r, peer.as_ref(), &dir));
+    }
+    out.extend(tcp(r));
+    for d in distributions(r) {
+        out.push(cdf_chart(&d.title, std::slice::from_ref(&d.dist), true));
+        out.push(histogram_chart(&d.title, &d.dist));
+    }
+    out.extend(working_load(r, None));
+    out
+}
+
+/// Several inputs on shared charts, each series named after its input.
+pub fn compare(inputs: &[Input]) -> Vec<Chart> {
+    let mut out = Vec::new();
+    let mut lines = Vec::new();
+    for i in inputs {
+        for dir in directions(&i.report) {
+            let name = if dir.reverse {
+                format!("{} ({})", i.name, dir.label)
+            } else {
+                i.name.clone()
+            };
+            lines.push(Series {
+                name,
+                shape: Shape::Line,
+                points: sum_points(&i.report.intervals, &dir, |s| s.bits_per_second),
+            });
+        }
+    }
+    if lines.iter().any(|s| !s.points.is_empty()) {
+        out.push(rate_chart(
+            "throughput",
+            "Throughput (sum of streams)",
+            lines,
+        ));
+    }
+    // Each kind of distribution any input recorded: one CDF with every input's.
+    let mut titles: Vec<String> = Vec::new();
+    let all: Vec<Vec<Distribution>> = inputs.iter().map(|i| distributions(&i.report)).collect();
+    for d in all.iter().flatten() {
+        if !titles.contains(&d.title) {
+            titles.push(d.title.clone());
+        }
+    }
+    for title in titles {
+        let dists: Vec<Dist> = inputs
+            .iter()
+            .zip(&all)
+            .filter_map(|(i, ds)| {
+                ds.iter().find(|d| d.title == title).map(|d| Dist {
+                    name: i.name.clone(),
+                    ..d.dist.clone()
+                })
+            })
+            .collect();
+        out.push(cdf_chart(&title, &dists, dists.len() == 1));
+    }
+    for i in inputs {
+        out.extend(working_load(&i.report, Some(&i.name)));
+    }
+    out
+}
+
+/// The server's own report, when the client asked for it (`--get-server-output`).
+fn peer_report(r: &Report) -> Option<Report> {
+    let v = r.server_output_json.as_ref()?;
+    let text = serde_json::to_string(v).ok()?;
+    Report::from_document(&text).ok()
+}
+
+/// One direction of data: the interval rows whose `sender` flag is `sender`.
+struct Direction {
+    /// This document's rows in this direction are the sending side's.
+    sender: bool,
+    /// The second direction of a `--bidir` test.
+    reverse: bool,
+    /// "client → server" or "server → client".
+    label: &'static str,
+}
+
+fn directions(r: &Report) -> Vec<Direction> {
+    let client = r.start.connecting_to.is_some();
+    let first = r
+        .intervals
+        .iter()
+        .find(|iv| !iv.sum.omitted)
+        .or(r.intervals.first());
+    let Some(iv) = first else { return Vec::new() };
+    let label = |sender: bool| {
+        if sender == client {
+            "client → server"
+        } else {
+            "server → client"
+        }
+    };
+    let mut out = vec![Direction {
+        sender: iv.sum.sender,
+        reverse: false,
+        label: label(iv.sum.sender),
+    }];
+    if let Some(rev) = &iv.sum_bidir_reverse {
+        out.push(Direction {
+            sender: rev.sender,
+            reverse: true,
+            label: label(rev.sender),
+        });
+    }
+    out
+}
+
+/// The interval's sum in this direction.
+fn sum_of<'a>(iv: &'a Interval, dir: &Direction) -> Option<&'a SumInterval> {
+    if dir.reverse {
+        iv.sum_bidir_reverse.as_ref()
+    } else {
+        Some(&iv.sum)
+    }
+}
+
+/// A per-interval figure as steps: flat over each interval, from its start to its end.
+fn sum_points(
+    intervals: &[Interval],
+    dir: &Direction,
+    f: impl Fn(&SumInterval) -> f64,
+) -> Vec<(f64, f64)> {
+    let pts = intervals
+        .iter()
+        .filter_map(|iv| sum_of(iv, dir))
+        .filter(|s| !s.omitted)
+        .flat_map(|s| {
+            let v = f(s);
+            [(s.start, v), (s.end, v)]
+        })
+        .collect();
+    thin(pts, MAX_POINTS)
+}
+
+/// Sockets of the streams in a direction, in the order they appear.
+fn sockets(intervals: &[Interval], sender: bool) -> Vec<i64> {
+    let mut out = Vec::new();
+    for row in intervals.iter().flat_map(|iv| &iv.streams) {
+        if row.sender == sender && !out.contains(&row.socket) {
+            out.push(row.socket);
+        }
+    }
+    out
+}
+
+/// One stream's per-interval figure as steps (`steps`), or as a sample at each
+/// interval's end (TCP_INFO state, read once per interval).
+fn stream_points(
+    intervals: &[Interval],
+    socket: i64,
+    sender: bool,
+    steps: bool,
+    f: impl Fn(&StreamInterval) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    let mut pts = Vec::new();
+    for s in intervals.iter().flat_map(|iv| &iv.streams) {
+        if s.socket != socket || s.sender != sender || s.omitted {
+            continue;
+        }
+        if let Some(v) = f(s) {
+            if steps {
+                pts.push((s.start, v));
+            }
+            pts.push((s.end, v));
+        }
+    }
+    thin(pts, MAX_POINTS)
+}
+
+fn throughput(r: &Report, peer: Option<&Report>, dir: &Direction) -> Chart {
+    let side = if dir.sender { "sender" } else { "receiver" };
+    let mut series = Vec::new();
+    let socks = sockets(&r.intervals, dir.sender);
+    if (2..=MAX_STREAM_LINES).contains(&socks.len()) {
+        for (n, s) in socks.iter().enumerate() {
+            series.push(Series {
+                name: format!("stream {}", n + 1),
+                shape: Shape::Line,
+                points: stream_points(&r.intervals, *s, dir.sender, true, |s| {
+                    Some(s.bits_per_second)
+                }),
+            });
+        }
+    }
+    series.push(Series {
+        name: format!("sum ({side})"),
+        shape: Shape::Line,
+        points: sum_points(&r.intervals, dir, |s| s.bits_per_second),
+    });
+    if let Some(p) = peer
+        && let Some(pdir) = peer_direction(p, dir)
+    {
+        let pside = if pdir.sender { "sender" } else { "receiver" };
+        series.push(Series {
+            name: format!("sum ({pside}, server's count)"),
+            shape: Shape::Dashed,
+            points: sum_points(&p.intervals, &pdir, |s| s.bits_per_second),
+        });
+    }
+    let many = if socks.len() > MAX_STREAM_LINES {
+        format!(", {} streams", socks.len())
+    } else {
+        String::new()
+    };
+    let mut c = rate_chart(
+        "throughput",
+        &format!("Throughput, {}{many}", dir.label),
+        series,
+    );
+    c.series.retain(|s| !s.points.is_empty());
+    c
+}
+
+/// The same direction in the peer's report: its rows have the opposite `sender` flag.
+fn peer_direction(p: &Report, dir: &Direction) -> Option<Direction> {
+    directions(p)
+        .into_iter()
+        .find(|d| d.sender != dir.sender && d.label == dir.label)
+        .or_else(|| {
+            // A server's report labels directions from its own side.
+            directions(p).into_iter().find(|d| d.sender != dir.sender)
+        })
+}
+
+/// Bits per second scaled to one unit for a whole chart.
+fn rate_chart(kind: &'static str, title: &str, mut series: Vec<Series>) -> Chart {
+    let max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    let (div, unit) = rate_unit(max);
+    for s in &mut series {
+        for p in &mut s.points {
+            p.1 /= div;
+        }
+    }
+    Chart {
+        kind,
+        title: title.to_string(),
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(unit),
+        series,
+        markers: Vec::new(),
+    }
+}
+
+/// The unit a rate axis is labelled in, and its divisor.
+pub(super) fn rate_unit(max_bps: f64) -> (f64, &'static str) {
+    if max_bps >= 1e9 {
+        (1e9, "Gbit/s")
+    } else if max_bps >= 1e6 {
+        (1e6, "Mbit/s")
+    } else if max_bps >= 1e3 {
+        (1e3, "Kbit/s")
+    } else {
+        (1.0, "bit/s")
+    }
+}
+
+/// UDP loss and jitter (and out-of-order/duplicates when any) in one direction, from
+/// whichever report holds that direction's receiver rows.
+fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
+    let recv_rows = |rep: &Report, d: &Direction| {
+        rep.intervals
+            .iter()
+            .filter_map(|iv| sum_of(iv, d))
+            .any(|s| s.udp_recv.is_some())
+    };
+    let (rep, d) = if recv_rows(r, dir) {
+        (
+            r,
+            Direction {
+                sender: dir.sender,
+                reverse: dir.reverse,
+                label: dir.label,
+            },
+        )
+    } else {
+        match peer.and_then(|p| peer_direction(p, dir).map(|d| (p, d))) {
+            Some((p, d)) if recv_rows(p, &d) => (p, d),
+            _ => return Vec::new(),
+        }
+    };
+    let per_stream = |f: &dyn Fn(&StreamInterval) -> Option<f64>| -> Vec<Series> {
+        let socks = sockets(&rep.intervals, d.sender);
+        if !(2..=MAX_STREAM_LINES).contains(&socks.len()) {
+            return Vec::new();
+        }
+        socks
+            .iter()
+            .enumerate()
+            .map(|(n, s)| Series {
+                name: format!("stream {}", n + 1),
+                shape: Shape::Line,
+                points: stream_points(&rep.intervals, *s, d.sender, true, f),
+            })
+            .collect()
+    };
+    let with_sum = |mut v: Vec<Series>, f: &dyn Fn(&SumInterval) -> f64| {
+        v.push(Series {
+            name: "sum".into(),
+            shape: Shape::Line,
+            points: sum_points(&rep.intervals, &d, f),
+        });
+        v
+    };
+    let loss = with_sum(per_stream(&|s| s.udp_recv.map(|u| u.lost_percent)), &|s| {
+        s.udp_recv.map_or(0.0, |u| u.lost_percent)
+    });
+    let jitter = with_sum(per_stream(&|s| s.udp_recv.map(|u| u.jitter_ms)), &|s| {
+        s.udp_recv.map_or(0.0, |u| u.jitter_ms)
+    });
+    let chart = |kind, title: String, y: &str, series| Chart {
+        kind,
+        title,
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(y),
+        series,
+        markers: Vec::new(),
+    };
+    let mut out = vec![
+        chart(
+            "udp_loss",
+            format!("UDP loss, {}", dir.label),
+            "lost datagrams (%)",
+            loss,
+        ),
+        chart(
+            "udp_jitter",
+            format!("UDP jitter, {}", dir.label),
+            "jitter (ms)",
+            jitter,
+        ),
+    ];
+    let extra = |f: fn(&crate::report::UdpExtra) -> u64| {
+        sum_points(&rep.intervals, &d, |s| {
+            s.netmeter.and_then(|n| n.udp).map_or(0.0, |u| f(&u) as f64)
+        })
+    };
+    let ooo = extra(|u| u.out_of_order);
+    let dup = extra(|u| u.duplicates);
+    if ooo.iter().chain(&dup).any(|p| p.1 > 0.0) {
+        out.push(chart(
+            "udp_order",
+            format!("UDP out-of-order and duplicate datagrams, {}", dir.label),
+            "datagrams per interval",
+            vec![
+                Series {
+                    name: "out of order".into(),
+                    shape: Shape::Line,
+                    points: ooo,
+                },
+                Series {
+                    name: "duplicates".into(),
+                    shape: Shape::Dashed,
+                    points: dup,
+                },
+            ],
+        ));
+    }
+    out
+}
+
+/// Congestion window and RTT of each TCP sending stream, retransmissions marked.
+fn tcp(r: &Report) -> Vec<Chart> {
+    let socks = sockets(&r.intervals, true);
+    let has_tcp = r
+        .intervals
+        .iter()
+        .flat_map(|iv| &iv.streams)
+        .any(|s| s.sender && s.tcp.is_some_and(|t| t.snd_cwnd > 0 || t.rtt > 0));
+    if !has_tcp || socks.is_empty() {
+        return Vec::new();
+    }
+    let shown = &socks[..socks.len().min(MAX_STREAM_LINES)];
+    let name = |n: usize| {
+        if socks.len() == 1 {
+            "stream".to_string()
+        } else {
+            format!("stream {}", n + 1)
+        }
+    };
+    let mut cwnd = Vec::new();
+    let mut rtt = Vec::new();
+    let mut retr = Vec::new();
+    let cwnd_max = r
+        .intervals
+        .iter()
+        .flat_map(|iv| &iv.streams)
+        .filter_map(|s| s.tcp.map(|t| t.snd_cwnd))
+        .max()
+        .unwrap_or(0);
+    let (div, unit) = if cwnd_max >= 1 << 20 {
+        ((1u64 << 20) as f64, "congestion window (MiB)")
+    } else {
+        (1024.0, "congestion window (KiB)")
+    };
+    for (n, &s) in shown.iter().enumerate() {
+        cwnd.push(Series {
+            name: name(n),
+            shape: Shape::Line,
+            points: stream_points(&r.intervals, s, true, false, |x| {
+                x.tcp.map(|t| t.snd_cwnd as f64 / div)
+            }),
+        });
+        rtt.push(Series {
+            name: name(n),
+            shape: Shape::Line,
+            points: stream_points(&r.intervals, s, true, false, |x| {
+                x.tcp.map(|t| t.rtt as f64 / 1000.0)
+            }),
+        });
+        let marks: Vec<(f64, f64)> = r
+            .intervals
+            .iter()
+            .flat_map(|iv| &iv.streams)
+            .filter(|x| x.socket == s && x.sender && !x.omitted)
+            .filter_map(|x| x.tcp.filter(|t| t.retransmits > 0).map(|t| (x.end, t)))
+            .map(|(t, f)| (t, f.snd_cwnd as f64 / div))
+            .collect();
+        retr.extend(marks);
+    }
+    let total: u64 = r
+        .intervals
+        .iter()
+        .flat_map(|iv| &iv.streams)
+        .filter(|x| x.sender && !x.omitted)
+        .filter_map(|x| x.tcp.map(|t| t.retransmits))
+        .sum();
+    if !retr.is_empty() {
+        cwnd.push(Series {
+            name: format!("retransmits ({total})"),
+            shape: Shape::Markers,
+            points: thin(retr, MAX_POINTS),
+        });
+    }
+    let chart = |kind, title: &str, y: &str, series| Chart {
+        kind,
+        title: title.to_string(),
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(y),
+        series,
+        markers: Vec::new(),
+    };
+    vec![
+        chart(
+            "tcp_cwnd",
+            "TCP congestion window (intervals with retransmissions marked)",
+            unit,
+            cwnd,
+        ),
+        chart("tcp_rtt", "TCP smoothed RTT", "RTT (ms)", rtt),
+    ]
+}
+
+/// A latency distribution: its histogram buckets and its summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dist {
+    pub name: String,
+    /// `[upper bound µs, count]` per non-empty bucket.
+    pub buckets_us: Vec<(f64, u64)>,
+    pub stats: Option<LatencyStats>,
+}
+
+/// A distribution and the chart title it goes under.
+struct Distribution {
+    title: String,
+    dist: Dist,
+}
+
+/// Every latency histogram the test recorded.
+fn distributions(r: &Report) -> Vec<Distribution> {
+    let mut out = Vec::new();
+    let n = &r.end.netmeter;
+    let mut push =
+        |title: &str, name: &str, buckets: &[(f64, u64)], stats: Option<LatencyStats>| {
+            if buckets.iter().any(|b| b.1 > 0) {
+                out.push(Distribution {
+                    title: title.to_string(),
+                    dist: Dist {
+                        name: name.to_string(),
+                        buckets_us: buckets.to_vec(),
+                        stats,
+                    },
+                });
+            }
+        };
+    if let Some(b) = &n.bounceback {
+        push(
+            "Bounceback round-trip time",
+            "RTT",
+            &b.rtt_histogram_us,
+            Some(b.rtt),
+        );
+    }
+    if let Some(t) = &n.trip_times {
+        for (name, s) in [
+            ("client → server", &t.client_to_server),
+            ("server → client", &t.server_to_client),
+        ] {
+            if let Some(s) = s {
+                push(
+                    &format!("One-way delay, {name}"),
+                    name,
+                    &s.histogram_us,
+                    s.owd,
+                );
+            }
+        }
+    }
+    if let Some(c) = &n.connect_only {
+        push(
+            "TCP handshake (connect) time",
+            "connect",
+            &c.connect_histogram_us,
+            Some(c.connect),
+        );
+    }
+    out
+}
+
+/// Cumulative fraction at each bucket's upper bound, in ms.
+pub(super) fn cdf_points(buckets_us: &[(f64, u64)]) -> Vec<(f64, f64)> {
+    let mut b: Vec<(f64, u64)> = buckets_us.iter().copied().filter(|b| b.1 > 0).collect();
+    b.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let total: u64 = b.iter().map(|x| x.1).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut acc = 0u64;
+    let pts = b
+        .iter()
+        .map(|&(us, n)| {
+            acc += n;
+            (us / 1000.0, acc as f64 / total as f64)
+        })
+        .collect();
+    thin(pts, MAX_POINTS)
+}
+
+/// A log axis when the distribution spans more than this factor above its median.
+const LOG_TAIL_RATIO: f64 = 5.0;
+
+/// Whether a latency axis needs a log scale: the tail (the largest value) lies far
+/// above the median, so a linear axis would squeeze the body into a few pixels.
+pub(super) fn needs_log(min_ms: f64, p50_ms: f64, max_ms: f64) -> bool {
+    min_ms > 0.0 && p50_ms > 0.0 && max_ms / p50_ms > LOG_TAIL_RATIO
+}
+
+fn range_ms(dists: &[Dist]) -> (f64, f64, f64) {
+    let pts: Vec<f64> = dists
+        .iter()
+        .flat_map(|d| {
+            d.buckets_us
+                .iter()
+                .filter(|b| b.1 > 0)
+                .map(|b| b.0 / 1000.0)
+        })
+        .collect();
+    let min = pts.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = pts.iter().copied().fold(0.0f64, f64::max);
+    let p50 = dists
+        .iter()
+        .filter_map(|d| d.stats.map(|s| s.p50_ms))
+        .fold(f64::INFINITY, f64::min);
+    let p50 = if p50.is_finite() { p50 } else { max };
+    (if min.is_finite() { min } else { 0.0 }, p50, max)
+}
+
+fn percentile_markers(s: &LatencyStats) -> Vec<Marker> {
+    [
+        (s.p50_ms, "p50"),
+        (s.p90_ms, "p90"),
+        (s.p99_ms, "p99"),
+        (s.p999_ms, "p99.9"),
+    ]
+    .iter()
+    .filter(|(v, _)| *v > 0.0)
+    .map(|&(x, l)| Marker {
+        x,
+        label: format!("{l} {}", fmt_ms(x)),
+    })
+    .collect()
+}
+
+/// A latency in ms with about three significant digits.
+pub(super) fn fmt_ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 10.0 {
+        format!("{v:.1} ms")
+    } else if v >= 1.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.3} ms")
+    }
+}
+
+/// CDFs of one or more distributions on one chart. Markers for the percentiles when
+/// there is one distribution; with several, each legend entry carries its p50 and p99.
+fn cdf_chart(title: &str, dists: &[Dist], markers: bool) -> Chart {
+    let (min, p50, max) = range_ms(dists);
+    let single = dists.len() == 1;
+    let series = dists
+        .iter()
+        .map(|d| Series {
+            name: match (single, d.stats) {
+                (false, Some(s)) => format!(
+                    "{} (p50 {}, p99 {})",
+                    d.name,
+                    fmt_ms(s.p50_ms),
+                    fmt_ms(s.p99_ms)
+                ),
+                _ => d.name.clone(),
+            },
+            shape: Shape::Line,
+            points: cdf_points(&d.buckets_us),
+        })
+        .collect();
+    let markers = match dists {
+        [d] if markers => d.stats.as_ref().map(percentile_markers).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    Chart {
+        kind: "latency_cdf",
+        title: format!("{title}: CDF"),
+        x: Axis {
+            label: "latency (ms)".into(),
+            log: needs_log(min, p50, max),
+        },
+        y: Axis::linear("fraction of samples ≤ x"),
+        series,
+        markers,
+    }
+}
+
+/// A histogram of one distribution, re-binned to [`HIST_BARS`] bars (log-spaced on a
+/// log axis).
+fn histogram_chart(title: &str, d: &Dist) -> Chart {
+    let (min, p50, max) = range_ms(std::slice::from_ref(d));
+    let log = needs_log(min, p50, max);
+    Chart {
+        kind: "latency_histogram",
+        title: format!("{title}: histogram"),
+        x: Axis {
+            label: "latency (ms)".into(),
+            log,
+        },
+        y: Axis::linear("samples"),
+        series: vec![Series {
+            name: d.name.clone(),
+            shape: Shape::Bars(rebin(&d.buckets_us, HIST_BARS, log)),
+            points: Vec::new(),
+        }],
+        markers: d.stats.as_ref().map(percentile_markers).unwrap_or_default(),
+    }
+}
+
+/// HDR buckets (upper bound µs, count) into `bars` bars over their range, in ms:
+/// (lower edge, upper edge, count). Log-spaced edges when `log`.
+pub(super) fn rebin(buckets_us: &[(f64, u64)], bars: usize, log: bool) -> Vec<(f64, f64, f64)> {
+    let b: Vec<(f64, u64)> = buckets_us
+        .iter()
+        .filter(|b| b.1 > 0)
+        .map(|&(us, n)| (us / 1000.0, n))
+        .collect();
+    let lo = b.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+    let hi = b.iter().map(|x| x.0).fold(0.0f64, f64::max);
+    if b.is_empty() || bars == 0 {
+        return Vec::new();
+    }
+    if hi <= lo {
+        return vec![(lo * 0.95, hi * 1.05, b.iter().map(|x| x.1 as f64).sum())];
+    }
+    let log = log && lo > 0.0;
+    let edge = |i: usize| {
+        let f = i as f64 / bars as f64;
+        if log {
+            lo * (hi / lo).powf(f)
+        } else {
+            lo + (hi - lo) * f
+        }
+    };
+    let mut out: Vec<(f64, f64, f64)> = (0..bars).map(|i| (edge(i), edge(i + 1), 0.0)).collect();
+    for (v, n) in b {
+        let f = if log {
+            (v / lo).ln() / (hi / lo).ln()
+        } else {
+            (v - lo) / (hi - lo)
+        };
+        let i = ((f * bars as f64) as usize).min(bars - 1);
+        out[i].2 += n as f64;
+    }
+    out
+}
+
+/// Working load: idle and loaded RTT on one CDF, the RPM figures in the title.
+fn working_load(r: &Report, input: Option<&str>) -> Option<Chart> {
+    let w = r.end.netmeter.working_load.as_ref()?;
+    let mut dists = Vec::new();
+    for (name, stats, buckets) in [
+        ("idle", w.idle_rtt, &w.idle_rtt_histogram_us),
+        ("loaded", w.loaded_rtt, &w.loaded_rtt_histogram_us),
+    ] {
+        let Some(s) = stats else { continue };
+        // Documents without the histograms: the quantiles the summary gives.
+        let buckets = if buckets.is_empty() {
+            quantile_buckets(&s)
+        } else {
+            buckets.clone()
+        };
+        dists.push(Dist {
+            name: match input {
+                Some(i) => format!("{i}: {name}"),
+                None => name.to_string(),
+            },
+            buckets_us: buckets,
+            stats: Some(s),
+        });
+    }
+    if dists.is_empty() {
+        return None;
+    }
+    let rpm = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let mut c = cdf_chart("", &dists, false);
+    c.kind = "working_load";
+    c.title = format!(
+        "{}Working load ({}, {} streams): RTT idle vs loaded — RPM {} idle, {} loaded",
+        input.map(|i| format!("{i}: ")).unwrap_or_default(),
+        w.direction,
+        w.streams,
+        rpm(w.idle_rpm),
+        rpm(w.loaded_rpm)
+    );
+    Some(c)
+}
+
+/// A stand-in histogram from summary quantiles: the sample mass between successive
+/// quantiles placed at the upper one (1000 samples in all).
+fn quantile_buckets(s: &LatencyStats) -> Vec<(f64, u64)> {
+    [
+        (s.min_ms, 1),
+        (s.p50_ms, 499),
+        (s.p90_ms, 400),
+        (s.p99_ms, 90),
+        (s.p999_ms, 9),
+        (s.max_ms, 1),
+    ]
+    .iter()
+    .map(|&(ms, n)| (ms * 1000.0, n))
+    .collect()
+}
+
+/// At most `max` points: the line split into buckets, each keeping its lowest and
+/// highest point in time order (spikes survive), the first and last points kept.
+pub(super) fn thin(pts: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
+    if pts.len() <= max || max < 4 {
+        return pts;
+    }
+    let buckets = max / 2;
+    let per = pts.len().div_ceil(buckets);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in pts.chunks(per) {
+        let lo = chunk
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map(|x| x.0);
+        let hi = chunk
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map(|x| x.0);
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+    }
+    if out.last() != pts.last()
+        && let Some(&l) = pts.last()
+    {
+        out.push(l);
+    }
+    if out.first() != pts.first() {
+        out.insert(0, pts[0]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::input::read_document;
+
+    fn doc(text: &str) -> Report {
+        read_document(text).unwrap()
+    }
+
+    fn kinds(c: &[Chart]) -> Vec<&'static str> {
+        c.iter().map(|c| c.kind).collect()
+    }
+
+    fn names(c: &Chart) -> Vec<&str> {
+        c.series.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn tcp_throughput_per_stream_and_cwnd_rtt() {
+        let r = doc(include_str!("../testdata/tcp.json"));
+        let c = single(&r);
+        assert_eq!(kinds(&c), ["throughput", "tcp_cwnd", "tcp_rtt"]);
+        assert_eq!(names(&c[0]), ["stream 1", "stream 2", "sum (sender)"]);
+        assert_eq!(c[0].title, "Throughput, client → server");
+        // Steps: each interval from its start to its end, in the chart's unit.
+        let sum = &c[0].series[2].points;
+        let iv = &r.intervals[0].sum;
+        assert_eq!(sum.len(), 2 * r.intervals.len());
+        let (div, unit) = rate_unit(iv.bits_per_second);
+        assert_eq!(c[0].y.label, unit);
+        assert_eq!(sum[0], (iv.start, iv.bits_per_second / div));
+        assert_eq!(sum[1], (iv.end, iv.bits_per_second / div));
+        assert_eq!(c[2].y.label, "RTT (ms)");
+        let rtt0 = r.intervals[0].streams[0].tcp.unwrap().rtt as f64 / 1000.0;
+        assert_eq!(c[2].series[0].points[0].1, rtt0);
+    }
+
+    #[test]
+    fn retransmissions_are_marked_where_they_happened() {
+        let r = doc(include_str!("../testdata/working_load.json"));
+        let c = single(&r);
+        let cwnd = c.iter().find(|c| c.kind == "tcp_cwnd").unwrap();
+        let marks = cwnd
+            .series
+            .iter()
+            .find(|s| s.shape == Shape::Markers)
+            .unwrap();
+        let with_retr: Vec<f64> = r
+            .intervals
+            .iter()
+            .flat_map(|iv| &iv.streams)
+            .filter(|s| s.sender && s.tcp.is_some_and(|t| t.retransmits > 0))
+            .map(|s| s.end)
+            .collect();
+        let total: u64 = r
+            .intervals
+            .iter()
+            .flat_map(|iv| &iv.streams)
+            .filter_map(|s| s.tcp.map(|t| t.retransmits))
+            .sum();
+        assert!(!with_retr.is_empty());
+        assert_eq!(marks.points.len(), with_retr.len());
+        assert_eq!(marks.name, format!("retransmits ({total})"));
+    }
+
+    #[test]
+    fn udp_bidir_has_both_directions_and_the_receivers_loss_and_jitter() {
+        for text in [
+            include_str!("../testdata/udp_bidir.json"),
+            include_str!("../testdata/iperf3_322_udp_bidir.json"),
+        ] {
+            let c = single(&doc(text));
+            assert_eq!(
+                kinds(&c),
+                ["throughput", "throughput", "udp_loss", "udp_jitter"]
+            );
+            assert_eq!(c[1].title, "Throughput, server → client");
+            assert!(names(&c[1]).contains(&"sum (receiver)"));
+            assert_eq!(c[2].title, "UDP loss, server → client");
+            assert_eq!(c[3].y.label, "jitter (ms)");
+            assert!(
+                c[3].series
+                    .last()
+                    .unwrap()
+                    .points
+                    .iter()
+                    .all(|p| p.1 >= 0.0)
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_order_chart_only_when_seen() {
+        let mut r = doc(include_str!("../testdata/udp_bidir.json"));
+        assert!(!kinds(&single(&r)).contains(&"udp_order"));
+        let rev = r.intervals[1].sum_bidir_reverse.as_mut().unwrap();
+        rev.netmeter = Some(crate::report::StreamExt {
+            udp: Some(crate::report::UdpExtra {
+                out_of_order: 7,
+                duplicates: 2,
+            }),
+            ..Default::default()
+        });
+        let c = single(&r);
+        let o = c.iter().find(|c| c.kind == "udp_order").unwrap();
+        assert_eq!(names(o), ["out of order", "duplicates"]);
+        assert!(o.series[0].points.iter().any(|p| p.1 == 7.0));
+    }
+
+    #[test]
+    fn latency_cdf_and_histogram_from_each_hdr_histogram() {
+        let r = doc(include_str!("../testdata/bounceback.json"));
+        let c = single(&r);
+        let cdf = c.iter().find(|c| c.kind == "latency_cdf").unwrap();
+        let hist = c.iter().find(|c| c.kind == "latency_histogram").unwrap();
+        let b = r.end.netmeter.bounceback.as_ref().unwrap();
+        assert_eq!(cdf.title, "Bounceback round-trip time: CDF");
+        let labels: Vec<&str> = cdf.markers.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(labels.len(), 4);
+        assert!(labels[0].starts_with("p50 ") && labels[3].starts_with("p99.9 "));
+        assert_eq!(cdf.markers[2].x, b.rtt.p99_ms);
+        let last = cdf.series[0].points.last().unwrap();
+        assert_eq!(last.1, 1.0);
+        assert_eq!(
+            cdf.x.log,
+            needs_log(b.rtt.min_ms, b.rtt.p50_ms, b.rtt.max_ms)
+        );
+        let Shape::Bars(bars) = &hist.series[0].shape else {
+            panic!("bars")
+        };
+        let total: f64 = bars.iter().map(|b| b.2).sum();
+        assert_eq!(
+            total as u64,
+            b.rtt_histogram_us.iter().map(|b| b.1).sum::<u64>()
+        );
+
+        let r = doc(include_str!("../testdata/trip_times.json"));
+        let titles: Vec<String> = single(&r).into_iter().map(|c| c.title).collect();
+        assert!(titles.contains(&"One-way delay, client → server: CDF".to_string()));
+        let r = doc(include_str!("../testdata/connect_only.json"));
+        let titles: Vec<String> = single(&r).into_iter().map(|c| c.title).collect();
+        assert!(titles.contains(&"TCP handshake (connect) time: histogram".to_string()));
+    }
+
+    #[test]
+    fn working_load_idle_vs_loaded_with_rpm_in_the_title() {
+        let r = doc(include_str!("../testdata/working_load.json"));
+        let w = r.end.netmeter.working_load.clone().unwrap();
+        let c = single(&r);
+        let wl = c.iter().find(|c| c.kind == "working_load").unwrap();
+        assert!(wl.title.contains(&format!(
+            "RPM {:.0} idle, {:.0} loaded",
+            w.idle_rpm.unwrap(),
+            w.loaded_rpm.unwrap()
+        )));
+        assert_eq!(wl.series.len(), 2);
+        assert!(wl.series[0].name.starts_with("idle (p50 "));
+        assert!(wl.series[1].name.starts_with("loaded (p50 "));
+        // With the histograms (documents since this change) they are used as they are.
+        let mut r2 = r.clone();
+        let wl2 = r2.end.netmeter.working_load.as_mut().unwrap();
+        wl2.idle_rtt_histogram_us = vec![(50.0, 10), (100.0, 10)];
+        let c2 = single(&r2);
+        let wl2 = c2.iter().find(|c| c.kind == "working_load").unwrap();
+        assert_eq!(wl2.series[0].points, [(0.05, 0.5), (0.1, 1.0)]);
+    }
+
+    #[test]
+    fn several_inputs_share_charts_named_after_each() {
+        let input = |name: &str, text: &str| Input {
+            name: name.into(),
+            path: format!("{name}.json").into(),
+            report: doc(text),
+        };
+        let c = compare(&[
+            input("before", include_str!("../testdata/tcp.json")),
+            input("after", include_str!("../testdata/tcp_bidir.json")),
+            input("rr", include_str!("../testdata/bounceback.json")),
+        ]);
+        assert_eq!(c[0].kind, "throughput");
+        assert_eq!(
+            names(&c[0]),
+            ["before", "after", "after (server → client)", "rr"]
+        );
+        assert_eq!(kinds(&c)[1..], ["latency_cdf"]);
+    }
+
+    #[test]
+    fn thinning_keeps_extremes_and_ends() {
+        let pts: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (i as f64, if i == 4321 { 99.0 } else { (i % 7) as f64 }))
+            .collect();
+        let t = thin(pts.clone(), 2000);
+        assert!(t.len() <= 2002, "{}", t.len());
+        assert_eq!(t.first(), pts.first());
+        assert_eq!(t.last(), pts.last());
+        assert!(t.contains(&(4321.0, 99.0)));
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(thin(pts[..10].to_vec(), 2000), pts[..10]);
+    }
+
+    #[test]
+    fn rebinning_keeps_every_sample() {
+        let b = [(10.0, 5), (20.0, 1), (1000.0, 3), (5000.0, 1)];
+        for log in [false, true] {
+            let bars = rebin(&b, 10, log);
+            assert_eq!(bars.len(), 10);
+            assert_eq!(bars.iter().map(|x| x.2).sum::<f64>(), 10.0);
+            assert_eq!(bars[0].0, 0.01);
+            assert!((bars[9].1 - 5.0).abs() < 1e-9);
+            assert_eq!(bars[9].2, 1.0);
+        }
+        assert_eq!(rebin(&[(7.0, 3)], 10, true).len(), 1);
+        assert!(rebin(&[], 10, true).is_empty());
+    }
+
+    #[test]
+    fn log_axis_only_for_a_long_tail() {
+        assert!(needs_log(0.01, 0.02, 3.0));
+        assert!(!needs_log(0.01, 0.02, 0.05));
+        assert!(!needs_log(0.0, 0.02, 3.0));
+        assert_eq!(fmt_ms(0.0234), "0.023 ms");
+        assert_eq!(fmt_ms(12.34), "12.3 ms");
+    }
+}
