@@ -46,10 +46,7 @@ pub enum Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error("cannot read {}: {err}", path.display())]
-    Read {
-        path: PathBuf,
-        err: std::io::Error,
-    },
+    Read { path: PathBuf, err: std::io::Error },
     #[error("{} {problem}", path.display())]
     Bad { path: PathBuf, problem: Problem },
 }
@@ -149,9 +146,16 @@ mod tests {
             include_str!("testdata/udp_bidir.json"),
             include_str!("testdata/iperf3_322_tcp.json"),
             include_str!("testdata/iperf3_322_udp_bidir.json"),
+            // iperf3 3.12 repeats start's sock_bufsize/sndbuf_actual/rcvbuf_actual per stream.
+            include_str!("testdata/iperf3_312_tcp_p2.json"),
         ] {
             let r = read_document(doc).unwrap();
             assert!(!r.intervals.is_empty());
+            if r.start.test_start.protocol == "TCP" {
+                // TCP_INFO figures of the sender's rows (Debian's 3.12 writes no `reorder`).
+                let row = &r.intervals[0].streams[0];
+                assert!(row.tcp.is_some_and(|t| t.snd_cwnd > 0), "{row:?}");
+            }
         }
     }
 

@@ -123,8 +123,14 @@ impl super::Report {
     /// roles ([`super::LocalRoles`]) is inferred: which streams it sent on from the
     /// interval rows (`sender` per socket; without intervals, the client sends unless
     /// the test was reversed), and the Retr column from the senders' retransmit counts.
+    ///
+    /// The text goes through a `serde_json::Value` first, where a repeated key keeps its
+    /// last value: iperf3 3.12 writes `sock_bufsize`, `sndbuf_actual` and
+    /// `rcvbuf_actual` into `start` once per TCP stream (`iperf_tcp_connect`; later
+    /// versions check first), and the typed structs refuse a duplicate field.
     pub fn from_document(json: &str) -> serde_json::Result<super::Report> {
-        let mut r: super::Report = serde_json::from_str(json)?;
+        let value: serde_json::Value = serde_json::from_str(json)?;
+        let mut r: super::Report = serde_json::from_value(value)?;
         r.end.local = roles_of(&r);
         Ok(r)
     }

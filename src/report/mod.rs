@@ -136,6 +136,9 @@ pub struct TcpFigures {
     /// RTT variance, microseconds.
     pub rttvar: u64,
     pub pmtu: u64,
+    /// Absent from some iperf3 documents (Debian's 3.12 writes no `reorder`): 0 when a
+    /// loaded row lacks it; the other keys decide whether a row has TCP figures at all.
+    #[serde(default)]
     pub reorder: u64,
 }
 
