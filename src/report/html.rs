@@ -5,8 +5,9 @@
 //! archived or opened offline. Sections, each with a stable `id` the tests look for:
 //! `compare` (several inputs: a side-by-side table and the comparison charts), then per
 //! input `result-N` holding `settings-N`, `hosts-N`, `summary-N`, `warnings-N` and
-//! `plots-N`. Tables scroll sideways inside their box and charts scale to the page, so
-//! a phone-width screen reads it too.
+//! `plots-N`. Tables scroll sideways inside their box and charts scale to the page (on a
+//! phone-width screen down to 640 px, then they scroll sideways too, so their text stays
+//! legible).
 
 use super::input::Input;
 use super::plot::{self, Chart};
@@ -26,11 +27,12 @@ table { border-collapse: collapse; font-size: 0.92em; margin: 4px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th { background: #eef3f8; }
-ul.warnings li { color: #8a3b00; }
-figure { margin: 10px 0; }
+ul.warnings li { color: #9b1c1c; }
+figure { margin: 10px 0; overflow-x: auto; }
 figure svg { width: 100%; height: auto; display: block; border: 1px solid #e4e4e4; }
 .muted { color: #666; }
-@media (max-width: 600px) { body { padding: 6px; } table { font-size: 0.8em; } }
+@media (max-width: 600px) { body { padding: 6px; } table { font-size: 0.8em; }
+  figure svg { min-width: 640px; } }
 ";
 
 /// The whole HTML document for these inputs.

@@ -215,7 +215,7 @@ fn throughput(r: &Report, peer: Option<&Report>, dir: &Direction) -> Chart {
     {
         let pside = if pdir.sender { "sender" } else { "receiver" };
         series.push(Series {
-            name: format!("sum ({pside}, server's count)"),
+            name: format!("sum ({pside}, counted by the server)"),
             shape: Shape::Dashed,
             points: sum_points(&p.intervals, &pdir, |s| s.bits_per_second),
         });
