@@ -8,6 +8,9 @@
 //! nothing. The judgement is pure ([`read_document`]); [`load_file`] adds the file.
 
 use super::Report;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// One loaded result and the name it goes by in legends and headings.
@@ -89,28 +92,24 @@ pub fn read_document(text: &str) -> Result<Report, Problem> {
     if text.trim().is_empty() {
         return Err(Problem::Empty);
     }
-    let value: serde_json::Value = match serde_json::from_str(text) {
-        Ok(v) => v,
+    // The syntax first, every value skipped unread (no allocation), then the top keys.
+    match serde_json::from_str::<IgnoredAny>(text) {
+        Ok(_) => {}
         Err(e) if e.is_eof() => return Err(Problem::Truncated { line: e.line() }),
-        Err(e) => {
-            return Err(if looks_like_stream(text) {
-                Problem::JsonStream
-            } else {
-                Problem::NotJson(e.to_string())
-            });
-        }
-    };
-    let obj = match value.as_object() {
-        Some(o) if o.contains_key("start") && o.contains_key("end") => o,
-        Some(o) if o.contains_key("event") => return Err(Problem::JsonStream),
-        _ => return Err(Problem::NotAResult),
-    };
-    if let Some(err) = obj.get("error") {
+        Err(_) if looks_like_stream(text) => return Err(Problem::JsonStream),
+        Err(e) => return Err(Problem::NotJson(e.to_string())),
+    }
+    let outline: Outline = serde_json::from_str(text).map_err(|_| Problem::NotAResult)?;
+    if let Some(err) = outline.error {
         let msg = err.as_str().map_or_else(|| err.to_string(), str::to_string);
         return Err(Problem::Failed(msg));
     }
-    if !obj["start"].is_object() || !obj["end"].is_object() {
-        return Err(Problem::NotAResult);
+    if outline.start.is_none() || outline.end.is_none() {
+        return Err(if outline.event.is_some() {
+            Problem::JsonStream
+        } else {
+            Problem::NotAResult
+        });
     }
     let report = Report::from_document(text).map_err(|e| Problem::Schema(e.to_string()))?;
     let e = &report.end;
@@ -122,6 +121,15 @@ pub fn read_document(text: &str) -> Result<Report, Problem> {
         return Err(Problem::NoMeasurements);
     }
     Ok(report)
+}
+
+/// The top of a document: which keys it has (`start` and `end` must be objects).
+#[derive(Deserialize)]
+struct Outline {
+    start: Option<HashMap<String, IgnoredAny>>,
+    end: Option<HashMap<String, IgnoredAny>>,
+    event: Option<IgnoredAny>,
+    error: Option<serde_json::Value>,
 }
 
 /// `--json-stream` output: one JSON object per line, each with an `event` key.

@@ -26,6 +26,9 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(150, 150, 150),
 ];
 
+/// Series with more points than this are drawn one pixel wide.
+const DENSE_POINTS: usize = 300;
+
 /// The embedded font could not be loaded (a damaged build).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the embedded font does not load")]
@@ -85,6 +88,11 @@ pub fn render_png(charts: &[Chart]) -> Result<Vec<u8>, DrawError> {
         let mut enc = png::Encoder::new(&mut png_bytes, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // Charts are mostly flat white and a few colours: the adaptive filter with the
+        // best compression makes files 5 to 7 times smaller (measured: 443 KB -> 63 KB for
+        // two charts) for ~0.06 s more.
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut writer = enc.write_header().map_err(err)?;
         writer.write_image_data(&rgb).map_err(err)?;
     }
@@ -191,7 +199,9 @@ where
     let mut labelled = 0;
     for (i, s) in c.series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
-        let line = color.stroke_width(2);
+        // plotters joins the segments of a wide line with unlimited miters: a dense,
+        // jagged series would grow spikes past its own values. One pixel has no joins.
+        let line = color.stroke_width(if s.points.len() > DENSE_POINTS { 1 } else { 2 });
         let drawn = match &s.shape {
             Shape::Line => chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), line))
