@@ -114,8 +114,8 @@ fn tcp_run_plots_each_stream_the_sum_cwnd_and_rtt() {
         "stream 1",
         "stream 2",
         "sum (sender)",
-        "TCP congestion window (intervals with retransmissions marked)",
-        "TCP smoothed RTT",
+        "TCP congestion window, client → server (intervals with retransmissions marked)",
+        "TCP smoothed RTT, client → server",
         "time (s)",
     ] {
         assert!(t.iter().any(|x| x == want), "{want} missing: {t:?}");
@@ -163,6 +163,14 @@ fn bidir_plots_both_directions() {
         "{t:?}"
     );
     assert!(t.iter().any(|x| x == "sum (receiver)"), "{t:?}");
+    let has = |t: &[String], s: &str| t.iter().any(|x| x == s);
+    assert!(has(&t, "TCP smoothed RTT, client → server"), "{t:?}");
+    assert!(!has(&t, "TCP smoothed RTT, server → client"), "{t:?}");
+    // The server's TCP_INFO for what it sent, from its document (a -J server).
+    let run = saved_run_with_server(&dir, "bidir-srv.json", &["-t", "2", "--bidir"]);
+    let t = plot_svg(&dir, &[&run], "bidir-srv.svg");
+    assert!(has(&t, "TCP smoothed RTT, server → client"), "{t:?}");
+    assert!(has(&t, "sum (sender, counted by the server)"), "{t:?}");
 }
 
 #[test]
@@ -372,7 +380,7 @@ fn iperf3_312_to_322_results_plot_and_report() {
             (
                 "tcp",
                 &["-t", "2", "-P", "2"],
-                &["stream 2", "TCP smoothed RTT"],
+                &["stream 2", "TCP smoothed RTT, client → server"],
             ),
             (
                 "udp",

@@ -10,8 +10,8 @@
 //!   plus the sum; the peer's sum, dashed, when the document carries the server's output);
 //! - UDP loss and jitter over time from the receiving side's rows (this side's, or the
 //!   server's in `server_output_json`), out-of-order and duplicates when any were seen;
-//! - TCP congestion window and smoothed RTT per sending stream, intervals with
-//!   retransmissions marked;
+//! - TCP congestion window and smoothed RTT per sending stream (this side's, and the
+//!   server's from `server_output_json`), intervals with retransmissions marked;
 //! - latency CDF and histogram for each HDR histogram the test recorded (bounceback RTT,
 //!   one-way delay each direction, connect-only handshakes), with p50/p90/p99/p99.9
 //!   markers and a log axis when the tail is long;

@@ -21,6 +21,8 @@ pub fn single(r: &Report) -> Vec<Chart> {
         out.extend(udp(r, peer.as_ref(), &dir));
     }
     out.extend(tcp(r));
+    // The peer's sending streams (-R, --bidir), when it sent its own document along.
+    out.extend(peer.as_ref().map(tcp).unwrap_or_default());
     for d in distributions(r) {
         out.push(cdf_chart(&d.title, std::slice::from_ref(&d.dist), true));
         out.push(histogram_chart(&d.title, &d.dist));
@@ -384,8 +386,14 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
     out
 }
 
-/// Congestion window and RTT of each TCP sending stream, retransmissions marked.
+/// Congestion window and RTT of each TCP stream this report's side sent on,
+/// retransmissions marked.
 fn tcp(r: &Report) -> Vec<Chart> {
+    let dir = if r.start.connecting_to.is_some() {
+        "client → server"
+    } else {
+        "server → client"
+    };
     let socks = sockets(&r.intervals, true);
     let has_tcp = r
         .intervals
@@ -468,11 +476,16 @@ fn tcp(r: &Report) -> Vec<Chart> {
     vec![
         chart(
             "tcp_cwnd",
-            "TCP congestion window (intervals with retransmissions marked)",
+            &format!("TCP congestion window, {dir} (intervals with retransmissions marked)"),
             unit,
             cwnd,
         ),
-        chart("tcp_rtt", "TCP smoothed RTT", "RTT (ms)", rtt),
+        chart(
+            "tcp_rtt",
+            &format!("TCP smoothed RTT, {dir}"),
+            "RTT (ms)",
+            rtt,
+        ),
     ]
 }
 
