@@ -24,6 +24,7 @@
 //! inlines each chart as its own SVG.
 
 mod draw;
+mod latency;
 mod series;
 
 pub use draw::{DrawError, render_png, render_svg};
