@@ -82,13 +82,13 @@ pub fn compare(inputs: &[Input]) -> Vec<Chart> {
 }
 
 /// The server's own report, when the client asked for it (`--get-server-output`).
+/// A server document that does not load is left out (its charts with it).
 fn peer_report(r: &Report) -> Option<Report> {
-    let v = r.server_output_json.as_ref()?;
-    let text = serde_json::to_string(v).ok()?;
-    Report::from_document(&text).ok()
+    serde_json::from_value(r.server_output_json.clone()?).ok()
 }
 
 /// One direction of data: the interval rows whose `sender` flag is `sender`.
+#[derive(Clone, Copy)]
 struct Direction {
     /// This document's rows in this direction are the sending side's.
     sender: bool,
@@ -290,14 +290,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
             .any(|s| s.udp_recv.is_some())
     };
     let (rep, d) = if recv_rows(r, dir) {
-        (
-            r,
-            Direction {
-                sender: dir.sender,
-                reverse: dir.reverse,
-                label: dir.label,
-            },
-        )
+        (r, *dir)
     } else {
         match peer.and_then(|p| peer_direction(p, dir).map(|d| (p, d))) {
             Some((p, d)) if recv_rows(p, &d) => (p, d),
