@@ -323,9 +323,10 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
     let loss = with_sum(per_stream(&|s| s.udp_recv.map(|u| u.lost_percent)), &|s| {
         s.udp_recv.map_or(0.0, |u| u.lost_percent)
     });
-    let jitter = with_sum(per_stream(&|s| s.udp_recv.map(|u| u.jitter_ms)), &|s| {
+    let mut jitter = with_sum(per_stream(&|s| s.udp_recv.map(|u| u.jitter_ms)), &|s| {
         s.udp_recv.map_or(0.0, |u| u.jitter_ms)
     });
+    let jitter_unit = small_ms_in_us(&mut jitter);
     let chart = |kind, title: String, y: &str, series| Chart {
         kind,
         title,
@@ -344,7 +345,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
         chart(
             "udp_jitter",
             format!("UDP jitter, {}", dir.label),
-            "jitter (ms)",
+            &format!("jitter ({jitter_unit})"),
             jitter,
         ),
     ];
@@ -375,6 +376,22 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
         ));
     }
     out
+}
+
+/// Values in ms all below 0.1 ms (loopback, LANs) rescaled to µs, so the axis reads
+/// "20" rather than "0.00002"; the unit to label the axis with.
+pub(super) fn small_ms_in_us(series: &mut [Series]) -> &'static str {
+    let max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    if max >= 0.1 {
+        return "ms";
+    }
+    for p in series.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        p.1 *= 1000.0;
+    }
+    "µs"
 }
 
 /// Congestion window and RTT of each TCP stream this report's side sent on,
@@ -590,7 +607,8 @@ mod tests {
             include_str!("../testdata/udp_bidir.json"),
             include_str!("../testdata/iperf3_322_udp_bidir.json"),
         ] {
-            let c = single(&doc(text));
+            let r = doc(text);
+            let c = single(&r);
             assert_eq!(
                 kinds(&c),
                 ["throughput", "throughput", "udp_loss", "udp_jitter"]
@@ -598,7 +616,29 @@ mod tests {
             assert_eq!(c[1].title, "Throughput, server → client");
             assert!(names(&c[1]).contains(&"sum (receiver)"));
             assert_eq!(c[2].title, "UDP loss, server → client");
-            assert_eq!(c[3].y.label, "jitter (ms)");
+            // Jitter below 0.1 ms (loopback) is shown in µs rather than "0.00002 ms".
+            let max = r
+                .intervals
+                .iter()
+                .flat_map(|iv| {
+                    iv.streams.iter().map(|s| s.udp_recv).chain([iv
+                        .sum_bidir_reverse
+                        .as_ref()
+                        .unwrap()
+                        .udp_recv])
+                })
+                .filter_map(|u| u.map(|u| u.jitter_ms))
+                .fold(0.0f64, f64::max);
+            let (unit, scale) = if max < 0.1 {
+                ("µs", 1000.0)
+            } else {
+                ("ms", 1.0)
+            };
+            assert_eq!(c[3].y.label, format!("jitter ({unit})"));
+            let jit = r.intervals[1].sum_bidir_reverse.as_ref().unwrap();
+            let jit = jit.udp_recv.unwrap().jitter_ms;
+            let shown = c[3].series.last().unwrap().points[2].1;
+            assert!((shown - jit * scale).abs() < 1e-9, "{shown} vs {jit} ms");
             assert!(
                 c[3].series
                     .last()
