@@ -211,6 +211,33 @@ fn latency_runs_plot_cdf_histogram_and_percentiles() {
 }
 
 #[test]
+fn traffic_profiles_plot_their_transfer_and_frame_latency() {
+    let dir = Scratch::new("profiles");
+    let burst = saved_run(
+        &dir,
+        "burst.json",
+        &["-t", "2", "--burst-size", "256K", "--burst-period", "0.1"],
+    );
+    let t = plot_svg(&dir, &[&burst], "burst.svg");
+    assert!(t.iter().any(|x| x == "Burst transfer time: CDF"), "{t:?}");
+    let iso = saved_run(
+        &dir,
+        "iso.json",
+        &["-u", "-t", "2", "--isochronous", "30:8m,1m", "--trip-times"],
+    );
+    let t = plot_svg(&dir, &[&iso], "iso.svg");
+    assert!(
+        t.iter()
+            .any(|x| x == "Frame transfer time (sender): histogram"),
+        "{t:?}"
+    );
+    assert!(
+        t.iter().any(|x| x == "Frame latency (receiver): CDF"),
+        "{t:?}"
+    );
+}
+
+#[test]
 fn working_load_plots_idle_and_loaded_with_rpm() {
     let dir = Scratch::new("wl");
     let run = saved_run(&dir, "wl.json", &["-t", "3", "--working-load=up,1"]);

@@ -64,6 +64,33 @@ pub(super) fn distributions(r: &Report) -> Vec<Distribution> {
             }
         }
     }
+    if let Some(b) = &n.burst {
+        let s = &b.sender;
+        push(
+            "Burst transfer time",
+            "burst",
+            &s.transfer_histogram_us,
+            Some(s.transfer),
+        );
+    }
+    if let Some(i) = &n.isochronous {
+        if let Some(s) = &i.sender {
+            push(
+                "Frame transfer time (sender)",
+                "frame",
+                &s.transfer_histogram_us,
+                Some(s.transfer),
+            );
+        }
+        if let Some(r) = &i.receiver {
+            push(
+                "Frame latency (receiver)",
+                "frame",
+                &r.latency_histogram_us,
+                r.latency,
+            );
+        }
+    }
     if let Some(c) = &n.connect_only {
         push(
             "TCP handshake (connect) time",

@@ -13,7 +13,8 @@
 //! - TCP congestion window and smoothed RTT per sending stream (this side's, and the
 //!   server's from `server_output_json`), intervals with retransmissions marked;
 //! - latency CDF and histogram for each HDR histogram the test recorded (bounceback RTT,
-//!   one-way delay each direction, connect-only handshakes), with p50/p90/p99/p99.9
+//!   one-way delay each direction, connect-only handshakes, burst and frame transfer
+//!   times, isochronous frame latency), with p50/p90/p99/p99.9
 //!   markers and a log axis when the tail is long;
 //! - working load: idle and loaded RTT on one chart, RPM in the title.
 //!
