@@ -18,8 +18,9 @@
 //!   markers and a log axis when the tail is long;
 //! - working load: idle and loaded RTT on one chart, RPM in the title.
 //!
-//! With several inputs the charts compare them instead: each input's throughput sum and
-//! each latency distribution on shared axes, the legend naming the input.
+//! With several inputs the charts compare them instead: each input's throughput sum,
+//! UDP loss and jitter, and each latency distribution on shared axes, the legend naming
+//! the input.
 //!
 //! A file gets every chart, one under the other (a single-column grid); the HTML report
 //! inlines each chart as its own SVG.

@@ -54,6 +54,7 @@ pub fn compare(inputs: &[Input]) -> Vec<Chart> {
             lines,
         ));
     }
+    out.extend(compare_udp(inputs));
     // Each kind of distribution any input recorded: one CDF with every input's.
     let mut titles: Vec<String> = Vec::new();
     let all: Vec<Vec<Distribution>> = inputs.iter().map(|i| distributions(&i.report)).collect();
@@ -79,6 +80,61 @@ pub fn compare(inputs: &[Input]) -> Vec<Chart> {
         out.extend(working_load(&i.report, Some(&i.name)));
     }
     out
+}
+
+/// Each input's UDP loss and jitter (the sum of its receiving streams) on shared
+/// charts, when any input has them.
+fn compare_udp(inputs: &[Input]) -> Vec<Chart> {
+    let mut loss = Vec::new();
+    let mut jitter = Vec::new();
+    for i in inputs {
+        let peer = peer_report(&i.report);
+        for dir in directions(&i.report) {
+            let name = if dir.reverse {
+                format!("{} ({})", i.name, dir.label)
+            } else {
+                i.name.clone()
+            };
+            for c in udp(&i.report, peer.as_ref(), &dir) {
+                let Some(mut sum) = c.series.into_iter().find(|s| s.name == "sum") else {
+                    continue;
+                };
+                sum.name = name.clone();
+                match c.kind {
+                    "udp_loss" => loss.push(sum),
+                    "udp_jitter" => {
+                        // Back to ms: each input's chart chose its own unit.
+                        if c.y.label.contains("µs") {
+                            sum.points.iter_mut().for_each(|p| p.1 /= 1000.0);
+                        }
+                        jitter.push(sum);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if loss.is_empty() {
+        return Vec::new();
+    }
+    let unit = small_ms_in_us(&mut jitter);
+    let chart = |kind, title: &str, y: String, series| Chart {
+        kind,
+        title: title.to_string(),
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(y),
+        series,
+        markers: Vec::new(),
+    };
+    vec![
+        chart("udp_loss", "UDP loss", "lost datagrams (%)".into(), loss),
+        chart(
+            "udp_jitter",
+            "UDP jitter",
+            format!("jitter ({unit})"),
+            jitter,
+        ),
+    ]
 }
 
 /// The server's own report, when the client asked for it (`--get-server-output`).
@@ -686,6 +742,27 @@ mod tests {
             ["before", "after", "after (server → client)", "rr"]
         );
         assert_eq!(kinds(&c)[1..], ["latency_cdf"]);
+        let c = compare(&[
+            input("tcp", include_str!("../testdata/tcp.json")),
+            input("netmeter", include_str!("../testdata/udp_bidir.json")),
+            input(
+                "iperf3",
+                include_str!("../testdata/iperf3_322_udp_bidir.json"),
+            ),
+        ]);
+        assert_eq!(kinds(&c), ["throughput", "udp_loss", "udp_jitter"]);
+        let want = ["netmeter (server → client)", "iperf3 (server → client)"];
+        assert_eq!(names(&c[1]), want);
+        assert_eq!(names(&c[2]), want);
+        // One unit for all: iperf3's jitter is above 0.1 ms, so ms.
+        assert_eq!(c[2].y.label, "jitter (ms)");
+        let r = doc(include_str!("../testdata/udp_bidir.json"));
+        let j = r.intervals[1].sum_bidir_reverse.as_ref().unwrap();
+        let shown = c[2].series[0].points[2].1;
+        assert!(
+            (shown - j.udp_recv.unwrap().jitter_ms).abs() < 1e-12,
+            "{shown}"
+        );
     }
 
     #[test]
