@@ -16,6 +16,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod profile_flags;
+mod tools;
+
+pub use tools::parse_tool;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
 #[derive(Debug, Parser, Default)]
@@ -64,6 +67,9 @@ pub struct Args {
     /// Send output to a file (appended).
     #[arg(long = "logfile", value_name = "FILE")]
     pub logfile: Option<PathBuf>,
+    /// Client: draw the test's charts into FILE (.svg or .png) when it ends.
+    #[arg(long = "plot", value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// More detail: CPU utilisation, congestion control, test settings.
     #[arg(short = 'V', long = "verbose")]
     pub verbose: bool,
@@ -279,6 +285,8 @@ pub enum Command {
     Client {
         cfg: ClientConfig,
         logfile: Option<PathBuf>,
+        /// `--plot FILE`: the test's charts, drawn when it ends.
+        plot: Option<PathBuf>,
     },
     FindMaxRate {
         cfg: ClientConfig,
@@ -290,6 +298,16 @@ pub enum Command {
         tcp: ClientConfig,
         udp: ClientConfig,
         logfile: Option<PathBuf>,
+    },
+    /// `netmeter plot RESULT.json... -o FILE` (see `cli/tools.rs`).
+    Plot {
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
+    },
+    /// `netmeter report RESULT.json... -o FILE.html`.
+    Report {
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
     },
 }
 
@@ -502,6 +520,14 @@ impl Args {
         if self.version {
             return Ok(Command::Version);
         }
+        if let Some(p) = &self.plot {
+            if self.client.is_none() || self.find_max_rate {
+                return Err(usage(
+                    "--plot draws the charts of one client test; use it with -c HOST",
+                ));
+            }
+            tools::check_plot_file(p, "--plot")?;
+        }
         let roles = [self.server, self.client.is_some(), self.loopback]
             .iter()
             .filter(|&&b| b)
@@ -622,6 +648,7 @@ impl Args {
         Ok(Command::Client {
             cfg,
             logfile: self.logfile.clone(),
+            plot: self.plot.clone(),
         })
     }
 

@@ -5,6 +5,7 @@
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::{Stopped, TestError, client, server};
+use netmeter::report::{html, input, plot};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -64,12 +65,23 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             r
         }
-        Command::Client { cfg, logfile } => {
+        Command::Client { cfg, logfile, plot } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
-            netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
+            let report = netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
+            if let Some(path) = plot {
+                let name = cfg.spec.title.clone().unwrap_or_else(|| cfg.host.clone());
+                let input = netmeter::report::input::Input {
+                    name,
+                    path: path.clone(),
+                    report,
+                };
+                plot::write_file(&[input], &path)?;
+            }
             Ok(())
         }
+        Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
+        Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
         Command::FindMaxRate {
             cfg,
             loss_target,
@@ -122,21 +134,16 @@ fn run(cmd: Command) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match cli::parse_args(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(tool) = cli::parse_tool(&argv) {
+        return match tool {
+            Ok(cmd) => finish(run(cmd)),
+            Err(e) => args_error(e),
+        };
+    }
+    let args = match cli::parse_args(argv) {
         Ok(a) => a,
-        Err(cli::ArgsError::Usage(e)) => {
-            eprintln!("netmeter: {e}");
-            return ExitCode::from(1);
-        }
-        Err(cli::ArgsError::Clap(e)) => {
-            // --help and usage errors: clap formats them; exit 0 only for help.
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(e) => return args_error(e),
     };
     let cmd = match args.resolve() {
         Ok(c) => c,
@@ -145,7 +152,31 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(cmd) {
+    finish(run(cmd))
+}
+
+/// A command line that did not parse: one line, or clap's help or message.
+fn args_error(e: cli::ArgsError) -> ExitCode {
+    match e {
+        cli::ArgsError::Usage(e) => {
+            eprintln!("netmeter: {e}");
+            ExitCode::from(1)
+        }
+        cli::ArgsError::Clap(e) => {
+            // --help and usage errors: clap formats them; exit 0 only for help.
+            let _ = e.print();
+            if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
+
+/// The exit status of a command that ran, its error printed as one line.
+fn finish(r: anyhow::Result<()>) -> ExitCode {
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
         // the client has terminated by signal Interrupt(2)" and exits 0, as for a test
@@ -159,6 +190,14 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every input of `plot`/`report`, or the first that cannot be used.
+fn load(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<input::Input>> {
+    Ok(paths
+        .iter()
+        .map(|p| input::load_file(p))
+        .collect::<Result<_, _>>()?)
 }
 
 /// The [`Stopped`] an error is, if the run was stopped on purpose.

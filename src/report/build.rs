@@ -143,6 +143,8 @@ pub fn working_load_end(
         loaded_rpm: loaded.rpm(),
         up_bits_per_second: if w.up { bulk(true) } else { 0.0 },
         down_bits_per_second: if w.down { bulk(false) } else { 0.0 },
+        idle_rtt_histogram_us: idle.buckets_us(),
+        loaded_rtt_histogram_us: loaded.buckets_us(),
     })
 }
 
