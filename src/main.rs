@@ -5,6 +5,7 @@
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::{Stopped, TestError, client, server};
+use netmeter::report::csv::CsvRenderer;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -64,11 +65,44 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             r
         }
-        Command::Client { cfg, logfile } => {
+        Command::Client { cfg, logfile, csv } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
-            netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
+            match csv {
+                Some(columns) => {
+                    let write = move |s: &str| {
+                        if let Ok(mut w) = sink.lock() {
+                            let _ = w.write_all(s.as_bytes());
+                            let _ = w.flush();
+                        }
+                    };
+                    let mut csv =
+                        CsvRenderer::new(columns, cfg.spec.title.clone(), Box::new(write));
+                    netmeter::run(&cfg, &mut csv)?;
+                }
+                None => {
+                    netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
+                }
+            }
             Ok(())
+        }
+        Command::Csv {
+            input,
+            columns,
+            output,
+        } => {
+            // The whole input is read and checked before anything is written.
+            let report = netmeter::report::input::read_result(&input)?;
+            let text = netmeter::report::csv::rows(&report, &columns);
+            match output {
+                Some(p) => write_whole(&p, text.as_bytes()),
+                None => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(text.as_bytes())
+                        .and_then(|_| out.flush())
+                        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
+                }
+            }
         }
         Command::FindMaxRate {
             cfg,
@@ -121,22 +155,33 @@ fn run(cmd: Command) -> anyhow::Result<()> {
     }
 }
 
+/// Write `bytes` to `path` whole or not at all: into a temporary file beside it, renamed
+/// over `path` once complete (a failed write removes the temporary file).
+fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let Some(name) = name else {
+        anyhow::bail!("cannot write {}: it names no file", path.display());
+    };
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let r = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!("cannot write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let args = match cli::parse_args(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(parsed) = cli::subcommand(&argv) {
+        return match parsed {
+            Ok(cmd) => finish(run(cmd)),
+            Err(e) => args_error(e),
+        };
+    }
+    let args = match cli::parse_args(argv) {
         Ok(a) => a,
-        Err(cli::ArgsError::Usage(e)) => {
-            eprintln!("netmeter: {e}");
-            return ExitCode::from(1);
-        }
-        Err(cli::ArgsError::Clap(e)) => {
-            // --help and usage errors: clap formats them; exit 0 only for help.
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(e) => return args_error(e),
     };
     let cmd = match args.resolve() {
         Ok(c) => c,
@@ -145,7 +190,30 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(cmd) {
+    finish(run(cmd))
+}
+
+fn args_error(e: cli::ArgsError) -> ExitCode {
+    match e {
+        cli::ArgsError::Usage(e) => {
+            eprintln!("netmeter: {e}");
+            ExitCode::from(1)
+        }
+        cli::ArgsError::Clap(e) => {
+            // --help and usage errors: clap formats them; exit 0 only for help.
+            let _ = e.print();
+            if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
+
+/// The exit status of a command's result, with its one error line.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
         // the client has terminated by signal Interrupt(2)" and exits 0, as for a test

@@ -9,8 +9,11 @@
 pub mod advice;
 pub mod build;
 pub mod connect;
+pub mod csv;
+pub mod input;
 pub mod json;
 mod load;
+pub mod load_stream;
 pub mod observe;
 pub mod profile;
 pub mod text;

@@ -34,6 +34,7 @@ mod latency_accuracy;
 mod memory;
 mod netbed_selftest;
 mod profiles;
+mod results;
 mod robustness;
 mod trip_times;
 mod working_load;
