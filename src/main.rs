@@ -6,6 +6,8 @@ use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::{Stopped, TestError, client, server};
 use netmeter::report::csv::CsvRenderer;
+use netmeter::report::progress::{self, Progress};
+use std::io::IsTerminal;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -81,7 +83,16 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     netmeter::run(&cfg, &mut csv)?;
                 }
                 None => {
-                    netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
+                    let mut renderer = client::renderer(&cfg, sink);
+                    let text = cfg.mode == Mode::Text;
+                    if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+                        // Intervals feed the status line; the renderer never sees them.
+                        let mut ticking = cfg.clone();
+                        ticking.interval_s = progress::TICK_S;
+                        netmeter::run(&ticking, &mut Progress::new(renderer, None))?;
+                    } else {
+                        netmeter::run(&cfg, &mut renderer)?;
+                    }
                 }
             }
             Ok(())
@@ -112,11 +123,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
+            // Trials print nothing while they run: a status line shows each one.
+            let progress =
+                progress::wanted(cfg.mode == Mode::Text, 0.0, logfile.is_some(), stdout_tty());
             Ok(netmeter::engine::max_rate::run(
                 &cfg,
                 loss_target,
                 start_bps,
                 sink,
+                progress,
             )?)
         }
         Command::Loopback { tcp, udp, logfile } => {
@@ -153,6 +168,10 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn stdout_tty() -> bool {
+    std::io::stdout().is_terminal()
 }
 
 /// Write `bytes` to `path` whole or not at all: into a temporary file beside it, renamed

@@ -16,6 +16,7 @@ mod load;
 pub mod load_stream;
 pub mod observe;
 pub mod profile;
+pub mod progress;
 pub mod text;
 
 #[cfg(test)]

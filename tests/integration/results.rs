@@ -344,3 +344,116 @@ fn csv_of_real_iperf3_results() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Run `netmeter -c 127.0.0.1 -p PORT ARGS` with a pseudo-terminal as its standard
+/// output (util-linux `script`, in every Debian system); what the terminal received.
+fn client_on_a_terminal(port: u16, args: &[&str]) -> String {
+    let (ok, tty) = client_on_a_terminal_status(port, args);
+    assert!(ok, "{args:?}: {tty:?}");
+    tty
+}
+
+/// [`client_on_a_terminal`] whatever the exit status: (success, terminal output).
+fn client_on_a_terminal_status(port: u16, args: &[&str]) -> (bool, String) {
+    let cmd = format!("{} -c 127.0.0.1 -p {port} {}", netmeter(), args.join(" "));
+    let out = run_bounded(
+        Command::new("script").args(["-qfec", &cmd, "/dev/null"]),
+        Duration::from_secs(60),
+        "netmeter under script",
+    );
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The status line's marks: a line redrawn in place (carriage return + erase line) with
+/// the elapsed/total time.
+fn has_status_line(terminal: &str, total: &str) -> bool {
+    terminal.contains("\r\x1b[2K") && terminal.contains(&format!("/{total} s  "))
+}
+
+/// `-i 0` on a terminal: the status line is drawn and redrawn while the test runs, and
+/// erased before the summary, which is iperf3's.
+#[test]
+fn progress_line_on_a_terminal_with_i0() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let tty = client_on_a_terminal(port, &["-t", "2", "-i", "0"]);
+    assert!(has_status_line(&tty, "2.0"), "{tty:?}");
+    assert!(tty.contains("Gbits/sec") || tty.contains("Mbits/sec"));
+    let updates = tty.matches("/2.0 s  ").count();
+    assert!(updates >= 2, "{updates} updates: {tty:?}");
+    // The summary starts on a clean line, after the last erase.
+    let after = &tty[tty.rfind("\x1b[2K").unwrap()..];
+    assert!(
+        after.contains("sender") && after.contains("receiver"),
+        "{tty:?}"
+    );
+    assert!(!after.contains("/2.0 s"), "{tty:?}");
+    // No interval lines: the renderer saw a -i 0 test.
+    assert!(!tty.contains("0.00-0.50"), "{tty:?}");
+
+    // UDP, received here (-R): the line has loss and jitter.
+    let tty = client_on_a_terminal(port, &["-t", "2", "-i", "0", "-u", "-b", "10M", "-R"]);
+    assert!(
+        has_status_line(&tty, "2.0") && tty.contains(" loss "),
+        "{tty:?}"
+    );
+}
+
+/// Never without a terminal, nor with interval lines, -J, --csv or --logfile.
+#[test]
+fn no_progress_line_when_piped_or_not_text() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let out = client(port, &["-t", "2", "-i", "0"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let piped = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !piped.contains('\r') && !piped.contains('\x1b'),
+        "{piped:?}"
+    );
+    assert!(piped.contains("receiver"), "{piped:?}");
+
+    let dir = scratch("progress");
+    let log = dir.join("log.txt");
+    let log_arg = format!("--logfile={}", log.display());
+    for args in [
+        &["-t", "2"][..],
+        &["-t", "2", "-i", "0", "-J"],
+        &["-t", "2", "-i", "0", "--json-stream"],
+        &["-t", "2", "-i", "0", "--csv"],
+        &["-t", "2", "-i", "0", &log_arg],
+    ] {
+        let tty = client_on_a_terminal(port, args);
+        assert!(
+            !tty.contains("\x1b[2K") && !tty.contains("/2.0 s"),
+            "{args:?}: {tty:?}"
+        );
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("receiver") && !logged.contains('\x1b'),
+        "{logged:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--find-max-rate` on a terminal: each trial shows its step and offered rate.
+#[test]
+fn progress_line_for_find_max_rate() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    // Whether a rate passes depends on the machine; the status line does not.
+    let (_, tty) = client_on_a_terminal_status(port, &["--find-max-rate", "-t", "1", "-b", "2G"]);
+    assert!(has_status_line(&tty, "1.0"), "{tty:?}");
+    assert!(
+        tty.contains("step  1: offered 2.00 Gbits/sec/stream  0.5/1.0 s"),
+        "{tty:?}"
+    );
+    assert!(
+        tty.contains("Maximum rate with loss") || tty.contains("No rate tried"),
+        "{tty:?}"
+    );
+}
