@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub mod csv_cmd;
+pub mod generate;
 mod profile_flags;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
@@ -26,7 +27,7 @@ mod profile_flags;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream"
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)"
 )]
 pub struct Args {
     /// Run as a server.
@@ -301,6 +302,8 @@ pub enum Command {
         udp: ClientConfig,
         logfile: Option<PathBuf>,
     },
+    /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
+    Generate(generate::Asset),
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
     Csv {
         input: PathBuf,
@@ -314,6 +317,7 @@ pub enum Command {
 pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {
     match argv.get(1)?.to_str()? {
         "csv" => Some(csv_cmd::parse(&argv[1..])),
+        "generate" => Some(generate::parse(&argv[1..])),
         _ => None,
     }
 }

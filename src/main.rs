@@ -31,11 +31,12 @@ fn open_sink(logfile: Option<&Path>) -> anyhow::Result<Sink> {
 fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Version => {
-            println!(
-                "netmeter {} (iperf3 wire protocol; extensions v{})\n{}",
-                env!("CARGO_PKG_VERSION"),
-                netmeter::wire::EXT_VERSION,
-                netmeter::sock::system_info()
+            print!(
+                "{}",
+                netmeter::version::text(
+                    &netmeter::sock::system_info(),
+                    &netmeter::sock::kernel_features()
+                )
             );
             Ok(())
         }
@@ -97,6 +98,11 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Generate(asset) => {
+            let mut v = Vec::new();
+            cli::generate::render(asset, &mut v)?;
+            write_stdout(&v)
+        }
         Command::Csv {
             input,
             columns,
@@ -107,12 +113,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             let text = netmeter::report::csv::rows(&report, &columns);
             match output {
                 Some(p) => write_whole(&p, text.as_bytes()),
-                None => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(text.as_bytes())
-                        .and_then(|_| out.flush())
-                        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
-                }
+                None => write_stdout(text.as_bytes()),
             }
         }
         Command::FindMaxRate {
@@ -172,6 +173,18 @@ fn run(cmd: Command) -> anyhow::Result<()> {
 
 fn stdout_tty() -> bool {
     std::io::stdout().is_terminal()
+}
+
+/// Write a command's whole output to stdout; a reader that went away (`| head`) is not
+/// an error.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            anyhow::bail!("cannot write to standard output: {e}")
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Write `bytes` to `path` whole or not at all: into a temporary file beside it, renamed

@@ -33,6 +33,7 @@ mod interrupt;
 mod latency_accuracy;
 mod memory;
 mod netbed_selftest;
+mod package;
 mod profiles;
 mod results;
 mod robustness;
