@@ -14,12 +14,14 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 ./scripts/setup-peers.sh
+./scripts/setup-package-tools.sh  # dpkg-dev and man-db, for the .deb and its tests
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 
 full=(--locked --features full-tests)
 cargo fmt --all -- --check
 cargo clippy "${full[@]}" --all-targets -- -D warnings
 cargo build --locked --release
+./scripts/build-deb.sh --binary target/release/netmeter  # target/debian/netmeter_*.deb
 cargo test "${full[@]}" --lib --bins
 cargo test "${full[@]}" --doc
 # The integration tests, one module (tests/integration/main.rs) at a time, as when each

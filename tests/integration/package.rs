@@ -143,3 +143,133 @@ fn generated_bash_completion_completes() {
     assert_eq!(bash_completes(&script), ["--bitrate", "--fields"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Build the `.deb` of the binary under test with `scripts/build-deb.sh`; its path.
+fn build_deb(out: &std::path::Path) -> std::path::PathBuf {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-deb.sh");
+    let built = run_bounded(
+        Command::new(script).args(["--binary", netmeter(), "--out", out.to_str().unwrap()]),
+        Duration::from_secs(120),
+        "build-deb.sh",
+    );
+    assert!(built.status.success(), "{}", show(&built));
+    let path = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    std::path::PathBuf::from(path)
+}
+
+fn field(deb: &std::path::Path, name: &str) -> String {
+    let out = run(
+        Command::new("dpkg-deb").args(["--field", deb.to_str().unwrap(), name]),
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The package: its control fields; its dependencies resolve on this system (apt-get's
+/// simulation, which changes nothing); `dpkg -i` into a throwaway root with its own dpkg
+/// database (never the system's) installs the binary, both man pages and the three
+/// completions; the installed binary runs a loopback test, its pages render and its bash
+/// completion completes; `dpkg -r` takes every file away again.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root, dpkg-dev and man-db"
+)]
+fn deb_installs_runs_and_removes() {
+    let dir = scratch("deb");
+    let deb = build_deb(&dir.join("out"));
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(field(&deb, "Package"), "netmeter");
+    assert_eq!(field(&deb, "Version"), format!("{version}-1"));
+    assert!(
+        field(&deb, "Depends").contains("libc6 (>="),
+        "{}",
+        field(&deb, "Depends")
+    );
+
+    let sim = run(
+        Command::new("apt-get").args(["-s", "-q", "install", deb.to_str().unwrap()]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        sim.status.success() && String::from_utf8_lossy(&sim.stdout).contains("Inst netmeter"),
+        "{}",
+        show(&sim)
+    );
+
+    let root = dir.join("root");
+    for d in ["var/lib/dpkg/info", "var/lib/dpkg/updates"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("var/lib/dpkg/status"), "").unwrap();
+    let dpkg = |args: &[&str]| {
+        let root_arg = format!("--root={}", root.display());
+        // The throwaway database knows no libc6: dependencies were checked above.
+        run_bounded(
+            Command::new("dpkg")
+                .args([root_arg.as_str(), "--log=/dev/null", "--force-depends"])
+                .args(args),
+            Duration::from_secs(60),
+            "dpkg",
+        )
+    };
+    let inst = dpkg(&["-i", deb.to_str().unwrap()]);
+    assert!(inst.status.success(), "{}", show(&inst));
+    let files = [
+        "usr/bin/netmeter",
+        "usr/share/man/man1/netmeter.1.gz",
+        "usr/share/man/man1/netmeter-csv.1.gz",
+        "usr/share/bash-completion/completions/netmeter",
+        "usr/share/zsh/vendor-completions/_netmeter",
+        "usr/share/fish/vendor_completions.d/netmeter.fish",
+        "usr/share/doc/netmeter/copyright",
+    ];
+    for f in files {
+        assert!(root.join(f).is_file(), "{f} not installed");
+    }
+    let installed = root.join("usr/bin/netmeter");
+    let v = run(
+        Command::new(&installed).arg("--version"),
+        Duration::from_secs(10),
+    );
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with(&format!("netmeter {version} ")),
+        "{}",
+        show(&v)
+    );
+    let lo = run_bounded(
+        Command::new(&installed).args(["--loopback", "-t", "1"]),
+        Duration::from_secs(60),
+        "installed netmeter --loopback",
+    );
+    let text = String::from_utf8_lossy(&lo.stdout);
+    assert!(
+        lo.status.success() && text.matches("receiver").count() >= 2,
+        "{}",
+        show(&lo)
+    );
+    assert_man_renders(
+        &root.join("usr/share/man/man1/netmeter.1.gz"),
+        &["--bitrate", "netmeter-csv(1)"],
+    );
+    assert_man_renders(
+        &root.join("usr/share/man/man1/netmeter-csv.1.gz"),
+        &["--fields"],
+    );
+    assert_eq!(
+        bash_completes(&root.join("usr/share/bash-completion/completions/netmeter")),
+        ["--bitrate", "--fields"]
+    );
+    let zsh = std::fs::read_to_string(root.join(files[4])).unwrap();
+    assert!(zsh.starts_with("#compdef netmeter"), "{}", &zsh[..40]);
+    let fish = std::fs::read_to_string(root.join(files[5])).unwrap();
+    assert!(fish.contains("complete -c netmeter"));
+
+    let rm = dpkg(&["-r", "netmeter"]);
+    assert!(rm.status.success(), "{}", show(&rm));
+    for f in files {
+        assert!(!root.join(f).exists(), "{f} left after dpkg -r");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
