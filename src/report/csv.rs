@@ -700,6 +700,20 @@ mod tests {
         );
     }
 
+    /// iperf3 3.18 writes no `reorder` key: its rows keep their TCP figures.
+    #[test]
+    fn iperf3_318_rows_have_tcp_figures() {
+        let r = fixture("iperf3_318_tcp.jsonl");
+        let (head, rows) = table(&rows(&r, &Columns::default()));
+        let first = &rows[0];
+        assert_eq!(col(&head, first, "role"), "sender");
+        assert_eq!(
+            col(&head, first, "rtt_us"),
+            r.intervals[0].streams[0].tcp.unwrap().rtt.to_string()
+        );
+        assert_ne!(col(&head, first, "snd_cwnd_bytes"), "");
+    }
+
     #[test]
     fn fields_choose_and_order_columns() {
         let r = fixture("tcp.json");

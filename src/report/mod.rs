@@ -137,6 +137,9 @@ pub struct TcpFigures {
     /// RTT variance, microseconds.
     pub rttvar: u64,
     pub pmtu: u64,
+    /// iperf3 3.12 and 3.18 do not write it: without the default their rows lost all
+    /// their TCP figures on loading.
+    #[serde(default)]
     pub reorder: u64,
 }
 
