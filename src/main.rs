@@ -4,9 +4,9 @@
 
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
+use netmeter::engine::progress::{self, Progress};
 use netmeter::engine::{Stopped, TestError, client, server};
 use netmeter::report::csv::CsvRenderer;
-use netmeter::report::progress::{self, Progress};
 use std::io::IsTerminal;
 use std::io::Write;
 use std::path::Path;
@@ -79,8 +79,13 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                             let _ = w.flush();
                         }
                     };
-                    let mut csv =
-                        CsvRenderer::new(columns, cfg.spec.title.clone(), Box::new(write));
+                    let warn = |w: &str| eprintln!("netmeter: warning: {w}");
+                    let mut csv = CsvRenderer::new(
+                        columns,
+                        cfg.spec.title.clone(),
+                        Box::new(write),
+                        Box::new(warn),
+                    );
                     netmeter::run(&cfg, &mut csv)?;
                 }
                 None => {

@@ -3,10 +3,10 @@
 
 use super::client::{self, ClientConfig};
 use super::output::{Mode, Sink};
+use super::progress::{self, Progress};
 use super::{Stopped, TestError};
 use crate::report::Report;
 use crate::report::observe::Quiet;
-use crate::report::progress::{self, Progress};
 use crate::search::{Figures, Outcome, RateSearch, Trial};
 use crate::units::{Format, format_rate};
 use serde::Serialize;

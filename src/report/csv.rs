@@ -17,7 +17,6 @@ use super::{
     Connected, End, EndSide, EndSum, EndUdp, Interval, Report, Start, StreamInterval, SumInterval,
 };
 use std::fmt::Write as _;
-use std::io::Write;
 
 /// One CSV column. The names (and their order in [`Field::ALL`]) are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -500,25 +499,28 @@ pub fn rows(report: &Report, cols: &Columns) -> String {
     out
 }
 
-/// `--csv`: a running test's rows as they become known. Warnings go to stderr, so the
-/// destination holds nothing but CSV.
+/// `--csv`: a running test's rows as they become known. Warnings go elsewhere (the CLI
+/// prints them on stderr), so the rows' destination holds nothing but CSV.
 pub struct CsvRenderer {
     cols: Columns,
-    sink: Box<dyn FnMut(&str) + Send>,
+    sink: Box<dyn FnMut(&str)>,
+    warn: Box<dyn FnMut(&str)>,
     title: Option<String>,
     ctx: Option<RowCtx>,
 }
 
 impl CsvRenderer {
-    /// `write` receives whole lines (the header, then rows).
+    /// `write` receives whole lines (the header, then rows); `warn` each warning.
     pub fn new(
         cols: Columns,
         title: Option<String>,
-        write: Box<dyn FnMut(&str) + Send>,
+        write: Box<dyn FnMut(&str)>,
+        warn: Box<dyn FnMut(&str)>,
     ) -> CsvRenderer {
         CsvRenderer {
             cols,
             sink: write,
+            warn,
             title,
             ctx: None,
         }
@@ -546,9 +548,7 @@ impl Observer for CsvRenderer {
             }
             Event::Interval(iv) => self.write_rows(|ctx| interval_rows(ctx, iv)),
             Event::End(end) => self.write_rows(|ctx| end_rows(ctx, end)),
-            Event::Warning(w) => {
-                let _ = writeln!(std::io::stderr(), "netmeter: warning: {w}");
-            }
+            Event::Warning(w) => (self.warn)(w),
             _ => {}
         }
     }
@@ -749,6 +749,7 @@ mod tests {
             Columns::default(),
             None,
             Box::new(move |s| o.lock().unwrap().push_str(s)),
+            Box::new(|w| panic!("no warning expected: {w}")),
         );
         rr.on(Event::Started(&r.start));
         for iv in &r.intervals {

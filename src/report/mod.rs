@@ -16,7 +16,6 @@ mod load;
 pub mod load_stream;
 pub mod observe;
 pub mod profile;
-pub mod progress;
 pub mod text;
 
 #[cfg(test)]

@@ -8,12 +8,15 @@
 //! wrapped observer sees the `-i 0` test it was made for. Every other event clears the
 //! line, is passed on, and the line comes back; the end summary clears it for good.
 //!
+//! A renderer, but one that draws on a terminal, so it lives with the engine's other
+//! writers ([`super::output`]) rather than in the pure `report`.
+//!
 //! Drawing is indicatif's, on standard output (where the summary goes), which it skips
 //! when standard output is not a terminal; [`wanted`] decides whether to wrap at all: a
 //! terminal, text output, no interval lines, no `--logfile`, `-J` or `--csv`.
 
-use super::observe::{Event, Observer};
-use super::{Interval, SumInterval};
+use crate::report::observe::{Event, Observer};
+use crate::report::{Interval, SumInterval};
 use crate::units::{Format, format_rate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
