@@ -10,6 +10,8 @@
 
 use super::Report;
 use super::load_stream::{self, StreamError};
+use serde::de::IgnoredAny;
+use serde_json::error::Category;
 use std::path::{Path, PathBuf};
 
 /// What is wrong with the input, worded to follow "cannot use FILE: ".
@@ -23,6 +25,8 @@ pub enum InputError {
     NotJson(String),
     #[error("it is truncated JSON (it ends at line {0} before the document is complete)")]
     Truncated(usize),
+    #[error("it holds {0} JSON documents (a log of several tests?); keep one per file")]
+    SeveralDocuments(usize),
     #[error("it is not a netmeter or iperf3 result (no start, intervals and end)")]
     NotAResult,
     #[error("it is not a netmeter or iperf3 result ({0})")]
@@ -69,18 +73,42 @@ pub fn parse_result(text: &str) -> Result<Report, InputError> {
     Ok(report)
 }
 
+/// The top-level keys every result has; nothing else is read on this first pass.
+#[derive(serde::Deserialize)]
+struct Keys {
+    start: Option<IgnoredAny>,
+    intervals: Option<IgnoredAny>,
+    end: Option<IgnoredAny>,
+}
+
+fn json_error(e: serde_json::Error) -> InputError {
+    match e.classify() {
+        Category::Eof => InputError::Truncated(e.line()),
+        // Valid JSON of another shape (an array, a string...).
+        Category::Data => InputError::NotAResult,
+        Category::Syntax | Category::Io => InputError::NotJson(e.to_string()),
+    }
+}
+
+/// A `-J` document: checked on a first pass that builds nothing (one JSON value, an
+/// object with `start`, `intervals` and `end`), then loaded.
 fn document(text: &str) -> Result<Report, InputError> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        if e.is_eof() {
-            InputError::Truncated(e.line())
-        } else {
-            InputError::NotJson(e.to_string())
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Keys>();
+    let keys = match values.next() {
+        Some(Ok(keys)) => keys,
+        Some(Err(e)) => return Err(json_error(e)),
+        None => return Err(InputError::Empty),
+    };
+    match values.next() {
+        // `netmeter -s -J` and `iperf3 -s -J` write one document per test to one log.
+        Some(Ok(_)) => {
+            let more = values.take_while(Result::is_ok).count();
+            return Err(InputError::SeveralDocuments(2 + more));
         }
-    })?;
-    let is_result = value.as_object().is_some_and(|o| {
-        o.contains_key("start") && o.contains_key("intervals") && o.contains_key("end")
-    });
-    if !is_result {
+        Some(Err(e)) => return Err(InputError::NotJson(e.to_string())),
+        None => {}
+    }
+    if keys.start.is_none() || keys.intervals.is_none() || keys.end.is_none() {
         return Err(InputError::NotAResult);
     }
     Report::from_document(text).map_err(|e| InputError::BadShape(e.to_string()))
@@ -156,6 +184,10 @@ mod tests {
         assert_eq!(
             msg(&v.to_string()),
             "it holds no measurements (no intervals and no end-of-test streams)"
+        );
+        assert_eq!(
+            msg(&format!("{doc}{doc}{doc}")),
+            "it holds 3 JSON documents (a log of several tests?); keep one per file"
         );
         let stream = fixture("iperf3_322_tcp.jsonl");
         assert_eq!(

@@ -22,6 +22,8 @@ pub enum StreamError {
     NotJson { line: usize, why: String },
     #[error("line {line} is not a --json-stream event ({why})")]
     NotEvent { line: usize, why: String },
+    #[error("line {line} starts a second test; keep one test's lines per file")]
+    SecondTest { line: usize },
     #[error("the {event} event on line {line} does not have iperf3's shape ({why})")]
     BadData {
         line: usize,
@@ -48,6 +50,7 @@ impl Report {
     pub fn from_json_stream(text: &str) -> Result<Report, StreamError> {
         let mut r = Report::default();
         let mut events = 0;
+        let mut started = false;
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             let raw = raw.trim();
@@ -75,7 +78,13 @@ impl Report {
                 why: e.to_string(),
             };
             match ev.event.as_str() {
-                "start" => r.start = serde_json::from_value(ev.data.clone()).map_err(bad)?,
+                // A server's log holds one test after another; rows of two tests in one
+                // report would be nonsense.
+                "start" if started => return Err(StreamError::SecondTest { line }),
+                "start" => {
+                    started = true;
+                    r.start = serde_json::from_value(ev.data.clone()).map_err(bad)?
+                }
                 "interval" => r
                     .intervals
                     .push(serde_json::from_value(ev.data.clone()).map_err(bad)?),
@@ -181,6 +190,11 @@ mod tests {
             Report::from_json_stream("{\"event\":\"interval\",\"data\":{\"streams\":3}}\n"),
             Err(StreamError::BadData { line: 1, .. })
         ));
+        let two = format!("{full}{full}");
+        assert_eq!(
+            Report::from_json_stream(&two),
+            Err(StreamError::SecondTest { line: 5 })
+        );
         // A newer writer's event is skipped, not refused.
         let r = Report::from_json_stream("{\"event\":\"later\",\"data\":1}\n").unwrap();
         assert!(r.intervals.is_empty());
