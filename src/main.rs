@@ -68,41 +68,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             r
         }
-        Command::Client { cfg, logfile, csv } => {
-            catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref())?;
-            match csv {
-                Some(columns) => {
-                    let write = move |s: &str| {
-                        if let Ok(mut w) = sink.lock() {
-                            let _ = w.write_all(s.as_bytes());
-                            let _ = w.flush();
-                        }
-                    };
-                    let warn = |w: &str| eprintln!("netmeter: warning: {w}");
-                    let mut csv = CsvRenderer::new(
-                        columns,
-                        cfg.spec.title.clone(),
-                        Box::new(write),
-                        Box::new(warn),
-                    );
-                    netmeter::run(&cfg, &mut csv)?;
-                }
-                None => {
-                    let mut renderer = client::renderer(&cfg, sink);
-                    let text = cfg.mode == Mode::Text;
-                    if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
-                        // Intervals feed the status line; the renderer never sees them.
-                        let mut ticking = cfg.clone();
-                        ticking.interval_s = progress::TICK_S;
-                        netmeter::run(&ticking, &mut Progress::new(renderer, None))?;
-                    } else {
-                        netmeter::run(&cfg, &mut renderer)?;
-                    }
-                }
-            }
-            Ok(())
-        }
+        Command::Client { cfg, logfile, csv } => run_client(&cfg, logfile.as_deref(), csv),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -112,15 +78,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             input,
             columns,
             output,
-        } => {
-            // The whole input is read and checked before anything is written.
-            let report = netmeter::report::input::read_result(&input)?;
-            let text = netmeter::report::csv::rows(&report, &columns);
-            match output {
-                Some(p) => write_whole(&p, text.as_bytes()),
-                None => write_stdout(text.as_bytes()),
-            }
-        }
+        } => csv_file(&input, &columns, output.as_deref()),
         Command::FindMaxRate {
             cfg,
             loss_target,
@@ -173,6 +131,55 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// A client test: iperf3's text or JSON, CSV (`--csv`), or text with a status line
+/// (`-i 0` on a terminal).
+fn run_client(
+    cfg: &client::ClientConfig,
+    logfile: Option<&Path>,
+    csv: Option<netmeter::report::csv::Columns>,
+) -> anyhow::Result<()> {
+    catch_stop_signals()?;
+    let sink = open_sink(logfile)?;
+    if let Some(columns) = csv {
+        let write = move |s: &str| {
+            if let Ok(mut w) = sink.lock() {
+                let _ = w.write_all(s.as_bytes());
+                let _ = w.flush();
+            }
+        };
+        let warn = |w: &str| eprintln!("netmeter: warning: {w}");
+        let title = cfg.spec.title.clone();
+        let mut csv = CsvRenderer::new(columns, title, Box::new(write), Box::new(warn));
+        netmeter::run(cfg, &mut csv)?;
+        return Ok(());
+    }
+    let mut renderer = client::renderer(cfg, sink);
+    let text = cfg.mode == Mode::Text;
+    if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+        // Intervals feed the status line; the renderer never sees them.
+        let mut ticking = cfg.clone();
+        ticking.interval_s = progress::TICK_S;
+        netmeter::run(&ticking, &mut Progress::new(renderer, None))?;
+    } else {
+        netmeter::run(cfg, &mut renderer)?;
+    }
+    Ok(())
+}
+
+/// `netmeter csv`: the whole input is read and checked before anything is written.
+fn csv_file(
+    input: &Path,
+    columns: &netmeter::report::csv::Columns,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let report = netmeter::report::input::read_result(input)?;
+    let text = netmeter::report::csv::rows(&report, columns);
+    match output {
+        Some(p) => write_whole(p, text.as_bytes()),
+        None => write_stdout(text.as_bytes()),
     }
 }
 
