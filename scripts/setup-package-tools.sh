@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # setup-package-tools.sh — the system tools scripts/build-deb.sh and the package tests
-# (tests/integration/package.rs) need: dpkg-dev (dpkg-shlibdeps computes Depends) and
-# man-db (man -l renders the generated pages). dpkg-deb, apt-get and bash are part of
-# every Debian system.
+# (tests/integration/package.rs) need: dpkg-dev (dpkg-shlibdeps computes Depends),
+# man-db (man -l renders the generated pages), zsh and fish (the generated completions
+# are loaded and asked for completions). dpkg-deb, apt-get and bash are part of every
+# Debian system.
 #
 # Idempotent and fast when everything is there: it only calls apt-get for a tool that is
 # missing. Needs root and Debian's package mirror in that case.
@@ -17,6 +18,8 @@ export DEBIAN_FRONTEND=noninteractive
 missing=()
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+command -v fish >/dev/null 2>&1 || missing+=(fish)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

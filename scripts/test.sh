@@ -14,7 +14,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 ./scripts/setup-peers.sh
-./scripts/setup-package-tools.sh  # dpkg-dev and man-db, for the .deb and its tests
+./scripts/setup-package-tools.sh  # dpkg-dev, man-db, zsh, fish: the .deb and its tests
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 
 full=(--locked --features full-tests)

@@ -144,6 +144,51 @@ fn generated_bash_completion_completes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The zsh completion parses (`zsh -n`) and compinit registers it for `netmeter` (its
+/// `#compdef` line) and loads it as a function; fish's completes `netmeter --bit` and `netmeter csv --fi`.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: needs zsh and fish")]
+fn generated_zsh_and_fish_completions_work() {
+    let dir = scratch("zshfish");
+    let zsh = generate(&dir, "zsh", "_netmeter");
+    let syntax = run(
+        Command::new("zsh").args(["-n", zsh.to_str().unwrap()]),
+        Duration::from_secs(10),
+    );
+    assert!(syntax.status.success(), "{}", show(&syntax));
+    let load = format!(
+        "fpath=({} $fpath); autoload -U compinit && compinit -u -D; print -r -- comps=$_comps[netmeter]; autoload -U +X _netmeter; whence -w _netmeter",
+        dir.display()
+    );
+    let out = run(
+        Command::new("zsh").args(["-f", "-c", &load]),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("comps=_netmeter\n") && said.contains("_netmeter: function"),
+        "{}",
+        show(&out)
+    );
+
+    let fish = generate(&dir, "fish", "netmeter.fish");
+    let cmd = format!(
+        "source {}; complete -C 'netmeter --bit'; complete -C 'netmeter csv --fi'",
+        fish.display()
+    );
+    let out = run(
+        Command::new("fish").args(["--no-config", "-c", &cmd]),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(words, ["--bitrate", "--fields"], "{}", show(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Build the `.deb` of the binary under test with `scripts/build-deb.sh`; its path.
 fn build_deb(out: &std::path::Path) -> std::path::PathBuf {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-deb.sh");
