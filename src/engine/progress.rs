@@ -12,7 +12,8 @@
 //! writers ([`super::output`]) rather than in the pure `report`.
 //!
 //! Drawing is indicatif's, on standard output (where the summary goes), which it skips
-//! when standard output is not a terminal; [`wanted`] decides whether to wrap at all: a
+//! when standard output is not a terminal or the terminal is dumb (`TERM` unset or
+//! `dumb`: no cursor control); [`wanted`] decides whether to wrap at all: a
 //! terminal, text output, no interval lines, no `--logfile`, `-J` or `--csv`.
 
 use crate::report::observe::{Event, Observer};

@@ -357,7 +357,11 @@ fn client_on_a_terminal(port: u16, args: &[&str]) -> String {
 fn client_on_a_terminal_status(port: u16, args: &[&str]) -> (bool, String) {
     let cmd = format!("{} -c 127.0.0.1 -p {port} {}", netmeter(), args.join(" "));
     let out = run_bounded(
-        Command::new("script").args(["-qfec", &cmd, "/dev/null"]),
+        // indicatif (rightly) draws nothing on a dumb terminal (TERM unset or "dumb", as
+        // under CI): the terminal here is a capable one.
+        Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env("TERM", "xterm-256color"),
         Duration::from_secs(60),
         "netmeter under script",
     );
