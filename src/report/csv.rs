@@ -14,8 +14,10 @@
 
 use super::observe::{Event, Observer};
 use super::{
-    Connected, End, EndSide, EndSum, EndUdp, Interval, Report, Start, StreamInterval, SumInterval,
+    Connected, End, EndSide, EndSum, EndUdp, Interval, Report, Start, StreamExt, StreamInterval,
+    SumInterval,
 };
+use crate::latency::LatencyStats;
 use std::fmt::Write as _;
 
 /// One CSV column. The names (and their order in [`Field::ALL`]) are stable.
@@ -48,11 +50,18 @@ pub enum Field {
     RemoteHost,
     RemotePort,
     Title,
+    Transactions,
+    TransactionRttMeanUs,
+    TransactionRttP99Us,
+    OwdMeanUs,
+    OwdP99Us,
+    Connections,
+    ConnectMeanUs,
 }
 
 impl Field {
     /// Every column, in the default order.
-    pub const ALL: [Field; 27] = [
+    pub const ALL: [Field; 34] = [
         Field::Kind,
         Field::Direction,
         Field::Role,
@@ -80,6 +89,13 @@ impl Field {
         Field::RemoteHost,
         Field::RemotePort,
         Field::Title,
+        Field::Transactions,
+        Field::TransactionRttMeanUs,
+        Field::TransactionRttP99Us,
+        Field::OwdMeanUs,
+        Field::OwdP99Us,
+        Field::Connections,
+        Field::ConnectMeanUs,
     ];
 
     /// The header name.
@@ -112,6 +128,13 @@ impl Field {
             Field::RemoteHost => "remote_host",
             Field::RemotePort => "remote_port",
             Field::Title => "title",
+            Field::Transactions => "transactions",
+            Field::TransactionRttMeanUs => "transaction_rtt_mean_us",
+            Field::TransactionRttP99Us => "transaction_rtt_p99_us",
+            Field::OwdMeanUs => "owd_mean_us",
+            Field::OwdP99Us => "owd_p99_us",
+            Field::Connections => "connections",
+            Field::ConnectMeanUs => "connect_mean_us",
         }
     }
 }
@@ -225,6 +248,8 @@ struct Row {
     jitter_ms: Option<f64>,
     out_of_order: Option<u64>,
     duplicates: Option<u64>,
+    /// netmeter's per-interval extras (bounceback, trip times, connect-only).
+    ext: Option<StreamExt>,
 }
 
 fn role(sender: bool) -> &'static str {
@@ -255,6 +280,7 @@ fn stream_row(ctx: &RowCtx, s: &StreamInterval) -> Row {
         jitter_ms: s.udp_recv.map(|u| u.jitter_ms),
         out_of_order: ext.map(|u| u.out_of_order),
         duplicates: ext.map(|u| u.duplicates),
+        ext: s.netmeter,
     }
 }
 
@@ -278,6 +304,7 @@ fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
         jitter_ms: s.udp_recv.map(|u| u.jitter_ms),
         out_of_order: ext.map(|u| u.out_of_order),
         duplicates: ext.map(|u| u.duplicates),
+        ext: s.netmeter,
         ..Row::default()
     }
 }
@@ -409,6 +436,13 @@ fn opt<T: std::fmt::Display>(out: &mut String, v: Option<T>) {
     }
 }
 
+/// A latency figure (kept in milliseconds) in microseconds; empty without samples.
+fn us(out: &mut String, stats: Option<LatencyStats>, pick: impl Fn(&LatencyStats) -> f64) {
+    if let Some(l) = stats.filter(|l| l.count > 0) {
+        num(out, pick(&l) * 1000.0);
+    }
+}
+
 /// A text cell, quoted when it must be (RFC 4180).
 fn text(out: &mut String, s: &str) {
     if s.contains([',', '"', '\n', '\r']) {
@@ -475,6 +509,13 @@ fn render(out: &mut String, cols: &Columns, ctx: &RowCtx, row: &Row) {
             Field::RemoteHost => text(out, conn.map_or("", |c| c.remote_host.as_str())),
             Field::RemotePort => opt(out, conn.map(|c| c.remote_port)),
             Field::Title => text(out, ctx.title.as_deref().unwrap_or("")),
+            Field::Transactions => opt(out, row.ext.and_then(|e| e.transactions)),
+            Field::TransactionRttMeanUs => us(out, row.ext.and_then(|e| e.rtt), |l| l.mean_ms),
+            Field::TransactionRttP99Us => us(out, row.ext.and_then(|e| e.rtt), |l| l.p99_ms),
+            Field::OwdMeanUs => us(out, row.ext.and_then(|e| e.owd), |l| l.mean_ms),
+            Field::OwdP99Us => us(out, row.ext.and_then(|e| e.owd), |l| l.p99_ms),
+            Field::Connections => opt(out, row.ext.and_then(|e| e.connections)),
+            Field::ConnectMeanUs => us(out, row.ext.and_then(|e| e.connect), |l| l.mean_ms),
         }
     }
     out.push('\n');
@@ -592,7 +633,9 @@ mod tests {
             "kind,direction,role,stream,start_s,end_s,seconds,unix_time_s,bytes,\
              bits_per_second,omitted,retransmits,snd_cwnd_bytes,snd_wnd_bytes,rtt_us,\
              rttvar_us,packets,lost_packets,lost_percent,jitter_ms,out_of_order,duplicates,\
-             local_host,local_port,remote_host,remote_port,title\n"
+             local_host,local_port,remote_host,remote_port,title,transactions,\
+             transaction_rtt_mean_us,transaction_rtt_p99_us,owd_mean_us,owd_p99_us,\
+             connections,connect_mean_us\n"
         );
     }
 
@@ -712,6 +755,45 @@ mod tests {
             r.intervals[0].streams[0].tcp.unwrap().rtt.to_string()
         );
         assert_ne!(col(&head, first, "snd_cwnd_bytes"), "");
+    }
+
+    /// Bounceback and connect-only rows carry their transactions, connections and
+    /// latencies (kept in ms in the report, written in µs).
+    #[test]
+    fn netmeter_mode_columns() {
+        let r = fixture("bounceback.json");
+        let cols = Columns::parse(
+            "stream,transactions,transaction_rtt_mean_us,transaction_rtt_p99_us,owd_mean_us",
+        )
+        .unwrap();
+        let (head, got) = table(&rows(&r, &cols));
+        let ext = r.intervals[0].streams[0].netmeter.unwrap();
+        let rtt = ext.rtt.unwrap();
+        assert_eq!(
+            col(&head, &got[0], "transactions"),
+            ext.transactions.unwrap().to_string()
+        );
+        let mean: f64 = col(&head, &got[0], "transaction_rtt_mean_us")
+            .parse()
+            .unwrap();
+        assert!((mean - rtt.mean_ms * 1000.0).abs() < 1e-6, "{mean}");
+        let p99: f64 = col(&head, &got[0], "transaction_rtt_p99_us")
+            .parse()
+            .unwrap();
+        assert!((p99 - rtt.p99_ms * 1000.0).abs() < 1e-6, "{p99}");
+        assert_eq!(col(&head, &got[0], "owd_mean_us"), "");
+        let r = fixture("connect_only.json");
+        let cols = Columns::parse("stream,connections,connect_mean_us,transactions").unwrap();
+        let (head, got) = table(&rows(&r, &cols));
+        let ext = r.intervals[0].sum.netmeter.unwrap();
+        assert_eq!(col(&head, &got[1], "stream"), "sum");
+        assert_eq!(
+            col(&head, &got[1], "connections"),
+            ext.connections.unwrap().to_string()
+        );
+        let c: f64 = col(&head, &got[1], "connect_mean_us").parse().unwrap();
+        assert!((c - ext.connect.unwrap().mean_ms * 1000.0).abs() < 1e-6);
+        assert_eq!(col(&head, &got[1], "transactions"), "");
     }
 
     #[test]
