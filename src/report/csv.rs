@@ -20,7 +20,7 @@
 use super::observe::{Event, Observer};
 use super::{
     Connected, End, EndSide, EndSum, EndUdp, Interval, Report, Start, StreamExt, StreamInterval,
-    SumInterval,
+    SumInterval, UdpRecvFigures,
 };
 use crate::latency::LatencyStats;
 use std::fmt::Write as _;
@@ -261,8 +261,28 @@ fn role(sender: bool) -> &'static str {
     if sender { "sender" } else { "receiver" }
 }
 
+impl Row {
+    /// The UDP columns (the receive figures where this side received, else the datagrams
+    /// sent) and netmeter's extras.
+    fn with_udp(
+        mut self,
+        recv: Option<UdpRecvFigures>,
+        sent: Option<u64>,
+        ext: Option<StreamExt>,
+    ) -> Row {
+        let extra = ext.and_then(|n| n.udp);
+        self.packets = recv.map(|u| u.packets).or(sent);
+        self.lost_packets = recv.map(|u| u.lost_packets);
+        self.lost_percent = recv.map(|u| u.lost_percent);
+        self.jitter_ms = recv.map(|u| u.jitter_ms);
+        self.out_of_order = extra.map(|u| u.out_of_order);
+        self.duplicates = extra.map(|u| u.duplicates);
+        self.ext = ext;
+        self
+    }
+}
+
 fn stream_row(ctx: &RowCtx, s: &StreamInterval) -> Row {
-    let ext = s.netmeter.as_ref().and_then(|n| n.udp);
     Row {
         kind: "interval",
         direction: ctx.direction(s.sender),
@@ -279,18 +299,12 @@ fn stream_row(ctx: &RowCtx, s: &StreamInterval) -> Row {
         snd_wnd_bytes: s.tcp.map(|t| t.snd_wnd),
         rtt_us: s.tcp.map(|t| t.rtt),
         rttvar_us: s.tcp.map(|t| t.rttvar),
-        packets: s.udp_recv.map(|u| u.packets).or(s.packets),
-        lost_packets: s.udp_recv.map(|u| u.lost_packets),
-        lost_percent: s.udp_recv.map(|u| u.lost_percent),
-        jitter_ms: s.udp_recv.map(|u| u.jitter_ms),
-        out_of_order: ext.map(|u| u.out_of_order),
-        duplicates: ext.map(|u| u.duplicates),
-        ext: s.netmeter,
+        ..Row::default()
     }
+    .with_udp(s.udp_recv, s.packets, s.netmeter)
 }
 
 fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
-    let ext = s.netmeter.as_ref().and_then(|n| n.udp);
     Row {
         kind: "interval",
         direction: ctx.direction(s.sender),
@@ -303,15 +317,9 @@ fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
         bits_per_second: s.bits_per_second,
         omitted: Some(s.omitted),
         retransmits: s.retransmits,
-        packets: s.udp_recv.map(|u| u.packets).or(s.packets),
-        lost_packets: s.udp_recv.map(|u| u.lost_packets),
-        lost_percent: s.udp_recv.map(|u| u.lost_percent),
-        jitter_ms: s.udp_recv.map(|u| u.jitter_ms),
-        out_of_order: ext.map(|u| u.out_of_order),
-        duplicates: ext.map(|u| u.duplicates),
-        ext: s.netmeter,
         ..Row::default()
     }
+    .with_udp(s.udp_recv, s.packets, s.netmeter)
 }
 
 /// The rows of one interval: its streams, then its sum(s).
@@ -378,12 +386,9 @@ fn end_sum_row(direction: &'static str, sender: bool, s: &EndSum) -> Row {
         bytes: s.bytes,
         bits_per_second: s.bits_per_second,
         retransmits: s.retransmits,
-        packets: s.udp_recv.map(|u| u.packets),
-        lost_packets: s.udp_recv.map(|u| u.lost_packets),
-        lost_percent: s.udp_recv.map(|u| u.lost_percent),
-        jitter_ms: s.udp_recv.map(|u| u.jitter_ms),
         ..Row::default()
     }
+    .with_udp(s.udp_recv, None, None)
 }
 
 /// The end summary's rows: each stream's sender and receiver figures (UDP: iperf3's one
