@@ -15,12 +15,14 @@ fi
 
 ./scripts/setup-peers.sh
 ./scripts/setup-chromium.sh  # headless Chromium renders the HTML report (integration module plots)
+./scripts/setup-package-tools.sh  # dpkg-dev, man-db, zsh, fish: the .deb and its tests
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 
 full=(--locked --features full-tests)
 cargo fmt --all -- --check
 cargo clippy "${full[@]}" --all-targets -- -D warnings
 cargo build --locked --release
+./scripts/build-deb.sh --binary target/release/netmeter  # target/debian/netmeter_*.deb
 cargo test "${full[@]}" --lib --bins
 cargo test "${full[@]}" --doc
 # The integration tests, one module (tests/integration/main.rs) at a time, as when each

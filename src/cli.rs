@@ -15,10 +15,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod csv_cmd;
+pub mod generate;
 mod profile_flags;
 mod tools;
-
-pub use tools::parse_tool;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
 #[derive(Debug, Parser, Default)]
@@ -28,7 +28,7 @@ pub use tools::parse_tool;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream"
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)"
 )]
 pub struct Args {
     /// Run as a server.
@@ -64,6 +64,13 @@ pub struct Args {
     /// Output one JSON object per event, line by line.
     #[arg(long = "json-stream")]
     pub json_stream: bool,
+    /// Output CSV instead of text: a row per stream per interval, the sums and the end
+    /// summary, under a header of column names (docs/csv.md).
+    #[arg(long = "csv")]
+    pub csv: bool,
+    /// With --csv: the columns to write, comma-separated, in order (default: all).
+    #[arg(long = "fields", value_name = "a,b,c")]
+    pub fields: Option<String>,
     /// Send output to a file (appended).
     #[arg(long = "logfile", value_name = "FILE")]
     pub logfile: Option<PathBuf>,
@@ -287,6 +294,8 @@ pub enum Command {
         logfile: Option<PathBuf>,
         /// `--plot FILE`: the test's charts, drawn when it ends.
         plot: Option<PathBuf>,
+        /// `--csv`: CSV with these columns instead of text.
+        csv: Option<crate::report::csv::Columns>,
     },
     FindMaxRate {
         cfg: ClientConfig,
@@ -309,6 +318,25 @@ pub enum Command {
         inputs: Vec<PathBuf>,
         output: PathBuf,
     },
+    /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
+    Generate(generate::Asset),
+    /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
+    Csv {
+        input: PathBuf,
+        columns: crate::report::csv::Columns,
+        output: Option<PathBuf>,
+    },
+}
+
+/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`); `None` for
+/// iperf3's flat command line.
+pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {
+    match argv.get(1)?.to_str()? {
+        "plot" | "report" => tools::parse_tool(argv),
+        "csv" => Some(csv_cmd::parse(&argv[1..])),
+        "generate" => Some(generate::parse(&argv[1..])),
+        _ => None,
+    }
 }
 
 /// Linux's smallest TCP_MAXSEG (`TCP_MIN_MSS`, include/net/tcp.h).
@@ -544,7 +572,11 @@ impl Args {
             Some(f) => Format::parse(f).map_err(usage)?,
             None => Format::Auto,
         };
+        let csv = self.csv_columns()?;
         if self.server {
+            if csv.is_some() {
+                return Err(usage("--csv writes a client test's rows; use it with -c"));
+            }
             self.reject_client_only()?;
             if self.max_tests == 0 {
                 return Err(usage("--max-tests must be at least 1"));
@@ -586,6 +618,11 @@ impl Args {
             ));
         }
         let cfg = self.client_config(format)?;
+        if csv.is_some() && (self.loopback || self.find_max_rate) {
+            return Err(usage(
+                "--csv writes one client test's rows; it cannot be used with --loopback or --find-max-rate",
+            ));
+        }
         if self.loopback {
             let mut tcp = cfg.clone();
             tcp.host = "127.0.0.1".into();
@@ -649,7 +686,26 @@ impl Args {
             cfg,
             logfile: self.logfile.clone(),
             plot: self.plot.clone(),
+            csv,
         })
+    }
+
+    /// `--csv [--fields a,b,c]`: the columns, or `None` without `--csv`.
+    fn csv_columns(&self) -> Result<Option<crate::report::csv::Columns>, UsageError> {
+        use crate::report::csv::Columns;
+        if !self.csv {
+            return match self.fields {
+                Some(_) => Err(usage("--fields chooses CSV columns; use it with --csv")),
+                None => Ok(None),
+            };
+        }
+        if self.json || self.json_stream {
+            return Err(usage("--csv and -J/--json-stream cannot be used together"));
+        }
+        match &self.fields {
+            Some(f) => Columns::parse(f).map(Some).map_err(usage),
+            None => Ok(Some(Columns::default())),
+        }
     }
 
     /// `-A N[,M]`: local CPU and the server's.

@@ -22,6 +22,7 @@ pub mod sock;
 pub mod spec;
 pub mod stats;
 pub mod units;
+pub mod version;
 pub mod wire;
 
 /// A client test's resolved configuration (flags, or a program's own choice).

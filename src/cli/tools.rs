@@ -24,7 +24,7 @@ Examples:\n  netmeter -c HOST -J > run.json && netmeter plot run.json -o run.svg
 netmeter plot before.json after.json -o compare.png"
 )]
 struct PlotArgs {
-    /// Result files: -J output of netmeter or iperf3 3.12 and later.
+    /// Result files: -J documents or --json-stream lines of netmeter or iperf3 3.12 and later.
     #[arg(value_name = "RESULT.json", required = true)]
     inputs: Vec<PathBuf>,
     /// The file to write; its ending (.svg or .png) picks the format.
@@ -42,7 +42,7 @@ struct PlotArgs {
 Example:\n  netmeter report run1.json run2.json -o report.html"
 )]
 struct ReportArgs {
-    /// Result files: -J output of netmeter or iperf3 3.12 and later.
+    /// Result files: -J documents or --json-stream lines of netmeter or iperf3 3.12 and later.
     #[arg(value_name = "RESULT.json", required = true)]
     inputs: Vec<PathBuf>,
     /// The HTML file to write.

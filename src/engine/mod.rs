@@ -12,6 +12,7 @@ pub mod max_rate;
 pub mod meter;
 pub mod output;
 pub mod profile;
+pub mod progress;
 pub mod server;
 pub mod stream;
 pub mod test_common;

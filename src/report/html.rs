@@ -520,7 +520,7 @@ pub fn write_file(inputs: &[Input], path: &std::path::Path) -> Result<(), HtmlEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::input::read_document;
+    use crate::report::input::parse_result as read_document;
 
     fn input(name: &str, text: &str) -> Input {
         Input {

@@ -1,17 +1,63 @@
-//! Result files as inputs of `netmeter plot` and `netmeter report`.
+//! A saved result as input (`netmeter csv`, `plot`, `report`): a `-J` document or `--json-stream`
+//! lines, netmeter's or iperf3's, told apart by their first line and checked before
+//! anything is rendered, so a bad file ends in one sentence and no output.
 //!
-//! A saved `-J` document, netmeter's or iperf3's (3.12–3.22), becomes a [`Report`]
-//! through [`Report::from_document`]. Before that, the document is judged as a whole so
-//! that a file that cannot be plotted is refused in one sentence naming it and what is
-//! wrong with it: not JSON, cut short, JSON that is not a test result (or
-//! `--json-stream` lines), a test that failed (`error`), or a test that measured
-//! nothing. The judgement is pure ([`read_document`]); [`load_file`] adds the file.
+//! Refused: an empty file, text that is not JSON or is cut short, JSON that is not a
+//! result (no `start`/`intervals`/`end`), a result with an `error` (the test failed),
+//! and a result with no measurements (no interval and no end-of-test stream). The one
+//! error accepted is a stop on purpose (iperf3's and netmeter's `interrupt - ...`, as
+//! every `-t 0` test ends): what ran before the stop is a valid result.
 
 use super::Report;
-use serde::Deserialize;
+use super::load_stream::{self, StreamError};
 use serde::de::IgnoredAny;
-use std::collections::HashMap;
+use serde_json::error::Category;
 use std::path::{Path, PathBuf};
+
+/// What is wrong with the input, worded to follow "cannot use FILE: ".
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    #[error("it is empty")]
+    Empty,
+    #[error("it is not JSON ({0})")]
+    NotJson(String),
+    #[error("it is truncated JSON (it ends at line {0} before the document is complete)")]
+    Truncated(usize),
+    #[error("it holds {0} JSON documents (a log of several tests?); keep one per file")]
+    SeveralDocuments(usize),
+    #[error("it is not a netmeter or iperf3 result (no start, intervals and end)")]
+    NotAResult,
+    #[error("it is not a netmeter or iperf3 result ({0})")]
+    BadShape(String),
+    #[error("as --json-stream lines, {0}")]
+    Stream(StreamError),
+    #[error("the test it records failed: {0}")]
+    Failed(String),
+    #[error("it holds no measurements (no intervals and no end-of-test streams)")]
+    NoData,
+}
+
+/// An input error with the file it is about.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use {}: {why}", path.display())]
+pub struct FileError {
+    pub path: PathBuf,
+    pub why: InputError,
+}
+
+/// Read and check a result file.
+pub fn read_result(path: &Path) -> Result<Report, FileError> {
+    let err = |why| FileError {
+        path: path.to_path_buf(),
+        why,
+    };
+    let bytes = std::fs::read(path).map_err(|e| err(InputError::Read(e)))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| err(InputError::NotJson("it is not UTF-8 text".into())))?;
+    parse_result(&text).map_err(err)
+}
 
 /// One loaded result and the name it goes by in legends and headings.
 #[derive(Debug, Clone)]
@@ -22,48 +68,9 @@ pub struct Input {
     pub report: Report,
 }
 
-/// What is wrong with a document, worded to follow the file's name.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Problem {
-    #[error("is empty")]
-    Empty,
-    #[error("is cut short: the JSON ends at line {line} before the document is complete")]
-    Truncated { line: usize },
-    #[error("is not JSON ({0})")]
-    NotJson(String),
-    #[error(
-        "holds --json-stream lines; plot and report read a whole -J document (run the test with -J)"
-    )]
-    JsonStream,
-    #[error("is not a netmeter or iperf3 -J result (no start, intervals and end objects)")]
-    NotAResult,
-    #[error("is a -J result that does not load: {0}")]
-    Schema(String),
-    #[error("records a test that failed: {0}")]
-    Failed(String),
-    #[error("holds an empty test: no intervals and no end summary")]
-    NoMeasurements,
-}
-
-/// A file that could not be used, as one sentence.
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    #[error("cannot read {}: {err}", path.display())]
-    Read { path: PathBuf, err: std::io::Error },
-    #[error("{} {problem}", path.display())]
-    Bad { path: PathBuf, problem: Problem },
-}
-
-/// Read and judge one result file.
-pub fn load_file(path: &Path) -> Result<Input, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|err| InputError::Read {
-        path: path.to_path_buf(),
-        err,
-    })?;
-    let report = read_document(&text).map_err(|problem| InputError::Bad {
-        path: path.to_path_buf(),
-        problem,
-    })?;
+/// Read and check a result file, named for charts and tables.
+pub fn load_file(path: &Path) -> Result<Input, FileError> {
+    let report = read_result(path)?;
     let name = match report.title.as_deref().map(str::trim) {
         Some(t) if !t.is_empty() => t.to_string(),
         _ => file_label(path),
@@ -75,137 +82,178 @@ pub fn load_file(path: &Path) -> Result<Input, InputError> {
     })
 }
 
-/// The file's name without a `.json` ending, for legends.
+/// The file's name without a `.json`/`.jsonl` ending, for legends.
 fn file_label(path: &Path) -> String {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    match name.strip_suffix(".json") {
+    match name
+        .strip_suffix(".json")
+        .or_else(|| name.strip_suffix(".jsonl"))
+    {
         Some(stem) if !stem.is_empty() => stem.to_string(),
         _ => name,
     }
 }
 
-/// Judge a document's text and load it.
-pub fn read_document(text: &str) -> Result<Report, Problem> {
-    if text.trim().is_empty() {
-        return Err(Problem::Empty);
-    }
-    // The syntax first, every value skipped unread (no allocation), then the top keys.
-    match serde_json::from_str::<IgnoredAny>(text) {
-        Ok(_) => {}
-        Err(e) if e.is_eof() => return Err(Problem::Truncated { line: e.line() }),
-        Err(_) if looks_like_stream(text) => return Err(Problem::JsonStream),
-        Err(e) => return Err(Problem::NotJson(e.to_string())),
-    }
-    let outline: Outline = serde_json::from_str(text).map_err(|_| Problem::NotAResult)?;
-    if let Some(err) = outline.error {
-        let msg = err.as_str().map_or_else(|| err.to_string(), str::to_string);
-        return Err(Problem::Failed(msg));
-    }
-    if outline.start.is_none() || outline.end.is_none() {
-        return Err(if outline.event.is_some() {
-            Problem::JsonStream
-        } else {
-            Problem::NotAResult
-        });
-    }
-    let report = Report::from_document(text).map_err(|e| Problem::Schema(e.to_string()))?;
-    let e = &report.end;
-    let has_end = !e.streams.is_empty()
-        || e.sum.is_some()
-        || e.sum_sent.is_some()
-        || e.sum_received.is_some();
-    if report.intervals.is_empty() && !has_end {
-        return Err(Problem::NoMeasurements);
-    }
+/// Check a result given as text: a `-J` document or `--json-stream` lines.
+pub fn parse_result(text: &str) -> Result<Report, InputError> {
+    let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(InputError::Empty);
+    };
+    let report = if load_stream::is_event_line(first) {
+        Report::from_json_stream(text).map_err(InputError::Stream)?
+    } else {
+        document(text)?
+    };
+    check(&report)?;
     Ok(report)
 }
 
-/// The top of a document: which keys it has (`start` and `end` must be objects).
-#[derive(Deserialize)]
-struct Outline {
-    start: Option<HashMap<String, IgnoredAny>>,
-    end: Option<HashMap<String, IgnoredAny>>,
-    event: Option<IgnoredAny>,
-    error: Option<serde_json::Value>,
+/// The top-level keys every result has; nothing else is read on this first pass.
+#[derive(serde::Deserialize)]
+struct Keys {
+    start: Option<IgnoredAny>,
+    intervals: Option<IgnoredAny>,
+    end: Option<IgnoredAny>,
 }
 
-/// `--json-stream` output: one JSON object per line, each with an `event` key.
-fn looks_like_stream(text: &str) -> bool {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let first = lines
-        .next()
-        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-    first.is_some_and(|v| v.get("event").is_some())
+fn json_error(e: serde_json::Error) -> InputError {
+    match e.classify() {
+        Category::Eof => InputError::Truncated(e.line()),
+        // Valid JSON of another shape (an array, a string...).
+        Category::Data => InputError::NotAResult,
+        Category::Syntax | Category::Io => InputError::NotJson(e.to_string()),
+    }
+}
+
+/// A `-J` document: checked on a first pass that builds nothing (one JSON value, an
+/// object with `start`, `intervals` and `end`), then loaded.
+fn document(text: &str) -> Result<Report, InputError> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Keys>();
+    let keys = match values.next() {
+        Some(Ok(keys)) => keys,
+        Some(Err(e)) => return Err(json_error(e)),
+        None => return Err(InputError::Empty),
+    };
+    match values.next() {
+        // `netmeter -s -J` and `iperf3 -s -J` write one document per test to one log.
+        Some(Ok(_)) => {
+            let more = values.take_while(Result::is_ok).count();
+            return Err(InputError::SeveralDocuments(2 + more));
+        }
+        Some(Err(e)) => return Err(InputError::NotJson(e.to_string())),
+        None => {}
+    }
+    if keys.start.is_none() || keys.intervals.is_none() || keys.end.is_none() {
+        return Err(InputError::NotAResult);
+    }
+    Report::from_document(text).map_err(|e| InputError::BadShape(e.to_string()))
+}
+
+fn check(r: &Report) -> Result<(), InputError> {
+    if let Some(e) = &r.error
+        && !e.starts_with("interrupt - ")
+    {
+        return Err(InputError::Failed(e.clone()));
+    }
+    if r.intervals.is_empty() && r.end.streams.is_empty() {
+        return Err(InputError::NoData);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const TCP: &str = include_str!("testdata/tcp.json");
+    fn fixture(name: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/report/testdata")
+            .join(name);
+        std::fs::read_to_string(&p).unwrap()
+    }
 
     #[test]
-    fn netmeter_and_iperf3_documents_load() {
-        for doc in [
-            TCP,
-            include_str!("testdata/udp_bidir.json"),
-            include_str!("testdata/iperf3_322_tcp.json"),
-            include_str!("testdata/iperf3_322_udp_bidir.json"),
-            // iperf3 3.12 repeats start's sock_bufsize/sndbuf_actual/rcvbuf_actual per stream.
-            include_str!("testdata/iperf3_312_tcp_p2.json"),
+    fn documents_and_streams_of_both_tools() {
+        for f in [
+            "tcp.json",
+            "udp_bidir.json",
+            "iperf3_322_tcp.json",
+            "iperf3_322_udp_bidir.json",
+            "tcp.jsonl",
+            "iperf3_318_udp.jsonl",
+            "iperf3_322_bidir.jsonl",
         ] {
-            let r = read_document(doc).unwrap();
-            assert!(!r.intervals.is_empty());
-            if r.start.test_start.protocol == "TCP" {
-                // TCP_INFO figures of the sender's rows (Debian's 3.12 writes no `reorder`).
-                let row = &r.intervals[0].streams[0];
-                assert!(row.tcp.is_some_and(|t| t.snd_cwnd > 0), "{row:?}");
-            }
+            let r = parse_result(&fixture(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert!(!r.intervals.is_empty(), "{f}");
         }
     }
 
     #[test]
-    fn each_bad_document_has_its_own_sentence() {
-        assert_eq!(read_document("  \n"), Err(Problem::Empty));
-        let cut = &TCP[..TCP.len() / 2];
-        assert!(matches!(read_document(cut), Err(Problem::Truncated { .. })));
-        assert!(matches!(read_document("hello"), Err(Problem::NotJson(_))));
+    fn bad_inputs_in_one_sentence_each() {
+        let doc = fixture("tcp.json");
+        let msg = |t: &str| parse_result(t).unwrap_err().to_string();
+        assert_eq!(msg(""), "it is empty");
+        assert_eq!(msg(" \n\n"), "it is empty");
+        assert!(msg(&doc[..doc.len() / 2]).starts_with("it is truncated JSON (it ends at line"));
+        assert!(msg("hello").starts_with("it is not JSON"));
         assert_eq!(
-            read_document(include_str!("testdata/tcp.jsonl")),
-            Err(Problem::JsonStream)
-        );
-        assert_eq!(read_document(r#"{"a": 1}"#), Err(Problem::NotAResult));
-        assert_eq!(read_document("[1, 2]"), Err(Problem::NotAResult));
-        assert_eq!(
-            read_document(r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused"}"#),
-            Err(Problem::Failed("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused".into()))
+            msg("{\"name\": \"x\"}"),
+            "it is not a netmeter or iperf3 result (no start, intervals and end)"
         );
         assert_eq!(
-            read_document(r#"{"start": {}, "intervals": [], "end": {}}"#),
-            Err(Problem::NoMeasurements)
+            msg("[1, 2]"),
+            "it is not a netmeter or iperf3 result (no start, intervals and end)"
         );
-        assert!(matches!(
-            read_document(
-                r#"{"start": {"test_start": {"num_streams": "two"}}, "intervals": [], "end": {}}"#
-            ),
-            Err(Problem::Schema(_))
-        ));
+        assert!(
+            msg("{\"start\": 1, \"intervals\": [], \"end\": {}}")
+                .starts_with("it is not a netmeter or iperf3 result (")
+        );
+        assert_eq!(
+            msg(&fixture("iperf3_322_error.jsonl")),
+            "the test it records failed: unable to connect to server - server may have \
+             stopped running or use a different port, firewall issue, etc.: Connection refused"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        v["intervals"] = serde_json::json!([]);
+        v["end"]["streams"] = serde_json::json!([]);
+        assert_eq!(
+            msg(&v.to_string()),
+            "it holds no measurements (no intervals and no end-of-test streams)"
+        );
+        assert_eq!(
+            msg(&format!("{doc}{doc}{doc}")),
+            "it holds 3 JSON documents (a log of several tests?); keep one per file"
+        );
+        let stream = fixture("iperf3_322_tcp.jsonl");
+        assert_eq!(
+            msg(&stream[..stream.len() - 10]),
+            "as --json-stream lines, line 4 is cut short"
+        );
+    }
+
+    /// A test stopped on purpose keeps what it measured; any other error refuses.
+    #[test]
+    fn an_interrupted_test_is_a_result() {
+        let mut v: serde_json::Value = serde_json::from_str(&fixture("tcp.json")).unwrap();
+        v["error"] = "interrupt - the client has terminated by signal Interrupt(2)".into();
+        assert!(parse_result(&v.to_string()).is_ok());
+        v["error"] = "the server has terminated".into();
+        assert_eq!(
+            parse_result(&v.to_string()).unwrap_err().to_string(),
+            "the test it records failed: the server has terminated"
+        );
     }
 
     #[test]
-    fn messages_name_the_file() {
-        let e = InputError::Bad {
-            path: "runs/a.json".into(),
-            problem: Problem::Truncated { line: 7 },
-        };
-        assert_eq!(
-            e.to_string(),
-            "runs/a.json is cut short: the JSON ends at line 7 before the document is complete"
+    fn the_file_is_named() {
+        let e = read_result(Path::new("/nonexistent/r.json")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot use /nonexistent/r.json: cannot read it:"),
+            "{e}"
         );
-        assert_eq!(file_label(Path::new("x/tcp-run.json")), "tcp-run");
-        assert_eq!(file_label(Path::new("x/.json")), ".json");
     }
 }

@@ -140,7 +140,7 @@ impl super::Report {
     }
 }
 
-fn roles_of(r: &super::Report) -> super::LocalRoles {
+pub(super) fn roles_of(r: &super::Report) -> super::LocalRoles {
     let client = r.start.connecting_to.is_some();
     let default_sender = client == (r.start.test_start.reverse == 0);
     let rows = r.intervals.last().map(|iv| &iv.streams[..]).unwrap_or(&[]);

@@ -9,10 +9,12 @@
 pub mod advice;
 pub mod build;
 pub mod connect;
+pub mod csv;
 pub mod html;
 pub mod input;
 pub mod json;
 mod load;
+pub mod load_stream;
 pub mod observe;
 pub mod plot;
 pub mod profile;

@@ -298,6 +298,51 @@ pub struct Capabilities {
     pub busy_poll: bool,
 }
 
+/// What this kernel offers this process, probed on fresh sockets that are never
+/// connected (for `--version`, as iperf3 lists its "optional features").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelFeatures {
+    /// UDP_SEGMENT accepted on a UDP socket.
+    pub udp_gso: bool,
+    /// UDP_GRO accepted on a UDP socket.
+    pub udp_gro: bool,
+    /// SO_ZEROCOPY accepted on a TCP socket.
+    pub msg_zerocopy: bool,
+    /// An `IPPROTO_MPTCP` socket can be made (and `net.mptcp.enabled` is not 0).
+    pub mptcp: bool,
+    /// An `IPPROTO_SCTP` socket can be made.
+    pub sctp: bool,
+    /// SO_MAX_PACING_RATE accepted on a TCP socket.
+    pub pacing: bool,
+    /// TCP_CONGESTION readable on a TCP socket.
+    pub congestion: bool,
+}
+
+/// Probe [`KernelFeatures`]: each socket option is tried on a socket of its own; a
+/// refusal (or a socket the kernel will not make) means "not available".
+pub fn kernel_features() -> KernelFeatures {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let udp = Socket::new(Domain::IPV4, Type::DGRAM, None).ok();
+    let tcp = Socket::new(Domain::IPV4, Type::STREAM, None).ok();
+    let made =
+        |proto: i32| Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::from(proto))).is_ok();
+    let mptcp_enabled =
+        std::fs::read_to_string("/proc/sys/net/mptcp/enabled").map_or(true, |v| v.trim() != "0");
+    KernelFeatures {
+        udp_gso: udp.as_ref().is_some_and(|s| set_udp_gso(s.as_fd(), 1400)),
+        udp_gro: udp.as_ref().is_some_and(|s| set_udp_gro(s.as_fd())),
+        msg_zerocopy: tcp.as_ref().is_some_and(|s| enable_msg_zerocopy(s.as_fd())),
+        mptcp: mptcp_enabled && made(libc::IPPROTO_MPTCP),
+        sctp: made(libc::IPPROTO_SCTP),
+        pacing: tcp
+            .as_ref()
+            .is_some_and(|s| set_max_pacing_rate(s.as_fd(), u64::MAX).is_ok()),
+        congestion: tcp
+            .as_ref()
+            .is_some_and(|s| congestion(s.as_fd()).is_some()),
+    }
+}
+
 /// What to ask of a data socket. Which capabilities a stream wants is the caller's
 /// policy (flags, stream role); [`Capabilities::probe`] only asks the kernel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

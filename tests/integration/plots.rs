@@ -297,18 +297,18 @@ fn bad_inputs_are_one_sentence_and_leave_no_file() {
     let good = saved_run(&dir, "good.json", &["-t", "1"]);
     let text = std::fs::read_to_string(&good).unwrap();
     let cases: Vec<(PathBuf, &str)> = vec![
-        (dir.write("notres.json", r#"{"hello": "world"}"#), "is not a netmeter or iperf3 -J result"),
-        (dir.write("cut.json", &text[..text.len() / 2]), "is cut short"),
-        (dir.write("empty.json", r#"{"start": {}, "intervals": [], "end": {}}"#), "holds an empty test"),
+        (dir.write("notres.json", r#"{"hello": "world"}"#), "it is not a netmeter or iperf3 result"),
+        (dir.write("cut.json", &text[..text.len() / 2]), "it is truncated JSON"),
+        (dir.write("empty.json", r#"{"start": {}, "intervals": [], "end": {}}"#), "it holds no measurements"),
         (
             dir.write(
                 "failed.json",
                 r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server: Connection refused"}"#,
             ),
-            "records a test that failed: unable to connect to server: Connection refused",
+            "the test it records failed: unable to connect to server: Connection refused",
         ),
-        (dir.write("zero.json", ""), "is empty"),
-        (dir.path("missing.json"), "cannot read"),
+        (dir.write("zero.json", ""), "it is empty"),
+        (dir.path("missing.json"), "cannot read it"),
     ];
     for (input, why) in &cases {
         for (cmd, out) in [

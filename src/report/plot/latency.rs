@@ -338,7 +338,7 @@ fn quantile_buckets(s: &LatencyStats) -> Vec<(f64, u64)> {
 mod tests {
     use super::super::series::single;
     use super::*;
-    use crate::report::input::read_document;
+    use crate::report::input::parse_result as read_document;
 
     fn doc(text: &str) -> Report {
         read_document(text).unwrap()

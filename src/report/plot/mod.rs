@@ -178,7 +178,7 @@ pub fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::input::read_document;
+    use crate::report::input::parse_result as read_document;
 
     fn input(text: &str) -> Input {
         Input {

@@ -595,7 +595,7 @@ pub(super) fn thin(pts: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::input::read_document;
+    use crate::report::input::parse_result as read_document;
 
     fn doc(text: &str) -> Report {
         read_document(text).unwrap()
