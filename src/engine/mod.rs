@@ -1,8 +1,11 @@
 //! The I/O half: sockets, threads and clocks that drive the pure parts.
 //!
-//! `client` and `server` run the control conversation (asking `session` what each
-//! state byte means), `stream` moves data on one thread per stream, `meter` samples the
-//! streams once per interval, and `output` renders the report as it grows.
+//! `client` and `server` run their halves of the control conversation (asking `session`
+//! what each state byte means); `test_run` runs one test's data streams the same way on
+//! both sides; `stream` (with `profile` and `connect`) moves data on one thread per
+//! stream, `meter` samples the streams once per interval, and `output` renders the
+//! report as it grows. Each layer uses only those below it (ARCHITECTURE.md, "Engine
+//! layering").
 
 pub mod client;
 pub mod clock;
@@ -12,9 +15,11 @@ pub mod max_rate;
 pub mod meter;
 pub mod output;
 pub mod profile;
+pub mod record;
 pub mod server;
 pub mod stream;
 pub mod test_common;
+pub mod test_run;
 
 use ctrl::CtrlError;
 
@@ -23,6 +28,14 @@ use crate::spec::SpecError;
 use crate::wire::{ErrCode, State, WireError};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Address family restriction (`-4` / `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Any,
+    V4,
+    V6,
+}
 
 /// How long either side waits for the next control message during setup and teardown
 /// (iperf3 uses 30 s overall for one read).
@@ -137,9 +150,9 @@ pub enum TestError {
         "the server did not answer the UDP stream setup after {tries} tries; is UDP port {port} reachable?"
     )]
     UdpNoAnswer { tries: usize, port: u16 },
-    /// A data stream thread failed (its error as it wrote it).
+    /// A data stream thread failed.
     #[error("a data stream failed: {0}")]
-    Stream(String),
+    Stream(record::StreamError),
     /// A `-t 0` receiving client heard nothing from the server for `secs`.
     #[error("no data received for {secs} s; the server seems to have stopped sending")]
     ServerSilent { secs: u64 },

@@ -7,23 +7,17 @@
 //! silent or garbage connections cannot lock real clients out; whatever a peer does, the
 //! damage is one logged error for that session.
 
-use super::CTRL_TIMEOUT;
-use super::client::{
-    DRAIN_IDLE, DRAIN_MAX, LiveStreams, budget_for, connected_entry, data_path, load_start,
-    make_worker, probe_capabilities, timestamp_now, udp_offload_note, udp_offloads,
-};
 use super::clock;
 use super::ctrl::{Ctrl, CtrlError};
-use super::meter::{Meter, receiver_end_s};
 use super::output::{Mode, Output, Renderer, Sink};
-use super::stream::{self, Worker};
+use super::stream::DataSock;
 use super::test_common;
+use super::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, TestRun};
+use super::{CTRL_TIMEOUT, Family};
 use super::{Stopped, TestError};
-use crate::report::build;
-use crate::report::connect::ConnectOnlyAnswered;
+use crate::report::HostPort;
 use crate::report::observe::Event;
-use crate::report::text::{self, TextCtx};
-use crate::report::{HostPort, StartExt};
+use crate::report::text::TextCtx;
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
@@ -36,10 +30,8 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use super::client::Family;
 
 /// How long a new connection may take to send its cookie.
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -465,11 +457,6 @@ fn accept_udp(shared: &Shared, from: SocketAddr) -> std::io::Result<UdpSocket> {
     Ok(sock)
 }
 
-enum Accepted {
-    Tcp(TcpStream),
-    Udp(UdpSocket),
-}
-
 struct Session<'a> {
     shared: &'a Arc<Shared>,
     id: u64,
@@ -617,21 +604,7 @@ impl Session<'_> {
             host: &canon(peer.ip()).to_string(),
             port: peer.port(),
         });
-        let start = &mut out.report.start;
-        start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
-        start.system_info = sock::system_info();
-        start.timestamp = timestamp_now();
-        start.accepted_connection = Some(HostPort {
-            host: canon(peer.ip()).to_string(),
-            port: peer.port(),
-        });
-        start.cookie = cookie.as_text();
-        start.target_bitrate = spec.rate_bps;
-        start.sock_bufsize = spec.window.unwrap_or(0);
-        if spec.protocol == Protocol::Tcp {
-            start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_fd());
-        }
-
+        record_start(out, ctrl, spec, peer, &cookie);
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
         if let Some(answer) = &answer {
@@ -643,16 +616,96 @@ impl Session<'_> {
                 clock_est = Some(clock::sync_server(ctrl)?);
             }
         }
+        let accepted = self.accept_streams(ctrl, machine, spec, peer, &cookie)?;
+        // Connect-only: from now on the cookie opens short connections, answered and
+        // counted until the test is over (the registration ends when this returns).
+        let conn_reg = spec
+            .connect_only
+            .then(|| shared.connect_hub.register(cookie.0));
+        let run = self.attach_streams(ctrl, out, spec, peer, accepted)?;
+        run.record_start(
+            &mut out.report.start,
+            shared.cfg.interval_s,
+            machine.negotiated(),
+            clock_est,
+            Vec::new(),
+        );
+        if shared.cfg.verbose {
+            let path = run.data_path_text(&out.report.start);
+            out.emit(Event::Info(&path));
+        }
+        out.start_done();
 
+        let cpu_start = sock::cpu_sample(origin);
+        ctrl.send_state(State::TestStart)?;
+        let t0 = Instant::now();
+        ctrl.send_state(State::TestRunning)?;
+        machine.streams_open();
+        let mut running = run.start(Launch {
+            t0,
+            // We receive from the client: raw delay = true + (server − client) clock.
+            owd_correction_ns: clock_est.map_or(0, |c| -c.offset_ns),
+            connect_to: None,
+            answered: conn_reg.as_ref().map(|r| r.answered()),
+            interval_s: shared.cfg.interval_s,
+            cpu_start,
+            origin,
+        })?;
+        if spec.until_interrupted() {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE_IDLE)
+                .with_interval(KEEPALIVE_INTERVAL)
+                .with_retries(KEEPALIVE_PROBES);
+            let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
+        }
+        let mut watch = Watch {
+            session: self,
+            ctrl: &mut *ctrl,
+            machine: &mut *machine,
+            t0,
+            hard_deadline: running_deadline(spec),
+            last_progress: (0, Instant::now()),
+        };
+        let ending = running.run_until(out, &mut watch)?;
+        if let Some(why) = ending.stopped {
+            // As iperf3: tell a client we are going away, then print what ran so far.
+            if matches!(why, Stopped::ServerInterrupted(_)) {
+                let _ = ctrl.send_state(State::ServerTerminate);
+            }
+            running.stop_all();
+            let fig = running.final_figures(out, ending.at_s, ending.at_s);
+            out.end(running.summary(&out.report.start, &fig, None));
+            return Err(why.into());
+        }
+        // Stop sending, then count what is still in flight to us before sampling; join
+        // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
+        // wait is not test time. The streams' sockets close before the results.
+        let fig = running.drain(out, ending.at_s);
+        running.close_streams();
+        self.exchange_results(ctrl, machine, out, &running, &fig)
+    }
+
+    /// `CREATE_STREAMS`, then wait until the client has opened every data stream
+    /// (handed over by the accept loop or the UDP listener). Returns them in the order
+    /// they were accepted, which is the order the client opened them.
+    fn accept_streams(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        spec: &TestSpec,
+        peer: SocketAddr,
+        cookie: &Cookie,
+    ) -> Result<Vec<(u64, DataSock)>, TestError> {
+        let shared = self.shared;
         let total = spec.total_streams() as usize;
-        let (tx, rx) = mpsc::channel::<(u64, Accepted)>();
+        let (tx, rx) = mpsc::channel::<(u64, DataSock)>();
         match spec.protocol {
             Protocol::Tcp => {
                 let (ttx, trx) = mpsc::channel::<(u64, TcpStream)>();
                 if let Ok(mut w) = shared.tcp_waiters.lock() {
                     w.insert(cookie.0, ttx);
                 }
-                forward(trx, tx, Accepted::Tcp);
+                forward(trx, tx, DataSock::Tcp);
             }
             Protocol::Udp => {
                 let (utx, urx) = mpsc::channel::<(u64, UdpSocket)>();
@@ -664,12 +717,12 @@ impl Session<'_> {
                         tx: utx,
                     });
                 }
-                forward(urx, tx, Accepted::Udp);
+                forward(urx, tx, DataSock::Udp);
             }
         }
         ctrl.send_state(State::CreateStreams)?;
 
-        let mut accepted: Vec<(u64, Accepted)> = Vec::with_capacity(total);
+        let mut accepted: Vec<(u64, DataSock)> = Vec::with_capacity(total);
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         while accepted.len() < total {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -689,19 +742,7 @@ impl Session<'_> {
                     Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
                 }
             }
-            // Answer repeated UDP connect datagrams (the client retries when a reply is lost).
-            for (_, a) in &accepted {
-                if let Accepted::Udp(u) = a {
-                    let _ = u.set_nonblocking(true);
-                    let mut b = [0u8; 64];
-                    while let Ok(n) = u.recv(&mut b) {
-                        if n == 4 {
-                            let _ = u.send(&wire::UDP_CONNECT_REPLY);
-                        }
-                    }
-                    let _ = u.set_nonblocking(false);
-                }
-            }
+            answer_udp_retries(&accepted);
             // A client that gives up closes its control connection: notice it (a closed
             // or garbled control connection is an error, not "nothing yet"), so the
             // session frees its test slot now rather than at the stream deadline.
@@ -724,278 +765,58 @@ impl Session<'_> {
         if let Ok(mut w) = shared.udp_waiters.lock() {
             w.retain(|w| w.session != self.id);
         }
-        // Connect-only: from now on the cookie opens short connections, answered and
-        // counted until the test is over (the registration ends when this returns).
-        let conn_reg = spec
-            .connect_only
-            .then(|| shared.connect_hub.register(cookie.0));
-
-        // Build the streams: the first `parallel` accepted are client→server.
-        let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
-        let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
-            Some(Arc::new(test_common::zerocopy_file(&payload)?))
-        } else {
-            None
-        };
-        let budget = budget_for(spec);
-        let mut live = LiveStreams::default();
-        let mut workers: Vec<(Worker, Accepted)> = Vec::new();
         // Hand-off threads can deliver out of order; the accept order is the client's.
         accepted.sort_by_key(|(seq, _)| *seq);
-        for (i, (_, a)) in accepted.into_iter().enumerate() {
-            let id = if i == 0 { 1 } else { i as i64 + 2 };
-            let client_sends = spec.client_sends(i as u32);
-            // The thread gets a duplicate; the original (TCP_INFO is read through it)
-            // stays open here until the test is over.
-            let (fd, tcp, local, remote, a) = match a {
-                Accepted::Tcp(t) => {
-                    let r = SockRef::from(&t);
-                    if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
-                        return Err(self.fail(
-                            ctrl,
-                            ErrCode::SetBuf,
-                            TestError::io_while("cannot apply socket options", e),
-                        ));
-                    }
-                    let t = Arc::new(t);
-                    let info = (sock::socket_number(&t), t.local_addr()?, t.peer_addr()?);
-                    let dup = t.try_clone()?;
-                    let tcp = Arc::downgrade(&t);
-                    live.keep_tcp.push(t);
-                    (info.0, tcp, info.1, info.2, Accepted::Tcp(dup))
-                }
-                Accepted::Udp(u) => {
-                    let r = SockRef::from(&u);
-                    let _ = test_common::apply_sock_opts(&r, spec, peer.is_ipv6());
-                    if spec.window.is_none() {
-                        let _ = r.set_recv_buffer_size(4 << 20);
-                        let _ = r.set_send_buffer_size(4 << 20);
-                    }
-                    let info = (sock::socket_number(&u), u.local_addr()?, u.peer_addr()?);
-                    let dup = u.try_clone()?;
-                    live.keep_udp.push(u);
-                    (info.0, Weak::new(), info.1, info.2, Accepted::Udp(dup))
-                }
-            };
-            let mut w = make_worker(
-                spec,
-                id,
-                fd,
-                tcp,
-                !client_sends,
-                client_sends,
-                &live,
-                &payload,
-                &budget,
-                &zerocopy,
-            );
-            // The thread's duplicate is the same socket as the one kept.
-            match &a {
-                Accepted::Tcp(t) => probe_capabilities(&mut w, spec, t.as_fd()),
-                Accepted::Udp(u) => probe_capabilities(&mut w, spec, u.as_fd()),
+        Ok(accepted)
+    }
+
+    /// Set each accepted stream's socket options and attach it (the first `-P` with
+    /// `--bidir` flow client → server).
+    fn attach_streams(
+        &self,
+        ctrl: &mut Ctrl,
+        out: &mut Output<'_, Renderer>,
+        spec: &TestSpec,
+        peer: SocketAddr,
+        accepted: Vec<(u64, DataSock)>,
+    ) -> Result<TestRun, TestError> {
+        let mut run = TestRun::new(spec.clone(), Side::Server)?;
+        for (_, sock) in accepted {
+            if let Err(e) = data_sock_opts(&sock, spec, peer.is_ipv6()) {
+                return Err(self.fail(
+                    ctrl,
+                    ErrCode::SetBuf,
+                    TestError::io_while("cannot apply socket options", e),
+                ));
             }
-            let c = connected_entry(fd, local, remote);
+            let remote = match &sock {
+                DataSock::Tcp(t) => t.peer_addr()?,
+                DataSock::Udp(u) => u.peer_addr()?,
+            };
+            let c = run.attach(sock, remote)?;
             out.connected(c);
-            live.shared.push(w.shared.clone());
-            workers.push((w, a));
         }
-        if let Some(first) = live.keep_tcp.first() {
-            let s = SockRef::from(first);
-            out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
-            out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
-        } else if let Some(first) = live.keep_udp.first() {
-            let s = SockRef::from(first);
-            out.report.start.sndbuf_actual = s.send_buffer_size().unwrap_or(0) as u64;
-            out.report.start.rcvbuf_actual = s.recv_buffer_size().unwrap_or(0) as u64;
-        }
-        out.report.start.test_start = test_common::test_start(spec, shared.cfg.interval_s);
-        (
-            out.report.start.test_start.gso,
-            out.report.start.test_start.gro,
-        ) = udp_offloads(&workers.iter().map(|w| &w.0).collect::<Vec<_>>());
-        let negotiated = machine.negotiated();
-        out.report.start.netmeter = StartExt {
-            peer: negotiated.peer_name().into(),
-            features: negotiated.feature_names(),
-            data_path: data_path(spec, &workers.iter().map(|w| &w.0).collect::<Vec<_>>()),
-            warnings: Vec::new(),
-            clock: clock_est,
-            txstart: None,
-        };
-        if shared.cfg.verbose {
-            let mine: Vec<&Worker> = workers.iter().map(|w| &w.0).collect();
-            let path = text::data_path(
-                &out.report.start.netmeter.data_path,
-                udp_offload_note(spec, &mine).as_ref(),
-            );
-            out.emit(Event::Info(&path));
-        }
-        out.start_done();
+        run.record_buffers(&mut out.report.start);
+        Ok(run)
+    }
 
-        let cpu_start = sock::cpu_sample(origin);
-        ctrl.send_state(State::TestStart)?;
-        let t0 = Instant::now();
-        ctrl.send_state(State::TestRunning)?;
-        machine.streams_open();
-        for (mut w, a) in workers {
-            // We receive from the client: raw delay = true + (server − client) clock.
-            w.owd_correction_ns = clock_est.map_or(0, |c| -c.offset_ns);
-            w.load_start = load_start(spec, t0);
-            let sender = w.shared.sender;
-            let h = match a {
-                Accepted::Tcp(t) => stream::spawn_tcp(w, t)?,
-                Accepted::Udp(u) => stream::spawn_udp(w, u)?,
-            };
-            live.handles.push((sender, h));
-        }
-
-        let mut meter = Meter::new(
-            spec.protocol,
-            spec.direction == Direction::Bidir,
-            live.shared.clone(),
-            spec.omit_s,
-        );
-        meter.answered = conn_reg.as_ref().map(|r| r.answered());
-        let interval = (shared.cfg.interval_s > 0.0).then_some(shared.cfg.interval_s);
-        let mut next_tick = interval.unwrap_or(f64::INFINITY);
-        let hard_deadline = running_deadline(spec);
-        if spec.until_interrupted() {
-            let ka = socket2::TcpKeepalive::new()
-                .with_time(KEEPALIVE_IDLE)
-                .with_interval(KEEPALIVE_INTERVAL)
-                .with_retries(KEEPALIVE_PROBES);
-            let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
-        }
-        let mut last_progress = (0u64, Instant::now());
-        let (end_s, stopped) = loop {
-            let now = t0.elapsed().as_secs_f64();
-            if shared.signalled() {
-                break (now, Some(Stopped::server_interrupted()));
-            }
-            if meter.omitting() && now >= spec.omit_s && interval.is_none() {
-                meter.tick(now);
-            }
-            if now >= next_tick {
-                let iv = meter.tick(now);
-                out.interval(iv);
-                next_tick += interval.unwrap_or(f64::INFINITY);
-                continue;
-            }
-            if let Some(d) = hard_deadline
-                && t0.elapsed() > d
-            {
-                return Err(self.fail(
-                    ctrl,
-                    ErrCode::ServerTestDurationExpired,
-                    TestError::ClientOvertime,
-                ));
-            }
-            let (sb, rb, _, _) = meter.totals();
-            if sb + rb != last_progress.0 {
-                last_progress = (sb + rb, Instant::now());
-            } else if hard_deadline.is_none() && last_progress.1.elapsed() > IDLE_DATA_TIMEOUT {
-                return Err(self.fail(
-                    ctrl,
-                    ErrCode::StreamRead,
-                    TestError::ClientSilent {
-                        secs: IDLE_DATA_TIMEOUT.as_secs(),
-                    },
-                ));
-            }
-            let wait = (next_tick - now).clamp(0.001, 0.1);
-            match ctrl.poll_state(Duration::from_secs_f64(wait), "TEST_END") {
-                Ok(None) => {}
-                Ok(Some(st)) => match machine.on_state(st) {
-                    Ok(ServerEvent::TestEnd) => break (t0.elapsed().as_secs_f64(), None),
-                    // IPERF_DONE is not valid while the test runs: the machine refuses it.
-                    Ok(ServerEvent::Done) => {
-                        return Err(ServerFailure::Unexpected(State::IperfDone).into());
-                    }
-                    Err(ServerFailure::ClientTerminated) => {
-                        break (t0.elapsed().as_secs_f64(), Some(Stopped::ClientTerminated));
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-                Err(CtrlError::Interrupted(_)) => {
-                    break (
-                        t0.elapsed().as_secs_f64(),
-                        Some(Stopped::server_interrupted()),
-                    );
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        if let Some(why) = stopped {
-            // As iperf3: tell a client we are going away, then print what ran so far.
-            if matches!(why, Stopped::ServerInterrupted(_)) {
-                let _ = ctrl.send_state(State::ServerTerminate);
-            }
-            live.stop(true, true);
-            let fig = live.final_figures(
-                &mut meter,
-                out,
-                interval.is_some(),
-                shared.cfg.interval_s,
-                end_s,
-                end_s,
-                cpu_start,
-                origin,
-            );
-            out.end(build::end(&test_common::end_inputs(
-                &out.report.start,
-                spec,
-                &fig.locals,
-                &Results::default(),
-                fig.cpu,
-                fig.congestion,
-                false,
-                false,
-            )));
-            return Err(why.into());
-        }
-        // Stop sending, then count what is still in flight to us before sampling; join
-        // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
-        // wait is not test time.
-        live.signal_senders();
-        let recv_end_s = receiver_end_s(end_s, live.drain_receivers(t0, DRAIN_IDLE, DRAIN_MAX));
-        live.stop(true, false);
-        let super::client::FinalFigures {
-            locals,
-            cpu,
-            congestion,
-        } = live.final_figures(
-            &mut meter,
-            out,
-            interval.is_some(),
-            shared.cfg.interval_s,
-            end_s,
-            recv_end_s,
-            cpu_start,
-            origin,
-        );
-        drop(live);
-
+    /// `EXCHANGE_RESULTS`: read the client's results, print the end summary, send ours
+    /// (with this side's output for `--get-server-output`), `DISPLAY_RESULTS`, and wait
+    /// for `IPERF_DONE`.
+    fn exchange_results(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        out: &mut Output<'_, Renderer>,
+        run: &Running,
+        fig: &FinalFigures,
+    ) -> Result<(), TestError> {
         ctrl.send_state(State::ExchangeResults)?;
         let peer_results: Results =
             ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
-        let mut inputs = test_common::end_inputs(
-            &out.report.start,
-            spec,
-            &locals,
-            &peer_results,
-            cpu,
-            congestion.clone(),
-            false,
-            false,
-        );
-        inputs.connect_only_answered = meter.answered.as_ref().map(|a| {
-            let secs = locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
-            ConnectOnlyAnswered::new(a.total(), secs)
-        });
-        out.end(build::end(&inputs));
-        let mut mine =
-            build::local_results(&locals, cpu, spec.protocol == Protocol::Tcp, congestion);
-        if spec.get_server_output {
+        out.end(run.summary(&out.report.start, fig, Some(&peer_results)));
+        let mut mine = run.results(fig);
+        if run.spec().get_server_output {
             match out.obs.mode {
                 Mode::Text => mine.server_output_text = out.obs.captured.clone(),
                 _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
@@ -1007,12 +828,141 @@ impl Session<'_> {
         match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
             Ok(st) => {
                 if let Err(e) = machine.on_state(st) {
-                    shared.log(&format!("after the results: {e}"));
+                    self.shared.log(&format!("after the results: {e}"));
                 }
             }
-            Err(e) => shared.log(&format!("client did not acknowledge the results: {e}")),
+            Err(e) => self
+                .shared
+                .log(&format!("client did not acknowledge the results: {e}")),
         }
         Ok(())
+    }
+}
+
+/// The `start` facts a session knows once it has the client's parameters.
+fn record_start(
+    out: &mut Output<'_, Renderer>,
+    ctrl: &Ctrl,
+    spec: &TestSpec,
+    peer: SocketAddr,
+    cookie: &Cookie,
+) {
+    let start = &mut out.report.start;
+    start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
+    start.system_info = sock::system_info();
+    start.timestamp = clock::timestamp_now();
+    start.accepted_connection = Some(HostPort {
+        host: canon(peer.ip()).to_string(),
+        port: peer.port(),
+    });
+    start.cookie = cookie.as_text();
+    start.target_bitrate = spec.rate_bps;
+    start.sock_bufsize = spec.window.unwrap_or(0);
+    if spec.protocol == Protocol::Tcp {
+        start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_fd());
+    }
+}
+
+/// Answer repeated UDP connect datagrams on the streams accepted so far (the client
+/// retries when a reply is lost).
+fn answer_udp_retries(accepted: &[(u64, DataSock)]) {
+    for (_, a) in accepted {
+        if let DataSock::Udp(u) = a {
+            let _ = u.set_nonblocking(true);
+            let mut b = [0u8; 64];
+            while let Ok(n) = u.recv(&mut b) {
+                if n == 4 {
+                    let _ = u.send(&wire::UDP_CONNECT_REPLY);
+                }
+            }
+            let _ = u.set_nonblocking(false);
+        }
+    }
+}
+
+/// The server's one place where a data stream's socket options are applied (after
+/// accept). A UDP stream's refusals are ignored, as they always were; a TCP stream's
+/// end the test with `SetBuf`.
+fn data_sock_opts(sock: &DataSock, spec: &TestSpec, ipv6: bool) -> std::io::Result<()> {
+    match sock {
+        DataSock::Tcp(t) => test_common::apply_sock_opts(&SockRef::from(t), spec, ipv6),
+        DataSock::Udp(u) => {
+            let r = SockRef::from(u);
+            let _ = test_common::apply_sock_opts(&r, spec, ipv6);
+            test_common::udp_default_buffers(&r, spec);
+            Ok(())
+        }
+    }
+}
+
+/// The server's half of the conversation while data flows: it waits for the client's
+/// `TEST_END`, and gives up on a test that overstays or stops moving.
+struct Watch<'a, 's> {
+    session: &'a Session<'s>,
+    ctrl: &'a mut Ctrl,
+    machine: &'a mut ServerMachine,
+    t0: Instant,
+    hard_deadline: Option<Duration>,
+    /// Bytes moved at the last check, and when they last changed.
+    last_progress: (u64, Instant),
+}
+
+impl Control for Watch<'_, '_> {
+    fn check(&mut self, run: &mut Running, now_s: f64) -> Option<Ending> {
+        if self.session.shared.signalled() {
+            return Some(Ending {
+                at_s: now_s,
+                stopped: Some(Stopped::server_interrupted()),
+            });
+        }
+        // Without interval rows nothing else ends the omit period.
+        if run.meter.omitting() && now_s >= run.spec().omit_s && !run.has_intervals() {
+            run.meter.tick(now_s);
+        }
+        None
+    }
+
+    fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError> {
+        if let Some(d) = self.hard_deadline
+            && self.t0.elapsed() > d
+        {
+            let e = TestError::ClientOvertime;
+            return Err(self
+                .session
+                .fail(self.ctrl, ErrCode::ServerTestDurationExpired, e));
+        }
+        let (sb, rb, _, _) = run.meter.totals();
+        if sb + rb != self.last_progress.0 {
+            self.last_progress = (sb + rb, Instant::now());
+        } else if self.hard_deadline.is_none() && self.last_progress.1.elapsed() > IDLE_DATA_TIMEOUT
+        {
+            let e = TestError::ClientSilent {
+                secs: IDLE_DATA_TIMEOUT.as_secs(),
+            };
+            return Err(self.session.fail(self.ctrl, ErrCode::StreamRead, e));
+        }
+        let ended = |stopped| {
+            Ok(Some(Ending {
+                at_s: self.t0.elapsed().as_secs_f64(),
+                stopped,
+            }))
+        };
+        let wait = (run.next_tick - now_s).clamp(0.001, 0.1);
+        match self
+            .ctrl
+            .poll_state(Duration::from_secs_f64(wait), "TEST_END")
+        {
+            Ok(None) => Ok(None),
+            Ok(Some(st)) => match self.machine.on_state(st) {
+                Ok(ServerEvent::TestEnd) => ended(None),
+                // IPERF_DONE is not valid while the test runs: the machine refuses it.
+                Ok(ServerEvent::Done) => Err(ServerFailure::Unexpected(State::IperfDone).into()),
+                Err(ServerFailure::ClientTerminated) => ended(Some(Stopped::ClientTerminated)),
+                Err(e) => Err(e.into()),
+            },
+            Err(CtrlError::Interrupted(_)) => ended(Some(Stopped::server_interrupted())),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -1031,8 +981,8 @@ fn running_deadline(spec: &TestSpec) -> Option<Duration> {
 /// Move items from a typed channel into the session's common channel.
 fn forward<T: Send + 'static>(
     rx: Receiver<(u64, T)>,
-    tx: Sender<(u64, Accepted)>,
-    wrap: fn(T) -> Accepted,
+    tx: Sender<(u64, DataSock)>,
+    wrap: fn(T) -> DataSock,
 ) {
     let _ = std::thread::Builder::new()
         .name("nm-handoff".into())

@@ -7,17 +7,16 @@
 //! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
 
 use super::clock;
-use crate::latency::{Hist, OwdRecord};
+use super::record::StreamShared;
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
-use crate::stats::{UdpCounts, UdpRecv};
 use crate::wire::UdpHeader;
 use crate::wire::{self, Bounceback};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,64 +30,6 @@ pub const TCP_READ_LEN: usize = 128 * 1024;
 
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
-
-/// Per-stream state shared between the data thread and the control thread.
-pub struct StreamShared {
-    /// iperf3 stream id (1, 3, 4, ...).
-    pub id: i64,
-    /// Socket descriptor, as iperf3 shows it in `[  5]` (a label: see `tcp`).
-    pub socket: i64,
-    /// A TCP stream's socket as the test keeps it open (`LiveStreams::keep_tcp`), for
-    /// TCP_INFO; empty for UDP, and dead once the test has let go of its sockets.
-    pub tcp: Weak<TcpStream>,
-    /// This side sends on the stream.
-    pub sender: bool,
-    /// The stream flows client → server.
-    pub forward: bool,
-    pub bytes: AtomicU64,
-    /// Blocks written (TCP) or datagrams sent (UDP).
-    pub packets: AtomicU64,
-    /// Receive-side UDP accounting.
-    pub udp: Option<Mutex<UdpRecv>>,
-    /// Bounceback client: round-trip times.
-    pub rtt: Option<Mutex<RttRecord>>,
-    /// `--trip-times` receiver: one-way delays.
-    pub owd: Option<Mutex<OwdRecord>>,
-    /// `--connect-only` client: the stream's short connections.
-    pub conn: Option<Mutex<super::connect::ConnRecord>>,
-    /// Profiled sender (`--burst-size`, `--isochronous`): its bursts or frames.
-    pub profile: Option<Mutex<super::profile::ProfileRecord>>,
-    /// Isochronous UDP receiver (netmeter peers): whole frames.
-    pub frames: Option<Mutex<super::profile::FrameRecord>>,
-    /// MSG_ZEROCOPY senders: sends the kernel released, and of those the ones it copied
-    /// anyway (stored when the thread ends).
-    pub zc_sends: AtomicU64,
-    pub zc_copied: AtomicU64,
-    /// Set when the thread has ended (error, budget exhausted, or peer closed).
-    pub finished: AtomicBool,
-    /// Why the thread ended early, if it did.
-    pub error: Mutex<Option<String>>,
-}
-
-impl StreamShared {
-    /// Current UDP receive counters, if this is a UDP receiver.
-    pub fn udp_counts(&self) -> Option<UdpCounts> {
-        self.udp
-            .as_ref()
-            .map(|m| m.lock().map(|u| u.counts()).unwrap_or_default())
-    }
-
-    /// TCP_INFO of a TCP stream's socket while the test holds it open.
-    pub fn tcp_info(&self) -> Option<sock::TcpInfo> {
-        sock::tcp_info(self.tcp.upgrade()?.as_fd())
-    }
-
-    fn fail(&self, e: String) {
-        if let Ok(mut g) = self.error.lock() {
-            g.get_or_insert(e);
-        }
-    }
-}
 
 /// A shared byte or block budget for `-n` / `-k` tests, per direction.
 #[derive(Debug)]
@@ -149,18 +90,6 @@ pub struct Worker {
     pub load_start: Option<Instant>,
 }
 
-/// Round-trip times of a bounceback client stream: the current interval's and the
-/// whole test's, plus UDP requests that never got a reply.
-#[derive(Debug, Default)]
-pub struct RttRecord {
-    pub interval: Hist,
-    /// The whole test's (with `--working-load`: the loaded phase's) round trips.
-    pub total: Hist,
-    /// `--working-load`: round trips before the load started.
-    pub idle: Hist,
-    pub lost: u64,
-}
-
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
 pub fn make_payload(len: usize, repeating: bool) -> Vec<u8> {
     let mut v = vec![0u8; len];
@@ -207,24 +136,53 @@ pub(super) fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Start the thread for a TCP stream.
+/// Run `body` on a thread of its own named `name` (`nm-tcp-3`): its error, if any, is
+/// kept as the stream's, and the stream is marked finished when it returns. Every data
+/// loop (bulk, request/response, profiled) runs under this.
+pub fn spawn_loop(
+    name: String,
+    w: Worker,
+    body: impl FnOnce(&Worker) -> io::Result<()> + Send + 'static,
+) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Err(e) = body(&w) {
+            w.shared.fail(e);
+        }
+        w.shared.finished.store(true, Ordering::Release);
+    })
+}
+
+/// A data stream's socket as its thread gets it.
+pub enum DataSock {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl AsFd for DataSock {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            DataSock::Tcp(t) => t.as_fd(),
+            DataSock::Udp(u) => u.as_fd(),
+        }
+    }
+}
+
+/// Start the thread of a bulk or request/response stream.
+pub fn spawn(w: Worker, sock: DataSock) -> io::Result<JoinHandle<()>> {
+    match sock {
+        DataSock::Tcp(t) => spawn_tcp(w, t),
+        DataSock::Udp(u) => spawn_udp(w, u),
+    }
+}
+
+/// Start the thread of a bulk or request/response TCP stream.
 pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-tcp-{}", w.shared.id);
-    std::thread::Builder::new().name(name).spawn(move || {
-        let shared = w.shared.clone();
-        let res = match (w.bounceback, shared.sender) {
-            (Some(b), true) => tcp_bounce_client(&w, b, sock),
-            (Some(b), false) => tcp_bounce_server(&w, b, sock),
-            (None, true) => match w.profile {
-                Some(p) => super::profile::tcp_send(&w, &p, sock),
-                None => tcp_send(&w, sock),
-            },
-            (None, false) => tcp_recv(&w, sock),
-        };
-        if let Err(e) = res {
-            shared.fail(e.to_string());
-        }
-        shared.finished.store(true, Ordering::Release);
+    spawn_loop(name, w, move |w| match (w.bounceback, w.shared.sender) {
+        (Some(b), true) => tcp_bounce_client(w, b, sock),
+        (Some(b), false) => tcp_bounce_server(w, b, sock),
+        (None, true) => tcp_send(w, sock),
+        (None, false) => tcp_recv(w, sock),
     })
 }
 
@@ -374,24 +332,14 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Start the thread for a UDP stream (socket already connected to the peer).
+/// Start the thread of a bulk or request/response UDP stream.
 pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-udp-{}", w.shared.id);
-    std::thread::Builder::new().name(name).spawn(move || {
-        let shared = w.shared.clone();
-        let res = match (w.bounceback, shared.sender) {
-            (Some(b), true) => udp_bounce_client(&w, b, &sock),
-            (Some(b), false) => udp_bounce_server(&w, b, &sock),
-            (None, true) => match w.profile {
-                Some(p) => super::profile::udp_send(&w, &p, &sock),
-                None => udp_send(&w, &sock),
-            },
-            (None, false) => udp_recv(&w, &sock),
-        };
-        if let Err(e) = res {
-            shared.fail(e.to_string());
-        }
-        shared.finished.store(true, Ordering::Release);
+    spawn_loop(name, w, move |w| match (w.bounceback, w.shared.sender) {
+        (Some(b), true) => udp_bounce_client(w, b, &sock),
+        (Some(b), false) => udp_bounce_server(w, b, &sock),
+        (None, true) => udp_send(w, &sock),
+        (None, false) => udp_recv(w, &sock),
     })
 }
 

@@ -46,6 +46,15 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
     Ok(())
 }
 
+/// A UDP data socket without `-w`: room for a burst of datagrams at high rates (capped
+/// by net.core.[rw]mem_max). Refusals are ignored: the kernel's default still works.
+pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
+    if spec.window.is_none() {
+        let _ = s.set_recv_buffer_size(4 << 20);
+        let _ = s.set_send_buffer_size(4 << 20);
+    }
+}
+
 /// A memory file holding the payload, for `sendfile` (`-Z`).
 pub fn zerocopy_file(payload: &[u8]) -> io::Result<std::fs::File> {
     let mut f = tempfile_in_memory()?;
