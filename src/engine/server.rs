@@ -16,7 +16,7 @@ use super::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, Test
 use super::{CTRL_TIMEOUT, Family};
 use super::{Stopped, TestError};
 use crate::report::HostPort;
-use crate::report::observe::Event;
+use crate::report::observe::{Event, Observer};
 use crate::report::text::TextCtx;
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
@@ -25,7 +25,6 @@ use crate::units::Format;
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -80,7 +79,11 @@ struct UdpWaiter {
 
 struct Shared {
     cfg: ServerConfig,
+    /// Where each test's renderer writes.
     sink: Sink,
+    /// Who hears about the server itself: listening, its log lines (the iperf3
+    /// renderer on `sink` unless `Server::observed_by` set another).
+    events: Mutex<Box<dyn Observer + Send>>,
     local: SocketAddr,
     active: AtomicUsize,
     tests_done: AtomicU64,
@@ -101,33 +104,22 @@ struct Shared {
 }
 
 impl Shared {
-    fn log(&self, msg: &str) {
-        if let Ok(mut w) = self.sink.lock() {
-            let line = match self.cfg.mode {
-                Mode::Text => format!("netmeter: {msg}\n"),
-                _ => format!(
-                    "{}\n",
-                    serde_json::json!({"event": "server_log", "data": msg})
-                ),
-            };
-            let _ = w.write_all(line.as_bytes());
-            let _ = w.flush();
+    /// Tell the server's observer about the server itself (not one test's report).
+    fn tell(&self, event: Event<'_>) {
+        if let Ok(mut o) = self.events.lock() {
+            o.on(event);
         }
     }
 
+    fn log(&self, msg: &str) {
+        self.tell(Event::ServerLog(msg));
+    }
+
     fn banner(&self) {
-        if self.cfg.mode == Mode::Text {
-            let n = self.tests_done.load(Ordering::Relaxed) + 1;
-            let dash = "-".repeat(59);
-            if let Ok(mut w) = self.sink.lock() {
-                let _ = write!(
-                    w,
-                    "{dash}\nServer listening on {} (test #{n})\n{dash}\n",
-                    self.local.port()
-                );
-                let _ = w.flush();
-            }
-        }
+        self.tell(Event::Listening {
+            port: self.local.port(),
+            test: self.tests_done.load(Ordering::Relaxed) + 1,
+        });
     }
 
     /// Whether this server was told to stop by a signal.
@@ -140,6 +132,22 @@ impl Shared {
             *t = Instant::now();
         }
     }
+}
+
+/// The iperf3 rendering of the server's own events.
+fn server_renderer(cfg: &ServerConfig, sink: Sink) -> Renderer {
+    let ctx = TextCtx {
+        bounceback: false,
+        connect_only: false,
+        histogram_bin_ms: None,
+        format: cfg.format,
+        protocol: Protocol::Tcp,
+        bidir: false,
+        client: false,
+        verbose: cfg.verbose,
+        title: None,
+    };
+    Renderer::new(cfg.mode, sink, ctx)
 }
 
 /// Normalise v4-mapped IPv6 addresses so the two families compare equal.
@@ -223,6 +231,7 @@ impl Server {
         let local = tcp.local_addr()?;
         Ok(Server {
             shared: Arc::new(Shared {
+                events: Mutex::new(Box::new(server_renderer(&cfg, sink.clone()))),
                 cfg,
                 sink,
                 local,
@@ -247,6 +256,15 @@ impl Server {
     /// `serve` returns [`Stopped::ServerInterrupted`].
     pub fn stop_on_signals(self) -> Server {
         self.shared.on_signals.store(true, Ordering::Relaxed);
+        self
+    }
+
+    /// Tell `obs` about the server itself (listening, log lines) instead of printing
+    /// them; each test's own output still goes to the sink given to [`Server::bind`].
+    pub fn observed_by(self, obs: Box<dyn Observer + Send>) -> Server {
+        if let Ok(mut o) = self.shared.events.lock() {
+            *o = obs;
+        }
         self
     }
 

@@ -81,6 +81,17 @@ pub fn connecting(host: &str, port: u16) -> String {
     format!("Connecting to host {host}, port {port}\n")
 }
 
+/// The server's banner before each test it waits for.
+pub fn listening(port: u16, test: u64) -> String {
+    let dash = "-".repeat(59);
+    format!("{dash}\nServer listening on {port} (test #{test})\n{dash}\n")
+}
+
+/// A server's log line in text mode.
+pub fn server_log(msg: &str) -> String {
+    format!("netmeter: {msg}\n")
+}
+
 /// The server's line for a client's control connection.
 pub fn accepted(host: &str, port: u16) -> String {
     format!("Accepted connection from {host}, port {port}\n")
