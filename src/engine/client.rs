@@ -623,7 +623,7 @@ struct Watch<'a> {
 }
 
 impl Control for Watch<'_> {
-    fn check(&mut self, run: &mut Running, now_s: f64) -> Option<Ending> {
+    fn check(&mut self, run: &Running, now_s: f64) -> Option<Ending> {
         run.end_reached(now_s).then_some(Ending {
             at_s: now_s,
             stopped: None,

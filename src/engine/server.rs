@@ -926,16 +926,12 @@ struct Watch<'a, 's> {
 }
 
 impl Control for Watch<'_, '_> {
-    fn check(&mut self, run: &mut Running, now_s: f64) -> Option<Ending> {
+    fn check(&mut self, _: &Running, now_s: f64) -> Option<Ending> {
         if self.session.shared.signalled() {
             return Some(Ending {
                 at_s: now_s,
                 stopped: Some(Stopped::server_interrupted()),
             });
-        }
-        // Without interval rows nothing else ends the omit period.
-        if run.meter.omitting() && now_s >= run.spec().omit_s && !run.has_intervals() {
-            run.meter.tick(now_s);
         }
         None
     }

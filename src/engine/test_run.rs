@@ -258,7 +258,7 @@ pub struct Ending {
 /// A side's half of the control conversation while data flows ([`Running::run_until`]).
 pub trait Control {
     /// Before an interval row that is due: end the test now?
-    fn check(&mut self, run: &mut Running, now_s: f64) -> Option<Ending>;
+    fn check(&mut self, run: &Running, now_s: f64) -> Option<Ending>;
     /// After the rows: wait on the control connection (until the next row is due at
     /// most) and judge what arrived and how the streams are doing.
     fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError>;
@@ -290,11 +290,6 @@ impl Running {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// Whether interval rows are reported at all (`-i` > 0).
-    pub fn has_intervals(&self) -> bool {
-        self.interval.is_some()
-    }
-
     /// Whether this side receives on any stream.
     pub fn receives(&self) -> bool {
         self.live.shared.iter().any(|s| !s.sender)
@@ -315,6 +310,10 @@ impl Running {
             let now = self.now_s();
             if let Some(end) = side.check(self, now) {
                 return Ok(end);
+            }
+            // Without interval rows nothing else ends the omit period.
+            if self.interval.is_none() && self.meter.omitting() && now >= self.spec.omit_s {
+                self.meter.tick(now);
             }
             if now >= self.next_tick {
                 let iv = self.meter.tick(now);
