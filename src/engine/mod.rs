@@ -7,10 +7,12 @@
 //! report as it grows. Each layer uses only those below it (ARCHITECTURE.md, "Engine
 //! layering").
 
+pub mod bounce;
 pub mod client;
 pub mod clock;
 pub mod connect;
 pub mod ctrl;
+pub mod live;
 pub mod max_rate;
 pub mod meter;
 pub mod output;
