@@ -387,21 +387,6 @@ mod tests {
     use crate::report::{End, EndSum};
 
     #[test]
-    fn trip_times_without_samples_says_why_instead_of_an_empty_heading() {
-        let t = crate::report::TripTimesEnd {
-            clock: "CLOCK_REALTIME".into(),
-            offset_ms: 0.001,
-            offset_uncertainty_ms: 0.014,
-            client_to_server: None,
-            server_to_client: None,
-        };
-        assert_eq!(
-            trip_times_summary(&t),
-            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated +0.001 ms +/- 0.014 ms\n"
-        );
-    }
-
-    #[test]
     fn data_path_says_what_offload_did() {
         assert_eq!(
             data_path("tcp write/read", None),
@@ -437,9 +422,9 @@ mod tests {
                 .ends_with("  receive: GRO on, up to 64 KiB of datagrams per message, 32 messages per recvmmsg\n")
         );
     }
-    use crate::report::{EndSide, EndStream, EndUdp, TcpFigures, UdpRecvFigures};
+    use crate::report::{EndStream, EndUdp, TcpFigures, UdpRecvFigures};
 
-    fn ctx(protocol: Protocol) -> TextCtx {
+    pub(super) fn ctx(protocol: Protocol) -> TextCtx {
         TextCtx {
             bounceback: false,
             connect_only: false,
@@ -600,154 +585,6 @@ mod tests {
 [SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
 ";
         assert_eq!(end(&c, &e, false, &[true, false]), want);
-    }
-
-    #[test]
-    fn working_load_sum_is_bulk_figures_and_a_faster_loaded_path_is_explained() {
-        let c = TextCtx {
-            bounceback: true,
-            ..ctx(Protocol::Tcp)
-        };
-        let bulk = StreamInterval {
-            socket: 4,
-            end: 1.0,
-            seconds: 1.0,
-            bytes: 1 << 30,
-            bits_per_second: 8.6e9,
-            tcp: Some(TcpFigures::default()),
-            sender: true,
-            ..StreamInterval::default()
-        };
-        let probe = StreamInterval {
-            socket: 6,
-            netmeter: Some(crate::report::StreamExt {
-                transactions: Some(100),
-                ..Default::default()
-            }),
-            ..bulk.clone()
-        };
-        let iv = Interval {
-            streams: vec![bulk.clone(), probe],
-            sum: SumInterval {
-                end: 1.0,
-                seconds: 1.0,
-                bytes: 2 << 30,
-                bits_per_second: 17.2e9,
-                retransmits: Some(3),
-                netmeter: Some(crate::report::StreamExt {
-                    transactions: Some(100),
-                    ..Default::default()
-                }),
-                ..SumInterval::default()
-            },
-            ..Interval::default()
-        };
-        let text = interval(&c, &iv);
-        let sum = text.lines().find(|l| l.starts_with("[SUM]")).unwrap_or("");
-        assert!(sum.ends_with("GBytes  17.2 Gbits/sec    3"), "{text}");
-        let w = crate::report::WorkingLoadEnd {
-            idle_rpm: Some(600_000.0),
-            loaded_rpm: Some(633_000.0),
-            ..Default::default()
-        };
-        assert!(working_load_summary(&w, Format::Auto).contains(
-            "loaded responsiveness is higher than idle: the load added no measurable queueing delay"
-        ));
-        let w = crate::report::WorkingLoadEnd {
-            loaded_rpm: Some(6_000.0),
-            ..w
-        };
-        assert!(!working_load_summary(&w, Format::Auto).contains("higher than idle"));
-    }
-
-    #[test]
-    fn tcp_end_snapshot() {
-        let e = End {
-            streams: vec![EndStream {
-                sender: Some(EndSide {
-                    socket: 5,
-                    end: 10.0,
-                    seconds: 10.0,
-                    bytes: 37_580_963_840,
-                    bits_per_second: 30.06e9,
-                    retransmits: Some(8),
-                    max_snd_cwnd: Some(1),
-                    sender: true,
-                    ..EndSide::default()
-                }),
-                receiver: Some(EndSide {
-                    socket: 5,
-                    end: 10.04,
-                    seconds: 10.04,
-                    bytes: 37_580_963_840,
-                    bits_per_second: 29.94e9,
-                    sender: false,
-                    ..EndSide::default()
-                }),
-                udp: None,
-            }],
-            ..End::default()
-        };
-        let text = end(&ctx(Protocol::Tcp), &e, true, &[true]);
-        let want = "\
-- - - - - - - - - - - - - - - - - - - - - - - - -
-[ ID] Interval           Transfer     Bitrate         Retr
-[  5]   0.00-10.00  sec  35.0 GBytes  30.1 Gbits/sec    8             sender
-[  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
-";
-        assert_eq!(text, want);
-    }
-
-    #[test]
-    fn spurious_retransmits_line_per_sending_side() {
-        let sender = |retr: u64, spurious: Option<u64>| EndStream {
-            sender: Some(EndSide {
-                retransmits: Some(retr),
-                sender: true,
-                netmeter: spurious.map(|n| crate::report::TcpEndExtra {
-                    spurious_retransmits: n,
-                }),
-                ..EndSide::default()
-            }),
-            receiver: None,
-            udp: None,
-        };
-        let e = End {
-            streams: vec![sender(10, Some(7)), sender(5, Some(1)), sender(4, Some(4))],
-            ..End::default()
-        };
-        // Streams 0 and 1 are this host's, stream 2 the peer's (a bidirectional test).
-        let text = spurious_retransmits(&e, &[true, true, false]);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert!(
-            lines[0].starts_with("Retransmits (local sender): 15 segments, 8 of them spurious")
-        );
-        assert!(
-            lines[1].starts_with("Retransmits (remote sender): 4 segments, 4 of them spurious")
-        );
-        // Nothing spurious, or a sender that cannot tell (an iperf3 peer): no line.
-        let quiet = End {
-            streams: vec![sender(10, Some(0)), sender(3, None)],
-            ..End::default()
-        };
-        assert_eq!(spurious_retransmits(&quiet, &[true, false]), "");
-    }
-
-    #[test]
-    fn histogram_rebins_and_counts() {
-        // 10 samples at 0.05 ms, 5 at 0.15 ms, 5 at 0.151 ms: two 0.1 ms rows.
-        let h = histogram("RTT", &[(50.0, 10), (150.0, 5), (151.0, 5)], 0.1);
-        let rows: Vec<&str> = h.lines().collect();
-        assert_eq!(rows.len(), 3, "{h}");
-        assert!(rows[0].contains("20 samples"));
-        assert!(
-            rows[1].contains("0.000-0.100")
-                && rows[1].contains(" 10 ")
-                && rows[1].contains("50.00%")
-        );
-        assert!(rows[2].contains("0.100-0.200") && rows[2].contains(" 10 "));
-        assert_eq!(histogram("x", &[], 0.1), "");
     }
 
     #[test]
