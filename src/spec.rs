@@ -4,6 +4,10 @@
 //! every default is applied and every range checked. Nothing half-valid gets past
 //! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
 //! the server sends back, never a panic or an absurd allocation.
+//!
+//! Length: about 800 lines, 230 of them unit tests. `TestSpec` and its two wire
+//! mappings (`to_params`, `from_params`) stay in one file so a new field is added, sent
+//! and checked in one place.
 
 use crate::session::Negotiated;
 use crate::wire::{self, Bounceback, ErrCode, ExtRequest, Feature, Params, WorkingLoad};
