@@ -25,8 +25,9 @@
 mod frames;
 
 use crate::latency::Hist;
+pub use crate::wire::FrameSummary;
 use crate::wire::Isochronous;
-pub use frames::{FrameCounts, FrameRecv, FrameSummary};
+pub use frames::{FrameCounts, FrameRecv};
 
 /// Largest burst (`--burst-size`), bytes.
 pub const MAX_BURST_BYTES: u64 = 1 << 30;

@@ -19,7 +19,7 @@ mod ext;
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use errcode::ErrCode;
 pub use ext::{
-    Bounceback, ExtAnswer, ExtRequest, Feature, Isochronous, MAX_BOUNCEBACK_BURST,
+    Bounceback, ExtAnswer, ExtRequest, Feature, FrameSummary, Isochronous, MAX_BOUNCEBACK_BURST,
     MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US, WorkingLoad,
 };
 use serde::{Deserialize, Serialize};
@@ -453,7 +453,7 @@ pub struct StreamResult {
     pub netmeter_owd: Option<crate::latency::OwdSummary>,
     /// netmeter extension: whole frames seen by the receiver (`--isochronous`, UDP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netmeter_frames: Option<crate::profile::FrameSummary>,
+    pub netmeter_frames: Option<FrameSummary>,
 }
 
 impl StreamResult {

@@ -3,9 +3,7 @@
 //! a bounded window so a peer's headers cannot make the receiver allocate without limit.
 
 use super::{FRAME_WINDOW, MAX_TRACKED_DGRAMS};
-use crate::latency::{Hist, LatencyStats};
 use crate::wire::IsochHeader;
-use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone)]
 struct Pending {
@@ -122,45 +120,6 @@ impl FrameRecv {
     }
 }
 
-/// A receiving stream's frame summary, sent to the client in the results message
-/// (`netmeter_frames`) and shown in `end.netmeter.isochronous.receiver`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct FrameSummary {
-    pub frames_complete: u64,
-    pub frames_lost: u64,
-    /// Jitter of the frame transit times (first datagram sent → last datagram received).
-    pub frame_jitter_ms: f64,
-    /// `--trip-times`: frame latency (offset-corrected transit), all frames.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencyStats>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub latency_histogram_us: Vec<(f64, u64)>,
-}
-
-impl FrameSummary {
-    /// Combine several streams (jitter: mean of the streams, as iperf3 sums UDP jitter;
-    /// latency histograms merged at bucket resolution).
-    pub fn merge(parts: &[FrameSummary]) -> Option<FrameSummary> {
-        if parts.is_empty() {
-            return None;
-        }
-        let mut h = Hist::default();
-        for p in parts {
-            for &(us, n) in &p.latency_histogram_us {
-                h.record_n_ns((us * 1e3) as u64, n);
-            }
-        }
-        Some(FrameSummary {
-            frames_complete: parts.iter().map(|p| p.frames_complete).sum(),
-            frames_lost: parts.iter().map(|p| p.frames_lost).sum(),
-            frame_jitter_ms: parts.iter().map(|p| p.frame_jitter_ms).sum::<f64>()
-                / parts.len() as f64,
-            latency: h.stats(),
-            latency_histogram_us: h.buckets_us(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,25 +196,5 @@ mod tests {
         f.on_datagram(&hdr(u64::MAX, 0, 2, 0), 1);
         assert!(f.pending.len() <= FRAME_WINDOW);
         assert_eq!(f.counts().lost, u64::MAX - FRAME_WINDOW as u64);
-    }
-
-    #[test]
-    fn frame_summaries_merge() {
-        let a = FrameSummary {
-            frames_complete: 10,
-            frames_lost: 1,
-            frame_jitter_ms: 1.0,
-            ..FrameSummary::default()
-        };
-        let b = FrameSummary {
-            frames_complete: 5,
-            frames_lost: 0,
-            frame_jitter_ms: 3.0,
-            ..FrameSummary::default()
-        };
-        let m = FrameSummary::merge(&[a, b]).unwrap();
-        assert_eq!((m.frames_complete, m.frames_lost), (15, 1));
-        assert_eq!(m.frame_jitter_ms, 2.0);
-        assert!(FrameSummary::merge(&[]).is_none());
     }
 }
