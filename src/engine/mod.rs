@@ -4,8 +4,8 @@
 //! what each state byte means); `test_run` runs one test's data streams the same way on
 //! both sides; `stream` (with `profile` and `connect`) moves data on one thread per
 //! stream, `meter` samples the streams once per interval, and `output` renders the
-//! report as it grows. Each layer uses only those below it (ARCHITECTURE.md, "Engine
-//! layering").
+//! report as it grows. Each layer uses only those below it (ARCHITECTURE.md,
+//! "Layering").
 
 pub mod bounce;
 pub mod client;
