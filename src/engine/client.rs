@@ -9,11 +9,12 @@ use super::CTRL_TIMEOUT;
 use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
-use super::meter::Meter;
 use super::output::{Mode, Output, Renderer, Sink};
 use super::stream::DataSock;
 use super::test_common;
-use super::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, TestRun};
+use super::test_run::{
+    Control, Ending, FinalFigures, Launch, ReceiveWatch, Running, Side, TestRun,
+};
 use super::{Stopped, TestError};
 use crate::clocksync::ClockEstimate;
 use crate::report::observe::{Event, Observer};
@@ -303,7 +304,7 @@ fn converse(
     })?;
     let mut watch = Watch {
         ctrl: &mut *talk.ctrl,
-        receiving: ReceiveWatch::new(running.receives()),
+        receiving: ReceiveWatch::new(running.receives(), RCV_TIMEOUT),
     };
     let ending = running.run_until(out, &mut watch)?;
     if let Some(why) = ending.stopped {
@@ -685,33 +686,6 @@ impl Control for Watch<'_> {
 /// iperf3's default `--rcv-timeout`: how long a receiving client of a `-t 0` test waits
 /// for data before it gives up on a silent server.
 const RCV_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Watches the bytes this side receives, for the `-t 0` silent-server check.
-struct ReceiveWatch {
-    receives: bool,
-    last: (u64, Instant),
-}
-
-impl ReceiveWatch {
-    fn new(receives: bool) -> ReceiveWatch {
-        ReceiveWatch {
-            receives,
-            last: (0, Instant::now()),
-        }
-    }
-
-    /// Whether nothing has arrived for [`RCV_TIMEOUT`] on a side that receives.
-    fn stalled(&mut self, meter: &Meter, now: Instant) -> bool {
-        if !self.receives {
-            return false;
-        }
-        let (_, received, _, _) = meter.totals();
-        if received != self.last.0 {
-            self.last = (received, now);
-        }
-        now.duration_since(self.last.1) > RCV_TIMEOUT
-    }
-}
 
 /// End a test that was stopped early: record why (before the summary, as iperf3 orders
 /// its `--json-stream` events), print the summary of what this side measured (the peer's

@@ -435,6 +435,37 @@ impl Running {
     }
 }
 
+/// Watches the bytes this side receives, to notice a peer that stopped sending (the
+/// client's `-t 0` silent-server check).
+pub struct ReceiveWatch {
+    receives: bool,
+    limit: Duration,
+    last: (u64, Instant),
+}
+
+impl ReceiveWatch {
+    /// A watch on a side that `receives` (else it never stalls), giving up after `limit`.
+    pub fn new(receives: bool, limit: Duration) -> ReceiveWatch {
+        ReceiveWatch {
+            receives,
+            limit,
+            last: (0, Instant::now()),
+        }
+    }
+
+    /// Whether nothing has arrived for the limit on a side that receives.
+    pub fn stalled(&mut self, meter: &Meter, now: Instant) -> bool {
+        if !self.receives {
+            return false;
+        }
+        let (_, received, _, _) = meter.totals();
+        if received != self.last.0 {
+            self.last = (received, now);
+        }
+        now.duration_since(self.last.1) > self.limit
+    }
+}
+
 /// A side's own figures at the end of a test ([`Running::final_figures`]).
 pub struct FinalFigures {
     pub locals: Vec<build::LocalFinal>,
