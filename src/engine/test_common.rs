@@ -1,5 +1,6 @@
-//! What the client and the server do alike: socket options on data streams, the
-//! `start` facts, and the inputs of the end summary.
+//! What the client and the server do alike: socket options on data streams (applied
+//! by the client's `connect_tcp`/`connect_udp` and the server's `session::data_sock_opts`),
+//! the `start` facts, and the inputs of the end summary.
 
 use crate::report::build::{EndInputs, LocalFinal};
 use crate::report::{Start, TestStart};
