@@ -285,5 +285,18 @@ mod tests {
             format!("cannot bind to 0.0.0.0 port 1: {text}")
         );
         assert!(TestError::ClientOvertime.stopped().is_none());
+        // A stream thread's error is typed, and still reads as the io::Error it wraps.
+        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+        let text = reset.to_string();
+        let e = record::StreamError {
+            stream: 3,
+            sender: true,
+            err: std::sync::Arc::new(reset),
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            TestError::Stream(e).to_string(),
+            format!("a data stream failed: {text}")
+        );
     }
 }
