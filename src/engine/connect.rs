@@ -21,6 +21,7 @@
 //! against any server. The cost: the close is an abort, so the transaction time does
 //! not include a graceful FIN exchange.
 
+use super::record::ConnRecord;
 use super::stream::Worker;
 use super::test_common;
 use crate::report::connect::{ConnFigures, ConnFinal};
@@ -49,16 +50,6 @@ const ANSWER: [u8; 1] = [b'1'];
 
 // ---------------------------------------------------------------------------------
 // Client side.
-
-/// A client stream's connections, shared with the control thread's meter.
-#[derive(Debug, Default)]
-pub struct ConnRecord {
-    /// Since the last interval tick.
-    pub interval: ConnFigures,
-    /// The measured part (after `-O`) up to the last tick.
-    pub total: ConnFigures,
-    pub last_error: Option<String>,
-}
 
 /// Where and how a stream opens its short connections.
 pub struct Target {

@@ -195,6 +195,15 @@ impl Observer for Renderer {
                     self.write(&json::document(report));
                 }
             }
+            Event::Listening { port, test } => {
+                if self.mode == Mode::Text {
+                    self.write(&text::listening(port, test));
+                }
+            }
+            Event::ServerLog(msg) => match self.mode {
+                Mode::Text => self.write(&text::server_log(msg)),
+                _ => self.write(&json::server_log(msg)),
+            },
         }
     }
 }
@@ -322,5 +331,39 @@ mod tests {
         r.on(Event::Finished(&report));
         let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(got, json::document(&report));
+    }
+
+    /// The server's own events, byte for byte as the server always printed them: the
+    /// banner only in text mode, log lines as text or as one JSON object per line.
+    #[test]
+    fn server_events_render_as_before() {
+        let text = Shared::default();
+        let mut r = Renderer::new(Mode::Text, sink(Box::new(text.clone())), ctx());
+        r.on(Event::Listening {
+            port: 5201,
+            test: 2,
+        });
+        r.on(Event::ServerLog("test from 127.0.0.1:1 stopped"));
+        let dash = "-".repeat(59);
+        assert_eq!(
+            String::from_utf8(text.0.lock().unwrap().clone()).unwrap(),
+            format!(
+                "{dash}\nServer listening on 5201 (test #2)\n{dash}\n\
+                 netmeter: test from 127.0.0.1:1 stopped\n"
+            )
+        );
+        for mode in [Mode::Json, Mode::JsonStream] {
+            let buf = Shared::default();
+            let mut r = Renderer::new(mode, sink(Box::new(buf.clone())), ctx());
+            r.on(Event::Listening {
+                port: 5201,
+                test: 1,
+            });
+            r.on(Event::ServerLog("say \"hi\""));
+            assert_eq!(
+                String::from_utf8(buf.0.lock().unwrap().clone()).unwrap(),
+                "{\"data\":\"say \\\"hi\\\"\",\"event\":\"server_log\"}\n"
+            );
+        }
     }
 }

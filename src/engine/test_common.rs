@@ -1,5 +1,6 @@
-//! What the client and the server do alike: socket options on data streams, the
-//! `start` facts, and the inputs of the end summary.
+//! What the client and the server do alike: socket options on data streams (applied
+//! by the client's `connect_tcp`/`connect_udp` and the server's `session::data_sock_opts`),
+//! the `start` facts, and the inputs of the end summary.
 
 use crate::report::build::{EndInputs, LocalFinal};
 use crate::report::{Start, TestStart};
@@ -44,6 +45,15 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
         }
     }
     Ok(())
+}
+
+/// A UDP data socket without `-w`: room for a burst of datagrams at high rates (capped
+/// by net.core.[rw]mem_max). Refusals are ignored: the kernel's default still works.
+pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
+    if spec.window.is_none() {
+        let _ = s.set_recv_buffer_size(4 << 20);
+        let _ = s.set_send_buffer_size(4 << 20);
+    }
 }
 
 /// A memory file holding the payload, for `sendfile` (`-Z`).

@@ -335,6 +335,22 @@ fn tcp_omit() {
     );
 }
 
+/// `-O` without interval rows (`-i 0`): the omit period still ends, and so does the
+/// test (the client used to wait for a tick that never came, an hour past `-O`).
+#[test]
+fn tcp_omit_without_intervals() {
+    let t = Instant::now();
+    let (v, _) = pair(&["-t", "1", "-O", "1", "-i", "0"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the test took {:?}",
+        t.elapsed()
+    );
+    assert!(intervals(&v).is_empty(), "no interval rows with -i 0");
+    let secs = f(&v, "end.sum_sent.seconds");
+    assert!((0.8..1.6).contains(&secs), "summary spans {secs} s");
+}
+
 #[test]
 fn tcp_interval_half_second() {
     let (v, _) = pair(&["-t", "1", "-i", "0.5"]);
