@@ -292,6 +292,14 @@ impl PrivateKey {
         PrivateKey::from_pem(&text, path)
     }
 
+    /// The public half as PEM (`PUBLIC KEY`), what a client's `--rsa-public-key-path` reads.
+    pub fn public_pem(&self) -> String {
+        use rsa::pkcs8::{EncodePublicKey, LineEnding};
+        RsaPublicKey::from(&self.0)
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap_or_default()
+    }
+
     /// Decode and decrypt an `authtoken` into the credential it carries.
     pub fn decrypt(&self, token: &str, padding: Padding) -> Result<Credential, AuthError> {
         let sealed = self.sealed(token)?;

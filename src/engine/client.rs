@@ -64,6 +64,8 @@ pub struct ClientConfig {
     pub histograms: Option<f64>,
     /// `--txstart-time`: start sending at this wall-clock time (seconds since the epoch).
     pub txstart: Option<f64>,
+    /// `--username`/`--rsa-public-key-path`: the credential to send with the parameters.
+    pub auth: Option<crate::auth::ClientAuth>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -738,19 +740,30 @@ fn converse(
     let mut test_start: Option<Instant> = None;
 
     // Setup: everything up to TEST_RUNNING.
+    let mut sent_token = false;
     loop {
         let st = ctrl
             .read_state(CTRL_TIMEOUT, "the server's next control message")
-            .map_err(ctrl_err)?;
+            .map_err(|e| match e {
+                // iperf3 3.22 refuses a credential by closing the connection.
+                CtrlError::Closed(_) if sent_token && effective.is_none() => TestError::AuthClosed,
+                e => ctrl_err(e),
+            })?;
         let step = match machine.on_state(st) {
             Ok(s) => s,
             Err(ClientFailure::ServerTerminated) => return Err(Stopped::ServerTerminated.into()),
             Err(e) => return Err(e.into()),
         };
         match step {
-            ClientStep::SendParams => ctrl
-                .send_json(&asked.to_params(ext_req.clone()), "sending the parameters")
-                .map_err(ctrl_err)?,
+            ClientStep::SendParams => {
+                let mut params = asked.to_params(ext_req.clone());
+                if let Some(auth) = &cfg.auth {
+                    params.authtoken = Some(auth.token().map_err(TestError::AuthToken)?);
+                    sent_token = true;
+                }
+                ctrl.send_json(&params, "sending the parameters")
+                    .map_err(ctrl_err)?
+            }
             ClientStep::ReadExtAnswer => {
                 let a: ExtAnswer = ctrl
                     .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
