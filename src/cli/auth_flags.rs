@@ -64,6 +64,13 @@ impl AuthFlags {
                 ));
             }
         };
+        // The server reads the credential with sscanf's %s: an empty user name, or one
+        // with whitespace, can never match (iperf3 would find out only at the server).
+        if user.is_empty() || user.contains(|c: char| c.is_ascii_whitespace()) {
+            return Err(usage(
+                "--username must be non-empty and without spaces (iperf3's credential format cannot carry them)",
+            ));
+        }
         let key = PublicKey::read(key_path).map_err(|e| usage(e.to_string()))?;
         let password = match password {
             Some(p) => p,
@@ -73,6 +80,11 @@ impl AuthFlags {
                 ))
             })?,
         };
+        if password.is_empty() || password.contains(|c: char| c.is_ascii_whitespace()) {
+            return Err(usage(
+                "the password must be non-empty and without spaces (iperf3's credential format cannot carry them)",
+            ));
+        }
         Ok(Some(ClientAuth {
             user: user.clone(),
             password,
@@ -253,6 +265,31 @@ mod tests {
             !format!("{auth:?}").contains("pw\""),
             "the password never shows in Debug"
         );
+        for (user, pw, want) in [
+            (
+                "al ice",
+                "pw",
+                "--username must be non-empty and without spaces",
+            ),
+            ("", "pw", "--username must be non-empty"),
+            (
+                "alice",
+                "p w",
+                "the password must be non-empty and without spaces",
+            ),
+            ("alice", "", "the password must be non-empty"),
+        ] {
+            let a = args(&[
+                "-c",
+                "h",
+                "--username",
+                user,
+                "--rsa-public-key-path",
+                pub_path.to_str().unwrap(),
+            ]);
+            let e = a.auth.client(Some(pw.into())).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{user:?}/{pw:?}: {e}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
