@@ -75,6 +75,36 @@ fn server_flags(pkcs1: bool) -> Vec<String> {
     v
 }
 
+/// A netmeter server that requires authentication, with `extra` flags; its log.
+fn nm_auth_server(port: u16, pkcs1: bool, extra: &[&str]) -> (Proc, Drained) {
+    let mut flags = server_flags(pkcs1);
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    netmeter_server(port, &flags)
+}
+
+/// An iperf3 server that requires authentication (OAEP, except 3.12: PKCS#1 v1.5); its
+/// log, flushed as it goes.
+fn iperf3_auth_server(bin: &str, port: u16) -> (Proc, Drained) {
+    let mut server = Proc::spawn(
+        "iperf3 server",
+        Command::new(bin)
+            .args([
+                "-s",
+                "-B",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--forceflush",
+            ])
+            .args(server_flags(false)),
+    );
+    let log = server.drain();
+    // iperf3 servers close a probe connection badly; give it a moment to bind instead.
+    std::thread::sleep(Duration::from_millis(400));
+    (server, log)
+}
+
 /// netmeter's client was refused: an error exit and iperf3's words in its `-J` error.
 fn assert_nm_refused(out: &Output, what: &str) {
     assert!(!out.status.success(), "{what}: exit 0\n{}", show(out));
@@ -192,9 +222,7 @@ fn netmeter_client_and_server_with_either_padding() {
     let _serial = serial();
     for pkcs1 in [false, true] {
         let port = free_port();
-        let flags = server_flags(pkcs1);
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let (_server, log) = netmeter_server(port, &flags);
+        let (_server, log) = nm_auth_server(port, pkcs1, &[]);
         let pad: &[&str] = if pkcs1 { &["--use-pkcs1-padding"] } else { &[] };
         let what = |w: &str| format!("{w} (pkcs1 {pkcs1})");
         assert_ran(
@@ -244,10 +272,7 @@ fn netmeter_client_and_server_with_either_padding() {
 fn server_refuses_forged_skewed_and_replayed_credentials_and_keeps_serving() {
     let _serial = serial();
     let port = free_port();
-    let mut flags = server_flags(false);
-    flags.extend(["--max-tests".into(), "4".into()]);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (_server, log) = netmeter_server(port, &flags);
+    let (_server, log) = nm_auth_server(port, false, &["--max-tests", "4"]);
     let good = token("alice", "secret", Padding::Oaep, 0);
     let cases: Vec<(&str, String)> = vec![
         ("garbage", "this is not base64!".into()),
@@ -320,9 +345,7 @@ fn server_refuses_forged_skewed_and_replayed_credentials_and_keeps_serving() {
 fn unknown_user_and_wrong_password_take_the_same_time() {
     let _serial = serial();
     let port = free_port();
-    let flags = server_flags(false);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (_server, _log) = netmeter_server(port, &flags);
+    let (_server, _log) = nm_auth_server(port, false, &[]);
     let attempt = |user: &str, pw: &str| {
         let t = token(user, pw, Padding::Oaep, 0);
         // Let the server finish with the previous connection first: each attempt then
@@ -392,9 +415,7 @@ fn iperf3_clients_to_a_netmeter_server() {
         let bin = peer(key);
         let pkcs1 = !speaks_oaep(key);
         let port = free_port();
-        let flags = server_flags(pkcs1);
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let (_server, log) = netmeter_server(port, &flags);
+        let (_server, log) = nm_auth_server(port, pkcs1, &[]);
         let what = |w: &str| format!("{key} client, {w}");
         assert_ran(
             &auth_client(&bin, port, "alice", "secret", &[]),
@@ -431,9 +452,7 @@ fn iperf3_clients_to_a_netmeter_server() {
     }
     // Padding mismatch: an OAEP client against a PKCS#1 netmeter server.
     let port = free_port();
-    let flags = server_flags(true);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (_server, log) = netmeter_server(port, &flags);
+    let (_server, log) = nm_auth_server(port, true, &[]);
     let bin = peer("NETMETER_IPERF3_322");
     assert_refused(
         &auth_client(&bin, port, "alice", "secret", &[]),
@@ -462,21 +481,7 @@ fn netmeter_client_to_iperf3_servers() {
         } else {
             &["--use-pkcs1-padding"]
         };
-        let mut server = Proc::spawn(
-            "iperf3 server",
-            Command::new(&bin)
-                .args([
-                    "-s",
-                    "-B",
-                    "127.0.0.1",
-                    "-p",
-                    &port.to_string(),
-                    "--forceflush",
-                ])
-                .args(server_flags(false)),
-        );
-        let log = server.drain();
-        std::thread::sleep(Duration::from_millis(400));
+        let (_server, log) = iperf3_auth_server(&bin, port);
         let what = |w: &str| format!("{key} server, {w}");
         assert_ran(
             &auth_client(netmeter(), port, "alice", "secret", pad),
@@ -521,21 +526,7 @@ fn netmeter_client_to_iperf3_servers() {
     }
     // A PKCS#1 v1.5 netmeter client against an OAEP iperf3 3.18 server is refused.
     let port = free_port();
-    let mut server = Proc::spawn(
-        "iperf3 server",
-        Command::new(peer("NETMETER_IPERF3_318"))
-            .args([
-                "-s",
-                "-B",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "--forceflush",
-            ])
-            .args(server_flags(false)),
-    );
-    let log = server.drain();
-    std::thread::sleep(Duration::from_millis(400));
+    let (_server, log) = iperf3_auth_server(&peer("NETMETER_IPERF3_318"), port);
     assert_nm_refused(
         &auth_client(
             netmeter(),
