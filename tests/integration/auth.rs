@@ -333,6 +333,46 @@ fn server_refuses_forged_skewed_and_replayed_credentials_and_keeps_serving() {
     );
 }
 
+/// `-1`: a refused client does not count as the one test (as in iperf3 3.22), and
+/// `--time-skew-threshold` moves the limit: with 120, a credential 150 s old is refused
+/// and one 60 s old (refused by the default 10) opens the test.
+#[test]
+fn one_off_server_waits_for_an_authenticated_client_within_its_threshold() {
+    let _serial = serial();
+    let port = free_port();
+    let (mut server, log) = nm_auth_server(port, false, &["-1", "--time-skew-threshold", "120"]);
+    assert_nm_refused(
+        &auth_client(netmeter(), port, "alice", "nope", &[]),
+        "wrong password",
+    );
+    let stale = token("alice", "secret", Padding::Oaep, -150);
+    assert_eq!(
+        raw_attempt(port, Some(&stale)).1,
+        Some(IEAUTHTEST),
+        "150 s old"
+    );
+    assert!(
+        server.alive(),
+        "refusals do not end a -1 server\n{}",
+        log.text()
+    );
+    let late = token("alice", "secret", Padding::Oaep, -60);
+    let (st, code, _) = raw_attempt(port, Some(&late));
+    assert_eq!(
+        (st, code),
+        (CREATE_STREAMS, None),
+        "60 s old, threshold 120"
+    );
+    // The raw client walks away: that was the -1 server's one test.
+    wait_until("the -1 server to exit after its test", || !server.alive());
+    assert_eq!(
+        log.text().matches("refused a test").count(),
+        2,
+        "{}",
+        log.text()
+    );
+}
+
 /// The server must not tell "unknown user" from "wrong password" by its answer time.
 /// 100 pairs of attempts, one of each close together (15 ms apart), so that load from
 /// other processes on this machine hits both alike. Half the pairs start with the unknown user, half
