@@ -164,6 +164,18 @@ impl Credential {
     }
 }
 
+/// C's `isspace` in the C locale, which `sscanf` skips: Rust's `is_ascii_whitespace`
+/// leaves out the vertical tab.
+pub fn c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Whether `s` can travel in iperf3's credential text: not empty, no whitespace (`%s`
+/// stops there) and no NUL (the C string ends there).
+pub fn fits_credential(s: &str) -> bool {
+    !s.is_empty() && !s.bytes().any(|c| c_space(c) || c == 0)
+}
+
 /// A cursor for [`Credential::parse`].
 struct Scan<'a> {
     b: &'a [u8],
@@ -172,7 +184,7 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     fn skip_ws(&mut self) {
-        while self.b.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+        while self.b.get(self.i).is_some_and(|&c| c_space(c)) {
             self.i += 1;
         }
     }
@@ -186,11 +198,7 @@ impl Scan<'_> {
     }
     fn word(&mut self) -> Result<String, AuthError> {
         let start = self.i;
-        while self
-            .b
-            .get(self.i)
-            .is_some_and(|c| !c.is_ascii_whitespace() && *c != 0)
-        {
+        while self.b.get(self.i).is_some_and(|&c| !c_space(c) && c != 0) {
             self.i += 1;
         }
         if self.i == start {

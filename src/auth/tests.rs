@@ -162,6 +162,11 @@ fn credential_parse_follows_sscanf() {
         ok("user: a\npwd:  b\nts:   +7\n"),
         Ok(("a".into(), "b".into(), 7))
     );
+    // A vertical tab is whitespace to sscanf too.
+    assert_eq!(
+        ok("user:\x0bbob\x0bpwd:x\x0bts:1"),
+        Ok(("bob".into(), "x".into(), 1))
+    );
     // A password with a space ends the %s early: "ts:" does not follow.
     assert_eq!(ok("user: a\npwd:  b c\nts:   7"), Err(AuthError::Malformed));
     for bad in [

@@ -66,7 +66,7 @@ impl AuthFlags {
         };
         // The server reads the credential with sscanf's %s: an empty user name, or one
         // with whitespace, can never match (iperf3 would find out only at the server).
-        if user.is_empty() || user.contains(|c: char| c.is_ascii_whitespace()) {
+        if !auth::fits_credential(user) {
             return Err(usage(
                 "--username must be non-empty and without spaces (iperf3's credential format cannot carry them)",
             ));
@@ -80,7 +80,7 @@ impl AuthFlags {
                 ))
             })?,
         };
-        if password.is_empty() || password.contains(|c: char| c.is_ascii_whitespace()) {
+        if !auth::fits_credential(&password) {
             return Err(usage(
                 "the password must be non-empty and without spaces (iperf3's credential format cannot carry them)",
             ));
@@ -278,6 +278,11 @@ mod tests {
                 "the password must be non-empty and without spaces",
             ),
             ("alice", "", "the password must be non-empty"),
+            (
+                "alice",
+                "p\u{b}w",
+                "the password must be non-empty and without spaces",
+            ),
         ] {
             let a = args(&[
                 "-c",
