@@ -310,10 +310,14 @@ impl PrivateKey {
 
     /// Decode and decrypt an `authtoken` into the credential it carries.
     pub fn decrypt(&self, token: &str, padding: Padding) -> Result<Credential, AuthError> {
-        let sealed = self.sealed(token)?;
+        self.open(&self.sealed(token)?, padding)
+    }
+
+    /// Decrypt a ciphertext of the key's size (blinded: see the module notes).
+    fn open(&self, sealed: &[u8], padding: Padding) -> Result<Credential, AuthError> {
         let plain = match padding {
-            Padding::Oaep => self.0.decrypt_blinded(&mut OsRng, oaep(), &sealed),
-            Padding::Pkcs1v15 => self.0.decrypt_blinded(&mut OsRng, Pkcs1v15Encrypt, &sealed),
+            Padding::Oaep => self.0.decrypt_blinded(&mut OsRng, oaep(), sealed),
+            Padding::Pkcs1v15 => self.0.decrypt_blinded(&mut OsRng, Pkcs1v15Encrypt, sealed),
         }
         .map_err(|_| AuthError::Undecryptable)?;
         Credential::parse(&plain)
@@ -404,14 +408,20 @@ pub struct ReplayGuard {
 }
 
 impl ReplayGuard {
-    /// Record `sealed` (accepted at `now`, stamped `ts`); false if it was seen before.
-    fn first_use(&mut self, sealed: &[u8], ts: i64, now: i64, threshold_s: u32) -> bool {
+    /// Let `a` through (at `now`) if its credential was not used before, and remember it.
+    pub fn first_use(
+        &mut self,
+        a: Admitted,
+        now: i64,
+        threshold_s: u32,
+    ) -> Result<String, AuthError> {
         let window = i64::from(threshold_s);
         self.seen
             .retain(|_, t| now.saturating_sub(*t).abs() <= window);
-        self.seen
-            .insert(Sha256::digest(sealed).into(), ts)
-            .is_none()
+        match self.seen.insert(a.sealed, a.ts) {
+            None => Ok(a.user),
+            Some(_) => Err(AuthError::Replayed { user: a.user }),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -423,29 +433,40 @@ impl ReplayGuard {
     }
 }
 
-/// The server's decision: key, padding and skew threshold, with the memory of
-/// credentials already used.
+/// The server's decision: key, padding and skew threshold.
 #[derive(Debug)]
 pub struct Verifier {
     pub key: PrivateKey,
     pub padding: Padding,
     pub threshold_s: u32,
-    pub seen: ReplayGuard,
 }
 
 impl Verifier {
     /// Decide on the `authtoken` of a test's parameters at `now` (Unix seconds); the
     /// authenticated user name on success. Order as iperf3's: decrypt, time stamp, users
-    /// file; then the replay check.
+    /// file; then the replay check against `seen`, which remembers the credential.
     pub fn verify(
-        &mut self,
+        &self,
         token: Option<&str>,
         users: &Users,
         now: i64,
+        seen: &mut ReplayGuard,
     ) -> Result<String, AuthError> {
+        let a = self.admit(token, users, now)?;
+        seen.first_use(a, now, self.threshold_s)
+    }
+
+    /// Everything but the replay check, which needs the shared memory: the expensive
+    /// part, done without holding it.
+    pub fn admit(
+        &self,
+        token: Option<&str>,
+        users: &Users,
+        now: i64,
+    ) -> Result<Admitted, AuthError> {
         let token = token.ok_or(AuthError::Missing)?;
         let sealed = self.key.sealed(token)?;
-        let cred = self.key.decrypt(token, self.padding)?;
+        let cred = self.key.open(&sealed, self.padding)?;
         let skew_s = now.saturating_sub(cred.ts);
         if skew_s.saturating_abs() > i64::from(self.threshold_s) {
             return Err(AuthError::Skewed {
@@ -458,11 +479,21 @@ impl Verifier {
         if !users.allows(&cred.user, &cred.password) {
             return Err(AuthError::NotAuthorized { user: cred.user });
         }
-        if !self.seen.first_use(&sealed, cred.ts, now, self.threshold_s) {
-            return Err(AuthError::Replayed { user: cred.user });
-        }
-        Ok(cred.user)
+        Ok(Admitted {
+            user: cred.user,
+            ts: cred.ts,
+            sealed: Sha256::digest(&sealed).into(),
+        })
     }
+}
+
+/// A credential that passed every check but the replay check.
+#[derive(Debug)]
+pub struct Admitted {
+    user: String,
+    ts: i64,
+    /// SHA-256 of the ciphertext.
+    sealed: [u8; 32],
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -483,7 +514,9 @@ impl std::fmt::Debug for PublicKey {
 #[derive(Debug)]
 pub struct ServerAuth {
     pub users_path: PathBuf,
-    verifier: Mutex<Verifier>,
+    verifier: Verifier,
+    /// Credentials already accepted, shared by all sessions.
+    seen: Mutex<ReplayGuard>,
 }
 
 impl ServerAuth {
@@ -504,17 +537,18 @@ impl ServerAuth {
         })?;
         Ok(ServerAuth {
             users_path: users_path.into(),
-            verifier: Mutex::new(Verifier {
+            verifier: Verifier {
                 key,
                 padding,
                 threshold_s,
-                seen: ReplayGuard::default(),
-            }),
+            },
+            seen: Mutex::new(ReplayGuard::default()),
         })
     }
 
     /// Check a test's `authtoken` now. The users file is read again for each test (as
-    /// iperf3 does), so edits apply without a restart.
+    /// iperf3 does), so edits apply without a restart. Sessions decrypt side by side;
+    /// only the replay check takes the shared lock.
     pub fn check(&self, token: Option<&str>) -> Result<String, AuthError> {
         let users = std::fs::read_to_string(&self.users_path)
             .map(|t| Users::parse(&t))
@@ -523,13 +557,11 @@ impl ServerAuth {
                 reason: e.to_string(),
             })?;
         let now = unix_now();
+        let admitted = self.verifier.admit(token, &users, now)?;
         // A poisoned lock only means another session panicked while holding it; the
-        // verifier's state (the replay memory) stays consistent between calls.
-        let mut v = self
-            .verifier
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        v.verify(token, &users, now)
+        // replay memory stays consistent between calls.
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.first_use(admitted, now, self.verifier.threshold_s)
     }
 }
 

@@ -38,11 +38,30 @@ fn client(password: &str, padding: Padding) -> ClientAuth {
     }
 }
 
-fn verifier(padding: Padding) -> Verifier {
-    Verifier {
-        key: key().clone(),
-        padding,
-        threshold_s: DEFAULT_SKEW_S,
+/// A verifier with its own replay memory, as one server has.
+struct Server {
+    v: Verifier,
+    seen: ReplayGuard,
+}
+
+impl Server {
+    fn verify(
+        &mut self,
+        token: Option<&str>,
+        users: &Users,
+        now: i64,
+    ) -> Result<String, AuthError> {
+        self.v.verify(token, users, now, &mut self.seen)
+    }
+}
+
+fn verifier(padding: Padding) -> Server {
+    Server {
+        v: Verifier {
+            key: key().clone(),
+            padding,
+            threshold_s: DEFAULT_SKEW_S,
+        },
         seen: ReplayGuard::default(),
     }
 }
@@ -258,7 +277,7 @@ fn time_stamps_outside_the_threshold_are_refused_both_ways() {
         }
     }
     let mut v = verifier(Padding::Oaep);
-    v.threshold_s = 60;
+    v.v.threshold_s = 60;
     assert!(
         v.verify(Some(&a.token_at(now - 59).unwrap()), &users(), now)
             .is_ok()
