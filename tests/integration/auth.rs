@@ -583,3 +583,48 @@ fn netmeter_client_to_iperf3_servers() {
         log.text()
     );
 }
+
+/// A credential a real iperf3 client sent (read from its `-d` output) works once; played
+/// back, it is refused (iperf3 servers would accept it again within the threshold).
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs iperf3 3.12/3.18/3.22 (scripts/setup-peers.sh)"
+)]
+#[test]
+fn a_real_iperf3_credential_played_back_is_refused() {
+    let _serial = serial();
+    for key in ["NETMETER_IPERF3_312", "NETMETER_IPERF3_322"] {
+        let port = free_port();
+        let (_server, log) = nm_auth_server(port, !speaks_oaep(key), &[]);
+        let out = run(
+            Command::new(peer(key))
+                .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1", "-d"])
+                .args([
+                    "--username",
+                    "alice",
+                    "--rsa-public-key-path",
+                    &files().public,
+                ])
+                .env("IPERF3_PASSWORD", "secret"),
+            Duration::from_secs(40),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("iperf Done."), "{key}: {}", show(&out));
+        let token = text
+            .split("\"authtoken\":")
+            .nth(1)
+            .and_then(|rest| rest.split('"').nth(1))
+            .unwrap_or_else(|| panic!("{key}: no authtoken in the -d output\n{}", show(&out)));
+        let (st, code, _) = raw_attempt(port, Some(token));
+        assert_eq!(
+            (st, code),
+            (SERVER_ERROR, Some(IEAUTHTEST)),
+            "{key}: replay"
+        );
+        assert!(
+            log.wait_for("replayed", 1, Duration::from_secs(5)),
+            "{key}: {}",
+            log.text()
+        );
+    }
+}
