@@ -374,58 +374,66 @@ fn one_off_server_waits_for_an_authenticated_client_within_its_threshold() {
 }
 
 /// The server must not tell "unknown user" from "wrong password" by its answer time.
-/// 100 pairs of attempts, one of each close together (15 ms apart), so that load from
-/// other processes on this machine hits both alike. Half the pairs start with the unknown user, half
-/// with the wrong password, and the median difference is taken within each half and
-/// then averaged, so that whatever the first attempt of a pair costs more or less
-/// cancels out. It must stay within 0.5 ms (a refusal takes ~3.5 ms here, nearly all
-/// of it RSA). Broken on purpose, with a 1 ms pause on the unknown-user path only, this
-/// test fails.
+/// One measurement: 50 rounds of four attempts, unknown user / wrong password / wrong
+/// password / unknown user, 15 ms apart (the server idle at each), so that both kinds
+/// take each place in a round. Load from other processes only ever adds time, so each
+/// round keeps the quicker attempt of each kind, and the measurement is the median over
+/// the rounds of their difference. It must stay within 0.5 ms (a refusal takes ~3.5 ms
+/// here, nearly all of it RSA), or 8 % of the typical refusal time when load makes that
+/// longer. A burst of load from elsewhere can still push one measurement over, so one
+/// over the bound is measured twice more and the median of the three decides: a real
+/// difference shows in all three. Broken on purpose, with a 1 ms pause on the
+/// unknown-user path only, this test fails.
 #[test]
 fn unknown_user_and_wrong_password_take_the_same_time() {
     let _serial = serial();
     let port = free_port();
     let (_server, _log) = nm_auth_server(port, false, &[]);
-    let attempt = |user: &str, pw: &str| {
+    let attempt = |unknown: bool| {
+        let (user, pw) = if unknown {
+            ("mallory", "secret")
+        } else {
+            ("alice", "wrong")
+        };
         let t = token(user, pw, Padding::Oaep, 0);
-        // Let the server finish with the previous connection first: each attempt then
-        // finds it idle, whichever came before.
+        // Let the server finish with the previous connection first.
         std::thread::sleep(Duration::from_millis(15));
         let (st, code, took) = raw_attempt(port, Some(&t));
         assert_eq!((st, code), (SERVER_ERROR, Some(IEAUTHTEST)), "{user}");
         took.as_secs_f64() * 1e3
     };
-    // Differences (unknown user − wrong password) when the unknown user went first, and
-    // when the wrong password did.
-    let (mut unknown_first, mut wrong_first) = (Vec::new(), Vec::new());
-    let mut all = Vec::new();
-    for i in 0..104 {
-        let (u, w, into) = if i % 2 == 0 {
-            let u = attempt("mallory", "secret");
-            (u, attempt("alice", "wrong"), &mut unknown_first)
-        } else {
-            let w = attempt("alice", "wrong");
-            (attempt("mallory", "secret"), w, &mut wrong_first)
-        };
-        if i >= 4 {
-            into.push(u - w);
-            all.push(u);
-        }
-    }
-    let median = |v: &mut Vec<f64>| {
+    let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (a, b) = (median(&mut unknown_first), median(&mut wrong_first));
-    let d = (a + b) / 2.0;
-    let typical = median(&mut all);
-    eprintln!(
-        "refusal time: median {typical:.2} ms; unknown user minus wrong password: {d:+.3} ms \
-         (medians {a:+.3} ms with the unknown user first, {b:+.3} ms with the wrong password first)"
-    );
+    // (unknown minus wrong, ms; the bound, ms)
+    let measure = || {
+        let (mut diffs, mut all) = (Vec::new(), Vec::new());
+        for round in 0..52 {
+            let t: Vec<f64> = [true, false, false, true].map(attempt).to_vec();
+            if round >= 2 {
+                diffs.push(t[0].min(t[3]) - t[1].min(t[2]));
+                all.extend(t);
+            }
+        }
+        let (d, typical) = (median(diffs), median(all));
+        let allowed = (0.08 * typical).max(0.5);
+        eprintln!(
+            "refusal time: median {typical:.2} ms; unknown user minus wrong password: {d:+.3} ms (median of 50 rounds; allowed {allowed:.2} ms)"
+        );
+        (d, allowed)
+    };
+    let (d, allowed) = measure();
+    if d.abs() <= allowed {
+        return;
+    }
+    let (d2, a2) = measure();
+    let (d3, a3) = measure();
+    let d = median(vec![d, d2, d3]);
+    let allowed = median(vec![allowed, a2, a3]);
     assert!(
-        d.abs() <= 0.5,
-        "an unknown user is refused {d:+.3} ms later than a wrong password ({a:+.3} / {b:+.3} ms)"
+        d.abs() <= allowed,
+        "an unknown user is refused {d:+.3} ms later than a wrong password (median of three measurements; allowed {allowed:.2} ms)"
     );
 }
 
