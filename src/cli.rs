@@ -19,6 +19,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod auth_flags;
 pub mod csv_cmd;
 pub mod generate;
 mod profile_flags;
@@ -277,6 +278,8 @@ pub struct Args {
     /// kernel offers them, so this changes nothing (see --no-gso, --no-gro).
     #[arg(long = "gsro")]
     pub gsro: bool,
+    #[command(flatten)]
+    pub auth: auth_flags::AuthFlags,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -373,10 +376,6 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "--debug",
     "--server-bitrate-limit",
     "--server-max-duration",
-    "--rsa-private-key-path",
-    "--authorized-users-path",
-    "--time-skew-threshold",
-    "--use-pkcs1-padding",
     "--sctp",
     "-X",
     "--xbind",
@@ -386,8 +385,6 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "-L",
     "--flowlabel",
     "--dont-fragment",
-    "--username",
-    "--rsa-public-key-path",
 ];
 
 /// Why the command line could not be parsed.
@@ -610,6 +607,7 @@ impl Args {
                     verbose: self.verbose,
                     format,
                     interval_s: self.interval()?,
+                    auth: self.auth.server()?,
                 },
                 daemon: self.daemon,
                 pidfile: self.pidfile.clone(),
@@ -619,6 +617,11 @@ impl Args {
         if self.one_off || self.daemon || self.idle_timeout.is_some() {
             return Err(usage(
                 "-1, -D and --idle-timeout are server options (use with -s)",
+            ));
+        }
+        if self.loopback && (self.auth.username.is_some() || self.auth.use_pkcs1_padding) {
+            return Err(usage(
+                "--loopback's in-process server does not authenticate; --username and --use-pkcs1-padding are for -c",
             ));
         }
         let cfg = self.client_config(format)?;
@@ -1125,6 +1128,7 @@ impl Args {
                 h => h,
             },
             txstart: self.txstart()?,
+            auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
         })
     }
 }
@@ -1209,7 +1213,6 @@ mod tests {
                 &["-s", "--server-max-duration", "5"][..],
                 "--server-max-duration",
             ),
-            (&["-c", "h", "--username", "u"], "--username"),
             (&["-c", "h", "--timestamps"], "--timestamps"),
             (&["-c", "h", "--timestamps=%T"], "--timestamps"),
             (&["-c", "h", "-F", "file"], "-F"),

@@ -9,6 +9,7 @@
 // `unsafe` lives only in `sock`, the platform layer, which allows it for itself.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod cli;
 pub mod clocksync;
 pub mod engine;

@@ -123,6 +123,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     verbose: false,
                     format: Default::default(),
                     interval_s: tcp.interval_s,
+                    auth: None,
                 },
                 quiet,
             )?;

@@ -264,6 +264,7 @@ impl TestSpec {
             zerocopy: flag(self.zerocopy),
             skip_rx_copy: flag(self.skip_rx_copy),
             dont_fragment: None,
+            authtoken: None,
             client_version: Some(format!("netmeter {}", env!("CARGO_PKG_VERSION"))),
             netmeter: ext,
         }

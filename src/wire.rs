@@ -370,6 +370,10 @@ pub struct Params {
     pub skip_rx_copy: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dont_fragment: Option<f64>,
+    /// The RSA credential (`--username`, src/auth): base64 of the encrypted
+    /// `user/pwd/ts` text, as iperf3's `send_parameters()` adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authtoken: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
     /// netmeter's extension request. iperf3 servers ignore unknown keys.

@@ -59,6 +59,8 @@ pub struct ClientConfig {
     pub histograms: Option<f64>,
     /// `--txstart-time`: start sending at this wall-clock time (seconds since the epoch).
     pub txstart: Option<f64>,
+    /// `--username`/`--rsa-public-key-path`: the credential to send with the parameters.
+    pub auth: Option<crate::auth::ClientAuth>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -390,11 +392,16 @@ impl Talk<'_> {
     fn setup(&mut self, out: &mut Output) -> Result<(TestRun, Option<Instant>), TestError> {
         let mut run: Option<TestRun> = None;
         let mut test_start: Option<Instant> = None;
+        let mut sent_token = false;
         loop {
             let st = self
                 .ctrl
                 .read_state(CTRL_TIMEOUT, "the server's next control message")
-                .map_err(ctrl_err)?;
+                .map_err(|e| match e {
+                    // iperf3 3.22 refuses a credential by closing the connection.
+                    CtrlError::Closed(_) if sent_token && run.is_none() => TestError::AuthClosed,
+                    e => ctrl_err(e),
+                })?;
             let step = match self.machine.on_state(st) {
                 Ok(s) => s,
                 Err(ClientFailure::ServerTerminated) => {
@@ -403,13 +410,16 @@ impl Talk<'_> {
                 Err(e) => return Err(e.into()),
             };
             match step {
-                ClientStep::SendParams => self
-                    .ctrl
-                    .send_json(
-                        &self.asked.to_params(self.ext_req.clone()),
-                        "sending the parameters",
-                    )
-                    .map_err(ctrl_err)?,
+                ClientStep::SendParams => {
+                    let mut params = self.asked.to_params(self.ext_req.clone());
+                    if let Some(auth) = &self.cfg.auth {
+                        params.authtoken = Some(auth.token().map_err(TestError::AuthToken)?);
+                        sent_token = true;
+                    }
+                    self.ctrl
+                        .send_json(&params, "sending the parameters")
+                        .map_err(ctrl_err)?
+                }
                 ClientStep::ReadExtAnswer => {
                     let a: ExtAnswer = self
                         .ctrl

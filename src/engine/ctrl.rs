@@ -147,11 +147,18 @@ impl Ctrl {
         wire::decode_json(&body).map_err(|e| CtrlError::Wire(e, what))
     }
 
-    /// Read the 8-byte trailer that follows `SERVER_ERROR`.
+    /// Read the 8-byte trailer that follows `SERVER_ERROR`. Some iperf3 paths send only
+    /// the 4-byte code and close (3.12's refused credential, `iperf_exchange_parameters`);
+    /// iperf3's client prints the code then, and so does this: errno reads as 0.
     pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(ErrCode, i32), CtrlError> {
+        let start = Instant::now();
         let mut b = [0u8; 8];
-        self.read_exact(&mut b, timeout, "the server's error code")?;
-        Ok(wire::decode_error_trailer(b))
+        self.read_exact(&mut b[..4], timeout, "the server's error code")?;
+        let left = timeout.saturating_sub(start.elapsed());
+        match self.read_exact(&mut b[4..], left, "the server's errno") {
+            Ok(()) | Err(CtrlError::Closed(_)) => Ok(wire::decode_error_trailer(b)),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn write(&mut self, bytes: &[u8], what: &'static str) -> Result<(), CtrlError> {

@@ -183,6 +183,15 @@ pub enum TestError {
     /// `--find-max-rate`: no rate tried passed.
     #[error("no rate kept the loss within {loss_target}%")]
     NoRatePassed { loss_target: f64 },
+    /// `--username`: the credential could not be made (see `auth`).
+    #[error("cannot make the authentication credential: {0}")]
+    AuthToken(crate::auth::AuthError),
+    /// `--username`: the server closed the connection right after the parameters without
+    /// a word, which is how iperf3 3.22 servers refuse a credential.
+    #[error(
+        "the server closed the connection after the parameters: test authorization failed (wrong user, password, key or padding?)"
+    )]
+    AuthClosed,
     /// A system call failed while doing `what`.
     #[error("{what}: {err}")]
     IoWhile { what: String, err: std::io::Error },

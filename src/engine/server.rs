@@ -44,6 +44,8 @@ pub struct ServerConfig {
     pub verbose: bool,
     pub format: Format,
     pub interval_s: f64,
+    /// `--rsa-private-key-path`/`--authorized-users-path`: every test must authenticate.
+    pub auth: Option<Arc<crate::auth::ServerAuth>>,
 }
 
 /// Where a TCP data connection (with its accept sequence number) goes.

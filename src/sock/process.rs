@@ -168,6 +168,34 @@ pub fn stop_signal() -> Option<i32> {
     }
 }
 
+/// Read a password from the terminal on stdin with echo off (iperf3's `iperf_getpass`):
+/// `prompt` goes to stderr, the line ends at the first `\r` or `\n`. Fails when stdin is
+/// not a terminal.
+pub fn read_password(prompt: &str) -> io::Result<String> {
+    use std::io::{BufRead, Write};
+    let fd = libc::STDIN_FILENO;
+    // SAFETY: termios is plain old data; tcgetattr fills it or fails.
+    let mut old: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is stdin, &mut old a valid termios pointer.
+    check(unsafe { libc::tcgetattr(fd, &mut old) })?;
+    let mut quiet = old;
+    quiet.c_lflag &= !libc::ECHO;
+    // SAFETY: fd is stdin, &quiet a valid termios.
+    check(unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) })?;
+    let mut err = io::stderr();
+    let _ = write!(err, "{prompt}");
+    let _ = err.flush();
+    let mut line = String::new();
+    let read = io::stdin().lock().read_line(&mut line);
+    // SAFETY: fd is stdin, &old the settings read above.
+    unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &old) };
+    let _ = writeln!(err);
+    read?;
+    let end = line.find(['\r', '\n']).unwrap_or(line.len());
+    line.truncate(end);
+    Ok(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

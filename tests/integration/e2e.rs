@@ -1231,7 +1231,7 @@ fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
         ),
         (
             &["-c", "127.0.0.1", "--username", "me"],
-            "netmeter: --username is an iperf3 option that netmeter does not support yet",
+            "netmeter: authentication needs both --username and --rsa-public-key-path",
         ),
         (
             &["-s", "--idle-timeout", "5"],

@@ -25,6 +25,7 @@
 mod support;
 
 mod accuracy;
+mod auth;
 mod bounceback;
 mod connect_only;
 mod e2e;

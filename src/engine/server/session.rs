@@ -78,6 +78,26 @@ impl Session<'_> {
                     return Ok(false);
                 }
             };
+        // iperf3 checks the credential where it reads the parameters; a refused client
+        // never takes a test slot, and -1 keeps waiting for one that authenticates.
+        if let Some(auth) = &shared.cfg.auth {
+            match auth.check(params.authtoken.as_deref()) {
+                Ok(user) if shared.cfg.verbose => shared.log(&format!(
+                    "authentication succeeded for user '{user}' from {}",
+                    shown(peer)
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
+                    shared.log(&format!(
+                        "refused a test from {}: test authorization failed: {e}",
+                        shown(peer)
+                    ));
+                    ctrl.close_gracefully(Duration::from_millis(200));
+                    return Ok(false);
+                }
+            }
+        }
         // Only now does the connection compete for a test slot.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
         let _slot = SlotGuard(shared.clone());
