@@ -5,9 +5,9 @@
 
 use crate::sock::KernelFeatures;
 
-/// RSA authentication (`--username`, `--rsa-public-key-path`...) is not built into
-/// netmeter yet; the build that adds it says so here.
-pub const AUTHENTICATION: bool = false;
+/// RSA authentication (`--username`, `--rsa-public-key-path`..., `crate::auth`) is
+/// built in: pure Rust (RustCrypto `rsa`), so every build has it.
+pub const AUTHENTICATION: bool = true;
 
 /// The whole `--version` text. `system` is `uname -a`-like.
 pub fn text(system: &str, k: &KernelFeatures) -> String {
@@ -80,13 +80,13 @@ mod tests {
         assert_eq!(lines[1], "Linux h 6.1 x86_64");
         assert_eq!(
             lines[2],
-            "Optional features available: UDP GSO, UDP GRO, MPTCP"
+            "Optional features available: UDP GSO, UDP GRO, MPTCP, authentication"
         );
         assert!(lines[3].starts_with("Optional features not available: MSG_ZEROCOPY ("));
         assert!(lines[3].contains("SCTP (no SCTP in this kernel)"));
-        assert!(lines[3].ends_with("authentication (not in this build)"));
+        assert!(!lines[3].contains("authentication"));
         let none = text("x", &KernelFeatures::default());
-        assert!(none.contains("Optional features available: none\n"));
+        assert!(none.contains("Optional features available: authentication\n"));
     }
 
     /// The probe on this machine: a UDP socket takes UDP_SEGMENT on every kernel since
