@@ -7,6 +7,7 @@
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
 use crate::engine::server::ServerConfig;
+use crate::engine::test_common::SideOpts;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::units::{self, Format};
 use crate::wire;
@@ -260,6 +261,17 @@ pub struct Args {
     /// kernel offers them, so this changes nothing (see --no-gso, --no-gro).
     #[arg(long = "gsro")]
     pub gsro: bool,
+    /// Start every text output line with the local time, in strftime(3) FORMAT (default
+    /// "%c "), as iperf3. Write it as --timestamps=FORMAT.
+    #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = crate::engine::output::TIMESTAMP_FORMAT)]
+    pub timestamps: Option<String>,
+    /// Flush the output at every line (netmeter always does; accepted for iperf3's
+    /// command lines).
+    #[arg(long = "forceflush")]
+    pub forceflush: bool,
+    /// With --json-stream: also print the whole -J document at the end.
+    #[arg(long = "json-stream-full-output")]
+    pub json_stream_full_output: bool,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -311,9 +323,6 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "-F",
     "--file",
     "--bind-dev",
-    "--json-stream-full-output",
-    "--forceflush",
-    "--timestamps",
     "--rcv-timeout",
     "--snd-timeout",
     "--cntl-ka",
@@ -486,6 +495,21 @@ impl Args {
             .transpose()
     }
 
+    /// The `--timestamps` format when output is text (iperf3 stamps only its text).
+    pub fn text_timestamps(&self) -> Option<&str> {
+        match self.mode() {
+            Mode::Text => self.timestamps.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The options that belong to this side only.
+    fn side_opts(&self) -> Result<SideOpts, UsageError> {
+        Ok(SideOpts {
+            json_stream_full: self.json_stream_full_output,
+        })
+    }
+
     fn interval(&self) -> Result<f64, UsageError> {
         let i = self.interval;
         // iperf3 stops at 0.1 s; netmeter reports down to 1 ms.
@@ -548,6 +572,7 @@ impl Args {
                     verbose: self.verbose,
                     format,
                     interval_s: self.interval()?,
+                    side: self.side_opts()?,
                 },
                 daemon: self.daemon,
                 pidfile: self.pidfile.clone(),
@@ -1038,6 +1063,7 @@ impl Args {
                 h => h,
             },
             txstart: self.txstart()?,
+            side: self.side_opts()?,
         })
     }
 }
@@ -1123,8 +1149,6 @@ mod tests {
                 "--server-max-duration",
             ),
             (&["-c", "h", "--username", "u"], "--username"),
-            (&["-c", "h", "--timestamps"], "--timestamps"),
-            (&["-c", "h", "--timestamps=%T"], "--timestamps"),
             (&["-c", "h", "-F", "file"], "-F"),
             (&["-c", "h", "--dont-fragment"], "--dont-fragment"),
         ] {
@@ -1180,6 +1204,51 @@ mod tests {
         assert!(
             z.contains("MSG_ZEROCOPY") && z.contains("sendfile otherwise"),
             "{z}"
+        );
+    }
+
+    /// iperf3 3.22's options that issue 10 added: each is in `--help`, and none is in the
+    /// "not supported yet" list any more.
+    const IPERF3_322_ADDED: &[&str] =
+        &["--timestamps", "--forceflush", "--json-stream-full-output"];
+
+    #[test]
+    fn iperf3_322_options_are_in_the_help() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        for o in IPERF3_322_ADDED {
+            // A short flag is shown as "-F, --file".
+            let shown = if o.starts_with("--") {
+                o.to_string()
+            } else {
+                format!("{o}, --")
+            };
+            assert!(help.contains(&shown), "{o} missing from --help");
+            assert!(
+                !IPERF3_UNSUPPORTED.contains(o),
+                "{o} still listed as unsupported"
+            );
+        }
+    }
+
+    #[test]
+    fn timestamps_default_to_iperf3s_format_in_text_only() {
+        let a = |args: &[&str]| {
+            let mut v = vec!["netmeter", "-c", "h"];
+            v.extend_from_slice(args);
+            match parse_args(v) {
+                Ok(a) => a,
+                Err(_) => panic!("{args:?}"),
+            }
+        };
+        assert_eq!(a(&["--timestamps"]).text_timestamps(), Some("%c "));
+        assert_eq!(a(&["--timestamps=%T "]).text_timestamps(), Some("%T "));
+        assert_eq!(a(&["--timestamps", "-J"]).text_timestamps(), None);
+        assert_eq!(a(&[]).text_timestamps(), None);
+        assert!(
+            client(&["-c", "h", "--json-stream-full-output"])
+                .side
+                .json_stream_full
         );
     }
 

@@ -11,21 +11,28 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-fn open_sink(logfile: Option<&Path>) -> anyhow::Result<Sink> {
-    Ok(match logfile {
+/// Where the output goes: stdout or `--logfile`, with `--timestamps` lines stamped.
+/// Every write is flushed (`engine::output`), which is also what `--forceflush` asks.
+fn open_sink(logfile: Option<&Path>, stamps: Option<&str>) -> anyhow::Result<Sink> {
+    let w: Box<dyn Write + Send> = match logfile {
         Some(p) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
                 .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", p.display()))?;
-            output::sink(Box::new(f))
+            Box::new(f)
         }
-        None => output::sink(Box::new(std::io::stdout())),
+        None => Box::new(std::io::stdout()),
+    };
+    Ok(match stamps {
+        Some(f) => output::sink(Box::new(output::Stamped::local_time(w, f.to_string()))),
+        None => output::sink(w),
     })
 }
 
-fn run(cmd: Command) -> anyhow::Result<()> {
+fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
+    let open_sink = |logfile: Option<&Path>| open_sink(logfile, stamps);
     match cmd {
         Command::Version => {
             println!(
@@ -102,6 +109,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     verbose: false,
                     format: Default::default(),
                     interval_s: tcp.interval_s,
+                    side: Default::default(),
                 },
                 quiet,
             )?;
@@ -138,6 +146,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    let stamps = args.text_timestamps().map(str::to_string);
     let cmd = match args.resolve() {
         Ok(c) => c,
         Err(e) => {
@@ -145,7 +154,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(cmd) {
+    match run(cmd, stamps.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
         // the client has terminated by signal Interrupt(2)" and exits 0, as for a test

@@ -64,6 +64,8 @@ pub struct ClientConfig {
     pub histograms: Option<f64>,
     /// `--txstart-time`: start sending at this wall-clock time (seconds since the epoch).
     pub txstart: Option<f64>,
+    /// This side's own options (`test_common::SideOpts`).
+    pub side: test_common::SideOpts,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -613,7 +615,9 @@ pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
         verbose: cfg.verbose,
         title: cfg.spec.title.clone(),
     };
-    Renderer::new(cfg.mode, sink, ctx)
+    let mut r = Renderer::new(cfg.mode, sink, ctx);
+    r.json_stream_full = cfg.side.json_stream_full;
+    r
 }
 
 /// Run one test as the client, telling `obs` what happens as it happens. Returns the

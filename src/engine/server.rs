@@ -74,6 +74,8 @@ pub struct ServerConfig {
     pub verbose: bool,
     pub format: Format,
     pub interval_s: f64,
+    /// This side's own options (`test_common::SideOpts`).
+    pub side: test_common::SideOpts,
 }
 
 /// Where a TCP data connection (with its accept sequence number) goes.
@@ -579,6 +581,7 @@ impl Session<'_> {
             title: None,
         };
         let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        renderer.json_stream_full = shared.cfg.side.json_stream_full;
         if spec.get_server_output {
             renderer.captured = Some(String::new());
         }

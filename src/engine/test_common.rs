@@ -10,6 +10,14 @@ use socket2::Socket;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 
+/// This side's own iperf3 options: not sent to the peer, they shape this end's sockets
+/// and output. The same on both sides; each field says which side reads it.
+#[derive(Debug, Clone, Default)]
+pub struct SideOpts {
+    /// `--json-stream-full-output`: with `--json-stream`, also the `-J` document at the end.
+    pub json_stream_full: bool,
+}
+
 /// Apply the spec's options to a data socket before it connects (or right after accept).
 pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result<()> {
     if let Some(w) = spec.window {

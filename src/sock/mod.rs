@@ -23,8 +23,8 @@ pub mod zerocopy;
 
 pub use mmsg::{Batch, Received, set_rx_timestamps, set_udp_gro, set_udp_gso};
 pub use process::{
-    catch_stop_signals, cpu_sample, daemonize, pin_to_cpu, random_bytes, release_free_memory,
-    stop_signal, system_info, use_one_malloc_arena,
+    catch_stop_signals, cpu_sample, daemonize, local_time_text, pin_to_cpu, random_bytes,
+    release_free_memory, stop_signal, system_info, use_one_malloc_arena,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use zerocopy::{ZeroCopyDone, enable_msg_zerocopy, reap_zerocopy, send_msg_zerocopy, sendfile};

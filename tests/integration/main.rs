@@ -33,6 +33,7 @@ mod interrupt;
 mod latency_accuracy;
 mod memory;
 mod netbed_selftest;
+mod options;
 mod profiles;
 mod robustness;
 mod trip_times;
