@@ -85,6 +85,15 @@ pub struct Args {
     /// With -1: exit after this many seconds without a test (needs -1).
     #[arg(long = "idle-timeout", value_name = "SEC", value_parser = ranged::<u64>("--idle-timeout", 1, 86400))]
     pub idle_timeout: Option<u64>,
+    /// Refuse tests whose -t plus -O exceeds SEC seconds, and tests without a time limit
+    /// (-t 0, -n, -k); 0 = no limit.
+    #[arg(long = "server-max-duration", value_name = "SEC", value_parser = ranged::<u64>("--server-max-duration", 0, wire::MAX_TIME as i128))]
+    pub server_max_duration: Option<u64>,
+    /// Refuse tests that ask for more than RATE bits/s in total (-b × streams), and end a
+    /// test whose total rate (both directions) averaged over SEC seconds (default 5)
+    /// exceeds it.
+    #[arg(long = "server-bitrate-limit", value_name = "RATE[/SEC]")]
+    pub server_bitrate_limit: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
@@ -330,8 +339,6 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "--mptcp",
     "-d",
     "--debug",
-    "--server-bitrate-limit",
-    "--server-max-duration",
     "--rsa-private-key-path",
     "--authorized-users-path",
     "--time-skew-threshold",
@@ -507,7 +514,44 @@ impl Args {
     fn side_opts(&self) -> Result<SideOpts, UsageError> {
         Ok(SideOpts {
             json_stream_full: self.json_stream_full_output,
+            max_duration_s: self.server_max_duration.filter(|&d| d > 0),
+            bitrate_limit: self.server_bitrate_limit()?,
         })
+    }
+
+    /// `--server-bitrate-limit RATE[/SEC]`: bits/s (0 = none) and the averaging window
+    /// (iperf3's default 5 s; 0 or 0.1 to 60 s, as iperf3 checks it).
+    fn server_bitrate_limit(&self) -> Result<Option<(u64, f64)>, UsageError> {
+        let Some(arg) = &self.server_bitrate_limit else {
+            return Ok(None);
+        };
+        let (rate, window) = match arg.split_once('/') {
+            Some((r, w)) => {
+                let w: f64 = w
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|w: &f64| w.is_finite())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--server-bitrate-limit: '{w}' is not a number of seconds"
+                        ))
+                    })?;
+                if w != 0.0 && !(0.1..=60.0).contains(&w) {
+                    return Err(usage(
+                        "--server-bitrate-limit's averaging interval must be 0 or 0.1 to 60 seconds",
+                    ));
+                }
+                (r, w)
+            }
+            None => (arg.as_str(), 5.0),
+        };
+        not_negative(rate, || {
+            "--server-bitrate-limit must be 0 or a positive rate".into()
+        })?;
+        let bps =
+            units::parse_rate(rate).map_err(|e| usage(format!("--server-bitrate-limit: {e}")))?;
+        Ok((bps > 0).then_some((bps, window)))
     }
 
     fn interval(&self) -> Result<f64, UsageError> {
@@ -583,6 +627,17 @@ impl Args {
             return Err(usage(
                 "-1, -D and --idle-timeout are server options (use with -s)",
             ));
+        }
+        for (used, f) in [
+            (self.server_max_duration.is_some(), "--server-max-duration"),
+            (
+                self.server_bitrate_limit.is_some(),
+                "--server-bitrate-limit",
+            ),
+        ] {
+            if used {
+                return Err(usage(format!("{f} is a server option (use with -s)")));
+            }
         }
         let cfg = self.client_config(format)?;
         if self.loopback {
@@ -1144,11 +1199,7 @@ mod tests {
     #[test]
     fn iperf3_options_netmeter_lacks_say_so() {
         for (args, opt) in [
-            (
-                &["-s", "--server-max-duration", "5"][..],
-                "--server-max-duration",
-            ),
-            (&["-c", "h", "--username", "u"], "--username"),
+            (&["-c", "h", "--username", "u"][..], "--username"),
             (&["-c", "h", "-F", "file"], "-F"),
             (&["-c", "h", "--dont-fragment"], "--dont-fragment"),
         ] {
@@ -1250,6 +1301,60 @@ mod tests {
                 .side
                 .json_stream_full
         );
+    }
+
+    #[test]
+    fn server_limits_parse_as_iperf3s() {
+        let side = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.side,
+            other => panic!("{other:?}"),
+        };
+        let s = side(&[
+            "-s",
+            "--server-bitrate-limit",
+            "10M/2",
+            "--server-max-duration",
+            "30",
+        ]);
+        assert_eq!(s.bitrate_limit, Some((10_000_000, 2.0)));
+        assert_eq!(s.max_duration_s, Some(30));
+        assert_eq!(
+            side(&["-s", "--server-bitrate-limit", "1G"]).bitrate_limit,
+            Some((1_000_000_000, 5.0))
+        );
+        assert_eq!(
+            side(&["-s", "--server-max-duration", "0"]).max_duration_s,
+            None
+        );
+        for (args, want) in [
+            (
+                &["-s", "--server-bitrate-limit", "1M/0.05"][..],
+                "--server-bitrate-limit's averaging interval",
+            ),
+            (
+                &["-s", "--server-bitrate-limit", "1M/x"],
+                "--server-bitrate-limit: 'x'",
+            ),
+            (
+                &["-s", "--server-bitrate-limit", "-1"],
+                "--server-bitrate-limit must be 0",
+            ),
+            (
+                &["-s", "--server-max-duration", "-1"],
+                "--server-max-duration must be between 0 and 86400",
+            ),
+            (
+                &["-c", "h", "--server-max-duration", "5"],
+                "--server-max-duration is a server option",
+            ),
+            (
+                &["-c", "h", "--server-bitrate-limit", "5M"],
+                "--server-bitrate-limit is a server option",
+            ),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(want), "{args:?}: {e}");
+        }
     }
 
     fn client(args: &[&str]) -> ClientConfig {

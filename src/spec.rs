@@ -265,6 +265,59 @@ impl TestSpec {
         }
     }
 
+    /// A server's own limits on what a client may ask, checked when the parameters
+    /// arrive, as iperf3 3.22 does: `--server-max-duration` refuses `-t` plus `-O`
+    /// above the maximum, and any test without a duration (`-t 0`, `-n`, `-k`), with
+    /// `IEMAXSERVERTESTDURATIONEXCEEDED`; `--server-bitrate-limit` refuses a requested
+    /// total (`-b` or `--fq-rate` × streams, × 2 with `--bidir`) above the limit with
+    /// `IETOTALRATE`.
+    pub fn server_limits_refusal(
+        &self,
+        max_duration_s: Option<u64>,
+        bitrate_limit_bps: Option<u64>,
+    ) -> Option<SpecError> {
+        if let Some(max) = max_duration_s.filter(|&m| m > 0) {
+            // iperf3 reads the duration as a whole number of seconds.
+            let t = match self.end {
+                EndCondition::Time(t) => t.floor(),
+                _ => 0.0,
+            };
+            if t == 0.0 || t + self.omit_s.floor() > max as f64 {
+                return Some(refuse(
+                    ErrCode::MaxServerTestDurationExceeded,
+                    format!(
+                        "the client asked for {} and this server allows at most {max} s (--server-max-duration)",
+                        match self.end {
+                            EndCondition::Time(_) if t > 0.0 =>
+                                format!("{} s", t + self.omit_s.floor()),
+                            _ => "a test without a time limit".into(),
+                        }
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = bitrate_limit_bps.filter(|&l| l > 0) {
+            let streams = self.parallel as u64
+                * if self.direction == Direction::Bidir {
+                    2
+                } else {
+                    1
+                };
+            for asked in [self.rate_bps, self.fq_rate_bps.unwrap_or(0)] {
+                let total = asked.saturating_mul(streams);
+                if total > limit {
+                    return Some(refuse(
+                        ErrCode::TotalRate,
+                        format!(
+                            "the client asked for {total} bit/s in total and this server allows at most {limit} bit/s (--server-bitrate-limit)"
+                        ),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     /// `-t 0`: the test runs until it is interrupted (iperf3's meaning; `time: 0` on the
     /// wire). No deadline derived from the duration applies to it.
     pub fn until_interrupted(&self) -> bool {
@@ -755,5 +808,49 @@ mod tests {
         assert_eq!(s.total_streams(), 4);
         let roles: Vec<bool> = (0..4).map(|i| s.client_sends(i)).collect();
         assert_eq!(roles, vec![true, true, false, false]);
+    }
+
+    #[test]
+    fn server_limits_refuse_as_iperf3_does() {
+        let t = |secs: f64, omit: f64| TestSpec {
+            end: EndCondition::Time(secs),
+            omit_s: omit,
+            ..TestSpec::default()
+        };
+        let code = |s: &TestSpec, d: Option<u64>, r: Option<u64>| {
+            s.server_limits_refusal(d, r).map(|e| e.code)
+        };
+        let over = Some(ErrCode::MaxServerTestDurationExceeded);
+        assert_eq!(code(&t(5.0, 0.0), Some(5), None), None);
+        assert_eq!(code(&t(5.9, 0.0), Some(5), None), None, "whole seconds");
+        assert_eq!(code(&t(6.0, 0.0), Some(5), None), over);
+        assert_eq!(code(&t(4.0, 2.0), Some(5), None), over, "-O counts");
+        assert_eq!(code(&t(0.0, 0.0), Some(5), None), over, "-t 0 never ends");
+        let bytes = TestSpec {
+            end: EndCondition::Bytes(1000),
+            ..TestSpec::default()
+        };
+        assert_eq!(code(&bytes, Some(5), None), over, "-n has no duration");
+        assert_eq!(code(&t(100.0, 0.0), Some(0), None), None, "0 = no limit");
+        let rate = |bps: u64, parallel: u32, direction: Direction| TestSpec {
+            rate_bps: bps,
+            parallel,
+            direction,
+            ..TestSpec::default()
+        };
+        let total = Some(ErrCode::TotalRate);
+        assert_eq!(code(&rate(10, 2, Direction::Upload), None, Some(20)), None);
+        assert_eq!(code(&rate(11, 2, Direction::Upload), None, Some(20)), total);
+        assert_eq!(code(&rate(10, 2, Direction::Bidir), None, Some(20)), total);
+        assert_eq!(
+            code(&rate(0, 2, Direction::Upload), None, Some(20)),
+            None,
+            "unpaced TCP is judged while it runs"
+        );
+        let fq = TestSpec {
+            fq_rate_bps: Some(30),
+            ..TestSpec::default()
+        };
+        assert_eq!(code(&fq, None, Some(20)), total);
     }
 }

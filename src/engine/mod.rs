@@ -93,6 +93,11 @@ pub enum TestError {
     /// This server refused the client's parameters (and answered with their code).
     #[error("refused parameters: {0}")]
     Refused(SpecError),
+    /// A running test's total rate went over `--server-bitrate-limit` (server side).
+    #[error(
+        "the test's total rate of {bps} bit/s exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+    )]
+    OverRate { bps: u64, limit: u64 },
     /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
     #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
     Peer { code: ErrCode, errno: i32 },

@@ -556,6 +556,12 @@ impl Session<'_> {
             Ok(s) => s,
             Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
+        let side = &shared.cfg.side;
+        if let Some(e) =
+            asked.server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
+        {
+            return Err(self.fail(ctrl, e.code, TestError::Refused(e)));
+        }
         // The test as both ends agreed on it, fixed from here on.
         let answer = machine.on_params(params);
         let spec = asked.negotiated(machine.negotiated());
@@ -870,10 +876,29 @@ impl Session<'_> {
             let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
         }
         let mut last_progress = (0u64, Instant::now());
+        let mut rate_judge = shared
+            .cfg
+            .side
+            .bitrate_limit
+            .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0));
         let (end_s, stopped) = loop {
             let now = t0.elapsed().as_secs_f64();
             if shared.signalled() {
                 break (now, Some(Stopped::server_interrupted()));
+            }
+            if let Some((judge, next_s)) = rate_judge.as_mut()
+                && now >= *next_s
+            {
+                *next_s += 1.0;
+                let (sb, rb, _, _) = meter.totals();
+                if let Some(bps) = judge.on_second(sb + rb) {
+                    let limit = shared.cfg.side.bitrate_limit.map_or(0, |l| l.0);
+                    return Err(self.fail(
+                        ctrl,
+                        ErrCode::TotalRate,
+                        TestError::OverRate { bps, limit },
+                    ));
+                }
             }
             if meter.omitting() && now >= spec.omit_s && interval.is_none() {
                 meter.tick(now);

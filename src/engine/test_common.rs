@@ -16,6 +16,10 @@ use std::os::fd::AsFd;
 pub struct SideOpts {
     /// `--json-stream-full-output`: with `--json-stream`, also the `-J` document at the end.
     pub json_stream_full: bool,
+    /// Server: `--server-max-duration SECS` (refuse longer or open-ended tests).
+    pub max_duration_s: Option<u64>,
+    /// Server: `--server-bitrate-limit RATE[/SECONDS]`: bits/s and the averaging window.
+    pub bitrate_limit: Option<(u64, f64)>,
 }
 
 /// Apply the spec's options to a data socket before it connects (or right after accept).
