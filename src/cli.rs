@@ -7,7 +7,7 @@
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
 use crate::engine::server::ServerConfig;
-use crate::engine::test_common::SideOpts;
+use crate::engine::test_common::{Keepalive, SideOpts};
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::units::{self, Format};
 use crate::wire;
@@ -281,6 +281,23 @@ pub struct Args {
     /// With --json-stream: also print the whole -J document at the end.
     #[arg(long = "json-stream-full-output")]
     pub json_stream_full_output: bool,
+    /// Bind every socket to this network interface (SO_BINDTODEVICE). `-B ADDR%DEV` and
+    /// `-c HOST%DEV` say the same.
+    #[arg(long = "bind-dev", value_name = "DEV")]
+    pub bind_dev: Option<String>,
+    /// UDP over IPv4: set the Don't Fragment bit (IP_PMTUDISC_DO) on both ends' data
+    /// sockets; a datagram larger than the path MTU then fails instead of fragmenting.
+    #[arg(long = "dont-fragment")]
+    pub dont_fragment: bool,
+    /// Abort when sent TCP data stays unacknowledged for MS milliseconds
+    /// (TCP_USER_TIMEOUT on this side's control and data connections; default: the
+    /// system's).
+    #[arg(long = "snd-timeout", value_name = "MS", value_parser = ranged::<u32>("--snd-timeout", 0, wire::MAX_TIME as i128 * 1000))]
+    pub snd_timeout: Option<u32>,
+    /// TCP keepalive on the control connection; optional IDLE/INTERVAL/COUNT (seconds,
+    /// seconds, probes; an empty field keeps the system's), e.g. --cntl-ka=60/5/3.
+    #[arg(long = "cntl-ka", value_name = "IDLE/INTV/CNT", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub cntl_ka: Option<String>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -331,10 +348,7 @@ fn usage(msg: impl Into<String>) -> UsageError {
 const IPERF3_UNSUPPORTED: &[&str] = &[
     "-F",
     "--file",
-    "--bind-dev",
     "--rcv-timeout",
-    "--snd-timeout",
-    "--cntl-ka",
     "-m",
     "--mptcp",
     "-d",
@@ -351,7 +365,6 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "--no-fq-socket-pacing",
     "-L",
     "--flowlabel",
-    "--dont-fragment",
     "--username",
     "--rsa-public-key-path",
 ];
@@ -426,6 +439,26 @@ fn not_negative(s: &str, range: impl FnOnce() -> String) -> Result<(), UsageErro
     Ok(())
 }
 
+/// `ADDR%DEV` → (`ADDR`, `DEV`), as iperf3's `iperf_parse_hostname`; an IPv6
+/// link-local literal keeps its `%scope` (it names the zone, not a bind device).
+fn split_dev(s: &str) -> (&str, Option<String>) {
+    match s.split_once('%') {
+        Some((a, _))
+            if a.parse::<std::net::Ipv6Addr>()
+                .is_ok_and(|v6| v6.segments()[0] & 0xffc0 == 0xfe80) =>
+        {
+            (s, None)
+        }
+        Some((a, d)) => (a, Some(d.to_string())),
+        None => (s, None),
+    }
+}
+
+/// Interface names are shorter than IFNAMSIZ (16) bytes, the NUL included.
+fn libc_ifnamsiz() -> usize {
+    16
+}
+
 /// DSCP names and values (RFC 2474, RFC 4594, RFC 5865).
 fn parse_dscp(s: &str) -> Result<u8, UsageError> {
     let l = s.to_ascii_lowercase();
@@ -496,10 +529,64 @@ impl Args {
         self.bind
             .as_ref()
             .map(|b| {
-                b.parse::<IpAddr>()
+                let (addr, _) = split_dev(b);
+                addr.parse::<IpAddr>()
                     .map_err(|_| usage(format!("-B needs an IP address, not '{b}'")))
             })
             .transpose()
+    }
+
+    /// The interface to bind to: `--bind-dev`, else `-B ADDR%DEV`, else `-c HOST%DEV`
+    /// (the last given wins in iperf3; here `--bind-dev` is the explicit one).
+    fn bind_dev(&self) -> Result<Option<String>, UsageError> {
+        let dev = self
+            .bind_dev
+            .clone()
+            .or_else(|| self.bind.as_deref().and_then(|b| split_dev(b).1))
+            .or_else(|| self.client.as_deref().and_then(|c| split_dev(c).1));
+        if let Some(d) = &dev
+            && (d.is_empty() || d.len() >= libc_ifnamsiz() || d.contains(['/', ' ']))
+        {
+            return Err(usage(format!("'{d}' is not a network interface name")));
+        }
+        Ok(dev)
+    }
+
+    /// `--cntl-ka[=IDLE/INTV/CNT]`, checked as iperf3 checks it: given an idle time,
+    /// it must exceed INTV × CNT.
+    fn cntl_ka(&self) -> Result<Option<Keepalive>, UsageError> {
+        let Some(arg) = &self.cntl_ka else {
+            return Ok(None);
+        };
+        let mut f = arg.splitn(3, '/');
+        let mut field = |name: &str| -> Result<Option<u32>, UsageError> {
+            match f.next().map(str::trim).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0 && n <= 32767)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--cntl-ka: {name} must be a whole number from 1 to 32767, not '{v}'"
+                        ))
+                    }),
+            }
+        };
+        let ka = Keepalive {
+            idle_s: field("IDLE")?,
+            interval_s: field("INTV")?,
+            count: field("CNT")?,
+        };
+        if let Some(idle) = ka.idle_s
+            && idle <= ka.interval_s.unwrap_or(0) * ka.count.unwrap_or(0)
+        {
+            return Err(usage(format!(
+                "--cntl-ka: the idle time ({idle} s) must be longer than INTV × CNT"
+            )));
+        }
+        Ok(Some(ka))
     }
 
     /// The `--timestamps` format when output is text (iperf3 stamps only its text).
@@ -514,6 +601,9 @@ impl Args {
     fn side_opts(&self) -> Result<SideOpts, UsageError> {
         Ok(SideOpts {
             json_stream_full: self.json_stream_full_output,
+            bind_dev: self.bind_dev()?,
+            snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
+            cntl_ka: self.cntl_ka()?,
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
         })
@@ -1087,6 +1177,10 @@ impl Args {
             working_load: None,
             no_gso: self.no_gso,
             no_gro: self.no_gro,
+            dont_fragment: self.dont_fragment,
+            mptcp: false,
+            flowlabel: None,
+            pacing_timer_us: wire::DEFAULT_PACING_TIMER_US,
         };
         let spec = self.with_working_load(spec)?;
         let mut spec = self.with_profile(spec)?;
@@ -1095,7 +1189,11 @@ impl Args {
         }
         Ok(ClientConfig {
             in_process_server: false,
-            host: self.client.clone().unwrap_or_default(),
+            host: self
+                .client
+                .as_deref()
+                .map(|c| split_dev(c).0.to_string())
+                .unwrap_or_default(),
             port: self.port,
             spec,
             len_given: self.length.is_some(),
@@ -1201,7 +1299,6 @@ mod tests {
         for (args, opt) in [
             (&["-c", "h", "--username", "u"][..], "--username"),
             (&["-c", "h", "-F", "file"], "-F"),
-            (&["-c", "h", "--dont-fragment"], "--dont-fragment"),
         ] {
             assert_eq!(
                 sentence(args),
@@ -1355,6 +1452,65 @@ mod tests {
             let e = sentence(args);
             assert!(e.starts_with(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn bind_dev_comes_from_the_flag_or_a_percent_suffix() {
+        let c = client(&["-c", "h%eth1"]);
+        assert_eq!(
+            (c.host.as_str(), c.side.bind_dev.as_deref()),
+            ("h", Some("eth1"))
+        );
+        let c = client(&["-c", "h", "-B", "10.0.0.1%eth2"]);
+        assert_eq!(c.bind, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(c.side.bind_dev.as_deref(), Some("eth2"));
+        let c = client(&["-c", "h%eth1", "--bind-dev", "eth3"]);
+        assert_eq!(c.side.bind_dev.as_deref(), Some("eth3"));
+        // An IPv6 link-local literal keeps its zone: it is not a device to bind to.
+        let c = client(&["-c", "fe80::1%eth0"]);
+        assert_eq!((c.host.as_str(), c.side.bind_dev), ("fe80::1%eth0", None));
+        assert!(
+            sentence(&["-c", "h", "--bind-dev", "a-name-far-too-long"])
+                .contains("not a network interface")
+        );
+    }
+
+    #[test]
+    fn socket_options_resolve() {
+        let c = client(&[
+            "-c",
+            "h",
+            "-u",
+            "--dont-fragment",
+            "--snd-timeout",
+            "500",
+            "--cntl-ka=60//3",
+        ]);
+        assert!(c.spec.dont_fragment);
+        assert_eq!(c.side.snd_timeout_ms, Some(500));
+        assert_eq!(
+            c.side.cntl_ka,
+            Some(Keepalive {
+                idle_s: Some(60),
+                interval_s: None,
+                count: Some(3)
+            })
+        );
+        assert_eq!(
+            client(&["-c", "h", "--cntl-ka"]).side.cntl_ka,
+            Some(Keepalive::default())
+        );
+        assert_eq!(
+            client(&["-c", "h", "--snd-timeout", "0"])
+                .side
+                .snd_timeout_ms,
+            None
+        );
+        assert!(
+            sentence(&["-c", "h", "--snd-timeout", "-1"])
+                .starts_with("--snd-timeout must be between 0")
+        );
+        assert!(sentence(&["-c", "h", "--cntl-ka=5/1/5"]).contains("must be longer than INTV"));
     }
 
     fn client(args: &[&str]) -> ClientConfig {

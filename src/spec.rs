@@ -93,6 +93,16 @@ pub struct TestSpec {
     /// `--no-gro`: the receiving side's UDP streams read one datagram per message (no
     /// UDP_GRO). Applies to whichever side receives, like `no_gso`.
     pub no_gro: bool,
+    /// `--dont-fragment`: IPv4 UDP data sockets on both sides set DF (iperf3's
+    /// `dont_fragment` parameter).
+    pub dont_fragment: bool,
+    /// `-m`: TCP data streams over MPTCP (iperf3's `mptcp` parameter).
+    pub mptcp: bool,
+    /// `-L`: the IPv6 flow label of the client's data streams (iperf3's `flowlabel`).
+    pub flowlabel: Option<u32>,
+    /// `--pacing-timer`: iperf3's pacing tick in microseconds (`pacing_timer`, default
+    /// 1000). Sent for iperf3 servers that pace by it; netmeter paces without a tick.
+    pub pacing_timer_us: u32,
 }
 
 impl Default for TestSpec {
@@ -127,6 +137,10 @@ impl Default for TestSpec {
             profile: None,
             no_gso: false,
             no_gro: false,
+            dont_fragment: false,
+            mptcp: false,
+            flowlabel: None,
+            pacing_timer_us: wire::DEFAULT_PACING_TIMER_US,
         }
     }
 }
@@ -246,10 +260,10 @@ impl TestSpec {
             len: Some(self.block_len as f64),
             bandwidth: (self.rate_bps > 0).then_some(self.rate_bps as f64),
             fqrate: self.fq_rate_bps.map(|r| r as f64),
-            pacing_timer: Some(1000.0),
+            pacing_timer: Some(self.pacing_timer_us as f64),
             burst: self.burst.map(f64::from),
             tos: self.tos.map(f64::from),
-            flowlabel: None,
+            flowlabel: self.flowlabel.map(f64::from),
             title: self.title.clone(),
             extra_data: self.extra_data.clone(),
             congestion: self.congestion.clone(),
@@ -259,7 +273,8 @@ impl TestSpec {
             repeating_payload: flag(self.repeating_payload),
             zerocopy: flag(self.zerocopy),
             skip_rx_copy: flag(self.skip_rx_copy),
-            dont_fragment: None,
+            dont_fragment: flag(self.dont_fragment),
+            mptcp: self.mptcp.then_some(true),
             client_version: Some(format!("netmeter {}", env!("CARGO_PKG_VERSION"))),
             netmeter: ext,
         }
@@ -578,6 +593,19 @@ impl TestSpec {
                 .transpose()?,
             no_gso: p.netmeter.as_ref().is_some_and(|n| n.no_gso),
             no_gro: p.netmeter.as_ref().is_some_and(|n| n.no_gro),
+            dont_fragment: p.dont_fragment.is_some_and(|v| v != 0.0),
+            mptcp: p.mptcp == Some(true),
+            // iperf3 takes 1..=0xfffff; anything else is as if none was asked.
+            flowlabel: p
+                .flowlabel
+                .filter(|&l| {
+                    l.fract() == 0.0 && (1.0..=f64::from(wire::MAX_FLOWLABEL)).contains(&l)
+                })
+                .map(|l| l as u32),
+            pacing_timer_us: p
+                .pacing_timer
+                .filter(|&t| t.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&t))
+                .map_or(wire::DEFAULT_PACING_TIMER_US, |t| t as u32),
         })
     }
 }
@@ -598,10 +626,20 @@ mod tests {
             burst: Some(8),
             udp_seq64: true,
             title: Some("t".into()),
+            dont_fragment: true,
+            flowlabel: Some(0xfffff),
+            pacing_timer_us: 5000,
             ..TestSpec::default()
         };
         let back = TestSpec::from_params(&spec.to_params(None)).unwrap();
         assert_eq!(back, spec);
+        let mptcp = TestSpec {
+            mptcp: true,
+            ..TestSpec::default()
+        };
+        let p = mptcp.to_params(None);
+        assert_eq!(p.mptcp, Some(true));
+        assert_eq!(TestSpec::from_params(&p).unwrap(), mptcp);
     }
 
     #[test]

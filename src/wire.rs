@@ -57,6 +57,10 @@ pub const MAX_OMIT: u64 = 600;
 pub const MAX_BURST: u32 = 1000;
 /// Largest MSS (`MAX_MSS` in 3.21).
 pub const MAX_MSS: u32 = 32767;
+/// iperf3's default `pacing_timer` in microseconds (`DEFAULT_PACING_TIMER`, src/iperf_api.h).
+pub const DEFAULT_PACING_TIMER_US: u32 = 1000;
+/// The largest IPv6 flow label (20 bits; iperf3's `-L` range is 1..=0xfffff).
+pub const MAX_FLOWLABEL: u32 = 0xfffff;
 
 /// Protocol version of netmeter's extension negotiation.
 pub const EXT_VERSION: u32 = 1;
@@ -656,6 +660,9 @@ pub struct Params {
     pub skip_rx_copy: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dont_fragment: Option<f64>,
+    /// `-m`: data streams over MPTCP (iperf3 3.17+ sends `"mptcp": true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
     /// netmeter's extension request. iperf3 servers ignore unknown keys.

@@ -121,8 +121,10 @@ fn connect_tcp(
 ) -> Result<TcpStream, TestError> {
     let s = new_socket(server, Type::STREAM)?;
     bind_local(&s, cfg, server, port)?;
-    if let Some(spec) = spec {
-        test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    match spec {
+        Some(spec) => test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?,
+        // The control connection.
+        None => test_common::apply_side_opts(&s, &cfg.side, true)?,
     }
     s.connect_timeout(&SockAddr::from(*server), cfg.connect_timeout)
         .map_err(|e| match e.kind() {
@@ -154,7 +156,7 @@ fn connect_udp(
 ) -> Result<UdpSocket, TestError> {
     let s = new_socket(server, Type::DGRAM)?;
     bind_local(&s, cfg, server, port)?;
-    test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
     if spec.window.is_none() {
         // Room for a burst of datagrams at high rates (capped by net.core.[rw]mem_max).
         let _ = s.set_recv_buffer_size(4 << 20);

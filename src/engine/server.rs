@@ -174,13 +174,21 @@ fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
     SocketAddr::new(ip, cfg.port)
 }
 
-fn make_listener(addr: SocketAddr, ty: Type, family: Family) -> std::io::Result<Socket> {
+/// Every socket the server binds (its TCP and UDP listeners and the per-stream UDP
+/// sockets on the same port) comes from here, with this side's `--bind-dev`.
+fn make_listener(
+    addr: SocketAddr,
+    ty: Type,
+    family: Family,
+    side: &test_common::SideOpts,
+) -> std::io::Result<Socket> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
         Domain::IPV6
     };
     let s = Socket::new(domain, ty, None)?;
+    test_common::apply_side_opts(&s, side, false)?;
     s.set_reuse_address(true)?;
     if addr.is_ipv6() {
         s.set_only_v6(family == Family::V6)?;
@@ -206,7 +214,7 @@ impl Server {
         let mut tries = 0;
         let (tcp, udp) = loop {
             let addr = listen_addr(&cfg);
-            let t = make_listener(addr, Type::STREAM, cfg.family)
+            let t = make_listener(addr, Type::STREAM, cfg.family, &cfg.side)
                 .map_err(|e| TestError::io_while(format!("cannot listen on TCP {addr}"), e))?;
             t.listen(128)?;
             let bound = t.local_addr()?.as_socket().unwrap_or(addr);
@@ -214,6 +222,7 @@ impl Server {
                 SocketAddr::new(addr.ip(), bound.port()),
                 Type::DGRAM,
                 cfg.family,
+                &cfg.side,
             ) {
                 Ok(u) => break (t, u),
                 Err(e) if cfg.port == 0 && tries < 20 => {
@@ -454,7 +463,7 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
 
 fn accept_udp(shared: &Shared, from: SocketAddr) -> std::io::Result<UdpSocket> {
     let local = SocketAddr::new(shared.local.ip(), shared.local.port());
-    let s = make_listener(local, Type::DGRAM, shared.cfg.family)?;
+    let s = make_listener(local, Type::DGRAM, shared.cfg.family, &shared.cfg.side)?;
     let to = match (local.is_ipv6(), from) {
         (true, SocketAddr::V4(v4)) => {
             SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
@@ -487,6 +496,17 @@ impl Session<'_> {
         id: u64,
     ) -> Result<bool, TestError> {
         let origin = Instant::now();
+        // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
+        // server sets them on each control connection it accepts.
+        if let Err(e) =
+            test_common::apply_side_opts(&SockRef::from(&ctrl.sock), &shared.cfg.side, true)
+        {
+            shared.log(&format!(
+                "cannot set up the control connection from {}: {e}",
+                shown(peer)
+            ));
+            return Ok(false);
+        }
         if ctrl.send_state(State::ParamExchange).is_err() {
             return Ok(false);
         }
@@ -759,7 +779,9 @@ impl Session<'_> {
             let (fd, tcp, local, remote, a) = match a {
                 Accepted::Tcp(t) => {
                     let r = SockRef::from(&t);
-                    if let Err(e) = test_common::apply_sock_opts(&r, spec, peer.is_ipv6()) {
+                    if let Err(e) =
+                        test_common::apply_sock_opts(&r, spec, &shared.cfg.side, peer.is_ipv6())
+                    {
                         return Err(self.fail(
                             ctrl,
                             ErrCode::SetBuf,
@@ -775,7 +797,8 @@ impl Session<'_> {
                 }
                 Accepted::Udp(u) => {
                     let r = SockRef::from(&u);
-                    let _ = test_common::apply_sock_opts(&r, spec, peer.is_ipv6());
+                    let _ =
+                        test_common::apply_sock_opts(&r, spec, &shared.cfg.side, peer.is_ipv6());
                     if spec.window.is_none() {
                         let _ = r.set_recv_buffer_size(4 << 20);
                         let _ = r.set_send_buffer_size(4 << 20);

@@ -146,7 +146,8 @@ fn iperf3_client_json(key: &str, port: u16, args: &[&str]) -> serde_json::Value 
     json_of(&out, key)
 }
 
-/// An iperf3 server on loopback, its output drained.
+/// An iperf3 server on loopback, its output drained. (Not with `-1`: the probe
+/// connection that waits for it to listen would be its one test.)
 fn iperf3_server(key: &str, port: u16, extra: &[&str]) -> (Proc, Drained) {
     let mut p = Proc::spawn(
         key,
@@ -267,4 +268,398 @@ fn server_limits_interoperate_with_iperf3_322() {
         let bps = f64_at(&v, "/end/sum_received/bits_per_second");
         assert!((70e6..90e6).contains(&bps), "{key}: {bps}");
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Socket options, read from the running process's own sockets
+
+/// A socket of a running process, duplicated into this one (`pidfd_getfd`, root or
+/// the same user): `table` is `tcp`/`tcp6`/`udp`/`udp6` as in /proc/PID/net, `pick`
+/// chooses by (local port, remote port). The test then asks the kernel about it.
+fn sockets_of(pid: u32, table: &str, pick: impl Fn(u16, u16) -> bool) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut inodes = Vec::new();
+    // A process that has exited has no sockets.
+    let Ok(net) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+        return Vec::new();
+    };
+    for l in net.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let port = |a: &str| u16::from_str_radix(a.rsplit(':').next().unwrap(), 16).unwrap();
+        if pick(port(f[1]), port(f[2])) {
+            inodes.push(format!("socket:[{}]", f[9]));
+        }
+    }
+    // SAFETY: plain syscalls; each returned descriptor is owned by exactly one OwnedFd.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        // Each socket once (netmeter keeps a duplicate of each stream's socket).
+        let target = target.to_string_lossy().to_string();
+        let Some(i) = inodes.iter().position(|x| *x == target) else {
+            continue;
+        };
+        inodes.remove(i);
+        let n: i32 = e.file_name().to_string_lossy().parse().unwrap();
+        use std::os::fd::AsRawFd;
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
+        if fd < 0 {
+            continue; // closed meanwhile
+        }
+        out.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
+    }
+    out
+}
+
+/// Wait until `f` finds at least `n` sockets (the process may still be connecting).
+fn wait_sockets(
+    what: &str,
+    n: usize,
+    f: impl Fn() -> Vec<std::os::fd::OwnedFd>,
+) -> Vec<std::os::fd::OwnedFd> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = f();
+        if v.len() >= n {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: found {} sockets",
+            v.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn_client(port: u16, args: &[&str]) -> Proc {
+    Proc::spawn(
+        "client",
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+    )
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: reads another process's sockets (root)"
+)]
+fn snd_timeout_and_cntl_ka_are_set_on_each_sides_sockets() {
+    use socket2::SockRef;
+    let port = free_port();
+    let (srv, _) = netmeter_server(port, &["--snd-timeout", "7000", "--cntl-ka=30/5/3"]);
+    let cl = spawn_client(
+        port,
+        &[
+            "-t",
+            "3",
+            "-P",
+            "2",
+            "--snd-timeout",
+            "4000",
+            "--cntl-ka=20/2/4",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // The client: its control connection has both; its data connections the timeout.
+    let mine = wait_sockets("client", 3, || {
+        sockets_of(cl.pid(), "tcp", |_, r| r == port)
+    });
+    let mut ka = 0;
+    for s in &mine {
+        let s = SockRef::from(s);
+        assert_eq!(
+            s.tcp_user_timeout().unwrap(),
+            Some(Duration::from_millis(4000))
+        );
+        if s.keepalive().unwrap() {
+            ka += 1;
+            assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(20));
+            assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(2));
+            assert_eq!(s.keepalive_retries().unwrap(), 4);
+        }
+    }
+    assert_eq!(ka, 1, "only the control connection keeps alive");
+    // The server: its side of the same connections, its own values.
+    let theirs = wait_sockets("server", 3, || {
+        sockets_of(srv.pid(), "tcp6", |l, r| l == port && r != 0)
+            .into_iter()
+            .chain(sockets_of(srv.pid(), "tcp", |l, r| l == port && r != 0))
+            .collect()
+    });
+    let mut ka = 0;
+    for s in &theirs {
+        let s = SockRef::from(s);
+        assert_eq!(
+            s.tcp_user_timeout().unwrap(),
+            Some(Duration::from_millis(7000))
+        );
+        if s.keepalive().unwrap() {
+            ka += 1;
+            assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(30));
+            assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(5));
+            assert_eq!(s.keepalive_retries().unwrap(), 3);
+        }
+    }
+    assert_eq!(ka, 1);
+    let out = cl.wait_bounded(Duration::from_secs(20));
+    assert!(out.status.success(), "{}", show(&out));
+}
+
+#[test]
+fn cntl_ka_checks_idle_against_the_retry_period() {
+    let e = usage_error(&["--cntl-ka=10/5/2"]);
+    assert!(e.contains("idle time (10 s) must be longer"), "{e}");
+    let e = usage_error(&["--cntl-ka=x"]);
+    assert!(e.contains("--cntl-ka: IDLE must be a whole number"), "{e}");
+}
+
+/// The IP_MTU_DISCOVER mode of every UDP socket of `pid` talking to or from `port`.
+fn udp_df_modes(pid: u32, port: u16) -> Vec<i32> {
+    use std::os::fd::AsFd;
+    sockets_of(pid, "udp", |l, r| (l == port || r == port) && r != 0)
+        .iter()
+        .map(|s| netmeter::sock::mtu_discover(s.as_fd()).unwrap())
+        .collect()
+}
+
+/// While a `-u --dont-fragment` test runs between `client` and `server` (pids), each
+/// side's connected UDP sockets have DF (IP_PMTUDISC_DO).
+fn assert_df_both_sides(client_pid: u32, server_pid: u32, port: u16, streams: usize) {
+    for (who, pid) in [("client", client_pid), ("server", server_pid)] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let modes = loop {
+            let m = udp_df_modes(pid, port);
+            // The server sets its options once all streams have arrived.
+            let done = m.len() >= streams && m.iter().all(|&m| m == libc::IP_PMTUDISC_DO);
+            if done || Instant::now() > deadline {
+                break m;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(modes.len(), streams, "{who}: {modes:?}");
+        assert!(
+            modes.iter().all(|&m| m == libc::IP_PMTUDISC_DO),
+            "{who}: {modes:?}"
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: reads another process's sockets (root), iperf3 peers"
+)]
+fn dont_fragment_sets_df_on_both_ends_udp_sockets() {
+    // netmeter to netmeter, both directions; and without the flag, no DF.
+    for args in [&["-R"][..], &[]] {
+        let port = free_port();
+        let (srv, _) = netmeter_server(port, &["-1"]);
+        let cl = spawn_client(
+            port,
+            &[&["-u", "-t", "2", "-P", "2", "--dont-fragment"], args].concat(),
+        );
+        assert_df_both_sides(cl.pid(), srv.pid(), port, 2);
+        assert!(cl.wait_bounded(Duration::from_secs(20)).status.success());
+    }
+    let port = free_port();
+    let (srv, _) = netmeter_server(port, &["-1"]);
+    let cl = spawn_client(port, &["-u", "-t", "2"]);
+    std::thread::sleep(Duration::from_millis(700));
+    for pid in [cl.pid(), srv.pid()] {
+        let m = udp_df_modes(pid, port);
+        assert!(
+            !m.is_empty() && m.iter().all(|&m| m != libc::IP_PMTUDISC_DO),
+            "{m:?}"
+        );
+    }
+    drop(cl);
+    // iperf3 3.22 client against netmeter: the flag reaches netmeter's sockets.
+    let port = free_port();
+    let (srv, _) = netmeter_server(port, &["-1"]);
+    let mut ip3 = Proc::spawn(
+        "iperf3 3.22",
+        Command::new(peer("NETMETER_IPERF3_322")).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-u",
+            "-t",
+            "2",
+            "-R",
+            "--dont-fragment",
+            "-J",
+        ]),
+    );
+    let d = ip3.drain();
+    assert_df_both_sides(ip3.pid(), srv.pid(), port, 1);
+    let status = ip3.wait_bounded(Duration::from_secs(20)).status;
+    let text = d.stdout.lock().unwrap().clone();
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| panic!("iperf3 3.22 ({status}): {e}\n{}", d.text()));
+    assert!(f64_at(&v, "/end/sum/packets") > 0.0, "{v}");
+    // netmeter client against iperf3 servers: the flag reaches theirs.
+    for key in [
+        "NETMETER_IPERF3_322",
+        "NETMETER_IPERF3_318",
+        "NETMETER_IPERF3_312",
+    ] {
+        let port = free_port();
+        let (srv, _) = iperf3_server(key, port, &[]);
+        let cl = spawn_client(port, &["-u", "-t", "2", "--dont-fragment", "-J"]);
+        assert_df_both_sides(cl.pid(), srv.pid(), port, 1);
+        let v = json_of(&cl.wait_bounded(Duration::from_secs(20)), "netmeter");
+        assert!(f64_at(&v, "/end/sum/packets") > 0.0, "{key}: {v}");
+    }
+}
+
+/// A network namespace of this test's own with `lo` up and an interface `nm-d0`
+/// (10.77.0.1/24), deleted when dropped.
+struct DevNs(String);
+
+impl DevNs {
+    fn new(tag: &str) -> DevNs {
+        let name = format!("nmopt{}{tag}", std::process::id());
+        let ip = |args: &[&str]| {
+            let out = run(Command::new("ip").args(args), Duration::from_secs(10));
+            assert!(out.status.success(), "ip {args:?}: {}", show(&out));
+        };
+        let _ = run(
+            Command::new("ip").args(["netns", "del", &name]),
+            Duration::from_secs(10),
+        );
+        ip(&["netns", "add", &name]);
+        let ns = DevNs(name.clone());
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        // (This kernel has no dummy interfaces: a veth pair, both ends here.)
+        ip(&[
+            "-n", &name, "link", "add", "nm-d0", "type", "veth", "peer", "name", "nm-d1",
+        ]);
+        ip(&["-n", &name, "addr", "add", "10.77.0.1/24", "dev", "nm-d0"]);
+        ip(&["-n", &name, "link", "set", "nm-d0", "up"]);
+        ip(&["-n", &name, "link", "set", "nm-d1", "up"]);
+        ns
+    }
+
+    /// netmeter with `args`, run in the namespace.
+    fn netmeter(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, netmeter()]).args(args);
+        c
+    }
+}
+
+impl Drop for DevNs {
+    fn drop(&mut self) {
+        let _ = run(
+            Command::new("ip").args(["netns", "del", &self.0]),
+            Duration::from_secs(10),
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: creates a network namespace (root)"
+)]
+fn bind_dev_binds_every_socket_to_the_interface() {
+    let ns = DevNs::new("bd");
+    let port = "5201";
+    let mut srv = Proc::spawn(
+        "server",
+        &mut ns.netmeter(&["-s", "-p", port, "--bind-dev", "lo"]),
+    );
+    let _srv_out = srv.drain();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = |args: &[&str]| {
+        run(
+            &mut ns.netmeter(&[&["-p", port, "-t", "1", "-J"], args].concat()),
+            Duration::from_secs(30),
+        )
+    };
+    // Bound to lo, the loopback address is reachable, whichever way it is said.
+    for args in [
+        &["-c", "127.0.0.1", "--bind-dev", "lo"][..],
+        &["-c", "127.0.0.1", "-B", "127.0.0.1%lo"],
+        &["-c", "127.0.0.1%lo"],
+        &["-c", "127.0.0.1%lo", "-u", "-b", "10M"],
+    ] {
+        let out = client(args);
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        let v = json_of(&out, "client");
+        assert!(f64_at(&v, "/end/sum_received/bytes") > 0.0 || f64_at(&v, "/end/sum/bytes") > 0.0);
+    }
+    // Bound to the dummy interface, it is not (the kernel routes only via nm-d0).
+    for args in [
+        &["-c", "127.0.0.1", "--bind-dev", "nm-d0"][..],
+        &["-c", "127.0.0.1%nm-d0"],
+    ] {
+        let out = client(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+    }
+    let out = client(&["-c", "127.0.0.1", "--bind-dev", "nm-nonesuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("cannot bind to device nm-nonesuch"),
+        "{}",
+        show(&out)
+    );
+    // While a test runs, every socket of the client says it is bound to lo.
+    let cl = Proc::spawn(
+        "client",
+        &mut ns.netmeter(&[
+            "-c",
+            "127.0.0.1",
+            "-p",
+            port,
+            "-t",
+            "2",
+            "-P",
+            "2",
+            "--bind-dev",
+            "lo",
+        ]),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    // `ip netns exec` execs netmeter: the pid is netmeter's own.
+    let socks = sockets_of(cl.pid(), "tcp", |_, r| r == 5201);
+    assert_eq!(socks.len(), 3, "control + 2 streams");
+    for s in &socks {
+        assert_eq!(
+            socket2::SockRef::from(s).device().unwrap().as_deref(),
+            Some(&b"lo"[..])
+        );
+    }
+    assert!(cl.wait_bounded(Duration::from_secs(20)).status.success());
+    drop(srv);
+    // A server bound to the dummy interface does not answer on loopback.
+    let mut srv = Proc::spawn(
+        "server",
+        &mut ns.netmeter(&["-s", "-p", port, "--bind-dev", "nm-d0"]),
+    );
+    let _o = srv.drain();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = client(&["-c", "127.0.0.1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("refused"),
+        "{}",
+        show(&out)
+    );
 }

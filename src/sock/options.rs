@@ -1,0 +1,68 @@
+//! Socket options that `socket2` does not offer, for iperf3 3.22's options:
+//! `--dont-fragment` (IP_MTU_DISCOVER), `-L` (IPv6 flow labels), and the probes that
+//! say whether this kernel has a protocol at all (`--sctp`, `-m`).
+
+use super::{check, setsockopt};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// `--dont-fragment`: set DF on every IPv4 datagram and never fragment locally
+/// (`IP_PMTUDISC_DO`, as iperf3 on Linux): a datagram larger than the path MTU fails
+/// with EMSGSIZE instead of leaving in fragments.
+pub fn set_dont_fragment(fd: BorrowedFd<'_>) -> io::Result<()> {
+    setsockopt(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        &(libc::IP_PMTUDISC_DO as libc::c_int),
+    )
+}
+
+/// The socket's IP_MTU_DISCOVER mode (`libc::IP_PMTUDISC_*`).
+pub fn mtu_discover(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are valid for writes and len holds v's size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    check(rc).map(|_| v)
+}
+
+/// Whether this kernel can open a `SOCK_STREAM` socket of `protocol` (e.g.
+/// `libc::IPPROTO_SCTP`, `libc::IPPROTO_MPTCP`); the kernel's error otherwise
+/// (EPROTONOSUPPORT when the protocol is not built or loaded, ENOPROTOOPT when MPTCP
+/// is switched off by `net.mptcp.enabled=0`).
+pub fn stream_protocol_available(protocol: i32) -> io::Result<()> {
+    // SAFETY: plain socket(2) call; the descriptor is closed below.
+    let fd = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, protocol) })?;
+    // SAFETY: fd was just returned by socket() and is owned here only.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn dont_fragment_sets_pmtudisc_do() {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_ne!(mtu_discover(u.as_fd()).unwrap(), libc::IP_PMTUDISC_DO);
+        set_dont_fragment(u.as_fd()).unwrap();
+        assert_eq!(mtu_discover(u.as_fd()).unwrap(), libc::IP_PMTUDISC_DO);
+    }
+
+    #[test]
+    fn tcp_is_available_and_a_bogus_protocol_is_not() {
+        stream_protocol_available(libc::IPPROTO_TCP).unwrap();
+        assert!(stream_protocol_available(253).is_err());
+    }
+}
