@@ -298,6 +298,19 @@ pub struct Args {
     /// seconds, probes; an empty field keeps the system's), e.g. --cntl-ka=60/5/3.
     #[arg(long = "cntl-ka", value_name = "IDLE/INTV/CNT", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub cntl_ka: Option<String>,
+    /// Client: TCP data streams over MPTCP rather than plain TCP. (A server always
+    /// accepts MPTCP where the kernel has it; -m there changes nothing.)
+    #[arg(short = 'm', long = "mptcp")]
+    pub mptcp: bool,
+    /// Use SCTP rather than TCP (needs a kernel with SCTP).
+    #[arg(long = "sctp")]
+    pub sctp: bool,
+    /// Number of SCTP streams (with --sctp).
+    #[arg(long = "nstreams", value_name = "N")]
+    pub nstreams: Option<String>,
+    /// Bind SCTP associations to this address too (repeatable; with --sctp).
+    #[arg(short = 'X', long = "xbind", value_name = "NAME")]
+    pub xbind: Vec<String>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -349,18 +362,12 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "-F",
     "--file",
     "--rcv-timeout",
-    "-m",
-    "--mptcp",
     "-d",
     "--debug",
     "--rsa-private-key-path",
     "--authorized-users-path",
     "--time-skew-threshold",
     "--use-pkcs1-padding",
-    "--sctp",
-    "-X",
-    "--xbind",
-    "--nstreams",
     "--pacing-timer",
     "--no-fq-socket-pacing",
     "-L",
@@ -672,6 +679,7 @@ impl Args {
         if roles > 1 {
             return Err(usage("use only one of -s, -c and --loopback"));
         }
+        self.sctp_check()?;
         let format = match &self.format {
             Some(f) => Format::parse(f).map_err(usage)?,
             None => Format::Auto,
@@ -793,6 +801,29 @@ impl Args {
             cfg,
             logfile: self.logfile.clone(),
         })
+    }
+
+    /// `--sctp`, `--nstreams`, `-X`: one sentence, whether this kernel has SCTP or not.
+    fn sctp_check(&self) -> Result<(), UsageError> {
+        let flag = if self.sctp {
+            "--sctp"
+        } else if self.nstreams.is_some() {
+            "--nstreams"
+        } else if !self.xbind.is_empty() {
+            "-X/--xbind"
+        } else {
+            return Ok(());
+        };
+        Err(usage(
+            match crate::sock::stream_protocol_available(libc::IPPROTO_SCTP) {
+                Err(e) => format!(
+                    "{flag} needs SCTP, which this kernel does not have ({e}); use TCP or UDP (-u)"
+                ),
+                Ok(()) => format!(
+                    "{flag}: this kernel has SCTP, but netmeter does not run SCTP tests yet; use TCP or UDP (-u)"
+                ),
+            },
+        ))
     }
 
     /// `-A N[,M]`: local CPU and the server's.
@@ -1144,6 +1175,9 @@ impl Args {
         if self.no_gro && self.gsro {
             return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gro"));
         }
+        if self.mptcp && protocol == Protocol::Udp {
+            return Err(usage("-m (MPTCP) applies to TCP tests; drop -u"));
+        }
         if self.zerocopy && protocol == Protocol::Udp {
             return Err(usage("-Z (zero-copy) applies to TCP only"));
         }
@@ -1178,7 +1212,7 @@ impl Args {
             no_gso: self.no_gso,
             no_gro: self.no_gro,
             dont_fragment: self.dont_fragment,
-            mptcp: false,
+            mptcp: self.mptcp,
             flowlabel: None,
             pacing_timer_us: wire::DEFAULT_PACING_TIMER_US,
         };
@@ -1511,6 +1545,27 @@ mod tests {
                 .starts_with("--snd-timeout must be between 0")
         );
         assert!(sentence(&["-c", "h", "--cntl-ka=5/1/5"]).contains("must be longer than INTV"));
+    }
+
+    #[test]
+    fn sctp_options_say_what_is_missing_in_one_sentence() {
+        let have = crate::sock::stream_protocol_available(libc::IPPROTO_SCTP).is_ok();
+        for (args, flag) in [
+            (&["-c", "h", "--sctp"][..], "--sctp"),
+            (&["-c", "h", "--nstreams", "4"], "--nstreams"),
+            (&["-s", "-X", "10.0.0.1"], "-X/--xbind"),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(flag), "{e}");
+            if have {
+                assert!(e.contains("does not run SCTP tests yet"), "{e}");
+            } else {
+                assert!(
+                    e.contains("needs SCTP, which this kernel does not have"),
+                    "{e}"
+                );
+            }
+        }
     }
 
     fn client(args: &[&str]) -> ClientConfig {

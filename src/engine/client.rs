@@ -119,7 +119,13 @@ fn connect_tcp(
     spec: Option<&TestSpec>,
     port: u16,
 ) -> Result<TcpStream, TestError> {
-    let s = new_socket(server, Type::STREAM)?;
+    // `-m`: the data connections over MPTCP (the control connection stays TCP, as in
+    // iperf3).
+    let s = if spec.is_some_and(|s| s.mptcp) {
+        test_common::mptcp_socket(server.is_ipv6())?
+    } else {
+        new_socket(server, Type::STREAM)?
+    };
     bind_local(&s, cfg, server, port)?;
     match spec {
         Some(spec) => test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?,

@@ -108,6 +108,8 @@ struct Shared {
     /// server of `--loopback`, which its client stops.
     on_signals: AtomicBool,
     last_activity: Mutex<Instant>,
+    /// The TCP listener takes MPTCP (see `make_listener`).
+    mptcp: bool,
 }
 
 impl Shared {
@@ -187,7 +189,15 @@ fn make_listener(
     } else {
         Domain::IPV6
     };
-    let s = Socket::new(domain, ty, None)?;
+    // The TCP listener is an MPTCP one where the kernel allows it, as iperf3's is while
+    // a client's `-m` test runs: MPTCP clients get MPTCP, plain TCP clients a plain TCP
+    // socket (the kernel hands over the subflow itself on fallback).
+    let s = match ty {
+        Type::STREAM => {
+            test_common::mptcp_socket(addr.is_ipv6()).or_else(|_| Socket::new(domain, ty, None))?
+        }
+        _ => Socket::new(domain, ty, None)?,
+    };
     test_common::apply_side_opts(&s, side, false)?;
     s.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -237,6 +247,7 @@ impl Server {
                 }
             }
         };
+        let mptcp = tcp.protocol().ok().flatten() == Some(socket2::Protocol::MPTCP);
         let tcp: TcpListener = tcp.into();
         let udp: UdpSocket = udp.into();
         let local = tcp.local_addr()?;
@@ -255,6 +266,7 @@ impl Server {
                 shutdown,
                 on_signals: AtomicBool::new(false),
                 last_activity: Mutex::new(Instant::now()),
+                mptcp,
             }),
             tcp,
             udp,
@@ -577,6 +589,12 @@ impl Session<'_> {
             Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
         let side = &shared.cfg.side;
+        if asked.mptcp && !shared.mptcp {
+            shared.log(&format!(
+                "{} asked for MPTCP (-m), but this host has none (net.mptcp.enabled?): the data streams fall back to TCP",
+                shown(peer)
+            ));
+        }
         if let Some(e) =
             asked.server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
         {

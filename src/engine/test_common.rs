@@ -6,7 +6,7 @@ use crate::report::{Start, TestStart};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
-use socket2::{Socket, TcpKeepalive};
+use socket2::{Domain, Socket, TcpKeepalive, Type};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -28,6 +28,17 @@ pub struct SideOpts {
     pub max_duration_s: Option<u64>,
     /// Server: `--server-bitrate-limit RATE[/SECONDS]`: bits/s and the averaging window.
     pub bitrate_limit: Option<(u64, f64)>,
+}
+
+/// A stream socket over MPTCP (`-m`), or why this kernel cannot give one.
+pub fn mptcp_socket(ipv6: bool) -> io::Result<Socket> {
+    let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
+    Socket::new(domain, Type::STREAM, Some(socket2::Protocol::MPTCP)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("MPTCP is not available here (-m; is net.mptcp.enabled 1?): {e}"),
+        )
+    })
 }
 
 /// `--cntl-ka` values; `None` keeps the system's (net.ipv4.tcp_keepalive_*).

@@ -663,3 +663,201 @@ fn bind_dev_binds_every_socket_to_the_interface() {
         show(&out)
     );
 }
+
+/// Every socket of a running process, duplicated into this one (each once).
+fn all_sockets_of(pid: u32) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: plain syscalls; each returned descriptor is owned by exactly one OwnedFd.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    if pidfd < 0 {
+        return Vec::new();
+    }
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for e in fds.flatten() {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().to_string();
+        if !target.starts_with("socket:") || seen.contains(&target) {
+            continue;
+        }
+        seen.push(target);
+        let n: i32 = e.file_name().to_string_lossy().parse().unwrap();
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
+        if fd >= 0 {
+            out.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
+        }
+    }
+    out
+}
+
+/// A connected stream socket's protocol (SO_PROTOCOL) and, for MPTCP, whether the
+/// connection really runs MPTCP: MPTCP_INFO with the peer's key received and no
+/// fallback to TCP.
+fn stream_kind(fd: &std::os::fd::OwnedFd) -> &'static str {
+    use std::os::fd::AsRawFd;
+    let get = |level: i32, name: i32, buf: &mut [u8]| -> i32 {
+        let mut len = buf.len() as libc::socklen_t;
+        // SAFETY: buf and len describe a writable buffer of len bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                level,
+                name,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 { -1 } else { len as i32 }
+    };
+    let mut p = [0u8; 4];
+    assert_eq!(get(libc::SOL_SOCKET, libc::SO_PROTOCOL, &mut p), 4);
+    match i32::from_ne_bytes(p) {
+        libc::IPPROTO_TCP => "tcp",
+        libc::IPPROTO_MPTCP => {
+            // struct mptcp_info: six u8 counters, two bytes of padding, u32 flags.
+            const SOL_MPTCP: i32 = 284;
+            const MPTCP_INFO: i32 = 1;
+            const FLAG_FALLBACK: u32 = 1;
+            const FLAG_REMOTE_KEY_RECEIVED: u32 = 2;
+            let mut info = [0u8; 256];
+            if get(SOL_MPTCP, MPTCP_INFO, &mut info) < 12 {
+                return "mptcp-fallback";
+            }
+            let flags = u32::from_ne_bytes(info[8..12].try_into().unwrap());
+            if flags & FLAG_FALLBACK == 0 && flags & FLAG_REMOTE_KEY_RECEIVED != 0 {
+                "mptcp"
+            } else {
+                "mptcp-fallback"
+            }
+        }
+        _ => "other",
+    }
+}
+
+/// The kinds of `pid`'s connected stream sockets whose remote (client side) or
+/// local (server side) port is `port`, control connection included.
+fn stream_kinds(pid: u32, port: u16, server: bool) -> Vec<&'static str> {
+    all_sockets_of(pid)
+        .iter()
+        .filter(|s| {
+            let s = socket2::SockRef::from(*s);
+            let (Ok(l), Ok(r)) = (s.local_addr(), s.peer_addr()) else {
+                return false;
+            };
+            let (Some(l), Some(r)) = (l.as_socket(), r.as_socket()) else {
+                return false;
+            };
+            s.r#type().ok() == Some(socket2::Type::STREAM)
+                && if server {
+                    l.port() == port
+                } else {
+                    r.port() == port
+                }
+        })
+        .map(stream_kind)
+        .collect()
+}
+
+fn sorted(mut v: Vec<&'static str>) -> Vec<&'static str> {
+    v.sort();
+    v
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: reads another process's sockets (root), iperf3 3.22"
+)]
+fn mptcp_data_streams_run_over_real_mptcp() {
+    let want = vec!["mptcp", "mptcp", "tcp"]; // two data streams, the control connection
+    // netmeter both ends; -R too. The server needs no -m (it is accepted).
+    for (srv_args, extra) in [(&[][..], &[][..]), (&["-m"], &["-R"])] {
+        let port = free_port();
+        let (srv, _) = netmeter_server(port, srv_args);
+        let cl = spawn_client(port, &[&["-t", "2", "-P", "2", "-m"], extra].concat());
+        std::thread::sleep(Duration::from_millis(800));
+        assert_eq!(
+            sorted(stream_kinds(cl.pid(), port, false)),
+            want,
+            "client {extra:?}"
+        );
+        assert_eq!(
+            sorted(stream_kinds(srv.pid(), port, true)),
+            want,
+            "server {extra:?}"
+        );
+        let out = cl.wait_bounded(Duration::from_secs(20));
+        assert!(out.status.success(), "{}", show(&out));
+    }
+    // A plain client gets plain TCP sockets on both ends.
+    let port = free_port();
+    let (srv, _) = netmeter_server(port, &[]);
+    let cl = spawn_client(port, &["-t", "2"]);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(sorted(stream_kinds(cl.pid(), port, false)), ["tcp", "tcp"]);
+    assert_eq!(sorted(stream_kinds(srv.pid(), port, true)), ["tcp", "tcp"]);
+    assert!(cl.wait_bounded(Duration::from_secs(20)).status.success());
+    // netmeter client -m against iperf3 3.22's server (which re-listens with MPTCP).
+    let key = "NETMETER_IPERF3_322";
+    let port = free_port();
+    let (_srv, _) = iperf3_server(key, port, &[]);
+    let mut cl = spawn_client(port, &["-t", "2", "-P", "2", "-m", "-J"]);
+    let d = cl.drain();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(sorted(stream_kinds(cl.pid(), port, false)), want);
+    assert!(
+        cl.wait_bounded(Duration::from_secs(20)).status.success(),
+        "{}",
+        d.text()
+    );
+    // iperf3 3.22 client -m against netmeter.
+    let port = free_port();
+    let (srv, _) = netmeter_server(port, &[]);
+    let mut ip3 = Proc::spawn(
+        key,
+        Command::new(peer(key)).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "2",
+            "-P",
+            "2",
+            "-m",
+            "-J",
+        ]),
+    );
+    let d = ip3.drain();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(sorted(stream_kinds(ip3.pid(), port, false)), want);
+    assert_eq!(sorted(stream_kinds(srv.pid(), port, true)), want);
+    assert!(ip3.wait_bounded(Duration::from_secs(20)).status.success());
+    let v: serde_json::Value = serde_json::from_slice(&d.stdout.lock().unwrap()).unwrap();
+    assert!(f64_at(&v, "/end/sum_received/bytes") > 0.0, "{v}");
+}
+
+#[test]
+fn sctp_options_end_in_one_sentence() {
+    let have = std::path::Path::new("/proc/net/sctp").exists();
+    for args in [
+        &["--sctp"][..],
+        &["--nstreams", "2"],
+        &["-X", "127.0.0.2", "--sctp"],
+    ] {
+        let e = usage_error(args);
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        if !have {
+            assert!(
+                e.contains("needs SCTP, which this kernel does not have"),
+                "{e}"
+            );
+        }
+    }
+}
