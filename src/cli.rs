@@ -302,6 +302,14 @@ pub struct Args {
     /// accepts MPTCP where the kernel has it; -m there changes nothing.)
     #[arg(short = 'm', long = "mptcp")]
     pub mptcp: bool,
+    /// IPv6 flow label N (1..0xfffff; decimal, 0x hex or 0 octal) on the client's data
+    /// streams.
+    #[arg(short = 'L', long = "flowlabel", value_name = "N")]
+    pub flowlabel: Option<String>,
+    /// iperf3's pacing tick in microseconds (default 1000), sent to the server for iperf3
+    /// servers that pace by it; netmeter paces without a tick.
+    #[arg(long = "pacing-timer", value_name = "USEC")]
+    pub pacing_timer: Option<String>,
     /// Use SCTP rather than TCP (needs a kernel with SCTP).
     #[arg(long = "sctp")]
     pub sctp: bool,
@@ -368,10 +376,7 @@ const IPERF3_UNSUPPORTED: &[&str] = &[
     "--authorized-users-path",
     "--time-skew-threshold",
     "--use-pkcs1-padding",
-    "--pacing-timer",
     "--no-fq-socket-pacing",
-    "-L",
-    "--flowlabel",
     "--username",
     "--rsa-public-key-path",
 ];
@@ -1213,8 +1218,28 @@ impl Args {
             no_gro: self.no_gro,
             dont_fragment: self.dont_fragment,
             mptcp: self.mptcp,
-            flowlabel: None,
-            pacing_timer_us: wire::DEFAULT_PACING_TIMER_US,
+            flowlabel: self
+                .flowlabel
+                .as_deref()
+                .map(|l| {
+                    parse_int(l)
+                        .filter(|v| (1..=wire::MAX_FLOWLABEL).contains(v))
+                        .ok_or_else(|| {
+                            usage(format!(
+                                "-L needs a flow label from 1 to 0xfffff, not '{l}'"
+                            ))
+                        })
+                })
+                .transpose()?,
+            pacing_timer_us: match &self.pacing_timer {
+                None => wire::DEFAULT_PACING_TIMER_US,
+                Some(t) => {
+                    not_negative(t, || "--pacing-timer must be 0 or more microseconds".into())?;
+                    let v =
+                        units::parse_bytes(t).map_err(|e| usage(format!("--pacing-timer: {e}")))?;
+                    u32::try_from(v).map_err(|_| usage("--pacing-timer is too large"))?
+                }
+            },
         };
         let spec = self.with_working_load(spec)?;
         let mut spec = self.with_profile(spec)?;
@@ -1566,6 +1591,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn flowlabel_and_pacing_timer_parse_as_iperf3s() {
+        assert_eq!(
+            client(&["-c", "h", "-L", "0x12345"]).spec.flowlabel,
+            Some(0x12345)
+        );
+        assert_eq!(client(&["-c", "h", "-L", "17"]).spec.flowlabel, Some(17));
+        for bad in ["0", "0x100000", "x"] {
+            assert!(
+                sentence(&["-c", "h", "-L", bad]).starts_with("-L needs a flow label"),
+                "{bad}"
+            );
+        }
+        assert_eq!(client(&["-c", "h"]).spec.pacing_timer_us, 1000);
+        assert_eq!(
+            client(&["-c", "h", "--pacing-timer", "2K"])
+                .spec
+                .pacing_timer_us,
+            2048
+        );
+        assert!(
+            sentence(&["-c", "h", "--pacing-timer", "-1"]).starts_with("--pacing-timer must be")
+        );
     }
 
     fn client(args: &[&str]) -> ClientConfig {

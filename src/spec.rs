@@ -260,7 +260,8 @@ impl TestSpec {
             len: Some(self.block_len as f64),
             bandwidth: (self.rate_bps > 0).then_some(self.rate_bps as f64),
             fqrate: self.fq_rate_bps.map(|r| r as f64),
-            pacing_timer: Some(self.pacing_timer_us as f64),
+            // iperf3 sends it only when set (0 = none).
+            pacing_timer: (self.pacing_timer_us > 0).then_some(self.pacing_timer_us as f64),
             burst: self.burst.map(f64::from),
             tos: self.tos.map(f64::from),
             flowlabel: self.flowlabel.map(f64::from),

@@ -132,7 +132,11 @@ fn connect_tcp(
         // The control connection.
         None => test_common::apply_side_opts(&s, &cfg.side, true)?,
     }
-    s.connect_timeout(&SockAddr::from(*server), cfg.connect_timeout)
+    let to = match spec {
+        Some(spec) => test_common::data_peer(&s, spec, *server)?,
+        None => *server,
+    };
+    s.connect_timeout(&SockAddr::from(to), cfg.connect_timeout)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::ConnectionRefused => TestError::ConnectRefused(*server),
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
@@ -168,7 +172,8 @@ fn connect_udp(
         let _ = s.set_recv_buffer_size(4 << 20);
         let _ = s.set_send_buffer_size(4 << 20);
     }
-    s.connect(&SockAddr::from(*server))
+    let to = test_common::data_peer(&s, spec, *server)?;
+    s.connect(&SockAddr::from(to))
         .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
     let sock: UdpSocket = s.into();
     let mut buf = vec![0u8; 65536];

@@ -8,6 +8,7 @@ use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
 use socket2::{Domain, Socket, TcpKeepalive, Type};
 use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -28,6 +29,33 @@ pub struct SideOpts {
     pub max_duration_s: Option<u64>,
     /// Server: `--server-bitrate-limit RATE[/SECONDS]`: bits/s and the averaging window.
     pub bitrate_limit: Option<(u64, f64)>,
+}
+
+/// The address a client data socket connects to: the server's, carrying the `-L` flow
+/// label (leased on the socket first) when one was asked for.
+pub fn data_peer(s: &Socket, spec: &TestSpec, server: SocketAddr) -> io::Result<SocketAddr> {
+    let Some(label) = spec.flowlabel else {
+        return Ok(server);
+    };
+    let SocketAddr::V6(v6) = server else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "-L sets an IPv6 flow label, but the server's address is IPv4 (use -6 or an IPv6 address)",
+        ));
+    };
+    let flowinfo = sock::set_flowlabel(s.as_fd(), label, *v6.ip()).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("unable to set IPv6 flow label {label:#x}: {e}"),
+        )
+    })?;
+    // `SocketAddrV6` keeps flowinfo as given; the kernel reads it in network order.
+    Ok(SocketAddr::V6(std::net::SocketAddrV6::new(
+        *v6.ip(),
+        v6.port(),
+        flowinfo,
+        v6.scope_id(),
+    )))
 }
 
 /// A stream socket over MPTCP (`-m`), or why this kernel cannot give one.

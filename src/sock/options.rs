@@ -35,6 +35,50 @@ pub fn mtu_discover(fd: BorrowedFd<'_>) -> io::Result<i32> {
     check(rc).map(|_| v)
 }
 
+/// `struct in6_flowlabel_req` (include/uapi/linux/in6.h).
+#[repr(C)]
+struct FlowlabelReq {
+    dst: [u8; 16],
+    /// Network byte order.
+    label: u32,
+    action: u8,
+    share: u8,
+    flags: u16,
+    expires: u16,
+    linger: u16,
+    pad: u32,
+}
+
+const IPV6_FLOWLABEL_MGR: libc::c_int = 32;
+const IPV6_FLOWINFO_SEND: libc::c_int = 33;
+const IPV6_FL_A_GET: u8 = 0;
+const IPV6_FL_S_ANY: u8 = 255;
+const IPV6_FL_F_CREATE: u16 = 1;
+
+/// `-L`: lease flow label `label` (1..=0xfffff) towards `dst` and have the socket send
+/// the flow information of the address it connects to, as iperf3 does. Returns the
+/// `sin6_flowinfo` value (network byte order) to connect with.
+pub fn set_flowlabel(fd: BorrowedFd<'_>, label: u32, dst: std::net::Ipv6Addr) -> io::Result<u32> {
+    let req = FlowlabelReq {
+        dst: dst.octets(),
+        label: (label & 0xfffff).to_be(),
+        action: IPV6_FL_A_GET,
+        share: IPV6_FL_S_ANY,
+        flags: IPV6_FL_F_CREATE,
+        expires: 0,
+        linger: 0,
+        pad: 0,
+    };
+    setsockopt(fd, libc::IPPROTO_IPV6, IPV6_FLOWLABEL_MGR, &req)?;
+    setsockopt(
+        fd,
+        libc::IPPROTO_IPV6,
+        IPV6_FLOWINFO_SEND,
+        &(1 as libc::c_int),
+    )?;
+    Ok(req.label)
+}
+
 /// Whether this kernel can open a `SOCK_STREAM` socket of `protocol` (e.g.
 /// `libc::IPPROTO_SCTP`, `libc::IPPROTO_MPTCP`); the kernel's error otherwise
 /// (EPROTONOSUPPORT when the protocol is not built or loaded, ENOPROTOOPT when MPTCP

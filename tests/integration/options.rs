@@ -861,3 +861,161 @@ fn sctp_options_end_in_one_sentence() {
         }
     }
 }
+
+/// The parameter JSON a netmeter client with `args` sends, read by a stand-in server
+/// that speaks iperf3 just far enough (cookie, PARAM_EXCHANGE, the length-prefixed
+/// JSON) and then hangs up.
+fn params_sent(args: &[&str]) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let cl = spawn_client(port, &[&["-t", "1"], args].concat());
+    let (mut c, _) = l.accept().unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cookie = [0u8; 37];
+    c.read_exact(&mut cookie).unwrap();
+    c.write_all(&[9]).unwrap(); // PARAM_EXCHANGE
+    let mut len = [0u8; 4];
+    c.read_exact(&mut len).unwrap();
+    let mut json = vec![0u8; u32::from_be_bytes(len) as usize];
+    c.read_exact(&mut json).unwrap();
+    drop(c);
+    drop(cl);
+    serde_json::from_slice(&json).unwrap()
+}
+
+#[test]
+fn new_options_travel_in_iperf3s_parameter_keys() {
+    let p = params_sent(&[
+        "--pacing-timer",
+        "5000",
+        "-L",
+        "0x2345",
+        "--dont-fragment",
+        "-m",
+    ]);
+    assert_eq!(p["pacing_timer"], 5000, "{p}");
+    assert_eq!(p["flowlabel"], 0x2345, "{p}");
+    assert_eq!(p["dont_fragment"], 1, "{p}");
+    assert_eq!(p["mptcp"], true, "{p}");
+    let p = params_sent(&[]);
+    assert_eq!(p["pacing_timer"], 1000, "iperf3's default: {p}");
+    for k in ["flowlabel", "dont_fragment", "mptcp"] {
+        assert!(p.get(k).is_none(), "{k}: {p}");
+    }
+}
+
+/// Flow labels of the IPv6 packets sent to `port` on loopback while `f` runs, read
+/// with a packet socket (root).
+fn flowlabels_to(port: u16, f: impl FnOnce()) -> Vec<u32> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const ETH_P_IPV6: u16 = 0x86dd;
+    // SAFETY: plain socket(2); the descriptor is owned by `sock` alone.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK,
+            i32::from(ETH_P_IPV6.to_be()),
+        )
+    };
+    assert!(
+        fd >= 0,
+        "packet socket: {}",
+        std::io::Error::last_os_error()
+    );
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let reader = std::thread::spawn(move || {
+        let mut labels = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: buf is writable for its length.
+            let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n < 44 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            // IPv6 header: 4 bits version, 8 traffic class, 20 flow label; next header
+            // at byte 6; then TCP or UDP with the destination port at bytes 42..44.
+            let word = u32::from_be_bytes(buf[0..4].try_into().unwrap());
+            let next = buf[6];
+            let dport = u16::from_be_bytes([buf[42], buf[43]]);
+            if (next == 6 || next == 17) && dport == port {
+                labels.push(word & 0xfffff);
+            }
+        }
+        labels
+    });
+    f();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: packet capture (root), iperf3 3.22"
+)]
+fn flowlabel_marks_the_client_data_packets() {
+    for (server, extra) in [
+        ("netmeter", &[][..]),
+        ("netmeter", &["-u", "-b", "5M"]),
+        ("iperf3", &[]),
+    ] {
+        let port = free_port();
+        let _srv = if server == "netmeter" {
+            Proc::spawn(
+                "server",
+                Command::new(netmeter()).args(["-s", "-B", "::1", "-p", &port.to_string()]),
+            )
+        } else {
+            Proc::spawn(
+                "iperf3 3.22",
+                Command::new(peer("NETMETER_IPERF3_322")).args([
+                    "-s",
+                    "-B",
+                    "::1",
+                    "-p",
+                    &port.to_string(),
+                ]),
+            )
+        };
+        std::thread::sleep(Duration::from_millis(400));
+        let labels = flowlabels_to(port, || {
+            let out = run(
+                Command::new(netmeter())
+                    .args([
+                        "-c",
+                        "::1",
+                        "-p",
+                        &port.to_string(),
+                        "-t",
+                        "1",
+                        "-L",
+                        "0xbeef",
+                    ])
+                    .args(extra),
+                Duration::from_secs(30),
+            );
+            assert!(out.status.success(), "{server} {extra:?}: {}", show(&out));
+        });
+        let marked = labels.iter().filter(|&&l| l == 0xbeef).count();
+        // The data packets carry it (the control connection's do not).
+        assert!(
+            marked > 50,
+            "{server} {extra:?}: {marked} of {}",
+            labels.len()
+        );
+    }
+    // An IPv4 server cannot take a flow label: one sentence.
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &[]);
+    let out = client(port, &["-t", "1", "-L", "5"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("-L sets an IPv6 flow label"),
+        "{}",
+        show(&out)
+    );
+}
