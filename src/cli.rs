@@ -289,6 +289,11 @@ pub struct Args {
     /// sockets; a datagram larger than the path MTU then fails instead of fragmenting.
     #[arg(long = "dont-fragment")]
     pub dont_fragment: bool,
+    /// Give up when no data arrives for MS milliseconds (100 ms to 24 h; a receiving
+    /// side: the server, or a client with -R or --bidir). Default: iperf3's 120000 for
+    /// a -t 0 test; other tests end by their own deadlines.
+    #[arg(long = "rcv-timeout", value_name = "MS", value_parser = ranged::<u64>("--rcv-timeout", 100, wire::MAX_TIME as i128 * 1000))]
+    pub rcv_timeout: Option<u64>,
     /// Abort when sent TCP data stays unacknowledged for MS milliseconds
     /// (TCP_USER_TIMEOUT on this side's control and data connections; default: the
     /// system's).
@@ -369,7 +374,6 @@ fn usage(msg: impl Into<String>) -> UsageError {
 const IPERF3_UNSUPPORTED: &[&str] = &[
     "-F",
     "--file",
-    "--rcv-timeout",
     "-d",
     "--debug",
     "--rsa-private-key-path",
@@ -615,6 +619,7 @@ impl Args {
             json_stream_full: self.json_stream_full_output,
             bind_dev: self.bind_dev()?,
             snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
+            rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
             cntl_ka: self.cntl_ka()?,
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
@@ -1179,6 +1184,11 @@ impl Args {
         }
         if self.no_gro && self.gsro {
             return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gro"));
+        }
+        if self.rcv_timeout.is_some() && direction == Direction::Upload && !self.loopback {
+            return Err(usage(
+                "--rcv-timeout applies to a receiving client: use it with -R or --bidir (or on the server)",
+            ));
         }
         if self.mptcp && protocol == Protocol::Udp {
             return Err(usage("-m (MPTCP) applies to TCP tests; drop -u"));

@@ -955,7 +955,8 @@ fn converse(
     );
     let interval = (cfg.interval_s > 0.0).then_some(cfg.interval_s);
     let mut next_tick = interval.unwrap_or(f64::INFINITY);
-    let mut receiving = ReceiveWatch::new(&live);
+    let rcv_limit = cfg.side.rcv_timeout.unwrap_or(RCV_TIMEOUT);
+    let mut receiving = ReceiveWatch::new(&live, rcv_limit);
     let (end_s, stopped) = loop {
         let now = t0.elapsed().as_secs_f64();
         if test_should_end(&spec, &meter, &live, now) {
@@ -996,11 +997,14 @@ fn converse(
         if let Some(e) = live.first_error() {
             return Err(TestError::Stream(e));
         }
-        // -t 0 receiving: a server that stopped sending without a word is given up
-        // after iperf3's --rcv-timeout default, as an iperf3 client does.
-        if spec.until_interrupted() && receiving.stalled(&meter, Instant::now()) {
+        // Receiving: a server that stopped sending without a word is given up after
+        // --rcv-timeout, as an iperf3 client does; by default only in a -t 0 test (a
+        // timed one ends by its own deadline).
+        if (spec.until_interrupted() || cfg.side.rcv_timeout.is_some())
+            && receiving.stalled(&meter, Instant::now())
+        {
             return Err(TestError::ServerSilent {
-                secs: RCV_TIMEOUT.as_secs(),
+                secs: rcv_limit.as_secs_f64(),
             });
         }
     };
@@ -1125,22 +1129,25 @@ fn converse(
 /// for data before it gives up on a silent server.
 const RCV_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Watches the bytes this side receives, for the `-t 0` silent-server check.
-struct ReceiveWatch {
+/// Watches the bytes this side receives, for `--rcv-timeout` (and, on a client, the
+/// `-t 0` silent-server check).
+pub(super) struct ReceiveWatch {
     receives: bool,
+    limit: Duration,
     last: (u64, Instant),
 }
 
 impl ReceiveWatch {
-    fn new(live: &LiveStreams) -> ReceiveWatch {
+    pub(super) fn new(live: &LiveStreams, limit: Duration) -> ReceiveWatch {
         ReceiveWatch {
             receives: live.shared.iter().any(|s| !s.sender),
+            limit,
             last: (0, Instant::now()),
         }
     }
 
-    /// Whether nothing has arrived for [`RCV_TIMEOUT`] on a side that receives.
-    fn stalled(&mut self, meter: &Meter, now: Instant) -> bool {
+    /// Whether nothing has arrived for the limit on a side that receives.
+    pub(super) fn stalled(&mut self, meter: &Meter, now: Instant) -> bool {
         if !self.receives {
             return false;
         }
@@ -1148,7 +1155,7 @@ impl ReceiveWatch {
         if received != self.last.0 {
             self.last = (received, now);
         }
-        now.duration_since(self.last.1) > RCV_TIMEOUT
+        now.duration_since(self.last.1) > self.limit
     }
 }
 

@@ -145,12 +145,16 @@ pub enum TestError {
     /// A data stream thread failed (its error as it wrote it).
     #[error("a data stream failed: {0}")]
     Stream(String),
-    /// A `-t 0` receiving client heard nothing from the server for `secs`.
-    #[error("no data received for {secs} s; the server seems to have stopped sending")]
-    ServerSilent { secs: u64 },
-    /// A server heard no data from the client for `secs` (byte or block tests).
+    /// A receiving client heard nothing from the server for `secs` (`--rcv-timeout`;
+    /// by default only in a `-t 0` test).
+    #[error(
+        "no data received for {secs} s; the server seems to have stopped sending (--rcv-timeout)"
+    )]
+    ServerSilent { secs: f64 },
+    /// A server heard no data from the client for `secs` (byte or block tests, or
+    /// `--rcv-timeout`).
     #[error("no data for {secs} s")]
-    ClientSilent { secs: u64 },
+    ClientSilent { secs: f64 },
     /// A timed test the client did not end within its duration plus grace.
     #[error("the client did not end the test in time")]
     ClientOvertime,

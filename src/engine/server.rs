@@ -917,6 +917,12 @@ impl Session<'_> {
             let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
         }
         let mut last_progress = (0u64, Instant::now());
+        // --rcv-timeout: a receiving server gives up on a client that stopped sending.
+        let mut receiving = shared
+            .cfg
+            .side
+            .rcv_timeout
+            .map(|limit| (super::client::ReceiveWatch::new(&live, limit), limit));
         let mut rate_judge = shared
             .cfg
             .side
@@ -959,6 +965,17 @@ impl Session<'_> {
                     TestError::ClientOvertime,
                 ));
             }
+            if let Some((watch, limit)) = receiving.as_mut()
+                && watch.stalled(&meter, Instant::now())
+            {
+                return Err(self.fail(
+                    ctrl,
+                    ErrCode::NoMsg,
+                    TestError::ClientSilent {
+                        secs: limit.as_secs_f64(),
+                    },
+                ));
+            }
             let (sb, rb, _, _) = meter.totals();
             if sb + rb != last_progress.0 {
                 last_progress = (sb + rb, Instant::now());
@@ -967,7 +984,7 @@ impl Session<'_> {
                     ctrl,
                     ErrCode::StreamRead,
                     TestError::ClientSilent {
-                        secs: IDLE_DATA_TIMEOUT.as_secs(),
+                        secs: IDLE_DATA_TIMEOUT.as_secs_f64(),
                     },
                 ));
             }

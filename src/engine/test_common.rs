@@ -21,6 +21,8 @@ pub struct SideOpts {
     /// `--bind-dev DEV` (or `-B ADDR%DEV`, `-c HOST%DEV`): SO_BINDTODEVICE on every
     /// socket of this side (the server's listeners, the client's control and data).
     pub bind_dev: Option<String>,
+    /// `--rcv-timeout MS`: a receiving side gives up when no data arrives for this long.
+    pub rcv_timeout: Option<Duration>,
     /// `--snd-timeout MS`: TCP_USER_TIMEOUT on this side's control and TCP data sockets.
     pub snd_timeout_ms: Option<u32>,
     /// `--cntl-ka[=IDLE/INTV/CNT]`: TCP keepalive on this side's control connection.

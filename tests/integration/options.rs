@@ -1019,3 +1019,63 @@ fn flowlabel_marks_the_client_data_packets() {
         show(&out)
     );
 }
+
+/// A paced test that sends one 1 KiB block and then nothing for 8 s.
+const TRICKLE: &[&str] = &["-t", "10", "-b", "1k", "-l", "1K"];
+
+#[test]
+fn rcv_timeout_gives_up_on_a_silent_sender() {
+    // Server side: it receives, the client goes quiet.
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &["--rcv-timeout", "1000"]);
+    let t0 = Instant::now();
+    refused_by(port, TRICKLE, "idle timeout for receiving data");
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    assert!(
+        log.wait_for("no data for 1 s", 1, Duration::from_secs(5)),
+        "{}",
+        log.text()
+    );
+    // Client side, with -R: the server goes quiet.
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &[]);
+    let t0 = Instant::now();
+    refused_by(
+        port,
+        &[TRICKLE, &["-R", "--rcv-timeout", "1500"]].concat(),
+        "no data received for 1.5 s",
+    );
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    // Without it, the same trickle runs its 10 s... (-t 3 here: the whole test).
+    let v = client_json(port, &["-t", "3", "-b", "1k", "-l", "1K", "-R"]);
+    assert!(v["error"].is_null(), "{v}");
+    // A sending client has nothing to time out on: one sentence.
+    let e = usage_error(&["--rcv-timeout", "1000"]);
+    assert!(
+        e.contains("--rcv-timeout applies to a receiving client"),
+        "{e}"
+    );
+    assert!(
+        usage_error(&["-R", "--rcv-timeout", "50"]).contains("--rcv-timeout must be between 100")
+    );
+}
+
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: needs iperf3 3.22")]
+fn rcv_timeout_interoperates_with_iperf3_322() {
+    let key = "NETMETER_IPERF3_322";
+    // An iperf3 client of a netmeter server gets iperf3's own IENOMSG text.
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &["--rcv-timeout", "1000"]);
+    let v = iperf3_client_json(key, port, TRICKLE);
+    assert_eq!(v["error"], "idle timeout for receiving data", "{v}");
+    // A netmeter client of an iperf3 server, both ways round.
+    let port = free_port();
+    let (_srv, _) = iperf3_server(key, port, &["--rcv-timeout", "1000"]);
+    refused_by(port, TRICKLE, "idle timeout for receiving data");
+    refused_by(
+        port,
+        &[TRICKLE, &["-R", "--rcv-timeout", "1500"]].concat(),
+        "no data received for 1.5 s",
+    );
+}
