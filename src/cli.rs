@@ -281,6 +281,11 @@ pub struct Args {
     /// With --json-stream: also print the whole -J document at the end.
     #[arg(long = "json-stream-full-output")]
     pub json_stream_full_output: bool,
+    /// TCP: send FILE's bytes instead of generated data (the test ends at its end; without
+    /// -t, -n or -k, -n is its size), or write what is received to FILE (created or
+    /// truncated).
+    #[arg(short = 'F', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Bind every socket to this network interface (SO_BINDTODEVICE). `-B ADDR%DEV` and
     /// `-c HOST%DEV` say the same.
     #[arg(long = "bind-dev", value_name = "DEV")]
@@ -372,8 +377,6 @@ fn usage(msg: impl Into<String>) -> UsageError {
 /// iperf3 3.22 options netmeter does not have (yet), so that using one says so instead
 /// of clap's "a similar argument exists" guess. `--gsro` is not here: it is accepted.
 const IPERF3_UNSUPPORTED: &[&str] = &[
-    "-F",
-    "--file",
     "-d",
     "--debug",
     "--rsa-private-key-path",
@@ -620,6 +623,7 @@ impl Args {
             bind_dev: self.bind_dev()?,
             snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
             rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
+            file: self.file.clone(),
             cntl_ka: self.cntl_ka()?,
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
@@ -1053,7 +1057,23 @@ impl Args {
                 "only one test end condition (-t, -n, -k) may be given",
             ));
         }
-        let end = if let Some(n) = &self.bytes {
+        if self.file.is_some() && protocol == Protocol::Udp {
+            return Err(usage(
+                "-F: cannot transfer a file over UDP (iperf3 cannot either)",
+            ));
+        }
+        // -F without an end condition: the file's size, as iperf3.
+        let file_len = match &self.file {
+            Some(f) if ends == 0 && direction != Direction::Reverse => Some(
+                std::fs::metadata(f)
+                    .map_err(|e| usage(format!("-F: cannot read {}: {e}", f.display())))?
+                    .len(),
+            ),
+            _ => None,
+        };
+        let end = if let Some(n) = file_len.filter(|&n| n > 0) {
+            EndCondition::Bytes(n)
+        } else if let Some(n) = &self.bytes {
             not_negative(n, || "-n must be more than 0 bytes".into())?;
             let n = units::parse_bytes(n).map_err(|e| usage(format!("-n: {e}")))?;
             if n == 0 {
@@ -1367,7 +1387,7 @@ mod tests {
     fn iperf3_options_netmeter_lacks_say_so() {
         for (args, opt) in [
             (&["-c", "h", "--username", "u"][..], "--username"),
-            (&["-c", "h", "-F", "file"], "-F"),
+            (&["-c", "h", "-d"], "-d"),
         ] {
             assert_eq!(
                 sentence(args),

@@ -509,6 +509,7 @@ pub fn make_worker(
         ts_ns: spec.trip_times,
         owd_correction_ns: 0,
         load_start: None,
+        file: None,
         profile: spec.profile.filter(|_| sender && forward),
         profile_origin: None,
         profile_end: None,
@@ -824,6 +825,7 @@ fn converse(
                                 &zerocopy,
                             );
                             probe_capabilities(&mut w, spec, s.as_fd());
+                            w.file = cfg.side.file.clone();
                             // The thread gets a duplicate; the original (TCP_INFO is read
                             // through it) stays open here until the test is over.
                             let for_thread = s.try_clone()?;
@@ -959,7 +961,7 @@ fn converse(
     let mut receiving = ReceiveWatch::new(&live, rcv_limit);
     let (end_s, stopped) = loop {
         let now = t0.elapsed().as_secs_f64();
-        if test_should_end(&spec, &meter, &live, now) {
+        if test_should_end(&spec, &meter, &live, now, cfg.side.file.is_some()) {
             break (now, None);
         }
         if now >= next_tick {
@@ -1216,7 +1218,15 @@ pub fn data_path(spec: &TestSpec, workers: &[&Worker]) -> String {
     }
 }
 
-fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> bool {
+/// `file`: with `-F` a sender stops at the end of its file, and the test ends when all
+/// have (iperf3's `diskfile_send` sets `done`).
+fn test_should_end(
+    spec: &TestSpec,
+    meter: &Meter,
+    live: &LiveStreams,
+    now: f64,
+    file: bool,
+) -> bool {
     if meter.omitting() {
         return now >= spec.omit_s + 3600.0; // never during omit, but bounded
     }
@@ -1225,8 +1235,8 @@ fn test_should_end(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64)
         senders.peek().is_some() && senders.all(|s| s.finished.load(Ordering::Acquire))
     };
     match spec.end {
-        _ if spec.until_interrupted() => false,
-        EndCondition::Time(t) => now >= t + spec.omit_s,
+        _ if spec.until_interrupted() => file && all_senders_done,
+        EndCondition::Time(t) => now >= t + spec.omit_s || (file && all_senders_done),
         EndCondition::Bytes(n) => {
             let (sb, rb, _, _) = meter.totals();
             all_senders_done || sb >= n || rb >= n

@@ -839,6 +839,9 @@ impl Session<'_> {
                 &budget,
                 &zerocopy,
             );
+            if spec.protocol == Protocol::Tcp {
+                w.file = shared.cfg.side.file.clone();
+            }
             // The thread's duplicate is the same socket as the one kept.
             match &a {
                 Accepted::Tcp(t) => probe_capabilities(&mut w, spec, t.as_fd()),

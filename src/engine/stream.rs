@@ -147,6 +147,9 @@ pub struct Worker {
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
+    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end; a
+    /// receiver writes what it receives to the file (created or truncated), as iperf3.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// Round-trip times of a bounceback client stream: the current interval's and the
@@ -215,9 +218,10 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
         let res = match (w.bounceback, shared.sender) {
             (Some(b), true) => tcp_bounce_client(&w, b, sock),
             (Some(b), false) => tcp_bounce_server(&w, b, sock),
-            (None, true) => match w.profile {
-                Some(p) => super::profile::tcp_send(&w, &p, sock),
-                None => tcp_send(&w, sock),
+            (None, true) => match (w.profile, &w.file) {
+                (_, Some(f)) => tcp_send_file(&w, f, sock),
+                (Some(p), None) => super::profile::tcp_send(&w, &p, sock),
+                (None, None) => tcp_send(&w, sock),
             },
             (None, false) => tcp_recv(&w, sock),
         };
@@ -316,6 +320,50 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// `-F`: send the file's bytes, `-b`-paced and within the `-n`/`-k` budget like any
+/// block, and stop at the end of the file (iperf3's `diskfile_send`).
+fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let mut file = std::fs::File::open(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read -F file {}: {e}", path.display()),
+        )
+    })?;
+    let mut buf = vec![0u8; w.block_len];
+    let origin = Instant::now();
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let (mut bytes, mut blocks) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = pacer.as_mut() {
+            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+        }
+        let want = match &w.budget {
+            Some(b) => match b.take(w.block_len) {
+                0 => break,
+                n => n,
+            },
+            None => w.block_len,
+        };
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            break; // the end of the file ends this sender
+        }
+        if !write_full(&mut sock, &buf[..n], &w.stop)? {
+            break;
+        }
+        bytes += n as u64;
+        blocks += 1;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
 /// `MSG_ZEROCOPY` bookkeeping of one sender: sends made, completions read.
 #[derive(Default)]
 struct ZeroCopyState {
@@ -344,6 +392,16 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut buf = vec![0u8; rx];
     let (mut bytes, mut reads) = (0u64, 0u64);
     let mut frames = wire::TcpFrameParser::default();
+    // -F: what arrives goes to the file.
+    let mut file = match &w.file {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write -F file {}: {e}", p.display()),
+            )
+        })?),
+        None => None,
+    };
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(sock.as_fd(), buf.len())
@@ -353,6 +411,9 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         match r {
             Ok(0) => break, // the sender closed: normal at the end of a test
             Ok(n) => {
+                if let Some(f) = file.as_mut() {
+                    f.write_all(&buf[..n])?;
+                }
                 bytes += n as u64;
                 reads += 1;
                 w.shared.bytes.store(bytes, Ordering::Relaxed);

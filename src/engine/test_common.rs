@@ -21,6 +21,9 @@ pub struct SideOpts {
     /// `--bind-dev DEV` (or `-B ADDR%DEV`, `-c HOST%DEV`): SO_BINDTODEVICE on every
     /// socket of this side (the server's listeners, the client's control and data).
     pub bind_dev: Option<String>,
+    /// `-F FILE` (TCP): what this side sends comes from the file, what it receives goes
+    /// to it.
+    pub file: Option<std::path::PathBuf>,
     /// `--rcv-timeout MS`: a receiving side gives up when no data arrives for this long.
     pub rcv_timeout: Option<Duration>,
     /// `--snd-timeout MS`: TCP_USER_TIMEOUT on this side's control and TCP data sockets.
