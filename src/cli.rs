@@ -286,6 +286,10 @@ pub struct Args {
     /// truncated).
     #[arg(short = 'F', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// Debug output: each control message (state bytes and JSON) on stderr. iperf3's
+    /// levels 1-4 are accepted and print the same. Write a level as -d=N.
+    #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "4")]
+    pub debug: Option<String>,
     /// Bind every socket to this network interface (SO_BINDTODEVICE). `-B ADDR%DEV` and
     /// `-c HOST%DEV` say the same.
     #[arg(long = "bind-dev", value_name = "DEV")]
@@ -377,8 +381,6 @@ fn usage(msg: impl Into<String>) -> UsageError {
 /// iperf3 3.22 options netmeter does not have (yet), so that using one says so instead
 /// of clap's "a similar argument exists" guess. `--gsro` is not here: it is accepted.
 const IPERF3_UNSUPPORTED: &[&str] = &[
-    "-d",
-    "--debug",
     "--rsa-private-key-path",
     "--authorized-users-path",
     "--time-skew-threshold",
@@ -624,6 +626,19 @@ impl Args {
             snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
             rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
             file: self.file.clone(),
+            // iperf3: a level below 0 means all (4); netmeter has one level.
+            debug: self
+                .debug
+                .as_deref()
+                .map(|l| {
+                    l.trim()
+                        .parse::<i32>()
+                        .map(|v| v.clamp(0, 4) as u8)
+                        .map_err(|_| {
+                            usage(format!("-d takes a debug level such as -d=4, not '{l}'"))
+                        })
+                })
+                .transpose()?,
             cntl_ka: self.cntl_ka()?,
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
@@ -1387,7 +1402,10 @@ mod tests {
     fn iperf3_options_netmeter_lacks_say_so() {
         for (args, opt) in [
             (&["-c", "h", "--username", "u"][..], "--username"),
-            (&["-c", "h", "-d"], "-d"),
+            (
+                &["-c", "h", "--rsa-public-key-path", "k"],
+                "--rsa-public-key-path",
+            ),
         ] {
             assert_eq!(
                 sentence(args),

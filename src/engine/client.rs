@@ -669,6 +669,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     });
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
+    ctrl.debug = cfg.side.debug.is_some();
     ctrl.stop_on_signal = true;
     let r = converse(cfg, out, &mut ctrl, server, origin);
     match r.as_ref().err().and_then(TestError::stopped) {

@@ -378,6 +378,7 @@ impl Server {
 /// Returns true when the connection was a test session (for `-1`).
 fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, seq: u64) -> bool {
     let mut ctrl = Ctrl::new(conn);
+    ctrl.debug = shared.cfg.side.debug.is_some();
     ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {

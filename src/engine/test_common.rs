@@ -21,6 +21,8 @@ pub struct SideOpts {
     /// `--bind-dev DEV` (or `-B ADDR%DEV`, `-c HOST%DEV`): SO_BINDTODEVICE on every
     /// socket of this side (the server's listeners, the client's control and data).
     pub bind_dev: Option<String>,
+    /// `-d[=LEVEL]`: the control conversation on stderr (every level alike).
+    pub debug: Option<u8>,
     /// `-F FILE` (TCP): what this side sends comes from the file, what it receives goes
     /// to it.
     pub file: Option<std::path::PathBuf>,

@@ -1192,3 +1192,32 @@ fn file_option_interoperates_with_iperf3() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn debug_shows_the_control_conversation_on_stderr() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &["-d"]);
+    let out = client(port, &["-t", "1", "-J", "-d=2"]);
+    assert!(out.status.success(), "{}", show(&out));
+    // stdout stays one JSON document.
+    let v = json_of(&out, "client");
+    assert!(v["end"].is_object());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "netmeter debug: got state 9 ParamExchange",
+        "netmeter debug: sent JSON (sending the parameters): {\"tcp\":true",
+        "netmeter debug: sent state 4 TestEnd",
+        "netmeter debug: sent state 16 IperfDone",
+    ] {
+        assert!(err.contains(want), "{want}\n{err}");
+    }
+    assert!(log.wait_for(
+        "netmeter debug: sent state 9 ParamExchange",
+        1,
+        Duration::from_secs(5)
+    ));
+    // Without -d, nothing.
+    let out = client(port, &["-t", "1", "-J"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("debug"));
+    assert!(usage_error(&["-d=x"]).contains("-d takes a debug level"));
+}
