@@ -1221,3 +1221,27 @@ fn debug_shows_the_control_conversation_on_stderr() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("debug"));
     assert!(usage_error(&["-d=x"]).contains("-d takes a debug level"));
 }
+
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: needs iperf3 3.22")]
+fn gsro_command_lines_run_as_with_iperf3_322() {
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &[]);
+    // netmeter's client with --gsro, TCP and UDP, as iperf3 3.22 takes them.
+    for args in [&["-t", "1", "--gsro"][..], &["-t", "1", "-u", "--gsro"]] {
+        let v = client_json(port, args);
+        assert!(v["error"].is_null(), "{args:?}: {v}");
+    }
+    // iperf3 3.22's client with --gsro against netmeter: it runs, UDP and TCP.
+    let key = "NETMETER_IPERF3_322";
+    let v = iperf3_client_json(key, port, &["-t", "1", "-u", "--gsro"]);
+    assert!(
+        v["error"].is_null() && f64_at(&v, "/end/sum/packets") > 0.0,
+        "{v}"
+    );
+    let v = iperf3_client_json(key, port, &["-t", "1", "--gsro"]);
+    assert!(
+        v["error"].is_null() && f64_at(&v, "/end/sum_received/bytes") > 0.0,
+        "{v}"
+    );
+}
