@@ -324,13 +324,14 @@ pub struct Args {
     /// servers that pace by it; netmeter paces without a tick.
     #[arg(long = "pacing-timer", value_name = "USEC")]
     pub pacing_timer: Option<String>,
-    /// Use SCTP rather than TCP (needs a kernel with SCTP).
+    /// iperf3's SCTP test. netmeter does not run SCTP: it says whether this kernel has
+    /// SCTP and stops.
     #[arg(long = "sctp")]
     pub sctp: bool,
-    /// Number of SCTP streams (with --sctp).
+    /// Number of SCTP streams (with --sctp; see there).
     #[arg(long = "nstreams", value_name = "N")]
     pub nstreams: Option<String>,
-    /// Bind SCTP associations to this address too (repeatable; with --sctp).
+    /// Bind SCTP associations to this address too (with --sctp; see there).
     #[arg(short = 'X', long = "xbind", value_name = "NAME")]
     pub xbind: Vec<String>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
@@ -1038,6 +1039,9 @@ impl Args {
             (self.no_gso, "--no-gso"),
             (self.no_gro, "--no-gro"),
             (self.gsro, "--gsro"),
+            (self.flowlabel.is_some(), "-L"),
+            (self.dont_fragment, "--dont-fragment"),
+            (self.pacing_timer.is_some(), "--pacing-timer"),
         ];
         if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
             return Err(usage(format!(
@@ -1673,6 +1677,14 @@ mod tests {
             sentence(&["-c", "h", "--no-gso"]).starts_with("--no-gso and --no-gro apply to UDP")
         );
         assert!(sentence(&["-s", "--gsro"]).starts_with("--gsro is a client option"));
+        for f in [
+            &["-L", "5"][..],
+            &["--dont-fragment"],
+            &["--pacing-timer", "10"],
+        ] {
+            let e = sentence(&[&["-s"], f].concat());
+            assert!(e.contains("is a client option"), "{f:?}: {e}");
+        }
     }
 
     fn client(args: &[&str]) -> ClientConfig {

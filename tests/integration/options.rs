@@ -273,54 +273,30 @@ fn server_limits_interoperate_with_iperf3_322() {
 // ---------------------------------------------------------------------------------
 // Socket options, read from the running process's own sockets
 
-/// A socket of a running process, duplicated into this one (`pidfd_getfd`, root or
-/// the same user): `table` is `tcp`/`tcp6`/`udp`/`udp6` as in /proc/PID/net, `pick`
-/// chooses by (local port, remote port). The test then asks the kernel about it.
+/// The sockets of a running process, duplicated into this one (`pidfd_getfd`, see
+/// [`all_sockets_of`]): `table` is `tcp`/`tcp6`/`udp`/`udp6` (type and family, as in
+/// /proc/net), `pick` chooses by (local port, remote port; 0 when unconnected). The
+/// test then asks the kernel about them.
 fn sockets_of(pid: u32, table: &str, pick: impl Fn(u16, u16) -> bool) -> Vec<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let mut inodes = Vec::new();
-    // A process that has exited has no sockets.
-    let Ok(net) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
-        return Vec::new();
+    let (ty, v6) = match table {
+        "tcp" => (socket2::Type::STREAM, false),
+        "tcp6" => (socket2::Type::STREAM, true),
+        "udp" => (socket2::Type::DGRAM, false),
+        _ => (socket2::Type::DGRAM, true),
     };
-    for l in net.lines().skip(1) {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let port = |a: &str| u16::from_str_radix(a.rsplit(':').next().unwrap(), 16).unwrap();
-        if pick(port(f[1]), port(f[2])) {
-            inodes.push(format!("socket:[{}]", f[9]));
-        }
-    }
-    // SAFETY: plain syscalls; each returned descriptor is owned by exactly one OwnedFd.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    assert!(
-        pidfd >= 0,
-        "pidfd_open: {}",
-        std::io::Error::last_os_error()
-    );
-    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-    {
-        let Ok(target) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        // Each socket once (netmeter keeps a duplicate of each stream's socket).
-        let target = target.to_string_lossy().to_string();
-        let Some(i) = inodes.iter().position(|x| *x == target) else {
-            continue;
-        };
-        inodes.remove(i);
-        let n: i32 = e.file_name().to_string_lossy().parse().unwrap();
-        use std::os::fd::AsRawFd;
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
-        if fd < 0 {
-            continue; // closed meanwhile
-        }
-        out.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
-    }
-    out
+    all_sockets_of(pid)
+        .into_iter()
+        .filter(|s| {
+            let r = socket2::SockRef::from(s);
+            let Some(local) = r.local_addr().ok().and_then(|a| a.as_socket()) else {
+                return false;
+            };
+            let remote = r.peer_addr().ok().and_then(|a| a.as_socket());
+            r.r#type().ok() == Some(ty)
+                && local.is_ipv6() == v6
+                && pick(local.port(), remote.map_or(0, |a| a.port()))
+        })
+        .collect()
 }
 
 /// Wait until `f` finds at least `n` sockets (the process may still be connecting).
