@@ -1221,3 +1221,53 @@ fn gsro_command_lines_run_as_with_iperf3_322() {
         "{v}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: network namespaces (root)"
+)]
+fn dont_fragment_makes_an_oversize_datagram_fail_instead_of_fragmenting() {
+    use crate::support::netbed::{LinkConfig, Side, bed};
+    // h1 and h2 behind a router, all links with a 1500-byte MTU.
+    let b = bed(LinkConfig::new());
+    let h2 = b.h2_addr().to_string();
+    let _srv = b.spawn_in(Side::H2, netmeter(), &["-s"]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = |extra: &[&str]| {
+        let c = b
+            .spawn_in(
+                Side::H1,
+                netmeter(),
+                &[
+                    &[
+                        "-c",
+                        h2.as_str(),
+                        "-u",
+                        "-l",
+                        "3000",
+                        "-b",
+                        "2M",
+                        "-t",
+                        "1",
+                        "-J",
+                    ],
+                    extra,
+                ]
+                .concat(),
+            )
+            .unwrap();
+        c.finish(Duration::from_secs(30)).unwrap()
+    };
+    // Without DF the kernel fragments the 3000-byte datagrams and they all arrive.
+    let out = client(&[]);
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "client");
+    assert!(f64_at(&v, "/end/sum/packets") > 50.0, "{v}");
+    assert_eq!(f64_at(&v, "/end/sum/lost_packets"), 0.0, "{v}");
+    // With DF the send fails (EMSGSIZE), and the test says so.
+    let out = client(&["--dont-fragment"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Message too long"), "{}", show(&out));
+}
