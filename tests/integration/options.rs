@@ -1271,3 +1271,49 @@ fn dont_fragment_makes_an_oversize_datagram_fail_instead_of_fragmenting() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Message too long"), "{}", show(&out));
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: network namespaces (root)"
+)]
+fn snd_timeout_ends_a_test_whose_path_went_dead() {
+    use crate::support::netbed::{LinkConfig, Side, bed};
+    // The client sends, then the path dies silently (the router drops everything it
+    // would forward, with no ICMP): nothing is acknowledged any more. Returns the
+    // client, still running or not, and when the path died.
+    let cut_after_start = |extra: &[&str]| {
+        let b = bed(LinkConfig::new());
+        let h2 = b.h2_addr().to_string();
+        let srv = b.spawn_in(Side::H2, netmeter(), &["-s"]).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let args = [&["-c", h2.as_str(), "-t", "60", "-b", "20M"], extra].concat();
+        let cl = b.spawn_in(Side::H1, netmeter(), &args).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        for cmd in [
+            "add table inet nmcut",
+            "add chain inet nmcut dropall { type filter hook forward priority -10 ; policy drop ; }",
+        ] {
+            b.run_in(Side::R, "nft", &[cmd], Duration::from_secs(10))
+                .unwrap();
+        }
+        (b, srv, cl, Instant::now())
+    };
+    // TCP_USER_TIMEOUT gives up after 1.5 s of unacknowledged data.
+    let (_b, _srv, cl, t0) = cut_after_start(&["--snd-timeout", "1500"]);
+    let out = cl.finish(Duration::from_secs(30)).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a data stream failed"),
+        "{}",
+        show(&out)
+    );
+    // Without it the kernel keeps retransmitting (for many minutes): still running.
+    let (_b, _srv, mut cl, _) = cut_after_start(&[]);
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(
+        cl.wait_timeout(Duration::from_millis(10)).is_err(),
+        "the client ended without --snd-timeout"
+    );
+}
