@@ -1022,7 +1022,10 @@ fn rcv_timeout_gives_up_on_a_silent_sender() {
         "no data received for 1.5 s",
     );
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
-    // Without it, the same trickle runs its 10 s... (-t 3 here: the whole test).
+    // Without it, the same trickle runs the whole test (-t 3 here). A fresh server:
+    // the last one may still be ending the test its client gave up on.
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &[]);
     let v = client_json(port, &["-t", "3", "-b", "1k", "-l", "1K", "-R"]);
     assert!(v["error"].is_null(), "{v}");
     // A sending client has nothing to time out on: one sentence.
