@@ -1238,6 +1238,8 @@ fn test_should_end(
     match spec.end {
         _ if spec.until_interrupted() => file && all_senders_done,
         EndCondition::Time(t) => now >= t + spec.omit_s || (file && all_senders_done),
+        // -F: the senders end the test themselves, once the peer has their bytes.
+        EndCondition::Bytes(_) if file && live.shared.iter().any(|s| s.sender) => all_senders_done,
         EndCondition::Bytes(n) => {
             let (sb, rb, _, _) = meter.totals();
             all_senders_done || sb >= n || rb >= n

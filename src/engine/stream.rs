@@ -252,19 +252,10 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
     while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = pacer.as_mut() {
-            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(STOP_POLL));
-                continue;
-            }
-        }
-        let len = match &w.budget {
-            Some(b) => match b.take(w.block_len) {
-                0 => break,
-                n => n,
-            },
-            None => w.block_len,
+        let len = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
         };
         let framed_now = framed && len >= wire::TCP_FRAME_HDR;
         if framed_now {
@@ -320,6 +311,34 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// A bulk TCP sender's next step ([`next_block`]).
+enum Next {
+    /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
+    Wait,
+    /// Send a block of this many bytes.
+    Block(usize),
+    /// The `-n`/`-k` budget is spent.
+    Done,
+}
+
+/// Pace (`-b`) and budget (`-n`/`-k`) the next block of a bulk TCP sender.
+fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
+    if let Some(p) = pacer.as_mut() {
+        let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
+        if !wait.is_zero() {
+            std::thread::sleep(wait.min(STOP_POLL));
+            return Next::Wait;
+        }
+    }
+    match &w.budget {
+        Some(b) => match b.take(w.block_len) {
+            0 => Next::Done,
+            n => Next::Block(n),
+        },
+        None => Next::Block(w.block_len),
+    }
+}
+
 /// `-F`: send the file's bytes, `-b`-paced and within the `-n`/`-k` budget like any
 /// block, and stop at the end of the file (iperf3's `diskfile_send`).
 fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io::Result<()> {
@@ -335,19 +354,10 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = pacer.as_mut() {
-            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(STOP_POLL));
-                continue;
-            }
-        }
-        let want = match &w.budget {
-            Some(b) => match b.take(w.block_len) {
-                0 => break,
-                n => n,
-            },
-            None => w.block_len,
+        let want = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
         };
         let n = file.read(&mut buf[..want])?;
         if n == 0 {
@@ -360,6 +370,13 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
         blocks += 1;
         w.shared.bytes.store(bytes, Ordering::Relaxed);
         w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    // The client's test ends when this thread does (`client::test_should_end`): first
+    // let the peer's kernel have the file's last bytes, which an iperf3 server that
+    // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
 }

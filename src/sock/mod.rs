@@ -24,7 +24,9 @@ pub mod tcp_info;
 pub mod zerocopy;
 
 pub use mmsg::{Batch, Received, set_rx_timestamps, set_udp_gro, set_udp_gso};
-pub use options::{mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available};
+pub use options::{
+    mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
+};
 pub use process::{
     catch_stop_signals, cpu_sample, daemonize, local_time_text, pin_to_cpu, random_bytes,
     release_free_memory, stop_signal, system_info, use_one_malloc_arena,

@@ -79,6 +79,15 @@ pub fn set_flowlabel(fd: BorrowedFd<'_>, label: u32, dst: std::net::Ipv6Addr) ->
     Ok(req.label)
 }
 
+/// Bytes a TCP socket still holds to send or to have acknowledged (SIOCOUTQ): 0 once
+/// the peer's kernel has everything written so far.
+pub fn tcp_outq(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid pointer.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    check(rc).map(|_| n.max(0) as usize)
+}
+
 /// Whether this kernel can open a `SOCK_STREAM` socket of `protocol` (e.g.
 /// `libc::IPPROTO_SCTP`, `libc::IPPROTO_MPTCP`); the kernel's error otherwise
 /// (EPROTONOSUPPORT when the protocol is not built or loaded, ENOPROTOOPT when MPTCP
@@ -102,6 +111,20 @@ mod tests {
         assert_ne!(mtu_discover(u.as_fd()).unwrap(), libc::IP_PMTUDISC_DO);
         set_dont_fragment(u.as_fd()).unwrap();
         assert_eq!(mtu_discover(u.as_fd()).unwrap(), libc::IP_PMTUDISC_DO);
+    }
+
+    #[test]
+    fn outq_empties_once_the_peer_has_the_bytes() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _a = l.accept().unwrap();
+        c.write_all(&[7u8; 1000]).unwrap();
+        let t0 = std::time::Instant::now();
+        while tcp_outq(c.as_fd()).unwrap() != 0 {
+            assert!(t0.elapsed().as_secs() < 5);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     #[test]
