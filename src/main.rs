@@ -15,21 +15,28 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-fn open_sink(logfile: Option<&Path>) -> anyhow::Result<Sink> {
-    Ok(match logfile {
+/// Where the output goes: stdout or `--logfile`, with `--timestamps` lines stamped.
+/// Every write is flushed (`engine::output`), which is also what `--forceflush` asks.
+fn open_sink(logfile: Option<&Path>, stamps: Option<&str>) -> anyhow::Result<Sink> {
+    let w: Box<dyn Write + Send> = match logfile {
         Some(p) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
                 .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", p.display()))?;
-            output::sink(Box::new(f))
+            Box::new(f)
         }
-        None => output::sink(Box::new(std::io::stdout())),
+        None => Box::new(std::io::stdout()),
+    };
+    Ok(match stamps {
+        Some(f) => output::sink(Box::new(output::Stamped::local_time(w, f.to_string()))),
+        None => output::sink(w),
     })
 }
 
-fn run(cmd: Command) -> anyhow::Result<()> {
+fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
+    let open_sink = |logfile: Option<&Path>| open_sink(logfile, stamps);
     match cmd {
         Command::Version => {
             print!(
@@ -74,7 +81,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             logfile,
             csv,
             plot,
-        } => run_client(&cfg, logfile.as_deref(), csv, plot.as_deref()),
+        } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
         Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
         Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
         Command::Generate(asset) => {
@@ -124,6 +131,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     format: Default::default(),
                     interval_s: tcp.interval_s,
                     auth: None,
+                    side: Default::default(),
                 },
                 quiet,
             )?;
@@ -148,11 +156,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
 fn run_client(
     cfg: &client::ClientConfig,
     logfile: Option<&Path>,
+    stamps: Option<&str>,
     csv: Option<netmeter::report::csv::Columns>,
     plot_to: Option<&Path>,
 ) -> anyhow::Result<()> {
     catch_stop_signals()?;
-    let sink = open_sink(logfile)?;
+    let sink = open_sink(logfile, stamps)?;
     if let Some(columns) = csv {
         let write = move |s: &str| {
             if let Ok(mut w) = sink.lock() {
@@ -245,7 +254,7 @@ fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(parsed) = cli::subcommand(&argv) {
         return match parsed {
-            Ok(cmd) => finish(run(cmd)),
+            Ok(cmd) => finish(run(cmd, None)),
             Err(e) => args_error(e),
         };
     }
@@ -253,6 +262,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return args_error(e),
     };
+    let stamps = args.text_timestamps().map(str::to_string);
     let cmd = match args.resolve() {
         Ok(c) => c,
         Err(e) => {
@@ -260,7 +270,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    finish(run(cmd))
+    finish(run(cmd, stamps.as_deref()))
 }
 
 /// A command line that did not parse: one line, or clap's help or message.

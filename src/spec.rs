@@ -97,6 +97,16 @@ pub struct TestSpec {
     /// `--no-gro`: the receiving side's UDP streams read one datagram per message (no
     /// UDP_GRO). Applies to whichever side receives, like `no_gso`.
     pub no_gro: bool,
+    /// `--dont-fragment`: IPv4 UDP data sockets on both sides set DF (iperf3's
+    /// `dont_fragment` parameter).
+    pub dont_fragment: bool,
+    /// `-m`: TCP data streams over MPTCP (iperf3's `mptcp` parameter).
+    pub mptcp: bool,
+    /// `-L`: the IPv6 flow label of the client's data streams (iperf3's `flowlabel`).
+    pub flowlabel: Option<u32>,
+    /// `--pacing-timer`: iperf3's pacing tick in microseconds (`pacing_timer`, default
+    /// 1000). Sent for iperf3 servers that pace by it; netmeter paces without a tick.
+    pub pacing_timer_us: u32,
 }
 
 impl Default for TestSpec {
@@ -131,6 +141,10 @@ impl Default for TestSpec {
             profile: None,
             no_gso: false,
             no_gro: false,
+            dont_fragment: false,
+            mptcp: false,
+            flowlabel: None,
+            pacing_timer_us: wire::DEFAULT_PACING_TIMER_US,
         }
     }
 }
@@ -250,10 +264,11 @@ impl TestSpec {
             len: Some(self.block_len as f64),
             bandwidth: (self.rate_bps > 0).then_some(self.rate_bps as f64),
             fqrate: self.fq_rate_bps.map(|r| r as f64),
-            pacing_timer: Some(1000.0),
+            // iperf3 sends it only when set (0 = none).
+            pacing_timer: (self.pacing_timer_us > 0).then_some(self.pacing_timer_us as f64),
             burst: self.burst.map(f64::from),
             tos: self.tos.map(f64::from),
-            flowlabel: None,
+            flowlabel: self.flowlabel.map(f64::from),
             title: self.title.clone(),
             extra_data: self.extra_data.clone(),
             congestion: self.congestion.clone(),
@@ -263,11 +278,65 @@ impl TestSpec {
             repeating_payload: flag(self.repeating_payload),
             zerocopy: flag(self.zerocopy),
             skip_rx_copy: flag(self.skip_rx_copy),
-            dont_fragment: None,
+            dont_fragment: flag(self.dont_fragment),
+            mptcp: self.mptcp.then_some(true),
             authtoken: None,
             client_version: Some(format!("netmeter {}", env!("CARGO_PKG_VERSION"))),
             netmeter: ext,
         }
+    }
+
+    /// A server's own limits on what a client may ask, checked when the parameters
+    /// arrive, as iperf3 3.22 does: `--server-max-duration` refuses `-t` plus `-O`
+    /// above the maximum, and any test without a duration (`-t 0`, `-n`, `-k`), with
+    /// `IEMAXSERVERTESTDURATIONEXCEEDED`; `--server-bitrate-limit` refuses a requested
+    /// total (`-b` or `--fq-rate` × streams, × 2 with `--bidir`) above the limit with
+    /// `IETOTALRATE`.
+    pub fn server_limits_refusal(
+        &self,
+        max_duration_s: Option<u64>,
+        bitrate_limit_bps: Option<u64>,
+    ) -> Option<SpecError> {
+        if let Some(max) = max_duration_s.filter(|&m| m > 0) {
+            // iperf3 reads the duration as a whole number of seconds.
+            let t = match self.end {
+                EndCondition::Time(t) => t.floor(),
+                _ => 0.0,
+            };
+            if t == 0.0 || t + self.omit_s.floor() > max as f64 {
+                return Some(refuse(
+                    ErrCode::MaxServerTestDurationExceeded,
+                    format!(
+                        "the client asked for {} and this server allows at most {max} s (--server-max-duration)",
+                        match self.end {
+                            EndCondition::Time(_) if t > 0.0 =>
+                                format!("{} s", t + self.omit_s.floor()),
+                            _ => "a test without a time limit".into(),
+                        }
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = bitrate_limit_bps.filter(|&l| l > 0) {
+            let streams = self.parallel as u64
+                * if self.direction == Direction::Bidir {
+                    2
+                } else {
+                    1
+                };
+            for asked in [self.rate_bps, self.fq_rate_bps.unwrap_or(0)] {
+                let total = asked.saturating_mul(streams);
+                if total > limit {
+                    return Some(refuse(
+                        ErrCode::TotalRate,
+                        format!(
+                            "the client asked for {total} bit/s in total and this server allows at most {limit} bit/s (--server-bitrate-limit)"
+                        ),
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// `-t 0`: the test runs until it is interrupted (iperf3's meaning; `time: 0` on the
@@ -446,6 +515,19 @@ impl TestSpec {
                 .transpose()?,
             no_gso: p.netmeter.as_ref().is_some_and(|n| n.no_gso),
             no_gro: p.netmeter.as_ref().is_some_and(|n| n.no_gro),
+            dont_fragment: p.dont_fragment.is_some_and(|v| v != 0.0),
+            mptcp: p.mptcp == Some(true),
+            // iperf3 takes 1..=0xfffff; anything else is as if none was asked.
+            flowlabel: p
+                .flowlabel
+                .filter(|&l| {
+                    l.fract() == 0.0 && (1.0..=f64::from(wire::MAX_FLOWLABEL)).contains(&l)
+                })
+                .map(|l| l as u32),
+            pacing_timer_us: p
+                .pacing_timer
+                .filter(|&t| t.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&t))
+                .map_or(wire::DEFAULT_PACING_TIMER_US, |t| t as u32),
         })
     }
 }
@@ -590,10 +672,20 @@ mod tests {
             burst: Some(8),
             udp_seq64: true,
             title: Some("t".into()),
+            dont_fragment: true,
+            flowlabel: Some(0xfffff),
+            pacing_timer_us: 5000,
             ..TestSpec::default()
         };
         let back = TestSpec::from_params(&spec.to_params(None)).unwrap();
         assert_eq!(back, spec);
+        let mptcp = TestSpec {
+            mptcp: true,
+            ..TestSpec::default()
+        };
+        let p = mptcp.to_params(None);
+        assert_eq!(p.mptcp, Some(true));
+        assert_eq!(TestSpec::from_params(&p).unwrap(), mptcp);
     }
 
     #[test]
@@ -800,5 +892,49 @@ mod tests {
         assert_eq!(s.total_streams(), 4);
         let roles: Vec<bool> = (0..4).map(|i| s.client_sends(i)).collect();
         assert_eq!(roles, vec![true, true, false, false]);
+    }
+
+    #[test]
+    fn server_limits_refuse_as_iperf3_does() {
+        let t = |secs: f64, omit: f64| TestSpec {
+            end: EndCondition::Time(secs),
+            omit_s: omit,
+            ..TestSpec::default()
+        };
+        let code = |s: &TestSpec, d: Option<u64>, r: Option<u64>| {
+            s.server_limits_refusal(d, r).map(|e| e.code)
+        };
+        let over = Some(ErrCode::MaxServerTestDurationExceeded);
+        assert_eq!(code(&t(5.0, 0.0), Some(5), None), None);
+        assert_eq!(code(&t(5.9, 0.0), Some(5), None), None, "whole seconds");
+        assert_eq!(code(&t(6.0, 0.0), Some(5), None), over);
+        assert_eq!(code(&t(4.0, 2.0), Some(5), None), over, "-O counts");
+        assert_eq!(code(&t(0.0, 0.0), Some(5), None), over, "-t 0 never ends");
+        let bytes = TestSpec {
+            end: EndCondition::Bytes(1000),
+            ..TestSpec::default()
+        };
+        assert_eq!(code(&bytes, Some(5), None), over, "-n has no duration");
+        assert_eq!(code(&t(100.0, 0.0), Some(0), None), None, "0 = no limit");
+        let rate = |bps: u64, parallel: u32, direction: Direction| TestSpec {
+            rate_bps: bps,
+            parallel,
+            direction,
+            ..TestSpec::default()
+        };
+        let total = Some(ErrCode::TotalRate);
+        assert_eq!(code(&rate(10, 2, Direction::Upload), None, Some(20)), None);
+        assert_eq!(code(&rate(11, 2, Direction::Upload), None, Some(20)), total);
+        assert_eq!(code(&rate(10, 2, Direction::Bidir), None, Some(20)), total);
+        assert_eq!(
+            code(&rate(0, 2, Direction::Upload), None, Some(20)),
+            None,
+            "unpaced TCP is judged while it runs"
+        );
+        let fq = TestSpec {
+            fq_rate_bps: Some(30),
+            ..TestSpec::default()
+        };
+        assert_eq!(code(&fq, None, Some(20)), total);
     }
 }

@@ -73,6 +73,10 @@ pub const MAX_OMIT: u64 = 600;
 pub const MAX_BURST: u32 = 1000;
 /// Largest MSS (`MAX_MSS` in 3.21).
 pub const MAX_MSS: u32 = 32767;
+/// iperf3's default `pacing_timer` in microseconds (`DEFAULT_PACING_TIMER`, src/iperf_api.h).
+pub const DEFAULT_PACING_TIMER_US: u32 = 1000;
+/// The largest IPv6 flow label (20 bits; iperf3's `-L` range is 1..=0xfffff).
+pub const MAX_FLOWLABEL: u32 = 0xfffff;
 
 /// Protocol version of netmeter's extension negotiation.
 pub const EXT_VERSION: u32 = 1;
@@ -374,6 +378,9 @@ pub struct Params {
     /// `user/pwd/ts` text, as iperf3's `send_parameters()` adds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authtoken: Option<String>,
+    /// `-m`: data streams over MPTCP (iperf3 3.17+ sends `"mptcp": true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
     /// netmeter's extension request. iperf3 servers ignore unknown keys.

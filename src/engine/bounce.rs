@@ -3,10 +3,10 @@
 //! stream like the bulk loops of `stream`, whose `Worker` they run on; round trips go
 //! to the stream's `RttRecord`.
 
-use super::stream::{self, DataSock, STOP_POLL, Worker, is_transient};
+use super::stream::{self, DataSock, STOP_POLL, Worker, is_transient, write_full};
 use crate::sock;
 use crate::wire::Bounceback;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,31 +37,6 @@ pub fn spawn(w: Worker, b: Bounceback, sock: DataSock) -> io::Result<JoinHandle<
 /// requests and replies can be longer or shorter than the bulk block).
 fn repeat_payload(payload: &[u8], len: usize) -> Vec<u8> {
     payload.iter().copied().cycle().take(len).collect()
-}
-
-/// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
-fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
-    let mut off = 0;
-    while off < buf.len() {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
-        match sock.write(&buf[off..]) {
-            Ok(0) => return Ok(false),
-            Ok(n) => off += n,
-            Err(e) if is_transient(&e) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(false);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// `--busy-poll`: non-blocking receives for up to `spin`, so a message that arrives

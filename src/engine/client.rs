@@ -61,6 +61,8 @@ pub struct ClientConfig {
     pub txstart: Option<f64>,
     /// `--username`/`--rsa-public-key-path`: the credential to send with the parameters.
     pub auth: Option<crate::auth::ClientAuth>,
+    /// This side's own options (`test_common::SideOpts`).
+    pub side: test_common::SideOpts,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -114,12 +116,24 @@ fn connect_tcp(
     spec: Option<&TestSpec>,
     port: u16,
 ) -> Result<TcpStream, TestError> {
-    let s = new_socket(server, Type::STREAM)?;
+    // `-m`: the data connections over MPTCP (the control connection stays TCP, as in
+    // iperf3).
+    let s = if spec.is_some_and(|s| s.mptcp) {
+        test_common::mptcp_socket(server.is_ipv6())?
+    } else {
+        new_socket(server, Type::STREAM)?
+    };
     bind_local(&s, cfg, server, port)?;
-    if let Some(spec) = spec {
-        test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    match spec {
+        Some(spec) => test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?,
+        // The control connection.
+        None => test_common::apply_side_opts(&s, &cfg.side, true)?,
     }
-    s.connect_timeout(&SockAddr::from(*server), cfg.connect_timeout)
+    let to = match spec {
+        Some(spec) => test_common::data_peer(&s, spec, *server)?,
+        None => *server,
+    };
+    s.connect_timeout(&SockAddr::from(to), cfg.connect_timeout)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::ConnectionRefused => TestError::ConnectRefused(*server),
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
@@ -144,9 +158,10 @@ fn connect_udp(
 ) -> Result<UdpSocket, TestError> {
     let s = new_socket(server, Type::DGRAM)?;
     bind_local(&s, cfg, server, port)?;
-    test_common::apply_sock_opts(&s, spec, server.is_ipv6())?;
+    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
     test_common::udp_default_buffers(&s, spec);
-    s.connect(&SockAddr::from(*server))
+    let to = test_common::data_peer(&s, spec, *server)?;
+    s.connect(&SockAddr::from(to))
         .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
     let sock: UdpSocket = s.into();
     let mut buf = vec![0u8; 65536];
@@ -203,7 +218,9 @@ pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
         verbose: cfg.verbose,
         title: cfg.spec.title.clone(),
     };
-    Renderer::new(cfg.mode, sink, ctx)
+    let mut r = Renderer::new(cfg.mode, sink, ctx);
+    r.json_stream_full = cfg.side.json_stream_full;
+    r
 }
 
 /// Run one test as the client, telling `obs` what happens as it happens. Returns the
@@ -241,6 +258,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     });
     let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
     let mut ctrl = Ctrl::new(ctrl_sock);
+    ctrl.debug = cfg.side.debug.is_some();
     ctrl.stop_on_signal = true;
     let r = converse(cfg, out, &mut ctrl, server, origin);
     match r.as_ref().err().and_then(TestError::stopped) {
@@ -306,7 +324,11 @@ fn converse(
     })?;
     let mut watch = Watch {
         ctrl: &mut *talk.ctrl,
-        receiving: ReceiveWatch::new(running.receives(), RCV_TIMEOUT),
+        receiving: ReceiveWatch::new(
+            running.receives(),
+            cfg.side.rcv_timeout.unwrap_or(RCV_TIMEOUT),
+        ),
+        rcv_timeout: cfg.side.rcv_timeout,
     };
     let ending = running.run_until(out, &mut watch)?;
     if let Some(why) = ending.stopped {
@@ -480,7 +502,8 @@ impl Talk<'_> {
             });
         }
         self.warnings.extend(negotiated.client_warnings(&cfg.host));
-        let mut run = TestRun::new(self.asked.negotiated(negotiated), self.side())?;
+        let mut run = TestRun::new(self.asked.negotiated(negotiated), self.side())?
+            .with_file(cfg.side.file.clone());
         for w in &self.warnings {
             out.warning(w);
         }
@@ -635,6 +658,8 @@ impl Talk<'_> {
 struct Watch<'a> {
     ctrl: &'a mut Ctrl,
     receiving: ReceiveWatch,
+    /// `--rcv-timeout`, when given.
+    rcv_timeout: Option<Duration>,
 }
 
 impl Control for Watch<'_> {
@@ -682,11 +707,14 @@ impl Control for Watch<'_> {
         if let Some(e) = run.stream_error() {
             return Err(TestError::Stream(e));
         }
-        // -t 0 receiving: a server that stopped sending without a word is given up
-        // after iperf3's --rcv-timeout default, as an iperf3 client does.
-        if spec.until_interrupted() && self.receiving.stalled(&run.meter, Instant::now()) {
+        // Receiving: a server that stopped sending without a word is given up after
+        // --rcv-timeout, as an iperf3 client does; by default only in a -t 0 test (a
+        // timed one ends by its own deadline).
+        if (spec.until_interrupted() || self.rcv_timeout.is_some())
+            && self.receiving.stalled(&run.meter, Instant::now())
+        {
             return Err(TestError::ServerSilent {
-                secs: RCV_TIMEOUT.as_secs(),
+                secs: self.rcv_timeout.unwrap_or(RCV_TIMEOUT).as_secs_f64(),
             });
         }
         Ok(None)

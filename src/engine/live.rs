@@ -213,6 +213,7 @@ pub(super) fn make_worker(
         ts_ns: spec.trip_times,
         owd_correction_ns: 0,
         load_start: None,
+        file: None,
         profile: spec.profile.filter(|_| sender && forward),
         profile_origin: None,
         profile_end: None,

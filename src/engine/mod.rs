@@ -109,6 +109,11 @@ pub enum TestError {
     /// This server refused the client's parameters (and answered with their code).
     #[error("refused parameters: {0}")]
     Refused(SpecError),
+    /// A running test's total rate went over `--server-bitrate-limit` (server side).
+    #[error(
+        "the test's total rate of {bps} bit/s exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+    )]
+    OverRate { bps: u64, limit: u64 },
     /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
     #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
     Peer { code: ErrCode, errno: i32 },
@@ -156,12 +161,16 @@ pub enum TestError {
     /// A data stream thread failed.
     #[error("a data stream failed: {0}")]
     Stream(record::StreamError),
-    /// A `-t 0` receiving client heard nothing from the server for `secs`.
-    #[error("no data received for {secs} s; the server seems to have stopped sending")]
-    ServerSilent { secs: u64 },
-    /// A server heard no data from the client for `secs` (byte or block tests).
+    /// A receiving client heard nothing from the server for `secs` (`--rcv-timeout`;
+    /// by default only in a `-t 0` test).
+    #[error(
+        "no data received for {secs} s; the server seems to have stopped sending (--rcv-timeout)"
+    )]
+    ServerSilent { secs: f64 },
+    /// A server heard no data from the client for `secs` (byte or block tests, or
+    /// `--rcv-timeout`).
     #[error("no data for {secs} s")]
-    ClientSilent { secs: u64 },
+    ClientSilent { secs: f64 },
     /// A timed test the client did not end within its duration plus grace.
     #[error("the client did not end the test in time")]
     ClientOvertime,

@@ -12,6 +12,7 @@ mod session;
 use super::Family;
 use super::ctrl::Ctrl;
 use super::output::{Mode, Renderer, Sink};
+use super::test_common;
 use super::{Stopped, TestError};
 use crate::report::observe::{Event, Observer};
 use crate::report::text::TextCtx;
@@ -46,6 +47,8 @@ pub struct ServerConfig {
     pub interval_s: f64,
     /// `--rsa-private-key-path`/`--authorized-users-path`: every test must authenticate.
     pub auth: Option<Arc<crate::auth::ServerAuth>>,
+    /// This side's own options (`test_common::SideOpts`).
+    pub side: test_common::SideOpts,
 }
 
 /// Where a TCP data connection (with its accept sequence number) goes.
@@ -82,6 +85,8 @@ struct Shared {
     /// server of `--loopback`, which its client stops.
     on_signals: AtomicBool,
     last_activity: Mutex<Instant>,
+    /// The TCP listener takes MPTCP (see `make_listener`).
+    mptcp: bool,
 }
 
 impl Shared {
@@ -153,13 +158,29 @@ fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
     SocketAddr::new(ip, cfg.port)
 }
 
-fn make_listener(addr: SocketAddr, ty: Type, family: Family) -> std::io::Result<Socket> {
+/// Every socket the server binds (its TCP and UDP listeners and the per-stream UDP
+/// sockets on the same port) comes from here, with this side's `--bind-dev`.
+fn make_listener(
+    addr: SocketAddr,
+    ty: Type,
+    family: Family,
+    side: &test_common::SideOpts,
+) -> std::io::Result<Socket> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
         Domain::IPV6
     };
-    let s = Socket::new(domain, ty, None)?;
+    // The TCP listener is an MPTCP one where the kernel allows it, as iperf3's is while
+    // a client's `-m` test runs: MPTCP clients get MPTCP, plain TCP clients a plain TCP
+    // socket (the kernel hands over the subflow itself on fallback).
+    let s = match ty {
+        Type::STREAM => {
+            test_common::mptcp_socket(addr.is_ipv6()).or_else(|_| Socket::new(domain, ty, None))?
+        }
+        _ => Socket::new(domain, ty, None)?,
+    };
+    test_common::apply_side_opts(&s, side, false)?;
     s.set_reuse_address(true)?;
     if addr.is_ipv6() {
         s.set_only_v6(family == Family::V6)?;
@@ -185,7 +206,7 @@ impl Server {
         let mut tries = 0;
         let (tcp, udp) = loop {
             let addr = listen_addr(&cfg);
-            let t = make_listener(addr, Type::STREAM, cfg.family)
+            let t = make_listener(addr, Type::STREAM, cfg.family, &cfg.side)
                 .map_err(|e| TestError::io_while(format!("cannot listen on TCP {addr}"), e))?;
             t.listen(128)?;
             let bound = t.local_addr()?.as_socket().unwrap_or(addr);
@@ -193,6 +214,7 @@ impl Server {
                 SocketAddr::new(addr.ip(), bound.port()),
                 Type::DGRAM,
                 cfg.family,
+                &cfg.side,
             ) {
                 Ok(u) => break (t, u),
                 Err(e) if cfg.port == 0 && tries < 20 => {
@@ -207,6 +229,7 @@ impl Server {
                 }
             }
         };
+        let mptcp = tcp.protocol().ok().flatten() == Some(socket2::Protocol::MPTCP);
         let tcp: TcpListener = tcp.into();
         let udp: UdpSocket = udp.into();
         let local = tcp.local_addr()?;
@@ -226,6 +249,7 @@ impl Server {
                 shutdown,
                 on_signals: AtomicBool::new(false),
                 last_activity: Mutex::new(Instant::now()),
+                mptcp,
             }),
             tcp,
             udp,
@@ -346,6 +370,7 @@ impl Server {
 /// Returns true when the connection was a test session (for `-1`).
 fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, seq: u64) -> bool {
     let mut ctrl = Ctrl::new(conn);
+    ctrl.debug = shared.cfg.side.debug.is_some();
     ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
     let mut cookie = [0u8; wire::COOKIE_LEN];
     if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
@@ -443,7 +468,7 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
 
 fn accept_udp(shared: &Shared, from: SocketAddr) -> std::io::Result<UdpSocket> {
     let local = SocketAddr::new(shared.local.ip(), shared.local.port());
-    let s = make_listener(local, Type::DGRAM, shared.cfg.family)?;
+    let s = make_listener(local, Type::DGRAM, shared.cfg.family, &shared.cfg.side)?;
     let to = match (local.is_ipv6(), from) {
         (true, SocketAddr::V4(v4)) => {
             SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())

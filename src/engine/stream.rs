@@ -88,6 +88,9 @@ pub struct Worker {
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
+    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end; a
+    /// receiver writes what it receives to the file (created or truncated), as iperf3.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -178,9 +181,10 @@ pub fn spawn(w: Worker, sock: DataSock) -> io::Result<JoinHandle<()>> {
 /// Start the thread of a bulk TCP stream.
 pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-tcp-{}", w.shared.id);
-    spawn_loop(name, w, move |w| match w.shared.sender {
-        true => tcp_send(w, sock),
-        false => tcp_recv(w, sock),
+    spawn_loop(name, w, move |w| match (w.shared.sender, &w.file) {
+        (true, Some(f)) => tcp_send_file(w, f, sock),
+        (true, None) => tcp_send(w, sock),
+        (false, _) => tcp_recv(w, sock),
     })
 }
 
@@ -204,19 +208,10 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
     while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = pacer.as_mut() {
-            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(STOP_POLL));
-                continue;
-            }
-        }
-        let len = match &w.budget {
-            Some(b) => match b.take(w.block_len) {
-                0 => break,
-                n => n,
-            },
-            None => w.block_len,
+        let len = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
         };
         let framed_now = framed && len >= wire::TCP_FRAME_HDR;
         if framed_now {
@@ -272,6 +267,76 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// A bulk TCP sender's next step ([`next_block`]).
+enum Next {
+    /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
+    Wait,
+    /// Send a block of this many bytes.
+    Block(usize),
+    /// The `-n`/`-k` budget is spent.
+    Done,
+}
+
+/// Pace (`-b`) and budget (`-n`/`-k`) the next block of a bulk TCP sender.
+fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
+    if let Some(p) = pacer.as_mut() {
+        let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
+        if !wait.is_zero() {
+            std::thread::sleep(wait.min(STOP_POLL));
+            return Next::Wait;
+        }
+    }
+    match &w.budget {
+        Some(b) => match b.take(w.block_len) {
+            0 => Next::Done,
+            n => Next::Block(n),
+        },
+        None => Next::Block(w.block_len),
+    }
+}
+
+/// `-F`: send the file's bytes, `-b`-paced and within the `-n`/`-k` budget like any
+/// block, and stop at the end of the file (iperf3's `diskfile_send`).
+fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let mut file = std::fs::File::open(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read -F file {}: {e}", path.display()),
+        )
+    })?;
+    let mut buf = vec![0u8; w.block_len];
+    let origin = Instant::now();
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let (mut bytes, mut blocks) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        let want = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
+        };
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            break; // the end of the file ends this sender
+        }
+        if !write_full(&mut sock, &buf[..n], &w.stop)? {
+            break;
+        }
+        bytes += n as u64;
+        blocks += 1;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    // The client's test ends when this thread does (`client::test_should_end`): first
+    // let the peer's kernel have the file's last bytes, which an iperf3 server that
+    // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// `MSG_ZEROCOPY` bookkeeping of one sender: sends made, completions read.
 #[derive(Default)]
 struct ZeroCopyState {
@@ -300,6 +365,16 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut buf = vec![0u8; rx];
     let (mut bytes, mut reads) = (0u64, 0u64);
     let mut frames = wire::TcpFrameParser::default();
+    // -F: what arrives goes to the file.
+    let mut file = match &w.file {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write -F file {}: {e}", p.display()),
+            )
+        })?),
+        None => None,
+    };
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(sock.as_fd(), buf.len())
@@ -309,6 +384,9 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         match r {
             Ok(0) => break, // the sender closed: normal at the end of a test
             Ok(n) => {
+                if let Some(f) = file.as_mut() {
+                    f.write_all(&buf[..n])?;
+                }
                 bytes += n as u64;
                 reads += 1;
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
@@ -522,6 +600,31 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
+pub(super) fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match sock.write(&buf[off..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => off += n,
+            Err(e) if is_transient(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -60,6 +60,9 @@ pub struct TestRun {
     payload: Arc<Vec<u8>>,
     zerocopy: Option<Arc<std::fs::File>>,
     budget: Option<Arc<Budget>>,
+    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end, a receiver
+    /// writes what arrives into it.
+    file: Option<std::path::PathBuf>,
 }
 
 impl TestRun {
@@ -80,7 +83,14 @@ impl TestRun {
             workers: Vec::new(),
             payload,
             zerocopy,
+            file: None,
         })
+    }
+
+    /// `-F FILE`: this side's streams send from or write to the file (TCP only).
+    pub fn with_file(mut self, file: Option<std::path::PathBuf>) -> TestRun {
+        self.file = file.filter(|_| self.spec.protocol == Protocol::Tcp);
+        self
     }
 
     /// The test as both ends run it.
@@ -125,6 +135,7 @@ impl TestRun {
             &self.budget,
             &self.zerocopy,
         );
+        w.file = self.file.clone();
         // The thread's duplicate is the same socket as the one kept.
         probe_capabilities(&mut w, &self.spec, for_thread.as_fd());
         self.live.shared.push(w.shared.clone());
@@ -186,6 +197,7 @@ impl TestRun {
             side,
             mut live,
             workers,
+            file,
             ..
         } = self;
         let t0 = launch.t0;
@@ -204,8 +216,9 @@ impl TestRun {
                 }
                 (sock, _) => match (w.bounceback, w.profile) {
                     (Some(b), _) => super::bounce::spawn(w, b, sock)?,
-                    (None, Some(p)) => super::profile::spawn(w, p, sock)?,
-                    (None, None) => stream::spawn(w, sock)?,
+                    // -F: the file's bytes, not a profile's units.
+                    (None, Some(p)) if w.file.is_none() => super::profile::spawn(w, p, sock)?,
+                    _ => stream::spawn(w, sock)?,
                 },
             };
             live.handles.push((sender, h));
@@ -229,6 +242,7 @@ impl TestRun {
             next_tick: interval.unwrap_or(f64::INFINITY),
             cpu_start: launch.cpu_start,
             origin: launch.origin,
+            file: file.is_some(),
         })
     }
 }
@@ -281,6 +295,8 @@ pub struct Running {
     pub next_tick: f64,
     cpu_start: CpuSample,
     origin: Instant,
+    /// `-F`: the senders end the test at the end of their file.
+    file: bool,
 }
 
 impl Running {
@@ -334,7 +350,7 @@ impl Running {
     /// Whether the test's own end condition is met at `now_s`: `-t` has passed, or the
     /// `-n` bytes / `-k` blocks have moved (or every sender ran out of its budget).
     pub fn end_reached(&self, now_s: f64) -> bool {
-        end_reached(&self.spec, &self.meter, &self.live, now_s)
+        end_reached(&self.spec, &self.meter, &self.live, now_s, self.file)
     }
 
     /// Tell the sending threads to stop without waiting for them: a paced sender asleep
@@ -474,7 +490,9 @@ pub struct FinalFigures {
     pub congestion: Option<String>,
 }
 
-fn end_reached(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> bool {
+/// `file`: with `-F` a sender stops at the end of its file, and the test ends when all
+/// have (iperf3's `diskfile_send` sets `done`).
+fn end_reached(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64, file: bool) -> bool {
     if meter.omitting() {
         return now >= spec.omit_s + 3600.0; // never during omit, but bounded
     }
@@ -483,8 +501,10 @@ fn end_reached(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64) -> 
         senders.peek().is_some() && senders.all(|s| s.finished.load(Ordering::Acquire))
     };
     match spec.end {
-        _ if spec.until_interrupted() => false,
-        EndCondition::Time(t) => now >= t + spec.omit_s,
+        _ if spec.until_interrupted() => file && all_senders_done,
+        EndCondition::Time(t) => now >= t + spec.omit_s || (file && all_senders_done),
+        // -F: the senders end the test themselves, once the peer has their bytes.
+        EndCondition::Bytes(_) if file && live.shared.iter().any(|s| s.sender) => all_senders_done,
         EndCondition::Bytes(n) => {
             let (sb, rb, _, _) = meter.totals();
             all_senders_done || sb >= n || rb >= n

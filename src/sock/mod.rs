@@ -12,19 +12,24 @@
 //! - [`tcp_info`](mod@tcp_info): TCP_INFO by field name;
 //! - [`mmsg`]: batched UDP I/O (`sendmmsg`/`recvmmsg`), GSO/GRO, receive timestamps;
 //! - [`zerocopy`]: `MSG_ZEROCOPY` and `sendfile`;
+//! - [`options`]: IP_MTU_DISCOVER, IPv6 flow labels, protocol probes (SCTP, MPTCP);
 //! - [`process`]: CPU usage, random bytes, affinity, malloc arenas, daemon, signals.
 
 #![allow(unsafe_code)]
 
 pub mod mmsg;
+pub mod options;
 pub mod process;
 pub mod tcp_info;
 pub mod zerocopy;
 
 pub use mmsg::{Batch, Received, set_rx_timestamps, set_udp_gro, set_udp_gso};
+pub use options::{
+    mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
+};
 pub use process::{
-    catch_stop_signals, cpu_sample, daemonize, pin_to_cpu, random_bytes, release_free_memory,
-    stop_signal, system_info, use_one_malloc_arena,
+    catch_stop_signals, cpu_sample, daemonize, local_time_text, pin_to_cpu, random_bytes,
+    release_free_memory, stop_signal, system_info, use_one_malloc_arena,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use zerocopy::{ZeroCopyDone, enable_msg_zerocopy, reap_zerocopy, send_msg_zerocopy, sendfile};

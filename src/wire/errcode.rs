@@ -294,6 +294,7 @@ impl ErrCode {
             121 => "the server is busy running a test; try again later",
             122..=141 => "the server could not apply a requested socket option",
             142 => "test authorization failed",
+            144 => "idle timeout for receiving data (the server's --rcv-timeout)",
             160 => "the server's test duration expired",
             200..=208 => "the server could not create or run a data stream",
             300..=301 => "the server had a timer failure",

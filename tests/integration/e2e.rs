@@ -1226,8 +1226,8 @@ fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
             "netmeter: -M must be between 88 and 32767",
         ),
         (
-            &["-s", "--server-max-duration", "5"],
-            "netmeter: --server-max-duration is an iperf3 option that netmeter does not support yet",
+            &["-s", "--server-max-duration", "-5"],
+            "netmeter: --server-max-duration must be between 0 and 86400",
         ),
         (
             &["-c", "127.0.0.1", "--username", "me"],
@@ -1238,8 +1238,8 @@ fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
             "netmeter: --idle-timeout needs -1",
         ),
         (
-            &["-c", "127.0.0.1", "--timestamps"],
-            "netmeter: --timestamps is an iperf3 option that netmeter does not support yet",
+            &["-c", "127.0.0.1", "--snd-timeout", "-5"],
+            "netmeter: --snd-timeout must be between 0",
         ),
     ] {
         let out = run(Command::new(netmeter()).args(args), Duration::from_secs(10));

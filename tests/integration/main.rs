@@ -34,6 +34,7 @@ mod interrupt;
 mod latency_accuracy;
 mod memory;
 mod netbed_selftest;
+mod options;
 mod package;
 mod plots;
 mod profiles;

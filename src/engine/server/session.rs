@@ -9,7 +9,9 @@ use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::output::{Mode, Output, Renderer};
 use crate::engine::stream::DataSock;
 use crate::engine::test_common;
-use crate::engine::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, TestRun};
+use crate::engine::test_run::{
+    Control, Ending, FinalFigures, Launch, ReceiveWatch, Running, Side, TestRun,
+};
 use crate::engine::{Stopped, TestError};
 use crate::report::HostPort;
 use crate::report::observe::Event;
@@ -59,6 +61,17 @@ impl Session<'_> {
         id: u64,
     ) -> Result<bool, TestError> {
         let origin = Instant::now();
+        // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
+        // server sets them on each control connection it accepts.
+        if let Err(e) =
+            test_common::apply_side_opts(&SockRef::from(&ctrl.sock), &shared.cfg.side, true)
+        {
+            shared.log(&format!(
+                "cannot set up the control connection from {}: {e}",
+                shown(peer)
+            ));
+            return Ok(false);
+        }
         if ctrl.send_state(State::ParamExchange).is_err() {
             return Ok(false);
         }
@@ -148,6 +161,18 @@ impl Session<'_> {
             Ok(s) => s,
             Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
+        let side = &shared.cfg.side;
+        if asked.mptcp && !shared.mptcp {
+            shared.log(&format!(
+                "{} asked for MPTCP (-m), but this host has none (net.mptcp.enabled?): the data streams fall back to TCP",
+                shown(peer)
+            ));
+        }
+        if let Some(e) =
+            asked.server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
+        {
+            return Err(self.fail(ctrl, e.code, TestError::Refused(e)));
+        }
         // The test as both ends agreed on it, fixed from here on.
         let answer = machine.on_params(params);
         let spec = asked.negotiated(machine.negotiated());
@@ -173,6 +198,7 @@ impl Session<'_> {
             title: None,
         };
         let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        renderer.json_stream_full = shared.cfg.side.json_stream_full;
         if spec.get_server_output {
             renderer.captured = Some(String::new());
         }
@@ -272,6 +298,16 @@ impl Session<'_> {
             t0,
             hard_deadline: running_deadline(spec),
             last_progress: (0, Instant::now()),
+            receiving: shared
+                .cfg
+                .side
+                .rcv_timeout
+                .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
+            rate_judge: shared
+                .cfg
+                .side
+                .bitrate_limit
+                .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0)),
         };
         let ending = running.run_until(out, &mut watch)?;
         if let Some(why) = ending.stopped {
@@ -387,9 +423,10 @@ impl Session<'_> {
         peer: SocketAddr,
         accepted: Vec<(u64, DataSock)>,
     ) -> Result<TestRun, TestError> {
-        let mut run = TestRun::new(spec.clone(), Side::Server)?;
+        let side = &self.shared.cfg.side;
+        let mut run = TestRun::new(spec.clone(), Side::Server)?.with_file(side.file.clone());
         for (_, sock) in accepted {
-            if let Err(e) = data_sock_opts(&sock, spec, peer.is_ipv6()) {
+            if let Err(e) = data_sock_opts(&sock, spec, side, peer.is_ipv6()) {
                 return Err(self.fail(
                     ctrl,
                     ErrCode::SetBuf,
@@ -490,12 +527,17 @@ fn answer_udp_retries(accepted: &[(u64, DataSock)]) {
 /// The server's one place where a data stream's socket options are applied (after
 /// accept). A UDP stream's refusals are ignored, as they always were; a TCP stream's
 /// end the test with `SetBuf`.
-fn data_sock_opts(sock: &DataSock, spec: &TestSpec, ipv6: bool) -> std::io::Result<()> {
+fn data_sock_opts(
+    sock: &DataSock,
+    spec: &TestSpec,
+    side: &test_common::SideOpts,
+    ipv6: bool,
+) -> std::io::Result<()> {
     match sock {
-        DataSock::Tcp(t) => test_common::apply_sock_opts(&SockRef::from(t), spec, ipv6),
+        DataSock::Tcp(t) => test_common::apply_sock_opts(&SockRef::from(t), spec, side, ipv6),
         DataSock::Udp(u) => {
             let r = SockRef::from(u);
-            let _ = test_common::apply_sock_opts(&r, spec, ipv6);
+            let _ = test_common::apply_sock_opts(&r, spec, side, ipv6);
             test_common::udp_default_buffers(&r, spec);
             Ok(())
         }
@@ -512,6 +554,10 @@ struct Watch<'a, 's> {
     hard_deadline: Option<Duration>,
     /// Bytes moved at the last check, and when they last changed.
     last_progress: (u64, Instant),
+    /// `--rcv-timeout`: a receiving server gives up on a client that stopped sending.
+    receiving: Option<(ReceiveWatch, Duration)>,
+    /// `--server-bitrate-limit`: the judge and when (test seconds) it next samples.
+    rate_judge: Option<(crate::stats::BitrateLimit, f64)>,
 }
 
 impl Control for Watch<'_, '_> {
@@ -535,12 +581,36 @@ impl Control for Watch<'_, '_> {
                 .fail(self.ctrl, ErrCode::ServerTestDurationExpired, e));
         }
         let (sb, rb, _, _) = run.meter.totals();
+        if let Some((judge, next_s)) = self.rate_judge.as_mut()
+            && now_s >= *next_s
+        {
+            *next_s += 1.0;
+            if let Some(bps) = judge.on_second(sb + rb) {
+                let limit = self
+                    .session
+                    .shared
+                    .cfg
+                    .side
+                    .bitrate_limit
+                    .map_or(0, |l| l.0);
+                let e = TestError::OverRate { bps, limit };
+                return Err(self.session.fail(self.ctrl, ErrCode::TotalRate, e));
+            }
+        }
+        if let Some((watch, limit)) = self.receiving.as_mut()
+            && watch.stalled(&run.meter, Instant::now())
+        {
+            let e = TestError::ClientSilent {
+                secs: limit.as_secs_f64(),
+            };
+            return Err(self.session.fail(self.ctrl, ErrCode::NoMsg, e));
+        }
         if sb + rb != self.last_progress.0 {
             self.last_progress = (sb + rb, Instant::now());
         } else if self.hard_deadline.is_none() && self.last_progress.1.elapsed() > IDLE_DATA_TIMEOUT
         {
             let e = TestError::ClientSilent {
-                secs: IDLE_DATA_TIMEOUT.as_secs(),
+                secs: IDLE_DATA_TIMEOUT.as_secs_f64(),
             };
             return Err(self.session.fail(self.ctrl, ErrCode::StreamRead, e));
         }
