@@ -769,45 +769,7 @@ impl Args {
         };
         let csv = self.csv_columns()?;
         if self.server {
-            if csv.is_some() {
-                return Err(usage("--csv writes a client test's rows; use it with -c"));
-            }
-            self.reject_client_only()?;
-            if self.max_tests == 0 {
-                return Err(usage("--max-tests must be at least 1"));
-            }
-            if let Some(t) = self.idle_timeout
-                && !(1..=86400).contains(&t)
-            {
-                return Err(usage("--idle-timeout must be between 1 and 86400 seconds"));
-            }
-            // iperf3 also uses it to restart a server stuck in a test; netmeter's sessions
-            // end a stuck test by their own deadlines (ARCHITECTURE.md, "Robustness"), so
-            // without -1 the option would do nothing: say so rather than ignore it.
-            if self.idle_timeout.is_some() && !self.one_off {
-                return Err(usage(
-                    "--idle-timeout needs -1 (exit after that many idle seconds); without -1 netmeter already ends a stuck test by its own deadlines",
-                ));
-            }
-            return Ok(Command::Server {
-                cfg: ServerConfig {
-                    port: self.port,
-                    bind: self.bind_ip()?,
-                    family: self.family()?,
-                    one_off: self.one_off,
-                    max_tests: self.max_tests,
-                    idle_timeout: self.idle_timeout.map(Duration::from_secs),
-                    mode: self.mode(),
-                    verbose: self.verbose,
-                    format,
-                    interval_s: self.interval()?,
-                    auth: self.auth.server()?,
-                    side: self.side_opts()?,
-                },
-                daemon: self.daemon,
-                pidfile: self.pidfile.clone(),
-                logfile: self.logfile.clone(),
-            });
+            return self.server_command(format, csv.as_ref());
         }
         if self.one_off || self.daemon || self.idle_timeout.is_some() {
             return Err(usage(
@@ -837,69 +799,125 @@ impl Args {
             ));
         }
         if self.loopback {
-            let mut tcp = cfg.clone();
-            tcp.host = "127.0.0.1".into();
-            if self.time.is_none() && self.bytes.is_none() && self.blockcount.is_none() {
-                tcp.spec.end = EndCondition::Time(3.0);
-            }
-            tcp.spec.protocol = Protocol::Tcp;
-            let mut udp = tcp.clone();
-            udp.spec.protocol = Protocol::Udp;
-            if self.length.is_none() {
-                tcp.spec.block_len = wire::TCP_BULK_BLOCK;
-                udp.len_given = false;
-            }
-            if self.bitrate.is_none() {
-                // A rate that shows pacing, loss and jitter figures without flooding.
-                udp.spec.rate_bps = 100_000_000;
-            }
-            return Ok(Command::Loopback {
-                tcp,
-                udp,
-                logfile: self.logfile.clone(),
-            });
+            return Ok(self.loopback_command(cfg));
         }
         if self.find_max_rate {
-            if !(0.0..=100.0).contains(&self.loss_target) {
-                return Err(usage(
-                    "--loss-target must be a percentage between 0 and 100",
-                ));
-            }
-            if self.bytes.is_some() || self.blockcount.is_some() {
-                return Err(usage(
-                    "--find-max-rate runs timed trials; use -t, not -n or -k",
-                ));
-            }
-            if cfg.spec.until_interrupted() {
-                return Err(usage(
-                    "--find-max-rate needs a trial length; -t 0 (until interrupted) is not one",
-                ));
-            }
-            let mut cfg = cfg;
-            cfg.spec.protocol = Protocol::Udp;
-            if self.length.is_none() {
-                cfg.spec.block_len = wire::UDP_DEFAULT_LEN;
-            }
-            if self.time.is_none() {
-                cfg.spec.end = EndCondition::Time(2.0);
-            }
-            let start_bps = if self.bitrate.is_some() && cfg.spec.rate_bps > 0 {
-                cfg.spec.rate_bps
-            } else {
-                100_000_000
-            };
-            return Ok(Command::FindMaxRate {
-                cfg,
-                loss_target: self.loss_target,
-                start_bps,
-                logfile: self.logfile.clone(),
-            });
+            return self.find_max_rate_command(cfg);
         }
         Ok(Command::Client {
             cfg,
             logfile: self.logfile.clone(),
             plot: self.plot.clone(),
             csv,
+        })
+    }
+
+    /// `-s`: the server's configuration.
+    fn server_command(
+        &self,
+        format: Format,
+        csv: Option<&crate::report::csv::Columns>,
+    ) -> Result<Command, UsageError> {
+        if csv.is_some() {
+            return Err(usage("--csv writes a client test's rows; use it with -c"));
+        }
+        self.reject_client_only()?;
+        if self.max_tests == 0 {
+            return Err(usage("--max-tests must be at least 1"));
+        }
+        if let Some(t) = self.idle_timeout
+            && !(1..=86400).contains(&t)
+        {
+            return Err(usage("--idle-timeout must be between 1 and 86400 seconds"));
+        }
+        // iperf3 also uses it to restart a server stuck in a test; netmeter's sessions
+        // end a stuck test by their own deadlines (ARCHITECTURE.md, "Robustness"), so
+        // without -1 the option would do nothing: say so rather than ignore it.
+        if self.idle_timeout.is_some() && !self.one_off {
+            return Err(usage(
+                "--idle-timeout needs -1 (exit after that many idle seconds); without -1 netmeter already ends a stuck test by its own deadlines",
+            ));
+        }
+        Ok(Command::Server {
+            cfg: ServerConfig {
+                port: self.port,
+                bind: self.bind_ip()?,
+                family: self.family()?,
+                one_off: self.one_off,
+                max_tests: self.max_tests,
+                idle_timeout: self.idle_timeout.map(Duration::from_secs),
+                mode: self.mode(),
+                verbose: self.verbose,
+                format,
+                interval_s: self.interval()?,
+                auth: self.auth.server()?,
+                side: self.side_opts()?,
+            },
+            daemon: self.daemon,
+            pidfile: self.pidfile.clone(),
+            logfile: self.logfile.clone(),
+        })
+    }
+
+    /// `--loopback`: a TCP and a UDP test of `cfg` against an in-process server.
+    fn loopback_command(&self, cfg: ClientConfig) -> Command {
+        let mut tcp = cfg.clone();
+        tcp.host = "127.0.0.1".into();
+        if self.time.is_none() && self.bytes.is_none() && self.blockcount.is_none() {
+            tcp.spec.end = EndCondition::Time(3.0);
+        }
+        tcp.spec.protocol = Protocol::Tcp;
+        let mut udp = tcp.clone();
+        udp.spec.protocol = Protocol::Udp;
+        if self.length.is_none() {
+            tcp.spec.block_len = wire::TCP_BULK_BLOCK;
+            udp.len_given = false;
+        }
+        if self.bitrate.is_none() {
+            // A rate that shows pacing, loss and jitter figures without flooding.
+            udp.spec.rate_bps = 100_000_000;
+        }
+        Command::Loopback {
+            tcp,
+            udp,
+            logfile: self.logfile.clone(),
+        }
+    }
+
+    /// `--find-max-rate`: UDP trials of `cfg`, timed.
+    fn find_max_rate_command(&self, mut cfg: ClientConfig) -> Result<Command, UsageError> {
+        if !(0.0..=100.0).contains(&self.loss_target) {
+            return Err(usage(
+                "--loss-target must be a percentage between 0 and 100",
+            ));
+        }
+        if self.bytes.is_some() || self.blockcount.is_some() {
+            return Err(usage(
+                "--find-max-rate runs timed trials; use -t, not -n or -k",
+            ));
+        }
+        if cfg.spec.until_interrupted() {
+            return Err(usage(
+                "--find-max-rate needs a trial length; -t 0 (until interrupted) is not one",
+            ));
+        }
+        cfg.spec.protocol = Protocol::Udp;
+        if self.length.is_none() {
+            cfg.spec.block_len = wire::UDP_DEFAULT_LEN;
+        }
+        if self.time.is_none() {
+            cfg.spec.end = EndCondition::Time(2.0);
+        }
+        let start_bps = if self.bitrate.is_some() && cfg.spec.rate_bps > 0 {
+            cfg.spec.rate_bps
+        } else {
+            100_000_000
+        };
+        Ok(Command::FindMaxRate {
+            cfg,
+            loss_target: self.loss_target,
+            start_bps,
+            logfile: self.logfile.clone(),
         })
     }
 
@@ -1139,18 +1157,12 @@ impl Args {
         Ok(())
     }
 
-    fn client_config(&self, format: Format) -> Result<ClientConfig, UsageError> {
-        let protocol = if self.udp {
-            Protocol::Udp
-        } else {
-            Protocol::Tcp
-        };
-        let direction = match (self.reverse, self.bidir) {
-            (true, true) => return Err(usage("-R and --bidir cannot be used together")),
-            (true, false) => Direction::Reverse,
-            (false, true) => Direction::Bidir,
-            _ => Direction::Upload,
-        };
+    /// `-t`/`-n`/`-k` (one at most) or `-F`'s size: when the test ends.
+    fn end_condition(
+        &self,
+        protocol: Protocol,
+        direction: Direction,
+    ) -> Result<EndCondition, UsageError> {
         let ends = [
             self.time.is_some(),
             self.bytes.is_some(),
@@ -1178,7 +1190,7 @@ impl Args {
             ),
             _ => None,
         };
-        let end = if let Some(n) = file_len.filter(|&n| n > 0) {
+        Ok(if let Some(n) = file_len.filter(|&n| n > 0) {
             EndCondition::Bytes(n)
         } else if let Some(n) = &self.bytes {
             not_negative(n, || "-n must be more than 0 bytes".into())?;
@@ -1203,7 +1215,14 @@ impl Args {
                 )));
             }
             EndCondition::Time(t)
-        };
+        })
+    }
+
+    /// `-P`, `-l` and `-b RATE[/BURST]`, each checked against iperf3's limits.
+    fn streams_and_rate(
+        &self,
+        protocol: Protocol,
+    ) -> Result<(u32, usize, u64, Option<u32>), UsageError> {
         let parallel = self.parallel.unwrap_or(1);
         if parallel == 0 || parallel > wire::MAX_STREAMS {
             return Err(usage(format!(
@@ -1252,6 +1271,12 @@ impl Args {
         {
             return Err(usage(format!("burst {b} is out of range; use 1 to 1000")));
         }
+        Ok((parallel, block_len, rate_bps, burst))
+    }
+
+    /// `-w`, `-M`, `-S`/`--dscp`, `-O` and `--fq-rate`.
+    #[allow(clippy::type_complexity)]
+    fn socket_and_timing(&self) -> Result<(Option<u64>, Option<u8>, f64, Option<u64>), UsageError> {
         let window = self
             .window
             .as_ref()
@@ -1297,6 +1322,11 @@ impl Args {
                 units::parse_rate(r).map_err(|e| usage(format!("--fq-rate: {e}")))
             })
             .transpose()?;
+        Ok((window, tos, omit, fq_rate_bps))
+    }
+
+    /// Switches that apply only to one protocol or direction.
+    fn check_switches(&self, protocol: Protocol, direction: Direction) -> Result<(), UsageError> {
         // iperf3 3.22 runs a TCP test with --gsro (it only touches UDP), so netmeter
         // accepts it too; the netmeter-only switches say they do nothing there.
         if (self.no_gso || self.no_gro)
@@ -1323,6 +1353,25 @@ impl Args {
         if self.zerocopy && protocol == Protocol::Udp {
             return Err(usage("-Z (zero-copy) applies to TCP only"));
         }
+        Ok(())
+    }
+
+    fn client_config(&self, format: Format) -> Result<ClientConfig, UsageError> {
+        let protocol = if self.udp {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        };
+        let direction = match (self.reverse, self.bidir) {
+            (true, true) => return Err(usage("-R and --bidir cannot be used together")),
+            (true, false) => Direction::Reverse,
+            (false, true) => Direction::Bidir,
+            _ => Direction::Upload,
+        };
+        let end = self.end_condition(protocol, direction)?;
+        let (parallel, block_len, rate_bps, burst) = self.streams_and_rate(protocol)?;
+        let (window, tos, omit, fq_rate_bps) = self.socket_and_timing()?;
+        self.check_switches(protocol, direction)?;
         let spec = TestSpec {
             protocol,
             direction,

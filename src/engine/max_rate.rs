@@ -170,24 +170,7 @@ pub fn run(
         };
         search.record(t);
         if text {
-            say(
-                &sink,
-                &format!(
-                    "step {:>2}: offered {}/stream  sent {}  received {}  loss {:.3}%{}  {}\n",
-                    search.steps.len(),
-                    format_rate(rate as f64, fmt).trim(),
-                    format_rate(sent, fmt).trim(),
-                    format_rate(received, fmt).trim(),
-                    lost,
-                    f.owd_growth_ms
-                        .map_or(String::new(), |g| format!("  delay growth {g:.1} ms")),
-                    if verdict.pass() {
-                        "pass".to_string()
-                    } else {
-                        format!("FAIL: {}", verdict.reason())
-                    }
-                ),
-            );
+            say(&sink, &step_line(search.steps.len(), &t, fmt));
         }
         // Let the server finish the previous test before the next one connects.
         std::thread::sleep(Duration::from_millis(300));
@@ -207,16 +190,74 @@ pub fn run(
         Outcome::NothingPassed => None,
     };
     let stopped = matches!(outcome, Outcome::Stopped(_));
+    let summary = Summary {
+        loss_target,
+        secs,
+        streams,
+        stopped,
+    };
+    print_outcome(&sink, text, &summary, &search, best.as_ref(), fmt)?;
+    if interrupted {
+        return Err(Stopped::client_interrupted().into());
+    }
+    if best.is_none() {
+        return Err(TestError::NoRatePassed { loss_target });
+    }
+    Ok(())
+}
+
+/// One trial's text line.
+fn step_line(n: usize, t: &Trial, fmt: Format) -> String {
+    format!(
+        "step {:>2}: offered {}/stream  sent {}  received {}  loss {:.3}%{}  {}\n",
+        n,
+        format_rate(t.offered_bps as f64, fmt).trim(),
+        format_rate(t.sent_bps, fmt).trim(),
+        format_rate(t.received_bps, fmt).trim(),
+        t.lost_percent,
+        t.owd_growth_ms
+            .map_or(String::new(), |g| format!("  delay growth {g:.1} ms")),
+        if t.verdict.pass() {
+            "pass".to_string()
+        } else {
+            format!("FAIL: {}", t.verdict.reason())
+        }
+    )
+}
+
+/// What the search was, for its closing lines or JSON document.
+struct Summary {
+    loss_target: f64,
+    secs: f64,
+    streams: u32,
+    stopped: bool,
+}
+
+/// The search's result: text lines, or the JSON document with every step.
+fn print_outcome(
+    sink: &Sink,
+    text: bool,
+    s: &Summary,
+    search: &RateSearch,
+    best: Option<&Trial>,
+    fmt: Format,
+) -> Result<(), TestError> {
+    let Summary {
+        loss_target,
+        secs,
+        streams,
+        stopped,
+    } = *s;
     if text {
         if stopped {
             say(
-                &sink,
+                sink,
                 "Search interrupted: the result is the best rate so far.\n",
             );
         }
-        match &best {
+        match best {
             Some(b) => say(
-                &sink,
+                sink,
                 &format!(
                     "Maximum rate with loss <= {loss_target}%: {} per stream ({} in total), sent {}, received {}, loss {:.3}%\n",
                     format_rate(b.offered_bps as f64, fmt).trim(),
@@ -227,7 +268,7 @@ pub fn run(
                 ),
             ),
             None => say(
-                &sink,
+                sink,
                 &format!("No rate tried kept the loss within {loss_target}%.\n"),
             ),
         }
@@ -238,17 +279,11 @@ pub fn run(
                 trial_seconds: secs,
                 streams,
                 steps: search.steps.iter().map(step_json).collect(),
-                result: best.as_ref().map(step_json),
+                result: best.map(step_json),
                 stopped,
             }
         });
-        say(&sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
-    }
-    if interrupted {
-        return Err(Stopped::client_interrupted().into());
-    }
-    if best.is_none() {
-        return Err(TestError::NoRatePassed { loss_target });
+        say(sink, &format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
     Ok(())
 }
