@@ -1,6 +1,9 @@
 //! One server session: one test's half of the control conversation on the server,
 //! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
 //! control connection and, later, the test's data streams).
+//!
+//! ~700 lines with its unit tests: the session's phases (parameters, streams, the
+//! running test's watch, results) read in the order the conversation happens.
 
 use super::{Shared, UdpWaiter, canon, shown};
 use crate::engine::CTRL_TIMEOUT;
