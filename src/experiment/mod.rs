@@ -1,0 +1,4 @@
+//! Experiments built from several tests: statistics over repeated runs and the
+//! comparison of two saved results with a verdict (issue 13).
+
+pub mod stats;
