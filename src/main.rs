@@ -122,7 +122,11 @@ fn run(cmd: Command) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match cli::parse_args(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(sub) = netmeter::experiment::cli::subcommand(&argv) {
+        return run_experiment(sub);
+    }
+    let args = match cli::parse_args(argv) {
         Ok(a) => a,
         Err(cli::ArgsError::Usage(e)) => {
             eprintln!("netmeter: {e}");
@@ -156,6 +160,29 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("netmeter: error - {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// An experiment subcommand (`compare`): clap's help and errors, one line otherwise.
+fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error>) -> ExitCode {
+    use netmeter::experiment::cli::{self as exp, ExperimentError, Subcommand};
+    let r = match sub {
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+        Ok(Subcommand::Compare(a)) => exp::run_compare(&a, &mut std::io::stdout().lock()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ ExperimentError::Worse { .. }) => {
+            eprintln!("netmeter: {e}");
+            ExitCode::from(exp::EXIT_WORSE)
+        }
+        Err(e) => {
+            eprintln!("netmeter: {e}");
             ExitCode::from(1)
         }
     }

@@ -28,6 +28,7 @@ mod accuracy;
 mod bounceback;
 mod connect_only;
 mod e2e;
+mod experiments;
 mod interop;
 mod interrupt;
 mod latency_accuracy;

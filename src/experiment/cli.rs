@@ -1,0 +1,219 @@
+//! The experiment subcommands (`netmeter compare ...`): their flags, reading the result
+//! files, and what each prints. `main.rs` hands over when the first argument names a
+//! subcommand ([`subcommand`]); the client and server flags never see these.
+
+use super::compare::{self, Comparison, Mismatch};
+use crate::report::Report;
+use clap::Parser;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit status of `compare --fail-if-worse` when a figure got worse beyond the limit
+/// (1 stays "error", as everywhere in netmeter).
+pub const EXIT_WORSE: u8 = 2;
+
+/// Compare two results: each key figure, the change in percent and a verdict.
+#[derive(Debug, Parser)]
+#[command(
+    name = "netmeter compare",
+    bin_name = "netmeter compare",
+    allow_negative_numbers = true,
+    about = "Compare two saved -J results (netmeter or iperf3; single runs or --repeat documents): each key figure, the change and a verdict at 95 %",
+    after_help = "Verdicts: repetitions (two or more runs on each side) are judged by Welch's t-test; latency percentiles with histograms by a two-sample Kolmogorov-Smirnov test; a single run gets no verdict (\"single run, no significance\").\nExit status: 0, or 2 with --fail-if-worse when a figure got worse beyond PCT with significance, 1 on error."
+)]
+pub struct CompareArgs {
+    /// The baseline result (`-J` output or a `--repeat` document).
+    #[arg(value_name = "BASE.json")]
+    pub base: PathBuf,
+    /// The result to judge against the baseline.
+    #[arg(value_name = "NEW.json")]
+    pub new: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(short = 'J', long = "json")]
+    pub json: bool,
+    /// Exit with status 2 when any figure got worse by more than PCT percent with
+    /// significance (throughput down, loss/jitter/latency up).
+    #[arg(long = "fail-if-worse", value_name = "PCT", value_parser = percent)]
+    pub fail_if_worse: Option<f64>,
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage (a number ≥ 0, e.g. 10)")),
+    }
+}
+
+/// A subcommand and its parsed flags.
+#[derive(Debug)]
+pub enum Subcommand {
+    Compare(CompareArgs),
+}
+
+/// The subcommand `args` (the whole command line, program name first) names, parsed;
+/// `None` when the first argument is not a subcommand (a client or server run).
+pub fn subcommand(args: &[OsString]) -> Option<Result<Subcommand, clap::Error>> {
+    match args.get(1)?.to_str()? {
+        "compare" => Some(CompareArgs::try_parse_from(&args[1..]).map(Subcommand::Compare)),
+        _ => None,
+    }
+}
+
+/// What went wrong in a subcommand, worded for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a netmeter or iperf3 -J document: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{} holds no test results{}", path.display(), error.as_ref().map(|e| format!(" (its error: {e})")).unwrap_or_default())]
+    NoResults {
+        path: PathBuf,
+        error: Option<String>,
+    },
+    #[error("{0}")]
+    Mismatch(#[from] Mismatch),
+    #[error("cannot write the output: {0}")]
+    Write(#[from] std::io::Error),
+    /// `--fail-if-worse`: not a failure to run, the answer the user asked to gate on.
+    #[error("{} got worse by more than {pct} % with significance", names.join(", "))]
+    Worse { names: Vec<String>, pct: f64 },
+}
+
+/// Read a result file: one `-J` document (netmeter's or iperf3's) or a repetition
+/// document (`{"runs": [document, ...], ...}`, from `--repeat`): its runs.
+pub fn load_runs(path: &Path) -> Result<Vec<Report>, ExperimentError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parse = |source| ExperimentError::Parse {
+        path: path.to_path_buf(),
+        source,
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
+    let runs = match doc.get("runs").and_then(|r| r.as_array()) {
+        Some(runs) => runs
+            .iter()
+            .map(|r| Report::from_document(&r.to_string()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(parse)?,
+        None => vec![Report::from_document(&text).map_err(parse)?],
+    };
+    // A run that ended in an error before any result (iperf3 writes `{"error": ...}`)
+    // has no figures; such a file cannot be compared.
+    let usable: Vec<Report> = runs
+        .iter()
+        .filter(|r| !super::figures::figures(r).is_empty())
+        .cloned()
+        .collect();
+    if usable.is_empty() {
+        return Err(ExperimentError::NoResults {
+            path: path.to_path_buf(),
+            error: runs.iter().find_map(|r| r.error.clone()),
+        });
+    }
+    Ok(usable)
+}
+
+/// `netmeter compare`: print the comparison; `Err(Worse)` for `--fail-if-worse`.
+pub fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> Result<(), ExperimentError> {
+    let base = load_runs(&a.base)?;
+    let new = load_runs(&a.new)?;
+    let c: Comparison = compare::compare(&base, &new)?;
+    if a.json {
+        let doc = serde_json::json!({
+            "base": a.base.display().to_string(),
+            "new": a.new.display().to_string(),
+            "fail_if_worse_pct": a.fail_if_worse,
+            "comparison": c,
+        });
+        let s = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
+        writeln!(out, "{s}")?;
+    } else {
+        let t = compare::text(
+            &c,
+            &a.base.display().to_string(),
+            &a.new.display().to_string(),
+        );
+        write!(out, "{t}")?;
+    }
+    if let Some(pct) = a.fail_if_worse {
+        let worse = c.worse_beyond(pct);
+        if !worse.is_empty() {
+            return Err(ExperimentError::Worse {
+                names: worse.iter().map(|r| r.label.clone()).collect(),
+                pct,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_the_first_argument_names_a_subcommand() {
+        assert!(subcommand(&argv("netmeter -c compare")).is_none());
+        assert!(subcommand(&argv("netmeter")).is_none());
+        let Some(Ok(Subcommand::Compare(a))) =
+            subcommand(&argv("netmeter compare a.json b.json --fail-if-worse 10%"))
+        else {
+            panic!("not parsed");
+        };
+        assert_eq!(a.fail_if_worse, Some(10.0));
+        assert!(!a.json);
+        assert!(
+            subcommand(&argv("netmeter compare a.json"))
+                .unwrap()
+                .is_err()
+        );
+        let e = subcommand(&argv("netmeter compare a b --fail-if-worse -3"))
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("not a percentage"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_and_empty_files_say_so() {
+        let dir = std::env::temp_dir().join(format!("nm-compare-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.json");
+        let e = load_runs(&missing).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read "), "{e}");
+        let garbage = dir.join("garbage.json");
+        std::fs::write(&garbage, "not json").unwrap();
+        let e = load_runs(&garbage).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is not a netmeter or iperf3 -J document"),
+            "{e}"
+        );
+        let failed = dir.join("failed.json");
+        std::fs::write(
+            &failed,
+            r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}"#,
+        )
+        .unwrap();
+        let e = load_runs(&failed).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("holds no test results (its error: unable to connect to server)"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
