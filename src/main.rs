@@ -70,6 +70,11 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
             Ok(())
         }
+        Command::Repeat { cfg, plan, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref())?;
+            Ok(netmeter::experiment::repeat::run(&cfg, &plan, &sink)?)
+        }
         Command::FindMaxRate {
             cfg,
             loss_target,

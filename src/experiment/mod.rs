@@ -4,4 +4,5 @@
 pub mod cli;
 pub mod compare;
 pub mod figures;
+pub mod repeat;
 pub mod stats;

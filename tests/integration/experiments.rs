@@ -2,7 +2,7 @@
 //! files (the renderers' testdata: netmeter's and iperf3 3.22's `-J` documents, and
 //! repetition documents made from them), its exit codes and its JSON.
 
-use crate::support::netmeter;
+use crate::support::{Proc, client, free_port, netmeter, netmeter_server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -169,4 +169,160 @@ fn compare_refuses_mismatched_or_bad_files() {
     );
     let o = compare(&["a.json"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// `--repeat 3 -t 1` over loopback: a line per run, then the statistics table; with
+/// `-J` one document holding every run, which `compare` reads back.
+#[test]
+fn repeat_reports_each_run_and_the_statistics() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let out = client(port, &["-t", "1", "--repeat", "3", "--repeat-gap", "0.2"]);
+    let (text_out, err) = text(&out);
+    assert!(
+        out.status.success(),
+        "{text_out}{err}\nserver:\n{}",
+        log.text()
+    );
+    for i in 1..=3 {
+        assert!(
+            text_out.contains(&format!("run {i}/3: Receiver throughput ")),
+            "{text_out}"
+        );
+    }
+    assert!(text_out.contains("3 runs (all runs):"), "{text_out}");
+    assert!(text_out.contains("95 % CI"), "{text_out}");
+
+    let s = Scratch::new("repeat");
+    let out = client(
+        port,
+        &[
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "20M",
+            "--repeat",
+            "3",
+            "--repeat-gap",
+            "0",
+            "-J",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(doc["netmeter_repeat"]["runs"], 3);
+    assert_eq!(doc["netmeter_repeat"]["ended"], "all runs");
+    // The statistics agree with the runs' own figures.
+    let rates: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            r["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let st = &doc["statistics"][0];
+    assert_eq!(st["key"], "receiver_bits_per_second");
+    let mean = rates.iter().sum::<f64>() / 3.0;
+    assert!((st["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
+    assert_eq!(
+        st["min"].as_f64().unwrap(),
+        rates.iter().copied().fold(f64::MAX, f64::min)
+    );
+    let (low, high) = (
+        st["ci"]["low"].as_f64().unwrap(),
+        st["ci"]["high"].as_f64().unwrap(),
+    );
+    assert!(low <= mean && mean <= high);
+    // 20 Mbit/s paced on loopback: the interval holds the offered rate give or take 2 %.
+    assert!(low < 20.4e6 && high > 19.6e6, "CI {low}..{high}");
+    assert!(
+        doc["statistics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["key"] == "lost_percent")
+    );
+
+    // compare reads the document back as three runs a side.
+    let path = s.0.join("rep.json");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let o = compare(&[
+        path.to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--fail-if-worse",
+        "0",
+    ]);
+    let (cmp, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{cmp}{err}");
+    assert!(cmp.contains("(3 runs)"), "{cmp}");
+    assert!(
+        cmp.contains("no significant change (Welch t=0.00, p=1.0000)"),
+        "{cmp}"
+    );
+}
+
+/// `--confidence 95,50` on a steady paced UDP test: the interval is within ±50 % after
+/// the third run, so the series stops there, not at 10.
+#[test]
+fn confidence_stops_early() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let out = client(
+        port,
+        &[
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "10M",
+            "--repeat",
+            "10",
+            "--repeat-gap",
+            "0",
+            "--confidence",
+            "95,50",
+            "-J",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{:?}\nserver:\n{}",
+        text(&out),
+        log.text()
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["netmeter_repeat"]["ended"], "confidence reached");
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["netmeter_repeat"]["stop_width_pct"], 50.0);
+}
+
+/// Ctrl-C during the second run: the first run's line and the statistics of what
+/// completed, exit 0.
+#[test]
+fn repeat_stops_cleanly_on_sigint() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let c = Proc::spawn(
+        "netmeter client",
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "1", "--repeat", "5", "--repeat-gap", "0"]),
+    );
+    // Run 1 takes ~1.1 s; SIGINT in the middle of run 2.
+    std::thread::sleep(std::time::Duration::from_millis(1700));
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = c.wait(std::time::Duration::from_secs(10));
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("run 1/5:"), "{o}");
+    assert!(!o.contains("run 3/5:"), "{o}");
+    assert!(o.contains("(interrupted):"), "{o}");
 }
