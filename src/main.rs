@@ -179,6 +179,23 @@ fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
         Ok(Subcommand::Compare(a)) => exp::run_compare(&a, &mut std::io::stdout().lock()),
+        Ok(Subcommand::Sweep(None)) => {
+            print!("{}", exp::SWEEP_HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Subcommand::Sweep(Some(a))) => {
+            if let Err(e) = catch_stop_signals() {
+                eprintln!("netmeter: {e:#}");
+                return ExitCode::from(1);
+            }
+            return match netmeter::experiment::sweep::run(&a, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("netmeter: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,10 +45,28 @@ fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `netmeter sweep --help`.
+pub const SWEEP_HELP: &str = "\
+Run a client test over a grid of option values, in order, and tabulate the results
+
+Usage: netmeter sweep -c HOST [client options] LIST...
+
+Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
+fastest); every other option is passed to each test as given. Every point's options are
+checked before the first test runs.
+  -J   print one JSON document with every point's settings and whole report
+       (progress lines then go to stderr)
+
+Example:
+  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M
+";
+
 /// A subcommand and its parsed flags.
 #[derive(Debug)]
 pub enum Subcommand {
     Compare(CompareArgs),
+    /// The arguments after `sweep`, or `None` for `--help`.
+    Sweep(Option<super::sweep::SweepArgs>),
 }
 
 /// The subcommand `args` (the whole command line, program name first) names, parsed;
@@ -56,6 +74,19 @@ pub enum Subcommand {
 pub fn subcommand(args: &[OsString]) -> Option<Result<Subcommand, clap::Error>> {
     match args.get(1)?.to_str()? {
         "compare" => Some(CompareArgs::try_parse_from(&args[1..]).map(Subcommand::Compare)),
+        "sweep" => {
+            let rest = &args[2..];
+            if rest.is_empty() || rest.iter().any(|a| a == "-h" || a == "--help") {
+                return Some(Ok(Subcommand::Sweep(None)));
+            }
+            Some(
+                super::sweep::split_args(rest)
+                    .map(|a| Subcommand::Sweep(Some(a)))
+                    .map_err(|e| {
+                        clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
+                    }),
+            )
+        }
         _ => None,
     }
 }

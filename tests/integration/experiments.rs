@@ -326,3 +326,102 @@ fn repeat_stops_cleanly_on_sigint() {
     assert!(!o.contains("run 3/5:"), "{o}");
     assert!(o.contains("(interrupted):"), "{o}");
 }
+
+/// `netmeter sweep -P 1,2 -l 64K,1M -t 1` over loopback: four points in order, a
+/// progress line with an ETA each, the 2 × 2 table; `-J`: one document with every run.
+#[test]
+fn sweep_runs_the_grid_in_order() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-P",
+            "1,2",
+            "-l",
+            "64K,1M",
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}\nserver:\n{}", log.text());
+    let progress: Vec<&str> = o.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(progress.len(), 4, "{o}");
+    for (line, want) in
+        progress
+            .iter()
+            .zip(["-P 1 -l 64K", "-P 1 -l 1M", "-P 2 -l 64K", "-P 2 -l 1M"])
+    {
+        assert!(line.contains(want) && line.contains("(ETA "), "{line}");
+    }
+    assert!(o.contains("4 of 4 points (all points):"), "{o}");
+    let header = o
+        .lines()
+        .find(|l| l.contains("-l 64K") && l.contains("-l 1M"))
+        .unwrap();
+    assert!(header.trim_start().starts_with("-P"), "{o}");
+
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "10M,30M",
+            "-J",
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(doc["netmeter_sweep"]["completed"], 2);
+    for (pt, want) in points.iter().zip([10e6, 30e6]) {
+        let got = pt["report"]["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap();
+        // Each point ran at its own rate: the -b value reached the test.
+        assert!((got - want).abs() < 0.05 * want, "{got} for {want}");
+    }
+    assert_eq!(points[1]["settings"]["-b"], "30M");
+    // Progress went to stderr, so stdout is the document alone.
+    assert!(text(&out).1.contains("[2/2] -b 30M"), "{:?}", text(&out));
+}
+
+/// An invalid value anywhere in a list fails before any test: no server is listening,
+/// yet the error is the value, not the connection.
+#[test]
+fn sweep_checks_every_value_first() {
+    let port = free_port().to_string();
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "1",
+            "-P",
+            "1,2,500",
+        ]),
+        std::time::Duration::from_secs(10),
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(o.is_empty(), "{o}");
+    assert_eq!(e.trim(), "netmeter: -P 500: -P must be between 1 and 128");
+}
