@@ -425,3 +425,112 @@ fn sweep_checks_every_value_first() {
     assert!(o.is_empty(), "{o}");
     assert_eq!(e.trim(), "netmeter: -P 500: -P must be between 1 and 128");
 }
+
+/// Issue 13's truth on a netns link: UDP overdriving a tbf-shaped link (200M offered,
+/// 1400-byte payloads) delivers 97.087 Mbit/s of payload at 100 Mbit/s (100 · 1400/1442:
+/// the shaper counts 14 + 20 + 8 bytes of headers) and 77.670 at 80 Mbit/s. Three runs
+/// on each: the confidence interval lies within 2 % of the ceiling, two series on the same link
+/// never trip `--fail-if-worse 10`, and 100 → 80 is "worse, significant", ~20 %, exit 2.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn compare_verdicts_on_a_shaped_link() {
+    use crate::support::netbed::{Dir, LinkConfig, Side, bed, tcp_listening, timing_lock};
+    let _t = timing_lock();
+    let s = Scratch::new("bed");
+    let series = |mbit: f64, names: &[&str]| -> Vec<PathBuf> {
+        let b = bed(LinkConfig::new()
+            .rate_mbit(mbit)
+            .rate_dir(Dir::H1ToH2)
+            .queue_ms(100.0)
+            .burst_ms(20.0));
+        let _server = b.spawn_in(Side::H2, netmeter(), &["-s"]).expect("server");
+        crate::support::wait_until("the server to listen", || {
+            b.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
+        });
+        let h2 = b.h2_addr().to_string();
+        names
+            .iter()
+            .map(|name| {
+                let out = b
+                    .run_in(
+                        Side::H1,
+                        netmeter(),
+                        &[
+                            "-c",
+                            &h2,
+                            "-u",
+                            "-b",
+                            "200M",
+                            "-l",
+                            "1400",
+                            "-t",
+                            "1",
+                            "--repeat",
+                            "3",
+                            "--repeat-gap",
+                            "0.2",
+                            "-J",
+                        ],
+                        std::time::Duration::from_secs(60),
+                    )
+                    .expect("client");
+                let path = s.0.join(name);
+                std::fs::write(&path, &out).unwrap();
+                path
+            })
+            .collect()
+    };
+    let at100 = series(100.0, &["a.json", "b.json"]);
+    let at80 = series(80.0, &["c.json"]);
+
+    let ceiling = 100e6 * 1400.0 / 1442.0;
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&at100[0]).unwrap()).unwrap();
+    let st = &doc["statistics"][0];
+    let (low, high) = (
+        st["ci"]["low"].as_f64().unwrap(),
+        st["ci"]["high"].as_f64().unwrap(),
+    );
+    eprintln!(
+        "100 Mbit/s link: mean {:.3} Mbit/s, 95 % CI {:.3}..{:.3}, payload ceiling {:.3}",
+        st["mean"].as_f64().unwrap() / 1e6,
+        low / 1e6,
+        high / 1e6,
+        ceiling / 1e6
+    );
+    // The interval sits at the ceiling within the 2 % accuracy:: allows any one run.
+    // Observed (2026-11-23, debug build): mean 98.49, CI 98.14..98.85 Mbit/s, i.e.
+    // +1.4 % above the ceiling, so the interval does not contain it: the runs agree
+    // with each other better than the measurement agrees with the link. Not asserted
+    // as containment until that bias is explained.
+    assert!(
+        low < ceiling * 1.02 && high > ceiling * 0.98,
+        "CI {low}..{high}"
+    );
+
+    let p = |x: &PathBuf| x.to_str().unwrap().to_string();
+    let o = compare(&[&p(&at100[0]), &p(&at100[1]), "--fail-if-worse", "10", "-J"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let row = &j["comparison"]["figures"][0];
+    eprintln!("same link twice: {row}");
+    assert!(row["change_pct"].as_f64().unwrap().abs() < 2.0, "{row}");
+
+    let o = compare(&[&p(&at100[0]), &p(&at80[0]), "--fail-if-worse", "10"]);
+    let (out, err) = text(&o);
+    eprintln!("{out}{err}");
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Receiver throughput"))
+        .unwrap();
+    assert!(line.contains("worse, significant (Welch"), "{line}");
+    let change: f64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('-').and_then(|v| v.parse().ok()))
+        .unwrap();
+    assert!((change - 20.0).abs() < 2.0, "{line}");
+}
