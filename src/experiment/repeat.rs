@@ -8,7 +8,6 @@ use super::figures::{self, Better};
 use super::stats::{self, ConfInterval, Summary};
 use crate::engine::output::{Mode, Sink};
 use crate::report::Report;
-use crate::report::observe::Quiet;
 use crate::{TestConfig, TestError};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -223,20 +222,15 @@ pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> 
             ended = "interrupted".to_string();
             break;
         }
-        match crate::run(cfg, &mut Quiet) {
+        match super::series_step(cfg) {
             Ok(r) => {
                 if cfg.mode == Mode::Text {
                     say(&format!("{}\n", run_line(i as usize, plan.max_runs, &r)));
                 }
                 runs.push(r);
             }
-            Err(e) if e.stopped().is_some_and(|s| s.by_signal()) => {
-                ended = "interrupted".to_string();
-                break;
-            }
-            Err(e) => {
-                ended = format!("failed: {e}");
-                failure = Some(e);
+            Err((why, e)) => {
+                (ended, failure) = (why, e);
                 break;
             }
         }

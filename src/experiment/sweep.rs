@@ -11,7 +11,6 @@
 use super::figures;
 use crate::cli::{self, Command};
 use crate::report::Report;
-use crate::report::observe::Quiet;
 use crate::{TestConfig, TestError};
 use serde::Serialize;
 use std::ffi::OsString;
@@ -260,7 +259,7 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
     let mut failure = None;
     for (i, (point, cfg)) in points.into_iter().enumerate() {
         let settings = settings_text(&point);
-        match crate::run(&cfg, &mut Quiet) {
+        match super::series_step(&cfg) {
             Ok(r) => {
                 let eta = eta_s(started.elapsed().as_secs_f64(), i + 1, total).unwrap_or(0.0);
                 let line = format!(
@@ -276,13 +275,8 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
                 }
                 done.push((point, r));
             }
-            Err(e) if e.stopped().is_some_and(|s| s.by_signal()) => {
-                ended = "interrupted".to_string();
-                break;
-            }
-            Err(e) => {
-                ended = format!("failed: {e}");
-                failure = Some(e);
+            Err((why, e)) => {
+                (ended, failure) = (why, e);
                 break;
             }
         }
