@@ -204,7 +204,7 @@ pub fn table(info: &RepeatInfo, st: &[FigureStats]) -> String {
 }
 
 /// Run `cfg` as `plan` says: text mode prints each run's line, then the table; `-J`
-/// prints one [`RepeatDocument`]. A stop signal ends the current run and the series;
+/// prints one [`RepeatDocument`] (each run's line then goes to stderr). A stop signal ends the current run and the series;
 /// what completed is reported. A failed run ends the series too: what completed is
 /// reported, then the error is returned.
 pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> {
@@ -224,8 +224,12 @@ pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> 
         }
         match super::series_step(cfg) {
             Ok(r) => {
+                let line = run_line(i as usize, plan.max_runs, &r);
                 if cfg.mode == Mode::Text {
-                    say(&format!("{}\n", run_line(i as usize, plan.max_runs, &r)));
+                    say(&format!("{line}\n"));
+                } else {
+                    // Progress beside the one -J document, not in it.
+                    eprintln!("{line}");
                 }
                 runs.push(r);
             }

@@ -215,6 +215,11 @@ fn repeat_reports_each_run_and_the_statistics() {
     assert_eq!(runs.len(), 3);
     assert_eq!(doc["netmeter_repeat"]["runs"], 3);
     assert_eq!(doc["netmeter_repeat"]["ended"], "all runs");
+    assert!(
+        text(&out).1.contains("run 3/3: Receiver throughput"),
+        "{:?}",
+        text(&out)
+    );
     // The statistics agree with the runs' own figures.
     let rates: Vec<f64> = runs
         .iter()
