@@ -54,8 +54,10 @@ Usage: netmeter sweep -c HOST [client options] LIST...
 Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
 fastest); every other option is passed to each test as given. Every point's options are
 checked before the first test runs.
-  -J   print one JSON document with every point's settings and whole report
+  -J   print one JSON document with every point's settings, runs and statistics
        (progress lines then go to stderr)
+  --repeat N [--repeat-gap SEC] [--confidence L,W%]
+       each point is a series; the table shows mean ± CI half width
 
 Example:
   netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M

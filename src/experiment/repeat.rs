@@ -203,34 +203,30 @@ pub fn table(info: &RepeatInfo, st: &[FigureStats]) -> String {
     t
 }
 
-/// Run `cfg` as `plan` says: text mode prints each run's line, then the table; `-J`
-/// prints one [`RepeatDocument`] (each run's line then goes to stderr). A stop signal ends the current run and the series;
-/// what completed is reported. A failed run ends the series too: what completed is
-/// reported, then the error is returned.
-pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> {
+/// The runs of one series and how it ended.
+pub struct Series {
+    pub runs: Vec<Report>,
+    /// "all runs", "confidence reached", "interrupted" or "failed: ...".
+    pub ended: String,
+    /// The error that ended it, if a run failed (not for an interrupt).
+    pub failure: Option<TestError>,
+}
+
+/// Run `cfg` up to `plan.max_runs` times, `plan.gap_s` apart, stopping early as
+/// `--confidence` says, at a stop signal (the partial run is dropped) or at a failed
+/// run. `on_run(i, report)` is told of each completed run (1-based).
+pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Report)) -> Series {
     let mut runs: Vec<Report> = Vec::new();
     let mut failure = None;
     let mut ended = "all runs".to_string();
-    let say = |s: &str| {
-        if let Ok(mut w) = sink.lock() {
-            let _ = w.write_all(s.as_bytes());
-            let _ = w.flush();
-        }
-    };
-    for i in 1..=plan.max_runs {
+    for i in 1..=plan.max_runs as usize {
         if i > 1 && !pause(plan.gap_s) {
             ended = "interrupted".to_string();
             break;
         }
         match super::series_step(cfg) {
             Ok(r) => {
-                let line = run_line(i as usize, plan.max_runs, &r);
-                if cfg.mode == Mode::Text {
-                    say(&format!("{line}\n"));
-                } else {
-                    // Progress beside the one -J document, not in it.
-                    eprintln!("{line}");
-                }
+                on_run(i, &r);
                 runs.push(r);
             }
             Err((why, e)) => {
@@ -252,18 +248,45 @@ pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> 
             break;
         }
     }
+    Series {
+        runs,
+        ended,
+        failure,
+    }
+}
+
+/// Run `cfg` as `plan` says: text mode prints each run's line, then the table; `-J`
+/// prints one [`RepeatDocument`] (each run's line then goes to stderr). A stop signal
+/// ends the current run and the series; what completed is reported. A failed run ends
+/// the series too: what completed is reported, then the error is returned.
+pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> {
+    let say = |s: &str| {
+        if let Ok(mut w) = sink.lock() {
+            let _ = w.write_all(s.as_bytes());
+            let _ = w.flush();
+        }
+    };
+    let done = series(cfg, plan, |i, r| {
+        let line = run_line(i, plan.max_runs, r);
+        if cfg.mode == Mode::Text {
+            say(&format!("{line}\n"));
+        } else {
+            // Progress beside the one -J document, not in it.
+            eprintln!("{line}");
+        }
+    });
     let info = RepeatInfo {
         plan: *plan,
-        runs: runs.len(),
-        ended,
+        runs: done.runs.len(),
+        ended: done.ended,
     };
-    let st = statistics(&runs, plan.level);
+    let st = statistics(&done.runs, plan.level);
     if cfg.mode == Mode::Text {
         say(&table(&info, &st));
     } else {
         let doc = RepeatDocument {
             netmeter_repeat: info,
-            runs,
+            runs: done.runs,
             statistics: st,
         };
         let s = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| {
@@ -271,7 +294,7 @@ pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> 
         });
         say(&format!("{s}\n"));
     }
-    failure.map_or(Ok(()), Err)
+    done.failure.map_or(Ok(()), Err)
 }
 
 /// Sleep `gap_s` seconds in short steps; false when a stop signal came.

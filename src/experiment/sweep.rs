@@ -6,12 +6,15 @@
 //! Every grid point's command line is resolved by the client's own flag parser before
 //! the first test runs, so an invalid value in any list fails at once, worded as the
 //! client words it. The grid, the ETA and the table are pure; [`run`] does the tests.
-//! (The sweep plot waits for the plotting work of issue 12.)
+//! With `--repeat N` each point is a series of runs and the table shows the mean ± the
+//! confidence interval's half width. (The sweep plot waits for the plotting work of
+//! issue 12.)
 
-use super::figures;
+use super::repeat::{self, FigureStats, Plan};
 use crate::cli::{self, Command};
 use crate::report::Report;
 use crate::{TestConfig, TestError};
+
 use serde::Serialize;
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -123,8 +126,9 @@ pub fn grid(swept: &[Swept]) -> Vec<Settings> {
 }
 
 /// Resolve every point's command line with the client's parser; the first invalid
-/// one is the error. Returns each point's configuration.
-pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig)>, String> {
+/// one is the error. Returns each point's configuration and its runs' plan (one run
+/// unless `--repeat` was given).
+pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig, Plan)>, String> {
     grid(&a.swept)
         .into_iter()
         .map(|point| {
@@ -140,10 +144,11 @@ pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig)>, String> {
                 cli::ArgsError::Clap(c) => format!("{settings}: {}", c.kind()),
             })?;
             match args.resolve() {
-                Ok(Command::Client { cfg, .. }) => Ok((point, cfg)),
+                Ok(Command::Client { cfg, .. }) => Ok((point, cfg, ONE_RUN)),
+                Ok(Command::Repeat { cfg, plan, .. }) => Ok((point, cfg, plan)),
                 Ok(_) => Err(
                     "netmeter sweep runs client tests: give -c HOST, and not -s, \
-                     --loopback, --find-max-rate or --repeat"
+                     --loopback or --find-max-rate"
                         .to_string(),
                 ),
                 Err(e) => Err(format!("{settings}: {e}")),
@@ -151,6 +156,14 @@ pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig)>, String> {
         })
         .collect()
 }
+
+/// A point without `--repeat`: one run.
+const ONE_RUN: Plan = Plan {
+    max_runs: 1,
+    gap_s: 0.0,
+    level: 0.95,
+    stop_width_pct: None,
+};
 
 fn settings_text(point: &[(String, String)]) -> String {
     point
@@ -170,7 +183,10 @@ pub fn eta_s(elapsed_s: f64, done: usize, total: usize) -> Option<f64> {
 pub struct Point {
     /// Flag → value, e.g. `{"-P": "2", "-l": "64K"}`.
     pub settings: std::collections::BTreeMap<String, String>,
-    pub report: Report,
+    /// Its runs: one, or as many as `--repeat` made.
+    pub runs: Vec<Report>,
+    /// Each key figure over the runs (mean, stdev, min/max, CI from two runs on).
+    pub statistics: Vec<FigureStats>,
 }
 
 /// The `-J` document of a sweep.
@@ -191,21 +207,27 @@ pub struct SweepInfo {
     pub ended: String,
 }
 
-/// The key figure a sweep table shows: the first of the report's (throughput for bulk
-/// tests, transactions/s for bounceback, connections/s for connect-only).
-fn headline(r: &Report) -> Option<(String, String)> {
-    let f = figures::figures(r).into_iter().next()?;
-    Some((f.label, super::compare::format_value(f.value, f.unit)))
+/// The key figure a sweep table shows: the first (throughput for bulk tests,
+/// transactions/s for bounceback, connections/s for connect-only), as its mean, with
+/// the confidence interval's half width when the point was repeated.
+fn headline(st: &[FigureStats]) -> Option<(String, String)> {
+    let f = st.first()?;
+    let mean = super::compare::format_value(f.summary.mean, f.unit);
+    let text = match f.ci.as_ref().and_then(|c| c.half_width_pct()) {
+        Some(pct) => format!("{mean} ±{pct:.1}%"),
+        None => mean,
+    };
+    Some((f.label.clone(), text))
 }
 
 /// The table: rows are the first swept option's values, columns the second's (one
 /// column when only one option is swept); one table per combination of any further
 /// swept options.
-pub fn table(swept: &[Swept], done: &[(Settings, Report)]) -> String {
+pub fn table(swept: &[Swept], done: &[(Settings, Vec<FigureStats>)]) -> String {
     let mut t = String::new();
     let label = done
         .iter()
-        .find_map(|(_, r)| headline(r))
+        .find_map(|(_, st)| headline(st))
         .map_or("Result".to_string(), |h| h.0);
     let rows = &swept[0];
     let cols = swept.get(1);
@@ -219,7 +241,7 @@ pub fn table(swept: &[Swept], done: &[(Settings, Report)]) -> String {
         let _ = write!(t, "\n{:>12}", rows.flag);
         for c in &col_values {
             let head = cols.map_or(String::new(), |cs| format!("{} {c}", cs.flag));
-            let _ = write!(t, " {head:>20}");
+            let _ = write!(t, " {head:>26}");
         }
         t.push('\n');
         for rv in &rows.values {
@@ -234,9 +256,9 @@ pub fn table(swept: &[Swept], done: &[(Settings, Report)]) -> String {
                                 || other.iter().any(|(of, ov)| of == f && ov == v)
                         })
                     })
-                    .and_then(|(_, r)| headline(r))
+                    .and_then(|(_, st)| headline(st))
                     .map_or("-".to_string(), |h| h.1);
-                let _ = write!(t, " {cell:>20}");
+                let _ = write!(t, " {cell:>26}");
             }
             t.push('\n');
         }
@@ -245,40 +267,50 @@ pub fn table(swept: &[Swept], done: &[(Settings, Report)]) -> String {
 }
 
 /// Run the sweep: progress (text: on the output; `-J`: on stderr), then the table or
-/// the document. A stop signal ends the sweep with what completed; a failed test ends
-/// it too, reporting what completed, then returning the error.
+/// the document. With `--repeat`, each point is a series ([`repeat::series`]). A stop
+/// signal ends the sweep with what completed; a failed test ends it too, reporting
+/// what completed, then returning the error.
 pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError> {
     let points = resolve(a).map_err(SweepError::Usage)?;
     let json = points
         .first()
-        .is_some_and(|(_, c)| c.mode != crate::engine::output::Mode::Text);
+        .is_some_and(|(_, c, _)| c.mode != crate::engine::output::Mode::Text);
     let total = points.len();
     let started = Instant::now();
-    let mut done: Vec<(Settings, Report)> = Vec::new();
+    let mut done: Vec<Point> = Vec::new();
     let mut ended = "all points".to_string();
     let mut failure = None;
-    for (i, (point, cfg)) in points.into_iter().enumerate() {
-        let settings = settings_text(&point);
-        match super::series_step(&cfg) {
-            Ok(r) => {
-                let eta = eta_s(started.elapsed().as_secs_f64(), i + 1, total).unwrap_or(0.0);
-                let line = format!(
-                    "[{}/{total}] {settings}: {} (ETA {eta:.0} s)\n",
-                    i + 1,
-                    headline(&r).map_or("no figures".to_string(), |h| format!("{} {}", h.0, h.1)),
-                );
-                if json {
-                    eprint!("{line}");
-                } else {
-                    out.write_all(line.as_bytes())?;
-                    out.flush()?;
-                }
-                done.push((point, r));
+    for (i, (point, cfg, plan)) in points.into_iter().enumerate() {
+        let series = repeat::series(&cfg, &plan, |_, _| {});
+        let statistics = repeat::statistics(&series.runs, plan.level);
+        if !series.runs.is_empty() {
+            let eta = eta_s(started.elapsed().as_secs_f64(), i + 1, total).unwrap_or(0.0);
+            let runs = match series.runs.len() {
+                1 => String::new(),
+                n => format!(", {n} runs"),
+            };
+            let line = format!(
+                "[{}/{total}] {}: {}{runs} (ETA {eta:.0} s)\n",
+                i + 1,
+                settings_text(&point),
+                headline(&statistics)
+                    .map_or("no figures".to_string(), |h| format!("{} {}", h.0, h.1)),
+            );
+            if json {
+                eprint!("{line}");
+            } else {
+                out.write_all(line.as_bytes())?;
+                out.flush()?;
             }
-            Err((why, e)) => {
-                (ended, failure) = (why, e);
-                break;
-            }
+            done.push(Point {
+                settings: point.into_iter().collect(),
+                runs: series.runs,
+                statistics,
+            });
+        }
+        if series.ended == "interrupted" || series.failure.is_some() {
+            (ended, failure) = (series.ended, series.failure);
+            break;
         }
     }
     if json {
@@ -289,19 +321,17 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
                 completed: done.len(),
                 ended,
             },
-            points: done
-                .into_iter()
-                .map(|(p, report)| Point {
-                    settings: p.into_iter().collect(),
-                    report,
-                })
-                .collect(),
+            points: done,
         };
         let s = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
         writeln!(out, "{s}")?;
     } else {
         writeln!(out, "\n{} of {total} points ({ended}):", done.len())?;
-        out.write_all(table(&a.swept, &done).as_bytes())?;
+        let cells: Vec<(Settings, Vec<FigureStats>)> = done
+            .into_iter()
+            .map(|p| (p.settings.into_iter().collect(), p.statistics))
+            .collect();
+        out.write_all(table(&a.swept, &cells).as_bytes())?;
     }
     failure.map_or(Ok(()), |e| Err(SweepError::Test(e)))
 }
@@ -386,11 +416,15 @@ mod tests {
         assert!(resolve(&a).unwrap_err().starts_with("-b fast: "));
         let a = split_args(&args("-s -P 1,2")).unwrap();
         assert!(resolve(&a).is_err());
-        let a = split_args(&args("-c 127.0.0.1 -P 1,2 --repeat 3")).unwrap();
-        assert!(resolve(&a).unwrap_err().contains("runs client tests"));
+        let a = split_args(&args("-c 127.0.0.1 -P 1,2 --loopback")).unwrap();
+        assert!(resolve(&a).unwrap_err().contains("--loopback"));
+        let a = split_args(&args("-c 127.0.0.1 -P 1,2 --repeat 3 --repeat-gap 0")).unwrap();
+        let rep = resolve(&a).unwrap();
+        assert_eq!((rep[1].2.max_runs, rep[1].2.gap_s), (3, 0.0));
         let ok = resolve(&split_args(&args("-c 127.0.0.1 -P 1,2 -l 8K,64K")).unwrap()).unwrap();
         assert_eq!(ok.len(), 4);
         assert_eq!(ok[3].1.spec.block_len, 65536);
+        assert_eq!(ok[3].2, ONE_RUN);
     }
 
     #[test]
@@ -407,17 +441,26 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         );
         let r = Report::from_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let at = |bps: f64| {
+            let mut x = r.clone();
+            if let Some(s) = x.end.sum_received.as_mut() {
+                s.bits_per_second = bps;
+            }
+            x
+        };
         let a = split_args(&args("-P 1,2 -l 8K,64K")).unwrap();
         let done: Vec<_> = grid(&a.swept)
             .into_iter()
             .take(3)
             .enumerate()
             .map(|(i, p)| {
-                let mut x = r.clone();
-                if let Some(s) = x.end.sum_received.as_mut() {
-                    s.bits_per_second = (i + 1) as f64 * 1e9;
-                }
-                (p, x)
+                // The third point was repeated: 2.9, 3.0 and 3.1 Gbit/s.
+                let runs: Vec<Report> = if i == 2 {
+                    vec![at(2.9e9), at(3.0e9), at(3.1e9)]
+                } else {
+                    vec![at((i + 1) as f64 * 1e9)]
+                };
+                (p, repeat::statistics(&runs, 0.95))
             })
             .collect();
         let t = table(&a.swept, &done);
@@ -432,10 +475,9 @@ mod tests {
             lines[3].contains("1.00 Gbits/sec") && lines[3].contains("2.00 Gbits/sec"),
             "{t}"
         );
+        // Mean ± the 95 % half width: 4.302652729749462 · 0.1/√3 / 3.0 = 8.3 %.
+        assert!(lines[4].contains("3.00 Gbits/sec ±8.3%"), "{t}");
         // The missing fourth point shows as "-".
-        assert!(
-            lines[4].contains("3.00 Gbits/sec") && lines[4].trim_end().ends_with('-'),
-            "{t}"
-        );
+        assert!(lines[4].trim_end().ends_with('-'), "{t}");
     }
 }

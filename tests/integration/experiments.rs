@@ -333,7 +333,8 @@ fn repeat_stops_cleanly_on_sigint() {
 }
 
 /// `netmeter sweep -P 1,2 -l 64K,1M -t 1` over loopback: four points in order, a
-/// progress line with an ETA each, the 2 × 2 table; `-J`: one document with every run.
+/// progress line with an ETA each, the 2 × 2 table; `-J` with `--repeat 2`: one document
+/// with every run of every point.
 #[test]
 fn sweep_runs_the_grid_in_order() {
     let port = free_port();
@@ -385,6 +386,10 @@ fn sweep_runs_the_grid_in_order() {
             "-u",
             "-b",
             "10M,30M",
+            "--repeat",
+            "2",
+            "--repeat-gap",
+            "0",
             "-J",
         ]),
         std::time::Duration::from_secs(60),
@@ -395,15 +400,26 @@ fn sweep_runs_the_grid_in_order() {
     assert_eq!(points.len(), 2);
     assert_eq!(doc["netmeter_sweep"]["completed"], 2);
     for (pt, want) in points.iter().zip([10e6, 30e6]) {
-        let got = pt["report"]["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap();
-        // Each point ran at its own rate: the -b value reached the test.
-        assert!((got - want).abs() < 0.05 * want, "{got} for {want}");
+        // --repeat 2: each point is two runs and their statistics.
+        let runs = pt["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{pt}");
+        for r in runs {
+            let got = r["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap();
+            // Each point ran at its own rate: the -b value reached the test.
+            assert!((got - want).abs() < 0.05 * want, "{got} for {want}");
+        }
+        assert_eq!(pt["statistics"][0]["n"], 2);
+        assert!(
+            pt["statistics"][0]["ci"]["half_width"].as_f64().is_some(),
+            "{pt}"
+        );
     }
     assert_eq!(points[1]["settings"]["-b"], "30M");
     // Progress went to stderr, so stdout is the document alone.
-    assert!(text(&out).1.contains("[2/2] -b 30M"), "{:?}", text(&out));
+    assert!(text(&out).1.contains("[2/2] -b 30M: "), "{:?}", text(&out));
+    assert!(text(&out).1.contains(", 2 runs (ETA"), "{:?}", text(&out));
 }
 
 /// An invalid value anywhere in a list fails before any test: no server is listening,
@@ -434,8 +450,8 @@ fn sweep_checks_every_value_first() {
 /// Issue 13's truth on a netns link: UDP overdriving a tbf-shaped link (200M offered,
 /// 1400-byte payloads) delivers 97.087 Mbit/s of payload at 100 Mbit/s (100 · 1400/1442:
 /// the shaper counts 14 + 20 + 8 bytes of headers) and 77.670 at 80 Mbit/s. Three runs
-/// on each: the confidence interval lies within 2 % of the ceiling, two series on the same link
-/// never trip `--fail-if-worse 10`, and 100 → 80 is "worse, significant", ~20 %, exit 2.
+/// on each: the confidence interval lies within 2 % of the ceiling, two series on the
+/// same link never trip `--fail-if-worse 10`, and 100 → 80 is "worse, significant", ~20 %, exit 2.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
