@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs the real peers (iperf3 3.12,
-# 3.18 and 3.22, iperf 2, netperf, nftables) it needs, then checks formatting, lints
+# 3.18 and 3.22, iperf 2, netperf, nftables) and Chromium it needs, then checks formatting, lints
 # and runs every test, the full tier included (`--features full-tests`: the tests that
 # need root or the peers; plain `cargo test` lists those as ignored, see
 # tests/integration/main.rs). Needs root (network namespaces, nftables) and Debian's
@@ -14,12 +14,15 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 ./scripts/setup-peers.sh
+./scripts/setup-chromium.sh  # headless Chromium renders the HTML report (integration module plots)
+./scripts/setup-package-tools.sh  # dpkg-dev, man-db, zsh, fish: the .deb and its tests
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 
 full=(--locked --features full-tests)
 cargo fmt --all -- --check
 cargo clippy "${full[@]}" --all-targets -- -D warnings
 cargo build --locked --release
+./scripts/build-deb.sh --binary target/release/netmeter  # target/debian/netmeter_*.deb
 cargo test "${full[@]}" --lib --bins
 cargo test "${full[@]}" --doc
 # The integration tests, one module (tests/integration/main.rs) at a time, as when each

@@ -3,10 +3,15 @@
 //! Options, short letters, units and defaults follow iperf3 (`iperf3 --help`), so a
 //! command line that works there means the same here. Every invalid combination ends
 //! in one sentence naming the problem.
+//!
+//! Length: about 1300 lines, 230 of them unit tests. It is one flag table whose help,
+//! parsing and resolution must agree; a group of flags that stands alone has its own
+//! file (`cli/profile_flags.rs`).
 
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
 use crate::engine::server::ServerConfig;
+use crate::engine::test_common::{Keepalive, SideOpts};
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::units::{self, Format};
 use crate::wire;
@@ -15,7 +20,11 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod auth_flags;
+pub mod csv_cmd;
+pub mod generate;
 mod profile_flags;
+mod tools;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
 #[derive(Debug, Parser, Default)]
@@ -25,7 +34,7 @@ mod profile_flags;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream"
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)"
 )]
 pub struct Args {
     /// Run as a server.
@@ -61,9 +70,19 @@ pub struct Args {
     /// Output one JSON object per event, line by line.
     #[arg(long = "json-stream")]
     pub json_stream: bool,
+    /// Output CSV instead of text: a row per stream per interval, the sums and the end
+    /// summary, under a header of column names (docs/csv.md).
+    #[arg(long = "csv")]
+    pub csv: bool,
+    /// With --csv: the columns to write, comma-separated, in order (default: all).
+    #[arg(long = "fields", value_name = "a,b,c")]
+    pub fields: Option<String>,
     /// Send output to a file (appended).
     #[arg(long = "logfile", value_name = "FILE")]
     pub logfile: Option<PathBuf>,
+    /// Client: draw the test's charts into FILE (.svg or .png) when it ends.
+    #[arg(long = "plot", value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// More detail: CPU utilisation, congestion control, test settings.
     #[arg(short = 'V', long = "verbose")]
     pub verbose: bool,
@@ -84,6 +103,15 @@ pub struct Args {
     /// With -1: exit after this many seconds without a test (needs -1).
     #[arg(long = "idle-timeout", value_name = "SEC", value_parser = ranged::<u64>("--idle-timeout", 1, 86400))]
     pub idle_timeout: Option<u64>,
+    /// Refuse tests whose -t plus -O exceeds SEC seconds, and tests without a time limit
+    /// (-t 0, -n, -k); 0 = no limit.
+    #[arg(long = "server-max-duration", value_name = "SEC", value_parser = ranged::<u64>("--server-max-duration", 0, wire::MAX_TIME as i128))]
+    pub server_max_duration: Option<u64>,
+    /// Refuse tests that ask for more than RATE bits/s in total (-b × streams), and end a
+    /// test whose total rate (both directions) averaged over SEC seconds (default 5)
+    /// exceeds it.
+    #[arg(long = "server-bitrate-limit", value_name = "RATE[/SEC]")]
+    pub server_bitrate_limit: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
@@ -271,6 +299,72 @@ pub struct Args {
     /// within ±WIDTH % of its mean (netperf -I), e.g. 95,5.
     #[arg(long = "confidence", value_name = "LEVEL,WIDTH%")]
     pub confidence: Option<String>,
+    #[command(flatten)]
+    pub auth: auth_flags::AuthFlags,
+    /// Start every text output line with the local time, in strftime(3) FORMAT (default
+    /// "%c "), as iperf3. Write it as --timestamps=FORMAT.
+    #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = crate::engine::output::TIMESTAMP_FORMAT)]
+    pub timestamps: Option<String>,
+    /// Flush the output at every line (netmeter always does; accepted for iperf3's
+    /// command lines).
+    #[arg(long = "forceflush")]
+    pub forceflush: bool,
+    /// With --json-stream: also print the whole -J document at the end.
+    #[arg(long = "json-stream-full-output")]
+    pub json_stream_full_output: bool,
+    /// TCP: send FILE's bytes instead of generated data (the test ends at its end; without
+    /// -t, -n or -k, -n is its size), or write what is received to FILE (created or
+    /// truncated).
+    #[arg(short = 'F', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Debug output: each control message (state bytes and JSON) on stderr. iperf3's
+    /// levels 1-4 are accepted and print the same. Write a level as -d=N.
+    #[arg(short = 'd', long = "debug", value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "4")]
+    pub debug: Option<String>,
+    /// Bind every socket to this network interface (SO_BINDTODEVICE). `-B ADDR%DEV` and
+    /// `-c HOST%DEV` say the same.
+    #[arg(long = "bind-dev", value_name = "DEV")]
+    pub bind_dev: Option<String>,
+    /// UDP over IPv4: set the Don't Fragment bit (IP_PMTUDISC_DO) on both ends' data
+    /// sockets; a datagram larger than the path MTU then fails instead of fragmenting.
+    #[arg(long = "dont-fragment")]
+    pub dont_fragment: bool,
+    /// Give up when no data arrives for MS milliseconds (100 ms to 24 h; a receiving
+    /// side: the server, or a client with -R or --bidir). Default: iperf3's 120000 for
+    /// a -t 0 test; other tests end by their own deadlines.
+    #[arg(long = "rcv-timeout", value_name = "MS", value_parser = ranged::<u64>("--rcv-timeout", 100, wire::MAX_TIME as i128 * 1000))]
+    pub rcv_timeout: Option<u64>,
+    /// Abort when sent TCP data stays unacknowledged for MS milliseconds
+    /// (TCP_USER_TIMEOUT on this side's control and data connections; default: the
+    /// system's).
+    #[arg(long = "snd-timeout", value_name = "MS", value_parser = ranged::<u32>("--snd-timeout", 0, wire::MAX_TIME as i128 * 1000))]
+    pub snd_timeout: Option<u32>,
+    /// TCP keepalive on the control connection; optional IDLE/INTERVAL/COUNT (seconds,
+    /// seconds, probes; an empty field keeps the system's), e.g. --cntl-ka=60/5/3.
+    #[arg(long = "cntl-ka", value_name = "IDLE/INTV/CNT", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub cntl_ka: Option<String>,
+    /// Client: TCP data streams over MPTCP rather than plain TCP. (A server always
+    /// accepts MPTCP where the kernel has it; -m there changes nothing.)
+    #[arg(short = 'm', long = "mptcp")]
+    pub mptcp: bool,
+    /// IPv6 flow label N (1..0xfffff; decimal, 0x hex or 0 octal) on the client's data
+    /// streams.
+    #[arg(short = 'L', long = "flowlabel", value_name = "N")]
+    pub flowlabel: Option<String>,
+    /// iperf3's pacing tick in microseconds (default 1000), sent to the server for iperf3
+    /// servers that pace by it; netmeter paces without a tick.
+    #[arg(long = "pacing-timer", value_name = "USEC")]
+    pub pacing_timer: Option<String>,
+    /// iperf3's SCTP test. netmeter does not run SCTP: it says whether this kernel has
+    /// SCTP and stops.
+    #[arg(long = "sctp")]
+    pub sctp: bool,
+    /// Number of SCTP streams (with --sctp; see there).
+    #[arg(long = "nstreams", value_name = "N")]
+    pub nstreams: Option<String>,
+    /// Bind SCTP associations to this address too (with --sctp; see there).
+    #[arg(short = 'X', long = "xbind", value_name = "NAME")]
+    pub xbind: Vec<String>,
     /// Do not ask a netmeter server for extensions (behave exactly like an iperf3 client).
     #[arg(long = "no-extensions", hide = true)]
     pub no_extensions: bool,
@@ -290,6 +384,10 @@ pub enum Command {
     Client {
         cfg: ClientConfig,
         logfile: Option<PathBuf>,
+        /// `--plot FILE`: the test's charts, drawn when it ends.
+        plot: Option<PathBuf>,
+        /// `--csv`: CSV with these columns instead of text.
+        csv: Option<crate::report::csv::Columns>,
     },
     FindMaxRate {
         cfg: ClientConfig,
@@ -308,6 +406,35 @@ pub enum Command {
         plan: crate::experiment::repeat::Plan,
         logfile: Option<PathBuf>,
     },
+    /// `netmeter plot RESULT.json... -o FILE` (see `cli/tools.rs`).
+    Plot {
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
+    },
+    /// `netmeter report RESULT.json... -o FILE.html`.
+    Report {
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
+    },
+    /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
+    Generate(generate::Asset),
+    /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
+    Csv {
+        input: PathBuf,
+        columns: crate::report::csv::Columns,
+        output: Option<PathBuf>,
+    },
+}
+
+/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`); `None` for
+/// iperf3's flat command line.
+pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {
+    match argv.get(1)?.to_str()? {
+        "plot" | "report" => tools::parse_tool(argv),
+        "csv" => Some(csv_cmd::parse(&argv[1..])),
+        "generate" => Some(generate::parse(&argv[1..])),
+        _ => None,
+    }
 }
 
 /// Linux's smallest TCP_MAXSEG (`TCP_MIN_MSS`, include/net/tcp.h).
@@ -324,38 +451,7 @@ fn usage(msg: impl Into<String>) -> UsageError {
 
 /// iperf3 3.22 options netmeter does not have (yet), so that using one says so instead
 /// of clap's "a similar argument exists" guess. `--gsro` is not here: it is accepted.
-const IPERF3_UNSUPPORTED: &[&str] = &[
-    "-F",
-    "--file",
-    "--bind-dev",
-    "--json-stream-full-output",
-    "--forceflush",
-    "--timestamps",
-    "--rcv-timeout",
-    "--snd-timeout",
-    "--cntl-ka",
-    "-m",
-    "--mptcp",
-    "-d",
-    "--debug",
-    "--server-bitrate-limit",
-    "--server-max-duration",
-    "--rsa-private-key-path",
-    "--authorized-users-path",
-    "--time-skew-threshold",
-    "--use-pkcs1-padding",
-    "--sctp",
-    "-X",
-    "--xbind",
-    "--nstreams",
-    "--pacing-timer",
-    "--no-fq-socket-pacing",
-    "-L",
-    "--flowlabel",
-    "--dont-fragment",
-    "--username",
-    "--rsa-public-key-path",
-];
+const IPERF3_UNSUPPORTED: &[&str] = &["--no-fq-socket-pacing"];
 
 /// Why the command line could not be parsed.
 #[derive(Debug)]
@@ -425,6 +521,26 @@ fn not_negative(s: &str, range: impl FnOnce() -> String) -> Result<(), UsageErro
         return Err(usage(range()));
     }
     Ok(())
+}
+
+/// `ADDR%DEV` → (`ADDR`, `DEV`), as iperf3's `iperf_parse_hostname`; an IPv6
+/// link-local literal keeps its `%scope` (it names the zone, not a bind device).
+fn split_dev(s: &str) -> (&str, Option<String>) {
+    match s.split_once('%') {
+        Some((a, _))
+            if a.parse::<std::net::Ipv6Addr>()
+                .is_ok_and(|v6| v6.segments()[0] & 0xffc0 == 0xfe80) =>
+        {
+            (s, None)
+        }
+        Some((a, d)) => (a, Some(d.to_string())),
+        None => (s, None),
+    }
+}
+
+/// Interface names are shorter than IFNAMSIZ (16) bytes, the NUL included.
+fn libc_ifnamsiz() -> usize {
+    16
 }
 
 /// DSCP names and values (RFC 2474, RFC 4594, RFC 5865).
@@ -497,10 +613,134 @@ impl Args {
         self.bind
             .as_ref()
             .map(|b| {
-                b.parse::<IpAddr>()
+                let (addr, _) = split_dev(b);
+                addr.parse::<IpAddr>()
                     .map_err(|_| usage(format!("-B needs an IP address, not '{b}'")))
             })
             .transpose()
+    }
+
+    /// The interface to bind to: `--bind-dev`, else `-B ADDR%DEV`, else `-c HOST%DEV`
+    /// (the last given wins in iperf3; here `--bind-dev` is the explicit one).
+    fn bind_dev(&self) -> Result<Option<String>, UsageError> {
+        let dev = self
+            .bind_dev
+            .clone()
+            .or_else(|| self.bind.as_deref().and_then(|b| split_dev(b).1))
+            .or_else(|| self.client.as_deref().and_then(|c| split_dev(c).1));
+        if let Some(d) = &dev
+            && (d.is_empty() || d.len() >= libc_ifnamsiz() || d.contains(['/', ' ']))
+        {
+            return Err(usage(format!("'{d}' is not a network interface name")));
+        }
+        Ok(dev)
+    }
+
+    /// `--cntl-ka[=IDLE/INTV/CNT]`, checked as iperf3 checks it: given an idle time,
+    /// it must exceed INTV × CNT.
+    fn cntl_ka(&self) -> Result<Option<Keepalive>, UsageError> {
+        let Some(arg) = &self.cntl_ka else {
+            return Ok(None);
+        };
+        let mut f = arg.splitn(3, '/');
+        let mut field = |name: &str| -> Result<Option<u32>, UsageError> {
+            match f.next().map(str::trim).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0 && n <= 32767)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--cntl-ka: {name} must be a whole number from 1 to 32767, not '{v}'"
+                        ))
+                    }),
+            }
+        };
+        let ka = Keepalive {
+            idle_s: field("IDLE")?,
+            interval_s: field("INTV")?,
+            count: field("CNT")?,
+        };
+        if let Some(idle) = ka.idle_s
+            && idle <= ka.interval_s.unwrap_or(0) * ka.count.unwrap_or(0)
+        {
+            return Err(usage(format!(
+                "--cntl-ka: the idle time ({idle} s) must be longer than INTV × CNT"
+            )));
+        }
+        Ok(Some(ka))
+    }
+
+    /// The `--timestamps` format when output is text (iperf3 stamps only its text).
+    pub fn text_timestamps(&self) -> Option<&str> {
+        match self.mode() {
+            Mode::Text => self.timestamps.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The options that belong to this side only.
+    fn side_opts(&self) -> Result<SideOpts, UsageError> {
+        Ok(SideOpts {
+            json_stream_full: self.json_stream_full_output,
+            bind_dev: self.bind_dev()?,
+            snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
+            rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
+            file: self.file.clone(),
+            // iperf3: a level below 0 means all (4); netmeter has one level.
+            debug: self
+                .debug
+                .as_deref()
+                .map(|l| {
+                    l.trim()
+                        .parse::<i32>()
+                        .map(|v| v.clamp(0, 4) as u8)
+                        .map_err(|_| {
+                            usage(format!("-d takes a debug level such as -d=4, not '{l}'"))
+                        })
+                })
+                .transpose()?,
+            cntl_ka: self.cntl_ka()?,
+            max_duration_s: self.server_max_duration.filter(|&d| d > 0),
+            bitrate_limit: self.server_bitrate_limit()?,
+        })
+    }
+
+    /// `--server-bitrate-limit RATE[/SEC]`: bits/s (0 = none) and the averaging window
+    /// (iperf3's default 5 s; 0 or 0.1 to 60 s, as iperf3 checks it).
+    fn server_bitrate_limit(&self) -> Result<Option<(u64, f64)>, UsageError> {
+        let Some(arg) = &self.server_bitrate_limit else {
+            return Ok(None);
+        };
+        let (rate, window) = match arg.split_once('/') {
+            Some((r, w)) => {
+                let w: f64 = w
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|w: &f64| w.is_finite())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--server-bitrate-limit: '{w}' is not a number of seconds"
+                        ))
+                    })?;
+                if w != 0.0 && !(0.1..=60.0).contains(&w) {
+                    return Err(usage(
+                        "--server-bitrate-limit's averaging interval must be 0 or 0.1 to 60 seconds",
+                    ));
+                }
+                (r, w)
+            }
+            None => (arg.as_str(), 5.0),
+        };
+        not_negative(rate, || {
+            "--server-bitrate-limit must be 0 or a positive rate".into()
+        })?;
+        let bps =
+            units::parse_rate(rate).map_err(|e| usage(format!("--server-bitrate-limit: {e}")))?;
+        Ok((bps > 0).then_some((bps, window)))
     }
 
     fn interval(&self) -> Result<f64, UsageError> {
@@ -519,6 +759,14 @@ impl Args {
         if self.version {
             return Ok(Command::Version);
         }
+        if let Some(p) = &self.plot {
+            if self.client.is_none() || self.find_max_rate {
+                return Err(usage(
+                    "--plot draws the charts of one client test; use it with -c HOST",
+                ));
+            }
+            tools::check_plot_file(p, "--plot")?;
+        }
         let roles = [self.server, self.client.is_some(), self.loopback]
             .iter()
             .filter(|&&b| b)
@@ -531,11 +779,16 @@ impl Args {
         if roles > 1 {
             return Err(usage("use only one of -s, -c and --loopback"));
         }
+        self.sctp_check()?;
         let format = match &self.format {
             Some(f) => Format::parse(f).map_err(usage)?,
             None => Format::Auto,
         };
+        let csv = self.csv_columns()?;
         if self.server {
+            if csv.is_some() {
+                return Err(usage("--csv writes a client test's rows; use it with -c"));
+            }
             self.reject_client_only()?;
             if self.max_tests == 0 {
                 return Err(usage("--max-tests must be at least 1"));
@@ -565,6 +818,8 @@ impl Args {
                     verbose: self.verbose,
                     format,
                     interval_s: self.interval()?,
+                    auth: self.auth.server()?,
+                    side: self.side_opts()?,
                 },
                 daemon: self.daemon,
                 pidfile: self.pidfile.clone(),
@@ -576,10 +831,31 @@ impl Args {
                 "-1, -D and --idle-timeout are server options (use with -s)",
             ));
         }
+        if self.loopback && (self.auth.username.is_some() || self.auth.use_pkcs1_padding) {
+            return Err(usage(
+                "--loopback's in-process server does not authenticate; --username and --use-pkcs1-padding are for -c",
+            ));
+        }
+        for (used, f) in [
+            (self.server_max_duration.is_some(), "--server-max-duration"),
+            (
+                self.server_bitrate_limit.is_some(),
+                "--server-bitrate-limit",
+            ),
+        ] {
+            if used {
+                return Err(usage(format!("{f} is a server option (use with -s)")));
+            }
+        }
         let cfg = self.client_config(format)?;
         if self.repeat.is_some() && (self.loopback || self.find_max_rate) {
             return Err(usage(
                 "--repeat repeats one client test; it does not go with --loopback or --find-max-rate",
+            ));
+        }
+        if csv.is_some() && (self.loopback || self.find_max_rate) {
+            return Err(usage(
+                "--csv writes one client test's rows; it cannot be used with --loopback or --find-max-rate",
             ));
         }
         if self.loopback {
@@ -647,9 +923,9 @@ impl Args {
                     "--repeat needs tests that end; -t 0 runs until interrupted",
                 ));
             }
-            if cfg.mode == Mode::JsonStream {
+            if cfg.mode == Mode::JsonStream || csv.is_some() || self.plot.is_some() {
                 return Err(usage(
-                    "--repeat prints text or one -J document, not --json-stream",
+                    "--repeat prints text or one -J document, not --json-stream, --csv or --plot",
                 ));
             }
             let plan = crate::experiment::repeat::Plan::from_flags(
@@ -672,7 +948,50 @@ impl Args {
         Ok(Command::Client {
             cfg,
             logfile: self.logfile.clone(),
+            plot: self.plot.clone(),
+            csv,
         })
+    }
+
+    /// `--csv [--fields a,b,c]`: the columns, or `None` without `--csv`.
+    fn csv_columns(&self) -> Result<Option<crate::report::csv::Columns>, UsageError> {
+        use crate::report::csv::Columns;
+        if !self.csv {
+            return match self.fields {
+                Some(_) => Err(usage("--fields chooses CSV columns; use it with --csv")),
+                None => Ok(None),
+            };
+        }
+        if self.json || self.json_stream {
+            return Err(usage("--csv and -J/--json-stream cannot be used together"));
+        }
+        match &self.fields {
+            Some(f) => Columns::parse(f).map(Some).map_err(usage),
+            None => Ok(Some(Columns::default())),
+        }
+    }
+
+    /// `--sctp`, `--nstreams`, `-X`: one sentence, whether this kernel has SCTP or not.
+    fn sctp_check(&self) -> Result<(), UsageError> {
+        let flag = if self.sctp {
+            "--sctp"
+        } else if self.nstreams.is_some() {
+            "--nstreams"
+        } else if !self.xbind.is_empty() {
+            "-X/--xbind"
+        } else {
+            return Ok(());
+        };
+        Err(usage(
+            match crate::sock::stream_protocol_available(libc::IPPROTO_SCTP) {
+                Err(e) => format!(
+                    "{flag} needs SCTP, which this kernel does not have ({e}); use TCP or UDP (-u)"
+                ),
+                Ok(()) => format!(
+                    "{flag}: this kernel has SCTP, but netmeter does not run SCTP tests yet; use TCP or UDP (-u)"
+                ),
+            },
+        ))
     }
 
     /// `-A N[,M]`: local CPU and the server's.
@@ -863,6 +1182,9 @@ impl Args {
             (self.no_gso, "--no-gso"),
             (self.no_gro, "--no-gro"),
             (self.gsro, "--gsro"),
+            (self.flowlabel.is_some(), "-L"),
+            (self.dont_fragment, "--dont-fragment"),
+            (self.pacing_timer.is_some(), "--pacing-timer"),
         ];
         if let Some((_, f)) = used.iter().find(|(u, _)| *u) {
             return Err(usage(format!(
@@ -897,7 +1219,23 @@ impl Args {
                 "only one test end condition (-t, -n, -k) may be given",
             ));
         }
-        let end = if let Some(n) = &self.bytes {
+        if self.file.is_some() && protocol == Protocol::Udp {
+            return Err(usage(
+                "-F: cannot transfer a file over UDP (iperf3 cannot either)",
+            ));
+        }
+        // -F without an end condition: the file's size, as iperf3.
+        let file_len = match &self.file {
+            Some(f) if ends == 0 && direction != Direction::Reverse => Some(
+                std::fs::metadata(f)
+                    .map_err(|e| usage(format!("-F: cannot read {}: {e}", f.display())))?
+                    .len(),
+            ),
+            _ => None,
+        };
+        let end = if let Some(n) = file_len.filter(|&n| n > 0) {
+            EndCondition::Bytes(n)
+        } else if let Some(n) = &self.bytes {
             not_negative(n, || "-n must be more than 0 bytes".into())?;
             let n = units::parse_bytes(n).map_err(|e| usage(format!("-n: {e}")))?;
             if n == 0 {
@@ -1014,20 +1352,28 @@ impl Args {
                 units::parse_rate(r).map_err(|e| usage(format!("--fq-rate: {e}")))
             })
             .transpose()?;
-        if (self.no_gso || self.no_gro || self.gsro)
+        // iperf3 3.22 runs a TCP test with --gsro (it only touches UDP), so netmeter
+        // accepts it too; the netmeter-only switches say they do nothing there.
+        if (self.no_gso || self.no_gro)
             && protocol == Protocol::Tcp
             && !self.loopback
             && !self.find_max_rate
         {
-            return Err(usage(
-                "--no-gso, --no-gro and --gsro apply to UDP tests (-u)",
-            ));
+            return Err(usage("--no-gso and --no-gro apply to UDP tests (-u)"));
         }
         if self.no_gso && self.gsro {
             return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gso"));
         }
         if self.no_gro && self.gsro {
             return Err(usage("--gsro asks for GSO and GRO; drop it or --no-gro"));
+        }
+        if self.rcv_timeout.is_some() && direction == Direction::Upload && !self.loopback {
+            return Err(usage(
+                "--rcv-timeout applies to a receiving client: use it with -R or --bidir (or on the server)",
+            ));
+        }
+        if self.mptcp && protocol == Protocol::Udp {
+            return Err(usage("-m (MPTCP) applies to TCP tests; drop -u"));
         }
         if self.zerocopy && protocol == Protocol::Udp {
             return Err(usage("-Z (zero-copy) applies to TCP only"));
@@ -1062,6 +1408,30 @@ impl Args {
             working_load: None,
             no_gso: self.no_gso,
             no_gro: self.no_gro,
+            dont_fragment: self.dont_fragment,
+            mptcp: self.mptcp,
+            flowlabel: self
+                .flowlabel
+                .as_deref()
+                .map(|l| {
+                    parse_int(l)
+                        .filter(|v| (1..=wire::MAX_FLOWLABEL).contains(v))
+                        .ok_or_else(|| {
+                            usage(format!(
+                                "-L needs a flow label from 1 to 0xfffff, not '{l}'"
+                            ))
+                        })
+                })
+                .transpose()?,
+            pacing_timer_us: match &self.pacing_timer {
+                None => wire::DEFAULT_PACING_TIMER_US,
+                Some(t) => {
+                    not_negative(t, || "--pacing-timer must be 0 or more microseconds".into())?;
+                    let v =
+                        units::parse_bytes(t).map_err(|e| usage(format!("--pacing-timer: {e}")))?;
+                    u32::try_from(v).map_err(|_| usage("--pacing-timer is too large"))?
+                }
+            },
         };
         let spec = self.with_working_load(spec)?;
         let mut spec = self.with_profile(spec)?;
@@ -1070,7 +1440,11 @@ impl Args {
         }
         Ok(ClientConfig {
             in_process_server: false,
-            host: self.client.clone().unwrap_or_default(),
+            host: self
+                .client
+                .as_deref()
+                .map(|c| split_dev(c).0.to_string())
+                .unwrap_or_default(),
             port: self.port,
             spec,
             len_given: self.length.is_some(),
@@ -1093,6 +1467,8 @@ impl Args {
                 h => h,
             },
             txstart: self.txstart()?,
+            auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
+            side: self.side_opts()?,
         })
     }
 }
@@ -1172,22 +1548,10 @@ mod tests {
 
     #[test]
     fn iperf3_options_netmeter_lacks_say_so() {
-        for (args, opt) in [
-            (
-                &["-s", "--server-max-duration", "5"][..],
-                "--server-max-duration",
-            ),
-            (&["-c", "h", "--username", "u"], "--username"),
-            (&["-c", "h", "--timestamps"], "--timestamps"),
-            (&["-c", "h", "--timestamps=%T"], "--timestamps"),
-            (&["-c", "h", "-F", "file"], "-F"),
-            (&["-c", "h", "--dont-fragment"], "--dont-fragment"),
-        ] {
-            assert_eq!(
-                sentence(args),
-                format!("{opt} is an iperf3 option that netmeter does not support yet")
-            );
-        }
+        assert_eq!(
+            sentence(&["-c", "h", "--no-fq-socket-pacing"]),
+            "--no-fq-socket-pacing is an iperf3 option that netmeter does not support yet"
+        );
         // Options iperf3 does not have either keep clap's message (with its suggestion).
         assert!(matches!(
             parse_args(["netmeter", "-c", "h", "--servr"]),
@@ -1236,6 +1600,227 @@ mod tests {
             z.contains("MSG_ZEROCOPY") && z.contains("sendfile otherwise"),
             "{z}"
         );
+    }
+
+    /// iperf3 3.22's options that issue 10 added: each is in `--help`, and none is in the
+    /// "not supported yet" list any more.
+    const IPERF3_322_ADDED: &[&str] =
+        &["--timestamps", "--forceflush", "--json-stream-full-output"];
+
+    #[test]
+    fn iperf3_322_options_are_in_the_help() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        for o in IPERF3_322_ADDED {
+            // A short flag is shown as "-F, --file".
+            let shown = if o.starts_with("--") {
+                o.to_string()
+            } else {
+                format!("{o}, --")
+            };
+            assert!(help.contains(&shown), "{o} missing from --help");
+            assert!(
+                !IPERF3_UNSUPPORTED.contains(o),
+                "{o} still listed as unsupported"
+            );
+        }
+    }
+
+    #[test]
+    fn timestamps_default_to_iperf3s_format_in_text_only() {
+        let a = |args: &[&str]| {
+            let mut v = vec!["netmeter", "-c", "h"];
+            v.extend_from_slice(args);
+            match parse_args(v) {
+                Ok(a) => a,
+                Err(_) => panic!("{args:?}"),
+            }
+        };
+        assert_eq!(a(&["--timestamps"]).text_timestamps(), Some("%c "));
+        assert_eq!(a(&["--timestamps=%T "]).text_timestamps(), Some("%T "));
+        assert_eq!(a(&["--timestamps", "-J"]).text_timestamps(), None);
+        assert_eq!(a(&[]).text_timestamps(), None);
+        assert!(
+            client(&["-c", "h", "--json-stream-full-output"])
+                .side
+                .json_stream_full
+        );
+    }
+
+    #[test]
+    fn server_limits_parse_as_iperf3s() {
+        let side = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.side,
+            other => panic!("{other:?}"),
+        };
+        let s = side(&[
+            "-s",
+            "--server-bitrate-limit",
+            "10M/2",
+            "--server-max-duration",
+            "30",
+        ]);
+        assert_eq!(s.bitrate_limit, Some((10_000_000, 2.0)));
+        assert_eq!(s.max_duration_s, Some(30));
+        assert_eq!(
+            side(&["-s", "--server-bitrate-limit", "1G"]).bitrate_limit,
+            Some((1_000_000_000, 5.0))
+        );
+        assert_eq!(
+            side(&["-s", "--server-max-duration", "0"]).max_duration_s,
+            None
+        );
+        for (args, want) in [
+            (
+                &["-s", "--server-bitrate-limit", "1M/0.05"][..],
+                "--server-bitrate-limit's averaging interval",
+            ),
+            (
+                &["-s", "--server-bitrate-limit", "1M/x"],
+                "--server-bitrate-limit: 'x'",
+            ),
+            (
+                &["-s", "--server-bitrate-limit", "-1"],
+                "--server-bitrate-limit must be 0",
+            ),
+            (
+                &["-s", "--server-max-duration", "-1"],
+                "--server-max-duration must be between 0 and 86400",
+            ),
+            (
+                &["-c", "h", "--server-max-duration", "5"],
+                "--server-max-duration is a server option",
+            ),
+            (
+                &["-c", "h", "--server-bitrate-limit", "5M"],
+                "--server-bitrate-limit is a server option",
+            ),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn bind_dev_comes_from_the_flag_or_a_percent_suffix() {
+        let c = client(&["-c", "h%eth1"]);
+        assert_eq!(
+            (c.host.as_str(), c.side.bind_dev.as_deref()),
+            ("h", Some("eth1"))
+        );
+        let c = client(&["-c", "h", "-B", "10.0.0.1%eth2"]);
+        assert_eq!(c.bind, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(c.side.bind_dev.as_deref(), Some("eth2"));
+        let c = client(&["-c", "h%eth1", "--bind-dev", "eth3"]);
+        assert_eq!(c.side.bind_dev.as_deref(), Some("eth3"));
+        // An IPv6 link-local literal keeps its zone: it is not a device to bind to.
+        let c = client(&["-c", "fe80::1%eth0"]);
+        assert_eq!((c.host.as_str(), c.side.bind_dev), ("fe80::1%eth0", None));
+        assert!(
+            sentence(&["-c", "h", "--bind-dev", "a-name-far-too-long"])
+                .contains("not a network interface")
+        );
+    }
+
+    #[test]
+    fn socket_options_resolve() {
+        let c = client(&[
+            "-c",
+            "h",
+            "-u",
+            "--dont-fragment",
+            "--snd-timeout",
+            "500",
+            "--cntl-ka=60//3",
+        ]);
+        assert!(c.spec.dont_fragment);
+        assert_eq!(c.side.snd_timeout_ms, Some(500));
+        assert_eq!(
+            c.side.cntl_ka,
+            Some(Keepalive {
+                idle_s: Some(60),
+                interval_s: None,
+                count: Some(3)
+            })
+        );
+        assert_eq!(
+            client(&["-c", "h", "--cntl-ka"]).side.cntl_ka,
+            Some(Keepalive::default())
+        );
+        assert_eq!(
+            client(&["-c", "h", "--snd-timeout", "0"])
+                .side
+                .snd_timeout_ms,
+            None
+        );
+        assert!(
+            sentence(&["-c", "h", "--snd-timeout", "-1"])
+                .starts_with("--snd-timeout must be between 0")
+        );
+        assert!(sentence(&["-c", "h", "--cntl-ka=5/1/5"]).contains("must be longer than INTV"));
+    }
+
+    #[test]
+    fn sctp_options_say_what_is_missing_in_one_sentence() {
+        let have = crate::sock::stream_protocol_available(libc::IPPROTO_SCTP).is_ok();
+        for (args, flag) in [
+            (&["-c", "h", "--sctp"][..], "--sctp"),
+            (&["-c", "h", "--nstreams", "4"], "--nstreams"),
+            (&["-s", "-X", "10.0.0.1"], "-X/--xbind"),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(flag), "{e}");
+            if have {
+                assert!(e.contains("does not run SCTP tests yet"), "{e}");
+            } else {
+                assert!(
+                    e.contains("needs SCTP, which this kernel does not have"),
+                    "{e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn flowlabel_and_pacing_timer_parse_as_iperf3s() {
+        assert_eq!(
+            client(&["-c", "h", "-L", "0x12345"]).spec.flowlabel,
+            Some(0x12345)
+        );
+        assert_eq!(client(&["-c", "h", "-L", "17"]).spec.flowlabel, Some(17));
+        for bad in ["0", "0x100000", "x"] {
+            assert!(
+                sentence(&["-c", "h", "-L", bad]).starts_with("-L needs a flow label"),
+                "{bad}"
+            );
+        }
+        assert_eq!(client(&["-c", "h"]).spec.pacing_timer_us, 1000);
+        assert_eq!(
+            client(&["-c", "h", "--pacing-timer", "2K"])
+                .spec
+                .pacing_timer_us,
+            2048
+        );
+        assert!(
+            sentence(&["-c", "h", "--pacing-timer", "-1"]).starts_with("--pacing-timer must be")
+        );
+    }
+
+    #[test]
+    fn gsro_is_accepted_for_tcp_too_as_iperf3_does() {
+        assert_eq!(client(&["-c", "h", "--gsro"]).spec.protocol, Protocol::Tcp);
+        assert!(
+            sentence(&["-c", "h", "--no-gso"]).starts_with("--no-gso and --no-gro apply to UDP")
+        );
+        assert!(sentence(&["-s", "--gsro"]).starts_with("--gsro is a client option"));
+        for f in [
+            &["-L", "5"][..],
+            &["--dont-fragment"],
+            &["--pacing-timer", "10"],
+        ] {
+            let e = sentence(&[&["-s"], f].concat());
+            assert!(e.contains("is a client option"), "{f:?}: {e}");
+        }
     }
 
     fn client(args: &[&str]) -> ClientConfig {

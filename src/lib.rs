@@ -9,6 +9,7 @@
 // `unsafe` lives only in `sock`, the platform layer, which allows it for itself.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod cli;
 pub mod clocksync;
 pub mod engine;
@@ -23,6 +24,7 @@ pub mod sock;
 pub mod spec;
 pub mod stats;
 pub mod units;
+pub mod version;
 pub mod wire;
 
 /// A client test's resolved configuration (flags, or a program's own choice).

@@ -4,35 +4,47 @@
 
 use netmeter::cli::{self, Command};
 use netmeter::engine::output::{self, Mode, Sink};
+use netmeter::engine::progress::{self, Progress};
 use netmeter::engine::{Stopped, TestError, client, server};
+use netmeter::report::csv::CsvRenderer;
+use netmeter::report::{html, input, plot};
+use std::io::IsTerminal;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-fn open_sink(logfile: Option<&Path>) -> anyhow::Result<Sink> {
-    Ok(match logfile {
+/// Where the output goes: stdout or `--logfile`, with `--timestamps` lines stamped.
+/// Every write is flushed (`engine::output`), which is also what `--forceflush` asks.
+fn open_sink(logfile: Option<&Path>, stamps: Option<&str>) -> anyhow::Result<Sink> {
+    let w: Box<dyn Write + Send> = match logfile {
         Some(p) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
                 .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", p.display()))?;
-            output::sink(Box::new(f))
+            Box::new(f)
         }
-        None => output::sink(Box::new(std::io::stdout())),
+        None => Box::new(std::io::stdout()),
+    };
+    Ok(match stamps {
+        Some(f) => output::sink(Box::new(output::Stamped::local_time(w, f.to_string()))),
+        None => output::sink(w),
     })
 }
 
-fn run(cmd: Command) -> anyhow::Result<()> {
+fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
+    let open_sink = |logfile: Option<&Path>| open_sink(logfile, stamps);
     match cmd {
         Command::Version => {
-            println!(
-                "netmeter {} (iperf3 wire protocol; extensions v{})\n{}",
-                env!("CARGO_PKG_VERSION"),
-                netmeter::wire::EXT_VERSION,
-                netmeter::sock::system_info()
+            print!(
+                "{}",
+                netmeter::version::text(
+                    &netmeter::sock::system_info(),
+                    &netmeter::sock::kernel_features()
+                )
             );
             Ok(())
         }
@@ -64,12 +76,24 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             }
             r
         }
-        Command::Client { cfg, logfile } => {
-            catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref())?;
-            netmeter::run(&cfg, &mut client::renderer(&cfg, sink))?;
-            Ok(())
+        Command::Client {
+            cfg,
+            logfile,
+            csv,
+            plot,
+        } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
+        Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
+        Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
+        Command::Generate(asset) => {
+            let mut v = Vec::new();
+            cli::generate::render(asset, &mut v)?;
+            write_stdout(&v)
         }
+        Command::Csv {
+            input,
+            columns,
+            output,
+        } => csv_file(&input, &columns, output.as_deref()),
         Command::Repeat { cfg, plan, logfile } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
@@ -83,11 +107,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
+            // Trials print nothing while they run: a status line shows each one.
+            let progress =
+                progress::wanted(cfg.mode == Mode::Text, 0.0, logfile.is_some(), stdout_tty());
             Ok(netmeter::engine::max_rate::run(
                 &cfg,
                 loss_target,
                 start_bps,
                 sink,
+                progress,
             )?)
         }
         Command::Loopback { tcp, udp, logfile } => {
@@ -107,6 +135,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     verbose: false,
                     format: Default::default(),
                     interval_s: tcp.interval_s,
+                    auth: None,
+                    side: Default::default(),
                 },
                 quiet,
             )?;
@@ -126,27 +156,121 @@ fn run(cmd: Command) -> anyhow::Result<()> {
     }
 }
 
+/// A client test: iperf3's text or JSON, CSV (`--csv`), or text with a status line
+/// (`-i 0` on a terminal).
+fn run_client(
+    cfg: &client::ClientConfig,
+    logfile: Option<&Path>,
+    stamps: Option<&str>,
+    csv: Option<netmeter::report::csv::Columns>,
+    plot_to: Option<&Path>,
+) -> anyhow::Result<()> {
+    catch_stop_signals()?;
+    let sink = open_sink(logfile, stamps)?;
+    if let Some(columns) = csv {
+        let write = move |s: &str| {
+            if let Ok(mut w) = sink.lock() {
+                let _ = w.write_all(s.as_bytes());
+                let _ = w.flush();
+            }
+        };
+        let warn = |w: &str| eprintln!("netmeter: warning: {w}");
+        let title = cfg.spec.title.clone();
+        let mut csv = CsvRenderer::new(columns, title, Box::new(write), Box::new(warn));
+        let report = netmeter::run(cfg, &mut csv)?;
+        return plot_client(cfg, report, plot_to);
+    }
+    let mut renderer = client::renderer(cfg, sink);
+    let text = cfg.mode == Mode::Text;
+    let report = if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+        // Intervals feed the status line; the renderer never sees them.
+        let mut ticking = cfg.clone();
+        ticking.interval_s = progress::TICK_S;
+        netmeter::run(&ticking, &mut Progress::new(renderer, None))?
+    } else {
+        netmeter::run(cfg, &mut renderer)?
+    };
+    plot_client(cfg, report, plot_to)
+}
+
+/// `--plot FILE`: the finished test's charts.
+fn plot_client(
+    cfg: &client::ClientConfig,
+    report: netmeter::Report,
+    path: Option<&Path>,
+) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let name = cfg.spec.title.clone().unwrap_or_else(|| cfg.host.clone());
+    let input = input::Input {
+        name,
+        path: path.to_path_buf(),
+        report,
+    };
+    Ok(plot::write_file(&[input], path)?)
+}
+
+/// `netmeter csv`: the whole input is read and checked before anything is written.
+fn csv_file(
+    input: &Path,
+    columns: &netmeter::report::csv::Columns,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let report = netmeter::report::input::read_result(input)?;
+    let text = netmeter::report::csv::rows(&report, columns);
+    match output {
+        Some(p) => write_whole(p, text.as_bytes()),
+        None => write_stdout(text.as_bytes()),
+    }
+}
+
+fn stdout_tty() -> bool {
+    std::io::stdout().is_terminal()
+}
+
+/// Write a command's whole output to stdout; a reader that went away (`| head`) is not
+/// an error.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            anyhow::bail!("cannot write to standard output: {e}")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Write `bytes` to `path` whole or not at all: into a temporary file beside it, renamed
+/// over `path` once complete (a failed write removes the temporary file).
+fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let Some(name) = name else {
+        anyhow::bail!("cannot write {}: it names no file", path.display());
+    };
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let r = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!("cannot write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(sub) = netmeter::experiment::cli::subcommand(&argv) {
         return run_experiment(sub);
     }
+    if let Some(parsed) = cli::subcommand(&argv) {
+        return match parsed {
+            Ok(cmd) => finish(run(cmd, None)),
+            Err(e) => args_error(e),
+        };
+    }
     let args = match cli::parse_args(argv) {
         Ok(a) => a,
-        Err(cli::ArgsError::Usage(e)) => {
-            eprintln!("netmeter: {e}");
-            return ExitCode::from(1);
-        }
-        Err(cli::ArgsError::Clap(e)) => {
-            // --help and usage errors: clap formats them; exit 0 only for help.
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(e) => return args_error(e),
     };
+    let stamps = args.text_timestamps().map(str::to_string);
     let cmd = match args.resolve() {
         Ok(c) => c,
         Err(e) => {
@@ -154,23 +278,30 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(cmd) {
-        Ok(()) => ExitCode::SUCCESS,
-        // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
-        // the client has terminated by signal Interrupt(2)" and exits 0, as for a test
-        // that ended normally (the user asked for the stop).
-        Err(e) if stopped(&e).is_some_and(Stopped::by_signal) => {
-            eprintln!("netmeter: {e:#}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("netmeter: error - {e:#}");
+    finish(run(cmd, stamps.as_deref()))
+}
+
+/// A command line that did not parse: one line, or clap's help or message.
+fn args_error(e: cli::ArgsError) -> ExitCode {
+    match e {
+        cli::ArgsError::Usage(e) => {
+            eprintln!("netmeter: {e}");
             ExitCode::from(1)
+        }
+        cli::ArgsError::Clap(e) => {
+            // --help and usage errors: clap formats them; exit 0 only for help.
+            let _ = e.print();
+            if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
     }
 }
 
-/// An experiment subcommand (`compare`): clap's help and errors, one line otherwise.
+/// An experiment subcommand (`compare`, `sweep`): clap's help and errors, one line
+/// otherwise.
 fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error>) -> ExitCode {
     use netmeter::experiment::cli::{self as exp, ExperimentError, Subcommand};
     let r = match sub {
@@ -208,6 +339,32 @@ fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error
             ExitCode::from(1)
         }
     }
+}
+
+/// The exit status of a command's result, with its one error line.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
+        // the client has terminated by signal Interrupt(2)" and exits 0, as for a test
+        // that ended normally (the user asked for the stop).
+        Err(e) if stopped(&e).is_some_and(Stopped::by_signal) => {
+            eprintln!("netmeter: {e:#}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("netmeter: error - {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Every input of `plot`/`report`, or the first that cannot be used.
+fn load(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<input::Input>> {
+    Ok(paths
+        .iter()
+        .map(|p| input::load_file(p))
+        .collect::<Result<_, _>>()?)
 }
 
 /// The [`Stopped`] an error is, if the run was stopped on purpose.

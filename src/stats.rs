@@ -157,6 +157,50 @@ pub fn lost_percent(lost: u64, packets: u64) -> f64 {
     }
 }
 
+/// `--server-bitrate-limit RATE[/SECONDS]`: the server's judge of a test's total rate
+/// (both directions, all streams), as iperf3's `iperf_check_total_rate`: one sample of
+/// the cumulative byte count per second of test time; once `window` samples exist,
+/// the average over the last `window` seconds must not exceed the limit.
+#[derive(Debug, Clone)]
+pub struct BitrateLimit {
+    limit_bps: u64,
+    /// Per-second byte counts of the last `window` seconds.
+    window: std::collections::VecDeque<u64>,
+    len: usize,
+    last_total: u64,
+}
+
+impl BitrateLimit {
+    /// A judge for `limit_bps` averaged over `window_s` seconds (iperf3's default 5;
+    /// below one second, one second, which is the sampling period).
+    pub fn new(limit_bps: u64, window_s: f64) -> BitrateLimit {
+        let len = window_s.round().max(1.0) as usize;
+        BitrateLimit {
+            limit_bps,
+            window: std::collections::VecDeque::with_capacity(len),
+            len,
+            last_total: 0,
+        }
+    }
+
+    /// Feed the cumulative byte count at the end of another second of the test. The
+    /// average rate in bits/s when it is above the limit.
+    pub fn on_second(&mut self, total_bytes: u64) -> Option<u64> {
+        let delta = total_bytes.saturating_sub(self.last_total);
+        self.last_total = total_bytes;
+        if self.window.len() == self.len {
+            self.window.pop_front();
+        }
+        self.window.push_back(delta);
+        if self.window.len() < self.len {
+            return None;
+        }
+        let bytes: u64 = self.window.iter().sum();
+        let bps = bytes.saturating_mul(8) / self.len as u64;
+        (bps > self.limit_bps).then_some(bps)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +305,30 @@ mod tests {
             prop_assert_eq!(c.received + c.lost, c.highest_seq);
             prop_assert_eq!(c.received, seqs.len() as u64);
         }
+    }
+
+    #[test]
+    fn bitrate_limit_judges_the_average_over_its_window() {
+        // 1 Mbit/s over 3 s: 125 000 bytes a second is exactly the limit.
+        let mut l = BitrateLimit::new(1_000_000, 3.0);
+        assert_eq!(l.on_second(500_000), None, "one sample is not a window yet");
+        assert_eq!(l.on_second(500_000), None);
+        // 500 000 bytes in 3 s = 1.33 Mbit/s.
+        assert_eq!(l.on_second(500_000), Some(1_333_333));
+        // A steady 1 Mbit/s passes a 2 Mbit/s limit; a one-second burst of 3 Mbit/s is
+        // averaged away, a second one is not.
+        let mut l = BitrateLimit::new(2_000_000, 3.0);
+        let mut total = 0;
+        for _ in 0..10 {
+            total += 125_000;
+            assert_eq!(l.on_second(total), None);
+        }
+        total += 375_000;
+        assert_eq!(l.on_second(total), None);
+        total += 375_000;
+        assert_eq!(l.on_second(total), Some(2_333_333));
+        // Below one second, the window is one sample.
+        let mut l = BitrateLimit::new(8, 0.2);
+        assert_eq!(l.on_second(2), Some(16));
     }
 }

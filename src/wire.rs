@@ -5,7 +5,23 @@
 //! typed values or a typed [`WireError`]. Source for every constant: the esnet/iperf
 //! sources (`src/iperf.h`, `src/iperf_api.h`, `src/iperf_udp.c`), as summarised in
 //! `shared/reference/iperf3.md` and `docs/protocol.md`.
+//!
+//! Here: the control messages (state bytes, cookie, length-prefixed JSON, parameters,
+//! results, the error trailer). `wire/errcode.rs` names iperf3's error codes,
+//! `wire/data.rs` holds the data-stream headers (UDP, `--trip-times` TCP frames,
+//! isochronous frames), `wire/ext.rs` netmeter's extension request and answer; all
+//! are re-exported here, so users name them `wire::X`.
 
+mod data;
+mod errcode;
+mod ext;
+
+pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
+pub use errcode::ErrCode;
+pub use ext::{
+    Bounceback, ExtAnswer, ExtRequest, Feature, FrameSummary, Isochronous, MAX_BOUNCEBACK_BURST,
+    MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US, WorkingLoad,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -57,6 +73,10 @@ pub const MAX_OMIT: u64 = 600;
 pub const MAX_BURST: u32 = 1000;
 /// Largest MSS (`MAX_MSS` in 3.21).
 pub const MAX_MSS: u32 = 32767;
+/// iperf3's default `pacing_timer` in microseconds (`DEFAULT_PACING_TIMER`, src/iperf_api.h).
+pub const DEFAULT_PACING_TIMER_US: u32 = 1000;
+/// The largest IPv6 flow label (20 bits; iperf3's `-L` range is 1..=0xfffff).
+pub const MAX_FLOWLABEL: u32 = 0xfffff;
 
 /// Protocol version of netmeter's extension negotiation.
 pub const EXT_VERSION: u32 = 1;
@@ -285,308 +305,6 @@ pub fn encode_server_error(code: ErrCode, errno: i32) -> [u8; 9] {
     out
 }
 
-macro_rules! err_codes {
-    ($($(#[$doc:meta])* $name:ident = $value:literal,)*) => {
-        /// iperf3 error codes by name (`enum iperf_error_code` in esnet/iperf
-        /// `src/iperf_api.h`): what a server sends after `SERVER_ERROR`, and what
-        /// netmeter's server answers with. A code this list does not name (a newer
-        /// iperf3's) travels as [`ErrCode::Other`].
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum ErrCode {
-            $($(#[$doc])* $name,)*
-            /// A code netmeter does not know by name.
-            Other(i32),
-        }
-
-        impl ErrCode {
-            /// The code for a number from the wire.
-            pub fn from_i32(code: i32) -> ErrCode {
-                match code {
-                    $($value => ErrCode::$name,)*
-                    other => ErrCode::Other(other),
-                }
-            }
-
-            /// The number on the wire.
-            pub fn to_i32(self) -> i32 {
-                match self {
-                    $(ErrCode::$name => $value,)*
-                    ErrCode::Other(code) => code,
-                }
-            }
-        }
-    };
-}
-
-err_codes! {
-    /// `IENONE`: no error.
-    None = 0,
-    /// `IESERVCLIENT`: cannot be both server and client.
-    ServClient = 1,
-    /// `IENOROLE`: must either be a client or a server.
-    NoRole = 2,
-    /// `IESERVERONLY`: this option is server only.
-    ServerOnly = 3,
-    /// `IECLIENTONLY`: this option is client only.
-    ClientOnly = 4,
-    /// `IEDURATION`: test duration too long (`MAX_TIME`).
-    Duration = 5,
-    /// `IENUMSTREAMS`: too many parallel streams (`MAX_STREAMS`).
-    NumStreams = 6,
-    /// `IEBLOCKSIZE`: block size too large (`MAX_BLOCKSIZE`).
-    BlockSize = 7,
-    /// `IEBUFSIZE`: socket buffer size too large (`MAX_TCP_BUFFER`).
-    BufSize = 8,
-    /// `IEINTERVAL`: invalid report interval.
-    Interval = 9,
-    /// `IEMSS`: MSS too large (`MAX_MSS`).
-    Mss = 10,
-    /// `IENOSENDFILE`: this OS does not support sendfile.
-    NoSendfile = 11,
-    /// `IEOMIT`: bogus value for --omit.
-    Omit = 12,
-    /// `IEUNIMP`: not implemented.
-    Unimp = 13,
-    /// `IEFILE`: the -F file could not be opened.
-    File = 14,
-    /// `IEBURST`: invalid burst count (`MAX_BURST`).
-    Burst = 15,
-    /// `IEENDCONDITIONS`: only one end condition (-t, -n, -k) may be given.
-    EndConditions = 16,
-    /// `IELOGFILE`: cannot open the log file.
-    LogFile = 17,
-    /// `IENOSCTP`: no SCTP support.
-    NoSctp = 18,
-    /// `IEBIND`: unused (local port without a local bind).
-    Bind = 19,
-    /// `IEUDPBLOCKSIZE`: invalid UDP block size.
-    UdpBlockSize = 20,
-    /// `IEBADTOS`: bad TOS value.
-    BadTos = 21,
-    /// `IESETCLIENTAUTH`: bad client authentication configuration.
-    SetClientAuth = 22,
-    /// `IESETSERVERAUTH`: bad server authentication configuration.
-    SetServerAuth = 23,
-    /// `IEBADFORMAT`: bad -f argument.
-    BadFormat = 24,
-    /// `IEREVERSEBIDIR`: cannot be both reverse and bidirectional.
-    ReverseBidir = 25,
-    /// `IEBADPORT`: bad port number.
-    BadPort = 26,
-    /// `IETOTALRATE`: total bitrate above the server's limit.
-    TotalRate = 27,
-    /// `IETOTALINTERVAL`: invalid interval for the average rate.
-    TotalInterval = 28,
-    /// `IESKEWTHRESHOLD`: invalid skew threshold.
-    SkewThreshold = 29,
-    /// `IEIDLETIMEOUT`: invalid idle timeout.
-    IdleTimeout = 30,
-    /// `IERCVTIMEOUT`: illegal receive timeout.
-    RcvTimeout = 31,
-    /// `IERVRSONLYRCVTIMEOUT`: the receive timeout is for reverse mode only.
-    RvrsOnlyRcvTimeout = 32,
-    /// `IESNDTIMEOUT`: illegal send timeout.
-    SndTimeout = 33,
-    /// `IEUDPFILETRANSFER`: cannot transfer a file over UDP.
-    UdpFileTransfer = 34,
-    /// `IESERVERAUTHUSERS`: cannot read the authorized users file.
-    ServerAuthUsers = 35,
-    /// `IECNTLKA`: keepalive period shorter than the retry period.
-    CntlKa = 36,
-    /// `IEMAXSERVERTESTDURATIONEXCEEDED`: duration above the server's maximum.
-    MaxServerTestDurationExceeded = 37,
-    /// `IEUNITVAL`: invalid unit value or suffix.
-    UnitVal = 38,
-    /// `IERVRSONLYSKIPRXCOPY`: --skip-rx-copy not supported.
-    RvrsOnlySkipRxCopy = 39,
-    /// `IEBADDSCP`: bad DSCP value.
-    BadDscp = 40,
-    /// `IENEWTEST`: unable to create a new test.
-    NewTest = 100,
-    /// `IEINITTEST`: test initialization failed.
-    InitTest = 101,
-    /// `IELISTEN`: unable to listen for connections.
-    Listen = 102,
-    /// `IECONNECT`: unable to connect to the server.
-    Connect = 103,
-    /// `IEACCEPT`: unable to accept a connection.
-    Accept = 104,
-    /// `IESENDCOOKIE`: unable to send the cookie.
-    SendCookie = 105,
-    /// `IERECVCOOKIE`: unable to receive the cookie.
-    RecvCookie = 106,
-    /// `IECTRLWRITE`: unable to write to the control socket.
-    CtrlWrite = 107,
-    /// `IECTRLREAD`: unable to read from the control socket.
-    CtrlRead = 108,
-    /// `IECTRLCLOSE`: the control socket closed unexpectedly.
-    CtrlClose = 109,
-    /// `IEMESSAGE`: received an unknown message.
-    Message = 110,
-    /// `IESENDMESSAGE`: unable to send a control message.
-    SendMessage = 111,
-    /// `IERECVMESSAGE`: unable to receive a control message.
-    RecvMessage = 112,
-    /// `IESENDPARAMS`: unable to send the parameters.
-    SendParams = 113,
-    /// `IERECVPARAMS`: unable to receive the parameters.
-    RecvParams = 114,
-    /// `IEPACKAGERESULTS`: unable to package the results.
-    PackageResults = 115,
-    /// `IESENDRESULTS`: unable to send the results.
-    SendResults = 116,
-    /// `IERECVRESULTS`: unable to receive the results.
-    RecvResults = 117,
-    /// `IESELECT`: select failed.
-    Select = 118,
-    /// `IECLIENTTERM`: the client has terminated.
-    ClientTerm = 119,
-    /// `IESERVERTERM`: the server has terminated.
-    ServerTerm = 120,
-    /// `IEACCESSDENIED`: the server is busy running a test.
-    AccessDenied = 121,
-    /// `IESETNODELAY`: unable to set TCP_NODELAY.
-    SetNoDelay = 122,
-    /// `IESETMSS`: unable to set the MSS.
-    SetMss = 123,
-    /// `IESETBUF`: unable to set the socket buffer size.
-    SetBuf = 124,
-    /// `IESETTOS`: unable to set the IP TOS.
-    SetTos = 125,
-    /// `IESETCOS`: unable to set the IPv6 traffic class.
-    SetCos = 126,
-    /// `IESETFLOW`: unable to set the IPv6 flow label.
-    SetFlow = 127,
-    /// `IEREUSEADDR`: unable to set SO_REUSEADDR.
-    ReuseAddr = 128,
-    /// `IENONBLOCKING`: unable to make a socket non-blocking.
-    NonBlocking = 129,
-    /// `IESETWINDOWSIZE`: unable to set the window size.
-    SetWindowSize = 130,
-    /// `IEPROTOCOL`: protocol does not exist.
-    Protocol = 131,
-    /// `IEAFFINITY`: unable to set the CPU affinity.
-    Affinity = 132,
-    /// `IEDAEMON`: unable to become a daemon.
-    Daemon = 133,
-    /// `IESETCONGESTION`: unable to set TCP_CONGESTION.
-    SetCongestion = 134,
-    /// `IEPIDFILE`: unable to write the PID file.
-    PidFile = 135,
-    /// `IEV6ONLY`: unable to set IPV6_V6ONLY.
-    V6Only = 136,
-    /// `IESETSCTPDISABLEFRAG`: unable to set SCTP fragmentation.
-    SetSctpDisableFrag = 137,
-    /// `IESETSCTPNSTREAM`: unable to set the SCTP stream count.
-    SetSctpNstream = 138,
-    /// `IESETSCTPBINDX`: bad sctp_bindx() parameters.
-    SetSctpBindx = 139,
-    /// `IESETPACING`: unable to set the pacing rate.
-    SetPacing = 140,
-    /// `IESETBUF2`: socket buffer size not as written.
-    SetBuf2 = 141,
-    /// `IEAUTHTEST`: test authorization failed.
-    AuthTest = 142,
-    /// `IEBINDDEV`: unable to bind to the device.
-    BindDev = 143,
-    /// `IENOMSG`: no message within the receive timeout.
-    NoMsg = 144,
-    /// `IESETDONTFRAGMENT`: unable to set Don't Fragment.
-    SetDontFragment = 145,
-    /// `IEBINDDEVNOSUPPORT`: bind to device not supported.
-    BindDevNoSupport = 146,
-    /// `IEHOSTDEV`: `ip%dev` is only for IPv6 link-local addresses.
-    HostDev = 147,
-    /// `IESETUSERTIMEOUT`: unable to set TCP_USER_TIMEOUT.
-    SetUserTimeout = 148,
-    /// `IEPTHREADCREATE`: unable to create a thread.
-    PthreadCreate = 150,
-    /// `IEPTHREADCANCEL`: unable to cancel a thread.
-    PthreadCancel = 151,
-    /// `IEPTHREADJOIN`: unable to join a thread.
-    PthreadJoin = 152,
-    /// `IEPTHREADATTRINIT`: unable to initialize thread attributes.
-    PthreadAttrInit = 153,
-    /// `IEPTHREADATTRDESTROY`: unable to destroy thread attributes.
-    PthreadAttrDestroy = 154,
-    /// `IESETCNTLKA`: unable to set SO_KEEPALIVE.
-    SetCntlKa = 155,
-    /// `IESETCNTLKAKEEPIDLE`: unable to set TCP_KEEPIDLE.
-    SetCntlKaKeepIdle = 156,
-    /// `IESETCNTLKAINTERVAL`: unable to set TCP_KEEPINTVL.
-    SetCntlKaInterval = 157,
-    /// `IESETCNTLKACOUNT`: unable to set TCP_KEEPCNT.
-    SetCntlKaCount = 158,
-    /// `IEPTHREADSIGMASK`: unable to set a thread's signal mask.
-    PthreadSigmask = 159,
-    /// `IESERVERTESTDURATIONEXPIRED`: the server's test duration expired.
-    ServerTestDurationExpired = 160,
-    /// `IECREATESTREAM`: unable to create a stream.
-    CreateStream = 200,
-    /// `IEINITSTREAM`: unable to initialize a stream.
-    InitStream = 201,
-    /// `IESTREAMLISTEN`: unable to start the stream listener.
-    StreamListen = 202,
-    /// `IESTREAMCONNECT`: unable to connect a stream.
-    StreamConnect = 203,
-    /// `IESTREAMACCEPT`: unable to accept a stream connection.
-    StreamAccept = 204,
-    /// `IESTREAMWRITE`: unable to write to a stream.
-    StreamWrite = 205,
-    /// `IESTREAMREAD`: unable to read from a stream.
-    StreamRead = 206,
-    /// `IESTREAMCLOSE`: a stream closed unexpectedly.
-    StreamClose = 207,
-    /// `IESTREAMID`: a stream has an invalid ID.
-    StreamId = 208,
-    /// `IENEWTIMER`: unable to create a timer.
-    NewTimer = 300,
-    /// `IEUPDATETIMER`: unable to update a timer.
-    UpdateTimer = 301,
-}
-
-impl ErrCode {
-    /// A readable sentence for a code received from a server, with its number.
-    pub fn describe(self) -> String {
-        let code = self.to_i32();
-        let s = match code {
-            1 => "cannot be both server and client",
-            2 => "must either be a client or a server",
-            3 => "an option was server-only",
-            4 => "an option was client-only",
-            5 => "the test duration is too long (maximum 86400 seconds)",
-            6 => "too many parallel streams (maximum 128)",
-            7 => "the block size is too large (maximum 1 MiB)",
-            8 => "the socket buffer size is too large (maximum 512 MiB)",
-            9 => "invalid report interval",
-            10 => "the MSS is too large",
-            11 => "the server does not support sendfile (-Z)",
-            12 => "bogus value for --omit",
-            13 => "a requested feature is not implemented by the server",
-            14 => "the server could not open its -F file",
-            15 => "invalid burst count (maximum 1000)",
-            16 => "only one end condition (-t, -n, -k) may be given",
-            20 => "invalid UDP block size",
-            21 => "bad TOS value",
-            25 => "cannot be both reverse and bidirectional",
-            27 => "the requested total bitrate exceeds the server's limit",
-            37 => "the requested test duration exceeds the server's maximum",
-            100..=118 => "the server could not set up or run the control exchange",
-            119 => "the client has terminated",
-            120 => "the server has terminated",
-            121 => "the server is busy running a test; try again later",
-            122..=141 => "the server could not apply a requested socket option",
-            142 => "test authorization failed",
-            160 => "the server's test duration expired",
-            200..=208 => "the server could not create or run a data stream",
-            300..=301 => "the server had a timer failure",
-            400..=403 => "the server had a thread failure",
-            _ => "unknown error",
-        };
-        format!("{s} (iperf3 error {code})")
-    }
-}
-
 /// The parameter JSON a client sends after `PARAM_EXCHANGE` (`send_parameters()`).
 ///
 /// Keys that iperf3 treats as "present means true" are `Option<bool>` and are only
@@ -656,206 +374,18 @@ pub struct Params {
     pub skip_rx_copy: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dont_fragment: Option<f64>,
+    /// The RSA credential (`--username`, src/auth): base64 of the encrypted
+    /// `user/pwd/ts` text, as iperf3's `send_parameters()` adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authtoken: Option<String>,
+    /// `-m`: data streams over MPTCP (iperf3 3.17+ sends `"mptcp": true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
     /// netmeter's extension request. iperf3 servers ignore unknown keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter: Option<ExtRequest>,
-}
-
-/// What a netmeter client asks for on top of iperf3 (key `netmeter` in the parameters).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ExtRequest {
-    /// Extension protocol version the client speaks.
-    pub version: u32,
-    /// Named features the client would like, e.g. `"udp_seq64"`.
-    #[serde(default)]
-    pub features: Vec<Feature>,
-    /// Request/response test parameters (feature `bounceback`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bounceback: Option<Bounceback>,
-    /// One-way delay measurement (feature `trip_times`): nanosecond UDP timestamps
-    /// and clock-offset probes on the control connection before the streams open.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub trip_times: bool,
-    /// Latency under working load (feature `working_load`): bulk TCP streams plus one
-    /// request/response probe stream (the last one opened), which uses `bounceback`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_load: Option<WorkingLoad>,
-    /// TCP connection-rate test (feature `connect_only`): the data streams stay idle
-    /// and the client opens short connections carrying the cookie, which the server
-    /// answers with one byte and closes.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub connect_only: bool,
-    /// Isochronous frames (feature `isochronous`, UDP): every datagram carries an
-    /// [`IsochHeader`] after the UDP header, so the server can count whole frames.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub isochronous: Option<Isochronous>,
-    /// `--no-gso` (feature `no_offload`): the server's UDP senders must not use
-    /// segmentation offload (UDP_SEGMENT).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_gso: bool,
-    /// `--no-gro` (feature `no_offload`): the server's UDP receivers must not use
-    /// receive offload (UDP_GRO).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_gro: bool,
-}
-
-/// A request/response (bounceback) test: the client sends `request_len` bytes, the
-/// server holds for `hold_us` and answers with `reply_len` bytes; `burst` requests are
-/// outstanding at once. On UDP each request and reply starts with an 8-byte sequence
-/// number, so both lengths are at least 8 there.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Bounceback {
-    pub request_len: u32,
-    pub reply_len: u32,
-    #[serde(default)]
-    pub hold_us: u32,
-    #[serde(default = "one")]
-    pub burst: u32,
-    /// `--busy-poll`: both ends poll for the next message this long (µs) before they
-    /// sleep in a blocking read. 0 = plain blocking reads.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub busy_poll_us: u32,
-}
-
-fn is_zero(v: &u32) -> bool {
-    *v == 0
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// `--working-load`: `streams` bulk TCP streams per loaded direction, started after
-/// `idle_ms` of probing an idle path.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct WorkingLoad {
-    pub up: bool,
-    pub down: bool,
-    pub streams: u32,
-    pub idle_ms: u32,
-}
-
-/// Largest bounceback request or reply.
-pub const MAX_BOUNCEBACK_LEN: u32 = 1 << 20;
-/// Longest server hold time (one second).
-pub const MAX_BOUNCEBACK_HOLD_US: u32 = 1_000_000;
-/// Most outstanding requests per stream.
-pub const MAX_BOUNCEBACK_BURST: u32 = 1024;
-/// Longest `--busy-poll` spin per read (10 ms).
-pub const MAX_BUSY_POLL_US: u32 = 10_000;
-
-/// `--isochronous FPS:MEAN,STDEV`: frames at `fps`, sized so the per-frame bit rate has
-/// mean `mean_bps` and standard deviation `stdev_bps` (see `crate::profile`).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Isochronous {
-    pub fps: u32,
-    pub mean_bps: u64,
-    #[serde(default)]
-    pub stdev_bps: u64,
-}
-
-/// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ExtAnswer {
-    pub version: u32,
-    /// The subset of requested features the server will use in this test.
-    #[serde(default)]
-    pub accepted: Vec<Feature>,
-    /// netmeter version string of the server.
-    #[serde(default)]
-    pub server: String,
-}
-
-/// A named extension feature, as it travels in [`ExtRequest::features`] and
-/// [`ExtAnswer::accepted`]: a JSON string (`"udp_seq64"`, `"trip_times"`, ...).
-///
-/// A name this netmeter does not know (a newer peer's feature) parses as
-/// [`Feature::Unknown`] and keeps its spelling, so a request or answer that carries one
-/// is still read; nothing negotiates it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Feature {
-    /// 64-bit UDP sequence numbers (iperf3's `udp_counters_64bit`) for every UDP test.
-    UdpSeq64,
-    /// The client repeats its UDP connect datagram; the server answers every copy.
-    UdpConnectRetry,
-    /// Request/response test ([`ExtRequest::bounceback`]).
-    Bounceback,
-    /// One-way delay measurement ([`ExtRequest::trip_times`]).
-    TripTimes,
-    /// TCP connection-rate test ([`ExtRequest::connect_only`]).
-    ConnectOnly,
-    /// Isochronous frames with frame headers ([`ExtRequest::isochronous`]).
-    Isochronous,
-    /// Latency under working load ([`ExtRequest::working_load`]).
-    WorkingLoad,
-    /// `--no-gso` / `--no-gro` for the server's UDP streams.
-    NoOffload,
-    /// A feature this netmeter does not know, by its name on the wire.
-    Unknown(String),
-}
-
-impl Feature {
-    /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 8] = [
-        Feature::UdpSeq64,
-        Feature::UdpConnectRetry,
-        Feature::Bounceback,
-        Feature::TripTimes,
-        Feature::ConnectOnly,
-        Feature::Isochronous,
-        Feature::WorkingLoad,
-        Feature::NoOffload,
-    ];
-
-    /// The name on the wire.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Feature::UdpSeq64 => "udp_seq64",
-            Feature::UdpConnectRetry => "udp_connect_retry",
-            Feature::Bounceback => "bounceback",
-            Feature::TripTimes => "trip_times",
-            Feature::ConnectOnly => "connect_only",
-            Feature::Isochronous => "isochronous",
-            Feature::WorkingLoad => "working_load",
-            Feature::NoOffload => "no_offload",
-            Feature::Unknown(name) => name,
-        }
-    }
-
-    /// The feature a wire name stands for; never fails.
-    pub fn from_name(name: &str) -> Feature {
-        Feature::ALL
-            .iter()
-            .find(|f| f.as_str() == name)
-            .cloned()
-            .unwrap_or_else(|| Feature::Unknown(name.to_string()))
-    }
-
-    /// Whether this netmeter knows the feature (it is not [`Feature::Unknown`]).
-    pub fn is_known(&self) -> bool {
-        !matches!(self, Feature::Unknown(_))
-    }
-}
-
-impl std::fmt::Display for Feature {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Feature {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Feature {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Feature, D::Error> {
-        let name = String::deserialize(d)?;
-        Ok(Feature::from_name(&name))
-    }
 }
 
 /// Read any JSON number as an i64 the way iperf3's C code means it: iperf3 writes some
@@ -934,7 +464,7 @@ pub struct StreamResult {
     pub netmeter_owd: Option<crate::latency::OwdSummary>,
     /// netmeter extension: whole frames seen by the receiver (`--isochronous`, UDP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netmeter_frames: Option<crate::profile::FrameSummary>,
+    pub netmeter_frames: Option<FrameSummary>,
 }
 
 impl StreamResult {
@@ -972,208 +502,10 @@ pub struct Results {
     pub server_output_text: Option<String>,
 }
 
-/// Header at the start of every UDP data datagram. All fields big-endian.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UdpHeader {
-    /// Sender timestamp, seconds part.
-    pub sec: u32,
-    /// Sender timestamp, microseconds part.
-    pub usec: u32,
-    /// Sequence number, first datagram = 1.
-    pub seq: u64,
-}
-
-impl UdpHeader {
-    /// Header length: 12 bytes with 32-bit sequence numbers, 16 with 64-bit.
-    pub fn len(seq64: bool) -> usize {
-        if seq64 { 16 } else { 12 }
-    }
-
-    /// Write the header into the front of `buf` (which must hold [`Self::len`] bytes).
-    pub fn write(&self, buf: &mut [u8], seq64: bool) {
-        buf[0..4].copy_from_slice(&self.sec.to_be_bytes());
-        buf[4..8].copy_from_slice(&self.usec.to_be_bytes());
-        if seq64 {
-            buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        } else {
-            buf[8..12].copy_from_slice(&(self.seq as u32).to_be_bytes());
-        }
-    }
-
-    /// Parse the header of a received datagram.
-    pub fn read(buf: &[u8], seq64: bool) -> Result<UdpHeader, WireError> {
-        if buf.len() < Self::len(seq64) {
-            return Err(WireError::ShortDatagram(buf.len()));
-        }
-        let be32 = |i: usize| u32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        let seq = if seq64 {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&buf[8..16]);
-            u64::from_be_bytes(b)
-        } else {
-            be32(8) as u64
-        };
-        Ok(UdpHeader {
-            sec: be32(0),
-            usec: be32(4),
-            seq,
-        })
-    }
-}
-
-/// Header at the start of every TCP write when both netmeter peers run `--trip-times`:
-/// magic `NMTT`, the write's length (header included, big-endian u32), and the sender's
-/// wall-clock time in ns since the Unix epoch (big-endian i64).
-pub const TCP_FRAME_HDR: usize = 16;
-const TCP_FRAME_MAGIC: [u8; 4] = *b"NMTT";
-
-/// Write a trip-times frame header into the first 16 bytes of `buf`.
-pub fn write_tcp_frame_header(buf: &mut [u8], len: u32, send_ns: i64) {
-    buf[..4].copy_from_slice(&TCP_FRAME_MAGIC);
-    buf[4..8].copy_from_slice(&len.to_be_bytes());
-    buf[8..16].copy_from_slice(&send_ns.to_be_bytes());
-}
-
-/// Follows the trip-times frames in a TCP byte stream, however the reads split them.
-#[derive(Debug, Default, Clone)]
-pub struct TcpFrameParser {
-    hdr: [u8; TCP_FRAME_HDR],
-    have: usize,
-    left: usize,
-    send_ns: i64,
-    /// Set when the stream stopped looking like frames; parsing then stops.
-    pub broken: bool,
-}
-
-impl TcpFrameParser {
-    /// Consume `data`; `done(send_ns)` is called for each frame whose last byte is in it.
-    pub fn feed(&mut self, mut data: &[u8], mut done: impl FnMut(i64)) {
-        while !data.is_empty() && !self.broken {
-            if self.left == 0 {
-                let take = (TCP_FRAME_HDR - self.have).min(data.len());
-                self.hdr[self.have..self.have + take].copy_from_slice(&data[..take]);
-                self.have += take;
-                data = &data[take..];
-                if self.have < TCP_FRAME_HDR {
-                    return;
-                }
-                self.have = 0;
-                let len = u32::from_be_bytes([self.hdr[4], self.hdr[5], self.hdr[6], self.hdr[7]]);
-                if self.hdr[..4] != TCP_FRAME_MAGIC || (len as usize) < TCP_FRAME_HDR {
-                    self.broken = true;
-                    return;
-                }
-                let mut t = [0u8; 8];
-                t.copy_from_slice(&self.hdr[8..16]);
-                self.send_ns = i64::from_be_bytes(t);
-                self.left = len as usize - TCP_FRAME_HDR;
-                if self.left == 0 {
-                    done(self.send_ns);
-                }
-            } else {
-                let take = self.left.min(data.len());
-                self.left -= take;
-                data = &data[take..];
-                if self.left == 0 {
-                    done(self.send_ns);
-                }
-            }
-        }
-    }
-}
-
-/// Frame header that follows the UDP header of every isochronous datagram between
-/// netmeter peers (feature `isochronous`). All fields big-endian: frame id (u64, the
-/// first frame is 1), the frame's send time (i64 ns since the epoch, taken just before
-/// its first datagram), the frame's datagram count (u32) and this datagram's index in
-/// it (u32, from 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IsochHeader {
-    pub frame_id: u64,
-    pub start_ns: i64,
-    pub dgrams: u32,
-    pub index: u32,
-}
-
-impl IsochHeader {
-    pub const LEN: usize = 24;
-
-    /// Write into the first [`Self::LEN`] bytes of `buf`.
-    pub fn write(&self, buf: &mut [u8]) {
-        buf[0..8].copy_from_slice(&self.frame_id.to_be_bytes());
-        buf[8..16].copy_from_slice(&self.start_ns.to_be_bytes());
-        buf[16..20].copy_from_slice(&self.dgrams.to_be_bytes());
-        buf[20..24].copy_from_slice(&self.index.to_be_bytes());
-    }
-
-    /// Read from the front of `buf` (the datagram after its UDP header).
-    pub fn read(buf: &[u8]) -> Option<IsochHeader> {
-        let b = buf.get(..Self::LEN)?;
-        let u64_at = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[i..i + 8]);
-            u64::from_be_bytes(a)
-        };
-        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Some(IsochHeader {
-            frame_id: u64_at(0),
-            start_ns: u64_at(8) as i64,
-            dgrams: u32_at(16),
-            index: u32_at(20),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn isoch_header_round_trip() {
-        let h = IsochHeader {
-            frame_id: 7,
-            start_ns: -5,
-            dgrams: 30,
-            index: 29,
-        };
-        let mut b = [0u8; 24];
-        h.write(&mut b);
-        assert_eq!(IsochHeader::read(&b), Some(h));
-        assert_eq!(IsochHeader::read(&b[..23]), None);
-    }
-
-    /// Features travel as today's strings; a newer peer's unknown name is read, kept
-    /// and written back as it came.
-    #[test]
-    fn features_are_strings_on_the_wire() {
-        let names = [
-            "udp_seq64",
-            "udp_connect_retry",
-            "bounceback",
-            "trip_times",
-            "connect_only",
-            "isochronous",
-            "working_load",
-            "no_offload",
-        ];
-        let json = serde_json::to_string(&Feature::ALL).unwrap();
-        assert_eq!(json, serde_json::to_string(&names).unwrap());
-        let a: ExtAnswer = decode_json(
-            br#"{"version":2,"accepted":["trip_times","teleport"],"server":"netmeter 9"}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            a.accepted,
-            vec![Feature::TripTimes, Feature::Unknown("teleport".into())]
-        );
-        assert!(!a.accepted[1].is_known());
-        let back = String::from_utf8(encode_json(&a)[4..].to_vec()).unwrap();
-        assert!(
-            back.contains(r#""accepted":["trip_times","teleport"]"#),
-            "{back}"
-        );
-    }
 
     #[test]
     fn state_bytes_round_trip() {
@@ -1338,76 +670,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn error_codes_by_name_and_number() {
-        for code in -5..1000 {
-            assert_eq!(ErrCode::from_i32(code).to_i32(), code);
-        }
-        assert_eq!(ErrCode::from_i32(132), ErrCode::Affinity);
-        assert_eq!(ErrCode::from_i32(9999), ErrCode::Other(9999));
-        assert_eq!(
-            ErrCode::AccessDenied.describe(),
-            "the server is busy running a test; try again later (iperf3 error 121)"
-        );
-        assert_eq!(
-            ErrCode::Other(9999).describe(),
-            "unknown error (iperf3 error 9999)"
-        );
-    }
-
-    #[test]
-    fn udp_header_layout() {
-        let h = UdpHeader {
-            sec: 1,
-            usec: 2,
-            seq: 0x0102_0304,
-        };
-        let mut b = [0u8; 16];
-        h.write(&mut b, false);
-        assert_eq!(&b[..12], &[0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4]);
-        assert_eq!(UdpHeader::read(&b, false).unwrap(), h);
-        assert_eq!(
-            UdpHeader::read(&b[..11], false),
-            Err(WireError::ShortDatagram(11))
-        );
-    }
-
-    #[test]
-    fn tcp_frames_survive_any_split() {
-        let mut stream = Vec::new();
-        for (i, len) in [16usize, 100, 40_000, 17].iter().enumerate() {
-            let mut f = vec![0u8; *len];
-            write_tcp_frame_header(&mut f, *len as u32, 1000 + i as i64);
-            stream.extend_from_slice(&f);
-        }
-        for chunk in [1, 7, 16, 999, 100_000] {
-            let mut p = TcpFrameParser::default();
-            let mut seen = Vec::new();
-            for c in stream.chunks(chunk) {
-                p.feed(c, |t| seen.push(t));
-            }
-            assert_eq!(seen, vec![1000, 1001, 1002, 1003], "chunk {chunk}");
-        }
-        let mut p = TcpFrameParser::default();
-        p.feed(&[0u8; 64], |_| panic!("not a frame"));
-        assert!(p.broken);
-    }
-
     proptest! {
-        #[test]
-        fn tcp_frame_parser_never_panics(bytes: Vec<u8>) {
-            let mut p = TcpFrameParser::default();
-            p.feed(&bytes, |_| {});
-        }
-
-        #[test]
-        fn udp_header_round_trip(sec: u32, usec: u32, seq: u64, seq64: bool) {
-            let h = UdpHeader { sec, usec, seq: if seq64 { seq } else { seq as u32 as u64 } };
-            let mut b = [0u8; 16];
-            h.write(&mut b, seq64);
-            prop_assert_eq!(UdpHeader::read(&b, seq64).unwrap(), h);
-        }
-
         #[test]
         fn parsers_never_panic(bytes: Vec<u8>) {
             let _ = decode_json::<Params>(&bytes);

@@ -19,7 +19,8 @@ What one command does:
      exact commands, a table per case with median, min-max, CPU per Gbit and peak RSS,
      ratios netmeter / peer and the goals, marked met / not met).
 
-Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 rr crr mem (see docs/benchmarks.md).
+Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 rr crr mem plot (see docs/benchmarks.md;
+plot: `netmeter plot`/`report` of a 10,000-interval result, bench/nmbench/plotcase.py).
 
 Options:
   --runs N         repetitions per case and tool (default 5)

@@ -15,6 +15,7 @@ from .tools import build_netmeter, discover_tools, read_peers_env
 from .system import host_busy_fraction, loadavg
 from .cases import make_rows, Row, run_mem_case, run_once, wait_for_quiet
 from .goals import evaluate_goals, fmt_rate, PRIMARY, summarize
+from .plotcase import plot_goals, run_plot_case
 from .report import machine_info, write_report, write_results
 
 
@@ -67,6 +68,7 @@ def main() -> int:
     runs: list[dict] = []
     retry_spent = 0.0
     mem: list[dict] = []
+    plot: dict | None = None
     rows_by_case: dict[str, list[Row]] = {}
     skipped: dict[str, list[str]] = {}
     for case in cases:
@@ -74,6 +76,11 @@ def main() -> int:
             log("case mem")
             mem = run_mem_case(tools, tmp)
             rows_by_case["mem"] = []
+            continue
+        if case == "plot":
+            log("case plot")
+            plot = run_plot_case(tools["netmeter"], tmp)
+            rows_by_case["plot"] = []
             continue
         rows, skip = make_rows(case, tools, a.smoke)
         rows_by_case[case], skipped[case] = rows, skip
@@ -110,6 +117,8 @@ def main() -> int:
 
     summ = summarize(runs)
     goals = evaluate_goals(summ, mem) if not a.smoke else []
+    if plot is not None:
+        goals += plot_goals(plot)
     meta = {
         "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
         "elapsed_s": round(time.monotonic() - t_start, 1),
@@ -127,12 +136,12 @@ def main() -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     write_results(json_path, {
         "meta": meta, "goals": goals,
-        "summary": list(summ.values()), "mem": mem, "runs": runs,
+        "summary": list(summ.values()), "mem": mem, "plot": plot, "runs": runs,
         "skipped": skipped,
     })
     log(f"wrote {json_path}")
     if doc_path:
-        write_report(doc_path, meta, rows_by_case, skipped, summ, mem, goals, runs)
+        write_report(doc_path, meta, rows_by_case, skipped, summ, mem, goals, runs, plot)
         log(f"wrote {doc_path}")
 
     # Console summary.
@@ -143,6 +152,7 @@ def main() -> int:
               f"  ({s['ok']}/{s['runs']} ok)")
     for g in goals:
         print(f"goal {'MET    ' if g['met'] else 'NOT MET' if g['met'] is False else 'n/a    '} {g['goal']}: {g['detail']}")
-    failed = [r for r in runs if not r.get("ok") and not r.get("discarded")] + [r for r in mem if not r.get("ok")]
+    failed = [r for r in runs if not r.get("ok") and not r.get("discarded")] + [r for r in mem if not r.get("ok")] \
+        + ([plot] if plot is not None and not plot.get("ok") else [])
     print(f"bench: {len(runs)} runs, {len(failed)} failed, {meta['elapsed_s']:.0f} s")
     return 1 if failed else 0

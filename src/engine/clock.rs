@@ -7,6 +7,7 @@
 
 use super::ctrl::{Ctrl, CtrlError};
 use crate::clocksync::{self, ClockEstimate, Probe};
+use crate::report::Timestamp;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +35,49 @@ pub fn wall_ns() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     d.as_nanos() as i64 + test_offset_ns()
+}
+
+/// `start.timestamp` for now.
+pub fn timestamp_now() -> Timestamp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        time: httpdate(d.as_secs()),
+        timesecs: d.as_secs(),
+        timemillisecs: d.as_millis() as u64,
+    }
+}
+
+/// RFC 1123 date in GMT, as iperf3 writes `start.timestamp.time`.
+pub fn httpdate(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        d,
+        MONTHS[(m - 1) as usize],
+        y,
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// Client side: send `PROBES` probes, then tell the server the estimate.
@@ -87,4 +131,15 @@ pub fn sync_server(ctrl: &mut Ctrl) -> Result<ClockEstimate, CtrlError> {
         rtt_ns: unc.max(0).saturating_mul(2),
         probes: PROBES as u32,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1123_dates() {
+        assert_eq!(httpdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
 }

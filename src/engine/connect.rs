@@ -21,6 +21,7 @@
 //! against any server. The cost: the close is an abort, so the transaction time does
 //! not include a graceful FIN exchange.
 
+use super::record::ConnRecord;
 use super::stream::Worker;
 use super::test_common;
 use crate::report::connect::{ConnFigures, ConnFinal};
@@ -49,16 +50,6 @@ const ANSWER: [u8; 1] = [b'1'];
 
 // ---------------------------------------------------------------------------------
 // Client side.
-
-/// A client stream's connections, shared with the control thread's meter.
-#[derive(Debug, Default)]
-pub struct ConnRecord {
-    /// Since the last interval tick.
-    pub interval: ConnFigures,
-    /// The measured part (after `-O`) up to the last tick.
-    pub total: ConnFigures,
-    pub last_error: Option<String>,
-}
 
 /// Where and how a stream opens its short connections.
 pub struct Target {
@@ -154,7 +145,9 @@ fn one_connection(t: &Target) -> io::Result<u64> {
     // Linux bounds a blocking connect() by SO_SNDTIMEO (it then fails with EINPROGRESS).
     s.set_write_timeout(Some(CONNECT_TIMEOUT))?;
     s.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-    test_common::apply_sock_opts(&s, &t.spec, t.ipv6)?;
+    // This side's own options (--bind-dev, --snd-timeout) do not reach the short
+    // connections (docs/iperf3-options.md).
+    test_common::apply_sock_opts(&s, &t.spec, &Default::default(), t.ipv6)?;
     if let Some(b) = &t.bind {
         s.bind(b)?;
     }

@@ -29,6 +29,11 @@ pub enum CtrlError {
 /// How long one slice of a control read waits before looking for a stop signal.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
+/// A state byte's name for `-d` output.
+fn state_name(b: u8) -> String {
+    State::from_byte(b).map_or_else(|_| "(unknown)".into(), |s| format!("{s:?}"))
+}
+
 /// A control connection with deadline-bounded framed I/O.
 pub struct Ctrl {
     pub sock: TcpStream,
@@ -36,15 +41,26 @@ pub struct Ctrl {
     /// (`sock::stop_signal`). Off for the in-process server of `--loopback`, which the
     /// client stops itself.
     pub stop_on_signal: bool,
+    /// `-d`: write each control message (state bytes, JSON) to stderr as it passes.
+    pub debug: bool,
 }
 
 impl Ctrl {
+    /// `-d`'s one line about the control conversation (stderr, so that `-J` output on
+    /// stdout stays one document).
+    fn debug_line(&self, what: std::fmt::Arguments<'_>) {
+        if self.debug {
+            eprintln!("netmeter debug: {what}");
+        }
+    }
+
     pub fn new(sock: TcpStream) -> Ctrl {
         let _ = sock.set_nodelay(true);
         let _ = sock.set_write_timeout(Some(Duration::from_secs(30)));
         Ctrl {
             sock,
             stop_on_signal: false,
+            debug: false,
         }
     }
 
@@ -111,9 +127,16 @@ impl Ctrl {
         let mut b = [0u8; 1];
         match self.sock.read(&mut b) {
             Ok(0) => Err(CtrlError::Closed(what)),
-            Ok(_) => State::from_byte(b[0])
-                .map(Some)
-                .map_err(|e| CtrlError::Wire(e, what)),
+            Ok(_) => {
+                self.debug_line(format_args!(
+                    "got state {} {} ({what})",
+                    b[0],
+                    state_name(b[0])
+                ));
+                State::from_byte(b[0])
+                    .map(Some)
+                    .map_err(|e| CtrlError::Wire(e, what))
+            }
             Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(None),
             Err(e) => Err(CtrlError::Io(e, what)),
         }
@@ -127,6 +150,11 @@ impl Ctrl {
     ) -> Result<State, CtrlError> {
         let mut b = [0u8; 1];
         self.read_exact(&mut b, timeout, what)?;
+        self.debug_line(format_args!(
+            "got state {} {} ({what})",
+            b[0],
+            state_name(b[0])
+        ));
         State::from_byte(b[0]).map_err(|e| CtrlError::Wire(e, what))
     }
 
@@ -144,14 +172,25 @@ impl Ctrl {
         let mut body = vec![0u8; len];
         let left = timeout.saturating_sub(start.elapsed());
         self.read_exact(&mut body, left, what)?;
+        self.debug_line(format_args!(
+            "got JSON ({what}): {}",
+            String::from_utf8_lossy(&body)
+        ));
         wire::decode_json(&body).map_err(|e| CtrlError::Wire(e, what))
     }
 
-    /// Read the 8-byte trailer that follows `SERVER_ERROR`.
+    /// Read the 8-byte trailer that follows `SERVER_ERROR`. Some iperf3 paths send only
+    /// the 4-byte code and close (3.12's refused credential, `iperf_exchange_parameters`);
+    /// iperf3's client prints the code then, and so does this: errno reads as 0.
     pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(ErrCode, i32), CtrlError> {
+        let start = Instant::now();
         let mut b = [0u8; 8];
-        self.read_exact(&mut b, timeout, "the server's error code")?;
-        Ok(wire::decode_error_trailer(b))
+        self.read_exact(&mut b[..4], timeout, "the server's error code")?;
+        let left = timeout.saturating_sub(start.elapsed());
+        match self.read_exact(&mut b[4..], left, "the server's errno") {
+            Ok(()) | Err(CtrlError::Closed(_)) => Ok(wire::decode_error_trailer(b)),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn write(&mut self, bytes: &[u8], what: &'static str) -> Result<(), CtrlError> {
@@ -161,11 +200,17 @@ impl Ctrl {
     }
 
     pub fn send_state(&mut self, s: State) -> Result<(), CtrlError> {
+        self.debug_line(format_args!("sent state {} {s:?}", s.to_byte()));
         self.write(&[s.to_byte()], "sending a state byte")
     }
 
     pub fn send_json<T: Serialize>(&mut self, v: &T, what: &'static str) -> Result<(), CtrlError> {
-        self.write(&wire::encode_json(v), what)
+        let bytes = wire::encode_json(v);
+        self.debug_line(format_args!(
+            "sent JSON ({what}): {}",
+            String::from_utf8_lossy(bytes.get(4..).unwrap_or_default())
+        ));
+        self.write(&bytes, what)
     }
 
     /// Half-close and drain until the peer closes (bounded), so the last byte we sent is

@@ -3,6 +3,7 @@
 
 use super::client::{self, ClientConfig};
 use super::output::{Mode, Sink};
+use super::progress::{self, Progress};
 use super::{Stopped, TestError};
 use crate::report::Report;
 use crate::report::observe::Quiet;
@@ -95,6 +96,7 @@ pub fn run(
     loss_target: f64,
     start_bps: u64,
     sink: Sink,
+    progress: bool,
 ) -> Result<(), TestError> {
     let mut search = RateSearch::new(start_bps, loss_target);
     let streams = cfg.spec.parallel;
@@ -129,8 +131,20 @@ pub fn run(
         trial.spec.trip_times = owd;
         trial.mode = Mode::Json;
         trial.interval_s = 0.0;
-        // The trial's figures come back in its report; nothing is printed.
-        let report = match client::run(&trial, &mut Quiet) {
+        // The trial's figures come back in its report; nothing is printed but, on a
+        // terminal, a status line while it runs (fed by intervals only it sees).
+        let run = if progress {
+            trial.interval_s = progress::TICK_S;
+            let label = format!(
+                "step {:>2}: offered {}/stream",
+                search.steps.len() + 1,
+                format_rate(rate as f64, fmt).trim()
+            );
+            client::run(&trial, &mut Progress::new(Quiet, Some(label)))
+        } else {
+            client::run(&trial, &mut Quiet)
+        };
+        let report = match run {
             Ok(r) => r,
             Err(e) if matches!(e.stopped(), Some(Stopped::ClientInterrupted(_))) => {
                 interrupted = true;

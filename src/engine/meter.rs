@@ -5,7 +5,7 @@
 //! to the pure `report::build::accountant` (omit period, baselines, deltas, sums), and
 //! the extension recorders' interval figures added to the rows it returns.
 
-use super::stream::StreamShared;
+use super::record::StreamShared;
 use crate::latency::Hist;
 use crate::report::build::accountant::{Accountant, Snapshot, StreamKey, TcpSnapshot};
 use crate::report::build::{LocalFinal, Sample};

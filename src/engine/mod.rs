@@ -1,20 +1,28 @@
 //! The I/O half: sockets, threads and clocks that drive the pure parts.
 //!
-//! `client` and `server` run the control conversation (asking `session` what each
-//! state byte means), `stream` moves data on one thread per stream, `meter` samples the
-//! streams once per interval, and `output` renders the report as it grows.
+//! `client` and `server` run their halves of the control conversation (asking `session`
+//! what each state byte means); `test_run` runs one test's data streams the same way on
+//! both sides; `stream` (with `profile` and `connect`) moves data on one thread per
+//! stream, `meter` samples the streams once per interval, and `output` renders the
+//! report as it grows. Each layer uses only those below it (ARCHITECTURE.md,
+//! "Layering").
 
+pub mod bounce;
 pub mod client;
 pub mod clock;
 pub mod connect;
 pub mod ctrl;
+pub mod live;
 pub mod max_rate;
 pub mod meter;
 pub mod output;
 pub mod profile;
+pub mod progress;
+pub mod record;
 pub mod server;
 pub mod stream;
 pub mod test_common;
+pub mod test_run;
 
 use ctrl::CtrlError;
 
@@ -23,6 +31,14 @@ use crate::spec::SpecError;
 use crate::wire::{ErrCode, State, WireError};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Address family restriction (`-4` / `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Any,
+    V4,
+    V6,
+}
 
 /// How long either side waits for the next control message during setup and teardown
 /// (iperf3 uses 30 s overall for one read).
@@ -93,6 +109,11 @@ pub enum TestError {
     /// This server refused the client's parameters (and answered with their code).
     #[error("refused parameters: {0}")]
     Refused(SpecError),
+    /// A running test's total rate went over `--server-bitrate-limit` (server side).
+    #[error(
+        "the test's total rate of {bps} bit/s exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+    )]
+    OverRate { bps: u64, limit: u64 },
     /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
     #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
     Peer { code: ErrCode, errno: i32 },
@@ -137,15 +158,19 @@ pub enum TestError {
         "the server did not answer the UDP stream setup after {tries} tries; is UDP port {port} reachable?"
     )]
     UdpNoAnswer { tries: usize, port: u16 },
-    /// A data stream thread failed (its error as it wrote it).
+    /// A data stream thread failed.
     #[error("a data stream failed: {0}")]
-    Stream(String),
-    /// A `-t 0` receiving client heard nothing from the server for `secs`.
-    #[error("no data received for {secs} s; the server seems to have stopped sending")]
-    ServerSilent { secs: u64 },
-    /// A server heard no data from the client for `secs` (byte or block tests).
+    Stream(record::StreamError),
+    /// A receiving client heard nothing from the server for `secs` (`--rcv-timeout`;
+    /// by default only in a `-t 0` test).
+    #[error(
+        "no data received for {secs} s; the server seems to have stopped sending (--rcv-timeout)"
+    )]
+    ServerSilent { secs: f64 },
+    /// A server heard no data from the client for `secs` (byte or block tests, or
+    /// `--rcv-timeout`).
     #[error("no data for {secs} s")]
-    ClientSilent { secs: u64 },
+    ClientSilent { secs: f64 },
     /// A timed test the client did not end within its duration plus grace.
     #[error("the client did not end the test in time")]
     ClientOvertime,
@@ -167,6 +192,15 @@ pub enum TestError {
     /// `--find-max-rate`: no rate tried passed.
     #[error("no rate kept the loss within {loss_target}%")]
     NoRatePassed { loss_target: f64 },
+    /// `--username`: the credential could not be made (see `auth`).
+    #[error("cannot make the authentication credential: {0}")]
+    AuthToken(crate::auth::AuthError),
+    /// `--username`: the server closed the connection right after the parameters without
+    /// a word, which is how iperf3 3.22 servers refuse a credential.
+    #[error(
+        "the server closed the connection after the parameters: test authorization failed (wrong user, password, key or padding?)"
+    )]
+    AuthClosed,
     /// A system call failed while doing `what`.
     #[error("{what}: {err}")]
     IoWhile { what: String, err: std::io::Error },
@@ -270,5 +304,18 @@ mod tests {
             format!("cannot bind to 0.0.0.0 port 1: {text}")
         );
         assert!(TestError::ClientOvertime.stopped().is_none());
+        // A stream thread's error is typed, and still reads as the io::Error it wraps.
+        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+        let text = reset.to_string();
+        let e = record::StreamError {
+            stream: 3,
+            sender: true,
+            err: std::sync::Arc::new(reset),
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            TestError::Stream(e).to_string(),
+            format!("a data stream failed: {text}")
+        );
     }
 }

@@ -30,6 +30,62 @@ pub fn sink(w: Box<dyn Write + Send>) -> Sink {
     Arc::new(Mutex::new(w))
 }
 
+/// iperf3's default `--timestamps` format (`TIMESTAMP_FORMAT`, src/iperf.h).
+pub const TIMESTAMP_FORMAT: &str = "%c ";
+
+/// `--timestamps[=FORMAT]`: starts every line written through it with a stamp (the
+/// local time in `strftime` FORMAT, taken when the line's first byte is written), as
+/// iperf3 does for its text output. iperf3 stamps each `printf` call, netmeter each
+/// line: the same for one-line messages, and a multi-line block gets a stamp per line.
+pub struct Stamped<W> {
+    inner: W,
+    stamp: Box<dyn FnMut() -> String + Send>,
+    at_line_start: bool,
+}
+
+impl<W: Write> Stamped<W> {
+    /// Stamp lines with the local time in `format`.
+    pub fn local_time(inner: W, format: String) -> Stamped<W> {
+        Stamped::with(
+            inner,
+            Box::new(move || {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                crate::sock::local_time_text(&format, secs)
+            }),
+        )
+    }
+
+    /// Stamp lines with what `stamp` returns.
+    pub fn with(inner: W, stamp: Box<dyn FnMut() -> String + Send>) -> Stamped<W> {
+        Stamped {
+            inner,
+            stamp,
+            at_line_start: true,
+        }
+    }
+}
+
+impl<W: Write> Write for Stamped<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut out = Vec::with_capacity(buf.len() + 32);
+        for line in buf.split_inclusive(|&b| b == b'\n') {
+            if self.at_line_start {
+                out.extend_from_slice((self.stamp)().as_bytes());
+            }
+            out.extend_from_slice(line);
+            self.at_line_start = line.ends_with(b"\n");
+        }
+        self.inner.write_all(&out)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// One test's report in progress, and who is told about it.
 pub struct Output<'o, O: Observer + ?Sized + 'o = dyn Observer + 'o> {
     pub report: Report,
@@ -104,6 +160,9 @@ pub struct Renderer {
     pub ctx: TextCtx,
     /// Text captured for `--get-server-output`.
     pub captured: Option<String>,
+    /// `--json-stream-full-output`: after the `--json-stream` events, the whole `-J`
+    /// document too (as iperf3 3.17+).
+    pub json_stream_full: bool,
     headers_done: bool,
 }
 
@@ -114,6 +173,7 @@ impl Renderer {
             sink,
             ctx,
             captured: None,
+            json_stream_full: false,
             headers_done: false,
         }
     }
@@ -191,10 +251,21 @@ impl Observer for Renderer {
             }
             Event::Done => self.text("\niperf Done.\n"),
             Event::Finished(report) => {
-                if self.mode == Mode::Json {
+                if self.mode == Mode::Json
+                    || (self.mode == Mode::JsonStream && self.json_stream_full)
+                {
                     self.write(&json::document(report));
                 }
             }
+            Event::Listening { port, test } => {
+                if self.mode == Mode::Text {
+                    self.write(&text::listening(port, test));
+                }
+            }
+            Event::ServerLog(msg) => match self.mode {
+                Mode::Text => self.write(&text::server_log(msg)),
+                _ => self.write(&json::server_log(msg)),
+            },
         }
     }
 }
@@ -322,5 +393,74 @@ mod tests {
         r.on(Event::Finished(&report));
         let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(got, json::document(&report));
+    }
+
+    /// The server's own events, byte for byte as the server always printed them: the
+    /// banner only in text mode, log lines as text or as one JSON object per line.
+    #[test]
+    fn server_events_render_as_before() {
+        let text = Shared::default();
+        let mut r = Renderer::new(Mode::Text, sink(Box::new(text.clone())), ctx());
+        r.on(Event::Listening {
+            port: 5201,
+            test: 2,
+        });
+        r.on(Event::ServerLog("test from 127.0.0.1:1 stopped"));
+        let dash = "-".repeat(59);
+        assert_eq!(
+            String::from_utf8(text.0.lock().unwrap().clone()).unwrap(),
+            format!(
+                "{dash}\nServer listening on 5201 (test #2)\n{dash}\n\
+                 netmeter: test from 127.0.0.1:1 stopped\n"
+            )
+        );
+        for mode in [Mode::Json, Mode::JsonStream] {
+            let buf = Shared::default();
+            let mut r = Renderer::new(mode, sink(Box::new(buf.clone())), ctx());
+            r.on(Event::Listening {
+                port: 5201,
+                test: 1,
+            });
+            r.on(Event::ServerLog("say \"hi\""));
+            assert_eq!(
+                String::from_utf8(buf.0.lock().unwrap().clone()).unwrap(),
+                "{\"data\":\"say \\\"hi\\\"\",\"event\":\"server_log\"}\n"
+            );
+        }
+    }
+
+    #[test]
+    fn stamped_lines_each_start_with_a_stamp() {
+        let buf = Shared::default();
+        let mut n = 0;
+        let mut w = Stamped::with(
+            buf.clone(),
+            Box::new(move || {
+                n += 1;
+                format!("<{n}> ")
+            }),
+        );
+        w.write_all(b"one\ntwo").unwrap();
+        w.write_all(b" more\n\nthree\n").unwrap();
+        let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(got, "<1> one\n<2> two more\n<3> \n<4> three\n");
+    }
+
+    #[test]
+    fn json_stream_full_output_adds_the_document_after_the_events() {
+        let buf = Shared::default();
+        let mut r = Renderer::new(Mode::JsonStream, sink(Box::new(buf.clone())), ctx());
+        r.on(Event::End(&End::default()));
+        let report = Report::default();
+        r.on(Event::Finished(&report));
+        let events = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(!events.contains(&json::document(&report)));
+        buf.0.lock().unwrap().clear();
+        r.json_stream_full = true;
+        r.on(Event::End(&End::default()));
+        r.on(Event::Finished(&report));
+        let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(got.starts_with("{\"event\":\"end\""), "{got}");
+        assert!(got.ends_with(&json::document(&report)), "{got}");
     }
 }

@@ -8,11 +8,10 @@
 
 use super::clock;
 use super::output::Output;
-use super::stream::{STOP_POLL, StreamShared, UDP_BATCH, Worker, is_transient, wall_now};
+use super::record::{ProfileRecord, StreamShared};
+use super::stream::{self, DataSock, STOP_POLL, UDP_BATCH, Worker, is_transient, wall_now};
 use crate::latency::Hist;
-use crate::profile::{
-    Due, FrameCounts, FrameRecv, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams,
-};
+use crate::profile::{Due, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams};
 use crate::report::observe::Event;
 use crate::report::profile::{FramesInterval, TxStart, UnitsInterval};
 use crate::report::{Interval, StreamExt, StreamInterval};
@@ -23,59 +22,8 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-// ---------------------------------------------------------------------------------
-// Records shared with the meter.
-
-/// A profiled sender's units, shared with the control thread's meter.
-#[derive(Debug, Default)]
-pub struct ProfileRecord {
-    /// Isochronous frames (else bursts), for the report's key.
-    pub frames: bool,
-    /// Since the last interval tick.
-    pub interval: UnitFigures,
-    /// The measured part (after `-O`) up to the last tick.
-    pub total: UnitFigures,
-}
-
-/// An isochronous UDP receiver's frames, shared with the control thread's meter.
-#[derive(Debug, Default)]
-pub struct FrameRecord {
-    pub recv: FrameRecv,
-    /// Record frame latency (`--trip-times`: the clocks are compared).
-    pub latency: bool,
-    pub interval_latency: Hist,
-    pub total_latency: Hist,
-    /// Counts at the last tick, and where the measured part began.
-    prev: FrameCounts,
-    base: FrameCounts,
-}
-
-impl FrameRecord {
-    pub fn new(latency: bool) -> FrameRecord {
-        FrameRecord {
-            latency,
-            ..FrameRecord::default()
-        }
-    }
-
-    /// One data datagram's payload after the UDP header.
-    pub fn on_datagram(&mut self, after_udp_header: &[u8], rx_ns: i64, correction_ns: i64) {
-        let Some(h) = IsochHeader::read(after_udp_header) else {
-            return;
-        };
-        if let Some(transit) = self.recv.on_datagram(&h, rx_ns)
-            && self.latency
-        {
-            let ns = transit.saturating_add(correction_ns);
-            if ns >= 0 {
-                self.interval_latency.record_ns(ns as u64);
-                self.total_latency.record_ns(ns as u64);
-            }
-        }
-    }
-}
 
 /// Per-interval profile extras, stream by stream, and their `[SUM]`.
 #[derive(Default)]
@@ -185,6 +133,20 @@ pub fn finals(s: &StreamShared, omitting: bool) -> (Option<UnitFigures>, Option<
 // ---------------------------------------------------------------------------------
 // Senders.
 
+/// Start a profiled sender's thread (named like the bulk stream it replaces).
+pub fn spawn(w: Worker, p: Profile, sock: DataSock) -> io::Result<JoinHandle<()>> {
+    match sock {
+        DataSock::Tcp(t) => {
+            let name = format!("nm-tcp-{}", w.shared.id);
+            stream::spawn_loop(name, w, move |w| tcp_send(w, &p, t))
+        }
+        DataSock::Udp(u) => {
+            let name = format!("nm-udp-{}", w.shared.id);
+            stream::spawn_loop(name, w, move |w| udp_send(w, &p, &u))
+        }
+    }
+}
+
 /// The unit grid of a profiled sender, ending where the test does (`-t`).
 fn schedule(w: &Worker, p: &Profile) -> Schedule {
     let (num, den) = p.grid();
@@ -231,7 +193,7 @@ fn record_unit(rec: &Mutex<ProfileRecord>, started: Instant, bytes: u64) {
 }
 
 /// TCP: each unit is written in `-l` blocks as fast as the socket takes them.
-pub fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
+fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let Some(rec) = w.shared.profile.as_ref() else {
         return Ok(());
@@ -298,7 +260,7 @@ pub fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> 
 
 /// UDP: each unit is cut into `-l` datagrams (the last one shorter) sent with
 /// `sendmmsg`; isochronous frames to a netmeter server carry an [`IsochHeader`].
-pub fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
+fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let Some(rec) = w.shared.profile.as_ref() else {
         return Ok(());
@@ -413,7 +375,7 @@ fn sleep_until(at: f64, lead_s: f64) {
 pub fn waiting_text(epoch_s: f64) -> String {
     let secs = epoch_s.floor();
     let ms = ((epoch_s - secs) * 1000.0).round().min(999.0) as u32;
-    let date = super::client::httpdate(secs.max(0.0) as u64);
+    let date = clock::httpdate(secs.max(0.0) as u64);
     // "Tue, 14 Nov 2023 22:13:20 GMT" → "Tue, 14 Nov 2023 22:13:20.250 GMT"
     let date = match date.strip_suffix(" GMT") {
         Some(d) => format!("{d}.{ms:03} GMT"),
@@ -481,25 +443,5 @@ mod tests {
             waiting_text(1_700_000_000.25),
             "Waiting until Tue, 14 Nov 2023 22:13:20.250 GMT (1700000000.250) to start\n"
         );
-    }
-
-    #[test]
-    fn frame_record_reads_headers_and_latency() {
-        let mut r = FrameRecord::new(true);
-        let mut b = [0u8; IsochHeader::LEN + 10];
-        IsochHeader {
-            frame_id: 1,
-            start_ns: 1_000,
-            dgrams: 1,
-            index: 0,
-        }
-        .write(&mut b);
-        // Raw transit 5 000 ns, clock correction -1 000 ns: latency 4 µs.
-        r.on_datagram(&b, 6_000, -1_000);
-        assert_eq!(r.recv.counts().complete, 1);
-        assert_eq!(r.total_latency.len(), 1);
-        assert!((r.total_latency.stats().unwrap().mean_ms - 0.004).abs() < 1e-5);
-        r.on_datagram(&b[..5], 7_000, 0); // too short: ignored
-        assert_eq!(r.recv.counts().highest, 1);
     }
 }

@@ -7,17 +7,16 @@
 //! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
 
 use super::clock;
-use crate::latency::{Hist, OwdRecord};
+use super::record::StreamShared;
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
-use crate::stats::{UdpCounts, UdpRecv};
 use crate::wire::UdpHeader;
 use crate::wire::{self, Bounceback};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,64 +30,6 @@ pub const TCP_READ_LEN: usize = 128 * 1024;
 
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
-
-/// Per-stream state shared between the data thread and the control thread.
-pub struct StreamShared {
-    /// iperf3 stream id (1, 3, 4, ...).
-    pub id: i64,
-    /// Socket descriptor, as iperf3 shows it in `[  5]` (a label: see `tcp`).
-    pub socket: i64,
-    /// A TCP stream's socket as the test keeps it open (`LiveStreams::keep_tcp`), for
-    /// TCP_INFO; empty for UDP, and dead once the test has let go of its sockets.
-    pub tcp: Weak<TcpStream>,
-    /// This side sends on the stream.
-    pub sender: bool,
-    /// The stream flows client → server.
-    pub forward: bool,
-    pub bytes: AtomicU64,
-    /// Blocks written (TCP) or datagrams sent (UDP).
-    pub packets: AtomicU64,
-    /// Receive-side UDP accounting.
-    pub udp: Option<Mutex<UdpRecv>>,
-    /// Bounceback client: round-trip times.
-    pub rtt: Option<Mutex<RttRecord>>,
-    /// `--trip-times` receiver: one-way delays.
-    pub owd: Option<Mutex<OwdRecord>>,
-    /// `--connect-only` client: the stream's short connections.
-    pub conn: Option<Mutex<super::connect::ConnRecord>>,
-    /// Profiled sender (`--burst-size`, `--isochronous`): its bursts or frames.
-    pub profile: Option<Mutex<super::profile::ProfileRecord>>,
-    /// Isochronous UDP receiver (netmeter peers): whole frames.
-    pub frames: Option<Mutex<super::profile::FrameRecord>>,
-    /// MSG_ZEROCOPY senders: sends the kernel released, and of those the ones it copied
-    /// anyway (stored when the thread ends).
-    pub zc_sends: AtomicU64,
-    pub zc_copied: AtomicU64,
-    /// Set when the thread has ended (error, budget exhausted, or peer closed).
-    pub finished: AtomicBool,
-    /// Why the thread ended early, if it did.
-    pub error: Mutex<Option<String>>,
-}
-
-impl StreamShared {
-    /// Current UDP receive counters, if this is a UDP receiver.
-    pub fn udp_counts(&self) -> Option<UdpCounts> {
-        self.udp
-            .as_ref()
-            .map(|m| m.lock().map(|u| u.counts()).unwrap_or_default())
-    }
-
-    /// TCP_INFO of a TCP stream's socket while the test holds it open.
-    pub fn tcp_info(&self) -> Option<sock::TcpInfo> {
-        sock::tcp_info(self.tcp.upgrade()?.as_fd())
-    }
-
-    fn fail(&self, e: String) {
-        if let Ok(mut g) = self.error.lock() {
-            g.get_or_insert(e);
-        }
-    }
-}
 
 /// A shared byte or block budget for `-n` / `-k` tests, per direction.
 #[derive(Debug)]
@@ -147,18 +88,9 @@ pub struct Worker {
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
-}
-
-/// Round-trip times of a bounceback client stream: the current interval's and the
-/// whole test's, plus UDP requests that never got a reply.
-#[derive(Debug, Default)]
-pub struct RttRecord {
-    pub interval: Hist,
-    /// The whole test's (with `--working-load`: the loaded phase's) round trips.
-    pub total: Hist,
-    /// `--working-load`: round trips before the load started.
-    pub idle: Hist,
-    pub lost: u64,
+    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end; a
+    /// receiver writes what it receives to the file (created or truncated), as iperf3.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -207,24 +139,52 @@ pub(super) fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Start the thread for a TCP stream.
+/// Run `body` on a thread of its own named `name` (`nm-tcp-3`): its error, if any, is
+/// kept as the stream's, and the stream is marked finished when it returns. Every data
+/// loop (bulk, request/response, profiled) runs under this.
+pub fn spawn_loop(
+    name: String,
+    w: Worker,
+    body: impl FnOnce(&Worker) -> io::Result<()> + Send + 'static,
+) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Err(e) = body(&w) {
+            w.shared.fail(e);
+        }
+        w.shared.finished.store(true, Ordering::Release);
+    })
+}
+
+/// A data stream's socket as its thread gets it.
+pub enum DataSock {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl AsFd for DataSock {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            DataSock::Tcp(t) => t.as_fd(),
+            DataSock::Udp(u) => u.as_fd(),
+        }
+    }
+}
+
+/// Start the thread of a bulk stream.
+pub fn spawn(w: Worker, sock: DataSock) -> io::Result<JoinHandle<()>> {
+    match sock {
+        DataSock::Tcp(t) => spawn_tcp(w, t),
+        DataSock::Udp(u) => spawn_udp(w, u),
+    }
+}
+
+/// Start the thread of a bulk TCP stream.
 pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-tcp-{}", w.shared.id);
-    std::thread::Builder::new().name(name).spawn(move || {
-        let shared = w.shared.clone();
-        let res = match (w.bounceback, shared.sender) {
-            (Some(b), true) => tcp_bounce_client(&w, b, sock),
-            (Some(b), false) => tcp_bounce_server(&w, b, sock),
-            (None, true) => match w.profile {
-                Some(p) => super::profile::tcp_send(&w, &p, sock),
-                None => tcp_send(&w, sock),
-            },
-            (None, false) => tcp_recv(&w, sock),
-        };
-        if let Err(e) = res {
-            shared.fail(e.to_string());
-        }
-        shared.finished.store(true, Ordering::Release);
+    spawn_loop(name, w, move |w| match (w.shared.sender, &w.file) {
+        (true, Some(f)) => tcp_send_file(w, f, sock),
+        (true, None) => tcp_send(w, sock),
+        (false, _) => tcp_recv(w, sock),
     })
 }
 
@@ -248,19 +208,10 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
     while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = pacer.as_mut() {
-            let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(STOP_POLL));
-                continue;
-            }
-        }
-        let len = match &w.budget {
-            Some(b) => match b.take(w.block_len) {
-                0 => break,
-                n => n,
-            },
-            None => w.block_len,
+        let len = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
         };
         let framed_now = framed && len >= wire::TCP_FRAME_HDR;
         if framed_now {
@@ -316,6 +267,76 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// A bulk TCP sender's next step ([`next_block`]).
+enum Next {
+    /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
+    Wait,
+    /// Send a block of this many bytes.
+    Block(usize),
+    /// The `-n`/`-k` budget is spent.
+    Done,
+}
+
+/// Pace (`-b`) and budget (`-n`/`-k`) the next block of a bulk TCP sender.
+fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
+    if let Some(p) = pacer.as_mut() {
+        let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
+        if !wait.is_zero() {
+            std::thread::sleep(wait.min(STOP_POLL));
+            return Next::Wait;
+        }
+    }
+    match &w.budget {
+        Some(b) => match b.take(w.block_len) {
+            0 => Next::Done,
+            n => Next::Block(n),
+        },
+        None => Next::Block(w.block_len),
+    }
+}
+
+/// `-F`: send the file's bytes, `-b`-paced and within the `-n`/`-k` budget like any
+/// block, and stop at the end of the file (iperf3's `diskfile_send`).
+fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let mut file = std::fs::File::open(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read -F file {}: {e}", path.display()),
+        )
+    })?;
+    let mut buf = vec![0u8; w.block_len];
+    let origin = Instant::now();
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let (mut bytes, mut blocks) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        let want = match next_block(w, &mut pacer, origin) {
+            Next::Wait => continue,
+            Next::Done => break,
+            Next::Block(n) => n,
+        };
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            break; // the end of the file ends this sender
+        }
+        if !write_full(&mut sock, &buf[..n], &w.stop)? {
+            break;
+        }
+        bytes += n as u64;
+        blocks += 1;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    // The client's test ends when this thread does (`client::test_should_end`): first
+    // let the peer's kernel have the file's last bytes, which an iperf3 server that
+    // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// `MSG_ZEROCOPY` bookkeeping of one sender: sends made, completions read.
 #[derive(Default)]
 struct ZeroCopyState {
@@ -344,6 +365,16 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut buf = vec![0u8; rx];
     let (mut bytes, mut reads) = (0u64, 0u64);
     let mut frames = wire::TcpFrameParser::default();
+    // -F: what arrives goes to the file.
+    let mut file = match &w.file {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write -F file {}: {e}", p.display()),
+            )
+        })?),
+        None => None,
+    };
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(sock.as_fd(), buf.len())
@@ -353,6 +384,9 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         match r {
             Ok(0) => break, // the sender closed: normal at the end of a test
             Ok(n) => {
+                if let Some(f) = file.as_mut() {
+                    f.write_all(&buf[..n])?;
+                }
                 bytes += n as u64;
                 reads += 1;
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
@@ -374,24 +408,12 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Start the thread for a UDP stream (socket already connected to the peer).
+/// Start the thread of a bulk UDP stream.
 pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-udp-{}", w.shared.id);
-    std::thread::Builder::new().name(name).spawn(move || {
-        let shared = w.shared.clone();
-        let res = match (w.bounceback, shared.sender) {
-            (Some(b), true) => udp_bounce_client(&w, b, &sock),
-            (Some(b), false) => udp_bounce_server(&w, b, &sock),
-            (None, true) => match w.profile {
-                Some(p) => super::profile::udp_send(&w, &p, &sock),
-                None => udp_send(&w, &sock),
-            },
-            (None, false) => udp_recv(&w, &sock),
-        };
-        if let Err(e) = res {
-            shared.fail(e.to_string());
-        }
-        shared.finished.store(true, Ordering::Release);
+    spawn_loop(name, w, move |w| match w.shared.sender {
+        true => udp_send(w, &sock),
+        false => udp_recv(w, &sock),
     })
 }
 
@@ -580,14 +602,8 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     Ok(())
 }
 
-/// `len` bytes of the stream's payload pattern, repeated as needed (bounceback
-/// requests and replies can be longer or shorter than the bulk block).
-fn repeat_payload(payload: &[u8], len: usize) -> Vec<u8> {
-    payload.iter().copied().cycle().take(len).collect()
-}
-
 /// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
-fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+pub(super) fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
     let mut off = 0;
     while off < buf.len() {
         if stop.load(Ordering::Relaxed) {
@@ -609,313 +625,6 @@ fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result
         }
     }
     Ok(true)
-}
-
-/// `--busy-poll`: non-blocking receives for up to `spin`, so a message that arrives
-/// meanwhile is taken without the sleep and wake-up a blocking read costs. Each poll
-/// yields the CPU, so a peer that shares it still runs. `None` when nothing came: the
-/// caller then blocks as usual.
-fn poll_recv(fd: impl AsFd, buf: &mut [u8], spin: Duration) -> Option<io::Result<usize>> {
-    if spin.is_zero() {
-        return None;
-    }
-    let t0 = Instant::now();
-    loop {
-        match sock::recv_nowait(fd.as_fd(), buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if t0.elapsed() >= spin {
-                    return None;
-                }
-                std::thread::yield_now();
-            }
-            r => return Some(r),
-        }
-    }
-}
-
-/// One TCP read: polled first under `--busy-poll`, then blocking.
-fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
-    match poll_recv(&*sock, buf, spin) {
-        Some(r) => r,
-        None => sock.read(buf),
-    }
-}
-
-/// One UDP receive: polled first under `--busy-poll`, then blocking (with the socket's
-/// read timeout).
-fn recv_polled(sock: &UdpSocket, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
-    match poll_recv(sock, buf, spin) {
-        Some(r) => r,
-        None => sock.recv(buf),
-    }
-}
-
-/// `--busy-poll` for a request/response socket: the user-space poll time per read.
-/// SO_BUSY_POLL itself was asked for when the stream was set up (`caps.busy_poll`): it
-/// polls the device queue where there is one (not on loopback, and above
-/// net.core.busy_read only with CAP_NET_ADMIN); the user-space poll works anywhere.
-fn rr_spin(b: &Bounceback) -> Duration {
-    Duration::from_micros(b.busy_poll_us as u64)
-}
-
-/// Read exactly `buf.len()` bytes unless asked to stop; calls `each(total_so_far)` after
-/// every read. `Ok(false)` when stopped or the peer closed.
-fn read_full(
-    sock: &mut TcpStream,
-    buf: &mut [u8],
-    stop: &AtomicBool,
-    spin: Duration,
-    mut each: impl FnMut(usize),
-) -> io::Result<bool> {
-    let mut off = 0;
-    while off < buf.len() {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
-        match read_polled(sock, &mut buf[off..], spin) {
-            Ok(0) => return Ok(false),
-            Ok(n) => {
-                off += n;
-                each(off);
-            }
-            Err(e) if is_transient(&e) => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(false),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
-/// Set up a TCP request/response socket; returns the `--busy-poll` spin per read.
-///
-/// Reads block without a timeout: a timed wait arms a kernel timer on every read, a
-/// cost a transaction of a few µs notices. A blocked read is woken instead by
-/// `LiveStreams::stop`, which shuts the socket down for reading. Writes keep the
-/// timeout (they only wait when the peer stops reading, and must then see the stop).
-fn rr_socket(sock: &TcpStream, b: &Bounceback) -> io::Result<Duration> {
-    sock.set_nodelay(true)?;
-    sock.set_write_timeout(Some(STOP_POLL))?;
-    sock.set_read_timeout(None)?;
-    Ok(rr_spin(b))
-}
-
-/// Time between round-trip probes under `--working-load` (100 probes per second).
-pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
-
-/// TCP bounceback client: `burst` requests back to back, then their replies, each
-/// timed from its request's write to the arrival of its last reply byte.
-fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
-    let spin = rr_socket(&sock, &b)?;
-    let (req_len, rep_len, burst) = (
-        b.request_len as usize,
-        b.reply_len as usize,
-        b.burst as usize,
-    );
-    let req: Vec<u8> = repeat_payload(&w.payload, req_len);
-    let mut replies = vec![0u8; rep_len * burst];
-    let mut sent_at = Vec::with_capacity(burst);
-    let mut rtts = Vec::with_capacity(burst);
-    let (mut bytes, mut done) = (0u64, 0u64);
-    let Some(rec) = w.shared.rtt.as_ref() else {
-        return Ok(());
-    };
-    // A --working-load probe measures the path, it must not load it: one round trip
-    // every PROBE_PERIOD. A plain bounceback test runs back to back.
-    let period = w.load_start.map(|_| PROBE_PERIOD);
-    if burst == 1 && period.is_none() {
-        // The common case on its own lean loop (same figures as the general one
-        // below): on loopback a transaction takes a few µs, so per-transaction
-        // bookkeeping shows in the rate, most of all in unoptimised (test) builds.
-        while !w.stop.load(Ordering::Relaxed) {
-            let sent = Instant::now();
-            if !write_full(&mut sock, &req, &w.stop)? {
-                return Ok(());
-            }
-            if !read_full(&mut sock, &mut replies, &w.stop, spin, |_| {})? {
-                break;
-            }
-            let ns = sent.elapsed().as_nanos() as u64;
-            {
-                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                r.interval.record_ns(ns);
-                r.total.record_ns(ns);
-            }
-            bytes += req_len as u64;
-            done += 1;
-            w.shared.bytes.store(bytes, Ordering::Relaxed);
-            w.shared.packets.store(done, Ordering::Relaxed);
-        }
-        return Ok(());
-    }
-    let mut next = Instant::now();
-    while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = period {
-            let now = Instant::now();
-            if now < next {
-                std::thread::sleep((next - now).min(STOP_POLL));
-                continue;
-            }
-            next = (next + p).max(now);
-        }
-        sent_at.clear();
-        for _ in 0..burst {
-            sent_at.push(Instant::now());
-            if !write_full(&mut sock, &req, &w.stop)? {
-                return Ok(());
-            }
-        }
-        rtts.clear();
-        let complete = read_full(&mut sock, &mut replies, &w.stop, spin, |got| {
-            // Each reply is complete when its last byte is in.
-            while rtts.len() < got / rep_len {
-                let i = rtts.len();
-                rtts.push(sent_at[i].elapsed().as_nanos() as u64);
-            }
-        })?;
-        {
-            let idle = w.load_start.is_some_and(|at| sent_at[0] < at);
-            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-            for &ns in &rtts {
-                r.interval.record_ns(ns);
-                if idle {
-                    r.idle.record_ns(ns);
-                } else {
-                    r.total.record_ns(ns);
-                }
-            }
-        }
-        bytes += (req_len * burst) as u64;
-        done += rtts.len() as u64;
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(done, Ordering::Relaxed);
-        if !complete {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// TCP bounceback server: read a request, hold, answer.
-fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
-    let spin = rr_socket(&sock, &b)?;
-    let mut req = vec![0u8; b.request_len as usize];
-    let reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
-    let hold = Duration::from_micros(b.hold_us as u64);
-    let (mut bytes, mut done) = (0u64, 0u64);
-    while !w.stop.load(Ordering::Relaxed) {
-        if !read_full(&mut sock, &mut req, &w.stop, spin, |_| {})? {
-            break;
-        }
-        if !hold.is_zero() {
-            std::thread::sleep(hold);
-        }
-        if !write_full(&mut sock, &reply, &w.stop)? {
-            break;
-        }
-        bytes += req.len() as u64;
-        done += 1;
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(done, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
-/// How long a UDP bounceback client waits for the replies of a burst.
-const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// UDP bounceback client: requests carry an 8-byte sequence number that the reply
-/// echoes; a reply that does not come within a second counts as lost.
-fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
-    sock.set_write_timeout(Some(STOP_POLL))?;
-    // Set once: a reply's 1 s deadline is checked between reads.
-    sock.set_read_timeout(Some(STOP_POLL))?;
-    let spin = rr_spin(&b);
-    let (req_len, burst) = (b.request_len as usize, b.burst as usize);
-    let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
-    let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
-    let mut outstanding: Vec<(u64, Instant)> = Vec::with_capacity(burst);
-    let (mut seq, mut bytes, mut done) = (0u64, 0u64, 0u64);
-    let Some(rec) = w.shared.rtt.as_ref() else {
-        return Ok(());
-    };
-    while !w.stop.load(Ordering::Relaxed) {
-        outstanding.clear();
-        for _ in 0..burst {
-            seq += 1;
-            req[..8].copy_from_slice(&seq.to_be_bytes());
-            let t = Instant::now();
-            match sock.send(&req) {
-                Ok(_) => outstanding.push((seq, t)),
-                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e),
-            }
-            bytes += req_len as u64;
-        }
-        let deadline = Instant::now() + UDP_REPLY_TIMEOUT;
-        while !outstanding.is_empty() && !w.stop.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match recv_polled(sock, &mut buf, spin) {
-                Ok(n) if n >= 8 => {
-                    let mut s = [0u8; 8];
-                    s.copy_from_slice(&buf[..8]);
-                    let got = u64::from_be_bytes(s);
-                    if let Some(i) = outstanding.iter().position(|o| o.0 == got) {
-                        let (_, t) = outstanding.swap_remove(i);
-                        let ns = t.elapsed().as_nanos() as u64;
-                        let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                        r.interval.record_ns(ns);
-                        r.total.record_ns(ns);
-                        done += 1;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if !w.stop.load(Ordering::Relaxed) && !outstanding.is_empty() {
-            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-            r.lost += outstanding.len() as u64;
-        }
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(done, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
-/// UDP bounceback server: echo each request's sequence number in a reply.
-fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
-    // No read timeout (a timed wait arms a kernel timer per request): the end of the
-    // test wakes the read by shutting the socket down (LiveStreams::stop).
-    sock.set_read_timeout(None)?;
-    let spin = rr_spin(&b);
-    let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
-    let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
-    let hold = Duration::from_micros(b.hold_us as u64);
-    let (mut bytes, mut done) = (0u64, 0u64);
-    while !w.stop.load(Ordering::Relaxed) {
-        match recv_polled(sock, &mut buf, spin) {
-            // Shorter datagrams are repeated connect messages.
-            Ok(n) if n >= 8 => {
-                if !hold.is_zero() {
-                    std::thread::sleep(hold);
-                }
-                reply[..8].copy_from_slice(&buf[..8]);
-                let _ = sock.send(&reply);
-                bytes += n as u64;
-                done += 1;
-                w.shared.bytes.store(bytes, Ordering::Relaxed);
-                w.shared.packets.store(done, Ordering::Relaxed);
-            }
-            Ok(_) => {}
-            Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,17 +1,151 @@
-//! What the client and the server do alike: socket options on data streams, the
-//! `start` facts, and the inputs of the end summary.
+//! What the client and the server do alike: socket options on data streams (applied
+//! by the client's `connect_tcp`/`connect_udp` and the server's `session::data_sock_opts`),
+//! the `start` facts, and the inputs of the end summary.
 
 use crate::report::build::{EndInputs, LocalFinal};
 use crate::report::{Start, TestStart};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::Results;
-use socket2::Socket;
+use socket2::{Domain, Socket, TcpKeepalive, Type};
 use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::time::Duration;
 
-/// Apply the spec's options to a data socket before it connects (or right after accept).
-pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result<()> {
+/// This side's own iperf3 options: not sent to the peer, they shape this end's sockets
+/// and output. The same on both sides; each field says which side reads it.
+#[derive(Debug, Clone, Default)]
+pub struct SideOpts {
+    /// `--json-stream-full-output`: with `--json-stream`, also the `-J` document at the end.
+    pub json_stream_full: bool,
+    /// `--bind-dev DEV` (or `-B ADDR%DEV`, `-c HOST%DEV`): SO_BINDTODEVICE on every
+    /// socket of this side (the server's listeners, the client's control and data).
+    pub bind_dev: Option<String>,
+    /// `-d[=LEVEL]`: the control conversation on stderr (every level alike).
+    pub debug: Option<u8>,
+    /// `-F FILE` (TCP): what this side sends comes from the file, what it receives goes
+    /// to it.
+    pub file: Option<std::path::PathBuf>,
+    /// `--rcv-timeout MS`: a receiving side gives up when no data arrives for this long.
+    pub rcv_timeout: Option<Duration>,
+    /// `--snd-timeout MS`: TCP_USER_TIMEOUT on this side's control and TCP data sockets.
+    pub snd_timeout_ms: Option<u32>,
+    /// `--cntl-ka[=IDLE/INTV/CNT]`: TCP keepalive on this side's control connection.
+    pub cntl_ka: Option<Keepalive>,
+    /// Server: `--server-max-duration SECS` (refuse longer or open-ended tests).
+    pub max_duration_s: Option<u64>,
+    /// Server: `--server-bitrate-limit RATE[/SECONDS]`: bits/s and the averaging window.
+    pub bitrate_limit: Option<(u64, f64)>,
+}
+
+/// The address a client data socket connects to: the server's, carrying the `-L` flow
+/// label (leased on the socket first) when one was asked for.
+pub fn data_peer(s: &Socket, spec: &TestSpec, server: SocketAddr) -> io::Result<SocketAddr> {
+    let Some(label) = spec.flowlabel else {
+        return Ok(server);
+    };
+    let SocketAddr::V6(v6) = server else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "-L sets an IPv6 flow label, but the server's address is IPv4 (use -6 or an IPv6 address)",
+        ));
+    };
+    let flowinfo = sock::set_flowlabel(s.as_fd(), label, *v6.ip()).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("unable to set IPv6 flow label {label:#x}: {e}"),
+        )
+    })?;
+    // `SocketAddrV6` keeps flowinfo as given; the kernel reads it in network order.
+    Ok(SocketAddr::V6(std::net::SocketAddrV6::new(
+        *v6.ip(),
+        v6.port(),
+        flowinfo,
+        v6.scope_id(),
+    )))
+}
+
+/// A stream socket over MPTCP (`-m`), or why this kernel cannot give one.
+pub fn mptcp_socket(ipv6: bool) -> io::Result<Socket> {
+    let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
+    Socket::new(domain, Type::STREAM, Some(socket2::Protocol::MPTCP)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("MPTCP is not available here (-m; is net.mptcp.enabled 1?): {e}"),
+        )
+    })
+}
+
+/// `--cntl-ka` values; `None` keeps the system's (net.ipv4.tcp_keepalive_*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keepalive {
+    pub idle_s: Option<u32>,
+    pub interval_s: Option<u32>,
+    pub count: Option<u32>,
+}
+
+/// Apply this side's own options to a socket before it binds or connects: the device
+/// (`--bind-dev`) on every socket, and for the control connection (`ctrl`) the TCP
+/// keepalive (`--cntl-ka`) and TCP_USER_TIMEOUT (`--snd-timeout`).
+pub fn apply_side_opts(s: &Socket, side: &SideOpts, ctrl: bool) -> io::Result<()> {
+    if let Some(dev) = &side.bind_dev {
+        s.bind_device(Some(dev.as_bytes()))
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot bind to device {dev}: {e}")))?;
+    }
+    if !ctrl {
+        return Ok(());
+    }
+    if let Some(ms) = side.snd_timeout_ms {
+        s.set_tcp_user_timeout(Some(Duration::from_millis(ms.into())))?;
+    }
+    if let Some(ka) = side.cntl_ka {
+        let mut k = TcpKeepalive::new();
+        // As iperf3: with an idle time given, it must exceed the whole retry period,
+        // whose unset parts are the system's.
+        let interval = match ka.interval_s {
+            Some(i) => i,
+            None => s.keepalive_interval()?.as_secs() as u32,
+        };
+        let count = match ka.count {
+            Some(c) => c,
+            None => s.keepalive_retries()?,
+        };
+        if let Some(idle) = ka.idle_s {
+            if idle <= interval * count {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "--cntl-ka: the idle time ({idle} s) must be longer than the retry period ({interval} s × {count})"
+                    ),
+                ));
+            }
+            k = k.with_time(Duration::from_secs(idle.into()));
+        }
+        if let Some(i) = ka.interval_s {
+            k = k.with_interval(Duration::from_secs(i.into()));
+        }
+        if let Some(c) = ka.count {
+            k = k.with_retries(c);
+        }
+        s.set_keepalive(true)?;
+        s.set_tcp_keepalive(&k)?;
+    }
+    Ok(())
+}
+
+/// Apply the spec's options to a data socket before it connects (or right after accept),
+/// with this side's own (`side`).
+pub fn apply_sock_opts(
+    s: &Socket,
+    spec: &TestSpec,
+    side: &SideOpts,
+    is_ipv6: bool,
+) -> io::Result<()> {
+    apply_side_opts(s, side, false)?;
+    if spec.dont_fragment && spec.protocol == Protocol::Udp && !is_ipv6 {
+        sock::set_dont_fragment(s.as_fd())?;
+    }
     if let Some(w) = spec.window {
         let w = w as usize;
         s.set_send_buffer_size(w)?;
@@ -34,6 +168,9 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
         if let Some(mss) = spec.mss {
             s.set_mss(mss)?;
         }
+        if let Some(ms) = side.snd_timeout_ms {
+            s.set_tcp_user_timeout(Some(Duration::from_millis(ms.into())))?;
+        }
         if let Some(cc) = &spec.congestion
             && let Err(e) = sock::set_congestion(s.as_fd(), cc)
         {
@@ -44,6 +181,15 @@ pub fn apply_sock_opts(s: &Socket, spec: &TestSpec, is_ipv6: bool) -> io::Result
         }
     }
     Ok(())
+}
+
+/// A UDP data socket without `-w`: room for a burst of datagrams at high rates (capped
+/// by net.core.[rw]mem_max). Refusals are ignored: the kernel's default still works.
+pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
+    if spec.window.is_none() {
+        let _ = s.set_recv_buffer_size(4 << 20);
+        let _ = s.set_send_buffer_size(4 << 20);
+    }
 }
 
 /// A memory file holding the payload, for `sendfile` (`-Z`).

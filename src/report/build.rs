@@ -1,19 +1,17 @@
-//! Turning per-stream samples into report values: interval rows and the end summary.
+//! Turning per-stream samples into report values: interval rows (`build/interval.rs`)
+//! and the end summary (`build/end.rs`), with the extension summaries and the results
+//! message here.
 //!
 //! Pure functions: the engine hands over cumulative counters and times, and the peer's
 //! results message; these functions apply iperf3's definitions (see `docs/metrics.md`)
 //! and return typed report values.
 
+use super::TcpFigures;
 use super::{BouncebackEnd, TripTimesEnd, WorkingLoadEnd};
-use super::{
-    EndSide, EndStream, EndSum, EndUdp, Interval, StreamExt, StreamInterval, SumInterval,
-    TcpEndExtra, TcpFigures, UdpEndExtra, UdpExtra, UdpRecvFigures,
-};
 use crate::clocksync::ClockEstimate;
 use crate::latency::Hist;
 use crate::latency::{OwdRecord, OwdSummary};
-use crate::spec::Protocol;
-use crate::stats::{UdpCounts, bits_per_second, lost_percent};
+use crate::stats::{UdpCounts, bits_per_second};
 use crate::wire::Bounceback;
 use crate::wire::WorkingLoad;
 use crate::wire::{Results, StreamResult};
@@ -21,8 +19,10 @@ use crate::wire::{Results, StreamResult};
 pub mod accountant;
 pub mod connect;
 mod end;
+mod interval;
 pub mod profile;
-pub use end::{EndInputs, end};
+pub use end::{EndInputs, end, end_stream, end_sums};
+pub use interval::{Sample, interval, stream_interval, sum_interval};
 
 /// TCP summary figures kept by a sending stream over the whole test.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -143,6 +143,8 @@ pub fn working_load_end(
         loaded_rpm: loaded.rpm(),
         up_bits_per_second: if w.up { bulk(true) } else { 0.0 },
         down_bits_per_second: if w.down { bulk(false) } else { 0.0 },
+        idle_rtt_histogram_us: idle.buckets_us(),
+        loaded_rtt_histogram_us: loaded.buckets_us(),
     })
 }
 
@@ -286,359 +288,10 @@ pub fn local_results(
     }
 }
 
-fn side(socket: i64, bytes: u64, seconds: f64, sender: bool) -> EndSide {
-    EndSide {
-        socket,
-        start: 0.0,
-        end: seconds,
-        seconds,
-        bytes,
-        bits_per_second: bits_per_second(bytes, seconds),
-        sender,
-        ..EndSide::default()
-    }
-}
-
-/// One stream's end summary from the local figures and the peer's matching entry.
-pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult>) -> EndStream {
-    let peer_secs = peer.map(|p| (p.end_time - p.start_time).max(0.0));
-    match protocol {
-        Protocol::Tcp => {
-            let mut local = side(l.socket, l.bytes, l.seconds, l.sender);
-            if let Some(t) = &l.tcp {
-                local.retransmits = Some(t.retransmits);
-                local.reorder = Some(t.reorder);
-                local.max_snd_cwnd = Some(t.max_snd_cwnd);
-                local.max_snd_wnd = Some(t.max_snd_wnd);
-                local.max_rtt = Some(t.max_rtt);
-                local.min_rtt = Some(t.min_rtt);
-                local.mean_rtt = Some(t.mean_rtt());
-                local.netmeter = Some(TcpEndExtra {
-                    spurious_retransmits: t.spurious_retransmits,
-                });
-            }
-            let remote = peer.map(|p| {
-                let mut s = side(l.socket, p.bytes, peer_secs.unwrap_or(l.seconds), !l.sender);
-                if !l.sender && p.retransmits >= 0 {
-                    s.retransmits = Some(p.retransmits as u64);
-                    // A netmeter peer says how many were spurious; iperf3 does not.
-                    s.netmeter = p.netmeter_spurious_retransmits.map(|n| TcpEndExtra {
-                        spurious_retransmits: n,
-                    });
-                }
-                s
-            });
-            let (sender, receiver) = if l.sender {
-                (Some(local), remote)
-            } else {
-                (remote, Some(local))
-            };
-            EndStream {
-                sender,
-                receiver,
-                udp: None,
-            }
-        }
-        Protocol::Udp => {
-            // iperf3 merges both sides: sender's bytes and packets, receiver's loss.
-            let (snd_bytes, snd_packets, snd_secs, rcv, rcv_bytes, rcv_secs) = if l.sender {
-                let rcv = peer.map(|p| UdpCounts {
-                    highest_seq: p.measured_packets(l.omitted_packets),
-                    lost: p.measured_errors(),
-                    out_of_order: p.netmeter_out_of_order.unwrap_or(0),
-                    duplicates: p.netmeter_duplicates.unwrap_or(0),
-                    jitter_s: p.jitter,
-                    received: 0,
-                });
-                (
-                    l.bytes,
-                    l.packets,
-                    l.seconds,
-                    rcv,
-                    peer.map(|p| p.bytes),
-                    peer_secs,
-                )
-            } else {
-                let (b, pk, s) = peer
-                    .map(|p| {
-                        (
-                            p.bytes,
-                            p.measured_packets(l.omitted_packets),
-                            peer_secs.unwrap_or(0.0),
-                        )
-                    })
-                    .unwrap_or((
-                        l.bytes,
-                        l.udp.map(|u| u.highest_seq).unwrap_or(0),
-                        l.seconds,
-                    ));
-                (b, pk, s, l.udp, Some(l.bytes), Some(l.seconds))
-            };
-            let rcv = rcv.unwrap_or_default();
-            let packets = snd_packets.max(rcv.highest_seq);
-            let netmeter = rcv_bytes.map(|b| UdpEndExtra {
-                duplicates: rcv.duplicates,
-                receiver_bytes: b,
-                receiver_bits_per_second: bits_per_second(b, rcv_secs.unwrap_or(0.0)),
-                receiver_seconds: rcv_secs.unwrap_or(0.0),
-                receiver_packets: rcv.received,
-            });
-            EndStream {
-                sender: None,
-                receiver: None,
-                udp: Some(EndUdp {
-                    socket: l.socket,
-                    start: 0.0,
-                    end: snd_secs,
-                    seconds: snd_secs,
-                    bytes: snd_bytes,
-                    bits_per_second: bits_per_second(snd_bytes, snd_secs),
-                    jitter_ms: rcv.jitter_s * 1000.0,
-                    lost_packets: rcv.lost,
-                    packets,
-                    lost_percent: lost_percent(rcv.lost, packets),
-                    out_of_order: rcv.out_of_order,
-                    sender: l.sender,
-                    netmeter,
-                }),
-            }
-        }
-    }
-}
-
-/// Sum sender or receiver sides of TCP end summaries.
-fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Option<EndSum> {
-    let mut any = false;
-    let mut s = EndSum {
-        sender,
-        ..EndSum::default()
-    };
-    let mut retrans: Option<u64> = None;
-    let mut spurious: Option<u64> = None;
-    for x in sides {
-        any = true;
-        s.bytes += x.bytes;
-        s.seconds = s.seconds.max(x.seconds);
-        if let Some(r) = x.retransmits {
-            retrans = Some(retrans.unwrap_or(0) + r);
-        }
-        if let Some(n) = x.netmeter {
-            spurious = Some(spurious.unwrap_or(0) + n.spurious_retransmits);
-        }
-    }
-    s.end = s.seconds;
-    s.bits_per_second = bits_per_second(s.bytes, s.seconds);
-    s.retransmits = if sender { retrans } else { None };
-    s.netmeter = spurious.filter(|_| sender).map(|n| TcpEndExtra {
-        spurious_retransmits: n,
-    });
-    any.then_some(s)
-}
-
-/// The end sums for one direction's streams: (sum, sum_sent, sum_received).
-pub fn end_sums(
-    protocol: Protocol,
-    streams: &[&EndStream],
-    local_sender: bool,
-) -> (Option<EndSum>, Option<EndSum>, Option<EndSum>) {
-    if streams.is_empty() {
-        return (None, None, None);
-    }
-    match protocol {
-        Protocol::Tcp => (
-            None,
-            sum_sides(streams.iter().filter_map(|s| s.sender.as_ref()), true),
-            sum_sides(streams.iter().filter_map(|s| s.receiver.as_ref()), false),
-        ),
-        Protocol::Udp => {
-            let udp: Vec<&EndUdp> = streams.iter().filter_map(|s| s.udp.as_ref()).collect();
-            let seconds = udp.iter().map(|u| u.seconds).fold(0.0, f64::max);
-            let bytes: u64 = udp.iter().map(|u| u.bytes).sum();
-            let packets: u64 = udp.iter().map(|u| u.packets).sum();
-            let lost: u64 = udp.iter().map(|u| u.lost_packets).sum();
-            let jitter = udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len().max(1) as f64;
-            // A sender whose peer sent no results (the test was interrupted) does not
-            // know what arrived: like iperf3 it reports 0 received, not what it sent.
-            let rcv_known = udp.iter().any(|u| u.netmeter.is_some());
-            let rcv_bytes: u64 = udp
-                .iter()
-                .map(|u| u.netmeter.map(|n| n.receiver_bytes).unwrap_or(0))
-                .sum();
-            let recv_fig = UdpRecvFigures {
-                jitter_ms: jitter,
-                lost_packets: lost,
-                packets,
-                lost_percent: lost_percent(lost, packets),
-            };
-            // The receiver's bytes over the receiver's own time (it counts until the last
-            // datagram arrived, after the end-of-test drain), as iperf3's sum_received
-            // does: over the sender's time, data still queued on the path when the sender
-            // stopped would inflate the rate.
-            let rcv_seconds = udp
-                .iter()
-                .filter_map(|u| u.netmeter.map(|n| n.receiver_seconds))
-                .fold(0.0, f64::max);
-            let rcv_seconds = if rcv_seconds > 0.0 {
-                rcv_seconds
-            } else {
-                seconds
-            };
-            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool, seconds: f64| EndSum {
-                start: 0.0,
-                end: seconds,
-                seconds,
-                bytes,
-                bits_per_second: bits_per_second(bytes, seconds),
-                retransmits: None,
-                udp_recv: Some(fig),
-                sender,
-                netmeter: None,
-            };
-            let sent_fig = UdpRecvFigures {
-                jitter_ms: 0.0,
-                lost_packets: 0,
-                packets,
-                lost_percent: 0.0,
-            };
-            let rcv_fig = if rcv_known {
-                recv_fig
-            } else {
-                UdpRecvFigures {
-                    packets: 0,
-                    ..recv_fig
-                }
-            };
-            (
-                Some(mk(bytes, recv_fig, local_sender, seconds)),
-                Some(mk(bytes, sent_fig, true, seconds)),
-                Some(mk(rcv_bytes, rcv_fig, false, rcv_seconds)),
-            )
-        }
-    }
-}
-
-/// Cumulative counters of one stream at one instant, as the engine samples them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Sample {
-    pub bytes: u64,
-    pub packets: u64,
-    pub udp: Option<UdpCounts>,
-}
-
-/// One stream's interval row from two cumulative samples.
-#[allow(clippy::too_many_arguments)]
-pub fn stream_interval(
-    protocol: Protocol,
-    socket: i64,
-    sender: bool,
-    start: f64,
-    end: f64,
-    prev: &Sample,
-    now: &Sample,
-    tcp: Option<TcpFigures>,
-    omitted: bool,
-) -> StreamInterval {
-    let seconds = end - start;
-    let bytes = now.bytes.saturating_sub(prev.bytes);
-    let mut row = StreamInterval {
-        socket,
-        start,
-        end,
-        seconds,
-        bytes,
-        bits_per_second: bits_per_second(bytes, seconds),
-        tcp: if sender { tcp } else { None },
-        omitted,
-        sender,
-        ..StreamInterval::default()
-    };
-    if protocol == Protocol::Udp {
-        if sender {
-            row.packets = Some(now.packets.saturating_sub(prev.packets));
-        } else if let Some(u) = now.udp {
-            let p = prev.udp.unwrap_or_default();
-            let packets = u.highest_seq.saturating_sub(p.highest_seq);
-            // Lost can shrink when late datagrams fill earlier gaps: clamp at zero.
-            let lost = u.lost.saturating_sub(p.lost);
-            row.udp_recv = Some(UdpRecvFigures {
-                jitter_ms: u.jitter_s * 1000.0,
-                lost_packets: lost,
-                packets,
-                lost_percent: lost_percent(lost, packets),
-            });
-            row.netmeter = Some(StreamExt {
-                udp: Some(UdpExtra {
-                    out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
-                    duplicates: u.duplicates.saturating_sub(p.duplicates),
-                }),
-                ..StreamExt::default()
-            });
-        }
-    }
-    row
-}
-
-/// Sum the rows of one direction into an interval sum.
-pub fn sum_interval(rows: &[&StreamInterval], start: f64, end: f64, sender: bool) -> SumInterval {
-    let seconds = end - start;
-    let bytes = rows.iter().map(|r| r.bytes).sum();
-    let tcp: Vec<&TcpFigures> = rows.iter().filter_map(|r| r.tcp.as_ref()).collect();
-    let udp: Vec<&UdpRecvFigures> = rows.iter().filter_map(|r| r.udp_recv.as_ref()).collect();
-    let udp_recv = (!udp.is_empty()).then(|| {
-        let lost = udp.iter().map(|u| u.lost_packets).sum();
-        let packets = udp.iter().map(|u| u.packets).sum();
-        UdpRecvFigures {
-            jitter_ms: udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len() as f64,
-            lost_packets: lost,
-            packets,
-            lost_percent: lost_percent(lost, packets),
-        }
-    });
-    let packets = rows
-        .iter()
-        .filter_map(|r| r.packets)
-        .fold(None, |a: Option<u64>, p| Some(a.unwrap_or(0) + p));
-    SumInterval {
-        start,
-        end,
-        seconds,
-        bytes,
-        bits_per_second: bits_per_second(bytes, seconds),
-        retransmits: (!tcp.is_empty()).then(|| tcp.iter().map(|t| t.retransmits).sum()),
-        udp_recv,
-        packets,
-        omitted: rows.first().is_some_and(|r| r.omitted),
-        sender,
-        netmeter: None,
-    }
-}
-
-/// Assemble one `intervals[]` element from its rows; `forward` tells for each row
-/// whether its stream flows client → server (`sum`) or back (`sum_bidir_reverse`).
-pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: bool) -> Interval {
-    let fwd: Vec<&StreamInterval> = rows
-        .iter()
-        .filter(|r| r.1 || !bidir)
-        .map(|r| &r.0)
-        .collect();
-    let rev: Vec<&StreamInterval> = rows
-        .iter()
-        .filter(|r| !r.1 && bidir)
-        .map(|r| &r.0)
-        .collect();
-    let sender_of = |v: &[&StreamInterval]| v.first().is_some_and(|r| r.sender);
-    let sum = sum_interval(&fwd, start, end, sender_of(&fwd));
-    let sum_bidir_reverse = bidir.then(|| sum_interval(&rev, start, end, sender_of(&rev)));
-    Interval {
-        streams: rows.into_iter().map(|r| r.0).collect(),
-        sum,
-        sum_bidir_reverse,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Protocol;
 
     #[test]
     fn tcp_end_merges_peer_receiver() {

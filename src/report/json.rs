@@ -33,6 +33,15 @@ pub fn event<T: Serialize>(name: &str, data: &T) -> String {
     s
 }
 
+/// A server's log line outside text mode: one JSON object per line (its keys in
+/// serde_json's sorted order, as netmeter has always written it).
+pub fn server_log(msg: &str) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({"event": "server_log", "data": msg})
+    )
+}
+
 /// The document of a test that failed before it started, as iperf3 3.22 writes it:
 /// `start` with `connected`, `version`, `system_info`; empty `intervals` and `end`.
 #[derive(Serialize)]

@@ -123,14 +123,24 @@ impl super::Report {
     /// roles ([`super::LocalRoles`]) is inferred: which streams it sent on from the
     /// interval rows (`sender` per socket; without intervals, the client sends unless
     /// the test was reversed), and the Retr column from the senders' retransmit counts.
+    ///
+    /// A document the typed structs refuse is read again through a `serde_json::Value`,
+    /// where a repeated key keeps its last value: iperf3 3.12 writes `sock_bufsize`,
+    /// `sndbuf_actual` and `rcvbuf_actual` into `start` once per TCP stream
+    /// (`iperf_tcp_connect`; later versions check first), and the typed structs refuse a
+    /// duplicate field. (Only then: a `Value` of a 10,000-interval document takes
+    /// several times the memory of the typed `Report`.)
     pub fn from_document(json: &str) -> serde_json::Result<super::Report> {
-        let mut r: super::Report = serde_json::from_str(json)?;
+        let mut r: super::Report = match serde_json::from_str(json) {
+            Ok(r) => r,
+            Err(_) => serde_json::from_value(serde_json::from_str(json)?)?,
+        };
         r.end.local = roles_of(&r);
         Ok(r)
     }
 }
 
-fn roles_of(r: &super::Report) -> super::LocalRoles {
+pub(super) fn roles_of(r: &super::Report) -> super::LocalRoles {
     let client = r.start.connecting_to.is_some();
     let default_sender = client == (r.start.test_start.reverse == 0);
     let rows = r.intervals.last().map(|iv| &iv.streams[..]).unwrap_or(&[]);

@@ -9,9 +9,14 @@
 pub mod advice;
 pub mod build;
 pub mod connect;
+pub mod csv;
+pub mod html;
+pub mod input;
 pub mod json;
 mod load;
+pub mod load_stream;
 pub mod observe;
+pub mod plot;
 pub mod profile;
 pub mod text;
 
@@ -133,6 +138,9 @@ pub struct TcpFigures {
     /// RTT variance, microseconds.
     pub rttvar: u64,
     pub pmtu: u64,
+    /// Absent from some iperf3 documents (Debian's 3.12 writes no `reorder`): 0 when a
+    /// loaded row lacks it; the other keys decide whether a row has TCP figures at all.
+    #[serde(default)]
     pub reorder: u64,
 }
 
@@ -473,6 +481,12 @@ pub struct WorkingLoadEnd {
     /// The load's throughput over the loaded phase, client → server and back.
     pub up_bits_per_second: f64,
     pub down_bits_per_second: f64,
+    /// The probe's idle and loaded RTT histograms: `[upper bound µs, count]` per
+    /// non-empty bucket (the plots' distributions; absent from older documents).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_rtt_histogram_us: Vec<(f64, u64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_rtt_histogram_us: Vec<(f64, u64)>,
 }
 
 /// The end of a `--trip-times` test: one-way delays per direction.

@@ -5,7 +5,8 @@
 //! `-R` line, warnings, the server's output, "iperf Done."). Renderers (the iperf3
 //! text, the `-J` document, `--json-stream`) implement [`Observer`] and only read; a
 //! program using netmeter as a library can implement it too, or ignore the events and
-//! use the `Report` that `netmeter::run` returns.
+//! use the `Report` that `netmeter::run` returns. A server also tells its own life
+//! (listening, its log lines) as events, outside any one test's report.
 
 use super::{Connected, End, Interval, Report, Start};
 
@@ -39,6 +40,12 @@ pub enum Event<'a> {
     Done,
     /// The report is complete: nothing follows.
     Finished(&'a Report),
+    /// A server is ready for its `test`-th test (1, 2, …) on `port` (iperf3's
+    /// "Server listening on" banner).
+    Listening { port: u16, test: u64 },
+    /// A server's line about a session or a connection rather than a test's figures: a
+    /// refused or failed test, a dropped connection, the `--idle-timeout` exit.
+    ServerLog(&'a str),
 }
 
 /// Receives a test's events.

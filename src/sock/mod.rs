@@ -12,19 +12,24 @@
 //! - [`tcp_info`](mod@tcp_info): TCP_INFO by field name;
 //! - [`mmsg`]: batched UDP I/O (`sendmmsg`/`recvmmsg`), GSO/GRO, receive timestamps;
 //! - [`zerocopy`]: `MSG_ZEROCOPY` and `sendfile`;
+//! - [`options`]: IP_MTU_DISCOVER, IPv6 flow labels, protocol probes (SCTP, MPTCP);
 //! - [`process`]: CPU usage, random bytes, affinity, malloc arenas, daemon, signals.
 
 #![allow(unsafe_code)]
 
 pub mod mmsg;
+pub mod options;
 pub mod process;
 pub mod tcp_info;
 pub mod zerocopy;
 
 pub use mmsg::{Batch, Received, set_rx_timestamps, set_udp_gro, set_udp_gso};
+pub use options::{
+    mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
+};
 pub use process::{
-    catch_stop_signals, cpu_sample, daemonize, pin_to_cpu, random_bytes, release_free_memory,
-    stop_signal, system_info, use_one_malloc_arena,
+    catch_stop_signals, cpu_sample, daemonize, local_time_text, pin_to_cpu, random_bytes,
+    release_free_memory, stop_signal, system_info, use_one_malloc_arena,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use zerocopy::{ZeroCopyDone, enable_msg_zerocopy, reap_zerocopy, send_msg_zerocopy, sendfile};
@@ -296,6 +301,51 @@ pub struct Capabilities {
     pub rx_timestamps: bool,
     /// SO_BUSY_POLL: blocking reads poll the device queue first.
     pub busy_poll: bool,
+}
+
+/// What this kernel offers this process, probed on fresh sockets that are never
+/// connected (for `--version`, as iperf3 lists its "optional features").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelFeatures {
+    /// UDP_SEGMENT accepted on a UDP socket.
+    pub udp_gso: bool,
+    /// UDP_GRO accepted on a UDP socket.
+    pub udp_gro: bool,
+    /// SO_ZEROCOPY accepted on a TCP socket.
+    pub msg_zerocopy: bool,
+    /// An `IPPROTO_MPTCP` socket can be made (and `net.mptcp.enabled` is not 0).
+    pub mptcp: bool,
+    /// An `IPPROTO_SCTP` socket can be made.
+    pub sctp: bool,
+    /// SO_MAX_PACING_RATE accepted on a TCP socket.
+    pub pacing: bool,
+    /// TCP_CONGESTION readable on a TCP socket.
+    pub congestion: bool,
+}
+
+/// Probe [`KernelFeatures`]: each socket option is tried on a socket of its own; a
+/// refusal (or a socket the kernel will not make) means "not available".
+pub fn kernel_features() -> KernelFeatures {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let udp = Socket::new(Domain::IPV4, Type::DGRAM, None).ok();
+    let tcp = Socket::new(Domain::IPV4, Type::STREAM, None).ok();
+    let made =
+        |proto: i32| Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::from(proto))).is_ok();
+    let mptcp_enabled =
+        std::fs::read_to_string("/proc/sys/net/mptcp/enabled").map_or(true, |v| v.trim() != "0");
+    KernelFeatures {
+        udp_gso: udp.as_ref().is_some_and(|s| set_udp_gso(s.as_fd(), 1400)),
+        udp_gro: udp.as_ref().is_some_and(|s| set_udp_gro(s.as_fd())),
+        msg_zerocopy: tcp.as_ref().is_some_and(|s| enable_msg_zerocopy(s.as_fd())),
+        mptcp: mptcp_enabled && made(libc::IPPROTO_MPTCP),
+        sctp: made(libc::IPPROTO_SCTP),
+        pacing: tcp
+            .as_ref()
+            .is_some_and(|s| set_max_pacing_rate(s.as_fd(), u64::MAX).is_ok()),
+        congestion: tcp
+            .as_ref()
+            .is_some_and(|s| congestion(s.as_fd()).is_some()),
+    }
 }
 
 /// What to ask of a data socket. Which capabilities a stream wants is the caller's

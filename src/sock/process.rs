@@ -52,6 +52,34 @@ pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// `strftime(3)` of the local time `epoch_secs` (`--timestamps=FORMAT`, as iperf3
+/// formats it: the C library's own conversions and time zone). Empty when the format
+/// yields nothing or more than 512 bytes.
+pub fn local_time_text(format: &str, epoch_secs: i64) -> String {
+    let Ok(fmt) = std::ffi::CString::new(format) else {
+        return String::new();
+    };
+    let t: libc::time_t = epoch_secs as libc::time_t;
+    // SAFETY: tm is plain old data; localtime_r fills it from the valid &t.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is thread-safe.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return String::new();
+    }
+    let mut buf = [0u8; 512];
+    // SAFETY: buf's pointer and length bound the output; fmt is NUL-terminated; tm is
+    // initialised. strftime returns the bytes written, without the NUL.
+    let n = unsafe {
+        libc::strftime(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            fmt.as_ptr(),
+            &tm,
+        )
+    };
+    String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned()
+}
+
 /// `uname -a`-like text for `start.system_info`.
 pub fn system_info() -> String {
     // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
@@ -168,6 +196,34 @@ pub fn stop_signal() -> Option<i32> {
     }
 }
 
+/// Read a password from the terminal on stdin with echo off (iperf3's `iperf_getpass`):
+/// `prompt` goes to stderr, the line ends at the first `\r` or `\n`. Fails when stdin is
+/// not a terminal.
+pub fn read_password(prompt: &str) -> io::Result<String> {
+    use std::io::{BufRead, Write};
+    let fd = libc::STDIN_FILENO;
+    // SAFETY: termios is plain old data; tcgetattr fills it or fails.
+    let mut old: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is stdin, &mut old a valid termios pointer.
+    check(unsafe { libc::tcgetattr(fd, &mut old) })?;
+    let mut quiet = old;
+    quiet.c_lflag &= !libc::ECHO;
+    // SAFETY: fd is stdin, &quiet a valid termios.
+    check(unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) })?;
+    let mut err = io::stderr();
+    let _ = write!(err, "{prompt}");
+    let _ = err.flush();
+    let mut line = String::new();
+    let read = io::stdin().lock().read_line(&mut line);
+    // SAFETY: fd is stdin, &old the settings read above.
+    unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &old) };
+    let _ = writeln!(err);
+    read?;
+    let end = line.find(['\r', '\n']).unwrap_or(line.len());
+    line.truncate(end);
+    Ok(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +235,18 @@ mod tests {
         let mut b = [0u8; 37];
         random_bytes(&mut b).unwrap();
         assert!(!system_info().is_empty());
+    }
+
+    #[test]
+    fn local_time_text_is_strftime() {
+        // The epoch's year and seconds do not depend on the time zone's offset (< 1 day).
+        let y = local_time_text("%Y", 86_400 * 365);
+        assert_eq!(y, "1971");
+        assert_eq!(local_time_text("%S|%%", 7), "07|%");
+        // %c (iperf3's default) names a weekday and the year.
+        let c = local_time_text("%c ", 1_700_000_000);
+        assert!(c.contains("2023") && c.ends_with(' '), "{c}");
+        assert_eq!(local_time_text("", 0), "");
+        assert_eq!(local_time_text("a\0b", 0), "");
     }
 }

@@ -335,6 +335,22 @@ fn tcp_omit() {
     );
 }
 
+/// `-O` without interval rows (`-i 0`): the omit period still ends, and so does the
+/// test (the client used to wait for a tick that never came, an hour past `-O`).
+#[test]
+fn tcp_omit_without_intervals() {
+    let t = Instant::now();
+    let (v, _) = pair(&["-t", "1", "-O", "1", "-i", "0"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the test took {:?}",
+        t.elapsed()
+    );
+    assert!(intervals(&v).is_empty(), "no interval rows with -i 0");
+    let secs = f(&v, "end.sum_sent.seconds");
+    assert!((0.8..1.6).contains(&secs), "summary spans {secs} s");
+}
+
 #[test]
 fn tcp_interval_half_second() {
     let (v, _) = pair(&["-t", "1", "-i", "0.5"]);
@@ -1210,20 +1226,20 @@ fn out_of_range_values_and_missing_iperf3_options_are_one_sentence() {
             "netmeter: -M must be between 88 and 32767",
         ),
         (
-            &["-s", "--server-max-duration", "5"],
-            "netmeter: --server-max-duration is an iperf3 option that netmeter does not support yet",
+            &["-s", "--server-max-duration", "-5"],
+            "netmeter: --server-max-duration must be between 0 and 86400",
         ),
         (
             &["-c", "127.0.0.1", "--username", "me"],
-            "netmeter: --username is an iperf3 option that netmeter does not support yet",
+            "netmeter: authentication needs both --username and --rsa-public-key-path",
         ),
         (
             &["-s", "--idle-timeout", "5"],
             "netmeter: --idle-timeout needs -1",
         ),
         (
-            &["-c", "127.0.0.1", "--timestamps"],
-            "netmeter: --timestamps is an iperf3 option that netmeter does not support yet",
+            &["-c", "127.0.0.1", "--snd-timeout", "-5"],
+            "netmeter: --snd-timeout must be between 0",
         ),
     ] {
         let out = run(Command::new(netmeter()).args(args), Duration::from_secs(10));

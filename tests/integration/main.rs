@@ -25,6 +25,7 @@
 mod support;
 
 mod accuracy;
+mod auth;
 mod bounceback;
 mod connect_only;
 mod e2e;
@@ -34,7 +35,11 @@ mod interrupt;
 mod latency_accuracy;
 mod memory;
 mod netbed_selftest;
+mod options;
+mod package;
+mod plots;
 mod profiles;
+mod results;
 mod robustness;
 mod trip_times;
 mod working_load;

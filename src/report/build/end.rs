@@ -3,16 +3,22 @@
 //! [`end`] takes everything it needs in [`EndInputs`] (this side's final figures, the
 //! peer's results, CPU, congestion control, the socket buffers the kernel granted, the
 //! clock estimate, the connections a server answered) and returns the [`End`] object.
-//! Nothing is read back from a renderer; the renderers only read the result.
+//! Nothing is read back from a renderer; the renderers only read the result. The end
+//! table's per-stream rows (`end_stream`) and direction sums (`end_sums`) are here too.
 
 use super::connect;
-use super::{LocalFinal, bounceback_end, end_stream, end_sums, trip_times_end, working_load_end};
+use super::{LocalFinal, bounceback_end, trip_times_end, working_load_end};
 use crate::clocksync::ClockEstimate;
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
-use crate::report::{CpuUtil, End, EndExt, EndStream, LocalRoles};
+use crate::report::{
+    CpuUtil, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra, UdpEndExtra,
+    UdpRecvFigures,
+};
 use crate::spec::{Direction, Protocol, TestSpec};
+use crate::stats::{UdpCounts, bits_per_second, lost_percent};
 use crate::wire::Results;
+use crate::wire::StreamResult;
 
 /// What the end summary is built from.
 #[derive(Debug, Clone)]
@@ -178,6 +184,237 @@ fn host_checks(i: &EndInputs) -> EndExt {
         remote_host_drops: remote_drops,
         warnings,
         ..EndExt::default()
+    }
+}
+
+fn side(socket: i64, bytes: u64, seconds: f64, sender: bool) -> EndSide {
+    EndSide {
+        socket,
+        start: 0.0,
+        end: seconds,
+        seconds,
+        bytes,
+        bits_per_second: bits_per_second(bytes, seconds),
+        sender,
+        ..EndSide::default()
+    }
+}
+
+/// One stream's end summary from the local figures and the peer's matching entry.
+pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult>) -> EndStream {
+    let peer_secs = peer.map(|p| (p.end_time - p.start_time).max(0.0));
+    match protocol {
+        Protocol::Tcp => {
+            let mut local = side(l.socket, l.bytes, l.seconds, l.sender);
+            if let Some(t) = &l.tcp {
+                local.retransmits = Some(t.retransmits);
+                local.reorder = Some(t.reorder);
+                local.max_snd_cwnd = Some(t.max_snd_cwnd);
+                local.max_snd_wnd = Some(t.max_snd_wnd);
+                local.max_rtt = Some(t.max_rtt);
+                local.min_rtt = Some(t.min_rtt);
+                local.mean_rtt = Some(t.mean_rtt());
+                local.netmeter = Some(TcpEndExtra {
+                    spurious_retransmits: t.spurious_retransmits,
+                });
+            }
+            let remote = peer.map(|p| {
+                let mut s = side(l.socket, p.bytes, peer_secs.unwrap_or(l.seconds), !l.sender);
+                if !l.sender && p.retransmits >= 0 {
+                    s.retransmits = Some(p.retransmits as u64);
+                    // A netmeter peer says how many were spurious; iperf3 does not.
+                    s.netmeter = p.netmeter_spurious_retransmits.map(|n| TcpEndExtra {
+                        spurious_retransmits: n,
+                    });
+                }
+                s
+            });
+            let (sender, receiver) = if l.sender {
+                (Some(local), remote)
+            } else {
+                (remote, Some(local))
+            };
+            EndStream {
+                sender,
+                receiver,
+                udp: None,
+            }
+        }
+        Protocol::Udp => {
+            // iperf3 merges both sides: sender's bytes and packets, receiver's loss.
+            let (snd_bytes, snd_packets, snd_secs, rcv, rcv_bytes, rcv_secs) = if l.sender {
+                let rcv = peer.map(|p| UdpCounts {
+                    highest_seq: p.measured_packets(l.omitted_packets),
+                    lost: p.measured_errors(),
+                    out_of_order: p.netmeter_out_of_order.unwrap_or(0),
+                    duplicates: p.netmeter_duplicates.unwrap_or(0),
+                    jitter_s: p.jitter,
+                    received: 0,
+                });
+                (
+                    l.bytes,
+                    l.packets,
+                    l.seconds,
+                    rcv,
+                    peer.map(|p| p.bytes),
+                    peer_secs,
+                )
+            } else {
+                let (b, pk, s) = peer
+                    .map(|p| {
+                        (
+                            p.bytes,
+                            p.measured_packets(l.omitted_packets),
+                            peer_secs.unwrap_or(0.0),
+                        )
+                    })
+                    .unwrap_or((
+                        l.bytes,
+                        l.udp.map(|u| u.highest_seq).unwrap_or(0),
+                        l.seconds,
+                    ));
+                (b, pk, s, l.udp, Some(l.bytes), Some(l.seconds))
+            };
+            let rcv = rcv.unwrap_or_default();
+            let packets = snd_packets.max(rcv.highest_seq);
+            let netmeter = rcv_bytes.map(|b| UdpEndExtra {
+                duplicates: rcv.duplicates,
+                receiver_bytes: b,
+                receiver_bits_per_second: bits_per_second(b, rcv_secs.unwrap_or(0.0)),
+                receiver_seconds: rcv_secs.unwrap_or(0.0),
+                receiver_packets: rcv.received,
+            });
+            EndStream {
+                sender: None,
+                receiver: None,
+                udp: Some(EndUdp {
+                    socket: l.socket,
+                    start: 0.0,
+                    end: snd_secs,
+                    seconds: snd_secs,
+                    bytes: snd_bytes,
+                    bits_per_second: bits_per_second(snd_bytes, snd_secs),
+                    jitter_ms: rcv.jitter_s * 1000.0,
+                    lost_packets: rcv.lost,
+                    packets,
+                    lost_percent: lost_percent(rcv.lost, packets),
+                    out_of_order: rcv.out_of_order,
+                    sender: l.sender,
+                    netmeter,
+                }),
+            }
+        }
+    }
+}
+
+/// Sum sender or receiver sides of TCP end summaries.
+fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Option<EndSum> {
+    let mut any = false;
+    let mut s = EndSum {
+        sender,
+        ..EndSum::default()
+    };
+    let mut retrans: Option<u64> = None;
+    let mut spurious: Option<u64> = None;
+    for x in sides {
+        any = true;
+        s.bytes += x.bytes;
+        s.seconds = s.seconds.max(x.seconds);
+        if let Some(r) = x.retransmits {
+            retrans = Some(retrans.unwrap_or(0) + r);
+        }
+        if let Some(n) = x.netmeter {
+            spurious = Some(spurious.unwrap_or(0) + n.spurious_retransmits);
+        }
+    }
+    s.end = s.seconds;
+    s.bits_per_second = bits_per_second(s.bytes, s.seconds);
+    s.retransmits = if sender { retrans } else { None };
+    s.netmeter = spurious.filter(|_| sender).map(|n| TcpEndExtra {
+        spurious_retransmits: n,
+    });
+    any.then_some(s)
+}
+
+/// The end sums for one direction's streams: (sum, sum_sent, sum_received).
+pub fn end_sums(
+    protocol: Protocol,
+    streams: &[&EndStream],
+    local_sender: bool,
+) -> (Option<EndSum>, Option<EndSum>, Option<EndSum>) {
+    if streams.is_empty() {
+        return (None, None, None);
+    }
+    match protocol {
+        Protocol::Tcp => (
+            None,
+            sum_sides(streams.iter().filter_map(|s| s.sender.as_ref()), true),
+            sum_sides(streams.iter().filter_map(|s| s.receiver.as_ref()), false),
+        ),
+        Protocol::Udp => {
+            let udp: Vec<&EndUdp> = streams.iter().filter_map(|s| s.udp.as_ref()).collect();
+            let seconds = udp.iter().map(|u| u.seconds).fold(0.0, f64::max);
+            let bytes: u64 = udp.iter().map(|u| u.bytes).sum();
+            let packets: u64 = udp.iter().map(|u| u.packets).sum();
+            let lost: u64 = udp.iter().map(|u| u.lost_packets).sum();
+            let jitter = udp.iter().map(|u| u.jitter_ms).sum::<f64>() / udp.len().max(1) as f64;
+            // A sender whose peer sent no results (the test was interrupted) does not
+            // know what arrived: like iperf3 it reports 0 received, not what it sent.
+            let rcv_known = udp.iter().any(|u| u.netmeter.is_some());
+            let rcv_bytes: u64 = udp
+                .iter()
+                .map(|u| u.netmeter.map(|n| n.receiver_bytes).unwrap_or(0))
+                .sum();
+            let recv_fig = UdpRecvFigures {
+                jitter_ms: jitter,
+                lost_packets: lost,
+                packets,
+                lost_percent: lost_percent(lost, packets),
+            };
+            // The receiver's bytes over the receiver's own time (it counts until the last
+            // datagram arrived, after the end-of-test drain), as iperf3's sum_received
+            // does: over the sender's time, data still queued on the path when the sender
+            // stopped would inflate the rate.
+            let rcv_seconds = udp
+                .iter()
+                .filter_map(|u| u.netmeter.map(|n| n.receiver_seconds))
+                .fold(0.0, f64::max);
+            let rcv_seconds = if rcv_seconds > 0.0 {
+                rcv_seconds
+            } else {
+                seconds
+            };
+            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool, seconds: f64| EndSum {
+                start: 0.0,
+                end: seconds,
+                seconds,
+                bytes,
+                bits_per_second: bits_per_second(bytes, seconds),
+                retransmits: None,
+                udp_recv: Some(fig),
+                sender,
+                netmeter: None,
+            };
+            let sent_fig = UdpRecvFigures {
+                jitter_ms: 0.0,
+                lost_packets: 0,
+                packets,
+                lost_percent: 0.0,
+            };
+            let rcv_fig = if rcv_known {
+                recv_fig
+            } else {
+                UdpRecvFigures {
+                    packets: 0,
+                    ..recv_fig
+                }
+            };
+            (
+                Some(mk(bytes, recv_fig, local_sender, seconds)),
+                Some(mk(bytes, sent_fig, true, seconds)),
+                Some(mk(rcv_bytes, rcv_fig, false, rcv_seconds)),
+            )
+        }
     }
 }
 

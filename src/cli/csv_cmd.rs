@@ -1,0 +1,89 @@
+//! `netmeter csv RESULT [--fields a,b,c] [-o FILE]`: a saved result (a `-J` document or
+//! `--json-stream` lines, netmeter's or iperf3's) as CSV. Its own parser, reached when
+//! `csv` is the first argument (`cli::subcommand`).
+
+use super::{ArgsError, Command, usage};
+use crate::report::csv::Columns;
+use clap::Parser;
+use std::path::PathBuf;
+
+/// Write a saved netmeter or iperf3 result as CSV: a row per stream per interval, the
+/// interval sums and the end summary's rows (columns: docs/csv.md).
+#[derive(Debug, Parser)]
+#[command(
+    name = "netmeter csv",
+    bin_name = "netmeter csv",
+    disable_version_flag = true,
+    after_help = "Examples:\n  netmeter csv result.json > result.csv\n  netmeter csv --fields end_s,stream,bits_per_second,rtt_us run.jsonl -o run.csv\n  iperf3 -c HOST -J > r.json && netmeter csv r.json"
+)]
+pub struct CsvArgs {
+    /// A `-J` document or `--json-stream` lines, written by netmeter or iperf3.
+    #[arg(value_name = "RESULT")]
+    pub input: PathBuf,
+    /// The columns to write, comma-separated, in order (default: all).
+    #[arg(long = "fields", value_name = "a,b,c")]
+    pub fields: Option<String>,
+    /// Write to FILE (created whole or not at all) instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Parse `csv ...` (the arguments after the program name).
+pub fn parse<I, T>(args: I) -> Result<Command, ArgsError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let a = CsvArgs::try_parse_from(args).map_err(ArgsError::Clap)?;
+    let columns = match &a.fields {
+        Some(f) => Columns::parse(f).map_err(|e| ArgsError::Usage(usage(e)))?,
+        None => Columns::default(),
+    };
+    Ok(Command::Csv {
+        input: a.input,
+        columns,
+        output: a.output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::subcommand;
+
+    fn run(args: &[&str]) -> Option<Result<Command, ArgsError>> {
+        let argv: Vec<std::ffi::OsString> = std::iter::once("netmeter")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect();
+        subcommand(&argv)
+    }
+
+    #[test]
+    fn csv_is_a_subcommand() {
+        match run(&["csv", "r.json", "--fields", "kind,bytes", "-o", "x.csv"]) {
+            Some(Ok(Command::Csv {
+                input,
+                columns,
+                output,
+            })) => {
+                assert_eq!(input, PathBuf::from("r.json"));
+                assert_eq!(columns, Columns::parse("kind,bytes").unwrap());
+                assert_eq!(output, Some(PathBuf::from("x.csv")));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Flags first, or no subcommand at all: the flat iperf3 parser's business.
+        assert!(run(&["-c", "csv"]).is_none());
+        assert!(run(&[]).is_none());
+    }
+
+    #[test]
+    fn csv_mistakes() {
+        assert!(matches!(
+            run(&["csv", "r.json", "--fields", "nope"]),
+            Some(Err(ArgsError::Usage(_)))
+        ));
+        assert!(matches!(run(&["csv"]), Some(Err(ArgsError::Clap(_)))));
+    }
+}

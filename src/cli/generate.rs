@@ -1,0 +1,125 @@
+//! `netmeter generate KIND`: the man pages and shell completions, rendered from the same
+//! clap definitions that parse the command line (clap_mangen, clap_complete), so they
+//! cannot drift from the options. `scripts/build-deb.sh` runs it with the binary it
+//! packages (ripgrep's `rg --generate` does the same).
+//!
+//! Not from `build.rs`: the flag definitions (`cli::Args`) sit beside their resolution
+//! into engine configurations and would drag the whole crate into the build script.
+
+use super::csv_cmd::CsvArgs;
+use super::{Args, ArgsError, Command};
+use clap::{CommandFactory, Parser, ValueEnum};
+use std::io::Write;
+
+/// What to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Asset {
+    /// netmeter(1)
+    Man,
+    /// netmeter-csv(1)
+    ManCsv,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Write a man page or a shell completion script to standard output.
+#[derive(Debug, Parser)]
+#[command(
+    name = "netmeter generate",
+    bin_name = "netmeter generate",
+    disable_version_flag = true
+)]
+struct GenerateArgs {
+    #[arg(value_enum)]
+    asset: Asset,
+}
+
+/// Parse `generate ...` (the arguments after the program name).
+pub fn parse<I, T>(args: I) -> Result<Command, ArgsError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let a = GenerateArgs::try_parse_from(args).map_err(ArgsError::Clap)?;
+    Ok(Command::Generate(a.asset))
+}
+
+/// The whole command line as users see it: iperf3's flags and the subcommands.
+pub fn command() -> clap::Command {
+    Args::command()
+        .version(env!("CARGO_PKG_VERSION"))
+        .disable_help_subcommand(true)
+        .subcommand(csv_command())
+}
+
+fn csv_command() -> clap::Command {
+    CsvArgs::command()
+        .name("csv")
+        .bin_name("netmeter csv")
+        .version(env!("CARGO_PKG_VERSION"))
+}
+
+/// Render `asset`.
+pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
+    use clap_complete::Shell;
+    let shell = match asset {
+        Asset::Man => return clap_mangen::Man::new(command()).render(out),
+        Asset::ManCsv => {
+            let csv = csv_command().name("netmeter-csv");
+            return clap_mangen::Man::new(csv).render(out);
+        }
+        Asset::Bash => Shell::Bash,
+        Asset::Zsh => Shell::Zsh,
+        Asset::Fish => Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut command(), "netmeter", out);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(asset: Asset) -> String {
+        let mut v = Vec::new();
+        render(asset, &mut v).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    /// Every long option of the parser is in the man page and in each completion.
+    #[test]
+    fn every_option_is_documented_and_completed() {
+        let man = text(Asset::Man);
+        assert!(man.starts_with(".ie \\n(.g .ds Aq"), "{}", &man[..80]);
+        assert!(man.contains(".TH netmeter 1"));
+        let (bash, zsh, fish) = (text(Asset::Bash), text(Asset::Zsh), text(Asset::Fish));
+        let longs: Vec<String> = Args::command()
+            .get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long().map(String::from))
+            .collect();
+        assert!(longs.len() > 60, "{}", longs.len());
+        for l in &longs {
+            // roff escapes '-' as '\-'.
+            let in_man = man.contains(&format!("\\-\\-{}", l.replace('-', "\\-")));
+            assert!(in_man, "--{l} not in the man page");
+            assert!(bash.contains(&format!("--{l}")), "--{l} not in bash");
+            assert!(zsh.contains(&format!("--{l}")), "--{l} not in zsh");
+            assert!(fish.contains(&format!("-l {l}")), "--{l} not in fish");
+        }
+        // The csv subcommand and its flags.
+        assert!(bash.contains("netmeter,csv)"), "bash");
+        assert!(
+            !bash.contains("netmeter,help)"),
+            "no help subcommand: -h is the help"
+        );
+        assert!(
+            fish.contains("__fish_netmeter_using_subcommand csv\" -l fields"),
+            "fish"
+        );
+        let csv_man = text(Asset::ManCsv);
+        assert!(csv_man.contains(".TH netmeter-csv 1"), "{csv_man}");
+        assert!(csv_man.contains("\\-\\-fields"));
+    }
+}

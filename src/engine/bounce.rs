@@ -1,0 +1,347 @@
+//! Request/response streams (`--bounceback`, and the probe of `--working-load`): the
+//! client writes requests and times each reply, the server answers them. One thread per
+//! stream like the bulk loops of `stream`, whose `Worker` they run on; round trips go
+//! to the stream's `RttRecord`.
+
+use super::stream::{self, DataSock, STOP_POLL, Worker, is_transient, write_full};
+use crate::sock;
+use crate::wire::Bounceback;
+use std::io::{self, Read};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Start a request/response stream's thread (named like a bulk stream).
+pub fn spawn(w: Worker, b: Bounceback, sock: DataSock) -> io::Result<JoinHandle<()>> {
+    match sock {
+        DataSock::Tcp(t) => {
+            let name = format!("nm-tcp-{}", w.shared.id);
+            stream::spawn_loop(name, w, move |w| match w.shared.sender {
+                true => tcp_bounce_client(w, b, t),
+                false => tcp_bounce_server(w, b, t),
+            })
+        }
+        DataSock::Udp(u) => {
+            let name = format!("nm-udp-{}", w.shared.id);
+            stream::spawn_loop(name, w, move |w| match w.shared.sender {
+                true => udp_bounce_client(w, b, &u),
+                false => udp_bounce_server(w, b, &u),
+            })
+        }
+    }
+}
+
+/// `len` bytes of the stream's payload pattern, repeated as needed (bounceback
+/// requests and replies can be longer or shorter than the bulk block).
+fn repeat_payload(payload: &[u8], len: usize) -> Vec<u8> {
+    payload.iter().copied().cycle().take(len).collect()
+}
+
+/// `--busy-poll`: non-blocking receives for up to `spin`, so a message that arrives
+/// meanwhile is taken without the sleep and wake-up a blocking read costs. Each poll
+/// yields the CPU, so a peer that shares it still runs. `None` when nothing came: the
+/// caller then blocks as usual.
+fn poll_recv(fd: impl AsFd, buf: &mut [u8], spin: Duration) -> Option<io::Result<usize>> {
+    if spin.is_zero() {
+        return None;
+    }
+    let t0 = Instant::now();
+    loop {
+        match sock::recv_nowait(fd.as_fd(), buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if t0.elapsed() >= spin {
+                    return None;
+                }
+                std::thread::yield_now();
+            }
+            r => return Some(r),
+        }
+    }
+}
+
+/// One TCP read: polled first under `--busy-poll`, then blocking.
+fn read_polled(sock: &mut TcpStream, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
+    match poll_recv(&*sock, buf, spin) {
+        Some(r) => r,
+        None => sock.read(buf),
+    }
+}
+
+/// One UDP receive: polled first under `--busy-poll`, then blocking (with the socket's
+/// read timeout).
+fn recv_polled(sock: &UdpSocket, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
+    match poll_recv(sock, buf, spin) {
+        Some(r) => r,
+        None => sock.recv(buf),
+    }
+}
+
+/// `--busy-poll` for a request/response socket: the user-space poll time per read.
+/// SO_BUSY_POLL itself was asked for when the stream was set up (`caps.busy_poll`): it
+/// polls the device queue where there is one (not on loopback, and above
+/// net.core.busy_read only with CAP_NET_ADMIN); the user-space poll works anywhere.
+fn rr_spin(b: &Bounceback) -> Duration {
+    Duration::from_micros(b.busy_poll_us as u64)
+}
+
+/// Read exactly `buf.len()` bytes unless asked to stop; calls `each(total_so_far)` after
+/// every read. `Ok(false)` when stopped or the peer closed.
+fn read_full(
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+    spin: Duration,
+    mut each: impl FnMut(usize),
+) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match read_polled(sock, &mut buf[off..], spin) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                off += n;
+                each(off);
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Set up a TCP request/response socket; returns the `--busy-poll` spin per read.
+///
+/// Reads block without a timeout: a timed wait arms a kernel timer on every read, a
+/// cost a transaction of a few µs notices. A blocked read is woken instead by
+/// `LiveStreams::stop`, which shuts the socket down for reading. Writes keep the
+/// timeout (they only wait when the peer stops reading, and must then see the stop).
+fn rr_socket(sock: &TcpStream, b: &Bounceback) -> io::Result<Duration> {
+    sock.set_nodelay(true)?;
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    sock.set_read_timeout(None)?;
+    Ok(rr_spin(b))
+}
+
+/// Time between round-trip probes under `--working-load` (100 probes per second).
+pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
+
+/// TCP bounceback client: `burst` requests back to back, then their replies, each
+/// timed from its request's write to the arrival of its last reply byte.
+fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
+    let spin = rr_socket(&sock, &b)?;
+    let (req_len, rep_len, burst) = (
+        b.request_len as usize,
+        b.reply_len as usize,
+        b.burst as usize,
+    );
+    let req: Vec<u8> = repeat_payload(&w.payload, req_len);
+    let mut replies = vec![0u8; rep_len * burst];
+    let mut sent_at = Vec::with_capacity(burst);
+    let mut rtts = Vec::with_capacity(burst);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    let Some(rec) = w.shared.rtt.as_ref() else {
+        return Ok(());
+    };
+    // A --working-load probe measures the path, it must not load it: one round trip
+    // every PROBE_PERIOD. A plain bounceback test runs back to back.
+    let period = w.load_start.map(|_| PROBE_PERIOD);
+    if burst == 1 && period.is_none() {
+        // The common case on its own lean loop (same figures as the general one
+        // below): on loopback a transaction takes a few µs, so per-transaction
+        // bookkeeping shows in the rate, most of all in unoptimised (test) builds.
+        while !w.stop.load(Ordering::Relaxed) {
+            let sent = Instant::now();
+            if !write_full(&mut sock, &req, &w.stop)? {
+                return Ok(());
+            }
+            if !read_full(&mut sock, &mut replies, &w.stop, spin, |_| {})? {
+                break;
+            }
+            let ns = sent.elapsed().as_nanos() as u64;
+            {
+                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                r.interval.record_ns(ns);
+                r.total.record_ns(ns);
+            }
+            bytes += req_len as u64;
+            done += 1;
+            w.shared.bytes.store(bytes, Ordering::Relaxed);
+            w.shared.packets.store(done, Ordering::Relaxed);
+        }
+        return Ok(());
+    }
+    let mut next = Instant::now();
+    while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = period {
+            let now = Instant::now();
+            if now < next {
+                std::thread::sleep((next - now).min(STOP_POLL));
+                continue;
+            }
+            next = (next + p).max(now);
+        }
+        sent_at.clear();
+        for _ in 0..burst {
+            sent_at.push(Instant::now());
+            if !write_full(&mut sock, &req, &w.stop)? {
+                return Ok(());
+            }
+        }
+        rtts.clear();
+        let complete = read_full(&mut sock, &mut replies, &w.stop, spin, |got| {
+            // Each reply is complete when its last byte is in.
+            while rtts.len() < got / rep_len {
+                let i = rtts.len();
+                rtts.push(sent_at[i].elapsed().as_nanos() as u64);
+            }
+        })?;
+        {
+            let idle = w.load_start.is_some_and(|at| sent_at[0] < at);
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            for &ns in &rtts {
+                r.interval.record_ns(ns);
+                if idle {
+                    r.idle.record_ns(ns);
+                } else {
+                    r.total.record_ns(ns);
+                }
+            }
+        }
+        bytes += (req_len * burst) as u64;
+        done += rtts.len() as u64;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+        if !complete {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// TCP bounceback server: read a request, hold, answer.
+fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
+    let spin = rr_socket(&sock, &b)?;
+    let mut req = vec![0u8; b.request_len as usize];
+    let reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
+    let hold = Duration::from_micros(b.hold_us as u64);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        if !read_full(&mut sock, &mut req, &w.stop, spin, |_| {})? {
+            break;
+        }
+        if !hold.is_zero() {
+            std::thread::sleep(hold);
+        }
+        if !write_full(&mut sock, &reply, &w.stop)? {
+            break;
+        }
+        bytes += req.len() as u64;
+        done += 1;
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// How long a UDP bounceback client waits for the replies of a burst.
+const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// UDP bounceback client: requests carry an 8-byte sequence number that the reply
+/// echoes; a reply that does not come within a second counts as lost.
+fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    // Set once: a reply's 1 s deadline is checked between reads.
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let spin = rr_spin(&b);
+    let (req_len, burst) = (b.request_len as usize, b.burst as usize);
+    let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
+    let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
+    let mut outstanding: Vec<(u64, Instant)> = Vec::with_capacity(burst);
+    let (mut seq, mut bytes, mut done) = (0u64, 0u64, 0u64);
+    let Some(rec) = w.shared.rtt.as_ref() else {
+        return Ok(());
+    };
+    while !w.stop.load(Ordering::Relaxed) {
+        outstanding.clear();
+        for _ in 0..burst {
+            seq += 1;
+            req[..8].copy_from_slice(&seq.to_be_bytes());
+            let t = Instant::now();
+            match sock.send(&req) {
+                Ok(_) => outstanding.push((seq, t)),
+                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+            bytes += req_len as u64;
+        }
+        let deadline = Instant::now() + UDP_REPLY_TIMEOUT;
+        while !outstanding.is_empty() && !w.stop.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match recv_polled(sock, &mut buf, spin) {
+                Ok(n) if n >= 8 => {
+                    let mut s = [0u8; 8];
+                    s.copy_from_slice(&buf[..8]);
+                    let got = u64::from_be_bytes(s);
+                    if let Some(i) = outstanding.iter().position(|o| o.0 == got) {
+                        let (_, t) = outstanding.swap_remove(i);
+                        let ns = t.elapsed().as_nanos() as u64;
+                        let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                        r.interval.record_ns(ns);
+                        r.total.record_ns(ns);
+                        done += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !w.stop.load(Ordering::Relaxed) && !outstanding.is_empty() {
+            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+            r.lost += outstanding.len() as u64;
+        }
+        w.shared.bytes.store(bytes, Ordering::Relaxed);
+        w.shared.packets.store(done, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// UDP bounceback server: echo each request's sequence number in a reply.
+fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<()> {
+    // No read timeout (a timed wait arms a kernel timer per request): the end of the
+    // test wakes the read by shutting the socket down (LiveStreams::stop).
+    sock.set_read_timeout(None)?;
+    let spin = rr_spin(&b);
+    let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
+    let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
+    let hold = Duration::from_micros(b.hold_us as u64);
+    let (mut bytes, mut done) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        match recv_polled(sock, &mut buf, spin) {
+            // Shorter datagrams are repeated connect messages.
+            Ok(n) if n >= 8 => {
+                if !hold.is_zero() {
+                    std::thread::sleep(hold);
+                }
+                reply[..8].copy_from_slice(&buf[..8]);
+                let _ = sock.send(&reply);
+                bytes += n as u64;
+                done += 1;
+                w.shared.bytes.store(bytes, Ordering::Relaxed);
+                w.shared.packets.store(done, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

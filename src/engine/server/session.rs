@@ -1,0 +1,703 @@
+//! One server session: one test's half of the control conversation on the server,
+//! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
+//! control connection and, later, the test's data streams).
+
+use super::{Shared, UdpWaiter, canon, shown};
+use crate::engine::CTRL_TIMEOUT;
+use crate::engine::clock;
+use crate::engine::ctrl::{Ctrl, CtrlError};
+use crate::engine::output::{Mode, Output, Renderer};
+use crate::engine::stream::DataSock;
+use crate::engine::test_common;
+use crate::engine::test_run::{
+    Control, Ending, FinalFigures, Launch, ReceiveWatch, Running, Side, TestRun,
+};
+use crate::engine::{Stopped, TestError};
+use crate::report::HostPort;
+use crate::report::observe::Event;
+use crate::report::text::TextCtx;
+use crate::session::{ServerEvent, ServerFailure, ServerMachine};
+use crate::sock;
+use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
+use socket2::SockRef;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+/// How long a client may take to send its parameters after `PARAM_EXCHANGE`.
+const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to open all its data streams.
+const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
+/// While a session waits for its data streams: how long it waits on the control
+/// connection before it looks for streams handed over again.
+const STREAM_POLL: Duration = Duration::from_millis(5);
+
+/// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
+const TEST_GRACE: Duration = Duration::from_secs(40);
+/// TCP keepalive on the control connection of a `-t 0` test, which has no deadline: a
+/// client host that vanished without a word is noticed after about 10 + 3 × 5 s.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_PROBES: u32 = 3;
+/// For `-n` / `-k` and `-t 0` tests: how long without any data progress before giving up.
+const IDLE_DATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(super) struct Session<'a> {
+    shared: &'a Arc<Shared>,
+    id: u64,
+}
+
+impl Session<'_> {
+    /// Run one test. `Ok(false)` when the connection never became a test.
+    pub(super) fn run(
+        shared: &Arc<Shared>,
+        mut ctrl: Ctrl,
+        peer: SocketAddr,
+        cookie: Cookie,
+        id: u64,
+    ) -> Result<bool, TestError> {
+        let origin = Instant::now();
+        // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
+        // server sets them on each control connection it accepts.
+        if let Err(e) =
+            test_common::apply_side_opts(&SockRef::from(&ctrl.sock), &shared.cfg.side, true)
+        {
+            shared.log(&format!(
+                "cannot set up the control connection from {}: {e}",
+                shown(peer)
+            ));
+            return Ok(false);
+        }
+        if ctrl.send_state(State::ParamExchange).is_err() {
+            return Ok(false);
+        }
+        let mut machine = ServerMachine::new();
+        let params: Params =
+            match ctrl.read_json(wire::MAX_PARAMS_LEN, PARAMS_TIMEOUT, "the parameters") {
+                Ok(p) => p,
+                Err(e) => {
+                    if matches!(e, CtrlError::Wire(..)) {
+                        let _ =
+                            ctrl.write(&wire::encode_server_error(ErrCode::RecvParams, 0), "error");
+                    }
+                    shared.log(&format!(
+                        "connection from {} dropped before a test started: {e}",
+                        shown(peer)
+                    ));
+                    return Ok(false);
+                }
+            };
+        // iperf3 checks the credential where it reads the parameters; a refused client
+        // never takes a test slot, and -1 keeps waiting for one that authenticates.
+        if let Some(auth) = &shared.cfg.auth {
+            match auth.check(params.authtoken.as_deref()) {
+                Ok(user) if shared.cfg.verbose => shared.log(&format!(
+                    "authentication succeeded for user '{user}' from {}",
+                    shown(peer)
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
+                    shared.log(&format!(
+                        "refused a test from {}: test authorization failed: {e}",
+                        shown(peer)
+                    ));
+                    ctrl.close_gracefully(Duration::from_millis(200));
+                    return Ok(false);
+                }
+            }
+        }
+        // Only now does the connection compete for a test slot.
+        let taken = shared.active.fetch_add(1, Ordering::AcqRel);
+        let _slot = SlotGuard(shared.clone());
+        if taken >= shared.cfg.max_tests {
+            let _ = ctrl.send_state(State::AccessDenied);
+            shared.log(&format!(
+                "refused a test from {}: {} test(s) already running (--max-tests {})",
+                shown(peer),
+                taken,
+                shared.cfg.max_tests
+            ));
+            ctrl.close_gracefully(Duration::from_millis(200));
+            return Ok(false);
+        }
+        shared.touch();
+        let session = Session { shared, id };
+        let r = session.test(&mut ctrl, &mut machine, peer, cookie, &params, origin);
+        // Whatever happened, forget this session's waiters.
+        if let Ok(mut w) = shared.tcp_waiters.lock() {
+            w.remove(&cookie.0);
+        }
+        if let Ok(mut w) = shared.udp_waiters.lock() {
+            w.retain(|w| w.session != id);
+        }
+        shared.touch();
+        // The test's threads and buffers are gone: hand their memory back.
+        sock::release_free_memory();
+        r.map(|_| true)
+    }
+
+    /// Tell the client why the test fails (`SERVER_ERROR` and `code`), and return `e`.
+    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
+        let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
+        e
+    }
+
+    fn test(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        peer: SocketAddr,
+        cookie: Cookie,
+        params: &Params,
+        origin: Instant,
+    ) -> Result<(), TestError> {
+        let shared = self.shared;
+        let asked = match TestSpec::from_params(params) {
+            Ok(s) => s,
+            Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
+        };
+        let side = &shared.cfg.side;
+        if asked.mptcp && !shared.mptcp {
+            shared.log(&format!(
+                "{} asked for MPTCP (-m), but this host has none (net.mptcp.enabled?): the data streams fall back to TCP",
+                shown(peer)
+            ));
+        }
+        if let Some(e) =
+            asked.server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
+        {
+            return Err(self.fail(ctrl, e.code, TestError::Refused(e)));
+        }
+        // The test as both ends agreed on it, fixed from here on.
+        let answer = machine.on_params(params);
+        let spec = asked.negotiated(machine.negotiated());
+        if let Some(cpu) = spec.server_affinity {
+            // This session thread spawns the test's data threads: they inherit the mask.
+            if let Err(e) = sock::pin_to_cpu(cpu as usize) {
+                return Err(self.fail(
+                    ctrl,
+                    ErrCode::Affinity,
+                    TestError::io_while(format!("cannot pin this test to CPU {cpu}"), e),
+                ));
+            }
+        }
+        let ctx = TextCtx {
+            bounceback: spec.bounceback.is_some(),
+            connect_only: spec.connect_only,
+            histogram_bin_ms: None,
+            format: shared.cfg.format,
+            protocol: spec.protocol,
+            bidir: spec.direction == Direction::Bidir,
+            client: false,
+            verbose: shared.cfg.verbose,
+            title: None,
+        };
+        let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
+        renderer.json_stream_full = shared.cfg.side.json_stream_full;
+        if spec.get_server_output {
+            renderer.captured = Some(String::new());
+        }
+        let mut out = Output::new(&mut renderer);
+        // As iperf3's server does, the client's title and extra data go into this side's
+        // JSON too (text output is not prefixed with the title on the server).
+        out.report.title = spec.title.clone();
+        out.report.extra_data = spec.extra_data.clone();
+        let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
+        match &result {
+            // A stopped test's one text line is the session's log line.
+            Err(e) if e.stopped().is_some() && out.obs.mode == Mode::Text => {
+                out.report.error = Some(format!("{e:#}"));
+            }
+            Err(e) => out.error(&format!("{e:#}")),
+            Ok(()) => {}
+        }
+        out.finish();
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn test_inner(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        out: &mut Output<'_, Renderer>,
+        spec: &TestSpec,
+        peer: SocketAddr,
+        cookie: Cookie,
+        answer: Option<ExtAnswer>,
+        origin: Instant,
+    ) -> Result<(), TestError> {
+        let shared = self.shared;
+        out.emit(Event::Accepted {
+            host: &canon(peer.ip()).to_string(),
+            port: peer.port(),
+        });
+        record_start(out, ctrl, spec, peer, &cookie);
+        // Extensions: answered only to a client that asked, so iperf3 never sees this.
+        let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
+        if let Some(answer) = &answer {
+            ctrl.send_state(State::NetmeterExt)?;
+            ctrl.send_json(answer, "the extension answer")?;
+            // Asked for and agreed (`TestSpec::negotiated`): the client sends its clock
+            // probes now, before we ask for streams.
+            if spec.trip_times {
+                clock_est = Some(clock::sync_server(ctrl)?);
+            }
+        }
+        let accepted = self.accept_streams(ctrl, machine, spec, peer, &cookie)?;
+        // Connect-only: from now on the cookie opens short connections, answered and
+        // counted until the test is over (the registration ends when this returns).
+        let conn_reg = spec
+            .connect_only
+            .then(|| shared.connect_hub.register(cookie.0));
+        let run = self.attach_streams(ctrl, out, spec, peer, accepted)?;
+        run.record_start(
+            &mut out.report.start,
+            shared.cfg.interval_s,
+            machine.negotiated(),
+            clock_est,
+            Vec::new(),
+        );
+        if shared.cfg.verbose {
+            let path = run.data_path_text(&out.report.start);
+            out.emit(Event::Info(&path));
+        }
+        out.start_done();
+
+        let cpu_start = sock::cpu_sample(origin);
+        ctrl.send_state(State::TestStart)?;
+        let t0 = Instant::now();
+        ctrl.send_state(State::TestRunning)?;
+        machine.streams_open();
+        let mut running = run.start(Launch {
+            t0,
+            // We receive from the client: raw delay = true + (server − client) clock.
+            owd_correction_ns: clock_est.map_or(0, |c| -c.offset_ns),
+            connect_to: None,
+            answered: conn_reg.as_ref().map(|r| r.answered()),
+            interval_s: shared.cfg.interval_s,
+            cpu_start,
+            origin,
+        })?;
+        if spec.until_interrupted() {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE_IDLE)
+                .with_interval(KEEPALIVE_INTERVAL)
+                .with_retries(KEEPALIVE_PROBES);
+            let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
+        }
+        let mut watch = Watch {
+            session: self,
+            ctrl: &mut *ctrl,
+            machine: &mut *machine,
+            t0,
+            hard_deadline: running_deadline(spec),
+            last_progress: (0, Instant::now()),
+            receiving: shared
+                .cfg
+                .side
+                .rcv_timeout
+                .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
+            rate_judge: shared
+                .cfg
+                .side
+                .bitrate_limit
+                .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0)),
+        };
+        let ending = running.run_until(out, &mut watch)?;
+        if let Some(why) = ending.stopped {
+            // As iperf3: tell a client we are going away, then print what ran so far.
+            if matches!(why, Stopped::ServerInterrupted(_)) {
+                let _ = ctrl.send_state(State::ServerTerminate);
+            }
+            running.stop_all();
+            let fig = running.final_figures(out, ending.at_s, ending.at_s);
+            out.end(running.summary(&out.report.start, &fig, None));
+            return Err(why.into());
+        }
+        // Stop sending, then count what is still in flight to us before sampling; join
+        // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
+        // wait is not test time. The streams' sockets close before the results.
+        let fig = running.drain(out, ending.at_s);
+        running.close_streams();
+        self.exchange_results(ctrl, machine, out, &running, &fig)
+    }
+
+    /// `CREATE_STREAMS`, then wait until the client has opened every data stream
+    /// (handed over by the accept loop or the UDP listener). Returns them in the order
+    /// they were accepted, which is the order the client opened them.
+    fn accept_streams(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        spec: &TestSpec,
+        peer: SocketAddr,
+        cookie: &Cookie,
+    ) -> Result<Vec<(u64, DataSock)>, TestError> {
+        let shared = self.shared;
+        let total = spec.total_streams() as usize;
+        let (tx, rx) = mpsc::channel::<(u64, DataSock)>();
+        match spec.protocol {
+            Protocol::Tcp => {
+                let (ttx, trx) = mpsc::channel::<(u64, TcpStream)>();
+                if let Ok(mut w) = shared.tcp_waiters.lock() {
+                    w.insert(cookie.0, ttx);
+                }
+                forward(trx, tx, DataSock::Tcp);
+            }
+            Protocol::Udp => {
+                let (utx, urx) = mpsc::channel::<(u64, UdpSocket)>();
+                if let Ok(mut w) = shared.udp_waiters.lock() {
+                    w.push(UdpWaiter {
+                        session: self.id,
+                        peer_ip: canon(peer.ip()),
+                        remaining: total,
+                        tx: utx,
+                    });
+                }
+                forward(urx, tx, DataSock::Udp);
+            }
+        }
+        ctrl.send_state(State::CreateStreams)?;
+
+        let mut accepted: Vec<(u64, DataSock)> = Vec::with_capacity(total);
+        let deadline = Instant::now() + STREAMS_TIMEOUT;
+        while accepted.len() < total {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let e = TestError::StreamsMissing {
+                    opened: accepted.len(),
+                    total,
+                };
+                return Err(self.fail(ctrl, ErrCode::StreamAccept, e));
+            }
+            // Take every stream handed over so far, then wait on the control connection
+            // (not on the hand-off channel): a client that gives up is noticed at once.
+            loop {
+                match rx.try_recv() {
+                    Ok(a) => accepted.push(a),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
+                }
+            }
+            answer_udp_retries(&accepted);
+            // A client that gives up closes its control connection: notice it (a closed
+            // or garbled control connection is an error, not "nothing yet"), so the
+            // session frees its test slot now rather than at the stream deadline.
+            if accepted.len() >= total {
+                break;
+            }
+            match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
+                Ok(None) => {}
+                // No control message is valid while streams open (`AwaitStreams`).
+                Ok(Some(st)) => match machine.on_state(st) {
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => return Err(ServerFailure::DuringStreamSetup(st).into()),
+                },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Ok(mut w) = shared.tcp_waiters.lock() {
+            w.remove(&cookie.0);
+        }
+        if let Ok(mut w) = shared.udp_waiters.lock() {
+            w.retain(|w| w.session != self.id);
+        }
+        // Hand-off threads can deliver out of order; the accept order is the client's.
+        accepted.sort_by_key(|(seq, _)| *seq);
+        Ok(accepted)
+    }
+
+    /// Set each accepted stream's socket options and attach it (the first `-P` with
+    /// `--bidir` flow client → server).
+    fn attach_streams(
+        &self,
+        ctrl: &mut Ctrl,
+        out: &mut Output<'_, Renderer>,
+        spec: &TestSpec,
+        peer: SocketAddr,
+        accepted: Vec<(u64, DataSock)>,
+    ) -> Result<TestRun, TestError> {
+        let side = &self.shared.cfg.side;
+        let mut run = TestRun::new(spec.clone(), Side::Server)?.with_file(side.file.clone());
+        for (_, sock) in accepted {
+            if let Err(e) = data_sock_opts(&sock, spec, side, peer.is_ipv6()) {
+                return Err(self.fail(
+                    ctrl,
+                    ErrCode::SetBuf,
+                    TestError::io_while("cannot apply socket options", e),
+                ));
+            }
+            let remote = match &sock {
+                DataSock::Tcp(t) => t.peer_addr()?,
+                DataSock::Udp(u) => u.peer_addr()?,
+            };
+            let c = run.attach(sock, remote)?;
+            out.connected(c);
+        }
+        run.record_buffers(&mut out.report.start);
+        Ok(run)
+    }
+
+    /// `EXCHANGE_RESULTS`: read the client's results, print the end summary, send ours
+    /// (with this side's output for `--get-server-output`), `DISPLAY_RESULTS`, and wait
+    /// for `IPERF_DONE`.
+    fn exchange_results(
+        &self,
+        ctrl: &mut Ctrl,
+        machine: &mut ServerMachine,
+        out: &mut Output<'_, Renderer>,
+        run: &Running,
+        fig: &FinalFigures,
+    ) -> Result<(), TestError> {
+        ctrl.send_state(State::ExchangeResults)?;
+        let peer_results: Results =
+            ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
+        out.end(run.summary(&out.report.start, fig, Some(&peer_results)));
+        let mut mine = run.results(fig);
+        if run.spec().get_server_output {
+            match out.obs.mode {
+                Mode::Text => mine.server_output_text = out.obs.captured.clone(),
+                _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
+            }
+        }
+        ctrl.send_json(&mine, "the server's results")?;
+        ctrl.send_state(State::DisplayResults)?;
+        machine.results_sent();
+        match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
+            Ok(st) => {
+                if let Err(e) = machine.on_state(st) {
+                    self.shared.log(&format!("after the results: {e}"));
+                }
+            }
+            Err(e) => self
+                .shared
+                .log(&format!("client did not acknowledge the results: {e}")),
+        }
+        Ok(())
+    }
+}
+
+/// The `start` facts a session knows once it has the client's parameters.
+fn record_start(
+    out: &mut Output<'_, Renderer>,
+    ctrl: &Ctrl,
+    spec: &TestSpec,
+    peer: SocketAddr,
+    cookie: &Cookie,
+) {
+    let start = &mut out.report.start;
+    start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
+    start.system_info = sock::system_info();
+    start.timestamp = clock::timestamp_now();
+    start.accepted_connection = Some(HostPort {
+        host: canon(peer.ip()).to_string(),
+        port: peer.port(),
+    });
+    start.cookie = cookie.as_text();
+    start.target_bitrate = spec.rate_bps;
+    start.sock_bufsize = spec.window.unwrap_or(0);
+    if spec.protocol == Protocol::Tcp {
+        start.tcp_mss_default = sock::tcp_mss(ctrl.sock.as_fd());
+    }
+}
+
+/// Answer repeated UDP connect datagrams on the streams accepted so far (the client
+/// retries when a reply is lost).
+fn answer_udp_retries(accepted: &[(u64, DataSock)]) {
+    for (_, a) in accepted {
+        if let DataSock::Udp(u) = a {
+            let _ = u.set_nonblocking(true);
+            let mut b = [0u8; 64];
+            while let Ok(n) = u.recv(&mut b) {
+                if n == 4 {
+                    let _ = u.send(&wire::UDP_CONNECT_REPLY);
+                }
+            }
+            let _ = u.set_nonblocking(false);
+        }
+    }
+}
+
+/// The server's one place where a data stream's socket options are applied (after
+/// accept). A UDP stream's refusals are ignored, as they always were; a TCP stream's
+/// end the test with `SetBuf`.
+fn data_sock_opts(
+    sock: &DataSock,
+    spec: &TestSpec,
+    side: &test_common::SideOpts,
+    ipv6: bool,
+) -> std::io::Result<()> {
+    match sock {
+        DataSock::Tcp(t) => test_common::apply_sock_opts(&SockRef::from(t), spec, side, ipv6),
+        DataSock::Udp(u) => {
+            let r = SockRef::from(u);
+            let _ = test_common::apply_sock_opts(&r, spec, side, ipv6);
+            test_common::udp_default_buffers(&r, spec);
+            Ok(())
+        }
+    }
+}
+
+/// The server's half of the conversation while data flows: it waits for the client's
+/// `TEST_END`, and gives up on a test that overstays or stops moving.
+struct Watch<'a, 's> {
+    session: &'a Session<'s>,
+    ctrl: &'a mut Ctrl,
+    machine: &'a mut ServerMachine,
+    t0: Instant,
+    hard_deadline: Option<Duration>,
+    /// Bytes moved at the last check, and when they last changed.
+    last_progress: (u64, Instant),
+    /// `--rcv-timeout`: a receiving server gives up on a client that stopped sending.
+    receiving: Option<(ReceiveWatch, Duration)>,
+    /// `--server-bitrate-limit`: the judge and when (test seconds) it next samples.
+    rate_judge: Option<(crate::stats::BitrateLimit, f64)>,
+}
+
+impl Control for Watch<'_, '_> {
+    fn check(&mut self, _: &Running, now_s: f64) -> Option<Ending> {
+        if self.session.shared.signalled() {
+            return Some(Ending {
+                at_s: now_s,
+                stopped: Some(Stopped::server_interrupted()),
+            });
+        }
+        None
+    }
+
+    fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError> {
+        if let Some(d) = self.hard_deadline
+            && self.t0.elapsed() > d
+        {
+            let e = TestError::ClientOvertime;
+            return Err(self
+                .session
+                .fail(self.ctrl, ErrCode::ServerTestDurationExpired, e));
+        }
+        let (sb, rb, _, _) = run.meter.totals();
+        if let Some((judge, next_s)) = self.rate_judge.as_mut()
+            && now_s >= *next_s
+        {
+            *next_s += 1.0;
+            if let Some(bps) = judge.on_second(sb + rb) {
+                let limit = self
+                    .session
+                    .shared
+                    .cfg
+                    .side
+                    .bitrate_limit
+                    .map_or(0, |l| l.0);
+                let e = TestError::OverRate { bps, limit };
+                return Err(self.session.fail(self.ctrl, ErrCode::TotalRate, e));
+            }
+        }
+        if let Some((watch, limit)) = self.receiving.as_mut()
+            && watch.stalled(&run.meter, Instant::now())
+        {
+            let e = TestError::ClientSilent {
+                secs: limit.as_secs_f64(),
+            };
+            return Err(self.session.fail(self.ctrl, ErrCode::NoMsg, e));
+        }
+        if sb + rb != self.last_progress.0 {
+            self.last_progress = (sb + rb, Instant::now());
+        } else if self.hard_deadline.is_none() && self.last_progress.1.elapsed() > IDLE_DATA_TIMEOUT
+        {
+            let e = TestError::ClientSilent {
+                secs: IDLE_DATA_TIMEOUT.as_secs_f64(),
+            };
+            return Err(self.session.fail(self.ctrl, ErrCode::StreamRead, e));
+        }
+        let ended = |stopped| {
+            Ok(Some(Ending {
+                at_s: self.t0.elapsed().as_secs_f64(),
+                stopped,
+            }))
+        };
+        let wait = (run.next_tick - now_s).clamp(0.001, 0.1);
+        match self
+            .ctrl
+            .poll_state(Duration::from_secs_f64(wait), "TEST_END")
+        {
+            Ok(None) => Ok(None),
+            Ok(Some(st)) => match self.machine.on_state(st) {
+                Ok(ServerEvent::TestEnd) => ended(None),
+                // IPERF_DONE is not valid while the test runs: the machine refuses it.
+                Ok(ServerEvent::Done) => Err(ServerFailure::Unexpected(State::IperfDone).into()),
+                Err(ServerFailure::ClientTerminated) => ended(Some(Stopped::ClientTerminated)),
+                Err(e) => Err(e.into()),
+            },
+            Err(CtrlError::Interrupted(_)) => ended(Some(Stopped::server_interrupted())),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// How long a running test may last before the server declares it stuck: `-t + -O`
+/// plus [`TEST_GRACE`]. `None` for byte/block tests (judged by data progress instead)
+/// and for `-t 0`, which runs until the client ends it: there the data progress check
+/// and the control connection (closed, or dead under keepalive) catch a vanished peer.
+fn running_deadline(spec: &TestSpec) -> Option<Duration> {
+    match spec.end {
+        _ if spec.until_interrupted() => None,
+        EndCondition::Time(t) => Some(Duration::from_secs_f64(t + spec.omit_s) + TEST_GRACE),
+        _ => None,
+    }
+}
+
+/// Move items from a typed channel into the session's common channel.
+fn forward<T: Send + 'static>(
+    rx: Receiver<(u64, T)>,
+    tx: Sender<(u64, DataSock)>,
+    wrap: fn(T) -> DataSock,
+) {
+    let _ = std::thread::Builder::new()
+        .name("nm-handoff".into())
+        .spawn(move || {
+            while let Ok((seq, x)) = rx.recv() {
+                if tx.send((seq, wrap(x))).is_err() {
+                    break;
+                }
+            }
+        });
+}
+
+struct SlotGuard(Arc<Shared>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_until_interrupted_has_no_running_deadline() {
+        let timed = |t: f64, omit_s: f64| TestSpec {
+            end: EndCondition::Time(t),
+            omit_s,
+            ..Default::default()
+        };
+        assert_eq!(
+            running_deadline(&timed(10.0, 2.0)),
+            Some(Duration::from_secs(52))
+        );
+        // iperf3 sends `time: 0` for -t 0 and its server then arms no test timer.
+        assert_eq!(running_deadline(&timed(0.0, 0.0)), None);
+        assert_eq!(running_deadline(&timed(0.0, 3.0)), None);
+        let bytes = TestSpec {
+            end: EndCondition::Bytes(1 << 20),
+            ..Default::default()
+        };
+        assert_eq!(running_deadline(&bytes), None);
+    }
+}

@@ -1,0 +1,299 @@
+//! netmeter's extension of the control protocol: the request a netmeter client adds
+//! to its parameters (key `netmeter`), the answer a netmeter server sends before
+//! `CREATE_STREAMS`, the named features, and the extension modes' parameters and
+//! limits (docs/protocol.md, "Extension negotiation").
+
+use crate::latency::{Hist, LatencyStats};
+use serde::{Deserialize, Serialize};
+
+/// What a netmeter client asks for on top of iperf3 (key `netmeter` in the parameters).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtRequest {
+    /// Extension protocol version the client speaks.
+    pub version: u32,
+    /// Named features the client would like, e.g. `"udp_seq64"`.
+    #[serde(default)]
+    pub features: Vec<Feature>,
+    /// Request/response test parameters (feature `bounceback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounceback: Option<Bounceback>,
+    /// One-way delay measurement (feature `trip_times`): nanosecond UDP timestamps
+    /// and clock-offset probes on the control connection before the streams open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trip_times: bool,
+    /// Latency under working load (feature `working_load`): bulk TCP streams plus one
+    /// request/response probe stream (the last one opened), which uses `bounceback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_load: Option<WorkingLoad>,
+    /// TCP connection-rate test (feature `connect_only`): the data streams stay idle
+    /// and the client opens short connections carrying the cookie, which the server
+    /// answers with one byte and closes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connect_only: bool,
+    /// Isochronous frames (feature `isochronous`, UDP): every datagram carries an
+    /// [`IsochHeader`] after the UDP header, so the server can count whole frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isochronous: Option<Isochronous>,
+    /// `--no-gso` (feature `no_offload`): the server's UDP senders must not use
+    /// segmentation offload (UDP_SEGMENT).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_gso: bool,
+    /// `--no-gro` (feature `no_offload`): the server's UDP receivers must not use
+    /// receive offload (UDP_GRO).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_gro: bool,
+}
+
+/// A request/response (bounceback) test: the client sends `request_len` bytes, the
+/// server holds for `hold_us` and answers with `reply_len` bytes; `burst` requests are
+/// outstanding at once. On UDP each request and reply starts with an 8-byte sequence
+/// number, so both lengths are at least 8 there.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bounceback {
+    pub request_len: u32,
+    pub reply_len: u32,
+    #[serde(default)]
+    pub hold_us: u32,
+    #[serde(default = "one")]
+    pub burst: u32,
+    /// `--busy-poll`: both ends poll for the next message this long (µs) before they
+    /// sleep in a blocking read. 0 = plain blocking reads.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub busy_poll_us: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `--working-load`: `streams` bulk TCP streams per loaded direction, started after
+/// `idle_ms` of probing an idle path.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkingLoad {
+    pub up: bool,
+    pub down: bool,
+    pub streams: u32,
+    pub idle_ms: u32,
+}
+
+/// Largest bounceback request or reply.
+pub const MAX_BOUNCEBACK_LEN: u32 = 1 << 20;
+/// Longest server hold time (one second).
+pub const MAX_BOUNCEBACK_HOLD_US: u32 = 1_000_000;
+/// Most outstanding requests per stream.
+pub const MAX_BOUNCEBACK_BURST: u32 = 1024;
+/// Longest `--busy-poll` spin per read (10 ms).
+pub const MAX_BUSY_POLL_US: u32 = 10_000;
+
+/// `--isochronous FPS:MEAN,STDEV`: frames at `fps`, sized so the per-frame bit rate has
+/// mean `mean_bps` and standard deviation `stdev_bps` (see `crate::profile`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Isochronous {
+    pub fps: u32,
+    pub mean_bps: u64,
+    #[serde(default)]
+    pub stdev_bps: u64,
+}
+
+/// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtAnswer {
+    pub version: u32,
+    /// The subset of requested features the server will use in this test.
+    #[serde(default)]
+    pub accepted: Vec<Feature>,
+    /// netmeter version string of the server.
+    #[serde(default)]
+    pub server: String,
+}
+
+/// A named extension feature, as it travels in [`ExtRequest::features`] and
+/// [`ExtAnswer::accepted`]: a JSON string (`"udp_seq64"`, `"trip_times"`, ...).
+///
+/// A name this netmeter does not know (a newer peer's feature) parses as
+/// [`Feature::Unknown`] and keeps its spelling, so a request or answer that carries one
+/// is still read; nothing negotiates it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Feature {
+    /// 64-bit UDP sequence numbers (iperf3's `udp_counters_64bit`) for every UDP test.
+    UdpSeq64,
+    /// The client repeats its UDP connect datagram; the server answers every copy.
+    UdpConnectRetry,
+    /// Request/response test ([`ExtRequest::bounceback`]).
+    Bounceback,
+    /// One-way delay measurement ([`ExtRequest::trip_times`]).
+    TripTimes,
+    /// TCP connection-rate test ([`ExtRequest::connect_only`]).
+    ConnectOnly,
+    /// Isochronous frames with frame headers ([`ExtRequest::isochronous`]).
+    Isochronous,
+    /// Latency under working load ([`ExtRequest::working_load`]).
+    WorkingLoad,
+    /// `--no-gso` / `--no-gro` for the server's UDP streams.
+    NoOffload,
+    /// A feature this netmeter does not know, by its name on the wire.
+    Unknown(String),
+}
+
+impl Feature {
+    /// Every feature netmeter can negotiate today, in the order a client asks for them.
+    pub const ALL: [Feature; 8] = [
+        Feature::UdpSeq64,
+        Feature::UdpConnectRetry,
+        Feature::Bounceback,
+        Feature::TripTimes,
+        Feature::ConnectOnly,
+        Feature::Isochronous,
+        Feature::WorkingLoad,
+        Feature::NoOffload,
+    ];
+
+    /// The name on the wire.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Feature::UdpSeq64 => "udp_seq64",
+            Feature::UdpConnectRetry => "udp_connect_retry",
+            Feature::Bounceback => "bounceback",
+            Feature::TripTimes => "trip_times",
+            Feature::ConnectOnly => "connect_only",
+            Feature::Isochronous => "isochronous",
+            Feature::WorkingLoad => "working_load",
+            Feature::NoOffload => "no_offload",
+            Feature::Unknown(name) => name,
+        }
+    }
+
+    /// The feature a wire name stands for; never fails.
+    pub fn from_name(name: &str) -> Feature {
+        Feature::ALL
+            .iter()
+            .find(|f| f.as_str() == name)
+            .cloned()
+            .unwrap_or_else(|| Feature::Unknown(name.to_string()))
+    }
+
+    /// Whether this netmeter knows the feature (it is not [`Feature::Unknown`]).
+    pub fn is_known(&self) -> bool {
+        !matches!(self, Feature::Unknown(_))
+    }
+}
+
+impl std::fmt::Display for Feature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Feature {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Feature {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Feature, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Feature::from_name(&name))
+    }
+}
+
+/// A receiving stream's frame summary, sent to the client in the results message
+/// (`netmeter_frames`) and shown in `end.netmeter.isochronous.receiver`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FrameSummary {
+    pub frames_complete: u64,
+    pub frames_lost: u64,
+    /// Jitter of the frame transit times (first datagram sent → last datagram received).
+    pub frame_jitter_ms: f64,
+    /// `--trip-times`: frame latency (offset-corrected transit), all frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_histogram_us: Vec<(f64, u64)>,
+}
+
+impl FrameSummary {
+    /// Combine several streams (jitter: mean of the streams, as iperf3 sums UDP jitter;
+    /// latency histograms merged at bucket resolution).
+    pub fn merge(parts: &[FrameSummary]) -> Option<FrameSummary> {
+        if parts.is_empty() {
+            return None;
+        }
+        let mut h = Hist::default();
+        for p in parts {
+            for &(us, n) in &p.latency_histogram_us {
+                h.record_n_ns((us * 1e3) as u64, n);
+            }
+        }
+        Some(FrameSummary {
+            frames_complete: parts.iter().map(|p| p.frames_complete).sum(),
+            frames_lost: parts.iter().map(|p| p.frames_lost).sum(),
+            frame_jitter_ms: parts.iter().map(|p| p.frame_jitter_ms).sum::<f64>()
+                / parts.len() as f64,
+            latency: h.stats(),
+            latency_histogram_us: h.buckets_us(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode_json, encode_json};
+
+    /// Features travel as today's strings; a newer peer's unknown name is read, kept
+    /// and written back as it came.
+    #[test]
+    fn features_are_strings_on_the_wire() {
+        let names = [
+            "udp_seq64",
+            "udp_connect_retry",
+            "bounceback",
+            "trip_times",
+            "connect_only",
+            "isochronous",
+            "working_load",
+            "no_offload",
+        ];
+        let json = serde_json::to_string(&Feature::ALL).unwrap();
+        assert_eq!(json, serde_json::to_string(&names).unwrap());
+        let a: ExtAnswer = decode_json(
+            br#"{"version":2,"accepted":["trip_times","teleport"],"server":"netmeter 9"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            a.accepted,
+            vec![Feature::TripTimes, Feature::Unknown("teleport".into())]
+        );
+        assert!(!a.accepted[1].is_known());
+        let back = String::from_utf8(encode_json(&a)[4..].to_vec()).unwrap();
+        assert!(
+            back.contains(r#""accepted":["trip_times","teleport"]"#),
+            "{back}"
+        );
+    }
+
+    #[test]
+    fn frame_summaries_merge() {
+        let a = FrameSummary {
+            frames_complete: 10,
+            frames_lost: 1,
+            frame_jitter_ms: 1.0,
+            ..FrameSummary::default()
+        };
+        let b = FrameSummary {
+            frames_complete: 5,
+            frames_lost: 0,
+            frame_jitter_ms: 3.0,
+            ..FrameSummary::default()
+        };
+        let m = FrameSummary::merge(&[a, b]).unwrap();
+        assert_eq!((m.frames_complete, m.frames_lost), (15, 1));
+        assert_eq!(m.frame_jitter_ms, 2.0);
+        assert!(FrameSummary::merge(&[]).is_none());
+    }
+}
