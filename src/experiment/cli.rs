@@ -3,7 +3,7 @@
 //! subcommand ([`subcommand`]); the client and server flags never see these.
 
 use super::compare::{self, Comparison, Mismatch};
-use crate::report::Report;
+use crate::report::{Report, input};
 use clap::Parser;
 use std::ffi::OsString;
 use std::io::Write;
@@ -96,21 +96,10 @@ pub fn subcommand(args: &[OsString]) -> Option<Result<Subcommand, clap::Error>> 
 /// What went wrong in a subcommand, worded for the user.
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{} is not a netmeter or iperf3 -J document: {source}", path.display())]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error("{} holds no test results{}", path.display(), error.as_ref().map(|e| format!(" (its error: {e})")).unwrap_or_default())]
-    NoResults {
-        path: PathBuf,
-        error: Option<String>,
-    },
+    #[error(transparent)]
+    Input(input::FileError),
+    #[error("{} holds no key figure netmeter compare knows", path.display())]
+    NoResults { path: PathBuf },
     #[error("{0}")]
     Mismatch(#[from] Mismatch),
     #[error("cannot write the output: {0}")]
@@ -120,40 +109,34 @@ pub enum ExperimentError {
     Worse { names: Vec<String>, pct: f64 },
 }
 
-/// Read a result file: one `-J` document (netmeter's or iperf3's) or a repetition
-/// document (`{"runs": [document, ...], ...}`, from `--repeat`): its runs.
+/// Read a result file: one result (netmeter's or iperf3's `-J` document or
+/// `--json-stream` lines, checked by [`crate::report::input`]) or a repetition document
+/// (`{"runs": [document, ...], ...}`, from `--repeat`): its runs.
 pub fn load_runs(path: &Path) -> Result<Vec<Report>, ExperimentError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let parse = |source| ExperimentError::Parse {
-        path: path.to_path_buf(),
-        source,
+    let file_error = |why| {
+        ExperimentError::Input(input::FileError {
+            path: path.to_path_buf(),
+            why,
+        })
     };
-    let doc: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
-    let runs = match doc.get("runs").and_then(|r| r.as_array()) {
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(input::InputError::Read(e)))?;
+    let repetitions = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|doc| doc.get("runs").and_then(|r| r.as_array()).cloned());
+    let runs = match repetitions {
         Some(runs) => runs
             .iter()
-            .map(|r| Report::from_document(&r.to_string()))
+            .map(|r| input::parse_result(&r.to_string()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(parse)?,
-        None => vec![Report::from_document(&text).map_err(parse)?],
+            .map_err(file_error)?,
+        None => vec![input::parse_result(&text).map_err(file_error)?],
     };
-    // A run that ended in an error before any result (iperf3 writes `{"error": ...}`)
-    // has no figures; such a file cannot be compared.
-    let usable: Vec<Report> = runs
-        .iter()
-        .filter(|r| !super::figures::figures(r).is_empty())
-        .cloned()
-        .collect();
-    if usable.is_empty() {
+    if runs.is_empty() || runs.iter().any(|r| super::figures::figures(r).is_empty()) {
         return Err(ExperimentError::NoResults {
             path: path.to_path_buf(),
-            error: runs.iter().find_map(|r| r.error.clone()),
         });
     }
-    Ok(usable)
+    Ok(runs)
 }
 
 /// `netmeter compare`: print the comparison; `Err(Worse)` for `--fail-if-worse`.
@@ -226,13 +209,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let missing = dir.join("missing.json");
         let e = load_runs(&missing).unwrap_err();
-        assert!(e.to_string().starts_with("cannot read "), "{e}");
+        assert!(
+            e.to_string().contains("missing.json: cannot read it: "),
+            "{e}"
+        );
         let garbage = dir.join("garbage.json");
         std::fs::write(&garbage, "not json").unwrap();
         let e = load_runs(&garbage).unwrap_err();
         assert!(
-            e.to_string()
-                .contains("is not a netmeter or iperf3 -J document"),
+            e.to_string().contains("garbage.json: it is not JSON"),
             "{e}"
         );
         let failed = dir.join("failed.json");
@@ -244,7 +229,7 @@ mod tests {
         let e = load_runs(&failed).unwrap_err();
         assert!(
             e.to_string()
-                .ends_with("holds no test results (its error: unable to connect to server)"),
+                .ends_with("the test it records failed: unable to connect to server"),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

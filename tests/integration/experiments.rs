@@ -153,7 +153,7 @@ fn compare_refuses_mismatched_or_bad_files() {
     assert!(
         text(&o)
             .1
-            .starts_with("netmeter: cannot read /nonexistent/base.json")
+            .starts_with("netmeter: cannot use /nonexistent/base.json: cannot read it")
     );
     let o = compare(&[
         testdata("tcp.txt").to_str().unwrap(),
@@ -161,9 +161,7 @@ fn compare_refuses_mismatched_or_bad_files() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o)
-            .1
-            .contains("is not a netmeter or iperf3 -J document"),
+        text(&o).1.contains("tcp.txt: it is not JSON"),
         "{:?}",
         text(&o)
     );
