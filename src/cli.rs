@@ -288,6 +288,17 @@ pub struct Args {
     /// kernel offers them, so this changes nothing (see --no-gso, --no-gro).
     #[arg(long = "gsro")]
     pub gsro: bool,
+    /// Run the test N times (at most N with --confidence) and report each key figure's
+    /// mean, standard deviation, min/max and confidence interval.
+    #[arg(long = "repeat", value_name = "N")]
+    pub repeat: Option<u32>,
+    /// Seconds to wait between --repeat runs.
+    #[arg(long = "repeat-gap", value_name = "SEC", default_value_t = 1.0)]
+    pub repeat_gap: f64,
+    /// With --repeat: stop once the receiver throughput's LEVEL % confidence interval is
+    /// within ±WIDTH % of its mean (netperf -I), e.g. 95,5.
+    #[arg(long = "confidence", value_name = "LEVEL,WIDTH%")]
+    pub confidence: Option<String>,
     #[command(flatten)]
     pub auth: auth_flags::AuthFlags,
     /// Start every text output line with the local time, in strftime(3) FORMAT (default
@@ -387,6 +398,12 @@ pub enum Command {
     Loopback {
         tcp: ClientConfig,
         udp: ClientConfig,
+        logfile: Option<PathBuf>,
+    },
+    /// `--repeat N`: the client test several times, with statistics.
+    Repeat {
+        cfg: ClientConfig,
+        plan: crate::experiment::repeat::Plan,
         logfile: Option<PathBuf>,
     },
     /// `netmeter plot RESULT.json... -o FILE` (see `cli/tools.rs`).
@@ -793,6 +810,11 @@ impl Args {
             }
         }
         let cfg = self.client_config(format)?;
+        if self.repeat.is_some() && (self.loopback || self.find_max_rate) {
+            return Err(usage(
+                "--repeat repeats one client test; it does not go with --loopback or --find-max-rate",
+            ));
+        }
         if csv.is_some() && (self.loopback || self.find_max_rate) {
             return Err(usage(
                 "--csv writes one client test's rows; it cannot be used with --loopback or --find-max-rate",
@@ -803,6 +825,34 @@ impl Args {
         }
         if self.find_max_rate {
             return self.find_max_rate_command(cfg);
+        }
+        if let Some(n) = self.repeat {
+            if cfg.spec.until_interrupted() {
+                return Err(usage(
+                    "--repeat needs tests that end; -t 0 runs until interrupted",
+                ));
+            }
+            if cfg.mode == Mode::JsonStream || csv.is_some() || self.plot.is_some() {
+                return Err(usage(
+                    "--repeat prints text or one -J document, not --json-stream, --csv or --plot",
+                ));
+            }
+            let plan = crate::experiment::repeat::Plan::from_flags(
+                n,
+                self.repeat_gap,
+                self.confidence.as_deref(),
+            )
+            .map_err(usage)?;
+            return Ok(Command::Repeat {
+                cfg,
+                plan,
+                logfile: self.logfile.clone(),
+            });
+        }
+        if self.confidence.is_some() {
+            return Err(usage(
+                "--confidence needs --repeat N (the most runs to make)",
+            ));
         }
         Ok(Command::Client {
             cfg,
@@ -1124,6 +1174,11 @@ impl Args {
     }
 
     fn reject_client_only(&self) -> Result<(), UsageError> {
+        if self.repeat.is_some() || self.confidence.is_some() {
+            return Err(usage(
+                "--repeat and --confidence repeat a client test: netmeter -c HOST --repeat N",
+            ));
+        }
         let used: &[(bool, &str)] = &[
             (self.time.is_some(), "-t"),
             (self.bytes.is_some(), "-n"),

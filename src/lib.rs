@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cli;
 pub mod clocksync;
 pub mod engine;
+pub mod experiment;
 pub mod latency;
 pub mod pacing;
 pub mod profile;

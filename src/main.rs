@@ -94,6 +94,11 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             columns,
             output,
         } => csv_file(&input, &columns, output.as_deref()),
+        Command::Repeat { cfg, plan, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref())?;
+            Ok(netmeter::experiment::repeat::run(&cfg, &plan, &sink)?)
+        }
         Command::FindMaxRate {
             cfg,
             loss_target,
@@ -252,6 +257,9 @@ fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(sub) = netmeter::experiment::cli::subcommand(&argv) {
+        return run_experiment(sub);
+    }
     if let Some(parsed) = cli::subcommand(&argv) {
         return match parsed {
             Ok(cmd) => finish(run(cmd, None)),
@@ -288,6 +296,47 @@ fn args_error(e: cli::ArgsError) -> ExitCode {
             } else {
                 ExitCode::SUCCESS
             }
+        }
+    }
+}
+
+/// An experiment subcommand (`compare`, `sweep`): clap's help and errors, one line
+/// otherwise.
+fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error>) -> ExitCode {
+    use netmeter::experiment::cli::{self as exp, ExperimentError, Subcommand};
+    let r = match sub {
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+        Ok(Subcommand::Compare(a)) => exp::run_compare(&a, &mut std::io::stdout().lock()),
+        Ok(Subcommand::Sweep(None)) => {
+            print!("{}", exp::SWEEP_HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Subcommand::Sweep(Some(a))) => {
+            if let Err(e) = catch_stop_signals() {
+                eprintln!("netmeter: {e:#}");
+                return ExitCode::from(1);
+            }
+            return match netmeter::experiment::sweep::run(&a, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("netmeter: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ ExperimentError::Worse { .. }) => {
+            eprintln!("netmeter: {e}");
+            ExitCode::from(exp::EXIT_WORSE)
+        }
+        Err(e) => {
+            eprintln!("netmeter: {e}");
+            ExitCode::from(1)
         }
     }
 }

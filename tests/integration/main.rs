@@ -29,6 +29,7 @@ mod auth;
 mod bounceback;
 mod connect_only;
 mod e2e;
+mod experiments;
 mod interop;
 mod interrupt;
 mod latency_accuracy;

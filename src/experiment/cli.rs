@@ -1,0 +1,237 @@
+//! The experiment subcommands (`netmeter compare ...`): their flags, reading the result
+//! files, and what each prints. `main.rs` hands over when the first argument names a
+//! subcommand ([`subcommand`]); the client and server flags never see these.
+
+use super::compare::{self, Comparison, Mismatch};
+use crate::report::{Report, input};
+use clap::Parser;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit status of `compare --fail-if-worse` when a figure got worse beyond the limit
+/// (1 stays "error", as everywhere in netmeter).
+pub const EXIT_WORSE: u8 = 2;
+
+/// Compare two results: each key figure, the change in percent and a verdict.
+#[derive(Debug, Parser)]
+#[command(
+    name = "netmeter compare",
+    bin_name = "netmeter compare",
+    allow_negative_numbers = true,
+    about = "Compare two saved -J results (netmeter or iperf3; single runs or --repeat documents): each key figure, the change and a verdict at 95 %",
+    after_help = "Verdicts: repetitions (two or more runs on each side) are judged by Welch's t-test; latency percentiles with histograms by a two-sample Kolmogorov-Smirnov test; a single run gets no verdict (\"single run, no significance\").\nExit status: 0, or 2 with --fail-if-worse when a figure got worse beyond PCT with significance, 1 on error."
+)]
+pub struct CompareArgs {
+    /// The baseline result (`-J` output or a `--repeat` document).
+    #[arg(value_name = "BASE.json")]
+    pub base: PathBuf,
+    /// The result to judge against the baseline.
+    #[arg(value_name = "NEW.json")]
+    pub new: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(short = 'J', long = "json")]
+    pub json: bool,
+    /// Exit with status 2 when any figure got worse by more than PCT percent with
+    /// significance (throughput down, loss/jitter/latency up).
+    #[arg(long = "fail-if-worse", value_name = "PCT", value_parser = percent)]
+    pub fail_if_worse: Option<f64>,
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage (a number ≥ 0, e.g. 10)")),
+    }
+}
+
+/// `netmeter sweep --help`.
+pub const SWEEP_HELP: &str = "\
+Run a client test over a grid of option values, in order, and tabulate the results
+
+Usage: netmeter sweep -c HOST [client options] LIST...
+
+Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
+fastest); every other option is passed to each test as given. Every point's options are
+checked before the first test runs.
+  -J   print one JSON document with every point's settings, runs and statistics
+       (progress lines then go to stderr)
+  --repeat N [--repeat-gap SEC] [--confidence L,W%]
+       each point is a series; the table shows mean ± CI half width
+
+Example:
+  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M
+";
+
+/// A subcommand and its parsed flags.
+#[derive(Debug)]
+pub enum Subcommand {
+    Compare(CompareArgs),
+    /// The arguments after `sweep`, or `None` for `--help`.
+    Sweep(Option<super::sweep::SweepArgs>),
+}
+
+/// The subcommand `args` (the whole command line, program name first) names, parsed;
+/// `None` when the first argument is not a subcommand (a client or server run).
+pub fn subcommand(args: &[OsString]) -> Option<Result<Subcommand, clap::Error>> {
+    match args.get(1)?.to_str()? {
+        "compare" => Some(CompareArgs::try_parse_from(&args[1..]).map(Subcommand::Compare)),
+        "sweep" => {
+            let rest = &args[2..];
+            if rest.is_empty() || rest.iter().any(|a| a == "-h" || a == "--help") {
+                return Some(Ok(Subcommand::Sweep(None)));
+            }
+            Some(
+                super::sweep::split_args(rest)
+                    .map(|a| Subcommand::Sweep(Some(a)))
+                    .map_err(|e| {
+                        clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
+                    }),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// What went wrong in a subcommand, worded for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error(transparent)]
+    Input(input::FileError),
+    #[error("{} holds no key figure netmeter compare knows", path.display())]
+    NoResults { path: PathBuf },
+    #[error("{0}")]
+    Mismatch(#[from] Mismatch),
+    #[error("cannot write the output: {0}")]
+    Write(#[from] std::io::Error),
+    /// `--fail-if-worse`: not a failure to run, the answer the user asked to gate on.
+    #[error("{} got worse by more than {pct} % with significance", names.join(", "))]
+    Worse { names: Vec<String>, pct: f64 },
+}
+
+/// Read a result file: one result (netmeter's or iperf3's `-J` document or
+/// `--json-stream` lines, checked by [`crate::report::input`]) or a repetition document
+/// (`{"runs": [document, ...], ...}`, from `--repeat`): its runs.
+pub fn load_runs(path: &Path) -> Result<Vec<Report>, ExperimentError> {
+    let file_error = |why| {
+        ExperimentError::Input(input::FileError {
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(input::InputError::Read(e)))?;
+    let repetitions = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|doc| doc.get("runs").and_then(|r| r.as_array()).cloned());
+    let runs = match repetitions {
+        Some(runs) => runs
+            .iter()
+            .map(|r| input::parse_result(&r.to_string()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(file_error)?,
+        None => vec![input::parse_result(&text).map_err(file_error)?],
+    };
+    if runs.is_empty() || runs.iter().any(|r| super::figures::figures(r).is_empty()) {
+        return Err(ExperimentError::NoResults {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(runs)
+}
+
+/// `netmeter compare`: print the comparison; `Err(Worse)` for `--fail-if-worse`.
+pub fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> Result<(), ExperimentError> {
+    let base = load_runs(&a.base)?;
+    let new = load_runs(&a.new)?;
+    let c: Comparison = compare::compare(&base, &new)?;
+    if a.json {
+        let doc = serde_json::json!({
+            "base": a.base.display().to_string(),
+            "new": a.new.display().to_string(),
+            "fail_if_worse_pct": a.fail_if_worse,
+            "comparison": c,
+        });
+        let s = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
+        writeln!(out, "{s}")?;
+    } else {
+        let t = compare::text(
+            &c,
+            &a.base.display().to_string(),
+            &a.new.display().to_string(),
+        );
+        write!(out, "{t}")?;
+    }
+    if let Some(pct) = a.fail_if_worse {
+        let worse = c.worse_beyond(pct);
+        if !worse.is_empty() {
+            return Err(ExperimentError::Worse {
+                names: worse.iter().map(|r| r.label.clone()).collect(),
+                pct,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_the_first_argument_names_a_subcommand() {
+        assert!(subcommand(&argv("netmeter -c compare")).is_none());
+        assert!(subcommand(&argv("netmeter")).is_none());
+        let Some(Ok(Subcommand::Compare(a))) =
+            subcommand(&argv("netmeter compare a.json b.json --fail-if-worse 10%"))
+        else {
+            panic!("not parsed");
+        };
+        assert_eq!(a.fail_if_worse, Some(10.0));
+        assert!(!a.json);
+        assert!(
+            subcommand(&argv("netmeter compare a.json"))
+                .unwrap()
+                .is_err()
+        );
+        let e = subcommand(&argv("netmeter compare a b --fail-if-worse -3"))
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("not a percentage"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_and_empty_files_say_so() {
+        let dir = std::env::temp_dir().join(format!("nm-compare-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.json");
+        let e = load_runs(&missing).unwrap_err();
+        assert!(
+            e.to_string().contains("missing.json: cannot read it: "),
+            "{e}"
+        );
+        let garbage = dir.join("garbage.json");
+        std::fs::write(&garbage, "not json").unwrap();
+        let e = load_runs(&garbage).unwrap_err();
+        assert!(
+            e.to_string().contains("garbage.json: it is not JSON"),
+            "{e}"
+        );
+        let failed = dir.join("failed.json");
+        std::fs::write(
+            &failed,
+            r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}"#,
+        )
+        .unwrap();
+        let e = load_runs(&failed).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("the test it records failed: unable to connect to server"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,396 @@
+//! `--repeat N`: the same client test N times, a pause between runs, and each key
+//! figure summarized over the runs (mean, standard deviation, min/max, Student-t
+//! confidence interval). `--confidence LEVEL,WIDTH%` stops early once the receiver
+//! throughput's interval is that tight (netperf's `-I`/`-i`). The plan and the
+//! statistics are pure ([`Plan`], [`statistics`]); [`run`] calls [`crate::run`] in a loop.
+
+use super::figures::{self, Better};
+use super::stats::{self, ConfInterval, Summary};
+use crate::engine::output::{Mode, Sink};
+use crate::report::Report;
+use crate::{TestConfig, TestError};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+/// The early stop waits for at least this many runs: two runs give a t quantile of
+/// 12.7 at 95 %, an interval that says little about the spread it was made from.
+pub const MIN_RUNS_FOR_EARLY_STOP: usize = 3;
+
+/// The key figure `--confidence` watches.
+pub const WATCHED: &str = "receiver_bits_per_second";
+
+/// What `--repeat`, `--repeat-gap` and `--confidence` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Plan {
+    /// Runs at most (`--repeat N`).
+    pub max_runs: u32,
+    /// Pause between runs, seconds.
+    pub gap_s: f64,
+    /// Confidence level of the reported intervals (0.95 unless `--confidence` says).
+    pub level: f64,
+    /// `--confidence`: stop once the watched figure's half width is within this
+    /// percentage of its mean.
+    pub stop_width_pct: Option<f64>,
+}
+
+impl Plan {
+    /// Resolve the flags; one sentence when a value is out of range.
+    pub fn from_flags(runs: u32, gap_s: f64, confidence: Option<&str>) -> Result<Plan, String> {
+        if !(1..=1000).contains(&runs) {
+            return Err(format!("--repeat needs 1 to 1000 runs, not {runs}"));
+        }
+        if !(gap_s.is_finite() && (0.0..=3600.0).contains(&gap_s)) {
+            return Err("--repeat-gap must be between 0 and 3600 seconds".to_string());
+        }
+        let (level, stop_width_pct) = match confidence {
+            None => (0.95, None),
+            Some(c) => {
+                let bad = || {
+                    format!(
+                        "--confidence needs LEVEL,WIDTH% such as 95,5 (95 % confidence, \
+                         interval within ±5 % of the mean), not '{c}'"
+                    )
+                };
+                let (l, w) = c.split_once(',').ok_or_else(bad)?;
+                let l: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+                let w: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+                // 95 or 0.95 both mean 95 %.
+                let level = if l > 1.0 { l / 100.0 } else { l };
+                if !(level > 0.5 && level < 1.0 && w > 0.0 && w < 100.0) {
+                    return Err(bad());
+                }
+                (level, Some(w))
+            }
+        };
+        Ok(Plan {
+            max_runs: runs,
+            gap_s,
+            level,
+            stop_width_pct,
+        })
+    }
+
+    /// Whether the runs so far are enough: the watched figure's interval is within
+    /// the asked width (never before [`MIN_RUNS_FOR_EARLY_STOP`] runs).
+    pub fn tight_enough(&self, watched: &[f64]) -> bool {
+        let Some(width) = self.stop_width_pct else {
+            return false;
+        };
+        if watched.len() < MIN_RUNS_FOR_EARLY_STOP {
+            return false;
+        }
+        stats::summarize(watched)
+            .and_then(|s| stats::confidence_interval(&s, self.level))
+            .and_then(|ci| ci.half_width_pct())
+            .is_some_and(|pct| pct <= width)
+    }
+}
+
+/// One figure over the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureStats {
+    pub key: String,
+    pub label: String,
+    pub unit: &'static str,
+    pub better: Better,
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// `None` for a single run.
+    pub ci: Option<ConfInterval>,
+}
+
+/// Every key figure of the first run, summarized over all runs that have it.
+pub fn statistics(runs: &[Report], level: f64) -> Vec<FigureStats> {
+    let all: Vec<Vec<figures::Figure>> = runs.iter().map(figures::figures).collect();
+    let Some(first) = all.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .filter_map(|f| {
+            let xs: Vec<f64> = all
+                .iter()
+                .filter_map(|r| r.iter().find(|g| g.key == f.key).map(|g| g.value))
+                .collect();
+            let summary = stats::summarize(&xs)?;
+            Some(FigureStats {
+                key: f.key.clone(),
+                label: f.label.clone(),
+                unit: f.unit,
+                better: f.better,
+                ci: stats::confidence_interval(&summary, level),
+                summary,
+            })
+        })
+        .collect()
+}
+
+/// How the repetitions ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatInfo {
+    #[serde(flatten)]
+    pub plan: Plan,
+    /// Runs completed (each in `runs`).
+    pub runs: usize,
+    /// "all runs", "confidence reached", "interrupted" or "failed: ...".
+    pub ended: String,
+}
+
+/// The `-J` document of a repetition: every run's whole report and the statistics.
+/// `netmeter compare` reads it (its `runs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatDocument {
+    pub netmeter_repeat: RepeatInfo,
+    pub runs: Vec<Report>,
+    pub statistics: Vec<FigureStats>,
+}
+
+/// One run's summary line: every key figure, e.g.
+/// `run 2/5: Receiver throughput 941.23 Mbits/sec, Retransmits 0, TCP mean RTT 0.120 ms`.
+pub fn run_line(i: usize, max: u32, r: &Report) -> String {
+    let figs: Vec<String> = figures::figures(r)
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f.label,
+                super::compare::format_value(f.value, f.unit)
+            )
+        })
+        .collect();
+    format!("run {i}/{max}: {}", figs.join(", "))
+}
+
+/// The statistics as a text table.
+pub fn table(info: &RepeatInfo, st: &[FigureStats]) -> String {
+    let mut t = format!(
+        "\n{} run{} ({}):\n",
+        info.runs,
+        if info.runs == 1 { "" } else { "s" },
+        info.ended
+    );
+    let level = format!("{:.0} % CI", info.plan.level * 100.0);
+    let _ = writeln!(
+        t,
+        "{:<28} {:>18} {:>14} {:>18} {:>18}  {}",
+        "Figure", "Mean", "Stdev", "Min", "Max", level
+    );
+    let v = super::compare::format_value;
+    for f in st {
+        let ci = match &f.ci {
+            Some(c) => format!(
+                "{} .. {} (±{})",
+                v(c.low, f.unit),
+                v(c.high, f.unit),
+                c.half_width_pct()
+                    .map_or("n/a".to_string(), |p| format!("{p:.1} %"))
+            ),
+            None => "n/a (one run)".to_string(),
+        };
+        let _ = writeln!(
+            t,
+            "{:<28} {:>18} {:>14} {:>18} {:>18}  {}",
+            f.label,
+            v(f.summary.mean, f.unit),
+            v(f.summary.stdev, f.unit),
+            v(f.summary.min, f.unit),
+            v(f.summary.max, f.unit),
+            ci
+        );
+    }
+    t
+}
+
+/// The runs of one series and how it ended.
+pub struct Series {
+    pub runs: Vec<Report>,
+    /// "all runs", "confidence reached", "interrupted" or "failed: ...".
+    pub ended: String,
+    /// The error that ended it, if a run failed (not for an interrupt).
+    pub failure: Option<TestError>,
+}
+
+/// Run `cfg` up to `plan.max_runs` times, `plan.gap_s` apart, stopping early as
+/// `--confidence` says, at a stop signal (the partial run is dropped) or at a failed
+/// run. `on_run(i, report)` is told of each completed run (1-based).
+pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Report)) -> Series {
+    let mut runs: Vec<Report> = Vec::new();
+    let mut failure = None;
+    let mut ended = "all runs".to_string();
+    for i in 1..=plan.max_runs as usize {
+        if i > 1 && !pause(plan.gap_s) {
+            ended = "interrupted".to_string();
+            break;
+        }
+        match super::series_step(cfg) {
+            Ok(r) => {
+                on_run(i, &r);
+                runs.push(r);
+            }
+            Err((why, e)) => {
+                (ended, failure) = (why, e);
+                break;
+            }
+        }
+        let watched: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| {
+                figures::figures(r)
+                    .into_iter()
+                    .find(|f| f.key == WATCHED)
+                    .map(|f| f.value)
+            })
+            .collect();
+        if plan.tight_enough(&watched) {
+            ended = "confidence reached".to_string();
+            break;
+        }
+    }
+    Series {
+        runs,
+        ended,
+        failure,
+    }
+}
+
+/// Run `cfg` as `plan` says: text mode prints each run's line, then the table; `-J`
+/// prints one [`RepeatDocument`] (each run's line then goes to stderr). A stop signal
+/// ends the current run and the series; what completed is reported. A failed run ends
+/// the series too: what completed is reported, then the error is returned.
+pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> {
+    let say = |s: &str| {
+        if let Ok(mut w) = sink.lock() {
+            let _ = w.write_all(s.as_bytes());
+            let _ = w.flush();
+        }
+    };
+    let done = series(cfg, plan, |i, r| {
+        let line = run_line(i, plan.max_runs, r);
+        if cfg.mode == Mode::Text {
+            say(&format!("{line}\n"));
+        } else {
+            // Progress beside the one -J document, not in it.
+            eprintln!("{line}");
+        }
+    });
+    let info = RepeatInfo {
+        plan: *plan,
+        runs: done.runs.len(),
+        ended: done.ended,
+    };
+    let st = statistics(&done.runs, plan.level);
+    if cfg.mode == Mode::Text {
+        say(&table(&info, &st));
+    } else {
+        let doc = RepeatDocument {
+            netmeter_repeat: info,
+            runs: done.runs,
+            statistics: st,
+        };
+        let s = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| {
+            format!("{{\"error\": \"netmeter could not serialize its report: {e}\"}}")
+        });
+        say(&format!("{s}\n"));
+    }
+    done.failure.map_or(Ok(()), Err)
+}
+
+/// Sleep `gap_s` seconds in short steps; false when a stop signal came.
+fn pause(gap_s: f64) -> bool {
+    let until = Instant::now() + Duration::from_secs_f64(gap_s);
+    loop {
+        if crate::sock::stop_signal().is_some() {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_resolve() {
+        let p = Plan::from_flags(5, 1.0, None).unwrap();
+        assert_eq!((p.max_runs, p.level, p.stop_width_pct), (5, 0.95, None));
+        let p = Plan::from_flags(10, 0.0, Some("99,2%")).unwrap();
+        assert_eq!((p.level, p.stop_width_pct), (0.99, Some(2.0)));
+        let p = Plan::from_flags(10, 0.5, Some("0.9,5")).unwrap();
+        assert_eq!((p.level, p.stop_width_pct), (0.9, Some(5.0)));
+        assert!(Plan::from_flags(0, 1.0, None).is_err());
+        assert!(Plan::from_flags(3, -1.0, None).is_err());
+        for bad in ["95", "95,0", "150,5", "x,5", "95,y"] {
+            let e = Plan::from_flags(3, 1.0, Some(bad)).unwrap_err();
+            assert!(
+                e.starts_with("--confidence needs LEVEL,WIDTH%"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn early_stop_needs_three_runs_and_a_tight_interval() {
+        let p = Plan::from_flags(10, 0.0, Some("95,5")).unwrap();
+        // Identical runs: zero width, but only from the third run on.
+        assert!(!p.tight_enough(&[100.0, 100.0]));
+        assert!(p.tight_enough(&[100.0, 100.0, 100.0]));
+        // [100, 104, 96]: s = 4, half width = 4.302652729749462 · 4/√3 = 9.94 → 9.9 %.
+        assert!(!p.tight_enough(&[100.0, 104.0, 96.0]));
+        let wide = Plan::from_flags(10, 0.0, Some("95,10")).unwrap();
+        assert!(wide.tight_enough(&[100.0, 104.0, 96.0]));
+        assert!(
+            !Plan::from_flags(10, 0.0, None)
+                .unwrap()
+                .tight_enough(&[1.0; 5])
+        );
+    }
+
+    #[test]
+    fn statistics_over_runs() {
+        let path = format!(
+            "{}/src/report/testdata/tcp.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Report::from_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let runs: Vec<Report> = [90e6, 100e6, 110e6]
+            .iter()
+            .map(|&b| {
+                let mut x = r.clone();
+                if let Some(s) = x.end.sum_received.as_mut() {
+                    s.bits_per_second = b;
+                }
+                x
+            })
+            .collect();
+        let st = statistics(&runs, 0.95);
+        let t = &st[0];
+        assert_eq!(t.key, WATCHED);
+        assert_eq!(
+            (t.summary.n, t.summary.mean, t.summary.stdev),
+            (3, 100e6, 10e6)
+        );
+        // scipy.stats.t.ppf(0.975, 2) · 10e6/√3
+        let hw = 4.302652729749462 * 10e6 / 3f64.sqrt();
+        assert!((t.ci.unwrap().half_width - hw).abs() < 1e-3);
+        let info = RepeatInfo {
+            plan: Plan::from_flags(3, 1.0, None).unwrap(),
+            runs: 3,
+            ended: "all runs".to_string(),
+        };
+        let text = table(&info, &st);
+        assert!(text.contains("3 runs (all runs)"), "{text}");
+        assert!(text.contains("100.00 Mbits/sec"), "{text}");
+        assert!(text.contains("(±24.8 %)"), "{text}");
+        assert!(
+            run_line(2, 3, &runs[1]).starts_with("run 2/3: Receiver throughput 100.00 Mbits/sec")
+        );
+        assert!(statistics(&runs[..1], 0.95)[0].ci.is_none());
+    }
+}

@@ -1,0 +1,555 @@
+//! The experiment subcommands through the binary: `netmeter compare` on fixed result
+//! files (the renderers' testdata: netmeter's and iperf3 3.22's `-J` documents, and
+//! repetition documents made from them), its exit codes and its JSON.
+
+use crate::support::{Proc, client, free_port, netmeter, netmeter_server};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/report/testdata")
+        .join(name)
+}
+
+/// A scratch directory for this test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("nm-exp-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A repetition document (`{"runs": [...]}`) of `tcp.json` with these receiver rates.
+fn repetitions(dir: &Path, name: &str, rates: &[f64]) -> PathBuf {
+    let base: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("tcp.json")).unwrap()).unwrap();
+    let runs: Vec<Value> = rates
+        .iter()
+        .map(|&bps| {
+            let mut r = base.clone();
+            r["end"]["sum_received"]["bits_per_second"] = bps.into();
+            r
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::json!({ "runs": runs }).to_string()).unwrap();
+    path
+}
+
+fn compare(args: &[&str]) -> Output {
+    Command::new(netmeter())
+        .arg("compare")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compare_repetitions_gates_on_a_significant_drop() {
+    let s = Scratch::new("gate");
+    let base = repetitions(
+        &s.0,
+        "base.json",
+        &[100.1e6, 99.8e6, 100.3e6, 99.9e6, 100.0e6],
+    );
+    let same = repetitions(
+        &s.0,
+        "same.json",
+        &[100.2e6, 99.7e6, 100.0e6, 100.1e6, 99.9e6],
+    );
+    let slow = repetitions(&s.0, "slow.json", &[80.1e6, 79.8e6, 80.3e6, 79.9e6, 80.0e6]);
+    let p = |x: &PathBuf| x.to_str().unwrap().to_string();
+
+    let o = compare(&[&p(&base), &p(&same), "--fail-if-worse", "10"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("(5 runs)"), "{out}");
+    assert!(out.contains("no significant change (Welch"), "{out}");
+
+    let o = compare(&[&p(&base), &p(&slow), "--fail-if-worse", "10"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(out.contains("-20.0 %  worse, significant (Welch"), "{out}");
+    assert_eq!(
+        err.trim(),
+        "netmeter: Receiver throughput got worse by more than 10 % with significance"
+    );
+    // Worse, but not by more than the limit: passes.
+    let o = compare(&[&p(&base), &p(&slow), "--fail-if-worse", "25"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+
+    let o = compare(&[&p(&base), &p(&slow), "-J"]);
+    assert_eq!(o.status.code(), Some(0));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &j["comparison"]["figures"][0];
+    assert_eq!(row["key"], "receiver_bits_per_second");
+    assert_eq!(row["verdict"], "worse");
+    assert_eq!(row["test"]["test"], "welch");
+    assert_eq!(row["base"]["n"], 5);
+    assert!((row["change_pct"].as_f64().unwrap() + 20.0).abs() < 0.1);
+}
+
+#[test]
+fn compare_single_runs_and_iperf3_documents() {
+    let tcp = testdata("tcp.json");
+    let o = compare(&[
+        tcp.to_str().unwrap(),
+        tcp.to_str().unwrap(),
+        "--fail-if-worse",
+        "0",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("single run, no significance"), "{out}");
+    // iperf3's own document against netmeter's: the same kind of test, compared.
+    let o = compare(&[
+        testdata("iperf3_322_udp_bidir.json").to_str().unwrap(),
+        testdata("udp_bidir.json").to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("Reverse receiver throughput"), "{out}");
+    assert!(out.contains("Jitter"), "{out}");
+}
+
+#[test]
+fn compare_refuses_mismatched_or_bad_files() {
+    let o = compare(&[
+        testdata("tcp.json").to_str().unwrap(),
+        testdata("tcp_reverse.json").to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err.trim(),
+        "netmeter: the base result is a TCP bulk test (client to server) but the new one \
+         is a TCP bulk test (server to client, -R): compare needs two results of the same \
+         kind of test"
+    );
+    let o = compare(&[
+        "/nonexistent/base.json",
+        testdata("tcp.json").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o)
+            .1
+            .starts_with("netmeter: cannot use /nonexistent/base.json: cannot read it")
+    );
+    let o = compare(&[
+        testdata("tcp.txt").to_str().unwrap(),
+        testdata("tcp.json").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("tcp.txt: it is not JSON"),
+        "{:?}",
+        text(&o)
+    );
+    let o = compare(&["a.json"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+/// `--repeat 3 -t 1` over loopback: a line per run, then the statistics table; with
+/// `-J` one document holding every run, which `compare` reads back.
+#[test]
+fn repeat_reports_each_run_and_the_statistics() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let out = client(port, &["-t", "1", "--repeat", "3", "--repeat-gap", "0.2"]);
+    let (text_out, err) = text(&out);
+    assert!(
+        out.status.success(),
+        "{text_out}{err}\nserver:\n{}",
+        log.text()
+    );
+    for i in 1..=3 {
+        assert!(
+            text_out.contains(&format!("run {i}/3: Receiver throughput ")),
+            "{text_out}"
+        );
+    }
+    assert!(text_out.contains("3 runs (all runs):"), "{text_out}");
+    assert!(text_out.contains("95 % CI"), "{text_out}");
+
+    let s = Scratch::new("repeat");
+    let out = client(
+        port,
+        &[
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "20M",
+            "--repeat",
+            "3",
+            "--repeat-gap",
+            "0",
+            "-J",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(doc["netmeter_repeat"]["runs"], 3);
+    assert_eq!(doc["netmeter_repeat"]["ended"], "all runs");
+    assert!(
+        text(&out).1.contains("run 3/3: Receiver throughput"),
+        "{:?}",
+        text(&out)
+    );
+    // The statistics agree with the runs' own figures.
+    let rates: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            r["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let st = &doc["statistics"][0];
+    assert_eq!(st["key"], "receiver_bits_per_second");
+    let mean = rates.iter().sum::<f64>() / 3.0;
+    assert!((st["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
+    assert_eq!(
+        st["min"].as_f64().unwrap(),
+        rates.iter().copied().fold(f64::MAX, f64::min)
+    );
+    let (low, high) = (
+        st["ci"]["low"].as_f64().unwrap(),
+        st["ci"]["high"].as_f64().unwrap(),
+    );
+    assert!(low <= mean && mean <= high);
+    // 20 Mbit/s paced on loopback: the interval holds the offered rate give or take 2 %.
+    assert!(low < 20.4e6 && high > 19.6e6, "CI {low}..{high}");
+    assert!(
+        doc["statistics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["key"] == "lost_percent")
+    );
+
+    // compare reads the document back as three runs a side.
+    let path = s.0.join("rep.json");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let o = compare(&[
+        path.to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--fail-if-worse",
+        "0",
+    ]);
+    let (cmp, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{cmp}{err}");
+    assert!(cmp.contains("(3 runs)"), "{cmp}");
+    assert!(
+        cmp.contains("no significant change (Welch t=0.00, p=1.0000)"),
+        "{cmp}"
+    );
+}
+
+/// `--confidence 95,50` on a steady paced UDP test: the interval is within ±50 % after
+/// the third run, so the series stops there, not at 10.
+#[test]
+fn confidence_stops_early() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let out = client(
+        port,
+        &[
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "10M",
+            "--repeat",
+            "10",
+            "--repeat-gap",
+            "0",
+            "--confidence",
+            "95,50",
+            "-J",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{:?}\nserver:\n{}",
+        text(&out),
+        log.text()
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["netmeter_repeat"]["ended"], "confidence reached");
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["netmeter_repeat"]["stop_width_pct"], 50.0);
+}
+
+/// Ctrl-C during the second run: the first run's line and the statistics of what
+/// completed, exit 0.
+#[test]
+fn repeat_stops_cleanly_on_sigint() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let c = Proc::spawn(
+        "netmeter client",
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "1", "--repeat", "5", "--repeat-gap", "0"]),
+    );
+    // Run 1 takes ~1.1 s; SIGINT in the middle of run 2.
+    std::thread::sleep(std::time::Duration::from_millis(1700));
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = c.wait(std::time::Duration::from_secs(10));
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("run 1/5:"), "{o}");
+    assert!(!o.contains("run 3/5:"), "{o}");
+    assert!(o.contains("(interrupted):"), "{o}");
+}
+
+/// `netmeter sweep -P 1,2 -l 64K,1M -t 1` over loopback: four points in order, a
+/// progress line with an ETA each, the 2 × 2 table; `-J` with `--repeat 2`: one document
+/// with every run of every point.
+#[test]
+fn sweep_runs_the_grid_in_order() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-P",
+            "1,2",
+            "-l",
+            "64K,1M",
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}\nserver:\n{}", log.text());
+    let progress: Vec<&str> = o.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(progress.len(), 4, "{o}");
+    for (line, want) in
+        progress
+            .iter()
+            .zip(["-P 1 -l 64K", "-P 1 -l 1M", "-P 2 -l 64K", "-P 2 -l 1M"])
+    {
+        assert!(line.contains(want) && line.contains("(ETA "), "{line}");
+    }
+    assert!(o.contains("4 of 4 points (all points):"), "{o}");
+    let header = o
+        .lines()
+        .find(|l| l.contains("-l 64K") && l.contains("-l 1M"))
+        .unwrap();
+    assert!(header.trim_start().starts_with("-P"), "{o}");
+
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-u",
+            "-b",
+            "10M,30M",
+            "--repeat",
+            "2",
+            "--repeat-gap",
+            "0",
+            "-J",
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(doc["netmeter_sweep"]["completed"], 2);
+    for (pt, want) in points.iter().zip([10e6, 30e6]) {
+        // --repeat 2: each point is two runs and their statistics.
+        let runs = pt["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{pt}");
+        for r in runs {
+            let got = r["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap();
+            // Each point ran at its own rate: the -b value reached the test.
+            assert!((got - want).abs() < 0.05 * want, "{got} for {want}");
+        }
+        assert_eq!(pt["statistics"][0]["n"], 2);
+        assert!(
+            pt["statistics"][0]["ci"]["half_width"].as_f64().is_some(),
+            "{pt}"
+        );
+    }
+    assert_eq!(points[1]["settings"]["-b"], "30M");
+    // Progress went to stderr, so stdout is the document alone.
+    assert!(text(&out).1.contains("[2/2] -b 30M: "), "{:?}", text(&out));
+    assert!(text(&out).1.contains(", 2 runs (ETA"), "{:?}", text(&out));
+}
+
+/// An invalid value anywhere in a list fails before any test: no server is listening,
+/// yet the error is the value, not the connection.
+#[test]
+fn sweep_checks_every_value_first() {
+    let port = free_port().to_string();
+    let out = crate::support::run(
+        Command::new(netmeter()).args([
+            "sweep",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "1",
+            "-P",
+            "1,2,500",
+        ]),
+        std::time::Duration::from_secs(10),
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(o.is_empty(), "{o}");
+    assert_eq!(e.trim(), "netmeter: -P 500: -P must be between 1 and 128");
+}
+
+/// Issue 13's truth on a netns link: UDP overdriving a tbf-shaped link (200M offered,
+/// 1400-byte payloads) delivers 97.087 Mbit/s of payload at 100 Mbit/s (100 · 1400/1442:
+/// the shaper counts 14 + 20 + 8 bytes of headers) and 77.670 at 80 Mbit/s. Three runs
+/// on each: the confidence interval lies within 2 % of the ceiling, two series on the
+/// same link never trip `--fail-if-worse 10`, and 100 → 80 is "worse, significant", ~20 %, exit 2.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn compare_verdicts_on_a_shaped_link() {
+    use crate::support::netbed::{Dir, LinkConfig, Side, bed, tcp_listening, timing_lock};
+    let _t = timing_lock();
+    let s = Scratch::new("bed");
+    let series = |mbit: f64, names: &[&str]| -> Vec<PathBuf> {
+        let b = bed(LinkConfig::new()
+            .rate_mbit(mbit)
+            .rate_dir(Dir::H1ToH2)
+            .queue_ms(100.0)
+            .burst_ms(20.0));
+        let _server = b.spawn_in(Side::H2, netmeter(), &["-s"]).expect("server");
+        crate::support::wait_until("the server to listen", || {
+            b.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
+        });
+        let h2 = b.h2_addr().to_string();
+        names
+            .iter()
+            .map(|name| {
+                let out = b
+                    .run_in(
+                        Side::H1,
+                        netmeter(),
+                        &[
+                            "-c",
+                            &h2,
+                            "-u",
+                            "-b",
+                            "200M",
+                            "-l",
+                            "1400",
+                            "-t",
+                            "1",
+                            "--repeat",
+                            "3",
+                            "--repeat-gap",
+                            "0.2",
+                            "-J",
+                        ],
+                        std::time::Duration::from_secs(60),
+                    )
+                    .expect("client");
+                let path = s.0.join(name);
+                std::fs::write(&path, &out).unwrap();
+                path
+            })
+            .collect()
+    };
+    let at100 = series(100.0, &["a.json", "b.json"]);
+    let at80 = series(80.0, &["c.json"]);
+
+    let ceiling = 100e6 * 1400.0 / 1442.0;
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&at100[0]).unwrap()).unwrap();
+    let st = &doc["statistics"][0];
+    let (low, high) = (
+        st["ci"]["low"].as_f64().unwrap(),
+        st["ci"]["high"].as_f64().unwrap(),
+    );
+    eprintln!(
+        "100 Mbit/s link: mean {:.3} Mbit/s, 95 % CI {:.3}..{:.3}, payload ceiling {:.3}",
+        st["mean"].as_f64().unwrap() / 1e6,
+        low / 1e6,
+        high / 1e6,
+        ceiling / 1e6
+    );
+    // The interval sits at the ceiling within the 2 % accuracy:: allows any one run.
+    // Observed (2026-11-23, debug build): mean 98.49, CI 98.14..98.85 Mbit/s, i.e.
+    // +1.4 % above the ceiling, so the interval does not contain it: the runs agree
+    // with each other better than the measurement agrees with the link. Not asserted
+    // as containment until that bias is explained.
+    assert!(
+        low < ceiling * 1.02 && high > ceiling * 0.98,
+        "CI {low}..{high}"
+    );
+
+    let p = |x: &PathBuf| x.to_str().unwrap().to_string();
+    let o = compare(&[&p(&at100[0]), &p(&at100[1]), "--fail-if-worse", "10", "-J"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let row = &j["comparison"]["figures"][0];
+    eprintln!("same link twice: {row}");
+    assert!(row["change_pct"].as_f64().unwrap().abs() < 2.0, "{row}");
+
+    let o = compare(&[&p(&at100[0]), &p(&at80[0]), "--fail-if-worse", "10"]);
+    let (out, err) = text(&o);
+    eprintln!("{out}{err}");
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Receiver throughput"))
+        .unwrap();
+    assert!(line.contains("worse, significant (Welch"), "{line}");
+    let change: f64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('-').and_then(|v| v.parse().ok()))
+        .unwrap();
+    assert!((change - 20.0).abs() < 2.0, "{line}");
+}
