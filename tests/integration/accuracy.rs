@@ -635,15 +635,23 @@ fn check_tcp_retransmits(dir: Dir, reverse: bool) {
             })
             .sum()
     };
+    // Up to the end: a tail shorter than a tenth of an interval gets no row of its own
+    // (iperf3's rule too), so what the kernel retransmitted in it (about 44/s here)
+    // is in the end figure only. A clean CI run saw 130 in the rows against 131.
     let sender_end = &sender_report["end"]["streams"][0]["sender"];
-    assert_eq!(
-        per_interval("/retransmits"),
-        u64_at(sender_end, "/retransmits")
-    );
-    assert_eq!(
-        per_interval("/netmeter/tcp/spurious_retransmits"),
-        u64_at(sender_end, "/netmeter/spurious_retransmits")
-    );
+    for (row_key, end_key) in [
+        ("/retransmits", "/retransmits"),
+        (
+            "/netmeter/tcp/spurious_retransmits",
+            "/netmeter/spurious_retransmits",
+        ),
+    ] {
+        let (rows, end) = (per_interval(row_key), u64_at(sender_end, end_key));
+        assert!(
+            rows <= end && end - rows <= 2,
+            "{row_key}: the intervals add up to {rows}, the end says {end}"
+        );
+    }
 }
 
 /// Reordering without loss: the delay line holds every 50th TCP segment h1→h2 back by
