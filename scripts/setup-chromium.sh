@@ -17,29 +17,16 @@ if [[ "$(dpkg-query -W -f='${Status}' chromium 2>/dev/null || true)" == "install
     exit 0
 fi
 
-# Wait for the apt/dpkg locks rather than fail when another install runs.
-apt_retry() {
-    local deadline=$((SECONDS + LOCK_TIMEOUT)) out rc
-    while :; do
-        rc=0
-        out="$(apt-get -o DPkg::Lock::Timeout="$LOCK_TIMEOUT" "$@" 2>&1)" || rc=$?
-        if [[ $rc -ne 0 ]] && grep -qE 'Could not get lock|Unable to lock' <<<"$out" \
-            && (( SECONDS < deadline )); then
-            log "apt lock busy, waiting..."
-            sleep 5
-            continue
-        fi
-        [[ $rc -ne 0 ]] && printf '%s\n' "$out" >&2
-        return "$rc"
-    done
-}
+# sys_apt: a system apt-get that waits for the dpkg/apt locks.
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
 
 candidate="$(apt-cache policy chromium 2>/dev/null | awk '/Candidate:/ {print $2; exit}')"
 if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
     log "apt-get update (system)"
-    apt_retry update
+    sys_apt update
 fi
 log "installing chromium"
 export DEBIAN_FRONTEND=noninteractive
-apt_retry install -y --no-install-recommends chromium
+sys_apt install -y --no-install-recommends chromium
 log "installed $(chromium --version 2>/dev/null || echo chromium)"

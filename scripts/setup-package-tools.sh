@@ -27,15 +27,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 echo "setup-package-tools: installing ${missing[*]}" >&2
-apt_get() {
-    local deadline=$((SECONDS + LOCK_TIMEOUT))
-    until apt-get -o DPkg::Lock::Timeout="$LOCK_TIMEOUT" -q "$@"; do
-        if (( SECONDS >= deadline )); then
-            echo "setup-package-tools: apt-get $* failed" >&2
-            return 1
-        fi
-        sleep 5
-    done
-}
-apt_get update
-apt_get install -y --no-install-recommends "${missing[@]}"
+log() { echo "setup-package-tools: $*" >&2; }
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
+sys_apt -q update
+sys_apt -q install -y --no-install-recommends "${missing[@]}"

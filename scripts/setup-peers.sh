@@ -90,26 +90,9 @@ export DEBIAN_FRONTEND=noninteractive
 # helpers
 # ---------------------------------------------------------------------------
 
-# Run a system apt-get command, waiting for the dpkg/apt locks instead of failing
-# (the lead may have an `apt-get install` running in the background).
-# DPkg::Lock::Timeout covers the dpkg frontend lock; the retry loop covers
-# the lists/archives locks that `apt-get update` takes.
-sys_apt() {
-    local deadline=$((SECONDS + LOCK_TIMEOUT)) out rc
-    while :; do
-        rc=0
-        out="$(apt-get -o DPkg::Lock::Timeout="$LOCK_TIMEOUT" "$@" 2>&1)" || rc=$?
-        if [[ $rc -ne 0 ]] && grep -qE 'Could not get lock|Unable to lock' <<<"$out" \
-            && (( SECONDS < deadline )); then
-            log "apt lock busy, waiting..."
-            sleep 5
-            continue
-        fi
-        printf '%s\n' "$out" | tr '\r' '\n' \
-            | grep -vE '^\(?(Reading|Building)|^\(Reading database' >&2 || true
-        return "$rc"
-    done
-}
+# sys_apt: a system apt-get that waits for the dpkg/apt locks.
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
 
 pkg_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]

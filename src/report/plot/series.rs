@@ -12,6 +12,23 @@ use crate::report::{Interval, Report, StreamInterval, SumInterval};
 /// Per-stream lines are drawn for at most this many streams (beyond, the sum only).
 const MAX_STREAM_LINES: usize = 16;
 
+/// A chart of `series` against test time, on linear axes.
+fn over_time(
+    kind: &'static str,
+    title: impl Into<String>,
+    y: impl Into<String>,
+    series: Vec<Series>,
+) -> Chart {
+    Chart {
+        kind,
+        title: title.into(),
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(y),
+        series,
+        markers: Vec::new(),
+    }
+}
+
 /// One input's own charts.
 pub fn single(r: &Report) -> Vec<Chart> {
     let peer = peer_report(r);
@@ -122,14 +139,7 @@ fn compare_udp(inputs: &[Input]) -> Vec<Chart> {
         return Vec::new();
     }
     let unit = small_ms_in_us(&mut jitter);
-    let chart = |kind, title: &str, y: String, series| Chart {
-        kind,
-        title: title.to_string(),
-        x: Axis::linear("time (s)"),
-        y: Axis::linear(y),
-        series,
-        markers: Vec::new(),
-    };
+    let chart = |kind, title: &str, y: String, series| over_time(kind, title, y, series);
     vec![
         chart("udp_loss", "UDP loss", "lost datagrams (%)".into(), loss),
         chart(
@@ -387,14 +397,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
         s.udp_recv.map_or(0.0, |u| u.jitter_ms)
     });
     let jitter_unit = small_ms_in_us(&mut jitter);
-    let chart = |kind, title: String, y: &str, series| Chart {
-        kind,
-        title,
-        x: Axis::linear("time (s)"),
-        y: Axis::linear(y),
-        series,
-        markers: Vec::new(),
-    };
+    let chart = |kind, title: String, y: &str, series| over_time(kind, title, y, series);
     let mut out = vec![
         chart(
             "udp_loss",
@@ -533,14 +536,7 @@ fn tcp(r: &Report) -> Vec<Chart> {
             points: thin(retr, MAX_POINTS),
         });
     }
-    let chart = |kind, title: &str, y: &str, series| Chart {
-        kind,
-        title: title.to_string(),
-        x: Axis::linear("time (s)"),
-        y: Axis::linear(y),
-        series,
-        markers: Vec::new(),
-    };
+    let chart = |kind, title: &str, y: &str, series| over_time(kind, title, y, series);
     vec![
         chart(
             "tcp_cwnd",
