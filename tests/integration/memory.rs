@@ -12,6 +12,14 @@
 //! Margin: idle + 1 MiB. It passes with ~4× headroom over what is measured and fails on
 //! the old behaviour by more than 1 MiB, and it does not depend on timing: RSS is read only
 //! once the session thread (which trims the heap at its end) has exited.
+//!
+//! What is compared is the server's private memory (`RssAnon`: heap, stacks), which is
+//! where the kept arenas showed. `VmRSS` also counts the binary's code pages mapped from
+//! the page cache (`RssFile`), shared and not the server's own cost; they grow with the
+//! binary and with the kernel's fault-around. With plotting, authentication and the
+//! option work linked in, the debug build's idle `RssFile` reached 10.8 MiB (VmRSS
+//! 12.3 MiB, RssAnon 1.5 MiB; release: 5.7, 6.2 and 0.5 MiB). The release build's
+//! whole VmRSS is the benchmark's idle-memory goal (`bench/run.py`, case `mem`).
 
 use crate::support::*;
 use std::time::{Duration, Instant};
@@ -30,7 +38,7 @@ fn status(pid: u32, key: &str) -> u64 {
 
 /// Wait (bounded) until the server is back to `threads` threads, i.e. the session and its
 /// stream threads have ended (the session trims the heap just before it ends); then a
-/// short pause and its VmRSS.
+/// short pause and its private resident memory (`RssAnon`), with `VmRSS` printed.
 fn settled_rss(pid: u32, threads: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(20);
     while status(pid, "Threads") > threads {
@@ -42,7 +50,12 @@ fn settled_rss(pid: u32, threads: u64) -> u64 {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    status(pid, "VmRSS")
+    eprintln!(
+        "server VmRSS {} KiB (RssFile {} KiB)",
+        status(pid, "VmRSS"),
+        status(pid, "RssFile")
+    );
+    status(pid, "RssAnon")
 }
 
 #[test]
@@ -58,9 +71,10 @@ fn server_memory_returns_to_idle_after_p128() {
     // pages, the stack cache's first entries, lazily built statics) counts as idle.
     client_json(port, &["-P", "2", "-t", "1"]);
     let idle = settled_rss(pid, idle_threads);
+    let idle_vm = status(pid, "VmRSS");
     assert!(
         idle <= 10 * MIB,
-        "idle RSS {idle} KiB > 10 MiB\n{}",
+        "idle RssAnon {idle} KiB > 10 MiB\n{}",
         log.text()
     );
 
@@ -75,13 +89,13 @@ fn server_memory_returns_to_idle_after_p128() {
     // (Without this the check below could pass on a test that never started.)
     let peak = status(pid, "VmHWM");
     assert!(
-        peak >= idle + 8 * MIB,
-        "peak RSS {peak} KiB is not ≥ idle {idle} KiB + 8 MiB: the test did not load the server"
+        peak >= idle_vm + 8 * MIB,
+        "peak RSS {peak} KiB is not ≥ idle RSS {idle_vm} KiB + 8 MiB: the test did not load the server"
     );
 
     let after = settled_rss(pid, idle_threads);
     eprintln!(
-        "server VmRSS: idle {idle} KiB, peak {peak} KiB, after -P 128 {after} KiB ({:+} KiB)",
+        "server RssAnon: idle {idle} KiB, after -P 128 {after} KiB ({:+} KiB); VmHWM {peak} KiB",
         after as i64 - idle as i64
     );
     assert!(
@@ -89,6 +103,9 @@ fn server_memory_returns_to_idle_after_p128() {
         "after the -P 128 test the server kept {after} KiB, idle was {idle} KiB: more than \
          1 MiB did not come back"
     );
-    assert!(after <= 10 * MIB, "RSS after the test {after} KiB > 10 MiB");
+    assert!(
+        after <= 10 * MIB,
+        "RssAnon after the test {after} KiB > 10 MiB"
+    );
     drop(srv);
 }
