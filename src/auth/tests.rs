@@ -3,6 +3,10 @@
 //! public half (`iperf3 -c ... -d --username alice --rsa-public-key-path`, password
 //! `secret`): 3.12 (PKCS#1 v1.5) and 3.22 (OAEP). See `testdata/README.md`.
 
+// Test code only (its unwraps are assertions): compiled for tests, whatever the
+// parent module declares.
+#![cfg(test)]
+
 use super::*;
 use proptest::prelude::*;
 use std::sync::OnceLock;

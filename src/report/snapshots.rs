@@ -13,6 +13,10 @@
 //! change, `NETMETER_UPDATE_SNAPSHOTS=1 cargo test --lib report::snapshots` rewrites the
 //! expected files; review them before committing.
 
+// Test code only (its unwraps are assertions): compiled for tests, whatever the
+// parent module declares.
+#![cfg(test)]
+
 use super::text::{self, TextCtx};
 use super::{Report, json};
 use crate::spec::Protocol;
