@@ -1402,6 +1402,11 @@ impl Args {
                 "--rcv-timeout applies to a receiving client: use it with -R or --bidir (or on the server)",
             ));
         }
+        if self.file.is_some() && self.skip_rx_copy {
+            return Err(usage(
+                "-F writes the received bytes to the file; --skip-rx-copy would discard them",
+            ));
+        }
         if self.mptcp && protocol == Protocol::Udp {
             return Err(usage("-m (MPTCP) applies to TCP tests; drop -u"));
         }
@@ -1593,6 +1598,14 @@ mod tests {
             let e = sentence(args);
             assert!(e.starts_with(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn file_and_skip_rx_copy_are_refused_together() {
+        assert_eq!(
+            sentence(&["-c", "h", "-R", "-F", "/dev/null", "--skip-rx-copy"]),
+            "-F writes the received bytes to the file; --skip-rx-copy would discard them"
+        );
     }
 
     #[test]

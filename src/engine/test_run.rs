@@ -136,6 +136,9 @@ impl TestRun {
             &self.zerocopy,
         );
         w.file = self.file.clone();
+        // -F keeps what arrives: a receiver writing the file must copy it, whatever
+        // --skip-rx-copy the client asked for (MSG_TRUNC reads leave the buffer as it was).
+        w.skip_rx_copy &= w.file.is_none();
         // The thread's duplicate is the same socket as the one kept.
         probe_capabilities(&mut w, &self.spec, for_thread.as_fd());
         self.live.shared.push(w.shared.clone());
