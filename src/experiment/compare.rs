@@ -131,15 +131,29 @@ pub fn compare(base: &[Report], new: &[Report]) -> Result<Comparison, Mismatch> 
     }
     let base_figs: Vec<Vec<Figure>> = base.iter().map(figures::figures).collect();
     let new_figs: Vec<Vec<Figure>> = new.iter().map(figures::figures).collect();
-    let mut rows = Vec::new();
+    let mut pairs = Vec::new();
     let mut notes = Vec::new();
     for f in &base_figs[0] {
-        let b = values(&base_figs, &f.key);
-        let n = values(&new_figs, &f.key);
-        match (b, n) {
-            (Some(b), Some(n)) => rows.push(row(f, &b, &n)),
+        match (values(&base_figs, &f.key), values(&new_figs, &f.key)) {
+            (Some(b), Some(n)) => pairs.push((f, b, n)),
             _ => notes.push(format!("{} is only in the base result", f.label)),
         }
+    }
+    // Several figures are tested at once: each at ALPHA / m (Bonferroni), so that the
+    // chance of calling any figure of an unchanged setup significant stays ALPHA.
+    let per_figure = ALPHA / pairs.len().max(1) as f64;
+    let rows: Vec<Row> = pairs
+        .iter()
+        .map(|(f, b, n)| row(f, b, n, per_figure))
+        .collect();
+    if pairs.len() > 1 {
+        notes.push(format!(
+            "{} figures compared: each is judged at {:.4} (Bonferroni), so that an unchanged \
+             setup is called significantly different with at most {:.0} % probability",
+            pairs.len(),
+            per_figure,
+            ALPHA * 100.0
+        ));
     }
     for f in &new_figs[0] {
         if !base_figs[0].iter().any(|b| b.key == f.key) {
@@ -188,7 +202,7 @@ fn values(runs: &[Vec<Figure>], key: &str) -> Option<Values> {
     })
 }
 
-fn row(f: &Figure, b: &Values, n: &Values) -> Row {
+fn row(f: &Figure, b: &Values, n: &Values, alpha: f64) -> Row {
     let test = match (&b.histogram_us, &n.histogram_us) {
         (Some(hb), Some(hn)) => stats::ks_histograms(hb, hn).map(Test::KolmogorovSmirnov),
         _ => stats::welch(&b.summary, &n.summary).map(Test::Welch),
@@ -201,7 +215,7 @@ fn row(f: &Figure, b: &Values, n: &Values) -> Row {
     };
     let verdict = match test {
         None => Verdict::SingleRun,
-        Some(t) if t.p() >= ALPHA || difference == 0.0 => Verdict::NoSignificantChange,
+        Some(t) if t.p() >= alpha || difference == 0.0 => Verdict::NoSignificantChange,
         Some(_) if improved => Verdict::Better,
         Some(_) => Verdict::Worse,
     };
