@@ -12,8 +12,8 @@ use crate::clocksync::ClockEstimate;
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
-    CpuUtil, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra, UdpEndExtra,
-    UdpRecvFigures,
+    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra,
+    UdpEndExtra, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -45,6 +45,8 @@ pub struct EndInputs<'a> {
     pub clock: Option<(ClockEstimate, &'static str)>,
     /// A `--connect-only` server: the connections it answered.
     pub connect_only_answered: Option<ConnectOnlyAnswered>,
+    /// `-F FILE` on this side: the name as given and the file's size at the end.
+    pub disk_file: Option<(String, u64)>,
 }
 
 /// The `end` object.
@@ -54,7 +56,14 @@ pub fn end(i: &EndInputs) -> End {
     let bidir = spec.direction == Direction::Bidir;
     let streams: Vec<EndStream> = locals
         .iter()
-        .map(|l| end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id)))
+        .map(|l| {
+            let mut s = end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id));
+            s.diskfile = i.disk_file.as_ref().map(|(name, size)| {
+                let bytes = |x: &Option<EndSide>| x.as_ref().map_or(0, |x| x.bytes);
+                DiskFile::new(bytes(&s.sender), bytes(&s.receiver), *size, name.clone())
+            });
+            s
+        })
         .collect();
     let in_dir = |forward: bool| -> Vec<&EndStream> {
         streams
@@ -238,6 +247,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 sender,
                 receiver,
                 udp: None,
+                diskfile: None,
             }
         }
         Protocol::Udp => {
@@ -302,6 +312,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                     sender: l.sender,
                     netmeter,
                 }),
+                diskfile: None,
             }
         }
     }
@@ -476,6 +487,7 @@ mod tests {
             sndbuf: 131072,
             clock: None,
             connect_only_answered: None,
+            disk_file: None,
         }
     }
 
