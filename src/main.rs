@@ -177,29 +177,44 @@ fn run_client(
         let warn = |w: &str| eprintln!("netmeter: warning: {w}");
         let title = cfg.spec.title.clone();
         let mut csv = CsvRenderer::new(columns, title, Box::new(write), Box::new(warn));
-        let report = netmeter::run(cfg, &mut csv)?;
-        return plot_client(cfg, report, plot_to);
+        let (report, result) = netmeter::run_keeping_report(cfg, &mut csv);
+        return plot_client(cfg, report, result, plot_to);
     }
     let mut renderer = client::renderer(cfg, sink);
     let text = cfg.mode == Mode::Text;
-    let report = if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
-        // Intervals feed the status line; the renderer never sees them.
-        let mut ticking = cfg.clone();
-        ticking.interval_s = progress::TICK_S;
-        netmeter::run(&ticking, &mut Progress::new(renderer, None))?
-    } else {
-        netmeter::run(cfg, &mut renderer)?
-    };
-    plot_client(cfg, report, plot_to)
+    let (report, result) =
+        if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+            // Intervals feed the status line; the renderer never sees them.
+            let mut ticking = cfg.clone();
+            ticking.interval_s = progress::TICK_S;
+            netmeter::run_keeping_report(&ticking, &mut Progress::new(renderer, None))
+        } else {
+            netmeter::run_keeping_report(cfg, &mut renderer)
+        };
+    plot_client(cfg, report, result, plot_to)
 }
 
-/// `--plot FILE`: the finished test's charts.
+/// `--plot FILE`: the test's charts, also when it was stopped (Ctrl-C, a lost peer)
+/// after some intervals: they show what ran. The test's own error comes back after.
 fn plot_client(
     cfg: &client::ClientConfig,
     report: netmeter::Report,
+    result: Result<(), netmeter::TestError>,
     path: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let Some(path) = path else { return Ok(()) };
+    let Some(path) = path.filter(|_| result.is_ok() || !report.intervals.is_empty()) else {
+        return Ok(result?);
+    };
+    let plotted = plot_one(cfg, report, path);
+    result?;
+    plotted
+}
+
+fn plot_one(
+    cfg: &client::ClientConfig,
+    report: netmeter::Report,
+    path: &Path,
+) -> anyhow::Result<()> {
     let name = cfg.spec.title.clone().unwrap_or_else(|| cfg.host.clone());
     let input = input::Input {
         name,
