@@ -321,7 +321,7 @@ fn converse(
     let connect_to = run
         .spec()
         .connect_only
-        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec()));
+        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec(), &cfg.side));
     let mut running = run.start(Launch {
         t0,
         // We receive from the server: raw delay = true + (client − server) clock.
