@@ -149,7 +149,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                         let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
                     }
                 }
-                netmeter::run(&cfg, &mut client::renderer(&cfg, sink.clone()))?;
+                let (_, result) = run_rendered(&cfg, sink.clone(), logfile.is_some());
+                result?;
             }
             Ok(())
         }
@@ -180,18 +181,27 @@ fn run_client(
         let (report, result) = netmeter::run_keeping_report(cfg, &mut csv);
         return plot_client(cfg, report, result, plot_to);
     }
+    let (report, result) = run_rendered(cfg, sink, logfile.is_some());
+    plot_client(cfg, report, result, plot_to)
+}
+
+/// One client test in iperf3's text or JSON, with a status line instead of interval
+/// rows for text with `-i 0` on a terminal.
+fn run_rendered(
+    cfg: &client::ClientConfig,
+    sink: output::Sink,
+    logfile: bool,
+) -> (netmeter::Report, Result<(), netmeter::TestError>) {
     let mut renderer = client::renderer(cfg, sink);
     let text = cfg.mode == Mode::Text;
-    let (report, result) =
-        if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
-            // Intervals feed the status line; the renderer never sees them.
-            let mut ticking = cfg.clone();
-            ticking.interval_s = progress::TICK_S;
-            netmeter::run_keeping_report(&ticking, &mut Progress::new(renderer, None))
-        } else {
-            netmeter::run_keeping_report(cfg, &mut renderer)
-        };
-    plot_client(cfg, report, result, plot_to)
+    if progress::wanted(text, cfg.interval_s, logfile, stdout_tty()) {
+        // Intervals feed the status line; the renderer never sees them.
+        let mut ticking = cfg.clone();
+        ticking.interval_s = progress::TICK_S;
+        netmeter::run_keeping_report(&ticking, &mut Progress::new(renderer, None))
+    } else {
+        netmeter::run_keeping_report(cfg, &mut renderer)
+    }
 }
 
 /// `--plot FILE`: the test's charts, also when it was stopped (Ctrl-C, a lost peer)

@@ -444,6 +444,25 @@ fn no_progress_line_when_piped_or_not_text() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--loopback -i 0` on a terminal: each of its two tests has the status line.
+#[test]
+fn progress_line_for_loopback() {
+    let cmd = format!("{} --loopback -i 0 -t 1", netmeter());
+    let out = run_bounded(
+        Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env("TERM", "xterm-256color"),
+        Duration::from_secs(60),
+        "netmeter --loopback under script",
+    );
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty:?}");
+    let (tcp, udp) = tty.split_once("UDP test").expect("two tests");
+    assert!(has_status_line(tcp, "1.0"), "{tcp:?}");
+    assert!(has_status_line(udp, "1.0"), "{udp:?}");
+    assert_eq!(tty.matches("  receiver\r\n").count(), 2, "{tty:?}");
+}
+
 /// `--find-max-rate` on a terminal: each trial shows its step and offered rate.
 #[test]
 fn progress_line_for_find_max_rate() {
