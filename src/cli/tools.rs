@@ -19,7 +19,7 @@ use std::path::PathBuf;
     after_help = "One input: throughput over time per direction, UDP loss/jitter, TCP cwnd/RTT, latency \
 CDFs and histograms, working load, whichever apply, one chart under the other.\n\
 Several inputs: the same measures compared on shared charts, the legend naming each \
-input (its -T title, else the file name).\n\n\
+input (its -T title, else the file name).\nA netmeter sweep -J document (alone): the sweep's chart, as `netmeter sweep --plot` draws it.\n\n\
 Examples:\n  netmeter -c HOST -J > run.json && netmeter plot run.json -o run.svg\n  \
 netmeter plot before.json after.json -o compare.png"
 )]

@@ -54,13 +54,21 @@ Usage: netmeter sweep -c HOST [client options] LIST...
 Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
 fastest); every other option is passed to each test as given. Every point's options are
 checked before the first test runs.
+  --proto tcp,udp
+       sweep the protocol: each point over TCP, then over UDP (-u; its -b as given,
+       else UDP's 1 Mbit/s default)
+  --plot FILE.svg|FILE.png
+       draw the first key figure against the first swept option, one line per value
+       of the second, error bars (the confidence interval) when repeated; the same
+       chart as `netmeter plot SWEEP.json -o FILE` from the -J document
   -J   print one JSON document with every point's settings, runs and statistics
        (progress lines then go to stderr)
   --repeat N [--repeat-gap SEC] [--confidence L,W%]
        each point is a series; the table shows mean ± CI half width
 
-Example:
-  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M
+Examples:
+  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M --plot sweep.png
+  netmeter sweep -c HOST -t 5 --proto tcp,udp -b 100M,500M --repeat 3 -J > sweep.json
 ";
 
 /// A subcommand and its parsed flags.

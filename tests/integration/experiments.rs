@@ -443,6 +443,151 @@ fn sweep_checks_every_value_first() {
     assert_eq!(out.status.code(), Some(1));
     assert!(o.is_empty(), "{o}");
     assert_eq!(e.trim(), "netmeter: -P 500: -P must be between 1 and 128");
+    // Each list parser: a value the client refuses, a protocol, a congestion control
+    // this kernel lacks, a plot file without a format.
+    for (list, want) in [
+        (
+            &["-l", "8K,0"][..],
+            "netmeter: -l 0: -l for TCP must be between 1 byte and 1M",
+        ),
+        (
+            &["-w", "64K,100G"],
+            "netmeter: -w 100G: -w is larger than the 512M maximum",
+        ),
+        (&["-b", "1M,fast"], "netmeter: -b fast: "),
+        (
+            &["-C", "reno,no-such-cc"],
+            "netmeter: -C no-such-cc: congestion control 'no-such-cc' is not available here",
+        ),
+        (
+            &["--proto", "tcp,sctp"],
+            "error: --proto tcp,sctp: 'sctp' is not a protocol",
+        ),
+        (
+            &["-P", "1,2", "--plot", "s.gif"],
+            "error: --plot s.gif needs a file name ending in .svg or .png",
+        ),
+    ] {
+        let out = crate::support::run(
+            Command::new(netmeter())
+                .args(["sweep", "-c", "127.0.0.1", "-p", &port, "-t", "1"])
+                .args(list),
+            std::time::Duration::from_secs(10),
+        );
+        let (o, e) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{list:?}: {o}{e}");
+        assert!(o.is_empty(), "{list:?}: {o}");
+        assert!(e.starts_with(want), "{list:?}: {e}");
+    }
+}
+
+/// `--proto tcp,udp` runs each point over both protocols; `--plot` draws throughput
+/// against the first swept option (-b), a line per protocol, with the repeated points'
+/// confidence intervals as error bars; `netmeter plot` of the `-J` document draws the
+/// same chart.
+#[test]
+fn sweep_plots_protocols_with_error_bars() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let dir = Scratch::new("sweep-plot");
+    let live = dir.0.join("live.svg");
+    let out = crate::support::run(
+        Command::new(netmeter())
+            .args([
+                "sweep",
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-t",
+                "0.5",
+                "-b",
+                "20M,50M",
+                "--proto",
+                "tcp,udp",
+                "--repeat",
+                "2",
+                "--repeat-gap",
+                "0",
+                "-J",
+                "--plot",
+            ])
+            .arg(&live),
+        std::time::Duration::from_secs(60),
+    );
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}\nserver:\n{}", log.text());
+    let doc: Value = serde_json::from_str(&o).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    let protocols: Vec<(&str, &str)> = points
+        .iter()
+        .map(|p| {
+            (
+                p["settings"]["--proto"].as_str().unwrap(),
+                p["runs"][0]["start"]["test_start"]["protocol"]
+                    .as_str()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        protocols,
+        [
+            ("tcp", "TCP"),
+            ("udp", "UDP"),
+            ("tcp", "TCP"),
+            ("udp", "UDP")
+        ]
+    );
+    let svg = std::fs::read_to_string(&live).unwrap();
+    let texts: Vec<String> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').map(|x| x.1))
+        .filter_map(|t| t.split_once("</text>").map(|x| x.0.trim().to_string()))
+        .collect();
+    for want in [
+        "Receiver throughput by -b and --proto — bars: 95 % confidence interval",
+        "-b (target bitrate)",
+        "Receiver throughput (Mbit/s)",
+        "tcp",
+        "udp",
+        "20M",
+        "50M",
+    ] {
+        assert!(texts.iter().any(|t| t == want), "{want} not in {texts:?}");
+    }
+    // A dot per point and two lines of two points.
+    assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
+
+    let again = dir.0.join("again.svg");
+    let doc_path = dir.0.join("sweep.json");
+    std::fs::write(&doc_path, &o).unwrap();
+    let out = Command::new(netmeter())
+        .arg("plot")
+        .arg(&doc_path)
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), svg);
+    // A sweep document plots alone.
+    let out = Command::new(netmeter())
+        .arg("plot")
+        .arg(&doc_path)
+        .arg(testdata("tcp.json"))
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("is a sweep document: plot it alone"),
+        "{:?}",
+        text(&out)
+    );
 }
 
 /// Issue 13's truth on a netns link: UDP overdriving a tbf-shaped link (200M offered,
