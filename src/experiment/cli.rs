@@ -36,6 +36,45 @@ pub struct CompareArgs {
     /// significance (throughput down, loss/jitter/latency up).
     #[arg(long = "fail-if-worse", value_name = "PCT", value_parser = percent)]
     pub fail_if_worse: Option<f64>,
+    /// Draw both results on shared charts into FILE (.svg or .png): throughput per
+    /// interval, UDP loss and jitter, latency CDFs where both have histograms; each
+    /// run of a repetition document is its own line.
+    #[arg(long = "plot", value_name = "FILE.svg|FILE.png", value_parser = plot_path)]
+    pub plot: Option<PathBuf>,
+}
+
+fn plot_path(s: &str) -> Result<PathBuf, String> {
+    super::sweep_plot::plot_file(s).map_err(|_| format!("'{s}' must end in .svg or .png"))
+}
+
+/// The inputs of a comparison's plot: every run of each side, named `base: NAME` and
+/// `new: NAME` (NAME: the document's -T title, else the file name without `.json`),
+/// with ` #k` after each run of a repetition document.
+pub fn plot_inputs(side: &str, path: &Path, runs: &[Report]) -> Vec<input::Input> {
+    let file = input::file_label(path);
+    runs.iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let title = match r.title.as_deref().map(str::trim) {
+                Some(t) if !t.is_empty() => t.to_string(),
+                _ => file.clone(),
+            };
+            // "base: base" says it twice.
+            let mut name = if title == side {
+                side.to_string()
+            } else {
+                format!("{side}: {title}")
+            };
+            if runs.len() > 1 {
+                name.push_str(&format!(" #{}", k + 1));
+            }
+            input::Input {
+                name,
+                path: path.to_path_buf(),
+                report: r.clone(),
+            }
+        })
+        .collect()
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -112,6 +151,8 @@ pub enum ExperimentError {
     Mismatch(#[from] Mismatch),
     #[error("cannot write the output: {0}")]
     Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Plot(#[from] crate::report::plot::PlotError),
     /// `--fail-if-worse`: not a failure to run, the answer the user asked to gate on.
     #[error("{} got worse by more than {pct} % with significance", names.join(", "))]
     Worse { names: Vec<String>, pct: f64 },
@@ -168,6 +209,11 @@ pub fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> Result<(), Experimen
             &a.new.display().to_string(),
         );
         write!(out, "{t}")?;
+    }
+    if let Some(path) = &a.plot {
+        let mut inputs = plot_inputs("base", &a.base, &base);
+        inputs.extend(plot_inputs("new", &a.new, &new));
+        crate::report::plot::write_file(&inputs, path)?;
     }
     if let Some(pct) = a.fail_if_worse {
         let worse = c.worse_beyond(pct);

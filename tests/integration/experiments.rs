@@ -130,6 +130,64 @@ fn compare_single_runs_and_iperf3_documents() {
     assert!(out.contains("Jitter"), "{out}");
 }
 
+/// The `<text>` elements of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').map(|x| x.1))
+        .filter_map(|t| t.split_once("</text>").map(|x| x.0.trim().to_string()))
+        .collect()
+}
+
+/// `--plot` overlays both sides: each run's throughput per interval, and for latency
+/// tests both distributions on one CDF; a plot file of the wrong kind is refused
+/// before anything is read.
+#[test]
+fn compare_plot_overlays_both_results() {
+    let s = Scratch::new("cmp-plot");
+    let base = repetitions(&s.0, "a.json", &[100.1e6, 99.8e6]);
+    let new = repetitions(&s.0, "b.json", &[80.1e6, 79.8e6]);
+    let svg = s.0.join("tcp.svg");
+    let p = |x: &PathBuf| x.to_str().unwrap().to_string();
+    let o = compare(&[&p(&base), &p(&new), "--plot", &p(&svg)]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let t = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    for want in [
+        "Throughput (sum of streams)",
+        "base: a #1",
+        "base: a #2",
+        "new: b #1",
+        "new: b #2",
+    ] {
+        assert!(t.iter().any(|x| x == want), "{want} not in {t:?}");
+    }
+
+    let bb = testdata("bounceback.json");
+    let png = s.0.join("bb.png");
+    let o = compare(&[&p(&bb), &p(&bb), "--plot", &p(&png)]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let svg = s.0.join("bb.svg");
+    compare(&[&p(&bb), &p(&bb), "--plot", &p(&svg)]);
+    let t = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(t.iter().any(|x| x.ends_with(": CDF")), "{t:?}");
+    // Both in the throughput legend, and both distributions on the CDF.
+    for side in ["base", "new"] {
+        let want = format!("{side}: bounceback");
+        assert!(t.contains(&want), "{want}: {t:?}");
+        let cdf = format!("{want} (p50 0.023 ms, p99 0.098 ms)");
+        assert!(t.contains(&cdf), "{cdf}: {t:?}");
+    }
+
+    let o = compare(&[&p(&bb), &p(&bb), "--plot", "x.pdf"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("'x.pdf' must end in .svg or .png"),
+        "{:?}",
+        text(&o)
+    );
+}
+
 #[test]
 fn compare_refuses_mismatched_or_bad_files() {
     let o = compare(&[
