@@ -50,6 +50,17 @@ struct ReportArgs {
     output: PathBuf,
 }
 
+/// `plot` and `report` as clap commands, for the man page and the completions.
+pub fn commands() -> [clap::Command; 2] {
+    use clap::CommandFactory;
+    [
+        PlotArgs::command().name("plot").bin_name("netmeter plot"),
+        ReportArgs::command()
+            .name("report")
+            .bin_name("netmeter report"),
+    ]
+}
+
 /// The command line's subcommand, when its first word names one; `None` for the
 /// ordinary iperf3-style command line.
 pub fn parse_tool(args: &[OsString]) -> Option<Result<Command, ArgsError>> {

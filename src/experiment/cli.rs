@@ -110,6 +110,31 @@ Examples:
   netmeter sweep -c HOST -t 5 --proto tcp,udp -b 100M,500M --repeat 3 -J > sweep.json
 ";
 
+/// `netmeter sweep` as a clap command, for the man page and the completions only (the
+/// sweep's own parsing is [`super::sweep::split_args`] and the client's parser): the
+/// client's flags, `--proto` and the help text above.
+pub fn sweep_command() -> clap::Command {
+    use clap::CommandFactory;
+    let (about, rest) = SWEEP_HELP.split_once('\n').unwrap_or((SWEEP_HELP, ""));
+    crate::cli::Args::command()
+        .name("sweep")
+        .bin_name("netmeter sweep")
+        .about(about)
+        .override_usage("netmeter sweep -c HOST [client options] LIST...")
+        .after_help(
+            rest.split_once("\n\n")
+                .map_or(rest, |x| x.1)
+                .trim()
+                .to_string(),
+        )
+        .arg(
+            clap::Arg::new("proto")
+                .long("proto")
+                .value_name("tcp,udp")
+                .help("Sweep the protocol: each point over TCP, then over UDP (-u)"),
+        )
+}
+
 /// A subcommand and its parsed flags.
 #[derive(Debug)]
 pub enum Subcommand {
