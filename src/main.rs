@@ -91,7 +91,15 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                 None => Ok(plot::write_file(&load(&inputs)?, &output)?),
             }
         }
-        Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
+        Command::Report { inputs, output } => {
+            // A sweep's -J document: the sweep's page.
+            match netmeter::experiment::sweep_plot::sweep_page_of(&inputs)
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(page) => Ok(write_whole(&output, page.as_bytes())?),
+                None => Ok(html::write_file(&load(&inputs)?, &output)?),
+            }
+        }
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;

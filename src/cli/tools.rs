@@ -38,7 +38,8 @@ struct PlotArgs {
     name = "netmeter report",
     bin_name = "netmeter report",
     about = "Write one self-contained HTML report (settings, hosts, summary, warnings, charts) of saved results",
-    after_help = "Several inputs add a side-by-side table and comparison charts.\n\n\
+    after_help = "Several inputs add a side-by-side table and comparison charts.\n\
+A netmeter sweep -J document (alone): a table of its points and the sweep's chart.\n\n\
 Example:\n  netmeter report run1.json run2.json -o report.html"
 )]
 struct ReportArgs {

@@ -96,10 +96,11 @@ checked before the first test runs.
   --proto tcp,udp
        sweep the protocol: each point over TCP, then over UDP (-u; its -b as given,
        else UDP's 1 Mbit/s default)
-  --plot FILE.svg|FILE.png
+  --plot FILE.svg|FILE.png|FILE.html
        draw the first key figure against the first swept option, one line per value
        of the second, error bars (the confidence interval) when repeated; the same
-       chart as `netmeter plot SWEEP.json -o FILE` from the -J document
+       chart as `netmeter plot SWEEP.json -o FILE` from the -J document. .html: one
+       page with a table of the points and the charts (as `netmeter report SWEEP.json`)
   -J   print one JSON document with every point's settings, runs and statistics
        (progress lines then go to stderr)
   --repeat N [--repeat-gap SEC] [--confidence L,W%]

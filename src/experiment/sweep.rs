@@ -49,7 +49,7 @@ pub type Settings = Vec<(String, String)>;
 pub struct SweepArgs {
     pub swept: Vec<Swept>,
     pub rest: Vec<OsString>,
-    /// `--plot FILE.svg|FILE.png`: the sweep's chart, drawn at the end.
+    /// `--plot FILE.svg|FILE.png|FILE.html`: the sweep's chart (or page), drawn at the end.
     pub plot: Option<std::path::PathBuf>,
 }
 
@@ -84,12 +84,12 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if let Some(p) = a.to_str().and_then(|s| s.strip_prefix("--plot=")) {
-            plot = Some(super::sweep_plot::plot_file(p)?);
+            plot = Some(super::sweep_plot::sweep_plot_file(p)?);
             continue;
         }
         if a == "--plot" {
             let p = it.next().and_then(|v| v.to_str()).unwrap_or_default();
-            plot = Some(super::sweep_plot::plot_file(p)?);
+            plot = Some(super::sweep_plot::sweep_plot_file(p)?);
             continue;
         }
         let Some((flag, attached)) = a.to_str().and_then(sweepable) else {
@@ -500,7 +500,7 @@ mod tests {
         let e = split_args(&args("-c h -u --proto tcp,udp")).unwrap_err();
         assert!(e.starts_with("-u and --proto tcp,udp: give one"), "{e}");
         let e = split_args(&args("-c h -P 1,2 --plot s.jpg")).unwrap_err();
-        assert!(e.contains("ending in .svg or .png"), "{e}");
+        assert!(e.contains("ending in .svg, .png or .html"), "{e}");
     }
 
     #[test]

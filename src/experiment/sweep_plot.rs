@@ -233,7 +233,7 @@ pub fn charts(swept: &[Swept], cells: &[Cell]) -> Vec<Chart> {
     out
 }
 
-/// `--plot`'s file name for a sweep: it must say its format.
+/// A file name for a chart: it must say its format (.svg or .png).
 pub fn plot_file(p: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(p);
     if p.is_empty() || plot::Format::of(&path).is_none() {
@@ -244,9 +244,112 @@ pub fn plot_file(p: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// A sweep's `--plot` file: a chart (.svg, .png) or a page (.html).
+pub fn sweep_plot_file(p: &str) -> Result<PathBuf, String> {
+    if is_html(Path::new(p)) {
+        return Ok(PathBuf::from(p));
+    }
+    plot_file(p).map_err(|_| format!("--plot {p} needs a file name ending in .svg, .png or .html"))
+}
+
+fn is_html(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
+}
+
+/// The sweep as one self-contained HTML page: a table of every completed point
+/// (section `sweep-table`: its settings, the figure's mean and confidence interval)
+/// and the charts inline (section `sweep-plots`). `source` names where it came from.
+pub fn html(swept: &[Swept], cells: &[Cell], source: &str) -> Result<String, plot::DrawError> {
+    use crate::report::html::esc;
+    use std::fmt::Write as _;
+    let mut h = String::new();
+    let title = format!(
+        "netmeter sweep: {}",
+        swept
+            .iter()
+            .map(|s| format!("{} {}", s.flag, s.values.join(",")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    crate::report::html::head(&mut h, &title);
+    let _ = writeln!(
+        h,
+        "<p class=\"muted\">Made by netmeter {} from {}: {} points.</p>",
+        env!("CARGO_PKG_VERSION"),
+        esc(source),
+        cells.len()
+    );
+    let label = cells.first().map_or("Result", |c| c.label.as_str());
+    h.push_str(
+        "<section id=\"sweep-table\">\n<h2>Points</h2>\n<div class=\"scroll\"><table>\n<tr>",
+    );
+    for s in swept {
+        let _ = write!(h, "<th>{}</th>", esc(&s.flag));
+    }
+    let _ = writeln!(
+        h,
+        "<th>{}</th><th>confidence interval</th></tr>",
+        esc(label)
+    );
+    for c in cells {
+        h.push_str("<tr>");
+        for s in swept {
+            let v = c.settings.get(&s.flag).map_or("", String::as_str);
+            let _ = write!(h, "<td>{}</td>", esc(v));
+        }
+        let fmt = |v: f64| super::compare::format_value(v, &c.unit);
+        let ci = c.ci.map_or("single run".to_string(), |ci| {
+            format!(
+                "{:.0} %: {} .. {}",
+                ci.level * 100.0,
+                fmt(ci.low),
+                fmt(ci.high)
+            )
+        });
+        let _ = writeln!(
+            h,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(&fmt(c.mean)),
+            esc(&ci)
+        );
+    }
+    h.push_str("</table></div>\n</section>\n<section id=\"sweep-plots\">\n<h2>Plots</h2>\n");
+    crate::report::html::figures(&mut h, &charts(swept, cells))?;
+    h.push_str("</section>\n</body>\n</html>\n");
+    Ok(h)
+}
+
+/// `netmeter report` inputs that are a sweep document: its page; `Ok(None)` when no
+/// input is one.
+pub fn sweep_page_of(paths: &[PathBuf]) -> Result<Option<String>, String> {
+    let Some((path, (swept, cells))) = sweep_of(paths)? else {
+        return Ok(None);
+    };
+    html(&swept, &cells, &path.display().to_string())
+        .map(Some)
+        .map_err(|e| format!("cannot draw the charts: {e}"))
+}
+
 /// `netmeter plot` inputs that are a sweep document: its charts; `Ok(None)` when no
 /// input is one (or one does not read: the ordinary loader says why).
 pub fn sweep_charts_of(paths: &[PathBuf]) -> Result<Option<Vec<Chart>>, String> {
+    let Some((path, (swept, cells))) = sweep_of(paths)? else {
+        return Ok(None);
+    };
+    let charts = charts(&swept, &cells);
+    if charts.is_empty() {
+        return Err(format!(
+            "nothing to plot in {}: the sweep completed no point",
+            path.display()
+        ));
+    }
+    Ok(Some(charts))
+}
+
+/// The sweep document among `paths`, read; an error when it is not the only input.
+fn sweep_of(paths: &[PathBuf]) -> Result<Option<(&Path, SweepData)>, String> {
     let mut found = None;
     for p in paths {
         let Ok(text) = std::fs::read_to_string(p) else {
@@ -263,22 +366,20 @@ pub fn sweep_charts_of(paths: &[PathBuf]) -> Result<Option<Vec<Chart>>, String> 
             found = Some((p.as_path(), d));
         }
     }
-    let Some((path, (swept, cells))) = found else {
-        return Ok(None);
-    };
-    let charts = charts(&swept, &cells);
-    if charts.is_empty() {
-        return Err(format!(
-            "nothing to plot in {}: the sweep completed no point",
-            path.display()
-        ));
-    }
-    Ok(Some(charts))
+    Ok(found)
 }
 
-/// Draw a sweep's charts into `path`.
+/// Draw a sweep's charts into `path`: an SVG or PNG, or an HTML page ([`html`]).
 pub fn write(swept: &[Swept], cells: &[Cell], path: &Path) -> Result<(), plot::PlotError> {
     let charts = charts(swept, cells);
+    if is_html(path) {
+        let page =
+            html(swept, cells, "this sweep").map_err(|e| plot::PlotError::Draw(e.to_string()))?;
+        return plot::write_whole(path, page.as_bytes()).map_err(|err| plot::PlotError::Write {
+            path: path.to_path_buf(),
+            err,
+        });
+    }
     if charts.is_empty() {
         return Err(plot::PlotError::Draw(
             "the sweep completed no point".to_string(),
@@ -427,6 +528,31 @@ mod tests {
     }
 
     #[test]
+    fn the_page_tables_every_point_and_inlines_the_chart() {
+        let sw = [swept("-P", &["1", "2"]), swept(PROTO, &["tcp", "udp"])];
+        let cells = vec![
+            at(&[("-P", "1"), (PROTO, "tcp")], 1e9, Some((0.9e9, 1.1e9))),
+            at(&[("-P", "2"), (PROTO, "udp")], 2e9, None),
+        ];
+        let h = html(&sw, &cells, "s<1>.json").unwrap();
+        assert!(h.starts_with("<!DOCTYPE html>"));
+        assert!(h.contains("<title>netmeter sweep: -P 1,2 --proto tcp,udp</title>"));
+        assert!(h.contains("from s&lt;1&gt;.json: 2 points"), "escaped");
+        assert!(h.contains("<tr><th>-P</th><th>--proto</th><th>Receiver throughput</th>"));
+        assert!(
+            h.contains(
+                "<tr><td>1</td><td>tcp</td><td class=\"num\">1.00 Gbits/sec</td>\
+             <td class=\"num\">95 %: 900.00 Mbits/sec .. 1.10 Gbits/sec</td></tr>"
+            ),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"num\">single run</td>"));
+        assert_eq!(h.matches("<svg").count(), 1);
+        assert!(h.contains("data-kind=\"sweep\""));
+        assert!(h.trim_end().ends_with("</html>"));
+    }
+
+    #[test]
     fn the_chart_draws_categories_and_bars() {
         let sw = [swept("-P", &["1", "2", "4"])];
         let cells = vec![
@@ -453,6 +579,12 @@ mod tests {
             plot_file("x.jpg")
                 .unwrap_err()
                 .contains("ending in .svg or .png")
+        );
+        assert_eq!(sweep_plot_file("p.HTML").unwrap(), PathBuf::from("p.HTML"));
+        assert!(
+            sweep_plot_file("p.pdf")
+                .unwrap_err()
+                .contains(".svg, .png or .html")
         );
         assert!(plot_file("").is_err());
         assert_eq!(plot_file("a.PNG").unwrap(), PathBuf::from("a.PNG"));

@@ -539,7 +539,7 @@ fn sweep_checks_every_value_first() {
         ),
         (
             &["-P", "1,2", "--plot", "s.gif"],
-            "error: --plot s.gif needs a file name ending in .svg or .png",
+            "error: --plot s.gif needs a file name ending in .svg, .png or .html",
         ),
     ] {
         let out = crate::support::run(
