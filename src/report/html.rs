@@ -7,8 +7,8 @@
 //! input `result-N` holding `settings-N`, `hosts-N`, `summary-N`, `warnings-N` and
 //! `plots-N`. Tables scroll sideways inside their box and charts scale to the page (on a
 //! phone-width screen down to 640 px, then they scroll sideways too, so their text stays
-//! legible). A sweep's page (`experiment::sweep_plot::html`) uses [`head`] and
-//! [`figures`] too.
+//! legible). A sweep's page (`experiment::sweep_plot::html`) uses `head` and
+//! `figures` too.
 
 use super::input::Input;
 use super::plot::{self, Chart};
