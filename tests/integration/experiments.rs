@@ -404,6 +404,37 @@ fn repeat_stops_cleanly_on_sigint() {
     assert!(o.contains("(interrupted):"), "{o}");
 }
 
+/// Ctrl-C in a sweep: the table and the `--plot` chart of the points that completed.
+#[test]
+fn sweep_stops_on_sigint_and_plots_what_it_has() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let dir = Scratch::new("sweep-int");
+    let svg = dir.0.join("int.svg");
+    let c = Proc::spawn(
+        "netmeter sweep",
+        Command::new(netmeter())
+            .args(["sweep", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "1", "-P", "1,2,4", "--plot"])
+            .arg(&svg),
+    );
+    // Point 1 takes ~1.1 s; SIGINT in the middle of point 2.
+    std::thread::sleep(std::time::Duration::from_millis(1700));
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = c.wait(std::time::Duration::from_secs(10));
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("[1/3] -P 1: "), "{o}");
+    assert!(o.contains("1 of 3 points (interrupted):"), "{o}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    // The one completed point: one dot.
+    assert_eq!(drawn.matches("<circle").count(), 1, "{drawn}");
+}
+
 /// `netmeter sweep -P 1,2 -l 64K,1M -t 1` over loopback: four points in order, a
 /// progress line with an ETA each, the 2 × 2 table; `-J` with `--repeat 2`: one document
 /// with every run of every point.
