@@ -82,8 +82,24 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             csv,
             plot,
         } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
-        Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
-        Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
+        Command::Plot { inputs, output } => {
+            // A sweep's -J document draws the sweep's chart.
+            match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(charts) => Ok(plot::write_charts(&charts, &output)?),
+                None => Ok(plot::write_file(&load(&inputs)?, &output)?),
+            }
+        }
+        Command::Report { inputs, output } => {
+            // A sweep's -J document: the sweep's page.
+            match netmeter::experiment::sweep_plot::sweep_page_of(&inputs)
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(page) => Ok(write_whole(&output, page.as_bytes())?),
+                None => Ok(html::write_file(&load(&inputs)?, &output)?),
+            }
+        }
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;

@@ -132,6 +132,9 @@ fn ranges(c: &Chart) -> (Range<f64>, Range<f64>) {
                 ymax = ymax.max(v);
             }
         }
+        if let Shape::LineWithErrors(e) = &s.shape {
+            ymax = e.iter().map(|b| b.2).fold(ymax, f64::max);
+        }
     }
     xs.extend(c.markers.iter().map(|m| m.x));
     xs.retain(|x| x.is_finite() && (!c.x.log || *x > 0.0));
@@ -140,7 +143,10 @@ fn ranges(c: &Chart) -> (Range<f64>, Range<f64>) {
     if !x0.is_finite() || !x1.is_finite() {
         (x0, x1) = if c.x.log { (0.1, 10.0) } else { (0.0, 1.0) };
     }
-    if c.x.log {
+    if !c.x.categories.is_empty() {
+        // Category i at x = i + 1, half a step of room on each side.
+        (x0, x1) = (0.5, c.x.categories.len() as f64 + 0.5);
+    } else if c.x.log {
         (x0, x1) = (x0 * 0.9, x1 * 1.1);
     } else if c.kind.starts_with("latency") || c.kind == "working_load" {
         let pad = (x1 - x0).max(x1.abs() * 0.01) * 0.03;
@@ -188,9 +194,24 @@ where
         .y_desc(c.y.label.as_str())
         .light_line_style(TRANSPARENT)
         .bold_line_style(RGBColor(225, 225, 225))
-        .x_labels(if c.x.log { 24 } else { 12 })
+        .x_labels(if c.x.log {
+            24
+        } else if c.x.categories.is_empty() {
+            12
+        } else {
+            // Ticks every half or whole step: each category's position among them.
+            2 * c.x.categories.len() + 2
+        })
         .y_labels(8)
-        .x_label_formatter(&|v| if c.x.log { log_tick(*v) } else { tick(*v) })
+        .x_label_formatter(&|v| {
+            if !c.x.categories.is_empty() {
+                category_tick(&c.x.categories, *v)
+            } else if c.x.log {
+                log_tick(*v)
+            } else {
+                tick(*v)
+            }
+        })
         .y_label_formatter(&|v| tick(*v))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
@@ -221,6 +242,30 @@ where
                     Rectangle::new([(lo, 0.0), (hi, v)], color.mix(0.75).filled())
                 }))
                 .map_err(err)?,
+            Shape::LineWithErrors(bars) => {
+                // Each bar: the whisker and its caps, a tenth of a category wide,
+                // shifted a little per series so the bars of equal x do not overlap.
+                let shift = (i as f64 - (c.series.len() as f64 - 1.0) / 2.0) * 0.03;
+                let whisker = color.stroke_width(2);
+                for &(x, lo, hi) in bars {
+                    let x = x + shift;
+                    let cap = |y: f64| vec![(x - 0.05, y), (x + 0.05, y)];
+                    chart
+                        .draw_series([
+                            PathElement::new(vec![(x, lo), (x, hi)], whisker),
+                            PathElement::new(cap(lo), whisker),
+                            PathElement::new(cap(hi), whisker),
+                        ])
+                        .map_err(err)?;
+                }
+                let shifted = s.points.iter().map(move |&(x, y)| (x + shift, y));
+                chart
+                    .draw_series(shifted.clone().map(|p| Circle::new(p, 4, color.filled())))
+                    .map_err(err)?;
+                chart
+                    .draw_series(LineSeries::new(shifted, line))
+                    .map_err(err)?
+            }
         };
         if !s.name.is_empty() {
             labelled += 1;
@@ -295,6 +340,16 @@ fn tick(v: f64) -> String {
     } else {
         s
     }
+}
+
+/// A categorical axis tick: the category's name at its position (x = i + 1), blank
+/// between.
+fn category_tick(categories: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() > 1e-6 || i < 1.0 {
+        return String::new();
+    }
+    categories.get(i as usize - 1).cloned().unwrap_or_default()
 }
 
 /// A log axis tick: labelled at 1, 2 and 5 times a power of ten, blank between.
