@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod auth_flags;
 pub mod csv_cmd;
+pub mod doctor_cmd;
 pub mod generate;
 mod profile_flags;
 mod tools;
@@ -418,6 +419,11 @@ pub enum Command {
     },
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
+    /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
+    Doctor {
+        target: Option<String>,
+        json: bool,
+    },
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
     Csv {
         input: PathBuf,
@@ -426,13 +432,14 @@ pub enum Command {
     },
 }
 
-/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`); `None` for
+/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`, `doctor`); `None` for
 /// iperf3's flat command line.
 pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {
     match argv.get(1)?.to_str()? {
         "plot" | "report" => tools::parse_tool(argv),
         "csv" => Some(csv_cmd::parse(&argv[1..])),
         "generate" => Some(generate::parse(&argv[1..])),
+        "doctor" => Some(doctor_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

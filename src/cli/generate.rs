@@ -7,6 +7,7 @@
 //! into engine configurations and would drag the whole crate into the build script.
 
 use super::csv_cmd::CsvArgs;
+use super::doctor_cmd::DoctorArgs;
 use super::{Args, ArgsError, Command};
 use clap::{CommandFactory, Parser, ValueEnum};
 use std::io::Write;
@@ -18,6 +19,8 @@ pub enum Asset {
     Man,
     /// netmeter-csv(1)
     ManCsv,
+    /// netmeter-doctor(1)
+    ManDoctor,
     Bash,
     Zsh,
     Fish,
@@ -51,6 +54,14 @@ pub fn command() -> clap::Command {
         .version(env!("CARGO_PKG_VERSION"))
         .disable_help_subcommand(true)
         .subcommand(csv_command())
+        .subcommand(doctor_command())
+}
+
+fn doctor_command() -> clap::Command {
+    DoctorArgs::command()
+        .name("doctor")
+        .bin_name("netmeter doctor")
+        .version(env!("CARGO_PKG_VERSION"))
 }
 
 fn csv_command() -> clap::Command {
@@ -68,6 +79,10 @@ pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
         Asset::ManCsv => {
             let csv = csv_command().name("netmeter-csv");
             return clap_mangen::Man::new(csv).render(out);
+        }
+        Asset::ManDoctor => {
+            let doctor = doctor_command().name("netmeter-doctor");
+            return clap_mangen::Man::new(doctor).render(out);
         }
         Asset::Bash => Shell::Bash,
         Asset::Zsh => Shell::Zsh,
@@ -121,5 +136,14 @@ mod tests {
         let csv_man = text(Asset::ManCsv);
         assert!(csv_man.contains(".TH netmeter-csv 1"), "{csv_man}");
         assert!(csv_man.contains("\\-\\-fields"));
+        // The doctor subcommand likewise.
+        assert!(bash.contains("netmeter,doctor)"), "bash");
+        assert!(
+            fish.contains("__fish_netmeter_using_subcommand doctor\" -s J -l json"),
+            "fish"
+        );
+        let doctor_man = text(Asset::ManDoctor);
+        assert!(doctor_man.contains(".TH netmeter-doctor 1"), "{doctor_man}");
+        assert!(doctor_man.contains("\\-\\-json"));
     }
 }
