@@ -416,6 +416,7 @@ impl Running {
                 .keep_tcp
                 .first()
                 .and_then(|s| sock::congestion(s.as_fd())),
+            threads: self.live.thread_cpu(),
         }
     }
 
@@ -438,6 +439,13 @@ impl Running {
             client,
             in_process,
         );
+        // This side's host: the interface of the first stream's local address.
+        inputs.host = start
+            .connected
+            .first()
+            .and_then(|c| c.local_host.parse().ok())
+            .map(crate::host::probe::for_local_address);
+        inputs.threads = fig.threads.clone();
         if peer.is_some() {
             inputs.connect_only_answered = self.meter.answered.as_ref().map(|a| {
                 let secs = fig.locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
@@ -491,6 +499,8 @@ pub struct FinalFigures {
     /// CPU percent of one core: total, user, system.
     pub cpu: (f64, f64, f64),
     pub congestion: Option<String>,
+    /// Each stream thread's CPU use (the threads have ended).
+    pub threads: Vec<crate::host::facts::ThreadCpu>,
 }
 
 /// `file`: with `-F` a sender stops at the end of its file, and the test ends when all

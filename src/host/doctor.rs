@@ -2,9 +2,8 @@
 //! rendered here from the same [`Doctor`] value; [`collect`] reads them.
 
 use super::advice;
-use super::facts::{HostInfo, Interface};
+use super::facts::{HostInfo, Interface, interface_line, size};
 use super::probe;
-use crate::units::{Format, format_bytes};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::time::Duration;
@@ -73,59 +72,6 @@ pub fn collect(target: Option<&str>) -> Result<Doctor, String> {
         destination,
         warnings,
     })
-}
-
-fn size(b: u64) -> String {
-    format_bytes(b as f64, Format::Auto).trim().to_string()
-}
-
-fn on_off(v: Option<bool>) -> &'static str {
-    match v {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "unknown",
-    }
-}
-
-/// `1 Gbit/s`, `25 Gbit/s`, `100 Mbit/s`, or `unknown (virtual)`.
-pub fn line_rate_text(i: &Interface) -> String {
-    match i.line_rate_bps {
-        Some(r) if r >= 1_000_000_000 => format!("{} Gbit/s", r as f64 / 1e9),
-        Some(r) => format!("{} Mbit/s", r as f64 / 1e6),
-        None if i.is_virtual => "unknown (virtual device)".into(),
-        None => "unknown".into(),
-    }
-}
-
-/// One line about an interface: `eth0 10.0.0.2: 10 Gbit/s, MTU 9000, GSO on, GRO on, TSO on`.
-pub fn interface_line(i: &Interface) -> String {
-    let mtu = i.mtu.map_or("unknown".to_string(), |m| m.to_string());
-    let addrs = if i.addresses.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", i.addresses.join(" "))
-    };
-    format!(
-        "{}{addrs}: line rate {}, MTU {mtu}, GSO {}, GRO {}, TSO {}",
-        i.name,
-        line_rate_text(i),
-        on_off(i.gso),
-        on_off(i.gro),
-        on_off(i.tso)
-    )
-}
-
-/// The sysctl limits in one line: `rmem_max 208 KBytes, wmem_max ..., tcp_rmem max ...`.
-pub fn limits_line(h: &HostInfo) -> String {
-    let opt = |v: Option<u64>| v.map_or("unknown".to_string(), size);
-    let max = |t: Option<[u64; 3]>| opt(t.map(|t| t[2]));
-    format!(
-        "rmem_max {}, wmem_max {}, tcp_rmem max {}, tcp_wmem max {}",
-        opt(h.rmem_max),
-        opt(h.wmem_max),
-        max(h.tcp_rmem),
-        max(h.tcp_wmem)
-    )
 }
 
 /// The doctor's text.
@@ -213,6 +159,7 @@ pub fn text(d: &Doctor) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::facts::line_rate_text;
 
     fn doc() -> Doctor {
         let eth = Interface {

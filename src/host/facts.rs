@@ -1,7 +1,9 @@
 //! The host's ceilings as plain values, and the reading of the kernel's text files they
 //! come from (sysfs, procfs), as pure functions over that text: no I/O here, so every
-//! parser is tested on fixed strings. [`super::probe`] does the reads.
+//! parser is tested on fixed strings. [`super::probe`] does the reads. The one-line
+//! texts of an interface and of the limits are here too, for `doctor` and the reports.
 
+use crate::units::{Format, format_bytes};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
@@ -186,6 +188,60 @@ pub fn thread_cpu(
         cpu_percent: pct(cpu_s),
         wait_percent: wait_ns.map(|(a, b)| pct(b.saturating_sub(a) as f64 / 1e9)),
     })
+}
+
+/// Bytes as iperf3 prints them (`208 KBytes`).
+pub fn size(b: u64) -> String {
+    format_bytes(b as f64, Format::Auto).trim().to_string()
+}
+
+fn on_off(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "unknown",
+    }
+}
+
+/// `1 Gbit/s`, `25 Gbit/s`, `100 Mbit/s`, or `unknown (virtual)`.
+pub fn line_rate_text(i: &Interface) -> String {
+    match i.line_rate_bps {
+        Some(r) if r >= 1_000_000_000 => format!("{} Gbit/s", r as f64 / 1e9),
+        Some(r) => format!("{} Mbit/s", r as f64 / 1e6),
+        None if i.is_virtual => "unknown (virtual device)".into(),
+        None => "unknown".into(),
+    }
+}
+
+/// One line about an interface: `eth0 10.0.0.2: 10 Gbit/s, MTU 9000, GSO on, GRO on, TSO on`.
+pub fn interface_line(i: &Interface) -> String {
+    let mtu = i.mtu.map_or("unknown".to_string(), |m| m.to_string());
+    let addrs = if i.addresses.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", i.addresses.join(" "))
+    };
+    format!(
+        "{}{addrs}: line rate {}, MTU {mtu}, GSO {}, GRO {}, TSO {}",
+        i.name,
+        line_rate_text(i),
+        on_off(i.gso),
+        on_off(i.gro),
+        on_off(i.tso)
+    )
+}
+
+/// The sysctl limits in one line: `rmem_max 208 KBytes, wmem_max ..., tcp_rmem max ...`.
+pub fn limits_line(h: &HostInfo) -> String {
+    let opt = |v: Option<u64>| v.map_or("unknown".to_string(), size);
+    let max = |t: Option<[u64; 3]>| opt(t.map(|t| t[2]));
+    format!(
+        "rmem_max {}, wmem_max {}, tcp_rmem max {}, tcp_wmem max {}",
+        opt(h.rmem_max),
+        opt(h.wmem_max),
+        max(h.tcp_rmem),
+        max(h.tcp_wmem)
+    )
 }
 
 #[cfg(test)]
