@@ -458,7 +458,14 @@ impl Running {
     /// This side's results message for the peer.
     pub fn results(&self, fig: &FinalFigures) -> Results {
         let has_retr = self.spec.protocol == Protocol::Tcp;
-        build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone())
+        let mut r = build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone());
+        for s in &mut r.streams {
+            if let Some(t) = fig.threads.iter().find(|t| t.id == s.id) {
+                s.netmeter_cpu_percent = Some(t.cpu_percent);
+                s.netmeter_cpu_wait_percent = t.wait_percent;
+            }
+        }
+        r
     }
 }
 

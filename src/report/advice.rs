@@ -94,12 +94,17 @@ pub const THREAD_BUSY_PERCENT: f64 = 90.0;
 /// work.
 const THREAD_WAIT_NOTE_PERCENT: f64 = 10.0;
 
-/// The CPU-bound rule on this side's stream threads (per role: senders, receivers):
+/// The CPU-bound rule on one side's stream threads (per role: senders, receivers):
 /// a thread busy ([`THREAD_BUSY_PERCENT`], CPU plus run-queue wait) means the test
-/// measured this host's CPU, not the network. `cpus`: CPUs this process may use, for
-/// the advice on `-P`.
-pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>) -> Vec<String> {
+/// measured that host's CPU, not the network. `cpus`: CPUs that process may use, for
+/// the advice on `-P`; `remote`: the threads are the peer's.
+pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>, remote: bool) -> Vec<String> {
     let mut w = Vec::new();
+    let (whose, host) = if remote {
+        ("remote ", "the remote host")
+    } else {
+        ("", "this host")
+    };
     for (sender, role) in [(true, "sender"), (false, "receiver")] {
         let all: Vec<&ThreadCpu> = threads.iter().filter(|t| t.sender == sender).collect();
         let busy: Vec<&ThreadCpu> = all
@@ -119,19 +124,19 @@ pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>) -> Vec<String> 
             .fold(f64::INFINITY, f64::min);
         let who = if all.len() == 1 {
             format!(
-                "the {role}'s stream thread used {:.0}% of a CPU",
+                "the {whose}{role}'s stream thread used {:.0}% of a CPU",
                 top.cpu_percent
             )
         } else if low.round() == top.cpu_percent.round() {
             format!(
-                "{} of {} {role} stream threads used {:.0}% of a CPU each",
+                "{} of {} {whose}{role} stream threads used {:.0}% of a CPU each",
                 busy.len(),
                 all.len(),
                 top.cpu_percent
             )
         } else {
             format!(
-                "{} of {} {role} stream threads used {:.0}-{:.0}% of a CPU each",
+                "{} of {} {whose}{role} stream threads used {:.0}-{:.0}% of a CPU each",
                 busy.len(),
                 all.len(),
                 low,
@@ -161,7 +166,7 @@ pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>) -> Vec<String> 
             format!("{fix}, or a less busy host")
         };
         w.push(format!(
-            "{who}{waited}: the test was CPU-bound on this host, not network-bound; {fix}"
+            "{who}{waited}: the test was CPU-bound on {host}, not network-bound; {fix}"
         ));
     }
     w
@@ -274,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_busy_stream_thread_is_cpu_bound() {
-        let w = thread_warnings(&[thread(5, true, 99.2, Some(0.4))], Some(4));
+        let w = thread_warnings(&[thread(5, true, 99.2, Some(0.4))], Some(4), false);
         assert_eq!(
             w,
             [
@@ -282,8 +287,8 @@ mod tests {
             ]
         );
         // Below the rule: nothing. Just at it with the wait: CPU-bound, wait named.
-        assert!(thread_warnings(&[thread(5, true, 85.0, Some(4.0))], Some(4)).is_empty());
-        let w = thread_warnings(&[thread(5, true, 62.0, Some(30.0))], Some(2));
+        assert!(thread_warnings(&[thread(5, true, 85.0, Some(4.0))], Some(4), false).is_empty());
+        let w = thread_warnings(&[thread(5, true, 62.0, Some(30.0))], Some(2), false);
         assert_eq!(w.len(), 1);
         assert!(
             w[0].starts_with("the sender's stream thread used 62% of a CPU and waited for one 30% of the time (other work had it): the test was CPU-bound")
@@ -292,9 +297,9 @@ mod tests {
             w[0]
         );
         // Without schedstat, CPU alone decides.
-        assert!(thread_warnings(&[thread(5, true, 89.9, None)], None).is_empty());
+        assert!(thread_warnings(&[thread(5, true, 89.9, None)], None, false).is_empty());
         assert_eq!(
-            thread_warnings(&[thread(5, true, 95.0, None)], None).len(),
+            thread_warnings(&[thread(5, true, 95.0, None)], None, false).len(),
             1
         );
     }
@@ -307,7 +312,7 @@ mod tests {
             thread(8, true, 40.0, None),
             thread(9, false, 30.0, None),
         ];
-        let w = thread_warnings(&t, Some(2));
+        let w = thread_warnings(&t, Some(2), false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("2 of 3 sender stream threads used 97-99% of a CPU each"),
@@ -320,11 +325,19 @@ mod tests {
             w[0]
         );
         let rx = [thread(5, false, 100.0, None), thread(7, false, 100.0, None)];
-        let w = thread_warnings(&rx, Some(16));
+        let w = thread_warnings(&rx, Some(16), false);
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("2 of 2 receiver stream threads used 100% of a CPU each"));
         assert!(w[0].ends_with("try -P 4"), "{}", w[0]);
-        assert!(thread_warnings(&[], Some(4)).is_empty());
+        assert!(thread_warnings(&[], Some(4), false).is_empty());
+        // The peer's threads: named as the remote host's; its CPU count is unknown.
+        let w = thread_warnings(&[thread(5, false, 99.0, None)], None, true);
+        assert_eq!(
+            w,
+            [
+                "the remote receiver's stream thread used 99% of a CPU: the test was CPU-bound on the remote host, not network-bound; try -P 2"
+            ]
+        );
     }
 
     #[test]

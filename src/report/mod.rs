@@ -452,6 +452,9 @@ pub struct EndExt {
     /// This side's stream threads' CPU use (the CPU-bound rule's input).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stream_threads: Vec<crate::host::facts::ThreadCpu>,
+    /// The same from a netmeter peer's results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote_stream_threads: Vec<crate::host::facts::ThreadCpu>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,

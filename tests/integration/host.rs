@@ -154,6 +154,10 @@ fn an_unpaced_udp_sender_is_cpu_bound_a_paced_one_is_not() {
         "an unpaced UDP sender was busy {busy:.0}%: {doc}"
     );
     assert!(cpu_bound_warning(&doc), "{}", doc["end"]["netmeter"]);
+    // The netmeter server measured its receiving thread too and sent it in its results.
+    let remote = &doc["end"]["netmeter"]["remote_stream_threads"];
+    assert_eq!(remote[0]["sender"], false, "{remote}");
+    assert!(remote[0]["cpu_percent"].as_f64().unwrap() > 0.0, "{remote}");
     // The host section: lo, virtual, so no efficiency.
     let host = &doc["end"]["netmeter"]["host"];
     assert_eq!(host["interface"]["name"], "lo", "{host}");

@@ -178,8 +178,9 @@ fn host_checks(i: &EndInputs) -> EndExt {
     let local_drops = sum(&mut locals.iter().map(|l| l.host_drops));
     let remote_drops = sum(&mut peer.streams.iter().map(|s| s.netmeter_host_drops));
     let udp = spec.protocol == Protocol::Udp;
-    // Per-thread figures, where known, judge this side's CPU instead of the process's.
+    // Per-thread figures, where known, judge a side's CPU instead of its process's.
     let threads_known = !i.threads.is_empty();
+    let remote_threads = peer_threads(locals, peer);
     let local = HostFacts {
         side: "local",
         udp,
@@ -202,7 +203,11 @@ fn host_checks(i: &EndInputs) -> EndExt {
         rate_bps: spec.rate_bps,
         streams: peer.streams.len() as u32,
         host_drops: remote_drops,
-        cpu_total: peer.cpu_util_total,
+        cpu_total: if remote_threads.is_empty() {
+            peer.cpu_util_total
+        } else {
+            0.0
+        },
         ..HostFacts::default()
     };
     let mut warnings = if i.in_process_server {
@@ -214,15 +219,39 @@ fn host_checks(i: &EndInputs) -> EndExt {
         w
     };
     let cpus = i.host.as_ref().map(|h| h.cpus).filter(|&c| c > 0);
-    warnings.extend(advice::thread_warnings(&i.threads, cpus));
+    warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
+    warnings.extend(advice::thread_warnings(&remote_threads, None, true));
     EndExt {
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
         warnings,
         host: i.host.clone(),
         stream_threads: i.threads.clone(),
+        remote_stream_threads: remote_threads,
         ..EndExt::default()
     }
+}
+
+/// A netmeter peer's stream threads, from its results (its role on each stream is the
+/// opposite of this side's).
+fn peer_threads(locals: &[LocalFinal], peer: &Results) -> Vec<ThreadCpu> {
+    peer.streams
+        .iter()
+        .filter_map(|s| {
+            let cpu = s.netmeter_cpu_percent.filter(|c| c.is_finite())?;
+            let mine = locals.iter().find(|l| l.id == s.id)?;
+            Some(ThreadCpu {
+                id: s.id,
+                sender: !mine.sender,
+                seconds: (s.end_time - s.start_time).max(0.0),
+                cpu_percent: cpu.clamp(0.0, 100.0),
+                wait_percent: s
+                    .netmeter_cpu_wait_percent
+                    .filter(|w| w.is_finite())
+                    .map(|w| w.clamp(0.0, 100.0)),
+            })
+        })
+        .collect()
 }
 
 fn side(socket: i64, bytes: u64, seconds: f64, sender: bool) -> EndSide {
@@ -577,6 +606,27 @@ mod tests {
             ]
         );
         assert_eq!(e.netmeter.stream_threads, i.threads);
+        // The peer's threads come in its results: a busy remote receiver is named so, and
+        // replaces the rule on the peer's process CPU; out-of-range values are clamped.
+        let mut peer = peer_of(&locals);
+        peer.cpu_util_total = 99.0;
+        peer.streams[0].netmeter_cpu_percent = Some(250.0);
+        peer.streams[0].netmeter_cpu_wait_percent = Some(-3.0);
+        let mut j = inputs(&spec, &locals, &peer);
+        j.host = i.host.clone();
+        let e = end(&j);
+        let r = &e.netmeter.remote_stream_threads;
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].sender, r[0].cpu_percent, r[0].wait_percent),
+            (false, 100.0, Some(0.0))
+        );
+        assert_eq!(
+            e.netmeter.warnings,
+            [
+                "the remote receiver's stream thread used 100% of a CPU: the test was CPU-bound on the remote host, not network-bound; try -P 2"
+            ]
+        );
         // Without per-thread figures the process rule still speaks.
         i.threads.clear();
         let w = end(&i).netmeter.warnings;
