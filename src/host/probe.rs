@@ -20,14 +20,7 @@ fn sysctl(name: &str) -> Option<String> {
 /// The facts that do not depend on an interface (sysctls, CPUs, governor).
 pub fn system() -> HostInfo {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per_cpu: Vec<String> = (0..online.max(cpus as usize))
-        .filter_map(|i| {
-            read(format!(
-                "/sys/devices/system/cpu/cpu{i}/cpufreq/scaling_governor"
-            ))
-        })
-        .collect();
+
     HostInfo {
         interface: None,
         rmem_max: sysctl("net.core.rmem_max").and_then(|t| facts::parse_number(&t)),
@@ -40,9 +33,33 @@ pub fn system() -> HostInfo {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty()),
         cpus,
-        governor: facts::governors(per_cpu.iter().map(String::as_str)),
+        governor: governors_under(Path::new("/sys/devices/system/cpu")),
         memory_copy_bytes_per_second: None,
     }
+}
+
+/// The governors of the CPUs under `dir` (`cpu0/cpufreq/scaling_governor`, ...; the
+/// CPU numbers need not be contiguous), each named once.
+fn governors_under(dir: &Path) -> Option<String> {
+    let mut cpus: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("cpu")?
+                .parse()
+                .ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    cpus.sort();
+    let per_cpu: Vec<String> = cpus
+        .iter()
+        .filter_map(|(_, d)| read(d.join("cpufreq/scaling_governor")))
+        .collect();
+    facts::governors(per_cpu.iter().map(String::as_str))
 }
 
 /// Interface `name`'s facts, listing `addresses`.
@@ -198,6 +215,35 @@ mod tests {
         assert_eq!(remote, IpAddr::from([127, 0, 0, 1]));
         assert!(local.is_loopback(), "{local}");
         assert!(route_to("no-such-host.invalid").is_err());
+    }
+
+    #[test]
+    fn governors_of_every_numbered_cpu() {
+        let dir = std::env::temp_dir().join(format!("nm-cpufreq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (cpu, g) in [
+            ("cpu0", "powersave"),
+            ("cpu10", "schedutil"),
+            ("cpu2", "performance"),
+        ] {
+            std::fs::create_dir_all(dir.join(cpu).join("cpufreq")).unwrap();
+            std::fs::write(
+                dir.join(cpu).join("cpufreq/scaling_governor"),
+                format!("{g}\n"),
+            )
+            .unwrap();
+        }
+        // Not CPUs: cpufreq/, cpuidle/; a CPU without cpufreq (cpu3).
+        std::fs::create_dir_all(dir.join("cpufreq/cpufreq")).unwrap();
+        std::fs::write(dir.join("cpufreq/cpufreq/scaling_governor"), "ondemand\n").unwrap();
+        std::fs::create_dir_all(dir.join("cpu3")).unwrap();
+        // In CPU order: 0, 2, 10.
+        assert_eq!(
+            governors_under(&dir).as_deref(),
+            Some("powersave,performance,schedutil")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(governors_under(&dir), None);
     }
 
     #[test]
