@@ -219,8 +219,11 @@ fn host_checks(i: &EndInputs) -> EndExt {
         w
     };
     let cpus = i.host.as_ref().map(|h| h.cpus).filter(|&c| c > 0);
-    warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
-    warnings.extend(advice::thread_warnings(&remote_threads, None, true));
+    // --busy-poll spins on purpose: a busy thread there is the point, not a limit.
+    if !spec.bounceback.as_ref().is_some_and(|b| b.busy_poll_us > 0) {
+        warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
+        warnings.extend(advice::thread_warnings(&remote_threads, None, true));
+    }
     EndExt {
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
@@ -626,6 +629,24 @@ mod tests {
             [
                 "the remote receiver's stream thread used 100% of a CPU: the test was CPU-bound on the remote host, not network-bound; try -P 2"
             ]
+        );
+        // --busy-poll: spinning is what was asked for; no CPU-bound warning.
+        let polled = TestSpec {
+            bounceback: Some(crate::wire::Bounceback {
+                request_len: 1,
+                reply_len: 1,
+                hold_us: 0,
+                burst: 1,
+                busy_poll_us: 50,
+            }),
+            ..TestSpec::default()
+        };
+        let mut k = inputs(&polled, &locals, &peer);
+        k.threads = i.threads.clone();
+        assert!(
+            end(&k).netmeter.warnings.is_empty(),
+            "{:?}",
+            end(&k).netmeter.warnings
         );
         // Without per-thread figures the process rule still speaks.
         i.threads.clear();
