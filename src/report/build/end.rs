@@ -220,7 +220,7 @@ fn host_checks(i: &EndInputs) -> EndExt {
     };
     let cpus = i.host.as_ref().map(|h| h.cpus).filter(|&c| c > 0);
     // --busy-poll spins on purpose: a busy thread there is the point, not a limit.
-    if !spec.bounceback.as_ref().is_some_and(|b| b.busy_poll_us > 0) {
+    if spec.bounceback.as_ref().is_none_or(|b| b.busy_poll_us == 0) {
         warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
         warnings.extend(advice::thread_warnings(&remote_threads, None, true));
     }
