@@ -35,7 +35,7 @@ mod tools;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)"
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)\n  netmeter doctor -c HOST      this host's limits for a test to HOST, with the sysctls to change"
 )]
 pub struct Args {
     /// Run as a server.
