@@ -41,3 +41,13 @@ pub use report::observe::{Event, Observer};
 pub fn run(cfg: &TestConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
     engine::client::run(cfg, obs)
 }
+
+/// As [`run`], but the [`Report`] comes back whatever happened: a test stopped by a
+/// signal or by an error keeps the intervals and partial summary it had (and the
+/// error in `Report::error`), for a caller that still wants to draw or save them.
+pub fn run_keeping_report(
+    cfg: &TestConfig,
+    obs: &mut dyn Observer,
+) -> (Report, Result<(), TestError>) {
+    engine::client::run_keeping_report(cfg, obs)
+}

@@ -161,7 +161,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                         let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
                     }
                 }
-                netmeter::run(&cfg, &mut client::renderer(&cfg, sink.clone()))?;
+                let (_, result) = run_rendered(&cfg, sink.clone(), logfile.is_some());
+                result?;
             }
             Ok(())
         }
@@ -189,29 +190,53 @@ fn run_client(
         let warn = |w: &str| eprintln!("netmeter: warning: {w}");
         let title = cfg.spec.title.clone();
         let mut csv = CsvRenderer::new(columns, title, Box::new(write), Box::new(warn));
-        let report = netmeter::run(cfg, &mut csv)?;
-        return plot_client(cfg, report, plot_to);
+        let (report, result) = netmeter::run_keeping_report(cfg, &mut csv);
+        return plot_client(cfg, report, result, plot_to);
     }
+    let (report, result) = run_rendered(cfg, sink, logfile.is_some());
+    plot_client(cfg, report, result, plot_to)
+}
+
+/// One client test in iperf3's text or JSON, with a status line instead of interval
+/// rows for text with `-i 0` on a terminal.
+fn run_rendered(
+    cfg: &client::ClientConfig,
+    sink: output::Sink,
+    logfile: bool,
+) -> (netmeter::Report, Result<(), netmeter::TestError>) {
     let mut renderer = client::renderer(cfg, sink);
     let text = cfg.mode == Mode::Text;
-    let report = if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+    if progress::wanted(text, cfg.interval_s, logfile, stdout_tty()) {
         // Intervals feed the status line; the renderer never sees them.
         let mut ticking = cfg.clone();
         ticking.interval_s = progress::TICK_S;
-        netmeter::run(&ticking, &mut Progress::new(renderer, None))?
+        netmeter::run_keeping_report(&ticking, &mut Progress::new(renderer, None))
     } else {
-        netmeter::run(cfg, &mut renderer)?
-    };
-    plot_client(cfg, report, plot_to)
+        netmeter::run_keeping_report(cfg, &mut renderer)
+    }
 }
 
-/// `--plot FILE`: the finished test's charts.
+/// `--plot FILE`: the test's charts, also when it was stopped (Ctrl-C, a lost peer)
+/// after some intervals: they show what ran. The test's own error comes back after.
 fn plot_client(
     cfg: &client::ClientConfig,
     report: netmeter::Report,
+    result: Result<(), netmeter::TestError>,
     path: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let Some(path) = path else { return Ok(()) };
+    let Some(path) = path.filter(|_| result.is_ok() || !report.intervals.is_empty()) else {
+        return Ok(result?);
+    };
+    let plotted = plot_one(cfg, report, path);
+    result?;
+    plotted
+}
+
+fn plot_one(
+    cfg: &client::ClientConfig,
+    report: netmeter::Report,
+    path: &Path,
+) -> anyhow::Result<()> {
     let name = cfg.spec.title.clone().unwrap_or_else(|| cfg.host.clone());
     let input = input::Input {
         name,

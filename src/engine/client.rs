@@ -226,6 +226,16 @@ pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
 /// Run one test as the client, telling `obs` what happens as it happens. Returns the
 /// report (on failure, the error; a partial report has gone to `obs`).
 pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
+    let (report, result) = run_keeping_report(cfg, obs);
+    result.map(|_| report)
+}
+
+/// [`run`], returning the report also when the test failed or was stopped (then it
+/// holds what ran and the error).
+pub fn run_keeping_report(
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+) -> (Report, Result<(), TestError>) {
     let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
@@ -238,7 +248,7 @@ pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, TestErr
         out.error(&format!("{e:#}"));
     }
     out.finish();
-    result.map(|_| out.report)
+    (out.report, result)
 }
 
 fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
@@ -311,7 +321,7 @@ fn converse(
     let connect_to = run
         .spec()
         .connect_only
-        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec()));
+        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec(), &cfg.side));
     let mut running = run.start(Launch {
         t0,
         // We receive from the server: raw delay = true + (client − server) clock.

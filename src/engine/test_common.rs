@@ -275,5 +275,6 @@ pub fn end_inputs<'a>(
         connect_only_answered: None,
         host: None,
         threads: Vec::new(),
+        disk_file: None,
     }
 }

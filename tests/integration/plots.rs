@@ -291,6 +291,65 @@ fn client_plot_flag_draws_the_run() {
     assert_eq!(dir.files(), ["live.svg"]);
 }
 
+/// Ctrl-C in the middle of a `-t 0` run with `--plot`: the chart of what ran is still
+/// drawn, and the client ends as an interrupted iperf3 client does (status 0, the
+/// interrupt sentence).
+#[test]
+fn client_plot_flag_draws_an_interrupted_run() {
+    let dir = Scratch::new("flag-int");
+    let svg = dir.path("cut.svg");
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &["-1"]);
+    let c = Proc::spawn(
+        "netmeter client",
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "0", "-b", "100M", "--plot", s(&svg)]),
+    );
+    std::thread::sleep(Duration::from_millis(2300));
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = c.wait(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupt - the client has terminated"),
+        "{}",
+        show(&out)
+    );
+    let t = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        t.iter().any(|x| x == "Throughput, client → server"),
+        "{t:?}"
+    );
+    assert_eq!(dir.files(), ["cut.svg"]);
+    // A test that never ran (no server): its error, and no chart.
+    let none = dir.path("none.svg");
+    let out = run(
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &free_port().to_string(),
+            "--plot",
+            s(&none),
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unable to connect"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        !none.exists(),
+        "a chart of a test that never ran was written"
+    );
+}
+
 #[test]
 fn bad_inputs_are_one_sentence_and_leave_no_file() {
     let dir = Scratch::new("bad");

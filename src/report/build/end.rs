@@ -13,8 +13,8 @@ use crate::host::facts::{self, Efficiency, HostInfo, ThreadCpu};
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
-    CpuUtil, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra, UdpEndExtra,
-    UdpRecvFigures,
+    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra,
+    UdpEndExtra, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -50,6 +50,8 @@ pub struct EndInputs<'a> {
     pub host: Option<HostInfo>,
     /// This side's stream threads' CPU use.
     pub threads: Vec<ThreadCpu>,
+    /// `-F FILE` on this side: the name as given and the file's size at the end.
+    pub disk_file: Option<(String, u64)>,
 }
 
 /// The `end` object.
@@ -59,7 +61,14 @@ pub fn end(i: &EndInputs) -> End {
     let bidir = spec.direction == Direction::Bidir;
     let streams: Vec<EndStream> = locals
         .iter()
-        .map(|l| end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id)))
+        .map(|l| {
+            let mut s = end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id));
+            s.diskfile = i.disk_file.as_ref().map(|(name, size)| {
+                let bytes = |x: &Option<EndSide>| x.as_ref().map_or(0, |x| x.bytes);
+                DiskFile::new(bytes(&s.sender), bytes(&s.receiver), *size, name.clone())
+            });
+            s
+        })
         .collect();
     let in_dir = |forward: bool| -> Vec<&EndStream> {
         streams
@@ -308,6 +317,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 sender,
                 receiver,
                 udp: None,
+                diskfile: None,
             }
         }
         Protocol::Udp => {
@@ -372,6 +382,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                     sender: l.sender,
                     netmeter,
                 }),
+                diskfile: None,
             }
         }
     }
@@ -548,6 +559,7 @@ mod tests {
             connect_only_answered: None,
             host: None,
             threads: Vec::new(),
+            disk_file: None,
         }
     }
 

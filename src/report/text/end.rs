@@ -41,6 +41,22 @@ fn tcp_sum(s: &crate::report::EndSide) -> EndSum {
     }
 }
 
+/// iperf3's `-F` line under a stream's sender row: what this side sent from the file
+/// or wrote into it, against the file's size.
+fn diskfile_line(f: &crate::report::DiskFile, local_sender: bool) -> String {
+    let (bytes, pct) = if local_sender {
+        (f.sent, f.percent_sent)
+    } else {
+        (f.received, f.percent_received)
+    };
+    format!(
+        "        Sent {} / {} ({pct}%) of {}\n",
+        format_bytes(bytes as f64, Format::Auto),
+        format_bytes(f.size as f64, Format::Auto),
+        f.filename
+    )
+}
+
 /// A UDP stream's end lines: what its sender sent, what its receiver counted.
 fn udp_end_stream(ctx: &TextCtx, u: &crate::report::EndUdp) -> String {
     let id = ctx.id(u.socket, u.sender);
@@ -121,6 +137,9 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                             &extra,
                             role,
                         ));
+                    }
+                    if let (Some(f), "sender") = (&s.diskfile, role) {
+                        out.push_str(&diskfile_line(f, local_sender));
                     }
                 }
             }
@@ -607,6 +626,7 @@ mod tests {
                     ..EndSide::default()
                 }),
                 udp: None,
+                diskfile: None,
             }],
             ..End::default()
         };
@@ -618,6 +638,26 @@ mod tests {
 [  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
 ";
         assert_eq!(text, want);
+        // -F: iperf3's line under the sender row, this side's share of the file.
+        let mut e = e;
+        e.streams[0].diskfile = Some(crate::report::DiskFile::new(
+            37_580_963_840,
+            30_000_000_000,
+            40_000_000_000,
+            "/tmp/big".into(),
+        ));
+        let text = end(&ctx(Protocol::Tcp), &e, true, &[true]);
+        assert!(
+            text.contains(
+                "sender\n        Sent 35.0 GBytes / 37.3 GBytes (93%) of /tmp/big\n[  5]"
+            ),
+            "{text}"
+        );
+        let text = end(&ctx(Protocol::Tcp), &e, true, &[false]);
+        assert!(
+            text.contains("Sent 27.9 GBytes / 37.3 GBytes (75%) of /tmp/big"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -633,6 +673,7 @@ mod tests {
             }),
             receiver: None,
             udp: None,
+            diskfile: None,
         };
         let e = End {
             streams: vec![sender(10, Some(7)), sender(5, Some(1)), sender(4, Some(4))],
