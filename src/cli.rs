@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod auth_flags;
 pub mod csv_cmd;
+pub mod doctor_cmd;
 pub mod generate;
 mod profile_flags;
 mod tools;
@@ -34,7 +35,7 @@ mod tools;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)"
+    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)\n  netmeter doctor -c HOST      this host's limits for a test to HOST, with the sysctls to change"
 )]
 pub struct Args {
     /// Run as a server.
@@ -421,6 +422,11 @@ pub enum Command {
     },
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
+    /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
+    Doctor {
+        target: Option<String>,
+        json: bool,
+    },
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
     Csv {
         input: PathBuf,
@@ -429,13 +435,14 @@ pub enum Command {
     },
 }
 
-/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`); `None` for
+/// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`, `doctor`); `None` for
 /// iperf3's flat command line.
 pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {
     match argv.get(1)?.to_str()? {
         "plot" | "report" => tools::parse_tool(argv),
         "csv" => Some(csv_cmd::parse(&argv[1..])),
         "generate" => Some(generate::parse(&argv[1..])),
+        "doctor" => Some(doctor_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clocksync;
 pub mod engine;
 pub mod experiment;
+pub mod host;
 pub mod latency;
 pub mod pacing;
 pub mod profile;

@@ -110,6 +110,18 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             columns,
             output,
         } => csv_file(&input, &columns, output.as_deref()),
+        Command::Doctor { target, json } => {
+            let d =
+                netmeter::host::doctor::collect(target.as_deref()).map_err(anyhow::Error::msg)?;
+            let text = if json {
+                let mut j = serde_json::to_string_pretty(&d)?;
+                j.push('\n');
+                j
+            } else {
+                netmeter::host::doctor::text(&d)
+            };
+            write_stdout(text.as_bytes())
+        }
         Command::Repeat { cfg, plan, logfile } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;

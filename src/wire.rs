@@ -459,6 +459,12 @@ pub struct StreamResult {
     /// netmeter extension: datagrams the receiver's kernel dropped (full buffer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_host_drops: Option<u64>,
+    /// netmeter extension: the stream thread's CPU use, % of one CPU over its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_cpu_percent: Option<f64>,
+    /// netmeter extension: % of its life the stream thread waited for a CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_cpu_wait_percent: Option<f64>,
     /// netmeter extension: one-way delays seen by the receiver (`--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_owd: Option<crate::latency::OwdSummary>,

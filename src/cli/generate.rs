@@ -7,6 +7,7 @@
 //! into engine configurations and would drag the whole crate into the build script.
 
 use super::csv_cmd::CsvArgs;
+use super::doctor_cmd::DoctorArgs;
 use super::{Args, ArgsError, Command};
 use clap::{CommandFactory, Parser, ValueEnum};
 use std::io::Write;
@@ -22,6 +23,8 @@ pub enum Asset {
     ManCompare,
     /// netmeter-sweep(1)
     ManSweep,
+    /// netmeter-doctor(1)
+    ManDoctor,
     Bash,
     Zsh,
     Fish,
@@ -57,6 +60,7 @@ pub fn command() -> clap::Command {
         .subcommand(csv_command())
         .subcommand(compare_command())
         .subcommand(sweep_command())
+        .subcommand(doctor_command())
         .subcommands(super::tools::commands())
 }
 
@@ -69,6 +73,13 @@ fn compare_command() -> clap::Command {
 
 fn sweep_command() -> clap::Command {
     crate::experiment::cli::sweep_command().version(env!("CARGO_PKG_VERSION"))
+}
+
+fn doctor_command() -> clap::Command {
+    DoctorArgs::command()
+        .name("doctor")
+        .bin_name("netmeter doctor")
+        .version(env!("CARGO_PKG_VERSION"))
 }
 
 fn csv_command() -> clap::Command {
@@ -94,6 +105,10 @@ pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
         Asset::ManSweep => {
             let c = sweep_command().name("netmeter-sweep");
             return clap_mangen::Man::new(c).render(out);
+        }
+        Asset::ManDoctor => {
+            let doctor = doctor_command().name("netmeter-doctor");
+            return clap_mangen::Man::new(doctor).render(out);
         }
         Asset::Bash => Shell::Bash,
         Asset::Zsh => Shell::Zsh,
@@ -147,6 +162,15 @@ mod tests {
         let csv_man = text(Asset::ManCsv);
         assert!(csv_man.contains(".TH netmeter-csv 1"), "{csv_man}");
         assert!(csv_man.contains("\\-\\-fields"));
+        // The doctor subcommand likewise.
+        assert!(bash.contains("netmeter,doctor)"), "bash");
+        assert!(
+            fish.contains("__fish_netmeter_using_subcommand doctor\" -s J -l json"),
+            "fish"
+        );
+        let doctor_man = text(Asset::ManDoctor);
+        assert!(doctor_man.contains(".TH netmeter-doctor 1"), "{doctor_man}");
+        assert!(doctor_man.contains("\\-\\-json"));
     }
 
     /// compare, sweep, plot and report are completed with their own flags, and

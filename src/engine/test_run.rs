@@ -423,6 +423,7 @@ impl Running {
                 .keep_tcp
                 .first()
                 .and_then(|s| sock::congestion(s.as_fd())),
+            threads: self.live.thread_cpu(),
         }
     }
 
@@ -445,6 +446,13 @@ impl Running {
             client,
             in_process,
         );
+        // This side's host: the interface of the first stream's local address.
+        inputs.host = start
+            .connected
+            .first()
+            .and_then(|c| c.local_host.parse().ok())
+            .map(crate::host::probe::for_local_address);
+        inputs.threads = fig.threads.clone();
         // As iperf3 (fstat of the open file): the size when the test ended.
         inputs.disk_file = self.file.as_ref().and_then(|p| {
             let size = std::fs::metadata(p).ok()?.len();
@@ -462,7 +470,14 @@ impl Running {
     /// This side's results message for the peer.
     pub fn results(&self, fig: &FinalFigures) -> Results {
         let has_retr = self.spec.protocol == Protocol::Tcp;
-        build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone())
+        let mut r = build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone());
+        for s in &mut r.streams {
+            if let Some(t) = fig.threads.iter().find(|t| t.id == s.id) {
+                s.netmeter_cpu_percent = Some(t.cpu_percent);
+                s.netmeter_cpu_wait_percent = t.wait_percent;
+            }
+        }
+        r
     }
 }
 
@@ -503,6 +518,8 @@ pub struct FinalFigures {
     /// CPU percent of one core: total, user, system.
     pub cpu: (f64, f64, f64),
     pub congestion: Option<String>,
+    /// Each stream thread's CPU use (the threads have ended).
+    pub threads: Vec<crate::host::facts::ThreadCpu>,
 }
 
 /// `file`: with `-F` a sender stops at the end of its file, and the test ends when all

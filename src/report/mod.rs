@@ -479,6 +479,19 @@ pub struct EndExt {
     pub remote_host_drops: Option<u64>,
     /// Plain-language warnings with the fix, also printed in the text report.
     pub warnings: Vec<String>,
+    /// This side's host: the interface the test's local address is on, its line rate,
+    /// MTU and offloads, the socket-buffer sysctls, CPUs (read when the test ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::facts::HostInfo>,
+    /// Receiver throughput as a share of that interface's line rate (when known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<crate::host::facts::Efficiency>,
+    /// This side's stream threads' CPU use (the CPU-bound rule's input).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_threads: Vec<crate::host::facts::ThreadCpu>,
+    /// The same from a netmeter peer's results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote_stream_threads: Vec<crate::host::facts::ThreadCpu>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,
