@@ -24,6 +24,7 @@ mod auth_flags;
 pub mod csv_cmd;
 pub mod generate;
 mod profile_flags;
+pub mod third_party;
 mod tools;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
@@ -301,6 +302,16 @@ pub struct Args {
     pub confidence: Option<String>,
     #[command(flatten)]
     pub auth: auth_flags::AuthFlags,
+    /// Server: run third-party tests (a controller with the --psk-file key asks this
+    /// server to test toward another) to targets in these address blocks,
+    /// e.g. 10.0.0.0/8,fd00::/64.
+    #[arg(long = "allow-third-party", value_name = "CIDR,...")]
+    pub allow_third_party: Option<String>,
+    /// Client: have HOST (a netmeter server with --allow-third-party, default port
+    /// 5201) run this test toward -c's server and send its report here; needs
+    /// --psk-file with HOST's key. Only the test's own options go to HOST.
+    #[arg(long = "via", value_name = "HOST[:PORT]")]
+    pub via: Option<String>,
     /// Start every text output line with the local time, in strftime(3) FORMAT (default
     /// "%c "), as iperf3. Write it as --timestamps=FORMAT.
     #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = crate::engine::output::TIMESTAMP_FORMAT)]
@@ -793,6 +804,16 @@ impl Args {
                 "-1, -D and --idle-timeout are server options (use with -s)",
             ));
         }
+        if self.allow_third_party.is_some() {
+            return Err(usage(
+                "--allow-third-party is a server option (use with -s)",
+            ));
+        }
+        if self.auth.psk_file.is_some() && (self.loopback || self.no_extensions) {
+            return Err(usage(
+                "--psk-file authenticates to a netmeter server with -c; it does not go with --loopback or --no-extensions",
+            ));
+        }
         if self.loopback && (self.auth.username.is_some() || self.auth.use_pkcs1_padding) {
             return Err(usage(
                 "--loopback's in-process server does not authenticate; --username and --use-pkcs1-padding are for -c",
@@ -901,6 +922,8 @@ impl Args {
                 format,
                 interval_s: self.interval()?,
                 auth: self.auth.server()?,
+                psk: self.auth.psk()?.map(std::sync::Arc::new),
+                third_party: self.third_party_policy()?,
                 side: self.side_opts()?,
             },
             daemon: self.daemon,
@@ -1522,6 +1545,7 @@ impl Args {
             },
             txstart: self.txstart()?,
             auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
+            psk: self.auth.psk()?,
             side: self.side_opts()?,
         })
     }

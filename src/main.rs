@@ -136,6 +136,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     format: Default::default(),
                     interval_s: tcp.interval_s,
                     auth: None,
+                    psk: None,
+                    third_party: None,
                     side: Default::default(),
                 },
                 quiet,
@@ -266,6 +268,15 @@ fn main() -> ExitCode {
             Err(e) => args_error(e),
         };
     }
+    if let Some(via) = cli::third_party::parse_via(&argv) {
+        return match via {
+            Ok(v) => finish(run_via(v)),
+            Err(e) => {
+                eprintln!("netmeter: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let args = match cli::parse_args(argv) {
         Ok(a) => a,
         Err(e) => return args_error(e),
@@ -279,6 +290,36 @@ fn main() -> ExitCode {
         }
     };
     finish(run(cmd, stamps.as_deref()))
+}
+
+/// `netmeter -c B --via A`: A runs the test and sends its report here.
+fn run_via(v: cli::third_party::ViaCommand) -> anyhow::Result<()> {
+    use netmeter::engine::third_party::{Controller, request};
+    catch_stop_signals()?;
+    let ctl = Controller {
+        host: v.via.clone(),
+        port: v.via_port,
+        psk: v.psk,
+        connect_timeout: std::time::Duration::from_secs(10),
+        wait: std::time::Duration::from_secs_f64(v.wait_s),
+        stop_on_signal: true,
+    };
+    let report = request(&ctl, &v.request)?;
+    if let Some(e) = &report.error {
+        anyhow::bail!("{} ran the test, which failed: {e}", v.via);
+    }
+    let text = if v.json {
+        netmeter::report::json::document(&report)
+    } else {
+        format!(
+            "Test from {} to {} port {}:\n{}",
+            v.via,
+            v.request.target,
+            v.request.port,
+            netmeter::report::text::whole(&report)
+        )
+    };
+    write_stdout(text.as_bytes())
 }
 
 /// A command line that did not parse: one line, or clap's help or message.

@@ -39,6 +39,7 @@ mod options;
 mod package;
 mod plots;
 mod profiles;
+mod psk;
 mod results;
 mod robustness;
 mod trip_times;

@@ -10,6 +10,7 @@ use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::output::{Mode, Output, Renderer};
+use crate::engine::psk;
 use crate::engine::stream::DataSock;
 use crate::engine::test_common;
 use crate::engine::test_run::{
@@ -113,6 +114,58 @@ impl Session<'_> {
                     return Ok(false);
                 }
             }
+        }
+        // --psk-file: the key exchange, before a test slot is taken (as for RSA).
+        let authenticated = match &shared.cfg.psk {
+            None => false,
+            Some(key) => {
+                let ext = params.netmeter.as_ref();
+                let fields = ext
+                    .and_then(|r| r.third_party.as_ref())
+                    .map(|t| t.bound_fields());
+                let refs: Option<Vec<&str>> = fields
+                    .as_ref()
+                    .map(|f| f.iter().map(String::as_str).collect());
+                let bound = crate::auth::psk::bind_request(refs.as_deref());
+                let hello = ext.and_then(|r| r.psk.as_ref());
+                if let Err(e) = psk::server_challenge(&mut ctrl, key, &cookie, hello, &bound) {
+                    // A client that left has nothing to read; any other is told, an
+                    // iperf3 client as by iperf3's own "test authorization failed".
+                    if !matches!(e, psk::PskFailure::Ctrl(_)) {
+                        let _ =
+                            ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
+                    }
+                    let why = match e {
+                        psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
+                            "the client left without proving the key (it holds another one, or rejected ours)".to_string()
+                        }
+                        e => e.to_string(),
+                    };
+                    shared.log(&format!(
+                        "refused a test from {}: pre-shared-key authentication failed: {why}",
+                        shown(peer)
+                    ));
+                    ctrl.close_gracefully(Duration::from_millis(200));
+                    return Ok(false);
+                }
+                if shared.cfg.verbose {
+                    shared.log(&format!("pre-shared key proved by {}", shown(peer)));
+                }
+                true
+            }
+        };
+        if let Some(req) = params
+            .netmeter
+            .as_ref()
+            .and_then(|r| r.third_party.as_ref())
+        {
+            return Ok(super::third_party::serve(
+                shared,
+                ctrl,
+                peer,
+                req,
+                authenticated,
+            ));
         }
         // Only now does the connection compete for a test slot.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
@@ -671,7 +724,7 @@ fn forward<T: Send + 'static>(
         });
 }
 
-struct SlotGuard(Arc<Shared>);
+pub(super) struct SlotGuard(pub(super) Arc<Shared>);
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
