@@ -23,6 +23,7 @@ use std::time::Duration;
 mod auth_flags;
 pub mod csv_cmd;
 pub mod generate;
+pub mod mesh_cmd;
 mod profile_flags;
 pub mod third_party;
 mod tools;
@@ -427,6 +428,8 @@ pub enum Command {
         inputs: Vec<PathBuf>,
         output: PathBuf,
     },
+    /// `netmeter mesh HOST...`: every pair's test, run by its source host.
+    Mesh(mesh_cmd::MeshCommand),
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
@@ -444,6 +447,7 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "plot" | "report" => tools::parse_tool(argv),
         "csv" => Some(csv_cmd::parse(&argv[1..])),
         "generate" => Some(generate::parse(&argv[1..])),
+        "mesh" => Some(mesh_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

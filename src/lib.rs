@@ -15,6 +15,7 @@ pub mod clocksync;
 pub mod engine;
 pub mod experiment;
 pub mod latency;
+pub mod mesh;
 pub mod pacing;
 pub mod profile;
 pub mod report;

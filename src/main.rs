@@ -84,6 +84,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
         } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
         Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
         Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
+        Command::Mesh(m) => run_mesh(m),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -290,6 +291,63 @@ fn main() -> ExitCode {
         }
     };
     finish(run(cmd, stamps.as_deref()))
+}
+
+/// Progress of `netmeter mesh` on stderr, one line per pair.
+struct MeshProgress;
+
+impl netmeter::mesh::Progress for MeshProgress {
+    fn done(&mut self, finished: usize, planned: usize, c: &netmeter::mesh::Cell) {
+        let what = match (&c.report, &c.error) {
+            (_, Some(e)) => format!("error: {e}"),
+            (Some(r), None) => match netmeter::mesh::cell_figures(r).0 {
+                Some(bps) => format!("{:.2} Mbit/s", bps / 1e6),
+                None => "done".into(),
+            },
+            (None, None) => "done".into(),
+        };
+        eprintln!(
+            "[{finished}/{planned}] {} -> {}: {what}",
+            c.source, c.target
+        );
+    }
+}
+
+/// `netmeter mesh`: run every pair, then write the table or JSON, the file and plot.
+fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
+    use netmeter::mesh;
+    catch_stop_signals()?;
+    let (cells, interrupted) = mesh::run(&m.plan, &mut MeshProgress);
+    if interrupted {
+        eprintln!(
+            "netmeter: mesh stopped by a signal after {} of {} pairs; writing what ran",
+            cells.len(),
+            m.plan.pairs.len()
+        );
+    }
+    let doc = mesh::document(&mesh::MeshDocument {
+        hosts: &m.plan.hosts,
+        test_options: &m.plan.args,
+        planned: m.plan.pairs.len(),
+        interrupted,
+        cells: &cells,
+    });
+    if let Some(p) = &m.output {
+        write_whole(p, doc.as_bytes())?;
+    }
+    if let Some(p) = &m.plot {
+        let png = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        let bytes =
+            netmeter::report::plot::render_heatmap(&mesh::heatmap(&m.plan.hosts, &cells), png)
+                .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", p.display()))?;
+        write_whole(p, &bytes)?;
+    }
+    let out = if m.json {
+        doc + "\n"
+    } else {
+        mesh::matrix_text(&m.plan.hosts, &cells)
+    };
+    write_stdout(out.as_bytes())
 }
 
 /// `netmeter -c B --via A`: A runs the test and sends its report here.

@@ -34,6 +34,7 @@ mod interop;
 mod interrupt;
 mod latency_accuracy;
 mod memory;
+mod mesh;
 mod netbed_selftest;
 mod options;
 mod package;

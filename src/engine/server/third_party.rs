@@ -176,7 +176,7 @@ pub(super) fn serve(
         );
         return refuse(shared, ctrl, peer, why);
     }
-    let cfg = match (policy.build)(req, ip) {
+    let mut cfg = match (policy.build)(req, ip) {
         Ok(c) => c,
         Err(why) => return refuse(shared, ctrl, peer, why),
     };
@@ -201,7 +201,17 @@ pub(super) fn serve(
         req.port,
         req.args.join(" ")
     ));
-    let result = crate::engine::client::run(&cfg, &mut Quiet);
+    // The target may want the key too (a mesh's hosts all have it): prove ours; a
+    // target without a key does not ask, and then the test runs without it.
+    cfg.psk = shared.cfg.psk.as_deref().cloned();
+    let mut result = crate::engine::client::run(&cfg, &mut Quiet);
+    if matches!(
+        result,
+        Err(TestError::Client(ClientFailure::NoPskChallenge))
+    ) {
+        cfg.psk = None;
+        result = crate::engine::client::run(&cfg, &mut Quiet);
+    }
     let a = match result {
         Ok(report) => ThirdPartyAnswer {
             report: serde_json::from_str(&crate::report::json::document(&report)).ok(),
