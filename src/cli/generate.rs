@@ -51,6 +51,12 @@ pub fn command() -> clap::Command {
         .version(env!("CARGO_PKG_VERSION"))
         .disable_help_subcommand(true)
         .subcommand(csv_command())
+        .subcommand(
+            super::mesh_cmd::MeshArgs::command()
+                .name("mesh")
+                .bin_name("netmeter mesh")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
 }
 
 fn csv_command() -> clap::Command {

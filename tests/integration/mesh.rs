@@ -423,3 +423,49 @@ fn a_mesh_over_four_namespace_hosts() {
     // The six pairs among the three live hosts all ran.
     assert!(ok_cells(&v) >= 6, "{v:#}");
 }
+
+/// A target busy with another test (iperf3's access denied, `--max-tests 1`) is tried
+/// again after `--retry-gap` until it is free; the cell counts the tries.
+#[test]
+fn a_busy_target_is_retried_until_it_is_free() {
+    let keys = KeyDir::new("busy");
+    let (a, b) = (free_port(), free_port());
+    let opts = [
+        "--psk-file",
+        &keys.path("key"),
+        "--allow-third-party",
+        "127.0.0.1",
+    ];
+    let (_a, _) = netmeter_server(a, &opts);
+    let (_b, b_log) = netmeter_server(b, &opts);
+    let _busy = Proc::spawn(
+        "busy client",
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &b.to_string(),
+            "-t",
+            "2",
+            "--psk-file",
+            &keys.path("key"),
+        ]),
+    );
+    assert!(b_log.wait_for("Accepted connection", 1, Duration::from_secs(10)));
+    let pairs = keys.0.join("pairs");
+    std::fs::write(&pairs, format!("127.0.0.1:{a} 127.0.0.1:{b}\n")).unwrap();
+    let out = run(
+        Command::new(netmeter())
+            .args(["mesh", "--psk-file", &keys.path("key"), "-J", "--pairs"])
+            .arg(&pairs)
+            .args(["--retry-gap", "0.5", "--retries", "20"])
+            .args([format!("127.0.0.1:{a}"), format!("127.0.0.1:{b}")])
+            .args(["--", "-t", "0.5"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "mesh");
+    assert_eq!(cells(&v).len(), 1);
+    assert_eq!(ok_cells(&v), 1, "{v:#}");
+    assert!(v["cells"][0]["attempts"].as_u64().unwrap() >= 2, "{v:#}");
+}
