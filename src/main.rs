@@ -347,7 +347,13 @@ fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
     } else {
         mesh::matrix_text(&m.plan.hosts, &cells)
     };
-    write_stdout(out.as_bytes())
+    write_stdout(out.as_bytes())?;
+    // Error cells are results; a mesh in which not one pair ran is a failure (a wrong
+    // key, no host reachable): say so in the exit status too.
+    if !interrupted && !cells.is_empty() && cells.iter().all(|c| c.report.is_none()) {
+        anyhow::bail!("no pair of the mesh ran a test (each cell says why)");
+    }
+    Ok(())
 }
 
 /// `netmeter -c B --via A`: A runs the test and sends its report here.

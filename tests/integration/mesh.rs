@@ -387,6 +387,12 @@ fn a_mesh_over_four_namespace_hosts() {
         bed.mesh(&keys.path("other"), &["-t", "1"]),
         Duration::from_secs(60),
     );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no pair of the mesh ran"),
+        "{}",
+        show(&out)
+    );
     let v = json_of(&out, "mesh");
     assert_eq!(ok_cells(&v), 0);
     assert!(
