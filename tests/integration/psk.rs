@@ -220,6 +220,25 @@ fn third_party_requests_are_refused_unless_authenticated_and_allowed() {
         "{}",
         show(&none)
     );
+    // A's own --server-max-duration holds for the tests it runs for others.
+    let d = free_port();
+    let (_d, _) = netmeter_server(
+        d,
+        &[
+            "--psk-file",
+            &keys.path("key"),
+            "--allow-third-party",
+            "127.0.0.1",
+            "--server-max-duration",
+            "2",
+        ],
+    );
+    let long = via(d, b, &keys.path("key"), &["-t", "5"]);
+    assert!(
+        stderr(&long).contains("over this server's limits"),
+        "{}",
+        show(&long)
+    );
     // Options that touch the source host's files never leave the controller.
     let file = via(a, b, &keys.path("key"), &["-F", "/etc/passwd"]);
     assert!(

@@ -180,6 +180,19 @@ pub(super) fn serve(
         Ok(c) => c,
         Err(why) => return refuse(shared, ctrl, peer, why),
     };
+    // This server's own limits hold for the tests it runs for others too.
+    let side = &shared.cfg.side;
+    if let Some(e) = cfg
+        .spec
+        .server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
+    {
+        return refuse(
+            shared,
+            ctrl,
+            peer,
+            format!("over this server's limits: {e}"),
+        );
+    }
     // The test runs from this host: it takes one of this server's test slots, so a
     // host is never source and server of more tests than --max-tests at once.
     let taken = shared.active.fetch_add(1, Ordering::AcqRel);
