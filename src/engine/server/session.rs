@@ -116,43 +116,9 @@ impl Session<'_> {
             }
         }
         // --psk-file: the key exchange, before a test slot is taken (as for RSA).
-        let authenticated = match &shared.cfg.psk {
-            None => false,
-            Some(key) => {
-                let ext = params.netmeter.as_ref();
-                let fields = ext
-                    .and_then(|r| r.third_party.as_ref())
-                    .map(|t| t.bound_fields());
-                let refs: Option<Vec<&str>> = fields
-                    .as_ref()
-                    .map(|f| f.iter().map(String::as_str).collect());
-                let bound = crate::auth::psk::bind_request(refs.as_deref());
-                let hello = ext.and_then(|r| r.psk.as_ref());
-                if let Err(e) = psk::server_challenge(&mut ctrl, key, &cookie, hello, &bound) {
-                    // A client that left has nothing to read; any other is told, an
-                    // iperf3 client as by iperf3's own "test authorization failed".
-                    if !matches!(e, psk::PskFailure::Ctrl(_)) {
-                        let _ =
-                            ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
-                    }
-                    let why = match e {
-                        psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
-                            "the client left without proving the key (it holds another one, or rejected ours)".to_string()
-                        }
-                        e => e.to_string(),
-                    };
-                    shared.log(&format!(
-                        "refused a test from {}: pre-shared-key authentication failed: {why}",
-                        shown(peer)
-                    ));
-                    ctrl.close_gracefully(Duration::from_millis(200));
-                    return Ok(false);
-                }
-                if shared.cfg.verbose {
-                    shared.log(&format!("pre-shared key proved by {}", shown(peer)));
-                }
-                true
-            }
+        let Ok(authenticated) = prove_key(shared, &mut ctrl, peer, &cookie, &params) else {
+            ctrl.close_gracefully(Duration::from_millis(200));
+            return Ok(false);
         };
         if let Some(req) = params
             .netmeter
@@ -536,6 +502,56 @@ impl Session<'_> {
                 .log(&format!("client did not acknowledge the results: {e}")),
         }
         Ok(())
+    }
+}
+
+/// `--psk-file`: challenge the client (a third-party request bound into its proof).
+/// `Ok(true)`: it proved the key; `Ok(false)`: this server has none; `Err`: refused
+/// (told and logged; the caller closes the connection).
+fn prove_key(
+    shared: &Shared,
+    ctrl: &mut Ctrl,
+    peer: SocketAddr,
+    cookie: &Cookie,
+    params: &Params,
+) -> Result<bool, ()> {
+    let Some(key) = &shared.cfg.psk else {
+        return Ok(false);
+    };
+    let ext = params.netmeter.as_ref();
+    let fields = ext
+        .and_then(|r| r.third_party.as_ref())
+        .map(|t| t.bound_fields());
+    let refs: Option<Vec<&str>> = fields
+        .as_ref()
+        .map(|f| f.iter().map(String::as_str).collect());
+    let bound = crate::auth::psk::bind_request(refs.as_deref());
+    let hello = ext.and_then(|r| r.psk.as_ref());
+    match psk::server_challenge(ctrl, key, cookie, hello, &bound) {
+        Ok(()) => {
+            if shared.cfg.verbose {
+                shared.log(&format!("pre-shared key proved by {}", shown(peer)));
+            }
+            Ok(true)
+        }
+        Err(e) => {
+            // A client that left has nothing to read; any other is told, an iperf3
+            // client as by iperf3's own "test authorization failed".
+            if !matches!(e, psk::PskFailure::Ctrl(_)) {
+                let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
+            }
+            let why = match e {
+                psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
+                    "the client left without proving the key (it holds another one, or rejected ours)".to_string()
+                }
+                e => e.to_string(),
+            };
+            shared.log(&format!(
+                "refused a test from {}: pre-shared-key authentication failed: {why}",
+                shown(peer)
+            ));
+            Err(())
+        }
     }
 }
 
