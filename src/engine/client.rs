@@ -200,7 +200,7 @@ fn connect_udp(
 
 /// A control failure as the client reports it: a stop signal during a wait is the
 /// user's interrupt, not a failure.
-fn ctrl_err(e: CtrlError) -> TestError {
+pub(super) fn ctrl_err(e: CtrlError) -> TestError {
     match e {
         CtrlError::Interrupted(_) => Stopped::client_interrupted().into(),
         e => TestError::Ctrl(e),

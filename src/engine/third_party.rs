@@ -3,8 +3,8 @@
 //! report. `netmeter -c B --via A` and `netmeter mesh` call [`request`]; the server's
 //! side is `server::third_party`. docs/protocol.md, "Third-party tests".
 
-use super::client::{resolve, server_error};
-use super::ctrl::{Ctrl, CtrlError};
+use super::client::{ctrl_err, resolve, server_error};
+use super::ctrl::Ctrl;
 use super::{CTRL_TIMEOUT, Family, Stopped, TestError};
 use crate::auth::psk::{self, Psk};
 use crate::report::Report;
@@ -149,13 +149,6 @@ fn outcome(host: &str, a: ThirdPartyAnswer) -> Result<Report, TestError> {
             host: host.to_string(),
             why: "it sent neither a report nor an error".into(),
         }),
-    }
-}
-
-fn ctrl_err(e: CtrlError) -> TestError {
-    match e {
-        CtrlError::Interrupted(_) => Stopped::client_interrupted().into(),
-        e => TestError::Ctrl(e),
     }
 }
 

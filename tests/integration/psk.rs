@@ -247,3 +247,42 @@ fn third_party_requests_are_refused_unless_authenticated_and_allowed() {
         show(&file)
     );
 }
+
+/// netmeter to netmeter only: a client with a key, or a third-party request, meets an
+/// iperf3 server that cannot prove it, and stops with one sentence.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs iperf3 3.22 (peers.env)"
+)]
+fn a_key_holder_refuses_an_iperf3_server() {
+    let keys = Keys::new("iperf3srv");
+    let port = free_port();
+    let mut srv = Proc::spawn(
+        "iperf3 server",
+        Command::new(peer("NETMETER_IPERF3_322")).args([
+            "-s",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+    );
+    let _log = srv.drain();
+    wait_listening(port);
+    let out = client(port, &["-t", "1", "--psk-file", &keys.path("key")]);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("did not ask for the pre-shared key"),
+        "{}",
+        show(&out)
+    );
+    let b = free_port();
+    let via_out = via(port, b, &keys.path("key"), &["-t", "1"]);
+    assert!(!via_out.status.success(), "{}", show(&via_out));
+    assert!(
+        stderr(&via_out).contains("did not ask for the pre-shared key"),
+        "{}",
+        show(&via_out)
+    );
+}
