@@ -350,7 +350,15 @@ fn one_pair(plan: &MeshPlan, (s, t): (usize, usize)) -> Cell {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
-            Err(e) => return failed_cell(plan, (s, t), attempts, describe(&e, attempts)),
+            Err(e) => {
+                let why = describe(&e, attempts);
+                // Errors of the request itself (connect, key, A's own slot) name A.
+                let why = match e {
+                    TestError::ThirdParty { .. } | TestError::ThirdPartyBusy { .. } => why,
+                    _ => format!("{src}: {why}"),
+                };
+                return failed_cell(plan, (s, t), attempts, why);
+            }
         }
     }
 }

@@ -32,7 +32,8 @@ pub struct MeshArgs {
     /// The key the hosts were started with (--psk-file on each server).
     #[arg(long = "psk-file", value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
-    /// Most tests touching one host at once (as source or target).
+    /// Most tests touching one host at once (as source or target); above 1, start the
+    /// servers with --max-tests N or the extra tests find them busy.
     #[arg(long = "per-host", value_name = "N", default_value_t = 1)]
     pub per_host: usize,
     /// Tries more for a pair whose server is busy.
