@@ -156,6 +156,15 @@ pub fn config_for(req: &ThirdPartyRequest, ip: IpAddr) -> Result<ClientConfig, S
             logfile: None,
             plot: None,
             csv: None,
+        } if cfg.spec.until_interrupted() => Err(
+            "a third-party test must end by itself; -t 0 would run until its host is stopped"
+                .into(),
+        ),
+        Command::Client {
+            cfg,
+            logfile: None,
+            plot: None,
+            csv: None,
         } => Ok(cfg),
         _ => Err("a third-party test is one plain client test".into()),
     }
@@ -377,9 +386,15 @@ mod tests {
         assert_eq!(wait_for(&cfg), 63.0);
         let bad = ThirdPartyRequest {
             args: words("-t -3"),
-            ..req
+            ..req.clone()
         };
         assert!(config_for(&bad, "10.0.0.2".parse().unwrap()).is_err());
+        let endless = ThirdPartyRequest {
+            args: words("-t 0"),
+            ..req
+        };
+        let e = config_for(&endless, "10.0.0.2".parse().unwrap()).unwrap_err();
+        assert!(e.contains("-t 0"), "{e}");
     }
 
     #[test]
