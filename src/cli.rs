@@ -24,7 +24,9 @@ mod auth_flags;
 pub mod csv_cmd;
 pub mod doctor_cmd;
 pub mod generate;
+pub mod mesh_cmd;
 mod profile_flags;
+pub mod third_party;
 mod tools;
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
@@ -305,6 +307,16 @@ pub struct Args {
     pub confidence: Option<String>,
     #[command(flatten)]
     pub auth: auth_flags::AuthFlags,
+    /// Server: run third-party tests (a controller with the --psk-file key asks this
+    /// server to test toward another) to targets in these address blocks,
+    /// e.g. 10.0.0.0/8,fd00::/64.
+    #[arg(long = "allow-third-party", value_name = "CIDR,...")]
+    pub allow_third_party: Option<String>,
+    /// Client: have HOST (a netmeter server with --allow-third-party, default port
+    /// 5201) run this test toward -c's server and send its report here; needs
+    /// --psk-file with HOST's key. Only the test's own options go to HOST.
+    #[arg(long = "via", value_name = "HOST[:PORT]")]
+    pub via: Option<String>,
     /// Start every text output line with the local time, in strftime(3) FORMAT (default
     /// "%c "), as iperf3. Write it as --timestamps=FORMAT.
     #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = crate::engine::output::TIMESTAMP_FORMAT)]
@@ -420,6 +432,8 @@ pub enum Command {
         inputs: Vec<PathBuf>,
         output: PathBuf,
     },
+    /// `netmeter mesh HOST...`: every pair's test, run by its source host.
+    Mesh(mesh_cmd::MeshCommand),
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
     /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
@@ -443,6 +457,7 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "csv" => Some(csv_cmd::parse(&argv[1..])),
         "generate" => Some(generate::parse(&argv[1..])),
         "doctor" => Some(doctor_cmd::parse(&argv[1..])),
+        "mesh" => Some(mesh_cmd::parse(&argv[1..])),
         _ => None,
     }
 }
@@ -787,6 +802,16 @@ impl Args {
                 "-1, -D and --idle-timeout are server options (use with -s)",
             ));
         }
+        if self.allow_third_party.is_some() {
+            return Err(usage(
+                "--allow-third-party is a server option (use with -s)",
+            ));
+        }
+        if self.auth.psk_file.is_some() && (self.loopback || self.no_extensions) {
+            return Err(usage(
+                "--psk-file authenticates to a netmeter server with -c; it does not go with --loopback or --no-extensions",
+            ));
+        }
         if self.loopback && (self.auth.username.is_some() || self.auth.use_pkcs1_padding) {
             return Err(usage(
                 "--loopback's in-process server does not authenticate; --username and --use-pkcs1-padding are for -c",
@@ -895,6 +920,8 @@ impl Args {
                 format,
                 interval_s: self.interval()?,
                 auth: self.auth.server()?,
+                psk: self.auth.psk()?.map(std::sync::Arc::new),
+                third_party: self.third_party_policy()?,
                 side: self.side_opts()?,
             },
             daemon: self.daemon,
@@ -1526,6 +1553,7 @@ impl Args {
             },
             txstart: self.txstart()?,
             auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
+            psk: self.auth.psk()?,
             side: self.side_opts()?,
         })
     }

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod experiment;
 pub mod host;
 pub mod latency;
+pub mod mesh;
 pub mod pacing;
 pub mod profile;
 pub mod report;

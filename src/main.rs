@@ -100,6 +100,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                 None => Ok(html::write_file(&load(&inputs)?, &output)?),
             }
         }
+        Command::Mesh(m) => run_mesh(m),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -164,6 +165,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     format: Default::default(),
                     interval_s: tcp.interval_s,
                     auth: None,
+                    psk: None,
+                    third_party: None,
                     side: Default::default(),
                 },
                 quiet,
@@ -319,6 +322,15 @@ fn main() -> ExitCode {
             Err(e) => args_error(e),
         };
     }
+    if let Some(via) = cli::third_party::parse_via(&argv) {
+        return match via {
+            Ok(v) => finish(run_via(v)),
+            Err(e) => {
+                eprintln!("netmeter: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let args = match cli::parse_args(argv) {
         Ok(a) => a,
         Err(e) => return args_error(e),
@@ -332,6 +344,99 @@ fn main() -> ExitCode {
         }
     };
     finish(run(cmd, stamps.as_deref()))
+}
+
+/// Progress of `netmeter mesh` on stderr, one line per pair.
+struct MeshProgress;
+
+impl netmeter::mesh::Progress for MeshProgress {
+    fn done(&mut self, finished: usize, planned: usize, c: &netmeter::mesh::Cell) {
+        let what = match (&c.report, &c.error) {
+            (_, Some(e)) => format!("error: {e}"),
+            (Some(r), None) => match netmeter::mesh::cell_figures(r).0 {
+                Some(bps) => format!("{:.2} Mbit/s", bps / 1e6),
+                None => "done".into(),
+            },
+            (None, None) => "done".into(),
+        };
+        eprintln!(
+            "[{finished}/{planned}] {} -> {}: {what}",
+            c.source, c.target
+        );
+    }
+}
+
+/// `netmeter mesh`: run every pair, then write the table or JSON, the file and plot.
+fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
+    use netmeter::mesh;
+    catch_stop_signals()?;
+    let (cells, interrupted) = mesh::run(&m.plan, &mut MeshProgress);
+    if interrupted {
+        eprintln!(
+            "netmeter: mesh stopped by a signal after {} of {} pairs; writing what ran",
+            cells.len(),
+            m.plan.pairs.len()
+        );
+    }
+    let doc = mesh::document(&mesh::MeshDocument {
+        hosts: &m.plan.hosts,
+        test_options: &m.plan.args,
+        planned: m.plan.pairs.len(),
+        interrupted,
+        cells: &cells,
+    });
+    if let Some(p) = &m.output {
+        write_whole(p, doc.as_bytes())?;
+    }
+    if let Some(p) = &m.plot {
+        let png = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        let bytes =
+            netmeter::report::plot::render_heatmap(&mesh::heatmap(&m.plan.hosts, &cells), png)
+                .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", p.display()))?;
+        write_whole(p, &bytes)?;
+    }
+    let out = if m.json {
+        doc + "\n"
+    } else {
+        mesh::matrix_text(&m.plan.hosts, &cells)
+    };
+    write_stdout(out.as_bytes())?;
+    // Error cells are results; a mesh in which not one pair ran is a failure (a wrong
+    // key, no host reachable): say so in the exit status too.
+    if !interrupted && !cells.is_empty() && cells.iter().all(|c| c.report.is_none()) {
+        anyhow::bail!("no pair of the mesh ran a test (each cell says why)");
+    }
+    Ok(())
+}
+
+/// `netmeter -c B --via A`: A runs the test and sends its report here.
+fn run_via(v: cli::third_party::ViaCommand) -> anyhow::Result<()> {
+    use netmeter::engine::third_party::{Controller, request};
+    catch_stop_signals()?;
+    let ctl = Controller {
+        host: v.via.clone(),
+        port: v.via_port,
+        psk: v.psk,
+        connect_timeout: std::time::Duration::from_secs(10),
+        wait: std::time::Duration::from_secs_f64(v.wait_s),
+        stop_on_signal: true,
+    };
+    let report = request(&ctl, &v.request)?;
+    if let Some(e) = &report.error {
+        anyhow::bail!("{} ran the test, which failed: {e}", v.via);
+    }
+    let text = if v.json {
+        netmeter::report::json::document(&report)
+    } else {
+        format!(
+            "Test from {} to {} port {}:\n{}",
+            v.via,
+            v.request.target,
+            v.request.port,
+            netmeter::report::text::whole(&report)
+        )
+    };
+    write_stdout(text.as_bytes())
 }
 
 /// A command line that did not parse: one line, or clap's help or message.

@@ -61,6 +61,12 @@ pub fn command() -> clap::Command {
         .subcommand(compare_command())
         .subcommand(sweep_command())
         .subcommand(doctor_command())
+        .subcommand(
+            super::mesh_cmd::MeshArgs::command()
+                .name("mesh")
+                .bin_name("netmeter mesh")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
         .subcommands(super::tools::commands())
 }
 

@@ -29,7 +29,7 @@ mod draw;
 mod latency;
 mod series;
 
-pub use draw::{DrawError, render_png, render_svg};
+pub use draw::{DrawError, Heatmap, render_heatmap, render_png, render_svg};
 pub use series::rate_unit;
 
 use super::input::Input;
