@@ -38,6 +38,7 @@ mod netbed_selftest;
 mod options;
 mod package;
 mod plots;
+mod policy;
 mod profiles;
 mod results;
 mod robustness;
