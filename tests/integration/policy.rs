@@ -384,3 +384,65 @@ fn iperf3_client_prints_its_own_error_for_each_refusal() {
     );
     let _ = std::fs::remove_file(&audit);
 }
+
+/// The server command lines shipped in deploy/ (the systemd unit's `ExecStart`, the
+/// container's `CMD`), run as written but for their ports and paths: every flag in
+/// them parses, and the server they start serves a test, counts it and audits it.
+#[test]
+fn deploy_server_command_lines_serve_as_written() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let unit = std::fs::read_to_string(format!("{root}/deploy/systemd/netmeter.service")).unwrap();
+    let exec = unit
+        .replace("\\\n", " ")
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=").map(str::to_string))
+        .expect("ExecStart");
+    let mut unit_args: Vec<String> = exec.split_whitespace().map(String::from).collect();
+    assert_eq!(unit_args.remove(0), "/usr/bin/netmeter");
+    let file = std::fs::read_to_string(format!("{root}/deploy/container/Containerfile")).unwrap();
+    let cmd = file
+        .lines()
+        .find_map(|l| l.strip_prefix("CMD "))
+        .expect("CMD");
+    let container_args: Vec<String> = serde_json::from_str(cmd).unwrap();
+    for (what, args) in [
+        ("systemd unit", unit_args),
+        ("Containerfile", container_args),
+    ] {
+        let port = free_port();
+        let mport = free_port();
+        let audit = scratch(&format!("deploy-{mport}.jsonl"));
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match a.as_str() {
+                "5201" => port.to_string(),
+                "127.0.0.1:9201" | "0.0.0.0:9201" => format!("127.0.0.1:{mport}"),
+                "/var/log/netmeter/audit.jsonl" => audit.to_str().unwrap().to_string(),
+                _ => a.clone(),
+            })
+            .collect();
+        assert!(args.contains(&port.to_string()), "{what}: {args:?}");
+        let mut server = Proc::spawn(what, Command::new(netmeter()).args(&args));
+        let log = server.drain();
+        wait_listening(port);
+        let v = client_json(port, &["-t", "1", "-P", "2"]);
+        let body = scrape(mport);
+        assert_eq!(
+            sample(&body, "netmeter_server_tests_total{result=\"ok\"}"),
+            1,
+            "{what}"
+        );
+        assert_eq!(
+            sample(&body, "netmeter_server_bytes_total{direction=\"received\"}"),
+            u64_at(&v, "/end/sum_received/bytes"),
+            "{what}"
+        );
+        if args.iter().any(|a| a == "--audit-log") {
+            let lines = audit_lines(&audit);
+            assert_eq!(lines.len(), 1, "{what}: {lines:?}");
+            assert_eq!(lines[0]["result"], "ok");
+        }
+        assert!(server.alive(), "{what}: {}", log.text());
+        let _ = std::fs::remove_file(&audit);
+    }
+}
