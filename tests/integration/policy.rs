@@ -235,6 +235,7 @@ fn sample(body: &str, series: &str) -> u64 {
 fn metrics_scrape_counts_what_the_tests_did() {
     let port = free_port();
     let mport = free_port();
+    let audit = scratch("metrics.jsonl");
     let (mut server, _log) = netmeter_server(
         port,
         &[
@@ -244,6 +245,8 @@ fn metrics_scrape_counts_what_the_tests_did() {
             "1",
             "--metrics",
             &format!("127.0.0.1:{mport}"),
+            "--audit-log",
+            audit.to_str().unwrap(),
         ],
     );
     let before = scrape(mport);
@@ -280,6 +283,23 @@ fn metrics_scrape_counts_what_the_tests_did() {
     });
     let out = long.wait(Duration::from_secs(30));
     assert!(out.status.success(), "{}", show(&out));
+    // A client killed mid-test (no word to the server) is an error.
+    let mut doomed = Proc::spawn(
+        "doomed client",
+        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "10"]),
+    );
+    let said = doomed.drain();
+    // Data has moved once the client prints its first interval.
+    assert!(
+        said.wait_for("bits/sec", 1, Duration::from_secs(10)),
+        "{}",
+        said.text()
+    );
+    assert_eq!(sample(&scrape(mport), "netmeter_server_active_tests"), 1);
+    drop(doomed);
+    wait_until("the server counts the error", || {
+        sample(&scrape(mport), "netmeter_server_test_errors_total") == 1
+    });
     let body = scrape(mport);
     assert_eq!(
         sample(&body, "netmeter_server_tests_total{result=\"ok\"}"),
@@ -287,9 +307,8 @@ fn metrics_scrape_counts_what_the_tests_did() {
     );
     assert_eq!(
         sample(&body, "netmeter_server_tests_total{result=\"error\"}"),
-        0
+        1
     );
-    assert_eq!(sample(&body, "netmeter_server_test_errors_total"), 0);
     assert_eq!(
         sample(&body, "netmeter_server_refused_total{reason=\"address\"}"),
         2
@@ -310,10 +329,19 @@ fn metrics_scrape_counts_what_the_tests_did() {
         u64_at(&down, "/end/sum_sent/bytes")
     );
     assert_eq!(u64_at(&down, "/end/sum_sent/bytes"), 3 << 20);
-    assert_eq!(
-        sample(&body, "netmeter_server_bytes_total{direction=\"received\"}"),
-        u64_at(&up, "/end/sum_received/bytes") + u64_at(&long_v, "/end/sum_received/bytes")
-    );
+    // ... and the killed test's bytes, counted up to its end.
+    let received = sample(&body, "netmeter_server_bytes_total{direction=\"received\"}");
+    let finished =
+        u64_at(&up, "/end/sum_received/bytes") + u64_at(&long_v, "/end/sum_received/bytes");
+    assert!(received > finished, "{received} vs {finished}");
+    // The audit log agrees: seven lines, the killed test an error with its bytes.
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 7, "{lines:?}");
+    let last = &lines[6];
+    assert_eq!(last["result"], "error", "{last}");
+    assert!(!last["message"].as_str().unwrap().is_empty(), "{last}");
+    assert_eq!(last["bytes_received"].as_u64(), Some(received - finished));
+    let _ = std::fs::remove_file(&audit);
     // Anything else on the port is not found, and the server keeps serving.
     let mut s = TcpStream::connect(("127.0.0.1", mport)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
