@@ -504,19 +504,7 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
     }
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
     let r = session::Session::run(shared, ctrl, peer, Cookie(cookie), id, &mut entry);
-    let outcome = match (&r, entry.refused.take()) {
-        (_, Some(refusal)) => Some(audit::Outcome::Refused(refusal.reason, refusal.message)),
-        (Ok(true), None) => Some(audit::Outcome::Ok),
-        (Ok(false), None) => None,
-        (Err(TestError::Refused(e)), None) => Some(audit::Outcome::Refused(
-            policy::Reason::Params,
-            e.message.clone(),
-        )),
-        (Err(e), None) => Some(audit::Outcome::Error(match e.stopped() {
-            Some(why) => format!("stopped: {why}"),
-            None => format!("{e:#}"),
-        })),
-    };
+    let outcome = audit::Outcome::of(&r, entry.refused.take());
     if let Some(o) = &outcome {
         shared.record(&entry, o);
     }

@@ -8,6 +8,7 @@
 //! parameters is not a test and gets no line (the verbose server log names it).
 
 use super::policy::{Reason, Refusal};
+use crate::engine::TestError;
 use crate::engine::clock::civil_from_days;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use serde::Serialize;
@@ -39,6 +40,27 @@ pub enum Outcome {
     Ok,
     Refused(Reason, String),
     Error(String),
+}
+
+impl Outcome {
+    /// How a session's result reads in the audit log and the metrics: `ran` is what
+    /// `Session::run` returned, `refused` the refusal it recorded. `None` for a
+    /// connection that never became a test.
+    pub fn of(ran: &Result<bool, TestError>, refused: Option<Refusal>) -> Option<Outcome> {
+        Some(match (ran, refused) {
+            (_, Some(r)) => Outcome::Refused(r.reason, r.message),
+            (Ok(true), None) => Outcome::Ok,
+            (Ok(false), None) => return None,
+            // Parameters this server cannot run (`TestSpec::from_params`).
+            (Err(TestError::Refused(e)), None) => {
+                Outcome::Refused(Reason::Params, e.message.clone())
+            }
+            (Err(e), None) => Outcome::Error(match e.stopped() {
+                Some(why) => format!("stopped: {why}"),
+                None => format!("{e:#}"),
+            }),
+        })
+    }
 }
 
 /// The test parameters worth auditing, in the client's flag terms.
@@ -276,6 +298,38 @@ mod tests {
             (Some("error"), None)
         );
         assert!(!line.contains('\n') && !err.contains('\n'));
+    }
+
+    #[test]
+    fn a_sessions_result_maps_to_one_outcome() {
+        let refusal = Refusal {
+            reason: Reason::Busy,
+            answer: Answer::Busy,
+            message: "2 test(s) already running".into(),
+        };
+        // A recorded refusal wins, whatever the session returned.
+        assert_eq!(
+            Outcome::of(&Ok(false), Some(refusal.clone())),
+            Some(Outcome::Refused(Reason::Busy, refusal.message.clone()))
+        );
+        let spec_err = crate::spec::SpecError {
+            code: crate::wire::ErrCode::NumStreams,
+            message: "too many".into(),
+        };
+        assert_eq!(
+            Outcome::of(&Err(TestError::Refused(spec_err.clone())), None),
+            Some(Outcome::Refused(Reason::Params, "too many".into()))
+        );
+        assert_eq!(Outcome::of(&Ok(true), None), Some(Outcome::Ok));
+        assert_eq!(Outcome::of(&Ok(false), None), None);
+        match Outcome::of(&Err(TestError::ClientOvertime), None) {
+            Some(Outcome::Error(m)) => assert!(!m.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        match Outcome::of(&Err(crate::engine::Stopped::ClientTerminated.into()), None) {
+            Some(Outcome::Error(m)) => assert!(m.starts_with("stopped: "), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

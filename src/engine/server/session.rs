@@ -2,7 +2,7 @@
 //! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
 //! control connection and, later, the test's data streams).
 //!
-//! ~700 lines with its unit tests: the session's phases (parameters, streams, the
+//! ~740 lines with its unit tests: the session's phases (parameters, streams, the
 //! running test's watch, results) read in the order the conversation happens.
 
 use super::audit::{Entry, TestParams};
