@@ -1834,6 +1834,67 @@ mod tests {
     }
 
     #[test]
+    fn server_policy_flags_parse_into_one_policy() {
+        let policy = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.policy,
+            other => panic!("{other:?}"),
+        };
+        let p = policy(&[
+            "-s",
+            "--allow",
+            "10.0.0.0/8, 127.0.0.1",
+            "--allow",
+            "::1",
+            "--deny",
+            "10.9.0.0/16",
+            "--max-streams",
+            "8",
+            "--max-conn-rate",
+            "5/s",
+            "--max-tests",
+            "3",
+        ]);
+        let nets = |v: &[ipnet::IpNet]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(nets(&p.allow), ["10.0.0.0/8", "127.0.0.1/32", "::1/128"]);
+        assert_eq!(nets(&p.deny), ["10.9.0.0/16"]);
+        assert_eq!((p.max_streams, p.max_tests), (Some(8), 3));
+        assert_eq!(
+            p.conn_rate,
+            Some(ConnRate {
+                burst: 5,
+                period: Duration::from_secs(1)
+            })
+        );
+        let open = policy(&["-s"]);
+        assert!(open.allow.is_empty() && open.deny.is_empty() && open.conn_rate.is_none());
+        for (args, want) in [
+            (
+                &["-s", "--deny", "10.0.0.0/33"][..],
+                "--deny: '10.0.0.0/33'",
+            ),
+            (&["-s", "--allow", "example.com"], "--allow: 'example.com'"),
+            (&["-s", "--max-conn-rate", "0/s"], "--max-conn-rate: '0'"),
+            (&["-s", "--max-streams", "0"], "--max-streams must be"),
+            (&["-s", "--metrics", "9201"], "--metrics takes ADDR:PORT"),
+            (
+                &["-c", "h", "--allow", "10.0.0.0/8"],
+                "--allow is a server option",
+            ),
+            (
+                &["-c", "h", "--audit-log", "x"],
+                "--audit-log is a server option",
+            ),
+            (
+                &["-c", "h", "--metrics", "127.0.0.1:1"],
+                "--metrics is a server option",
+            ),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
     fn bind_dev_comes_from_the_flag_or_a_percent_suffix() {
         let c = client(&["-c", "h%eth1"]);
         assert_eq!(
