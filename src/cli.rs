@@ -730,6 +730,13 @@ impl Args {
     /// The server's [`Policy`] from its flags.
     fn server_policy(&self) -> Result<Policy, UsageError> {
         let nets = |flag: &str, list: &[String]| -> Result<Vec<ipnet::IpNet>, UsageError> {
+            // An empty --allow would allow everyone: a list that came out empty (say
+            // from an unset shell variable) is a mistake, not "no restriction".
+            if !list.is_empty() && list.iter().all(|n| n.trim().is_empty()) {
+                return Err(usage(format!(
+                    "{flag} needs at least one address or network, such as 10.0.0.0/8"
+                )));
+            }
             list.iter()
                 .map(|n| n.trim())
                 .filter(|n| !n.is_empty())
@@ -1873,6 +1880,8 @@ mod tests {
                 "--deny: '10.0.0.0/33'",
             ),
             (&["-s", "--allow", "example.com"], "--allow: 'example.com'"),
+            (&["-s", "--allow", ""], "--allow needs at least one"),
+            (&["-s", "--deny", " , "], "--deny needs at least one"),
             (&["-s", "--max-conn-rate", "0/s"], "--max-conn-rate: '0'"),
             (&["-s", "--max-streams", "0"], "--max-streams must be"),
             (&["-s", "--metrics", "9201"], "--metrics takes ADDR:PORT"),
