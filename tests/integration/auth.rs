@@ -285,7 +285,10 @@ fn audit_log_names_the_authenticated_user() {
         &auth_client(netmeter(), port, "carol", "Secret", &[]),
         "wrong password",
     );
-    let text = std::fs::read_to_string(&audit).unwrap();
+    // Each line is written when its session ends, which can be after the client exits.
+    let read = || std::fs::read_to_string(&audit).unwrap_or_default();
+    wait_until("two audit lines", || read().lines().count() >= 2);
+    let text = read();
     let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -16,13 +16,20 @@ fn scratch(name: &str) -> PathBuf {
     p
 }
 
-/// The audit log's lines, parsed.
-fn audit_lines(path: &PathBuf) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+/// The audit log's lines, parsed, once there are `n`: the server writes a test's line
+/// when its session ends, which can be just after the client has exited.
+fn audit_lines(path: &PathBuf, n: usize) -> Vec<serde_json::Value> {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    wait_until(&format!("{n} audit lines in {}", path.display()), || {
+        read().lines().count() >= n
+    });
+    let text = read();
+    let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+        .collect();
+    assert_eq!(lines.len(), n, "{text}");
+    lines
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -69,8 +76,7 @@ fn deny_and_allow_refuse_by_source_address_and_the_server_keeps_serving() {
         text.contains("127.0.0.5 is not in any --allow network"),
         "{text}"
     );
-    let lines = audit_lines(&audit);
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    let lines = audit_lines(&audit, 3);
     let got: Vec<(&str, &str)> = lines
         .iter()
         .map(|l| {
@@ -149,8 +155,7 @@ fn audit_log_records_each_test_field_by_field() {
     let udp = client_json(port, &["-u", "-b", "2M", "-t", "0.5", "-l", "1000"]);
     refused(&client(port, &["-P", "5", "-t", "1"]), "parallel streams");
     assert!(server.alive());
-    let lines = audit_lines(&audit);
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    let lines = audit_lines(&audit, 3);
 
     let ok = &lines[0];
     assert_eq!(ok["result"], "ok");
@@ -335,8 +340,7 @@ fn metrics_scrape_counts_what_the_tests_did() {
         u64_at(&up, "/end/sum_received/bytes") + u64_at(&long_v, "/end/sum_received/bytes");
     assert!(received > finished, "{received} vs {finished}");
     // The audit log agrees: seven lines, the killed test an error with its bytes.
-    let lines = audit_lines(&audit);
-    assert_eq!(lines.len(), 7, "{lines:?}");
+    let lines = audit_lines(&audit, 7);
     let last = &lines[6];
     assert_eq!(last["result"], "error", "{last}");
     assert!(!last["message"].as_str().unwrap().is_empty(), "{last}");
@@ -397,7 +401,7 @@ fn iperf3_client_prints_its_own_error_for_each_refusal() {
         "iperf3: error - the server is busy running a test. try again later",
     );
     assert!(server.alive());
-    let reasons: Vec<String> = audit_lines(&audit)
+    let reasons: Vec<String> = audit_lines(&audit, 4)
         .iter()
         .map(|l| {
             format!(
@@ -455,20 +459,18 @@ fn deploy_server_command_lines_serve_as_written() {
         let log = server.drain();
         wait_listening(port);
         let v = client_json(port, &["-t", "1", "-P", "2"]);
+        // Counted when the session ends, which can be just after the client exits.
+        wait_until("the test counted", || {
+            sample(&scrape(mport), "netmeter_server_tests_total{result=\"ok\"}") == 1
+        });
         let body = scrape(mport);
-        assert_eq!(
-            sample(&body, "netmeter_server_tests_total{result=\"ok\"}"),
-            1,
-            "{what}"
-        );
         assert_eq!(
             sample(&body, "netmeter_server_bytes_total{direction=\"received\"}"),
             u64_at(&v, "/end/sum_received/bytes"),
             "{what}"
         );
         if args.iter().any(|a| a == "--audit-log") {
-            let lines = audit_lines(&audit);
-            assert_eq!(lines.len(), 1, "{what}: {lines:?}");
+            let lines = audit_lines(&audit, 1);
             assert_eq!(lines[0]["result"], "ok");
         }
         assert!(server.alive(), "{what}: {}", log.text());
