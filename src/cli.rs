@@ -11,6 +11,7 @@
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
 use crate::engine::server::ServerConfig;
+use crate::engine::server::policy::{ConnRate, Policy};
 use crate::engine::test_common::{Keepalive, SideOpts};
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::units::{self, Format};
@@ -118,6 +119,26 @@ pub struct Args {
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
+    /// Refuse tests with more than N data streams in all (-P, twice with --bidir).
+    #[arg(long = "max-streams", value_name = "N", value_parser = ranged::<u32>("--max-streams", 1, 2 * wire::MAX_STREAMS as i128))]
+    pub max_streams: Option<u32>,
+    /// Let one source address start at most N tests per period (N, N/s, N/min, N/h; a
+    /// bare N is per minute); beyond it a client is told the server is busy.
+    #[arg(long = "max-conn-rate", value_name = "N[/PERIOD]")]
+    pub max_conn_rate: Option<String>,
+    /// Only these sources may test (addresses or CIDR networks, comma-separated).
+    #[arg(long = "allow", value_name = "CIDR,...", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// These sources may not test (wins over --allow).
+    #[arg(long = "deny", value_name = "CIDR,...", value_delimiter = ',')]
+    pub deny: Vec<String>,
+    /// Append one JSON line per test to FILE (- = stdout): who, when, what, result,
+    /// bytes (docs/server.md).
+    #[arg(long = "audit-log", value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Serve the server's counters for Prometheus at http://ADDR:PORT/metrics.
+    #[arg(long = "metrics", value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 
     // Client options.
     /// Time in seconds to transmit for (default 10 secs; 0 = until interrupted).
@@ -712,8 +733,46 @@ impl Args {
                 })
                 .transpose()?,
             cntl_ka: self.cntl_ka()?,
+        })
+    }
+
+    /// The server's [`Policy`] from its flags.
+    fn server_policy(&self) -> Result<Policy, UsageError> {
+        let nets = |flag: &str, list: &[String]| -> Result<Vec<ipnet::IpNet>, UsageError> {
+            // An empty --allow would allow everyone: a list that came out empty (say
+            // from an unset shell variable) is a mistake, not "no restriction".
+            if !list.is_empty() && list.iter().all(|n| n.trim().is_empty()) {
+                return Err(usage(format!(
+                    "{flag} needs at least one address or network, such as 10.0.0.0/8"
+                )));
+            }
+            list.iter()
+                .map(|n| n.trim())
+                .filter(|n| !n.is_empty())
+                .map(|n| {
+                    n.parse::<ipnet::IpNet>()
+                        .or_else(|_| n.parse::<IpAddr>().map(ipnet::IpNet::from))
+                        .map_err(|_| {
+                            usage(format!(
+                                "{flag}: '{n}' is not an address or a network such as 10.0.0.0/8"
+                            ))
+                        })
+                })
+                .collect()
+        };
+        Ok(Policy {
+            max_tests: self.max_tests,
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
+            max_streams: self.max_streams,
+            conn_rate: self
+                .max_conn_rate
+                .as_deref()
+                .map(ConnRate::parse)
+                .transpose()
+                .map_err(usage)?,
+            allow: nets("--allow", &self.allow)?,
+            deny: nets("--deny", &self.deny)?,
         })
     }
 
@@ -823,6 +882,12 @@ impl Args {
                 self.server_bitrate_limit.is_some(),
                 "--server-bitrate-limit",
             ),
+            (self.max_streams.is_some(), "--max-streams"),
+            (self.max_conn_rate.is_some(), "--max-conn-rate"),
+            (!self.allow.is_empty(), "--allow"),
+            (!self.deny.is_empty(), "--deny"),
+            (self.audit_log.is_some(), "--audit-log"),
+            (self.metrics.is_some(), "--metrics"),
         ] {
             if used {
                 return Err(usage(format!("{f} is a server option (use with -s)")));
@@ -913,7 +978,19 @@ impl Args {
                 bind: self.bind_ip()?,
                 family: self.family()?,
                 one_off: self.one_off,
-                max_tests: self.max_tests,
+                policy: self.server_policy()?,
+                audit_log: self.audit_log.clone(),
+                metrics: self
+                    .metrics
+                    .as_deref()
+                    .map(|m| {
+                        m.parse::<std::net::SocketAddr>().map_err(|_| {
+                            usage(format!(
+                                "--metrics takes ADDR:PORT such as 127.0.0.1:9201 or [::]:9201, not '{m}'"
+                            ))
+                        })
+                    })
+                    .transpose()?,
                 idle_timeout: self.idle_timeout.map(Duration::from_secs),
                 mode: self.mode(),
                 verbose: self.verbose,
@@ -1743,7 +1820,7 @@ mod tests {
     #[test]
     fn server_limits_parse_as_iperf3s() {
         let side = |args: &[&str]| match parse(args).unwrap() {
-            Command::Server { cfg, .. } => cfg.side,
+            Command::Server { cfg, .. } => cfg.policy,
             other => panic!("{other:?}"),
         };
         let s = side(&[
@@ -1787,6 +1864,69 @@ mod tests {
             (
                 &["-c", "h", "--server-bitrate-limit", "5M"],
                 "--server-bitrate-limit is a server option",
+            ),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn server_policy_flags_parse_into_one_policy() {
+        let policy = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.policy,
+            other => panic!("{other:?}"),
+        };
+        let p = policy(&[
+            "-s",
+            "--allow",
+            "10.0.0.0/8, 127.0.0.1",
+            "--allow",
+            "::1",
+            "--deny",
+            "10.9.0.0/16",
+            "--max-streams",
+            "8",
+            "--max-conn-rate",
+            "5/s",
+            "--max-tests",
+            "3",
+        ]);
+        let nets = |v: &[ipnet::IpNet]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(nets(&p.allow), ["10.0.0.0/8", "127.0.0.1/32", "::1/128"]);
+        assert_eq!(nets(&p.deny), ["10.9.0.0/16"]);
+        assert_eq!((p.max_streams, p.max_tests), (Some(8), 3));
+        assert_eq!(
+            p.conn_rate,
+            Some(ConnRate {
+                burst: 5,
+                period: Duration::from_secs(1)
+            })
+        );
+        let open = policy(&["-s"]);
+        assert!(open.allow.is_empty() && open.deny.is_empty() && open.conn_rate.is_none());
+        for (args, want) in [
+            (
+                &["-s", "--deny", "10.0.0.0/33"][..],
+                "--deny: '10.0.0.0/33'",
+            ),
+            (&["-s", "--allow", "example.com"], "--allow: 'example.com'"),
+            (&["-s", "--allow", ""], "--allow needs at least one"),
+            (&["-s", "--deny", " , "], "--deny needs at least one"),
+            (&["-s", "--max-conn-rate", "0/s"], "--max-conn-rate: '0'"),
+            (&["-s", "--max-streams", "0"], "--max-streams must be"),
+            (&["-s", "--metrics", "9201"], "--metrics takes ADDR:PORT"),
+            (
+                &["-c", "h", "--allow", "10.0.0.0/8"],
+                "--allow is a server option",
+            ),
+            (
+                &["-c", "h", "--audit-log", "x"],
+                "--audit-log is a server option",
+            ),
+            (
+                &["-c", "h", "--metrics", "127.0.0.1:1"],
+                "--metrics is a server option",
             ),
         ] {
             let e = sentence(args);

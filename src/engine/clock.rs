@@ -57,17 +57,7 @@ pub fn httpdate(secs: u64) -> String {
     ];
     let days = secs / 86400;
     let rem = secs % 86400;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
+    let (y, m, d) = civil_from_days(days);
     format!(
         "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],
@@ -78,6 +68,22 @@ pub fn httpdate(secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// Year, month (1-12) and day (1-31) of a day counted from 1970-01-01 (Howard
+/// Hinnant's civil-from-days algorithm).
+pub fn civil_from_days(days: u64) -> (i64, i64, i64) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    (y, m, d)
 }
 
 /// Client side: send `PROBES` probes, then tell the server the estimate.

@@ -7,6 +7,9 @@
 //! silent or garbage connections cannot lock real clients out; whatever a peer does, the
 //! damage is one logged error for that session.
 
+pub mod audit;
+pub mod metrics;
+pub mod policy;
 mod session;
 pub mod third_party;
 
@@ -40,7 +43,12 @@ pub struct ServerConfig {
     pub bind: Option<IpAddr>,
     pub family: Family,
     pub one_off: bool,
-    pub max_tests: usize,
+    /// Who may test and what they may ask for (`--max-tests`, `--allow`, ...).
+    pub policy: policy::Policy,
+    /// `--audit-log FILE` (`-` = stdout): one JSON line per test.
+    pub audit_log: Option<std::path::PathBuf>,
+    /// `--metrics ADDR:PORT`: Prometheus counters over HTTP.
+    pub metrics: Option<SocketAddr>,
     pub idle_timeout: Option<Duration>,
     pub mode: Mode,
     pub verbose: bool,
@@ -93,6 +101,11 @@ struct Shared {
     last_activity: Mutex<Instant>,
     /// The TCP listener takes MPTCP (see `make_listener`).
     mptcp: bool,
+    /// `--max-conn-rate`'s buckets.
+    rate_gate: Option<Mutex<policy::RateGate>>,
+    audit: Option<audit::AuditLog>,
+    /// What `--metrics` shows (counted whether or not it is served).
+    counters: Arc<metrics::Counters>,
 }
 
 impl Shared {
@@ -117,6 +130,29 @@ impl Shared {
     /// Whether this server was told to stop by a signal.
     fn signalled(&self) -> bool {
         self.on_signals.load(Ordering::Relaxed) && sock::stop_signal().is_some()
+    }
+
+    /// Count a test that ended and write its audit line.
+    fn record(&self, entry: &audit::Entry, outcome: &audit::Outcome) {
+        self.counters
+            .record(outcome, entry.bytes_sent, entry.bytes_received);
+        if let Some(a) = &self.audit
+            && let Err(e) = a.write(&entry.line(outcome, Instant::now()))
+        {
+            self.log(&format!("cannot write the audit log: {e}"));
+        }
+    }
+
+    /// Tell a client its test is refused, the way its iperf3 understands, log it, and
+    /// record it.
+    fn refuse(&self, mut ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
+        tell_refusal(&mut ctrl, &r);
+        self.log(&format!(
+            "refused a test from {}: {}",
+            entry.peer, r.message
+        ));
+        ctrl.close_gracefully(Duration::from_millis(200));
+        entry.refused = Some(r);
     }
 
     fn touch(&self) {
@@ -195,11 +231,20 @@ fn make_listener(
     Ok(s)
 }
 
+/// Send a refused client its answer: `SERVER_ERROR` with the code, or `ACCESS_DENIED`.
+fn tell_refusal(ctrl: &mut Ctrl, r: &policy::Refusal) {
+    let _ = match r.answer {
+        policy::Answer::Error(code) => ctrl.write(&wire::encode_server_error(code, 0), "error"),
+        policy::Answer::Busy => ctrl.send_state(wire::State::AccessDenied),
+    };
+}
+
 /// A running server's listeners, ready to serve.
 pub struct Server {
     shared: Arc<Shared>,
     tcp: TcpListener,
     udp: UdpSocket,
+    metrics: Option<TcpListener>,
 }
 
 impl Server {
@@ -235,6 +280,23 @@ impl Server {
                 }
             }
         };
+        let audit = match &cfg.audit_log {
+            Some(p) => Some(audit::AuditLog::open(p).map_err(|e| {
+                TestError::io_while(format!("cannot open the audit log {}", p.display()), e)
+            })?),
+            None => None,
+        };
+        let metrics = match cfg.metrics {
+            Some(a) => Some(
+                metrics::bind(a)
+                    .map_err(|e| TestError::io_while(format!("cannot serve metrics on {a}"), e))?,
+            ),
+            None => None,
+        };
+        let rate_gate = cfg
+            .policy
+            .conn_rate
+            .map(|r| Mutex::new(policy::RateGate::new(r)));
         let mptcp = tcp.protocol().ok().flatten() == Some(socket2::Protocol::MPTCP);
         let tcp: TcpListener = tcp.into();
         let udp: UdpSocket = udp.into();
@@ -256,9 +318,13 @@ impl Server {
                 on_signals: AtomicBool::new(false),
                 last_activity: Mutex::new(Instant::now()),
                 mptcp,
+                rate_gate,
+                audit,
+                counters: Default::default(),
             }),
             tcp,
             udp,
+            metrics,
         })
     }
 
@@ -293,6 +359,17 @@ impl Server {
         let udp_thread = std::thread::Builder::new()
             .name("nm-udp-accept".into())
             .spawn(move || udp_accept_loop(&udp_shared, udp))?;
+        let metrics_thread = match self.metrics {
+            Some(l) => {
+                let (c, stop) = (shared.counters.clone(), shared.shutdown.clone());
+                Some(
+                    std::thread::Builder::new()
+                        .name("nm-metrics".into())
+                        .spawn(move || metrics::serve(l, c, stop))?,
+                )
+            }
+            None => None,
+        };
         let mut sessions: Vec<std::thread::JoinHandle<()>> = Vec::new();
         let one_off_done = Arc::new(AtomicBool::new(false));
         let listener = self.tcp.as_fd();
@@ -366,6 +443,9 @@ impl Server {
         }
         shared.shutdown.store(true, Ordering::Relaxed);
         let _ = udp_thread.join();
+        if let Some(t) = metrics_thread {
+            let _ = t.join();
+        }
         if shared.signalled() {
             return Err(Stopped::server_interrupted().into());
         }
@@ -385,6 +465,24 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         }
         return false;
     }
+    let mut entry = audit::Entry::new(shown(peer));
+    // `--allow`/`--deny` apply to every connection, a test's data streams included.
+    if let Err(r) = shared.cfg.policy.check_address(canon(peer.ip())) {
+        let is_stream = shared
+            .tcp_waiters
+            .lock()
+            .is_ok_and(|w| w.contains_key(&cookie));
+        if is_stream {
+            shared.log(&format!(
+                "dropped a data connection from {}: {}",
+                shown(peer),
+                r.message
+            ));
+        } else {
+            refuse_at_door(shared, ctrl, entry, r);
+        }
+        return false;
+    }
     // A short connection of a connect-only test (its cookie came late)?
     if shared.connect_hub.answer(&cookie, &mut ctrl.sock) {
         return false;
@@ -399,32 +497,62 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
         let _ = tx.send((seq, ctrl.sock));
         return false;
     }
+    // A new test: `--max-conn-rate` counts these (not data streams).
+    if let Some(gate) = &shared.rate_gate {
+        let admitted = match gate.lock() {
+            Ok(mut g) => g.admit(canon(peer.ip()), Instant::now()),
+            Err(_) => Ok(()),
+        };
+        if let Err(r) = admitted {
+            refuse_at_door(shared, ctrl, entry, r);
+            return false;
+        }
+    }
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
-    match session::Session::run(shared, ctrl, peer, Cookie(cookie), id) {
+    let r = session::Session::run(shared, ctrl, peer, Cookie(cookie), id, &mut entry);
+    let outcome = audit::Outcome::of(&r, entry.refused.take());
+    if let Some(o) = &outcome {
+        shared.record(&entry, o);
+    }
+    match r {
         Ok(true) => {
             shared.tests_done.fetch_add(1, Ordering::Relaxed);
-            if !shared.cfg.one_off && shared.cfg.max_tests == 1 {
+            if !shared.cfg.one_off && shared.cfg.policy.max_tests == 1 {
                 shared.banner();
             }
             true
         }
         Ok(false) => false,
         Err(e) => {
-            match e.stopped() {
+            match (&e, e.stopped()) {
+                // Refused on its parameters (policy limits, or a test this server cannot run).
+                (TestError::Refused(se), _) => shared.log(&format!(
+                    "refused a test from {}: {}",
+                    shown(peer),
+                    se.message
+                )),
                 // One line: the test was stopped on purpose, not failed.
-                Some(why) => shared.log(&format!("test from {} stopped: {why}", shown(peer))),
+                (_, Some(why)) => shared.log(&format!("test from {} stopped: {why}", shown(peer))),
                 // The one line for a failed test (the session's output does not repeat it).
-                None => shared.log(&format!(
+                (_, None) => shared.log(&format!(
                     "test from {} ended with an error: {e:#}",
                     shown(peer)
                 )),
             }
             shared.tests_done.fetch_add(1, Ordering::Relaxed);
-            if !shared.cfg.one_off && shared.cfg.max_tests == 1 && !shared.signalled() {
+            if !shared.cfg.one_off && shared.cfg.policy.max_tests == 1 && !shared.signalled() {
                 shared.banner();
             }
             true
         }
+    }
+}
+
+/// Refuse a connection before it becomes a session (address or rate), and record it.
+fn refuse_at_door(shared: &Shared, ctrl: Ctrl, mut entry: audit::Entry, r: policy::Refusal) {
+    shared.refuse(ctrl, &mut entry, r);
+    if let Some(r) = entry.refused.take() {
+        shared.record(&entry, &audit::Outcome::Refused(r.reason, r.message));
     }
 }
 

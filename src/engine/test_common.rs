@@ -33,10 +33,6 @@ pub struct SideOpts {
     pub snd_timeout_ms: Option<u32>,
     /// `--cntl-ka[=IDLE/INTV/CNT]`: TCP keepalive on this side's control connection.
     pub cntl_ka: Option<Keepalive>,
-    /// Server: `--server-max-duration SECS` (refuse longer or open-ended tests).
-    pub max_duration_s: Option<u64>,
-    /// Server: `--server-bitrate-limit RATE[/SECONDS]`: bits/s and the averaging window.
-    pub bitrate_limit: Option<(u64, f64)>,
 }
 
 /// The address a client data socket connects to: the server's, carrying the `-L` flow

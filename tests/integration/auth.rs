@@ -268,6 +268,47 @@ fn netmeter_client_and_server_with_either_padding() {
     }
 }
 
+/// `--audit-log` names the authenticated user of a test, and a refused credential as
+/// an `auth` refusal without a user (and never the password).
+#[test]
+fn audit_log_names_the_authenticated_user() {
+    let _serial = serial();
+    let port = free_port();
+    let audit = std::env::temp_dir().join(format!("netmeter-auth-audit-{}", std::process::id()));
+    let _ = std::fs::remove_file(&audit);
+    let (_server, _log) = nm_auth_server(port, false, &["--audit-log", audit.to_str().unwrap()]);
+    assert_ran(
+        &auth_client(netmeter(), port, "alice", "secret", &[]),
+        "alice",
+    );
+    assert_nm_refused(
+        &auth_client(netmeter(), port, "carol", "Secret", &[]),
+        "wrong password",
+    );
+    // Each line is written when its session ends, which can be after the client exits.
+    let read = || std::fs::read_to_string(&audit).unwrap_or_default();
+    wait_until("two audit lines", || read().lines().count() >= 2);
+    let text = read();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["user"], "alice", "{text}");
+    assert_eq!(lines[0]["result"], "ok", "{text}");
+    assert!(lines[1]["user"].is_null(), "{text}");
+    assert_eq!(
+        (lines[1]["result"].as_str(), lines[1]["reason"].as_str()),
+        (Some("refused"), Some("auth")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Secret") && !text.contains("secret"),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&audit);
+}
+
 #[test]
 fn server_refuses_forged_skewed_and_replayed_credentials_and_keeps_serving() {
     let _serial = serial();

@@ -40,6 +40,7 @@ mod netbed_selftest;
 mod options;
 mod package;
 mod plots;
+mod policy;
 mod profiles;
 mod psk;
 mod results;

@@ -192,6 +192,8 @@ fn third_party_requests_are_refused_unless_authenticated_and_allowed() {
             &keys.path("key"),
             "--allow-third-party",
             "127.0.0.2/32",
+            "--audit-log",
+            &keys.path("audit.jsonl"),
         ],
     );
     let (_b, _) = netmeter_server(b, &[]);
@@ -213,6 +215,22 @@ fn third_party_requests_are_refused_unless_authenticated_and_allowed() {
         show(&denied)
     );
     assert!(a_log.wait_for("refused a third-party request", 1, Duration::from_secs(5)));
+    // Both refusals are in A's audit log, with their reasons.
+    let reasons = || -> Vec<String> {
+        std::fs::read_to_string(keys.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| format!("{} {}", v["result"], v["reason"]))
+            .collect()
+    };
+    wait_until("A's audit lines", || reasons().len() >= 2);
+    assert_eq!(
+        reasons(),
+        [r#""refused" "auth""#, r#""refused" "third_party""#],
+        "{}",
+        a_log.text()
+    );
     // A server with a key but no --allow-third-party.
     let none = via(c, b, &keys.path("key"), &["-t", "1"]);
     assert!(

@@ -2,9 +2,11 @@
 //! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
 //! control connection and, later, the test's data streams).
 //!
-//! ~700 lines with its unit tests: the session's phases (parameters, streams, the
+//! ~740 lines with its unit tests: the session's phases (parameters, streams, the
 //! running test's watch, results) read in the order the conversation happens.
 
+use super::audit::{Entry, TestParams};
+use super::policy::{Answer, Reason, Refusal};
 use super::{Shared, UdpWaiter, canon, shown};
 use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
@@ -22,9 +24,10 @@ use crate::report::observe::Event;
 use crate::report::text::TextCtx;
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
-use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::spec::{Direction, EndCondition, Protocol, SpecError, TestSpec};
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use socket2::SockRef;
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -53,16 +56,21 @@ const IDLE_DATA_TIMEOUT: Duration = Duration::from_secs(30);
 pub(super) struct Session<'a> {
     shared: &'a Arc<Shared>,
     id: u64,
+    /// Data bytes this server sent and received so far (for the audit log and the
+    /// metrics), updated while the test runs and once more at its end.
+    tally: Cell<(u64, u64)>,
 }
 
 impl Session<'_> {
-    /// Run one test. `Ok(false)` when the connection never became a test.
+    /// Run one test. `Ok(false)` when the connection never became a test or was
+    /// refused (then `entry.refused` says why). `entry` gets what the audit log needs.
     pub(super) fn run(
         shared: &Arc<Shared>,
         mut ctrl: Ctrl,
         peer: SocketAddr,
         cookie: Cookie,
         id: u64,
+        entry: &mut Entry,
     ) -> Result<bool, TestError> {
         let origin = Instant::now();
         // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
@@ -99,24 +107,28 @@ impl Session<'_> {
         // never takes a test slot, and -1 keeps waiting for one that authenticates.
         if let Some(auth) = &shared.cfg.auth {
             match auth.check(params.authtoken.as_deref()) {
-                Ok(user) if shared.cfg.verbose => shared.log(&format!(
-                    "authentication succeeded for user '{user}' from {}",
-                    shown(peer)
-                )),
-                Ok(_) => {}
+                Ok(user) => {
+                    if shared.cfg.verbose {
+                        shared.log(&format!(
+                            "authentication succeeded for user '{user}' from {}",
+                            shown(peer)
+                        ));
+                    }
+                    entry.user = Some(user);
+                }
                 Err(e) => {
-                    let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
-                    shared.log(&format!(
-                        "refused a test from {}: test authorization failed: {e}",
-                        shown(peer)
-                    ));
-                    ctrl.close_gracefully(Duration::from_millis(200));
+                    let r = Refusal {
+                        reason: Reason::Auth,
+                        answer: Answer::Error(ErrCode::AuthTest),
+                        message: format!("test authorization failed: {e}"),
+                    };
+                    shared.refuse(ctrl, entry, r);
                     return Ok(false);
                 }
             }
         }
         // --psk-file: the key exchange, before a test slot is taken (as for RSA).
-        let Ok(authenticated) = prove_key(shared, &mut ctrl, peer, &cookie, &params) else {
+        let Ok(authenticated) = prove_key(shared, &mut ctrl, entry, &cookie, &params) else {
             ctrl.close_gracefully(Duration::from_millis(200));
             return Ok(false);
         };
@@ -128,7 +140,7 @@ impl Session<'_> {
             return Ok(super::third_party::serve(
                 shared,
                 ctrl,
-                peer,
+                entry,
                 req,
                 authenticated,
             ));
@@ -136,20 +148,27 @@ impl Session<'_> {
         // Only now does the connection compete for a test slot.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
         let _slot = SlotGuard(shared.clone());
-        if taken >= shared.cfg.max_tests {
-            let _ = ctrl.send_state(State::AccessDenied);
-            shared.log(&format!(
-                "refused a test from {}: {} test(s) already running (--max-tests {})",
-                shown(peer),
-                taken,
-                shared.cfg.max_tests
-            ));
-            ctrl.close_gracefully(Duration::from_millis(200));
+        if let Some(r) = shared.cfg.policy.busy(taken) {
+            shared.refuse(ctrl, entry, r);
             return Ok(false);
         }
+        let _running = shared.counters.running();
         shared.touch();
-        let session = Session { shared, id };
-        let r = session.test(&mut ctrl, &mut machine, peer, cookie, &params, origin);
+        let session = Session {
+            shared,
+            id,
+            tally: Cell::new((0, 0)),
+        };
+        let r = session.test(
+            &mut ctrl,
+            &mut machine,
+            peer,
+            cookie,
+            &params,
+            origin,
+            entry,
+        );
+        (entry.bytes_sent, entry.bytes_received) = session.tally.get();
         // Whatever happened, forget this session's waiters.
         if let Ok(mut w) = shared.tcp_waiters.lock() {
             w.remove(&cookie.0);
@@ -169,6 +188,7 @@ impl Session<'_> {
         e
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn test(
         &self,
         ctrl: &mut Ctrl,
@@ -177,23 +197,32 @@ impl Session<'_> {
         cookie: Cookie,
         params: &Params,
         origin: Instant,
+        entry: &mut Entry,
     ) -> Result<(), TestError> {
         let shared = self.shared;
         let asked = match TestSpec::from_params(params) {
             Ok(s) => s,
             Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
         };
-        let side = &shared.cfg.side;
+        entry.test = Some(TestParams::of(&asked));
         if asked.mptcp && !shared.mptcp {
             shared.log(&format!(
                 "{} asked for MPTCP (-m), but this host has none (net.mptcp.enabled?): the data streams fall back to TCP",
                 shown(peer)
             ));
         }
-        if let Some(e) =
-            asked.server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
-        {
-            return Err(self.fail(ctrl, e.code, TestError::Refused(e)));
+        if let Err(r) = shared.cfg.policy.check_test(&asked) {
+            // `check_test` answers with an error code (never `ACCESS_DENIED`).
+            let code = match r.answer {
+                Answer::Error(code) => code,
+                Answer::Busy => ErrCode::AccessDenied,
+            };
+            let e = SpecError {
+                code,
+                message: r.message.clone(),
+            };
+            entry.refused = Some(r);
+            return Err(self.fail(ctrl, code, TestError::Refused(e)));
         }
         // The test as both ends agreed on it, fixed from here on.
         let answer = machine.on_params(params);
@@ -327,7 +356,7 @@ impl Session<'_> {
                 .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
             rate_judge: shared
                 .cfg
-                .side
+                .policy
                 .bitrate_limit
                 .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0)),
         };
@@ -338,6 +367,8 @@ impl Session<'_> {
                 let _ = ctrl.send_state(State::ServerTerminate);
             }
             running.stop_all();
+            let (sb, rb, _, _) = running.meter.totals();
+            self.tally.set((sb, rb));
             let fig = running.final_figures(out, ending.at_s, ending.at_s);
             out.end(running.summary(&out.report.start, &fig, None));
             return Err(why.into());
@@ -346,6 +377,8 @@ impl Session<'_> {
         // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
         // wait is not test time. The streams' sockets close before the results.
         let fig = running.drain(out, ending.at_s);
+        let (sb, rb, _, _) = running.meter.totals();
+        self.tally.set((sb, rb));
         running.close_streams();
         self.exchange_results(ctrl, machine, out, &running, &fig)
     }
@@ -511,7 +544,7 @@ impl Session<'_> {
 fn prove_key(
     shared: &Shared,
     ctrl: &mut Ctrl,
-    peer: SocketAddr,
+    entry: &mut Entry,
     cookie: &Cookie,
     params: &Params,
 ) -> Result<bool, ()> {
@@ -530,7 +563,7 @@ fn prove_key(
     match psk::server_challenge(ctrl, key, cookie, hello, &bound) {
         Ok(()) => {
             if shared.cfg.verbose {
-                shared.log(&format!("pre-shared key proved by {}", shown(peer)));
+                shared.log(&format!("pre-shared key proved by {}", shown(entry.peer)));
             }
             Ok(true)
         }
@@ -546,10 +579,17 @@ fn prove_key(
                 }
                 e => e.to_string(),
             };
+            let message = format!("pre-shared-key authentication failed: {why}");
             shared.log(&format!(
-                "refused a test from {}: pre-shared-key authentication failed: {why}",
-                shown(peer)
+                "refused a test from {}: {message}",
+                shown(entry.peer)
             ));
+            // The audit line and the refusal count (the client was told above).
+            entry.refused = Some(Refusal {
+                reason: Reason::Auth,
+                answer: Answer::Error(ErrCode::AuthTest),
+                message,
+            });
             Err(())
         }
     }
@@ -653,6 +693,7 @@ impl Control for Watch<'_, '_> {
                 .fail(self.ctrl, ErrCode::ServerTestDurationExpired, e));
         }
         let (sb, rb, _, _) = run.meter.totals();
+        self.session.tally.set((sb, rb));
         if let Some((judge, next_s)) = self.rate_judge.as_mut()
             && now_s >= *next_s
         {
@@ -662,7 +703,7 @@ impl Control for Watch<'_, '_> {
                     .session
                     .shared
                     .cfg
-                    .side
+                    .policy
                     .bitrate_limit
                     .map_or(0, |l| l.0);
                 let e = TestError::OverRate { bps, limit };

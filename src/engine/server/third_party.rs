@@ -8,6 +8,8 @@
 //! work (issue 15, "server policy as one object") brings a general allow/deny policy;
 //! [`ThirdPartyPolicy::allows`] is the one call to replace with it.
 
+use super::audit::{Entry, TestParams};
+use super::policy::{Answer, Reason, Refusal};
 use super::session::SlotGuard;
 use super::{Shared, shown};
 use crate::engine::TestError;
@@ -15,8 +17,8 @@ use crate::engine::client::ClientConfig;
 use crate::engine::ctrl::Ctrl;
 use crate::report::observe::Quiet;
 use crate::session::ClientFailure;
-use crate::wire::{State, ThirdPartyAnswer, ThirdPartyRequest};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use crate::wire::{ErrCode, State, ThirdPartyAnswer, ThirdPartyRequest};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -115,20 +117,33 @@ fn answer(ctrl: &mut Ctrl, a: &ThirdPartyAnswer) {
     }
 }
 
-fn refuse(shared: &Shared, mut ctrl: Ctrl, peer: SocketAddr, why: String) -> bool {
+/// Refuse a request: the controller gets `why` in the third-party answer, the log a
+/// line, and the audit log and metrics the refusal (`entry.refused`).
+fn refuse(shared: &Shared, mut ctrl: Ctrl, entry: &mut Entry, r: Refusal) -> bool {
     shared.log(&format!(
-        "refused a third-party request from {}: {why}",
-        shown(peer)
+        "refused a third-party request from {}: {}",
+        shown(entry.peer),
+        r.message
     ));
     answer(
         &mut ctrl,
         &ThirdPartyAnswer {
-            error: Some(why),
+            error: Some(r.message.clone()),
             ..Default::default()
         },
     );
     ctrl.close_gracefully(Duration::from_millis(500));
+    entry.refused = Some(r);
     false
+}
+
+/// A refusal of the request itself (not of the test it asks for).
+fn not_taken(why: String) -> Refusal {
+    Refusal {
+        reason: Reason::ThirdParty,
+        answer: Answer::Error(ErrCode::AuthTest),
+        message: why,
+    }
 }
 
 /// Serve one third-party request on `ctrl` (the parameters read, the pre-shared key
@@ -136,37 +151,27 @@ fn refuse(shared: &Shared, mut ctrl: Ctrl, peer: SocketAddr, why: String) -> boo
 pub(super) fn serve(
     shared: &Arc<Shared>,
     mut ctrl: Ctrl,
-    peer: SocketAddr,
+    entry: &mut Entry,
     req: &ThirdPartyRequest,
     authenticated: bool,
 ) -> bool {
     if !authenticated {
-        return refuse(
-            shared,
-            ctrl,
-            peer,
-            "this server takes third-party requests only from a controller holding its pre-shared key, and it has none (start it with --psk-file)".into(),
-        );
+        return refuse(shared, ctrl, entry, not_taken("this server takes third-party requests only from a controller holding its pre-shared key, and it has none (start it with --psk-file)".into()));
     }
     let Some(policy) = &shared.cfg.third_party else {
-        return refuse(
-            shared,
-            ctrl,
-            peer,
-            "this server does not run third-party tests (start it with --allow-third-party CIDR,...)".into(),
-        );
+        return refuse(shared, ctrl, entry, not_taken("this server does not run third-party tests (start it with --allow-third-party CIDR,...)".into()));
     };
     let ip = match (req.target.as_str(), req.port).to_socket_addrs() {
         Ok(mut addrs) => match addrs.next() {
             Some(a) => a.ip(),
             None => {
                 let why = format!("'{}' has no address here", req.target);
-                return refuse(shared, ctrl, peer, why);
+                return refuse(shared, ctrl, entry, not_taken(why));
             }
         },
         Err(_) => {
             let why = format!("cannot resolve '{}' on this server", req.target);
-            return refuse(shared, ctrl, peer, why);
+            return refuse(shared, ctrl, entry, not_taken(why));
         }
     };
     if !policy.allows(ip) {
@@ -174,43 +179,38 @@ pub(super) fn serve(
             "the target {} ({ip}) is not in this server's --allow-third-party list",
             req.target
         );
-        return refuse(shared, ctrl, peer, why);
+        return refuse(shared, ctrl, entry, not_taken(why));
     }
     let mut cfg = match (policy.build)(req, ip) {
         Ok(c) => c,
-        Err(why) => return refuse(shared, ctrl, peer, why),
+        Err(why) => return refuse(shared, ctrl, entry, not_taken(why)),
     };
-    // This server's own limits hold for the tests it runs for others too.
-    let side = &shared.cfg.side;
-    if let Some(e) = cfg
-        .spec
-        .server_limits_refusal(side.max_duration_s, side.bitrate_limit.map(|l| l.0))
-    {
-        return refuse(
-            shared,
-            ctrl,
-            peer,
-            format!("over this server's limits: {e}"),
-        );
+    // This server's own limits (--server-max-duration, --server-bitrate-limit,
+    // --max-streams) hold for the tests it runs for others too.
+    entry.test = Some(TestParams::of(&cfg.spec));
+    if let Err(mut r) = shared.cfg.policy.check_test(&cfg.spec) {
+        r.message = format!("over this server's limits: {}", r.message);
+        return refuse(shared, ctrl, entry, r);
     }
     // The test runs from this host: it takes one of this server's test slots, so a
     // host is never source and server of more tests than --max-tests at once.
     let taken = shared.active.fetch_add(1, Ordering::AcqRel);
     let _slot = SlotGuard(shared.clone());
-    if taken >= shared.cfg.max_tests {
+    if let Some(r) = shared.cfg.policy.busy(taken) {
         let _ = ctrl.send_state(State::AccessDenied);
         shared.log(&format!(
-            "refused a third-party request from {}: {taken} test(s) already running (--max-tests {})",
-            shown(peer),
-            shared.cfg.max_tests
+            "refused a third-party request from {}: {}",
+            shown(entry.peer),
+            r.message
         ));
         ctrl.close_gracefully(Duration::from_millis(200));
+        entry.refused = Some(r);
         return false;
     }
     shared.touch();
     shared.log(&format!(
         "third-party test for {}: to {ip} port {} with [{}]",
-        shown(peer),
+        shown(entry.peer),
         req.port,
         req.args.join(" ")
     ));

@@ -1,0 +1,479 @@
+//! The server's policy (`--allow`/`--deny`, `--max-streams`, `--max-conn-rate`), its
+//! audit log (`--audit-log`) and its Prometheus counters (`--metrics`), end to end over
+//! loopback. Other source addresses come from `-B 127.0.0.x` on the client: the whole
+//! of 127.0.0.0/8 is local on Linux.
+
+use crate::support::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+fn scratch(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("nm-policy-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// The audit log's lines, parsed, once there are `n`: the server writes a test's line
+/// when its session ends, which can be just after the client has exited.
+fn audit_lines(path: &PathBuf, n: usize) -> Vec<serde_json::Value> {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    wait_until(&format!("{n} audit lines in {}", path.display()), || {
+        read().lines().count() >= n
+    });
+    let text = read();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), n, "{text}");
+    lines
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn refused(out: &std::process::Output, needle: &str) {
+    assert!(!out.status.success(), "{}", show(out));
+    assert!(stderr(out).contains(needle), "{}", show(out));
+}
+
+#[test]
+fn deny_and_allow_refuse_by_source_address_and_the_server_keeps_serving() {
+    let port = free_port();
+    let audit = scratch("acl.jsonl");
+    let (mut server, log) = netmeter_server(
+        port,
+        &[
+            "--allow",
+            "127.0.0.0/30",
+            "--deny",
+            "127.0.0.2",
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+    );
+    // Denied (matches --deny, although --allow covers it too).
+    let out = client(port, &["-B", "127.0.0.2", "-t", "0.3"]);
+    refused(&out, "test authorization failed");
+    // Not in the --allow network.
+    let out = client(port, &["-B", "127.0.0.5", "-t", "0.3"]);
+    refused(&out, "test authorization failed");
+    // Allowed.
+    let out = client(port, &["-B", "127.0.0.3", "-t", "0.3"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(server.alive());
+    let text = log.text();
+    assert!(
+        text.contains("refused a test from 127.0.0.2:")
+            && text.contains("127.0.0.2 is in 127.0.0.2/32 (--deny)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("127.0.0.5 is not in any --allow network"),
+        "{text}"
+    );
+    let lines = audit_lines(&audit, 3);
+    let got: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["result"].as_str().unwrap(),
+                l["reason"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("refused", "address"), ("refused", "address"), ("ok", "-")]
+    );
+    assert!(lines[0]["peer"].as_str().unwrap().starts_with("127.0.0.2:"));
+    assert!(lines[1]["peer"].as_str().unwrap().starts_with("127.0.0.5:"));
+    assert!(lines[2]["peer"].as_str().unwrap().starts_with("127.0.0.3:"));
+    let _ = std::fs::remove_file(&audit);
+}
+
+#[test]
+fn max_streams_refuses_a_test_with_too_many_streams() {
+    let port = free_port();
+    let (mut server, log) = netmeter_server(port, &["--max-streams", "2"]);
+    refused(&client(port, &["-P", "3", "-t", "0.3"]), "parallel streams");
+    // --bidir -P 2 opens four streams.
+    refused(
+        &client(port, &["-P", "2", "--bidir", "-t", "0.3"]),
+        "parallel streams",
+    );
+    let out = client(port, &["-P", "2", "-t", "0.3"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(server.alive());
+    let text = log.text();
+    assert!(
+        text.contains(
+            "the client asked for 3 data streams and this server allows at most 2 (--max-streams)"
+        ) && text.contains("asked for 4 data streams"),
+        "{text}"
+    );
+}
+
+#[test]
+fn max_conn_rate_turns_a_fast_source_away_but_not_others() {
+    let port = free_port();
+    let (mut server, log) = netmeter_server(port, &["--max-conn-rate", "2/min"]);
+    // Only tests count, not their data streams: -P 4 is one of the two.
+    for p in ["4", "1"] {
+        let out = client(port, &["-t", "0.2", "-P", p]);
+        assert!(out.status.success(), "{}", show(&out));
+    }
+    let out = client(port, &["-t", "0.2"]);
+    refused(&out, "busy");
+    // Another source address has its own budget.
+    let out = client(port, &["-B", "127.0.0.2", "-t", "0.2"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(server.alive());
+    assert!(
+        log.text()
+            .contains("127.0.0.1 started more than 2 test(s) per 60 s (--max-conn-rate)"),
+        "{}",
+        log.text()
+    );
+}
+
+#[test]
+fn audit_log_records_each_test_field_by_field() {
+    let port = free_port();
+    let audit = scratch("fields.jsonl");
+    let (mut server, _log) = netmeter_server(
+        port,
+        &["--max-streams", "4", "--audit-log", audit.to_str().unwrap()],
+    );
+    let t0 = std::time::SystemTime::now();
+    // Reverse: the server sends; exactly 4 MiB in 128 KiB blocks.
+    let v = client_json(port, &["-R", "-P", "2", "-n", "4M", "-b", "100M"]);
+    let udp = client_json(port, &["-u", "-b", "2M", "-t", "0.5", "-l", "1000"]);
+    refused(&client(port, &["-P", "5", "-t", "1"]), "parallel streams");
+    assert!(server.alive());
+    let lines = audit_lines(&audit, 3);
+
+    let ok = &lines[0];
+    assert_eq!(ok["result"], "ok");
+    assert!(ok.get("reason").is_none() && ok.get("message").is_none());
+    assert!(ok["peer"].as_str().unwrap().starts_with("127.0.0.1:"));
+    assert!(ok["user"].is_null());
+    let t = &ok["test"];
+    assert_eq!(t["protocol"], "tcp");
+    assert_eq!(t["parallel"], 2);
+    assert_eq!(t["bytes"], 4 << 20);
+    assert!(t.get("time_s").is_none());
+    assert_eq!(t["bitrate_bps"], 100_000_000);
+    assert_eq!(t["direction"], "reverse");
+    // The server sent what the client's report says the sender (the server) sent.
+    assert_eq!(ok["bytes_sent"], u64_at(&v, "/end/sum_sent/bytes"));
+    assert_eq!(ok["bytes_received"], 0);
+    let d = ok["duration_s"].as_f64().unwrap();
+    assert!(d > 0.0 && d < 20.0, "{d}");
+    // The time is this test's start, in UTC.
+    let time = ok["time"].as_str().unwrap();
+    assert!(time.ends_with('Z') && time.len() == 24, "{time}");
+    let secs = t0.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let today = netmeter_date(secs);
+    assert!(time.starts_with(&today), "{time} vs {today}");
+
+    let u = &lines[1];
+    assert_eq!(u["result"], "ok");
+    assert_eq!(u["test"]["protocol"], "udp");
+    assert_eq!(u["test"]["time_s"], 0.5);
+    assert_eq!(u["test"]["direction"], "upload");
+    assert_eq!(u["bytes_sent"], 0);
+    assert_eq!(u["bytes_received"], u64_at(&udp, "/end/sum_received/bytes"));
+
+    let r = &lines[2];
+    assert_eq!(r["result"], "refused");
+    assert_eq!(r["reason"], "streams");
+    assert_eq!(r["test"]["parallel"], 5);
+    assert!(
+        r["message"].as_str().unwrap().contains("--max-streams"),
+        "{r}"
+    );
+    assert_eq!(
+        (r["bytes_sent"].as_u64(), r["bytes_received"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let _ = std::fs::remove_file(&audit);
+}
+
+/// `YYYY-MM-DD` of a Unix time, from `date` so that the test does not reuse the
+/// formatter it checks.
+fn netmeter_date(secs: u64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `GET /metrics` over loopback; the body.
+fn scrape(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    body.to_string()
+}
+
+fn sample(body: &str, series: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{body}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn metrics_scrape_counts_what_the_tests_did() {
+    let port = free_port();
+    let mport = free_port();
+    let audit = scratch("metrics.jsonl");
+    let (mut server, _log) = netmeter_server(
+        port,
+        &[
+            "--deny",
+            "127.0.0.2",
+            "--max-streams",
+            "1",
+            "--metrics",
+            &format!("127.0.0.1:{mport}"),
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+    );
+    let before = scrape(mport);
+    assert_eq!(
+        sample(&before, "netmeter_server_tests_total{result=\"ok\"}"),
+        0
+    );
+    let up = client_json(port, &["-n", "2M"]);
+    let down = client_json(port, &["-n", "3M", "-R"]);
+    refused(
+        &client(port, &["-B", "127.0.0.2", "-t", "1"]),
+        "authorization",
+    );
+    refused(&client(port, &["-P", "2", "-t", "1"]), "parallel streams");
+    refused(
+        &client(port, &["-B", "127.0.0.2", "-t", "1"]),
+        "authorization",
+    );
+    // A test running while we scrape is an active one.
+    let long = Proc::spawn(
+        "long client",
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "3",
+            "-J",
+        ]),
+    );
+    wait_until("the long test runs", || {
+        sample(&scrape(mport), "netmeter_server_active_tests") == 1
+    });
+    let out = long.wait(Duration::from_secs(30));
+    assert!(out.status.success(), "{}", show(&out));
+    // A client killed mid-test (no word to the server) is an error.
+    let mut doomed = Proc::spawn(
+        "doomed client",
+        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "10"]),
+    );
+    let said = doomed.drain();
+    // Data has moved once the client prints its first interval.
+    assert!(
+        said.wait_for("bits/sec", 1, Duration::from_secs(10)),
+        "{}",
+        said.text()
+    );
+    assert_eq!(sample(&scrape(mport), "netmeter_server_active_tests"), 1);
+    drop(doomed);
+    wait_until("the server counts the error", || {
+        sample(&scrape(mport), "netmeter_server_test_errors_total") == 1
+    });
+    let body = scrape(mport);
+    assert_eq!(
+        sample(&body, "netmeter_server_tests_total{result=\"ok\"}"),
+        3
+    );
+    assert_eq!(
+        sample(&body, "netmeter_server_tests_total{result=\"error\"}"),
+        1
+    );
+    assert_eq!(
+        sample(&body, "netmeter_server_refused_total{reason=\"address\"}"),
+        2
+    );
+    assert_eq!(
+        sample(&body, "netmeter_server_refused_total{reason=\"streams\"}"),
+        1
+    );
+    assert_eq!(
+        sample(&body, "netmeter_server_refused_total{reason=\"rate\"}"),
+        0
+    );
+    assert_eq!(sample(&body, "netmeter_server_active_tests"), 0);
+    // The server received the upload's and the long test's bytes, and sent the download's.
+    let long_v = json_of(&out, "long client");
+    assert_eq!(
+        sample(&body, "netmeter_server_bytes_total{direction=\"sent\"}"),
+        u64_at(&down, "/end/sum_sent/bytes")
+    );
+    assert_eq!(u64_at(&down, "/end/sum_sent/bytes"), 3 << 20);
+    // ... and the killed test's bytes, counted up to its end.
+    let received = sample(&body, "netmeter_server_bytes_total{direction=\"received\"}");
+    let finished =
+        u64_at(&up, "/end/sum_received/bytes") + u64_at(&long_v, "/end/sum_received/bytes");
+    assert!(received > finished, "{received} vs {finished}");
+    // The audit log agrees: seven lines, the killed test an error with its bytes.
+    let lines = audit_lines(&audit, 7);
+    let last = &lines[6];
+    assert_eq!(last["result"], "error", "{last}");
+    assert!(!last["message"].as_str().unwrap().is_empty(), "{last}");
+    assert_eq!(last["bytes_received"].as_u64(), Some(received - finished));
+    let _ = std::fs::remove_file(&audit);
+    // Anything else on the port is not found, and the server keeps serving.
+    let mut s = TcpStream::connect(("127.0.0.1", mport)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /nothing HTTP/1.1\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 404"), "{reply}");
+    assert!(server.alive());
+}
+
+/// A real iperf3 3.22 client is told each refusal in words it prints itself, and the
+/// audit log names each reason.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs iperf3 3.22 (scripts/setup-peers.sh)"
+)]
+fn iperf3_client_prints_its_own_error_for_each_refusal() {
+    let bin = peer("NETMETER_IPERF3_322");
+    let port = free_port();
+    let audit = scratch("iperf3.jsonl");
+    let (mut server, _log) = netmeter_server(
+        port,
+        &[
+            "--deny",
+            "127.0.0.2",
+            "--max-streams",
+            "2",
+            "--max-conn-rate",
+            "2/h",
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+    );
+    let iperf3 = |args: &[&str]| {
+        run(
+            Command::new(&bin)
+                .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+                .args(args),
+            Duration::from_secs(20),
+        )
+    };
+    let out = iperf3(&["-B", "127.0.0.2", "-t", "1"]);
+    refused(&out, "iperf3: error - test authorization failed");
+    let out = iperf3(&["-P", "3", "-t", "1"]);
+    refused(&out, "iperf3: error - invalid number of parallel streams");
+    // The -P 3 attempt took one of the two tests per hour.
+    let out = iperf3(&["-t", "1"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let out = iperf3(&["-t", "1"]);
+    refused(
+        &out,
+        "iperf3: error - the server is busy running a test. try again later",
+    );
+    assert!(server.alive());
+    let reasons: Vec<String> = audit_lines(&audit, 4)
+        .iter()
+        .map(|l| {
+            format!(
+                "{}/{}",
+                l["result"].as_str().unwrap(),
+                l["reason"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        ["refused/address", "refused/streams", "ok/-", "refused/rate"]
+    );
+    let _ = std::fs::remove_file(&audit);
+}
+
+/// The server command lines shipped in deploy/ (the systemd unit's `ExecStart`, the
+/// container's `CMD`), run as written but for their ports and paths: every flag in
+/// them parses, and the server they start serves a test, counts it and audits it.
+#[test]
+fn deploy_server_command_lines_serve_as_written() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let unit = std::fs::read_to_string(format!("{root}/deploy/systemd/netmeter.service")).unwrap();
+    let exec = unit
+        .replace("\\\n", " ")
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=").map(str::to_string))
+        .expect("ExecStart");
+    let mut unit_args: Vec<String> = exec.split_whitespace().map(String::from).collect();
+    assert_eq!(unit_args.remove(0), "/usr/bin/netmeter");
+    let file = std::fs::read_to_string(format!("{root}/deploy/container/Containerfile")).unwrap();
+    let cmd = file
+        .lines()
+        .find_map(|l| l.strip_prefix("CMD "))
+        .expect("CMD");
+    let container_args: Vec<String> = serde_json::from_str(cmd).unwrap();
+    for (what, args) in [
+        ("systemd unit", unit_args),
+        ("Containerfile", container_args),
+    ] {
+        let port = free_port();
+        let mport = free_port();
+        let audit = scratch(&format!("deploy-{mport}.jsonl"));
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match a.as_str() {
+                "5201" => port.to_string(),
+                "127.0.0.1:9201" | "0.0.0.0:9201" => format!("127.0.0.1:{mport}"),
+                "/var/log/netmeter/audit.jsonl" => audit.to_str().unwrap().to_string(),
+                _ => a.clone(),
+            })
+            .collect();
+        assert!(args.contains(&port.to_string()), "{what}: {args:?}");
+        let mut server = Proc::spawn(what, Command::new(netmeter()).args(&args));
+        let log = server.drain();
+        wait_listening(port);
+        let v = client_json(port, &["-t", "1", "-P", "2"]);
+        // Counted when the session ends, which can be just after the client exits.
+        wait_until("the test counted", || {
+            sample(&scrape(mport), "netmeter_server_tests_total{result=\"ok\"}") == 1
+        });
+        let body = scrape(mport);
+        assert_eq!(
+            sample(&body, "netmeter_server_bytes_total{direction=\"received\"}"),
+            u64_at(&v, "/end/sum_received/bytes"),
+            "{what}"
+        );
+        if args.iter().any(|a| a == "--audit-log") {
+            let lines = audit_lines(&audit, 1);
+            assert_eq!(lines[0]["result"], "ok");
+        }
+        assert!(server.alive(), "{what}: {}", log.text());
+        let _ = std::fs::remove_file(&audit);
+    }
+}
