@@ -10,6 +10,7 @@ from pathlib import Path
 from .common import ALL_CASES, CASE_TITLES, NCPU, REPO
 from .cases import MEM_P128_TESTS, Row
 from .goals import best_row, fmt_rate, med, prim, PRIMARY, ratio_text
+from .growth import growth_section
 from .plotcase import plot_section
 
 
@@ -57,7 +58,8 @@ def mm(s: dict, k: str, f=lambda v: f"{v:.2f}") -> tuple[str, str]:
 
 
 def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ: dict, mem: list[dict],
-                 goals: list[dict], runs: list[dict], plot: dict | None = None) -> None:
+                 goals: list[dict], runs: list[dict], plot: dict | None = None,
+                 growth: list[dict] | None = None) -> None:
     L: list[str] = []
     a = meta["args"]
     L.append("# netmeter benchmarks (loopback, side by side with iperf3, iperf 2 and netperf)")
@@ -138,6 +140,10 @@ def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ
     for case in a["cases"]:
         if case == "mem":
             L.append(mem_section(mem))
+            continue
+        if case == "growth":
+            if growth:
+                L.append(growth_section(growth, CASE_TITLES["growth"]))
             continue
         if case == "plot":
             if plot is not None:
@@ -276,7 +282,7 @@ def ratio_section(summ: dict, rows_by_case: dict) -> str:
              ("iperf 2.2.1", "iperf2-2.2.1"), ("netperf", "netperf")]
     body = []
     for case, rows in rows_by_case.items():
-        if case in ("mem", "plot"):
+        if case in ("mem", "plot", "growth"):
             continue
         placements = list(dict.fromkeys(r.placement_text() for r in rows))
         nm_rows = [r for r in rows if r.is_netmeter]
