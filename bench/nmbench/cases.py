@@ -406,6 +406,11 @@ def run_once(row: Row, seconds: int, rep: int, tmp: Path) -> dict:
         if row.udp_len:
             rec["rx_pps"] = m["rx_bps"] / (8 * row.udp_len)
             rec["tx_pps"] = m["tx_bps"] / (8 * row.udp_len)
+            # What the network carried: packets on lo (a GSO super-packet is one), per
+            # second of the test, and sent datagrams per lo packet.
+            if m.get("seconds") and rec["lo_packets"] > 0:
+                rec["lo_pps"] = rec["lo_packets"] / m["seconds"]
+                rec["datagrams_per_lo_packet"] = m["tx_bytes"] / row.udp_len / rec["lo_packets"]
     if "trans_per_s" in m:
         secs = m.get("seconds") or seconds
         n = m["trans_per_s"] * secs

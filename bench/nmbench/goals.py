@@ -35,7 +35,7 @@ def summarize(runs: list[dict]) -> dict:
         for k in ("rx_gbps", "tx_gbps", "rx_pps", "tx_pps", "loss_pct", "trans_per_s", "cpu_s_per_gbit",
                   "cpu_s_per_gbit_incl_softirq", "p50_latency_us", "p99_latency_us",
                   "cpu_us_per_trans", "client_cpu_s", "server_cpu_s", "mean_latency_us", "other_busy_frac",
-                  "retransmits", "lo_over_sent"):
+                  "retransmits", "lo_over_sent", "lo_pps", "datagrams_per_lo_packet"):
             v = [r[k] for r in ok if r.get(k) is not None]
             if v:
                 s[k] = {"median": med(v), "min": min(v), "max": max(v)}

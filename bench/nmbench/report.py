@@ -205,6 +205,7 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     if udp:
         unit = "received Gbit/s" if case == "udp1448" else "received packets/s"
         hdr = ["Tool / options", f"{unit} median", "min–max", "sent " + ("Gbit/s" if case == "udp1448" else "packets/s"),
+               "received datagrams/s", "lo packets/s", "datagrams per lo packet",
                "loss %", "lo bytes / sent", "CPU s/Gbit", "incl. softirq",
                "CPU s client / server", "peak RSS MiB client / server", "other load", "runs ok"]
     elif rr:
@@ -228,6 +229,9 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
         if udp:
             sent_metric = "tx_gbps" if case == "udp1448" else "tx_pps"
             body.append([label, m, rng, mm(s, sent_metric, lambda v: fmt_rate(v, sent_metric))[0],
+                         mm(s, "rx_pps", lambda v: fmt_rate(v, "rx_pps"))[0],
+                         mm(s, "lo_pps", lambda v: fmt_rate(v, "rx_pps"))[0],
+                         mm(s, "datagrams_per_lo_packet", lambda v: f"{v:.1f}")[0],
                          mm(s, "loss_pct", lambda v: f"{v:.1f}")[0], mm(s, "lo_over_sent", lambda v: f"{v:.2f}")[0],
                          mm(s, "cpu_s_per_gbit", lambda v: f"{v:.3f}")[0],
                          mm(s, "cpu_s_per_gbit_incl_softirq", lambda v: f"{v:.3f}")[0],
@@ -245,6 +249,10 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
     notes = list(dict.fromkeys(notes))
     if udp:
+        notes.append("- *received datagrams/s* is what the receiving application counted; *lo packets/s* is "
+                     "what the network carried: packets on the loopback interface during the test (with GSO one "
+                     "packet holds up to 64 datagrams; the few control and ACK packets are included), per second "
+                     "of the test; *datagrams per lo packet* = datagrams sent ÷ lo packets.")
         notes.append("- *lo bytes / sent*: bytes the loopback interface carried during the run ÷ the bytes the "
                      "tool reports as sent. A value ≥ 1 confirms the sent figure: lo counts 28 bytes of IP and UDP "
                      "headers per packet (≈1.02 for 1448-byte datagrams, ≈1.44 for 64-byte ones), while a GSO "
