@@ -34,13 +34,23 @@ server() { # start a one-test server pinned to CPU $1; sets SPID
 }
 endserver() { kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; port=$((port + 1)); }
 
-# 1. TCP one stream, sender side (the side at ~100% CPU on loopback).
-for tool in netmeter iperf3; do
-  bin=$NM; [ $tool = iperf3 ] && bin=$NETMETER_IPERF3_318
-  server 1 "$bin" -s -1 -p $port
-  profile_client "TCP 1 stream, $tool client (sender), default flags" taskset -c 0 "$bin" -c 127.0.0.1 -p $port -t "$T"
-  endserver
+# 1. TCP one stream: the sender with default flags and with --skip-rx-copy (then the sender
+#    is the busy side), and the receiver (-R: the profiled client receives), against the
+#    newest iperf3 installed.
+I3=${NETMETER_IPERF3_322:-$NETMETER_IPERF3_318}
+for flags in "" "--skip-rx-copy" "-R"; do
+  for tool in netmeter iperf3; do
+    bin=$NM; [ $tool = iperf3 ] && bin=$I3
+    server 1 "$bin" -s -1 -p $port
+    # shellcheck disable=SC2086
+    profile_client "TCP 1 stream, $tool client, flags '${flags:-default}'" taskset -c 0 "$bin" -c 127.0.0.1 -p $port -t "$T" $flags
+    endserver
+  done
 done
+# netmeter -Z on loopback: where the zero-copy send's time goes.
+server 1 "$NM" -s -1 -p $port
+profile_client "TCP 1 stream, netmeter client -Z --skip-rx-copy" taskset -c 0 "$NM" -c 127.0.0.1 -p $port -t "$T" -Z --skip-rx-copy
+endserver
 # 2. Request/response, 1 byte, client and server on different cores.
 server 1 "$NM" -s -1 -p $port
 profile_client "RR 1 byte, netmeter --bounceback client, cpu0/cpu1" taskset -c 0 "$NM" -c 127.0.0.1 -p $port -t "$T" --bounceback --bounceback-request 1

@@ -60,6 +60,15 @@ class Iperf3Json(unittest.TestCase):
         self.assertEqual(m["retransmits"], 3)
         self.assertNotIn("data_path", m)
 
+    def test_bidir_adds_the_reverse_direction(self):
+        doc = json.loads(iperf3_doc())
+        doc["end"]["sum_sent_bidir_reverse"] = {"bytes": 2_000_000, "seconds": 1.0}
+        doc["end"]["sum_received_bidir_reverse"] = {"bytes": 1_800_000, "seconds": 0.5}
+        m = parse_iperf3_json(json.dumps(doc))
+        self.assertEqual(m["rx_bytes"], 2_700_000)
+        self.assertEqual(m["rx_bps"], 2_700_000 * 8 / 0.5)
+        self.assertEqual(m["tx_bytes"], 3_000_000)
+
     def test_netmeter_data_path_and_warnings_from_start_and_end(self):
         doc = json.loads(iperf3_doc())
         doc["start"]["netmeter"] = {"data_path": "sendmmsg+gso", "warnings": ["a"]}

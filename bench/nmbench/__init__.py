@@ -19,8 +19,10 @@ What one command does:
      exact commands, a table per case with median, min-max, CPU per Gbit and peak RSS,
      ratios netmeter / peer and the goals, marked met / not met).
 
-Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 rr crr mem plot (see docs/benchmarks.md;
-plot: `netmeter plot`/`report` of a 10,000-interval result, bench/nmbench/plotcase.py).
+Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 rr crr tcpP mem growth plot (see
+docs/benchmarks.md; tcpP: -P 2/8/32 and --bidir against the newest iperf3; growth: 1/8/32/128
+streams and 1/4/16 concurrent tests on one server, bench/nmbench/growth.py; plot: `netmeter
+plot`/`report` of a 10,000-interval result, bench/nmbench/plotcase.py).
 
 Options:
   --runs N         repetitions per case and tool (default 5)
@@ -39,6 +41,7 @@ Options:
   --max-other-load F  repeat a run (at most twice) when other processes used more than
                    this share of the CPUs during it (default 0.15) ...
   --retry-budget SEC  ... within SEC seconds of repeats in all (default 60, 0 with --smoke)
+  --baseline BIN   another netmeter binary: every netmeter row also runs with it
   --json PATH      raw results (default bench/results.json)
   --doc PATH       report (default docs/benchmarks.md)
 

@@ -180,7 +180,11 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
                 skipped.append("netperf: no parallel streams in one test (-P) -> skipped")
     elif case == "tcpbest":
         for t in i3:
-            rows.append(Row(case, t, f"{t.label} -Z", ["-Z"], note="sendfile; iperf3 has no receive-side option"))
+            rows.append(Row(case, t, f"{t.label} -Z", ["-Z"], note="sendfile" + (
+                "" if "--skip-rx-copy" in t.features else "; this iperf3 has no receive-side option")))
+            if "--skip-rx-copy" in t.features:
+                rows.append(Row(case, t, f"{t.label} --skip-rx-copy", ["--skip-rx-copy"],
+                                note="the receiver reads with MSG_TRUNC (no copy), plain writes"))
         for t in i2:
             if "--skip-rx-copy" in t.features:
                 rows.append(Row(case, t, f"{t.label} (server --skip-rx-copy)", [], server_args=["--skip-rx-copy"],
@@ -210,11 +214,22 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
         for t in i2:
             rows.append(Row(case, t, t.label, ["-u", "-b", "100G", "-l", str(n)], server_args=["-u"],
                             udp_server=True, udp_len=n, note="iperf 2: -b 0 is not 'unlimited', 100G is"))
+        for t in i3:
+            if "--gsro" in t.features:
+                rows.append(Row(case, t, f"{t.label} --gsro", ["-u", "-b", "0", "-l", str(n), "--gsro"], udp_len=n,
+                                note="UDP GSO on send and GRO on receive"))
         rows.append(Row(case, nm, "netmeter", ["-u", "-b", "0", "-l", str(n)], udp_len=n))
         rows.append(Row(case, nm, "netmeter --no-gso --no-gro",
                         ["-u", "-b", "0", "-l", str(n), "--no-gso", "--no-gro"], udp_len=n))
         if npf:
             rows.append(Row(case, npf, "netperf UDP_STREAM", ["-m", str(n)], netperf_test="UDP_STREAM", udp_len=n))
+    elif case == "tcpP":
+        # netmeter and the newest iperf3 only (the older ones are in tcp2): -P 2/8/32, --bidir.
+        peers = [i3[-1]] if i3 else []
+        for load in (["-P", "2"], ["-P", "8"], ["-P", "32"], ["--bidir"]):
+            for t in peers + [nm]:
+                rows.append(Row(case, t, f"{t.label} {' '.join(load)}", list(load),
+                                note="received = both directions added" if load == ["--bidir"] else ""))
     elif case in ("rr", "crr"):
         placements = [(0, 0), (0, 1)] if NCPU >= 2 else [(0, 0)]
         for pl in placements:
@@ -391,6 +406,11 @@ def run_once(row: Row, seconds: int, rep: int, tmp: Path) -> dict:
         if row.udp_len:
             rec["rx_pps"] = m["rx_bps"] / (8 * row.udp_len)
             rec["tx_pps"] = m["tx_bps"] / (8 * row.udp_len)
+            # What the network carried: packets on lo (a GSO super-packet is one), per
+            # second of the test, and sent datagrams per lo packet.
+            if m.get("seconds") and rec["lo_packets"] > 0:
+                rec["lo_pps"] = rec["lo_packets"] / m["seconds"]
+                rec["datagrams_per_lo_packet"] = m["tx_bytes"] / row.udp_len / rec["lo_packets"]
     if "trans_per_s" in m:
         secs = m.get("seconds") or seconds
         n = m["trans_per_s"] * secs

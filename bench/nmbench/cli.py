@@ -15,6 +15,7 @@ from .tools import build_netmeter, discover_tools, read_peers_env
 from .system import host_busy_fraction, loadavg
 from .cases import make_rows, Row, run_mem_case, run_once, wait_for_quiet
 from .goals import evaluate_goals, fmt_rate, PRIMARY, summarize
+from .growth import run_growth_case
 from .plotcase import plot_goals, run_plot_case
 from .report import machine_info, write_report, write_results
 
@@ -68,6 +69,7 @@ def main() -> int:
     runs: list[dict] = []
     retry_spent = 0.0
     mem: list[dict] = []
+    growth: list[dict] = []
     plot: dict | None = None
     rows_by_case: dict[str, list[Row]] = {}
     skipped: dict[str, list[str]] = {}
@@ -76,6 +78,11 @@ def main() -> int:
             log("case mem")
             mem = run_mem_case(tools, tmp)
             rows_by_case["mem"] = []
+            continue
+        if case == "growth":
+            log("case growth")
+            growth = run_growth_case(tools, tmp, a.seconds, a.runs)
+            rows_by_case["growth"] = []
             continue
         if case == "plot":
             log("case plot")
@@ -116,7 +123,7 @@ def main() -> int:
         pass
 
     summ = summarize(runs)
-    goals = evaluate_goals(summ, mem) if not a.smoke else []
+    goals = evaluate_goals(summ, mem, growth) if not a.smoke else []
     if plot is not None:
         goals += plot_goals(plot)
     meta = {
@@ -136,12 +143,12 @@ def main() -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     write_results(json_path, {
         "meta": meta, "goals": goals,
-        "summary": list(summ.values()), "mem": mem, "plot": plot, "runs": runs,
+        "summary": list(summ.values()), "mem": mem, "growth": growth, "plot": plot, "runs": runs,
         "skipped": skipped,
     })
     log(f"wrote {json_path}")
     if doc_path:
-        write_report(doc_path, meta, rows_by_case, skipped, summ, mem, goals, runs, plot)
+        write_report(doc_path, meta, rows_by_case, skipped, summ, mem, goals, runs, plot, growth)
         log(f"wrote {doc_path}")
 
     # Console summary.
@@ -152,7 +159,9 @@ def main() -> int:
               f"  ({s['ok']}/{s['runs']} ok)")
     for g in goals:
         print(f"goal {'MET    ' if g['met'] else 'NOT MET' if g['met'] is False else 'n/a    '} {g['goal']}: {g['detail']}")
+    # growth: iperf3 refuses concurrent tests by design ("busy"); only netmeter's failures count.
     failed = [r for r in runs if not r.get("ok") and not r.get("discarded")] + [r for r in mem if not r.get("ok")] \
+        + [r for r in growth if not r.get("ok") and (r["tool"] == "netmeter" or r["tests"] == 1)] \
         + ([plot] if plot is not None and not plot.get("ok") else [])
     print(f"bench: {len(runs)} runs, {len(failed)} failed, {meta['elapsed_s']:.0f} s")
     return 1 if failed else 0

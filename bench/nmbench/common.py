@@ -12,7 +12,7 @@ HOST = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1
 PAUSE_BETWEEN_RUNS = 0.05  # seconds, lets TIME_WAIT sockets and softirq backlog settle
-ALL_CASES = ["tcp1", "tcp2", "tcpR", "tcpbest", "udp1448", "udp64", "rr", "crr", "mem", "plot"]
+ALL_CASES = ["tcp1", "tcp2", "tcpR", "tcpbest", "udp1448", "udp64", "rr", "crr", "tcpP", "mem", "growth", "plot"]
 
 CASE_TITLES = {
     "tcp1": "TCP, 1 stream, default options",
@@ -23,6 +23,8 @@ CASE_TITLES = {
     "udp64": "UDP, 64-byte datagrams, unlimited rate",
     "rr": "TCP request/response rate (1-byte where the tool allows it)",
     "crr": "TCP connection rate (connect, 1-byte request/response, close)",
+    "tcpP": "TCP, parallel streams (-P 2/8/32) and --bidir, netmeter and the newest iperf3",
+    "growth": "how cost grows: 1/8/32/128 streams, 1/4/16 concurrent tests on one server",
     "mem": "netmeter server memory: idle, and after a -P 128 test",
     "plot": "netmeter plot / report of 10,000 intervals (a 10 s test at -i 0.001)",
 }

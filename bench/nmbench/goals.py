@@ -6,7 +6,8 @@ import statistics
 
 
 PRIMARY = {"tcp1": "rx_gbps", "tcp2": "rx_gbps", "tcpR": "rx_gbps", "tcpbest": "rx_gbps",
-           "udp1448": "rx_gbps", "udp64": "rx_pps", "rr": "trans_per_s", "crr": "trans_per_s"}
+           "udp1448": "rx_gbps", "udp64": "rx_pps", "rr": "trans_per_s", "crr": "trans_per_s",
+           "tcpP": "rx_gbps"}
 
 
 def med(xs):
@@ -34,7 +35,7 @@ def summarize(runs: list[dict]) -> dict:
         for k in ("rx_gbps", "tx_gbps", "rx_pps", "tx_pps", "loss_pct", "trans_per_s", "cpu_s_per_gbit",
                   "cpu_s_per_gbit_incl_softirq", "p50_latency_us", "p99_latency_us",
                   "cpu_us_per_trans", "client_cpu_s", "server_cpu_s", "mean_latency_us", "other_busy_frac",
-                  "retransmits", "lo_over_sent"):
+                  "retransmits", "lo_over_sent", "lo_pps", "datagrams_per_lo_packet"):
             v = [r[k] for r in ok if r.get(k) is not None]
             if v:
                 s[k] = {"median": med(v), "min": min(v), "max": max(v)}
@@ -86,7 +87,7 @@ def prim(s: dict | None, case: str) -> float | None:
     return s[PRIMARY[case]]["median"]
 
 
-def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
+def evaluate_goals(summ: dict, mem: list[dict], growth: list[dict] | None = None) -> list[dict]:
     goals = []
 
     def goal(name, detail, met, used=(), spread=()):
@@ -188,6 +189,9 @@ def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
         else:
             goal(f"UDP {case[3:]}-byte {what}: netmeter ≥ 2× iperf3 3.12", "not measured", None)
 
+    # 8. Issue 14: each tool's best options, parallel streams, UDP against --gsro, growth.
+    newest_goals(summ, growth or [], goal, ratio)
+
     # 7. Server idle RSS <= 10 MiB; after -P 128 back to idle (within 0.5 MiB of the warm idle).
     m = next((r for r in mem if r["tool"] == "netmeter" and r.get("idle_rss_kib")), None)
     if m:
@@ -204,3 +208,48 @@ def evaluate_goals(summ: dict, mem: list[dict]) -> list[dict]:
     else:
         goal("netmeter server idle RSS ≤ 10 MiB", "not measured", None)
     return goals
+
+
+def newest_goals(summ: dict, growth: list[dict], goal, ratio) -> None:
+    """The goals of issue 14, judged against iperf3 3.22 (the newest peer) in the same run."""
+    # Best options: netmeter's best tcpbest variant against iperf3 3.22's best row.
+    nmb = best_row(summ, "tcpbest", lambda s: s["tool"] == "netmeter")
+    i3b = best_row(summ, "tcpbest", lambda s: s["tool"] == "iperf3-3.22")
+    if nmb and i3b:
+        txt, sp = ratio(nmb, i3b, "rx_gbps", 1.15)
+        goal("TCP 1 stream, best options: netmeter ≥ 1.15× iperf3 3.22's best",
+             f"`{nmb['label']}` / `{i3b['label']}`: {txt}", prim(nmb, "tcpbest") / prim(i3b, "tcpbest") >= 1.15,
+             [nmb, i3b], [sp])
+    # UDP against iperf3 3.22 --gsro (>= 1.1x): Gbit/s for 1448 B, datagrams/s for 64 B.
+    for case in ("udp1448", "udp64"):
+        nmu, p = get(summ, case, "netmeter"), get(summ, case, "iperf3 3.22 --gsro")
+        if prim(nmu, case) and prim(p, case):
+            txt, sp = ratio(nmu, p, PRIMARY[case], 1.1)
+            goal(f"UDP {case[3:]} B: netmeter ≥ 1.1× iperf3 3.22 `--gsro` ({'Gbit/s' if case == 'udp1448' else 'datagrams/s'} received)",
+                 f"{txt}", prim(nmu, case) / prim(p, case) >= 1.1, [nmu, p], [sp])
+    # Parallel streams and --bidir: throughput >= 1.0x, CPU per Gbit <= 0.9x.
+    parts, oks, cparts, coks, used, spr = [], [], [], [], [], []
+    for load in ("-P 2", "-P 8", "-P 32", "--bidir"):
+        a, b = get(summ, "tcpP", f"netmeter {load}"), get(summ, "tcpP", f"iperf3 3.22 {load}")
+        if prim(a, "tcpP") and prim(b, "tcpP"):
+            txt, sp = ratio(a, b, "rx_gbps", 1.0)
+            parts.append(f"{load}: {txt}")
+            oks.append(prim(a, "tcpP") >= prim(b, "tcpP"))
+            spr.append(sp)
+            used += [a, b]
+            if "cpu_s_per_gbit" in a and "cpu_s_per_gbit" in b:
+                ctxt, _ = ratio(a, b, "cpu_s_per_gbit", 0.9)
+                cparts.append(f"{load}: {ctxt}")
+                coks.append(a["cpu_s_per_gbit"]["median"] / b["cpu_s_per_gbit"]["median"] <= 0.9)
+    if parts:
+        goal("TCP -P 2/8/32 and --bidir: netmeter ≥ 1.0× iperf3 3.22", ", ".join(parts), all(oks), used, spr)
+    if cparts:
+        goal("TCP -P 2/8/32 and --bidir CPU per Gbit: netmeter ≤ 0.9× iperf3 3.22", ", ".join(cparts), all(coks), used)
+    # Growth: server memory per extra stream <= iperf3 3.22's.
+    if growth:
+        from .growth import per_stream_kib, summarize_growth
+        gs = summarize_growth(growth)
+        a, b = per_stream_kib(gs, "netmeter"), per_stream_kib(gs, "iperf3-3.22")
+        if a is not None and b is not None:
+            goal("Server memory per extra stream (peak RSS, -P 128 vs -P 1): netmeter ≤ iperf3 3.22",
+                 f"netmeter {a:.0f} KiB, iperf3 3.22 {b:.0f} KiB per stream", a <= b)

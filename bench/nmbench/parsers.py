@@ -19,11 +19,16 @@ def parse_iperf3_json(text: str) -> dict:
     sr, ss = e.get("sum_received"), e.get("sum_sent")
     if not sr or not ss or not sr.get("seconds"):
         raise ValueError("JSON has no end.sum_received/sum_sent")
+    rx, tx = sr["bytes"], ss["bytes"]
+    # --bidir: the reverse direction has sums of its own; received/sent = both directions.
+    rr, rs = e.get("sum_received_bidir_reverse"), e.get("sum_sent_bidir_reverse")
+    if rr and rs:
+        rx, tx = rx + rr["bytes"], tx + rs["bytes"]
     m = {
-        "rx_bytes": sr["bytes"],
-        "rx_bps": sr["bytes"] * 8 / sr["seconds"],
-        "tx_bytes": ss["bytes"],
-        "tx_bps": ss["bytes"] * 8 / ss["seconds"],
+        "rx_bytes": rx,
+        "rx_bps": rx * 8 / sr["seconds"],
+        "tx_bytes": tx,
+        "tx_bps": tx * 8 / ss["seconds"],
         "seconds": sr["seconds"],
     }
     if "retransmits" in ss:

@@ -10,6 +10,7 @@ from pathlib import Path
 from .common import ALL_CASES, CASE_TITLES, NCPU, REPO
 from .cases import MEM_P128_TESTS, Row
 from .goals import best_row, fmt_rate, med, prim, PRIMARY, ratio_text
+from .growth import growth_section
 from .plotcase import plot_section
 
 
@@ -57,7 +58,8 @@ def mm(s: dict, k: str, f=lambda v: f"{v:.2f}") -> tuple[str, str]:
 
 
 def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ: dict, mem: list[dict],
-                 goals: list[dict], runs: list[dict], plot: dict | None = None) -> None:
+                 goals: list[dict], runs: list[dict], plot: dict | None = None,
+                 growth: list[dict] | None = None) -> None:
     L: list[str] = []
     a = meta["args"]
     L.append("# netmeter benchmarks (loopback, side by side with iperf3, iperf 2 and netperf)")
@@ -139,6 +141,10 @@ def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ
         if case == "mem":
             L.append(mem_section(mem))
             continue
+        if case == "growth":
+            if growth:
+                L.append(growth_section(growth, CASE_TITLES["growth"]))
+            continue
         if case == "plot":
             if plot is not None:
                 L.append(plot_section(plot, CASE_TITLES["plot"]))
@@ -199,6 +205,7 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     if udp:
         unit = "received Gbit/s" if case == "udp1448" else "received packets/s"
         hdr = ["Tool / options", f"{unit} median", "min–max", "sent " + ("Gbit/s" if case == "udp1448" else "packets/s"),
+               "received datagrams/s", "lo packets/s", "datagrams per lo packet",
                "loss %", "lo bytes / sent", "CPU s/Gbit", "incl. softirq",
                "CPU s client / server", "peak RSS MiB client / server", "other load", "runs ok"]
     elif rr:
@@ -222,6 +229,9 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
         if udp:
             sent_metric = "tx_gbps" if case == "udp1448" else "tx_pps"
             body.append([label, m, rng, mm(s, sent_metric, lambda v: fmt_rate(v, sent_metric))[0],
+                         mm(s, "rx_pps", lambda v: fmt_rate(v, "rx_pps"))[0],
+                         mm(s, "lo_pps", lambda v: fmt_rate(v, "rx_pps"))[0],
+                         mm(s, "datagrams_per_lo_packet", lambda v: f"{v:.1f}")[0],
                          mm(s, "loss_pct", lambda v: f"{v:.1f}")[0], mm(s, "lo_over_sent", lambda v: f"{v:.2f}")[0],
                          mm(s, "cpu_s_per_gbit", lambda v: f"{v:.3f}")[0],
                          mm(s, "cpu_s_per_gbit_incl_softirq", lambda v: f"{v:.3f}")[0],
@@ -239,6 +249,10 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
     notes = list(dict.fromkeys(notes))
     if udp:
+        notes.append("- *received datagrams/s* is what the receiving application counted; *lo packets/s* is "
+                     "what the network carried: packets on the loopback interface during the test (with GSO one "
+                     "packet holds up to 64 datagrams; the few control and ACK packets are included), per second "
+                     "of the test; *datagrams per lo packet* = datagrams sent ÷ lo packets.")
         notes.append("- *lo bytes / sent*: bytes the loopback interface carried during the run ÷ the bytes the "
                      "tool reports as sent. A value ≥ 1 confirms the sent figure: lo counts 28 bytes of IP and UDP "
                      "headers per packet (≈1.02 for 1448-byte datagrams, ≈1.44 for 64-byte ones), while a GSO "
@@ -276,7 +290,7 @@ def ratio_section(summ: dict, rows_by_case: dict) -> str:
              ("iperf 2.2.1", "iperf2-2.2.1"), ("netperf", "netperf")]
     body = []
     for case, rows in rows_by_case.items():
-        if case in ("mem", "plot"):
+        if case in ("mem", "plot", "growth"):
             continue
         placements = list(dict.fromkeys(r.placement_text() for r in rows))
         nm_rows = [r for r in rows if r.is_netmeter]

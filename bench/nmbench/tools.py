@@ -142,6 +142,12 @@ def discover_tools(nm_path: str, peers: dict, baseline: str | None = None) -> di
         if p and os.access(p, os.X_OK):
             t = Tool(key, label, kind, p)
             t.version = first_line([p, "-v"])
+            if kind == "iperf3":
+                # Best-option flags of the newer iperf3 (--skip-rx-copy 3.19, --gsro 3.21).
+                h = subprocess.run([p, "--help"], capture_output=True, text=True)
+                for flag in ("--skip-rx-copy", "--gsro"):
+                    if flag in h.stdout + h.stderr:
+                        t.features.add(flag)
             if kind == "iperf2":
                 h = subprocess.run([p, "--help"], capture_output=True, text=True)
                 if "--skip-rx-copy" in h.stdout + h.stderr:

@@ -636,6 +636,24 @@ fn skip_rx_copy_reverse() {
 }
 
 #[test]
+fn receive_paths_count_every_byte() {
+    // Every receive path counts exactly what was sent: the plain read into the aligned
+    // buffer and MSG_TRUNC (--skip-rx-copy), both directions, a size that is not a
+    // multiple of the block or of the read size.
+    for args in [
+        &["-n", "3000001"][..],
+        &["-n", "3000001", "--skip-rx-copy"],
+        &["-n", "3000001", "-R"],
+        &["-n", "3000001", "-R", "--skip-rx-copy"],
+        &["-n", "3000001", "-l", "1M", "--skip-rx-copy"],
+    ] {
+        let (v, _) = pair(args);
+        assert_eq!(f(&v, "end.sum_sent.bytes"), 3_000_001.0, "{args:?}");
+        assert_eq!(f(&v, "end.sum_received.bytes"), 3_000_001.0, "{args:?}");
+    }
+}
+
+#[test]
 fn repeating_payload_reverse() {
     let (v, _) = pair(&["-t", "1", "-R", "--repeating-payload"]);
     assert!(f(&v, "end.sum_received.bytes") > 0.0);
