@@ -244,6 +244,17 @@ pub struct MeshPlan {
     pub retry_gap: Duration,
     /// How long one test may take (its `-t` and setup).
     pub wait: Duration,
+    /// `--sync-start`: tests are handed out in waves, each test of a wave with the
+    /// same `--txstart-time`, this long after the wave is handed out.
+    pub sync_start: Option<Duration>,
+}
+
+/// The `--txstart-time` of a wave handed out now, `lead` from now (epoch seconds).
+fn wave_start(lead: Duration) -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (now + lead).as_secs_f64()
 }
 
 /// Progress, one line per finished pair (stderr in the CLI).
@@ -265,10 +276,17 @@ pub fn run(plan: &MeshPlan, progress: &mut dyn Progress) -> (Vec<Cell>, bool) {
         if crate::sock::stop_signal().is_some() {
             interrupted = true;
         }
-        while let Some(i) = (!interrupted).then(|| sched.take(&pending)).flatten() {
+        // With --sync-start, a new wave only once the last one has ended.
+        let hand_out = !interrupted && (plan.sync_start.is_none() || running == 0);
+        let at = plan.sync_start.map(wave_start);
+        while let Some(i) = hand_out.then(|| sched.take(&pending)).flatten() {
             let pair = pending.remove(i);
             running += 1;
-            let (tx, mine) = (tx.clone(), plan.clone());
+            let (tx, mut mine) = (tx.clone(), plan.clone());
+            if let Some(at) = at {
+                mine.args
+                    .extend(["--txstart-time".to_string(), format!("{at:.3}")]);
+            }
             let spawned = std::thread::Builder::new()
                 .name("nm-mesh".into())
                 .spawn(move || {

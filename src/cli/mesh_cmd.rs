@@ -36,6 +36,11 @@ pub struct MeshArgs {
     /// servers with --max-tests N or the extra tests find them busy.
     #[arg(long = "per-host", value_name = "N", default_value_t = 1)]
     pub per_host: usize,
+    /// Start the tests that run at once together: the pairs handed out as one wave
+    /// (as many as --per-host allows) all get --txstart-time SEC seconds later, and the
+    /// next wave waits until the whole wave has ended.
+    #[arg(long = "sync-start", value_name = "SEC")]
+    pub sync_start: Option<f64>,
     /// Tries more for a pair whose server is busy.
     #[arg(long = "retries", value_name = "N", default_value_t = 5)]
     pub retries: u32,
@@ -113,6 +118,17 @@ pub fn resolve(a: &MeshArgs) -> Result<MeshCommand, UsageError> {
         usage("netmeter mesh needs --psk-file: the hosts run tests only for a controller holding their key")
     })?;
     let psk = crate::auth::psk::Psk::read(psk_file).map_err(usage)?;
+    if let Some(s) = a.sync_start {
+        if !(0.5..=60.0).contains(&s) {
+            return Err(usage("--sync-start must be 0.5 to 60 seconds"));
+        }
+        if a.test.iter().any(|t| t.starts_with("--txstart-time")) {
+            return Err(usage(
+                "--sync-start sets each test's --txstart-time; give one of them, not both",
+            ));
+        }
+    }
+    let sync_start = a.sync_start.map(Duration::from_secs_f64);
     check_forwarded(&a.test).map_err(usage)?;
     let probe = crate::wire::ThirdPartyRequest {
         target: "127.0.0.1".into(),
@@ -138,7 +154,9 @@ pub fn resolve(a: &MeshArgs) -> Result<MeshCommand, UsageError> {
             per_host: a.per_host,
             retries: a.retries,
             retry_gap: Duration::from_secs_f64(a.retry_gap),
-            wait: Duration::from_secs_f64(wait_for(&cfg)),
+            // A source host waits for the wave's start before its test begins.
+            wait: Duration::from_secs_f64(wait_for(&cfg)) + sync_start.unwrap_or_default(),
+            sync_start,
         },
         json: a.json,
         output: a.output.clone(),

@@ -494,3 +494,68 @@ fn a_busy_target_is_retried_until_it_is_free() {
     assert_eq!(ok_cells(&v), 1, "{v:#}");
     assert!(v["cells"][0]["attempts"].as_u64().unwrap() >= 2, "{v:#}");
 }
+
+/// `--sync-start`: the pairs of one wave start together. Two hosts, `--per-host 2`: both
+/// directions run at once (each server holds two tests), with the same requested
+/// `--txstart-time`, and each started within 0.3 s of it.
+#[test]
+fn sync_start_starts_a_wave_together() {
+    let keys = KeyDir::new("sync");
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let _servers: Vec<_> = ports
+        .iter()
+        .map(|p| {
+            netmeter_server(
+                *p,
+                &[
+                    "--psk-file",
+                    &keys.path("key"),
+                    "--allow-third-party",
+                    "127.0.0.0/8",
+                    "--max-tests",
+                    "2",
+                ],
+            )
+        })
+        .collect();
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let out = run(
+        Command::new(netmeter())
+            .args(["mesh", "--psk-file", &keys.path("key"), "-J"])
+            .args(["--per-host", "2", "--sync-start", "1"])
+            .args(&hosts)
+            .args(["--", "-t", "1"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "mesh");
+    assert_eq!(ok_cells(&v), 2, "{v:#}");
+    let starts: Vec<(f64, f64)> = cells(&v)
+        .iter()
+        .map(|c| {
+            let t = &c["report"]["start"]["netmeter"]["txstart"];
+            (f64_at(t, "/requested"), f64_at(t, "/started"))
+        })
+        .collect();
+    assert_eq!(starts[0].0, starts[1].0, "one wave, one start: {starts:?}");
+    for (req, started) in &starts {
+        assert!((started - req).abs() < 0.3, "{starts:?}");
+    }
+    // Both tests overlapped: the wave is one second long, not two.
+    let spans: Vec<f64> = starts.iter().map(|s| s.1).collect();
+    assert!((spans[0] - spans[1]).abs() < 0.3, "{spans:?}");
+    // Its own --txstart-time beside --sync-start is refused in one sentence.
+    let both = run(
+        Command::new(netmeter())
+            .args(["mesh", "--psk-file", &keys.path("key"), "--sync-start", "1"])
+            .args(&hosts)
+            .args(["--", "-t", "1", "--txstart-time", "1"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(both.status.code(), Some(1), "{}", show(&both));
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("give one of them, not both"),
+        "{}",
+        show(&both)
+    );
+}
