@@ -60,15 +60,16 @@ impl ClockEstimate {
         m
     }
 
-    /// The server's reading of [`Self::to_wire`] after `probes` rounds. The
-    /// uncertainty is kept at or above zero, whatever the client sent.
+    /// The server's reading of [`Self::to_wire`] after `probes` rounds. The offset is
+    /// kept within `±i64::MAX` (so either side can negate it) and the uncertainty at
+    /// or above zero, whatever the client sent.
     pub fn from_wire(m: &[u8; 16], probes: u32) -> ClockEstimate {
         let (mut off, mut unc) = ([0u8; 8], [0u8; 8]);
         off.copy_from_slice(&m[..8]);
         unc.copy_from_slice(&m[8..]);
         let unc = i64::from_be_bytes(unc).max(0);
         ClockEstimate {
-            offset_ns: i64::from_be_bytes(off),
+            offset_ns: i64::from_be_bytes(off).max(-i64::MAX),
             uncertainty_ns: unc,
             rtt_ns: unc.saturating_mul(2),
             probes,
@@ -125,6 +126,26 @@ mod tests {
         let p = Probe::from_answer(100, &a, 210).unwrap();
         assert_eq!((p.t1, p.t2, p.t3, p.t4), (100, 150, 160, 210));
         assert_eq!(Probe::from_answer(101, &a, 210), None);
+    }
+
+    #[test]
+    fn estimate_message_round_trips_and_can_be_negated() {
+        let e = ClockEstimate {
+            offset_ns: -5_000,
+            uncertainty_ns: 700,
+            rtt_ns: 1_400,
+            probes: 8,
+        };
+        assert_eq!(ClockEstimate::from_wire(&e.to_wire(), 8), e);
+        // A client's offset of i64::MIN made the server's correction (`-offset_ns`)
+        // overflow (fuzz target `ext`); a negative uncertainty reads as zero.
+        let mut m = [0u8; 16];
+        m[..8].copy_from_slice(&i64::MIN.to_be_bytes());
+        m[8..].copy_from_slice(&(-1i64).to_be_bytes());
+        let e = ClockEstimate::from_wire(&m, 8);
+        assert_eq!(e.offset_ns, -i64::MAX);
+        assert_eq!(-e.offset_ns, i64::MAX);
+        assert_eq!((e.uncertainty_ns, e.rtt_ns), (0, 0));
     }
 
     #[test]
