@@ -384,7 +384,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                     let now = clock::wall_ns();
                     let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
                     frames.feed(&buf[..n], |sent| {
-                        rec.record_at(now, now - sent, w.owd_correction_ns)
+                        rec.record_write(now, sent, w.owd_correction_ns)
                     });
                 }
             }
