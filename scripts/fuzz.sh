@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every cargo-fuzz target in fuzz/ (docs/fuzzing.md): builds them,
-# then runs each for SECONDS (default 12) from its committed seed corpus. A crash, a
+# then runs each for SECONDS (default 10) from its committed seed corpus. A crash, a
 # panic, a hang (-timeout) or a memory blow-up (-rss_limit_mb) fails the run, and the
 # input that did it is left in fuzz/artifacts/<target>/.
 #
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-secs="${1:-12}"
+secs="${1:-10}"
 shift || true
 CARGO_FUZZ_VERSION=0.13.2
 
