@@ -24,7 +24,7 @@ fi
 
 # The toolchain in use (rust-toolchain files, rustup default): stable unless told.
 export RUSTC_BOOTSTRAP=1
-export CARGO_TARGET_DIR="${NETMETER_FUZZ_TARGET_DIR:-$HOME/.cache/netmeter-fuzz}"
+export CARGO_TARGET_DIR="${NETMETER_FUZZ_TARGET_DIR:-${HOME:-/tmp}/.cache/netmeter-fuzz}"
 # -s none: no AddressSanitizer. The targets run safe Rust (the crate's only unsafe code,
 # src/sock/, is not reached), where ASan finds nothing the Rust checks would not, at
 # twice the build time and half the speed. Overflow checks and debug assertions stay on.
