@@ -14,7 +14,9 @@ pub mod cli;
 pub mod clocksync;
 pub mod engine;
 pub mod experiment;
+pub mod host;
 pub mod latency;
+pub mod mesh;
 pub mod pacing;
 pub mod profile;
 pub mod report;
@@ -39,4 +41,14 @@ pub use report::observe::{Event, Observer};
 /// [`report::observe::Quiet`] to keep only the returned report.
 pub fn run(cfg: &TestConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
     engine::client::run(cfg, obs)
+}
+
+/// As [`run`], but the [`Report`] comes back whatever happened: a test stopped by a
+/// signal or by an error keeps the intervals and partial summary it had (and the
+/// error in `Report::error`), for a caller that still wants to draw or save them.
+pub fn run_keeping_report(
+    cfg: &TestConfig,
+    obs: &mut dyn Observer,
+) -> (Report, Result<(), TestError>) {
+    engine::client::run_keeping_report(cfg, obs)
 }

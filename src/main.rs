@@ -82,8 +82,25 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             csv,
             plot,
         } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
-        Command::Plot { inputs, output } => Ok(plot::write_file(&load(&inputs)?, &output)?),
-        Command::Report { inputs, output } => Ok(html::write_file(&load(&inputs)?, &output)?),
+        Command::Plot { inputs, output } => {
+            // A sweep's -J document draws the sweep's chart.
+            match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(charts) => Ok(plot::write_charts(&charts, &output)?),
+                None => Ok(plot::write_file(&load(&inputs)?, &output)?),
+            }
+        }
+        Command::Report { inputs, output } => {
+            // A sweep's -J document: the sweep's page.
+            match netmeter::experiment::sweep_plot::sweep_page_of(&inputs)
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(page) => Ok(write_whole(&output, page.as_bytes())?),
+                None => Ok(html::write_file(&load(&inputs)?, &output)?),
+            }
+        }
+        Command::Mesh(m) => run_mesh(m),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -94,6 +111,18 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             columns,
             output,
         } => csv_file(&input, &columns, output.as_deref()),
+        Command::Doctor { target, json } => {
+            let d =
+                netmeter::host::doctor::collect(target.as_deref()).map_err(anyhow::Error::msg)?;
+            let text = if json {
+                let mut j = serde_json::to_string_pretty(&d)?;
+                j.push('\n');
+                j
+            } else {
+                netmeter::host::doctor::text(&d)
+            };
+            write_stdout(text.as_bytes())
+        }
         Command::Repeat { cfg, plan, logfile } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref())?;
@@ -136,6 +165,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     format: Default::default(),
                     interval_s: tcp.interval_s,
                     auth: None,
+                    psk: None,
+                    third_party: None,
                     side: Default::default(),
                 },
                 quiet,
@@ -149,7 +180,8 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                         let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
                     }
                 }
-                netmeter::run(&cfg, &mut client::renderer(&cfg, sink.clone()))?;
+                let (_, result) = run_rendered(&cfg, sink.clone(), logfile.is_some());
+                result?;
             }
             Ok(())
         }
@@ -177,29 +209,53 @@ fn run_client(
         let warn = |w: &str| eprintln!("netmeter: warning: {w}");
         let title = cfg.spec.title.clone();
         let mut csv = CsvRenderer::new(columns, title, Box::new(write), Box::new(warn));
-        let report = netmeter::run(cfg, &mut csv)?;
-        return plot_client(cfg, report, plot_to);
+        let (report, result) = netmeter::run_keeping_report(cfg, &mut csv);
+        return plot_client(cfg, report, result, plot_to);
     }
+    let (report, result) = run_rendered(cfg, sink, logfile.is_some());
+    plot_client(cfg, report, result, plot_to)
+}
+
+/// One client test in iperf3's text or JSON, with a status line instead of interval
+/// rows for text with `-i 0` on a terminal.
+fn run_rendered(
+    cfg: &client::ClientConfig,
+    sink: output::Sink,
+    logfile: bool,
+) -> (netmeter::Report, Result<(), netmeter::TestError>) {
     let mut renderer = client::renderer(cfg, sink);
     let text = cfg.mode == Mode::Text;
-    let report = if progress::wanted(text, cfg.interval_s, logfile.is_some(), stdout_tty()) {
+    if progress::wanted(text, cfg.interval_s, logfile, stdout_tty()) {
         // Intervals feed the status line; the renderer never sees them.
         let mut ticking = cfg.clone();
         ticking.interval_s = progress::TICK_S;
-        netmeter::run(&ticking, &mut Progress::new(renderer, None))?
+        netmeter::run_keeping_report(&ticking, &mut Progress::new(renderer, None))
     } else {
-        netmeter::run(cfg, &mut renderer)?
-    };
-    plot_client(cfg, report, plot_to)
+        netmeter::run_keeping_report(cfg, &mut renderer)
+    }
 }
 
-/// `--plot FILE`: the finished test's charts.
+/// `--plot FILE`: the test's charts, also when it was stopped (Ctrl-C, a lost peer)
+/// after some intervals: they show what ran. The test's own error comes back after.
 fn plot_client(
     cfg: &client::ClientConfig,
     report: netmeter::Report,
+    result: Result<(), netmeter::TestError>,
     path: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let Some(path) = path else { return Ok(()) };
+    let Some(path) = path.filter(|_| result.is_ok() || !report.intervals.is_empty()) else {
+        return Ok(result?);
+    };
+    let plotted = plot_one(cfg, report, path);
+    result?;
+    plotted
+}
+
+fn plot_one(
+    cfg: &client::ClientConfig,
+    report: netmeter::Report,
+    path: &Path,
+) -> anyhow::Result<()> {
     let name = cfg.spec.title.clone().unwrap_or_else(|| cfg.host.clone());
     let input = input::Input {
         name,
@@ -266,6 +322,15 @@ fn main() -> ExitCode {
             Err(e) => args_error(e),
         };
     }
+    if let Some(via) = cli::third_party::parse_via(&argv) {
+        return match via {
+            Ok(v) => finish(run_via(v)),
+            Err(e) => {
+                eprintln!("netmeter: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let args = match cli::parse_args(argv) {
         Ok(a) => a,
         Err(e) => return args_error(e),
@@ -279,6 +344,99 @@ fn main() -> ExitCode {
         }
     };
     finish(run(cmd, stamps.as_deref()))
+}
+
+/// Progress of `netmeter mesh` on stderr, one line per pair.
+struct MeshProgress;
+
+impl netmeter::mesh::Progress for MeshProgress {
+    fn done(&mut self, finished: usize, planned: usize, c: &netmeter::mesh::Cell) {
+        let what = match (&c.report, &c.error) {
+            (_, Some(e)) => format!("error: {e}"),
+            (Some(r), None) => match netmeter::mesh::cell_figures(r).0 {
+                Some(bps) => format!("{:.2} Mbit/s", bps / 1e6),
+                None => "done".into(),
+            },
+            (None, None) => "done".into(),
+        };
+        eprintln!(
+            "[{finished}/{planned}] {} -> {}: {what}",
+            c.source, c.target
+        );
+    }
+}
+
+/// `netmeter mesh`: run every pair, then write the table or JSON, the file and plot.
+fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
+    use netmeter::mesh;
+    catch_stop_signals()?;
+    let (cells, interrupted) = mesh::run(&m.plan, &mut MeshProgress);
+    if interrupted {
+        eprintln!(
+            "netmeter: mesh stopped by a signal after {} of {} pairs; writing what ran",
+            cells.len(),
+            m.plan.pairs.len()
+        );
+    }
+    let doc = mesh::document(&mesh::MeshDocument {
+        hosts: &m.plan.hosts,
+        test_options: &m.plan.args,
+        planned: m.plan.pairs.len(),
+        interrupted,
+        cells: &cells,
+    });
+    if let Some(p) = &m.output {
+        write_whole(p, doc.as_bytes())?;
+    }
+    if let Some(p) = &m.plot {
+        let png = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        let bytes =
+            netmeter::report::plot::render_heatmap(&mesh::heatmap(&m.plan.hosts, &cells), png)
+                .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", p.display()))?;
+        write_whole(p, &bytes)?;
+    }
+    let out = if m.json {
+        doc + "\n"
+    } else {
+        mesh::matrix_text(&m.plan.hosts, &cells)
+    };
+    write_stdout(out.as_bytes())?;
+    // Error cells are results; a mesh in which not one pair ran is a failure (a wrong
+    // key, no host reachable): say so in the exit status too.
+    if !interrupted && !cells.is_empty() && cells.iter().all(|c| c.report.is_none()) {
+        anyhow::bail!("no pair of the mesh ran a test (each cell says why)");
+    }
+    Ok(())
+}
+
+/// `netmeter -c B --via A`: A runs the test and sends its report here.
+fn run_via(v: cli::third_party::ViaCommand) -> anyhow::Result<()> {
+    use netmeter::engine::third_party::{Controller, request};
+    catch_stop_signals()?;
+    let ctl = Controller {
+        host: v.via.clone(),
+        port: v.via_port,
+        psk: v.psk,
+        connect_timeout: std::time::Duration::from_secs(10),
+        wait: std::time::Duration::from_secs_f64(v.wait_s),
+        stop_on_signal: true,
+    };
+    let report = request(&ctl, &v.request)?;
+    if let Some(e) = &report.error {
+        anyhow::bail!("{} ran the test, which failed: {e}", v.via);
+    }
+    let text = if v.json {
+        netmeter::report::json::document(&report)
+    } else {
+        format!(
+            "Test from {} to {} port {}:\n{}",
+            v.via,
+            v.request.target,
+            v.request.port,
+            netmeter::report::text::whole(&report)
+        )
+    };
+    write_stdout(text.as_bytes())
 }
 
 /// A command line that did not parse: one line, or clap's help or message.

@@ -99,6 +99,10 @@ pub enum ClientStep {
     SendParams,
     /// Read the netmeter extension answer (length-prefixed JSON) that follows.
     ReadExtAnswer,
+    /// Read the pre-shared-key challenge that follows (state 0x41) and answer it.
+    Authenticate,
+    /// Read the third-party test's answer (state 0x42): the conversation ends there.
+    ReadThirdParty,
     /// Open the data streams.
     CreateStreams,
     /// The server accepted all streams: start the clocks.
@@ -122,6 +126,11 @@ pub enum ClientFailure {
     ServerTerminated,
     #[error("the server sent {got:?} while the client expected {expected}")]
     Unexpected { got: State, expected: &'static str },
+    /// `--psk-file`, but the server went on without the key exchange.
+    #[error(
+        "the server did not ask for the pre-shared key: it runs without --psk-file (or is not netmeter), so it cannot prove it holds the key"
+    )]
+    NoPskChallenge,
 }
 
 /// Where the client is in the conversation.
@@ -142,6 +151,12 @@ pub enum ClientPhase {
 pub struct ClientMachine {
     pub phase: ClientPhase,
     ext_requested: bool,
+    /// The request carried a pre-shared-key nonce: the server must challenge it.
+    psk_requested: bool,
+    /// The challenge came (and was answered).
+    psk_challenged: bool,
+    /// The request is a third-party request: the answer is the result (0x42).
+    third_party: bool,
     negotiated: Negotiated,
 }
 
@@ -152,6 +167,9 @@ impl ClientMachine {
         ClientMachine {
             phase: ClientPhase::AwaitParamExchange,
             ext_requested: request.is_some(),
+            psk_requested: request.is_some_and(|r| r.psk.is_some()),
+            psk_challenged: false,
+            third_party: request.is_some_and(|r| r.third_party.is_some()),
             negotiated: Negotiated::iperf3(requested),
         }
     }
@@ -194,12 +212,30 @@ impl ClientMachine {
             State::ServerTerminate => return Err(ClientFailure::ServerTerminated),
             _ => {}
         }
+        // With --psk-file the server must challenge before anything else it says.
+        let unproven = self.psk_requested && !self.psk_challenged;
+        if unproven
+            && self.phase == P::AwaitCreateStreams
+            && matches!(
+                s,
+                State::NetmeterExt | State::CreateStreams | State::NetmeterThirdParty
+            )
+        {
+            return Err(ClientFailure::NoPskChallenge);
+        }
         let (next, step, expected) = match (self.phase, s) {
             (P::AwaitParamExchange, State::ParamExchange) => {
                 (P::AwaitCreateStreams, ClientStep::SendParams, "")
             }
+            (P::AwaitCreateStreams, State::NetmeterAuth) if unproven => {
+                self.psk_challenged = true;
+                (P::AwaitCreateStreams, ClientStep::Authenticate, "")
+            }
             (P::AwaitCreateStreams, State::NetmeterExt) if self.ext_requested => {
                 (P::AwaitCreateStreams, ClientStep::ReadExtAnswer, "")
+            }
+            (P::AwaitCreateStreams, State::NetmeterThirdParty) if self.third_party => {
+                (P::Done, ClientStep::ReadThirdParty, "")
             }
             (P::AwaitCreateStreams, State::CreateStreams) => {
                 (P::AwaitTestStart, ClientStep::CreateStreams, "")
@@ -406,6 +442,65 @@ mod tests {
         assert!(plain.on_state(State::NetmeterExt).is_err());
     }
 
+    /// With a pre-shared key the server must challenge first; a server that goes on
+    /// without (no key, an older netmeter, an iperf3) is refused, and a challenge is
+    /// answered once only.
+    #[test]
+    fn psk_challenge_comes_first_or_the_client_stops() {
+        let with_psk = ExtRequest {
+            psk: Some(wire::PskHello {
+                client_nonce: "00".repeat(32),
+            }),
+            ..ExtRequest::default()
+        };
+        for skipped in [
+            State::NetmeterExt,
+            State::CreateStreams,
+            State::NetmeterThirdParty,
+        ] {
+            let mut m = ClientMachine::new(Some(&with_psk));
+            m.on_state(State::ParamExchange).unwrap();
+            assert_eq!(m.on_state(skipped), Err(ClientFailure::NoPskChallenge));
+        }
+        let mut m = ClientMachine::new(Some(&with_psk));
+        m.on_state(State::ParamExchange).unwrap();
+        assert_eq!(
+            m.on_state(State::NetmeterAuth),
+            Ok(ClientStep::Authenticate)
+        );
+        assert!(m.on_state(State::NetmeterAuth).is_err());
+        assert_eq!(
+            m.on_state(State::NetmeterExt),
+            Ok(ClientStep::ReadExtAnswer)
+        );
+        // A client without a key never takes a challenge.
+        let mut plain = ClientMachine::new(Some(&ExtRequest::default()));
+        plain.on_state(State::ParamExchange).unwrap();
+        assert!(plain.on_state(State::NetmeterAuth).is_err());
+    }
+
+    #[test]
+    fn third_party_answer_only_for_a_third_party_request() {
+        let req = ExtRequest {
+            third_party: Some(wire::ThirdPartyRequest {
+                target: "b".into(),
+                port: 5201,
+                args: vec![],
+            }),
+            ..ExtRequest::default()
+        };
+        let mut m = ClientMachine::new(Some(&req));
+        m.on_state(State::ParamExchange).unwrap();
+        assert_eq!(
+            m.on_state(State::NetmeterThirdParty),
+            Ok(ClientStep::ReadThirdParty)
+        );
+        assert_eq!(m.phase, ClientPhase::Done);
+        let mut plain = ClientMachine::new(Some(&ExtRequest::default()));
+        plain.on_state(State::ParamExchange).unwrap();
+        assert!(plain.on_state(State::NetmeterThirdParty).is_err());
+    }
+
     #[test]
     fn busy_error_and_out_of_order_states() {
         let mut m = ClientMachine::new(None);
@@ -580,6 +675,8 @@ mod tests {
             working_load: None,
             no_gso: true,
             no_gro: false,
+            psk: None,
+            third_party: None,
             features: vec![
                 Feature::UdpSeq64,
                 Feature::Unknown("teleport".into()),

@@ -361,6 +361,9 @@ impl TestSpec {
             no_gso: self.no_gso,
             no_gro: self.no_gro,
             isochronous: isoch,
+            // Set by the engine (`--psk-file`, third-party requests), not by the test.
+            psk: None,
+            third_party: None,
             version: wire::EXT_VERSION,
             features: Feature::ALL
                 .into_iter()

@@ -20,7 +20,8 @@ pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_
 pub use errcode::ErrCode;
 pub use ext::{
     Bounceback, ExtAnswer, ExtRequest, Feature, FrameSummary, Isochronous, MAX_BOUNCEBACK_BURST,
-    MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US, WorkingLoad,
+    MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US, MAX_THIRD_PARTY_ARGS,
+    PskChallenge, PskHello, PskResponse, ThirdPartyAnswer, ThirdPartyRequest, WorkingLoad,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -115,6 +116,14 @@ pub enum State {
     /// parameters carried the `netmeter` key, followed by a length-prefixed JSON
     /// [`ExtAnswer`]. A plain iperf3 client never asks, so it never receives this byte.
     NetmeterExt,
+    /// netmeter pre-shared-key challenge (0x41): sent by a server with `--psk-file` only
+    /// to a client whose extension request carried a `psk` nonce, followed by a
+    /// length-prefixed JSON [`PskChallenge`]; the client answers with a [`PskResponse`].
+    NetmeterAuth,
+    /// netmeter third-party result (0x42): the server ran the requested test as a client
+    /// and sends a length-prefixed JSON [`ThirdPartyAnswer`]. Only a client that sent a
+    /// `third_party` request ever receives it.
+    NetmeterThirdParty,
 }
 
 impl State {
@@ -132,6 +141,8 @@ impl State {
             State::DisplayResults => 0x0e,
             State::IperfDone => 0x10,
             State::NetmeterExt => 0x40,
+            State::NetmeterAuth => 0x41,
+            State::NetmeterThirdParty => 0x42,
             State::AccessDenied => 0xff, // -1
             State::ServerError => 0xfe,  // -2
         }
@@ -151,6 +162,8 @@ impl State {
             0x0e => State::DisplayResults,
             0x10 => State::IperfDone,
             0x40 => State::NetmeterExt,
+            0x41 => State::NetmeterAuth,
+            0x42 => State::NetmeterThirdParty,
             0xff => State::AccessDenied,
             0xfe => State::ServerError,
             other => return Err(WireError::UnknownState(other)),
@@ -459,6 +472,12 @@ pub struct StreamResult {
     /// netmeter extension: datagrams the receiver's kernel dropped (full buffer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_host_drops: Option<u64>,
+    /// netmeter extension: the stream thread's CPU use, % of one CPU over its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_cpu_percent: Option<f64>,
+    /// netmeter extension: % of its life the stream thread waited for a CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_cpu_wait_percent: Option<f64>,
     /// netmeter extension: one-way delays seen by the receiver (`--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_owd: Option<crate::latency::OwdSummary>,

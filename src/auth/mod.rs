@@ -610,5 +610,7 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
+pub mod psk;
+
 #[cfg(test)]
 mod tests;

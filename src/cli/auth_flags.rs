@@ -33,6 +33,11 @@ pub struct AuthFlags {
     /// 3.12 and older know only PKCS#1 v1.5); both ends must agree.
     #[arg(long = "use-pkcs1-padding")]
     pub use_pkcs1_padding: bool,
+    /// netmeter to netmeter: prove the key in FILE (at least 16 bytes; trailing
+    /// whitespace ignored) with an HMAC challenge-response, no secret on the wire. A
+    /// server with it refuses clients without the key.
+    #[arg(long = "psk-file", value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
 }
 
 impl AuthFlags {
@@ -91,6 +96,14 @@ impl AuthFlags {
             key,
             padding: self.padding(),
         }))
+    }
+
+    /// `--psk-file`'s key, read now (a missing or short key is a usage error).
+    pub fn psk(&self) -> Result<Option<auth::psk::Psk>, UsageError> {
+        self.psk_file
+            .as_deref()
+            .map(|p| auth::psk::Psk::read(p).map_err(usage))
+            .transpose()
     }
 
     /// The server's settings, if it requires authentication.

@@ -7,6 +7,7 @@
 //! into engine configurations and would drag the whole crate into the build script.
 
 use super::csv_cmd::CsvArgs;
+use super::doctor_cmd::DoctorArgs;
 use super::{Args, ArgsError, Command};
 use clap::{CommandFactory, Parser, ValueEnum};
 use std::io::Write;
@@ -18,6 +19,12 @@ pub enum Asset {
     Man,
     /// netmeter-csv(1)
     ManCsv,
+    /// netmeter-compare(1)
+    ManCompare,
+    /// netmeter-sweep(1)
+    ManSweep,
+    /// netmeter-doctor(1)
+    ManDoctor,
     Bash,
     Zsh,
     Fish,
@@ -51,6 +58,34 @@ pub fn command() -> clap::Command {
         .version(env!("CARGO_PKG_VERSION"))
         .disable_help_subcommand(true)
         .subcommand(csv_command())
+        .subcommand(compare_command())
+        .subcommand(sweep_command())
+        .subcommand(doctor_command())
+        .subcommand(
+            super::mesh_cmd::MeshArgs::command()
+                .name("mesh")
+                .bin_name("netmeter mesh")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
+        .subcommands(super::tools::commands())
+}
+
+fn compare_command() -> clap::Command {
+    crate::experiment::cli::CompareArgs::command()
+        .name("compare")
+        .bin_name("netmeter compare")
+        .version(env!("CARGO_PKG_VERSION"))
+}
+
+fn sweep_command() -> clap::Command {
+    crate::experiment::cli::sweep_command().version(env!("CARGO_PKG_VERSION"))
+}
+
+fn doctor_command() -> clap::Command {
+    DoctorArgs::command()
+        .name("doctor")
+        .bin_name("netmeter doctor")
+        .version(env!("CARGO_PKG_VERSION"))
 }
 
 fn csv_command() -> clap::Command {
@@ -68,6 +103,18 @@ pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
         Asset::ManCsv => {
             let csv = csv_command().name("netmeter-csv");
             return clap_mangen::Man::new(csv).render(out);
+        }
+        Asset::ManCompare => {
+            let c = compare_command().name("netmeter-compare");
+            return clap_mangen::Man::new(c).render(out);
+        }
+        Asset::ManSweep => {
+            let c = sweep_command().name("netmeter-sweep");
+            return clap_mangen::Man::new(c).render(out);
+        }
+        Asset::ManDoctor => {
+            let doctor = doctor_command().name("netmeter-doctor");
+            return clap_mangen::Man::new(doctor).render(out);
         }
         Asset::Bash => Shell::Bash,
         Asset::Zsh => Shell::Zsh,
@@ -121,5 +168,47 @@ mod tests {
         let csv_man = text(Asset::ManCsv);
         assert!(csv_man.contains(".TH netmeter-csv 1"), "{csv_man}");
         assert!(csv_man.contains("\\-\\-fields"));
+        // The doctor subcommand likewise.
+        assert!(bash.contains("netmeter,doctor)"), "bash");
+        assert!(
+            fish.contains("__fish_netmeter_using_subcommand doctor\" -s J -l json"),
+            "fish"
+        );
+        let doctor_man = text(Asset::ManDoctor);
+        assert!(doctor_man.contains(".TH netmeter-doctor 1"), "{doctor_man}");
+        assert!(doctor_man.contains("\\-\\-json"));
+    }
+
+    /// compare, sweep, plot and report are completed with their own flags, and
+    /// compare and sweep have their own man pages.
+    #[test]
+    fn experiment_and_tool_subcommands_are_generated() {
+        let (bash, zsh, fish) = (text(Asset::Bash), text(Asset::Zsh), text(Asset::Fish));
+        for sub in ["compare", "sweep", "plot", "report"] {
+            assert!(bash.contains(&format!("netmeter,{sub})")), "bash {sub}");
+            assert!(zsh.contains(&format!("({sub})")), "zsh {sub}");
+            assert!(
+                fish.contains(&format!("using_subcommand {sub}")),
+                "fish {sub}"
+            );
+        }
+        assert!(
+            fish.contains("using_subcommand compare\" -l fail-if-worse"),
+            "fish"
+        );
+        assert!(fish.contains("using_subcommand sweep\" -l proto"), "fish");
+        assert!(fish.contains("using_subcommand sweep\" -l repeat"), "fish");
+        let man = text(Asset::ManCompare);
+        assert!(man.contains(".TH netmeter-compare 1"), "{man}");
+        for flag in ["fail\\-if\\-worse", "plot", "json"] {
+            assert!(man.contains(&format!("\\-\\-{flag}")), "{flag}");
+        }
+        assert!(man.contains("Welch"), "the verdicts are explained");
+        let man = text(Asset::ManSweep);
+        assert!(man.contains(".TH netmeter-sweep 1"), "{man}");
+        for flag in ["proto", "repeat", "parallel", "plot"] {
+            assert!(man.contains(&format!("\\-\\-{flag}")), "{flag}");
+        }
+        assert!(man.contains("netmeter sweep \\-c HOST"), "the usage");
     }
 }

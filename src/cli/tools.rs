@@ -19,7 +19,7 @@ use std::path::PathBuf;
     after_help = "One input: throughput over time per direction, UDP loss/jitter, TCP cwnd/RTT, latency \
 CDFs and histograms, working load, whichever apply, one chart under the other.\n\
 Several inputs: the same measures compared on shared charts, the legend naming each \
-input (its -T title, else the file name).\n\n\
+input (its -T title, else the file name).\nA netmeter sweep -J document (alone): the sweep's chart, as `netmeter sweep --plot` draws it.\n\n\
 Examples:\n  netmeter -c HOST -J > run.json && netmeter plot run.json -o run.svg\n  \
 netmeter plot before.json after.json -o compare.png"
 )]
@@ -38,7 +38,8 @@ struct PlotArgs {
     name = "netmeter report",
     bin_name = "netmeter report",
     about = "Write one self-contained HTML report (settings, hosts, summary, warnings, charts) of saved results",
-    after_help = "Several inputs add a side-by-side table and comparison charts.\n\n\
+    after_help = "Several inputs add a side-by-side table and comparison charts.\n\
+A netmeter sweep -J document (alone): a table of its points and the sweep's chart.\n\n\
 Example:\n  netmeter report run1.json run2.json -o report.html"
 )]
 struct ReportArgs {
@@ -48,6 +49,17 @@ struct ReportArgs {
     /// The HTML file to write.
     #[arg(short = 'o', long = "output", value_name = "FILE.html")]
     output: PathBuf,
+}
+
+/// `plot` and `report` as clap commands, for the man page and the completions.
+pub fn commands() -> [clap::Command; 2] {
+    use clap::CommandFactory;
+    [
+        PlotArgs::command().name("plot").bin_name("netmeter plot"),
+        ReportArgs::command()
+            .name("report")
+            .bin_name("netmeter report"),
+    ]
 }
 
 /// The command line's subcommand, when its first word names one; `None` for the

@@ -61,6 +61,8 @@ pub struct ClientConfig {
     pub txstart: Option<f64>,
     /// `--username`/`--rsa-public-key-path`: the credential to send with the parameters.
     pub auth: Option<crate::auth::ClientAuth>,
+    /// `--psk-file`: prove this key to a netmeter server (and have it proved back).
+    pub psk: Option<crate::auth::psk::Psk>,
     /// This side's own options (`test_common::SideOpts`).
     pub side: test_common::SideOpts,
 }
@@ -198,7 +200,7 @@ fn connect_udp(
 
 /// A control failure as the client reports it: a stop signal during a wait is the
 /// user's interrupt, not a failure.
-fn ctrl_err(e: CtrlError) -> TestError {
+pub(super) fn ctrl_err(e: CtrlError) -> TestError {
     match e {
         CtrlError::Interrupted(_) => Stopped::client_interrupted().into(),
         e => TestError::Ctrl(e),
@@ -226,6 +228,16 @@ pub fn renderer(cfg: &ClientConfig, sink: Sink) -> Renderer {
 /// Run one test as the client, telling `obs` what happens as it happens. Returns the
 /// report (on failure, the error; a partial report has gone to `obs`).
 pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
+    let (report, result) = run_keeping_report(cfg, obs);
+    result.map(|_| report)
+}
+
+/// [`run`], returning the report also when the test failed or was stopped (then it
+/// holds what ran and the error).
+pub fn run_keeping_report(
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+) -> (Report, Result<(), TestError>) {
     let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
@@ -238,7 +250,7 @@ pub fn run(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, TestErr
         out.error(&format!("{e:#}"));
     }
     out.finish();
-    result.map(|_| out.report)
+    (out.report, result)
 }
 
 fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
@@ -294,8 +306,18 @@ fn converse(
         ));
     }
     record_start(out, cfg, ctrl, &cookie, &asked);
-    let ext_req = cfg.extensions.then(|| asked.ext_request());
+    let mut psk_cn = None;
+    let ext_req = match cfg.extensions.then(|| asked.ext_request()) {
+        Some(mut req) if cfg.psk.is_some() => {
+            let (cn, hello) = super::psk::client_hello()?;
+            psk_cn = Some(cn);
+            req.psk = Some(hello);
+            Some(req)
+        }
+        other => other,
+    };
     let mut talk = Talk {
+        psk_cn,
         cfg,
         ctrl,
         server,
@@ -311,7 +333,7 @@ fn converse(
     let connect_to = run
         .spec()
         .connect_only
-        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec()));
+        .then(|| connect::Target::new(server, cfg.bind, talk.cookie.0, run.spec(), &cfg.side));
     let mut running = run.start(Launch {
         t0,
         // We receive from the server: raw delay = true + (client − server) clock.
@@ -404,6 +426,8 @@ struct Talk<'a> {
     ext_req: Option<wire::ExtRequest>,
     asked: TestSpec,
     clock_est: Option<ClockEstimate>,
+    /// `--psk-file`: our nonce, sent in the parameters.
+    psk_cn: Option<crate::auth::psk::Nonce>,
     /// Warnings about the test as negotiated, for `start.netmeter.warnings`.
     warnings: Vec<String>,
 }
@@ -452,7 +476,24 @@ impl Talk<'_> {
                         self.clock_est = Some(clock::sync_client(self.ctrl).map_err(ctrl_err)?);
                     }
                 }
-                ClientStep::ReadServerError => return Err(server_error(self.ctrl)),
+                ClientStep::Authenticate => {
+                    if let (Some(key), Some(cn)) = (&self.cfg.psk, &self.psk_cn) {
+                        let bound = crate::auth::psk::bind_request(None);
+                        super::psk::client_answer(self.ctrl, key, &self.cookie, cn, &bound)
+                            .map_err(TestError::Psk)?;
+                    }
+                }
+                ClientStep::ReadServerError => {
+                    return Err(match server_error(self.ctrl) {
+                        TestError::Peer {
+                            code: wire::ErrCode::AuthTest,
+                            ..
+                        } if self.cfg.psk.is_none() && self.cfg.auth.is_none() => {
+                            TestError::AuthRequired
+                        }
+                        e => e,
+                    });
+                }
                 ClientStep::CreateStreams => run = Some(self.create_streams(out)?),
                 ClientStep::StartClock => {
                     let run = match &mut run {
@@ -734,7 +775,7 @@ fn partial_end(out: &mut Output, run: &Running, fig: &FinalFigures, why: Stopped
     why.into()
 }
 
-fn server_error(ctrl: &mut Ctrl) -> TestError {
+pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
     match ctrl.read_error_trailer(Duration::from_secs(5)) {
         Ok((code, errno)) => TestError::Peer { code, errno },
         Err(_) => TestError::PeerUnexplained,

@@ -23,7 +23,7 @@
 
 use super::record::ConnRecord;
 use super::stream::Worker;
-use super::test_common;
+use super::test_common::{self, SideOpts};
 use crate::report::connect::{ConnFigures, ConnFinal};
 use crate::sock;
 use crate::spec::TestSpec;
@@ -58,6 +58,8 @@ pub struct Target {
     cookie: [u8; COOKIE_LEN],
     /// Socket options (`-w`, `-S`, `-M`, `-C`, `-N`) apply to every short connection.
     spec: TestSpec,
+    /// And the client's own (`--bind-dev`, `--snd-timeout`).
+    side: SideOpts,
     ipv6: bool,
 }
 
@@ -67,12 +69,14 @@ impl Target {
         bind: Option<IpAddr>,
         cookie: [u8; COOKIE_LEN],
         spec: &TestSpec,
+        side: &SideOpts,
     ) -> Arc<Target> {
         Arc::new(Target {
             server: SockAddr::from(server),
             bind: bind.map(|ip| SockAddr::from(SocketAddr::new(ip, 0))),
             cookie,
             spec: spec.clone(),
+            side: side.clone(),
             ipv6: server.is_ipv6(),
         })
     }
@@ -145,9 +149,7 @@ fn one_connection(t: &Target) -> io::Result<u64> {
     // Linux bounds a blocking connect() by SO_SNDTIMEO (it then fails with EINPROGRESS).
     s.set_write_timeout(Some(CONNECT_TIMEOUT))?;
     s.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-    // This side's own options (--bind-dev, --snd-timeout) do not reach the short
-    // connections (docs/iperf3-options.md).
-    test_common::apply_sock_opts(&s, &t.spec, &Default::default(), t.ipv6)?;
+    test_common::apply_sock_opts(&s, &t.spec, &t.side, t.ipv6)?;
     if let Some(b) = &t.bind {
         s.bind(b)?;
     }

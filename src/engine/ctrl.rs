@@ -213,6 +213,11 @@ impl Ctrl {
         self.write(&bytes, what)
     }
 
+    /// Close without waiting for the peer (it has said all it will).
+    pub fn close_quietly(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+
     /// Half-close and drain until the peer closes (bounded), so the last byte we sent is
     /// not destroyed by a reset (iperf3's `iperf_sync_close_socket`).
     pub fn close_gracefully(mut self, timeout: Duration) {

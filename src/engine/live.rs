@@ -136,6 +136,14 @@ impl LiveStreams {
         }
     }
 
+    /// Each ended stream thread's CPU use, in stream order.
+    pub fn thread_cpu(&self) -> Vec<crate::host::facts::ThreadCpu> {
+        self.shared
+            .iter()
+            .filter_map(|s| s.thread_cpu.lock().ok().and_then(|t| t.clone()))
+            .collect()
+    }
+
     /// First error reported by any stream thread.
     pub fn first_error(&self) -> Option<StreamError> {
         self.shared.iter().find_map(|s| s.error())
@@ -191,6 +199,7 @@ pub(super) fn make_worker(
         zc_sends: AtomicU64::new(0),
         zc_copied: AtomicU64::new(0),
         finished: AtomicBool::new(false),
+        thread_cpu: Mutex::new(None),
         error: Mutex::new(None),
     });
     Worker {

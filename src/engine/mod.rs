@@ -18,11 +18,13 @@ pub mod meter;
 pub mod output;
 pub mod profile;
 pub mod progress;
+pub mod psk;
 pub mod record;
 pub mod server;
 pub mod stream;
 pub mod test_common;
 pub mod test_run;
+pub mod third_party;
 
 use ctrl::CtrlError;
 
@@ -201,6 +203,20 @@ pub enum TestError {
         "the server closed the connection after the parameters: test authorization failed (wrong user, password, key or padding?)"
     )]
     AuthClosed,
+    /// A client without credentials met a server that requires them.
+    #[error(
+        "the server refused the test: test authorization failed; it requires a pre-shared key (--psk-file) or a user name and key (--username, --rsa-public-key-path)"
+    )]
+    AuthRequired,
+    /// `--psk-file`: the key exchange failed (a different key, a server without one).
+    #[error("pre-shared-key authentication failed: {0}")]
+    Psk(psk::PskFailure),
+    /// A third-party server did not run the test (refused, or the test failed there).
+    #[error("{host} did not run the test: {why}")]
+    ThirdParty { host: String, why: String },
+    /// A third-party server's test met a busy server: worth trying again.
+    #[error("{host} did not run the test: {why}")]
+    ThirdPartyBusy { host: String, why: String },
     /// A system call failed while doing `what`.
     #[error("{what}: {err}")]
     IoWhile { what: String, err: std::io::Error },
@@ -219,6 +235,20 @@ impl TestError {
             what: what.into(),
             err,
         }
+    }
+
+    /// A busy server (iperf3's access denied, here or at a third-party test's target):
+    /// the same test may run later.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            TestError::Client(ClientFailure::AccessDenied)
+                | TestError::ThirdPartyBusy { .. }
+                | TestError::Peer {
+                    code: ErrCode::AccessDenied,
+                    ..
+                }
+        )
     }
 
     /// The [`Stopped`] this error is, if the test was stopped on purpose.

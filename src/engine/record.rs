@@ -51,6 +51,8 @@ pub struct StreamShared {
     pub zc_copied: AtomicU64,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
+    /// The thread's own CPU use over its life (stored when it ends).
+    pub thread_cpu: Mutex<Option<crate::host::facts::ThreadCpu>>,
     /// Why the thread ended early, if it did.
     pub error: Mutex<Option<StreamError>>,
 }

@@ -8,6 +8,7 @@
 //! damage is one logged error for that session.
 
 mod session;
+pub mod third_party;
 
 use super::Family;
 use super::ctrl::Ctrl;
@@ -47,6 +48,11 @@ pub struct ServerConfig {
     pub interval_s: f64,
     /// `--rsa-private-key-path`/`--authorized-users-path`: every test must authenticate.
     pub auth: Option<Arc<crate::auth::ServerAuth>>,
+    /// `--psk-file`: every test must prove this key (netmeter clients only: an iperf3
+    /// client is refused with iperf3's "test authorization failed").
+    pub psk: Option<Arc<crate::auth::psk::Psk>>,
+    /// `--allow-third-party`: run third-party tests toward these targets (needs `psk`).
+    pub third_party: Option<third_party::ThirdPartyPolicy>,
     /// This side's own options (`test_common::SideOpts`).
     pub side: test_common::SideOpts,
 }

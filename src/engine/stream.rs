@@ -128,16 +128,22 @@ pub(super) fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Run `body` on a thread of its own named `name` (`nm-tcp-3`): its error, if any, is
-/// kept as the stream's, and the stream is marked finished when it returns. Every data
-/// loop (bulk, request/response, profiled) runs under this.
+/// kept as the stream's, its CPU use recorded, and the stream is marked finished when it
+/// returns. Every data loop (bulk, request/response, profiled) runs under this.
 pub fn spawn_loop(
     name: String,
     w: Worker,
     body: impl FnOnce(&Worker) -> io::Result<()> + Send + 'static,
 ) -> io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(move || {
+        let clock = crate::host::probe::ThreadClock::start();
         if let Err(e) = body(&w) {
             w.shared.fail(e);
+        }
+        let (cpu_s, wait_ns, wall_s) = clock.read();
+        let s = &w.shared;
+        if let Ok(mut slot) = s.thread_cpu.lock() {
+            *slot = crate::host::facts::thread_cpu(s.id, s.sender, cpu_s, wait_ns, wall_s);
         }
         w.shared.finished.store(true, Ordering::Release);
     })

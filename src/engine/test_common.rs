@@ -273,5 +273,8 @@ pub fn end_inputs<'a>(
         sndbuf: start.sndbuf_actual,
         clock: start.netmeter.clock.map(|c| (c, super::clock::CLOCK_NAME)),
         connect_only_answered: None,
+        host: None,
+        threads: Vec::new(),
+        disk_file: None,
     }
 }

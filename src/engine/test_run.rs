@@ -245,7 +245,7 @@ impl TestRun {
             next_tick: interval.unwrap_or(f64::INFINITY),
             cpu_start: launch.cpu_start,
             origin: launch.origin,
-            file: file.is_some(),
+            file,
         })
     }
 }
@@ -298,8 +298,9 @@ pub struct Running {
     pub next_tick: f64,
     cpu_start: CpuSample,
     origin: Instant,
-    /// `-F`: the senders end the test at the end of their file.
-    file: bool,
+    /// `-F`: the senders end the test at the end of their file; the end summary says
+    /// how much of it went over each stream.
+    file: Option<std::path::PathBuf>,
 }
 
 impl Running {
@@ -353,7 +354,13 @@ impl Running {
     /// Whether the test's own end condition is met at `now_s`: `-t` has passed, or the
     /// `-n` bytes / `-k` blocks have moved (or every sender ran out of its budget).
     pub fn end_reached(&self, now_s: f64) -> bool {
-        end_reached(&self.spec, &self.meter, &self.live, now_s, self.file)
+        end_reached(
+            &self.spec,
+            &self.meter,
+            &self.live,
+            now_s,
+            self.file.is_some(),
+        )
     }
 
     /// Tell the sending threads to stop without waiting for them: a paced sender asleep
@@ -416,6 +423,7 @@ impl Running {
                 .keep_tcp
                 .first()
                 .and_then(|s| sock::congestion(s.as_fd())),
+            threads: self.live.thread_cpu(),
         }
     }
 
@@ -438,6 +446,18 @@ impl Running {
             client,
             in_process,
         );
+        // This side's host: the interface of the first stream's local address.
+        inputs.host = start
+            .connected
+            .first()
+            .and_then(|c| c.local_host.parse().ok())
+            .map(crate::host::probe::for_local_address);
+        inputs.threads = fig.threads.clone();
+        // As iperf3 (fstat of the open file): the size when the test ended.
+        inputs.disk_file = self.file.as_ref().and_then(|p| {
+            let size = std::fs::metadata(p).ok()?.len();
+            Some((p.display().to_string(), size))
+        });
         if peer.is_some() {
             inputs.connect_only_answered = self.meter.answered.as_ref().map(|a| {
                 let secs = fig.locals.iter().map(|l| l.seconds).fold(0.0, f64::max);
@@ -450,7 +470,14 @@ impl Running {
     /// This side's results message for the peer.
     pub fn results(&self, fig: &FinalFigures) -> Results {
         let has_retr = self.spec.protocol == Protocol::Tcp;
-        build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone())
+        let mut r = build::local_results(&fig.locals, fig.cpu, has_retr, fig.congestion.clone());
+        for s in &mut r.streams {
+            if let Some(t) = fig.threads.iter().find(|t| t.id == s.id) {
+                s.netmeter_cpu_percent = Some(t.cpu_percent);
+                s.netmeter_cpu_wait_percent = t.wait_percent;
+            }
+        }
+        r
     }
 }
 
@@ -491,6 +518,8 @@ pub struct FinalFigures {
     /// CPU percent of one core: total, user, system.
     pub cpu: (f64, f64, f64),
     pub congestion: Option<String>,
+    /// Each stream thread's CPU use (the threads have ended).
+    pub threads: Vec<crate::host::facts::ThreadCpu>,
 }
 
 /// `file`: with `-F` a sender stops at the end of its file, and the test ends when all

@@ -36,6 +36,45 @@ pub struct CompareArgs {
     /// significance (throughput down, loss/jitter/latency up).
     #[arg(long = "fail-if-worse", value_name = "PCT", value_parser = percent)]
     pub fail_if_worse: Option<f64>,
+    /// Draw both results on shared charts into FILE (.svg or .png): throughput per
+    /// interval, UDP loss and jitter, latency CDFs where both have histograms; each
+    /// run of a repetition document is its own line.
+    #[arg(long = "plot", value_name = "FILE.svg|FILE.png", value_parser = plot_path)]
+    pub plot: Option<PathBuf>,
+}
+
+fn plot_path(s: &str) -> Result<PathBuf, String> {
+    super::sweep_plot::plot_file(s).map_err(|_| format!("'{s}' must end in .svg or .png"))
+}
+
+/// The inputs of a comparison's plot: every run of each side, named `base: NAME` and
+/// `new: NAME` (NAME: the document's -T title, else the file name without `.json`),
+/// with ` #k` after each run of a repetition document.
+pub fn plot_inputs(side: &str, path: &Path, runs: &[Report]) -> Vec<input::Input> {
+    let file = input::file_label(path);
+    runs.iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let title = match r.title.as_deref().map(str::trim) {
+                Some(t) if !t.is_empty() => t.to_string(),
+                _ => file.clone(),
+            };
+            // "base: base" says it twice.
+            let mut name = if title == side {
+                side.to_string()
+            } else {
+                format!("{side}: {title}")
+            };
+            if runs.len() > 1 {
+                name.push_str(&format!(" #{}", k + 1));
+            }
+            input::Input {
+                name,
+                path: path.to_path_buf(),
+                report: r.clone(),
+            }
+        })
+        .collect()
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -54,14 +93,48 @@ Usage: netmeter sweep -c HOST [client options] LIST...
 Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
 fastest); every other option is passed to each test as given. Every point's options are
 checked before the first test runs.
+  --proto tcp,udp
+       sweep the protocol: each point over TCP, then over UDP (-u; its -b as given,
+       else UDP's 1 Mbit/s default)
+  --plot FILE.svg|FILE.png|FILE.html
+       draw the first key figure against the first swept option, one line per value
+       of the second, error bars (the confidence interval) when repeated; the same
+       chart as `netmeter plot SWEEP.json -o FILE` from the -J document. .html: one
+       page with a table of the points and the charts (as `netmeter report SWEEP.json`)
   -J   print one JSON document with every point's settings, runs and statistics
        (progress lines then go to stderr)
   --repeat N [--repeat-gap SEC] [--confidence L,W%]
        each point is a series; the table shows mean ± CI half width
 
-Example:
-  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M
+Examples:
+  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M --plot sweep.png
+  netmeter sweep -c HOST -t 5 --proto tcp,udp -b 100M,500M --repeat 3 -J > sweep.json
 ";
+
+/// `netmeter sweep` as a clap command, for the man page and the completions only (the
+/// sweep's own parsing is [`super::sweep::split_args`] and the client's parser): the
+/// client's flags, `--proto` and the help text above.
+pub fn sweep_command() -> clap::Command {
+    use clap::CommandFactory;
+    let (about, rest) = SWEEP_HELP.split_once('\n').unwrap_or((SWEEP_HELP, ""));
+    crate::cli::Args::command()
+        .name("sweep")
+        .bin_name("netmeter sweep")
+        .about(about)
+        .override_usage("netmeter sweep -c HOST [client options] LIST...")
+        .after_help(
+            rest.split_once("\n\n")
+                .map_or(rest, |x| x.1)
+                .trim()
+                .to_string(),
+        )
+        .arg(
+            clap::Arg::new("proto")
+                .long("proto")
+                .value_name("tcp,udp")
+                .help("Sweep the protocol: each point over TCP, then over UDP (-u)"),
+        )
+}
 
 /// A subcommand and its parsed flags.
 #[derive(Debug)]
@@ -104,6 +177,8 @@ pub enum ExperimentError {
     Mismatch(#[from] Mismatch),
     #[error("cannot write the output: {0}")]
     Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Plot(#[from] crate::report::plot::PlotError),
     /// `--fail-if-worse`: not a failure to run, the answer the user asked to gate on.
     #[error("{} got worse by more than {pct} % with significance", names.join(", "))]
     Worse { names: Vec<String>, pct: f64 },
@@ -160,6 +235,11 @@ pub fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> Result<(), Experimen
             &a.new.display().to_string(),
         );
         write!(out, "{t}")?;
+    }
+    if let Some(path) = &a.plot {
+        let mut inputs = plot_inputs("base", &a.base, &base);
+        inputs.extend(plot_inputs("new", &a.new, &new));
+        crate::report::plot::write_file(&inputs, path)?;
     }
     if let Some(pct) = a.fail_if_worse {
         let worse = c.worse_beyond(pct);

@@ -112,6 +112,15 @@ pub enum Mismatch {
     Kind { base: String, new: String },
     #[error("the {0} result holds no runs")]
     Empty(&'static str),
+    #[error(
+        "the {side} result's runs are not all the same kind of test: run 1 is {first} but run {n} is {other}"
+    )]
+    Mixed {
+        side: &'static str,
+        first: String,
+        n: usize,
+        other: String,
+    },
 }
 
 /// Compare two sets of runs (one run each for single results). Every run of a side
@@ -128,6 +137,20 @@ pub fn compare(base: &[Report], new: &[Report]) -> Result<Comparison, Mismatch> 
             base: bk.to_string(),
             new: nk.to_string(),
         });
+    }
+    for (side, runs, k) in [("base", base, &bk), ("new", new, &nk)] {
+        if let Some((i, r)) = runs
+            .iter()
+            .enumerate()
+            .find(|(_, r)| figures::kind(r) != *k)
+        {
+            return Err(Mismatch::Mixed {
+                side,
+                first: k.to_string(),
+                n: i + 1,
+                other: figures::kind(r).to_string(),
+            });
+        }
     }
     let base_figs: Vec<Vec<Figure>> = base.iter().map(figures::figures).collect();
     let new_figs: Vec<Vec<Figure>> = new.iter().map(figures::figures).collect();
@@ -464,6 +487,17 @@ mod tests {
         assert_eq!(
             compare(&[], &[load("tcp.json")]).unwrap_err(),
             Mismatch::Empty("base")
+        );
+        // A hand-made repetition document mixing kinds of test.
+        let e = compare(
+            &[load("tcp.json")],
+            &[load("tcp.json"), load("tcp.json"), load("udp.json")],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the new result's runs are not all the same kind of test: run 1 is a TCP bulk \
+             test (client to server) but run 3 is a UDP bulk test (client to server)"
         );
     }
 

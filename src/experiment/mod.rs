@@ -7,6 +7,7 @@ pub mod figures;
 pub mod repeat;
 pub mod stats;
 pub mod sweep;
+pub mod sweep_plot;
 
 /// One test of a series (a repetition, a sweep point), run quietly: its report, or
 /// how the series ends: `("interrupted", None)` after a stop signal (the partial run

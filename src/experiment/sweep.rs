@@ -29,8 +29,12 @@ pub const SWEEPABLE: &[(&str, &str)] = &[
     ("-C", "--congestion"),
 ];
 
+/// Sweep-only: `--proto tcp,udp` runs each point over TCP and over UDP (`-u`). (`-u`
+/// itself takes no value, so it cannot hold a list.)
+pub const PROTO: &str = "--proto";
+
 /// One swept option and its values, in the order given.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Swept {
     /// The short flag, e.g. `-P`.
     pub flag: String,
@@ -45,10 +49,18 @@ pub type Settings = Vec<(String, String)>;
 pub struct SweepArgs {
     pub swept: Vec<Swept>,
     pub rest: Vec<OsString>,
+    /// `--plot FILE.svg|FILE.png|FILE.html`: the sweep's chart (or page), drawn at the end.
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Which sweepable option `arg` is, and its value if attached (`-P4`, `--parallel=4`).
 fn sweepable(arg: &str) -> Option<(&'static str, Option<String>)> {
+    if arg == PROTO {
+        return Some((PROTO, None));
+    }
+    if let Some(v) = arg.strip_prefix("--proto=") {
+        return Some((PROTO, Some(v.to_string())));
+    }
     for &(short, long) in SWEEPABLE {
         if arg == short || arg == long {
             return Some((short, None));
@@ -68,8 +80,18 @@ fn sweepable(arg: &str) -> Option<(&'static str, Option<String>)> {
 pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
     let mut swept: Vec<Swept> = Vec::new();
     let mut rest = Vec::new();
+    let mut plot = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if let Some(p) = a.to_str().and_then(|s| s.strip_prefix("--plot=")) {
+            plot = Some(super::sweep_plot::sweep_plot_file(p)?);
+            continue;
+        }
+        if a == "--plot" {
+            let p = it.next().and_then(|v| v.to_str()).unwrap_or_default();
+            plot = Some(super::sweep_plot::sweep_plot_file(p)?);
+            continue;
+        }
         let Some((flag, attached)) = a.to_str().and_then(sweepable) else {
             rest.push(a.clone());
             continue;
@@ -82,9 +104,18 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
                 .map(str::to_string)
                 .ok_or_else(|| format!("{flag} needs a value (a list such as 1,2,4)"))?,
         };
+        if flag == PROTO
+            && let Some(bad) = value
+                .split(',')
+                .map(str::trim)
+                .find(|v| !PROTOCOLS.contains(v))
+        {
+            return Err(format!(
+                "--proto {value}: '{bad}' is not a protocol (give tcp, udp or tcp,udp)"
+            ));
+        }
         if !value.contains(',') {
-            rest.push(flag.into());
-            rest.push(value.into());
+            rest.extend(point_args(flag, &value));
             continue;
         }
         if swept.iter().any(|s| s.flag == flag) {
@@ -99,12 +130,29 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
             values,
         });
     }
+    let lone_u = rest.iter().any(|a| a == "-u" || a == "--udp");
+    if lone_u && swept.iter().any(|s| s.flag == PROTO) {
+        return Err("-u and --proto tcp,udp: give one (the list sweeps the protocol)".to_string());
+    }
     if swept.is_empty() {
         return Err(
             "netmeter sweep needs at least one list, e.g. -P 1,2,4 or -l 8K,64K,1M".to_string(),
         );
     }
-    Ok(SweepArgs { swept, rest })
+    Ok(SweepArgs { swept, rest, plot })
+}
+
+/// The protocols `--proto` takes.
+const PROTOCOLS: &[&str] = &["tcp", "udp"];
+
+/// The client arguments one swept setting stands for: `-P 4`, or for `--proto`
+/// nothing (TCP) or `-u`.
+fn point_args(flag: &str, value: &str) -> Vec<OsString> {
+    match (flag, value.trim()) {
+        (PROTO, "udp") => vec!["-u".into()],
+        (PROTO, _) => Vec::new(),
+        _ => vec![flag.into(), value.into()],
+    }
 }
 
 /// The grid in order: the last option varies fastest. Each point: (flag, value) pairs.
@@ -135,8 +183,7 @@ pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig, Plan)>, Strin
             let mut argv: Vec<OsString> = vec!["netmeter".into()];
             argv.extend(a.rest.iter().cloned());
             for (f, v) in &point {
-                argv.push(f.into());
-                argv.push(v.into());
+                argv.extend(point_args(f, v));
             }
             let settings = settings_text(&point);
             let args = cli::parse_args(argv).map_err(|e| match e {
@@ -155,6 +202,31 @@ pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig, Plan)>, Strin
             }
         })
         .collect()
+}
+
+/// Each congestion control algorithm a sweep's points name is set on a fresh TCP
+/// socket here (no connection, no traffic), as each test's data sockets will be: an
+/// algorithm this kernel lacks fails before the first test, not at its grid point.
+pub fn check_congestion(points: &[(Settings, TestConfig, Plan)]) -> Result<(), String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (settings, cfg, _) in points {
+        let Some(cc) = cfg.spec.congestion.as_deref() else {
+            continue;
+        };
+        if seen.contains(&cc) {
+            continue;
+        }
+        seen.push(cc);
+        let probe = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .and_then(|s| crate::sock::set_congestion(std::os::fd::AsFd::as_fd(&s), cc));
+        if let Err(e) = probe {
+            return Err(format!(
+                "{}: congestion control '{cc}' is not available here: {e}",
+                settings_text(settings)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A point without `--repeat`: one run.
@@ -272,6 +344,7 @@ pub fn table(swept: &[Swept], done: &[(Settings, Vec<FigureStats>)]) -> String {
 /// what completed, then returning the error.
 pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError> {
     let points = resolve(a).map_err(SweepError::Usage)?;
+    check_congestion(&points).map_err(SweepError::Usage)?;
     let json = points
         .first()
         .is_some_and(|(_, c, _)| c.mode != crate::engine::output::Mode::Text);
@@ -313,6 +386,10 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
             break;
         }
     }
+    let plotted: Vec<super::sweep_plot::Cell> = done
+        .iter()
+        .filter_map(|p| super::sweep_plot::cell(&p.settings, &p.statistics))
+        .collect();
     if json {
         let doc = SweepDocument {
             netmeter_sweep: SweepInfo {
@@ -333,6 +410,9 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
             .collect();
         out.write_all(table(&a.swept, &cells).as_bytes())?;
     }
+    if let Some(path) = &a.plot {
+        super::sweep_plot::write(&a.swept, &plotted, path)?;
+    }
     failure.map_or(Ok(()), |e| Err(SweepError::Test(e)))
 }
 
@@ -345,6 +425,8 @@ pub enum SweepError {
     Test(#[from] TestError),
     #[error("cannot write the output: {0}")]
     Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Plot(#[from] crate::report::plot::PlotError),
 }
 
 #[cfg(test)]
@@ -395,6 +477,43 @@ mod tests {
                 .unwrap_err()
                 .contains("needs a value")
         );
+    }
+
+    #[test]
+    fn proto_sweeps_tcp_and_udp() {
+        let a = split_args(&args("-c h -t 1 --proto tcp,udp -b 10M --plot s.svg")).unwrap();
+        assert_eq!(a.swept[0].flag, PROTO);
+        assert_eq!(a.plot, Some("s.svg".into()));
+        assert_eq!(a.rest, args("-c h -t 1 -b 10M"));
+        let points = resolve(&a).unwrap();
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0].1.spec.protocol, crate::spec::Protocol::Tcp);
+        assert_eq!(points[1].1.spec.protocol, crate::spec::Protocol::Udp);
+        // One protocol without a comma is an ordinary option.
+        let a = split_args(&args("-c h --proto=udp -P 1,2")).unwrap();
+        assert_eq!(a.rest, args("-c h -u"));
+        let e = split_args(&args("-c h --proto tcp,sctp")).unwrap_err();
+        assert_eq!(
+            e,
+            "--proto tcp,sctp: 'sctp' is not a protocol (give tcp, udp or tcp,udp)"
+        );
+        let e = split_args(&args("-c h -u --proto tcp,udp")).unwrap_err();
+        assert!(e.starts_with("-u and --proto tcp,udp: give one"), "{e}");
+        let e = split_args(&args("-c h -P 1,2 --plot s.jpg")).unwrap_err();
+        assert!(e.contains("ending in .svg, .png or .html"), "{e}");
+    }
+
+    #[test]
+    fn a_congestion_control_this_kernel_lacks_fails_first() {
+        let a = split_args(&args("-c 127.0.0.1 -C reno,no-such-cc")).unwrap();
+        let points = resolve(&a).unwrap();
+        let e = check_congestion(&points).unwrap_err();
+        assert!(
+            e.starts_with("-C no-such-cc: congestion control 'no-such-cc' is not available here"),
+            "{e}"
+        );
+        let a = split_args(&args("-c 127.0.0.1 -P 1,2")).unwrap();
+        assert!(check_congestion(&resolve(&a).unwrap()).is_ok());
     }
 
     #[test]

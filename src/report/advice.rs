@@ -3,6 +3,7 @@
 //! Pure rules over facts the engine collected (socket buffer sizes the kernel granted,
 //! receive-buffer drops, CPU use). Each warning names the problem and the fix.
 
+use crate::host::facts::ThreadCpu;
 use crate::units::{Format, format_bytes};
 
 /// Facts about one side of a test.
@@ -80,6 +81,92 @@ pub fn warnings(f: &HostFacts) -> Vec<String> {
         w.push(format!(
             "{} side was CPU-bound ({:.0}% of a core for {} stream(s)): the result may show the host's limit, not the network's",
             f.side, f.cpu_total, f.streams
+        ));
+    }
+    w
+}
+
+/// A stream thread that was on a CPU, or ready to run and waiting for one, this much of
+/// its time never waited for the network: the host's CPU set the pace.
+pub const THREAD_BUSY_PERCENT: f64 = 90.0;
+
+/// A thread spent this much of its time waiting for a CPU: say so, it was not all its own
+/// work.
+const THREAD_WAIT_NOTE_PERCENT: f64 = 10.0;
+
+/// The CPU-bound rule on one side's stream threads (per role: senders, receivers):
+/// a thread busy ([`THREAD_BUSY_PERCENT`], CPU plus run-queue wait) means the test
+/// measured that host's CPU, not the network. `cpus`: CPUs that process may use, for
+/// the advice on `-P`; `remote`: the threads are the peer's.
+pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>, remote: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    let (whose, host) = if remote {
+        ("remote ", "the remote host")
+    } else {
+        ("", "this host")
+    };
+    for (sender, role) in [(true, "sender"), (false, "receiver")] {
+        let all: Vec<&ThreadCpu> = threads.iter().filter(|t| t.sender == sender).collect();
+        let busy: Vec<&ThreadCpu> = all
+            .iter()
+            .copied()
+            .filter(|t| t.cpu_percent + t.wait_percent.unwrap_or(0.0) >= THREAD_BUSY_PERCENT)
+            .collect();
+        let Some(top) = busy
+            .iter()
+            .max_by(|a, b| a.cpu_percent.total_cmp(&b.cpu_percent))
+        else {
+            continue;
+        };
+        let low = busy
+            .iter()
+            .map(|t| t.cpu_percent)
+            .fold(f64::INFINITY, f64::min);
+        let who = if all.len() == 1 {
+            format!(
+                "the {whose}{role}'s stream thread used {:.0}% of a CPU",
+                top.cpu_percent
+            )
+        } else if low.round() == top.cpu_percent.round() {
+            format!(
+                "{} of {} {whose}{role} stream threads used {:.0}% of a CPU each",
+                busy.len(),
+                all.len(),
+                top.cpu_percent
+            )
+        } else {
+            format!(
+                "{} of {} {whose}{role} stream threads used {:.0}-{:.0}% of a CPU each",
+                busy.len(),
+                all.len(),
+                low,
+                top.cpu_percent
+            )
+        };
+        let wait = busy
+            .iter()
+            .filter_map(|t| t.wait_percent)
+            .fold(0.0, f64::max);
+        let waited = if wait >= THREAD_WAIT_NOTE_PERCENT {
+            format!(" and waited for one {wait:.0}% of the time (other work had it)")
+        } else {
+            String::new()
+        };
+        let n = all.len() as u32;
+        let fix = match cpus {
+            Some(c) if c <= n => format!(
+                "this host has {c} CPU(s) for {n} {role} stream thread(s), so more streams will not help"
+            ),
+            Some(c) => format!("try -P {}", (2 * n).min(c)),
+            None => format!("try -P {}", 2 * n),
+        };
+        let fix = if waited.is_empty() {
+            fix
+        } else {
+            format!("{fix}, or a less busy host")
+        };
+        w.push(format!(
+            "{who}{waited}: the test was CPU-bound on {host}, not network-bound; {fix}"
         ));
     }
     w
@@ -178,6 +265,79 @@ mod tests {
             ..base()
         };
         assert!(warnings(&none_copied).is_empty());
+    }
+
+    fn thread(id: i64, sender: bool, cpu: f64, wait: Option<f64>) -> ThreadCpu {
+        ThreadCpu {
+            id,
+            sender,
+            seconds: 2.0,
+            cpu_percent: cpu,
+            wait_percent: wait,
+        }
+    }
+
+    #[test]
+    fn a_busy_stream_thread_is_cpu_bound() {
+        let w = thread_warnings(&[thread(5, true, 99.2, Some(0.4))], Some(4), false);
+        assert_eq!(
+            w,
+            [
+                "the sender's stream thread used 99% of a CPU: the test was CPU-bound on this host, not network-bound; try -P 2"
+            ]
+        );
+        // Below the rule: nothing. Just at it with the wait: CPU-bound, wait named.
+        assert!(thread_warnings(&[thread(5, true, 85.0, Some(4.0))], Some(4), false).is_empty());
+        let w = thread_warnings(&[thread(5, true, 62.0, Some(30.0))], Some(2), false);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("the sender's stream thread used 62% of a CPU and waited for one 30% of the time (other work had it): the test was CPU-bound")
+                && w[0].ends_with("try -P 2, or a less busy host"),
+            "{}",
+            w[0]
+        );
+        // Without schedstat, CPU alone decides.
+        assert!(thread_warnings(&[thread(5, true, 89.9, None)], None, false).is_empty());
+        assert_eq!(
+            thread_warnings(&[thread(5, true, 95.0, None)], None, false).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn thread_rule_per_role_and_cpu_count() {
+        let t = [
+            thread(5, true, 97.0, None),
+            thread(7, true, 99.0, None),
+            thread(8, true, 40.0, None),
+            thread(9, false, 30.0, None),
+        ];
+        let w = thread_warnings(&t, Some(2), false);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("2 of 3 sender stream threads used 97-99% of a CPU each"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].ends_with("this host has 2 CPU(s) for 3 sender stream thread(s), so more streams will not help"),
+            "{}",
+            w[0]
+        );
+        let rx = [thread(5, false, 100.0, None), thread(7, false, 100.0, None)];
+        let w = thread_warnings(&rx, Some(16), false);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("2 of 2 receiver stream threads used 100% of a CPU each"));
+        assert!(w[0].ends_with("try -P 4"), "{}", w[0]);
+        assert!(thread_warnings(&[], Some(4), false).is_empty());
+        // The peer's threads: named as the remote host's; its CPU count is unknown.
+        let w = thread_warnings(&[thread(5, false, 99.0, None)], None, true);
+        assert_eq!(
+            w,
+            [
+                "the remote receiver's stream thread used 99% of a CPU: the test was CPU-bound on the remote host, not network-bound; try -P 2"
+            ]
+        );
     }
 
     #[test]

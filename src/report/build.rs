@@ -278,6 +278,9 @@ pub fn local_results(
                     netmeter_out_of_order: ooo,
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
+                    // Filled in by the engine, which measured the threads.
+                    netmeter_cpu_percent: None,
+                    netmeter_cpu_wait_percent: None,
                     netmeter_owd: l.owd.as_ref().map(|o| o.summary()),
                     netmeter_frames: l.frames.clone(),
                 }

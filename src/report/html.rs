@@ -7,7 +7,8 @@
 //! input `result-N` holding `settings-N`, `hosts-N`, `summary-N`, `warnings-N` and
 //! `plots-N`. Tables scroll sideways inside their box and charts scale to the page (on a
 //! phone-width screen down to 640 px, then they scroll sideways too, so their text stays
-//! legible).
+//! legible). A sweep's page (`experiment::sweep_plot::html`) uses `head` and
+//! `figures` too.
 
 use super::input::Input;
 use super::plot::{self, Chart};
@@ -42,14 +43,7 @@ pub fn render(inputs: &[Input]) -> Result<String, plot::DrawError> {
         [one] => format!("netmeter report: {}", one.name),
         _ => format!("netmeter report: {} results", inputs.len()),
     };
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        esc(&title),
-        esc(&title)
-    );
+    head(&mut h, &title);
     let _ = writeln!(
         h,
         "<p class=\"muted\">Made by netmeter {} from {}.</p>",
@@ -71,6 +65,19 @@ pub fn render(inputs: &[Input]) -> Result<String, plot::DrawError> {
     }
     h.push_str("</body>\n</html>\n");
     Ok(h)
+}
+
+/// A page's start: the doctype, the head with the inline style, and `title` as its
+/// heading (also for pages other than [`render`]'s, such as a sweep's).
+pub(crate) fn head(h: &mut String, title: &str) {
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        esc(title),
+        esc(title)
+    );
 }
 
 fn result_section(h: &mut String, n: usize, i: &Input) -> Result<(), plot::DrawError> {
@@ -103,7 +110,8 @@ fn result_section(h: &mut String, n: usize, i: &Input) -> Result<(), plot::DrawE
     Ok(())
 }
 
-fn figures(h: &mut String, charts: &[Chart]) -> Result<(), plot::DrawError> {
+/// Each chart inline as its own `<svg>` in a `<figure>`.
+pub(crate) fn figures(h: &mut String, charts: &[Chart]) -> Result<(), plot::DrawError> {
     for c in charts {
         let svg = plot::render_svg(std::slice::from_ref(c))?;
         // The XML declaration plotters may write is not allowed inside HTML.

@@ -83,7 +83,7 @@ pub fn load_file(path: &Path) -> Result<Input, FileError> {
 }
 
 /// The file's name without a `.json`/`.jsonl` ending, for legends.
-fn file_label(path: &Path) -> String {
+pub fn file_label(path: &Path) -> String {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -355,6 +355,43 @@ pub struct EndStream {
     pub receiver: Option<EndSide>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp: Option<EndUdp>,
+    /// `-F FILE` on this side: how much of the file went over the stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diskfile: Option<DiskFile>,
+}
+
+/// `end.streams[].diskfile`, iperf3's `-F` summary: the stream's bytes sent and
+/// received against the file's size when the test ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct DiskFile {
+    pub sent: u64,
+    pub received: u64,
+    pub size: u64,
+    /// Whole percent, truncated as iperf3 does (100 for an empty file).
+    pub percent_sent: u64,
+    pub percent_received: u64,
+    pub filename: String,
+}
+
+impl DiskFile {
+    pub fn new(sent: u64, received: u64, size: u64, filename: String) -> DiskFile {
+        let pct = |b: u64| {
+            if size == 0 {
+                100
+            } else {
+                (b as f64 / size as f64 * 100.0) as u64
+            }
+        };
+        DiskFile {
+            sent,
+            received,
+            size,
+            percent_sent: pct(sent),
+            percent_received: pct(received),
+            filename,
+        }
+    }
 }
 
 /// An end-of-test sum (`sum_sent`, `sum_received`, `sum`).
@@ -442,6 +479,19 @@ pub struct EndExt {
     pub remote_host_drops: Option<u64>,
     /// Plain-language warnings with the fix, also printed in the text report.
     pub warnings: Vec<String>,
+    /// This side's host: the interface the test's local address is on, its line rate,
+    /// MTU and offloads, the socket-buffer sysctls, CPUs (read when the test ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::facts::HostInfo>,
+    /// Receiver throughput as a share of that interface's line rate (when known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<crate::host::facts::Efficiency>,
+    /// This side's stream threads' CPU use (the CPU-bound rule's input).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_threads: Vec<crate::host::facts::ThreadCpu>,
+    /// The same from a netmeter peer's results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote_stream_threads: Vec<crate::host::facts::ThreadCpu>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,

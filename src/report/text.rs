@@ -381,6 +381,36 @@ pub fn data_path(path: &str, udp: Option<&UdpOffloadNote>) -> String {
     s
 }
 
+/// A whole saved report as the client printed it: interval rows, separator, end
+/// summary (`netmeter -c B --via A` prints the report A sent back this way).
+pub fn whole(r: &super::Report) -> String {
+    let ts = &r.start.test_start;
+    let ctx = TextCtx {
+        format: Format::Auto,
+        protocol: if ts.protocol.eq_ignore_ascii_case("udp") {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        },
+        bidir: ts.bidir != 0,
+        client: true,
+        verbose: false,
+        title: r.title.clone(),
+        bounceback: r.end.netmeter.bounceback.is_some(),
+        connect_only: r.end.netmeter.connect_only.is_some(),
+        histogram_bin_ms: None,
+    };
+    let mut t = String::new();
+    if let Some(first) = r.intervals.first() {
+        t.push_str(&first_interval_header(&ctx, first));
+    }
+    for iv in &r.intervals {
+        t.push_str(&interval(&ctx, iv));
+    }
+    t.push_str(&end_summary(&ctx, &r.end));
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,11 +13,13 @@
 //! - [`mmsg`]: batched UDP I/O (`sendmmsg`/`recvmmsg`), GSO/GRO, receive timestamps;
 //! - [`zerocopy`]: `MSG_ZEROCOPY` and `sendfile`;
 //! - [`options`]: IP_MTU_DISCOVER, IPv6 flow labels, protocol probes (SCTP, MPTCP);
-//! - [`process`]: CPU usage, random bytes, affinity, malloc arenas, daemon, signals.
+//! - [`netdev`]: interfaces and their addresses (getifaddrs), offloads (SIOCETHTOOL);
+//! - [`process`]: CPU usage (process and thread), random bytes, affinity, malloc arenas, daemon, signals.
 
 #![allow(unsafe_code)]
 
 pub mod mmsg;
+pub mod netdev;
 pub mod options;
 pub mod process;
 pub mod tcp_info;
@@ -28,8 +30,9 @@ pub use options::{
     mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
 };
 pub use process::{
-    catch_stop_signals, cpu_sample, daemonize, local_time_text, pin_to_cpu, random_bytes,
-    release_free_memory, stop_signal, system_info, use_one_malloc_arena,
+    catch_stop_signals, cpu_sample, daemonize, local_time_text, page_size, pin_to_cpu,
+    random_bytes, release_free_memory, stop_signal, system_info, thread_cpu_seconds,
+    use_one_malloc_arena,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use zerocopy::{ZeroCopyDone, enable_msg_zerocopy, reap_zerocopy, send_msg_zerocopy, sendfile};

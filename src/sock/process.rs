@@ -28,6 +28,28 @@ pub fn cpu_sample(origin: Instant) -> CpuSample {
     }
 }
 
+/// CPU time the calling thread has used so far (`CLOCK_THREAD_CPUTIME_ID`), in seconds;
+/// 0 if the clock cannot be read.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: &mut ts is a valid timespec for clock_gettime to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// The memory page size in bytes (4096 if sysconf cannot tell).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf takes a constant and touches no memory of ours.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as u64 } else { 4096 }
+}
+
 /// Fill `buf` from the kernel's random source.
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     let mut done = 0;
@@ -235,6 +257,19 @@ mod tests {
         let mut b = [0u8; 37];
         random_bytes(&mut b).unwrap();
         assert!(!system_info().is_empty());
+    }
+
+    #[test]
+    fn thread_cpu_time_grows_with_work() {
+        let before = thread_cpu_seconds();
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_millis() < 30 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let used = thread_cpu_seconds() - before;
+        // 30 ms of spinning; a busy machine may take some of it away, never add to it.
+        assert!(used > 0.0 && used < 1.0, "{used}");
     }
 
     #[test]

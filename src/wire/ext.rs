@@ -42,6 +42,70 @@ pub struct ExtRequest {
     /// receive offload (UDP_GRO).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_gro: bool,
+    /// `--psk-file`: the client's nonce for the pre-shared-key exchange (a server with a
+    /// key answers with [`PskChallenge`] after state 0x41).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psk: Option<PskHello>,
+    /// A third-party test: run this client test yourself and send back its report
+    /// (state 0x42, [`ThirdPartyAnswer`]) instead of testing with me.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub third_party: Option<ThirdPartyRequest>,
+}
+
+/// The client's half of the pre-shared-key exchange's opening (`crate::auth::psk`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PskHello {
+    /// 32 random bytes, hex.
+    pub client_nonce: String,
+}
+
+/// The server's challenge, after state 0x41: its fresh nonce and its own proof.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PskChallenge {
+    pub server_nonce: String,
+    pub server_proof: String,
+}
+
+/// The client's answer to a [`PskChallenge`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PskResponse {
+    pub client_proof: String,
+}
+
+/// Most client options a third-party request may carry.
+pub const MAX_THIRD_PARTY_ARGS: usize = 64;
+
+/// A third-party request: the server runs `netmeter -c target -p port args...` itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ThirdPartyRequest {
+    pub target: String,
+    pub port: u16,
+    /// Client options as typed (`-t`, `5`, `-R`...), checked by the server against the
+    /// options it lets a controller choose.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+impl ThirdPartyRequest {
+    /// The fields the client's pre-shared-key proof vouches for, in order.
+    pub fn bound_fields(&self) -> Vec<String> {
+        let mut f = vec![self.target.clone(), self.port.to_string()];
+        f.extend(self.args.iter().cloned());
+        f
+    }
+}
+
+/// The server's answer to a third-party request (after state 0x42): the test's whole
+/// report (`-J` document), or why there is none.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThirdPartyAnswer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The test's server (or this server's test slot) was busy: worth trying again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
 }
 
 /// A request/response (bounceback) test: the client sends `request_len` bytes, the

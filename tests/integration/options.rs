@@ -1100,6 +1100,12 @@ fn file_option_sends_the_files_bytes_and_the_receiver_writes_them() {
     let (_srv, _) = netmeter_server(port, &["-F", &arg(&dst)]);
     let v = client_json(port, &["-F", &arg(&src)]);
     assert_eq!(u64_at(&v, "/end/sum_sent/bytes"), len as u64, "{v}");
+    // iperf3's per-stream `diskfile` summary: all of the file went out.
+    let f = &v["end"]["streams"][0]["diskfile"];
+    assert_eq!(u64_at(f, "/sent"), len as u64, "{f}");
+    assert_eq!(u64_at(f, "/size"), len as u64, "{f}");
+    assert_eq!(u64_at(f, "/percent_sent"), 100, "{f}");
+    assert_eq!(f["filename"], arg(&src).as_str(), "{f}");
     wait_until("the server's file", || {
         std::fs::metadata(&dst).is_ok_and(|m| m.len() == len as u64)
     });
@@ -1113,6 +1119,10 @@ fn file_option_sends_the_files_bytes_and_the_receiver_writes_them() {
     let (_srv, _) = netmeter_server(port, &["-F", &arg(&src)]);
     let v = client_json(port, &["-R", "-t", "2", "-F", &arg(&dst)]);
     assert_eq!(u64_at(&v, "/end/sum_received/bytes"), len as u64, "{v}");
+    let f = &v["end"]["streams"][0]["diskfile"];
+    assert_eq!(u64_at(f, "/received"), len as u64, "{f}");
+    assert_eq!(u64_at(f, "/size"), len as u64, "{f}");
+    assert_eq!(u64_at(f, "/percent_received"), 100, "{f}");
     assert!(
         std::fs::read(&dst).unwrap() == data,
         "reverse: the bytes differ"
@@ -1121,9 +1131,16 @@ fn file_option_sends_the_files_bytes_and_the_receiver_writes_them() {
     let port = free_port();
     let (_srv, _) = netmeter_server(port, &[]);
     let t0 = Instant::now();
-    let v = client_json(port, &["-t", "20", "-F", &arg(&src)]);
+    let out = client(port, &["-t", "20", "-F", &arg(&src)]);
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    assert_eq!(u64_at(&v, "/end/sum_sent/bytes"), len as u64);
+    let text = show(&out);
+    assert!(out.status.success(), "{text}");
+    // The text summary carries iperf3's line under the sender row.
+    let want = format!(
+        "        Sent 3.00 MBytes / 3.00 MBytes (100%) of {}\n",
+        arg(&src)
+    );
+    assert!(text.contains(&format!("sender\n{want}")), "{text}");
     assert!(usage_error(&["-u", "-F", &arg(&src)]).contains("cannot transfer a file over UDP"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1151,6 +1168,7 @@ fn file_option_interoperates_with_iperf3() {
         let (_srv, _) = iperf3_server(key, port, &["-F", &arg(&dst)]);
         let v = client_json(port, &["-l", "128K", "-F", &arg(&src)]);
         assert_eq!(u64_at(&v, "/end/sum_sent/bytes"), len as u64, "{key}: {v}");
+        let ours = v["end"]["streams"][0]["diskfile"].clone();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !std::fs::metadata(&dst).is_ok_and(|m| m.len() == len as u64) {
             assert!(
@@ -1170,6 +1188,24 @@ fn file_option_interoperates_with_iperf3() {
         let (_srv, _) = netmeter_server(port, &["-F", &arg(&dst)]);
         let v = iperf3_client_json(key, port, &["-F", &arg(&odd)]);
         assert!(v["error"].is_null(), "{key}: {v}");
+        // The peer's own `diskfile` object has the keys and types netmeter's has.
+        let theirs = &v["end"]["streams"][0]["diskfile"];
+        let shape = |d: &serde_json::Value| -> Vec<(String, bool)> {
+            let mut k: Vec<_> = d
+                .as_object()
+                .unwrap_or_else(|| panic!("{key}: no diskfile object in {d}"))
+                .iter()
+                .map(|(k, v)| (k.clone(), v.is_number()))
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            shape(&ours),
+            shape(theirs),
+            "{key}: ours {ours}, theirs {theirs}"
+        );
+        assert_eq!(u64_at(theirs, "/percent_sent"), 100, "{key}: {theirs}");
         wait_until("netmeter's file", || {
             std::fs::metadata(&dst).is_ok_and(|m| m.len() == odd_data.len() as u64)
         });

@@ -113,6 +113,12 @@ fn generated_man_pages_render() {
     assert_man_renders(&page, &["--bitrate", "--find-max-rate", "netmeter-csv(1)"]);
     let page = generate(&dir, "man-csv", "netmeter-csv.1");
     assert_man_renders(&page, &["--fields", "RESULT"]);
+    let page = generate(&dir, "man-compare", "netmeter-compare.1");
+    assert_man_renders(&page, &["--fail-if-worse", "Welch"]);
+    let page = generate(&dir, "man-sweep", "netmeter-sweep.1");
+    assert_man_renders(&page, &["--proto", "netmeter sweep -c HOST"]);
+    let page = generate(&dir, "man-doctor", "netmeter-doctor.1");
+    assert_man_renders(&page, &["--json", "HOST"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -265,6 +271,9 @@ fn deb_installs_runs_and_removes() {
         "usr/bin/netmeter",
         "usr/share/man/man1/netmeter.1.gz",
         "usr/share/man/man1/netmeter-csv.1.gz",
+        "usr/share/man/man1/netmeter-compare.1.gz",
+        "usr/share/man/man1/netmeter-sweep.1.gz",
+        "usr/share/man/man1/netmeter-doctor.1.gz",
         "usr/share/bash-completion/completions/netmeter",
         "usr/share/zsh/vendor-completions/_netmeter",
         "usr/share/fish/vendor_completions.d/netmeter.fish",
@@ -306,9 +315,9 @@ fn deb_installs_runs_and_removes() {
         bash_completes(&root.join("usr/share/bash-completion/completions/netmeter")),
         ["--bitrate", "--fields"]
     );
-    let zsh = std::fs::read_to_string(root.join(files[4])).unwrap();
+    let zsh = std::fs::read_to_string(root.join(files[7])).unwrap();
     assert!(zsh.starts_with("#compdef netmeter"), "{}", &zsh[..40]);
-    let fish = std::fs::read_to_string(root.join(files[5])).unwrap();
+    let fish = std::fs::read_to_string(root.join(files[8])).unwrap();
     assert!(fish.contains("complete -c netmeter"));
 
     let rm = dpkg(&["-r", "netmeter"]);

@@ -291,6 +291,65 @@ fn client_plot_flag_draws_the_run() {
     assert_eq!(dir.files(), ["live.svg"]);
 }
 
+/// Ctrl-C in the middle of a `-t 0` run with `--plot`: the chart of what ran is still
+/// drawn, and the client ends as an interrupted iperf3 client does (status 0, the
+/// interrupt sentence).
+#[test]
+fn client_plot_flag_draws_an_interrupted_run() {
+    let dir = Scratch::new("flag-int");
+    let svg = dir.path("cut.svg");
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &["-1"]);
+    let c = Proc::spawn(
+        "netmeter client",
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "0", "-b", "100M", "--plot", s(&svg)]),
+    );
+    std::thread::sleep(Duration::from_millis(2300));
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = c.wait(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupt - the client has terminated"),
+        "{}",
+        show(&out)
+    );
+    let t = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        t.iter().any(|x| x == "Throughput, client → server"),
+        "{t:?}"
+    );
+    assert_eq!(dir.files(), ["cut.svg"]);
+    // A test that never ran (no server): its error, and no chart.
+    let none = dir.path("none.svg");
+    let out = run(
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &free_port().to_string(),
+            "--plot",
+            s(&none),
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unable to connect"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        !none.exists(),
+        "a chart of a test that never ran was written"
+    );
+}
+
 #[test]
 fn bad_inputs_are_one_sentence_and_leave_no_file() {
     let dir = Scratch::new("bad");
@@ -578,5 +637,88 @@ fn chromium_renders_the_report_at_desktop_and_phone_width() {
             "{name}: {orange} pixels of the charts' orange: not drawn?"
         );
         eprintln!("{name}: {ink} of {all} pixels not white, {orange} orange");
+    }
+}
+
+/// A sweep's page (`netmeter sweep --plot FILE.html`, and `netmeter report` of its `-J`
+/// document): the points' table and the chart render in Chromium, both lines drawn.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs chromium (scripts/setup-chromium.sh) and root (unshare --net)"
+)]
+fn chromium_renders_a_sweep_page() {
+    let dir = Scratch::new("chromium-sweep");
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let live = dir.path("live.html");
+    let out = run_bounded(
+        Command::new(netmeter())
+            .args([
+                "sweep",
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-t",
+                "0.3",
+                "-P",
+                "1,2",
+            ])
+            .args(["-l", "64K,1M", "--repeat", "2", "--repeat-gap", "0", "-J"])
+            .arg("--plot")
+            .arg(&live),
+        Duration::from_secs(60),
+        "sweep",
+    );
+    assert!(
+        out.status.success(),
+        "{}\nserver: {}",
+        show(&out),
+        log.text()
+    );
+    let doc = dir.write("sweep.json", &String::from_utf8_lossy(&out.stdout));
+    let page = dir.path("report.html");
+    let r = tool(&["report", s(&doc), "-o", s(&page)]);
+    assert!(r.status.success(), "{}", show(&r));
+    for html in [&live, &page] {
+        let url = format!("file://{}", html.display());
+        let dom = chromium(&dir, &["--dump-dom", &url]);
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        for id in ["sweep-table", "sweep-plots"] {
+            assert!(
+                dom.contains(&format!("<section id=\"{id}\"")),
+                "{id}: {dom}"
+            );
+        }
+        // A header and four points, each with its interval; one chart.
+        assert_eq!(dom.matches("<tr>").count(), 5, "{dom}");
+        assert_eq!(dom.matches("95 %: ").count(), 4, "{dom}");
+        assert_eq!(dom.matches("<svg").count(), 1, "{dom}");
+        assert!(dom.contains("data-kind=\"sweep\""), "{dom}");
+        let shot = dir.path("sweep.png");
+        chromium(
+            &dir,
+            &[
+                "--window-size=1280,1200",
+                &format!("--screenshot={}", shot.display()),
+                &url,
+            ],
+        );
+        let (all, ink, orange) = pixel_counts(&shot);
+        assert!(
+            ink * 100 > all * 3,
+            "only {ink} of {all} pixels are not white"
+        );
+        // The second line (-l 1M) with its dots and error bars.
+        assert!(
+            orange > 300,
+            "{orange} orange pixels: the second line not drawn?"
+        );
+        eprintln!(
+            "{}: {ink} of {all} pixels not white, {orange} orange",
+            html.display()
+        );
     }
 }

@@ -355,12 +355,20 @@ fn client_on_a_terminal(port: u16, args: &[&str]) -> String {
 
 /// [`client_on_a_terminal`] whatever the exit status: (success, terminal output).
 fn client_on_a_terminal_status(port: u16, args: &[&str]) -> (bool, String) {
-    let cmd = format!("{} -c 127.0.0.1 -p {port} {}", netmeter(), args.join(" "));
+    on_a_terminal(&format!(
+        "{} -c 127.0.0.1 -p {port} {}",
+        netmeter(),
+        args.join(" ")
+    ))
+}
+
+/// Run a shell command line on a pseudo-terminal (`script`): (success, what it drew).
+fn on_a_terminal(cmd: &str) -> (bool, String) {
     let out = run_bounded(
         // indicatif (rightly) draws nothing on a dumb terminal (TERM unset or "dumb", as
         // under CI): the terminal here is a capable one.
         Command::new("script")
-            .args(["-qfec", &cmd, "/dev/null"])
+            .args(["-qfec", cmd, "/dev/null"])
             .env("TERM", "xterm-256color"),
         Duration::from_secs(60),
         "netmeter under script",
@@ -442,6 +450,17 @@ fn no_progress_line_when_piped_or_not_text() {
         "{logged:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--loopback -i 0` on a terminal: each of its two tests has the status line.
+#[test]
+fn progress_line_for_loopback() {
+    let (ok, tty) = on_a_terminal(&format!("{} --loopback -i 0 -t 1", netmeter()));
+    assert!(ok, "{tty:?}");
+    let (tcp, udp) = tty.split_once("UDP test").expect("two tests");
+    assert!(has_status_line(tcp, "1.0"), "{tcp:?}");
+    assert!(has_status_line(udp, "1.0"), "{udp:?}");
+    assert_eq!(tty.matches("  receiver\r\n").count(), 2, "{tty:?}");
 }
 
 /// `--find-max-rate` on a terminal: each trial shows its step and offered rate.

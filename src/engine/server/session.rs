@@ -10,6 +10,7 @@ use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::output::{Mode, Output, Renderer};
+use crate::engine::psk;
 use crate::engine::stream::DataSock;
 use crate::engine::test_common;
 use crate::engine::test_run::{
@@ -113,6 +114,24 @@ impl Session<'_> {
                     return Ok(false);
                 }
             }
+        }
+        // --psk-file: the key exchange, before a test slot is taken (as for RSA).
+        let Ok(authenticated) = prove_key(shared, &mut ctrl, peer, &cookie, &params) else {
+            ctrl.close_gracefully(Duration::from_millis(200));
+            return Ok(false);
+        };
+        if let Some(req) = params
+            .netmeter
+            .as_ref()
+            .and_then(|r| r.third_party.as_ref())
+        {
+            return Ok(super::third_party::serve(
+                shared,
+                ctrl,
+                peer,
+                req,
+                authenticated,
+            ));
         }
         // Only now does the connection compete for a test slot.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
@@ -486,6 +505,56 @@ impl Session<'_> {
     }
 }
 
+/// `--psk-file`: challenge the client (a third-party request bound into its proof).
+/// `Ok(true)`: it proved the key; `Ok(false)`: this server has none; `Err`: refused
+/// (told and logged; the caller closes the connection).
+fn prove_key(
+    shared: &Shared,
+    ctrl: &mut Ctrl,
+    peer: SocketAddr,
+    cookie: &Cookie,
+    params: &Params,
+) -> Result<bool, ()> {
+    let Some(key) = &shared.cfg.psk else {
+        return Ok(false);
+    };
+    let ext = params.netmeter.as_ref();
+    let fields = ext
+        .and_then(|r| r.third_party.as_ref())
+        .map(|t| t.bound_fields());
+    let refs: Option<Vec<&str>> = fields
+        .as_ref()
+        .map(|f| f.iter().map(String::as_str).collect());
+    let bound = crate::auth::psk::bind_request(refs.as_deref());
+    let hello = ext.and_then(|r| r.psk.as_ref());
+    match psk::server_challenge(ctrl, key, cookie, hello, &bound) {
+        Ok(()) => {
+            if shared.cfg.verbose {
+                shared.log(&format!("pre-shared key proved by {}", shown(peer)));
+            }
+            Ok(true)
+        }
+        Err(e) => {
+            // A client that left has nothing to read; any other is told, an iperf3
+            // client as by iperf3's own "test authorization failed".
+            if !matches!(e, psk::PskFailure::Ctrl(_)) {
+                let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
+            }
+            let why = match e {
+                psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
+                    "the client left without proving the key (it holds another one, or rejected ours)".to_string()
+                }
+                e => e.to_string(),
+            };
+            shared.log(&format!(
+                "refused a test from {}: pre-shared-key authentication failed: {why}",
+                shown(peer)
+            ));
+            Err(())
+        }
+    }
+}
+
 /// The `start` facts a session knows once it has the client's parameters.
 fn record_start(
     out: &mut Output<'_, Renderer>,
@@ -671,7 +740,7 @@ fn forward<T: Send + 'static>(
         });
 }
 
-struct SlotGuard(Arc<Shared>);
+pub(super) struct SlotGuard(pub(super) Arc<Shared>);
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {

@@ -9,11 +9,12 @@
 use super::connect;
 use super::{LocalFinal, bounceback_end, trip_times_end, working_load_end};
 use crate::clocksync::ClockEstimate;
+use crate::host::facts::{self, Efficiency, HostInfo, ThreadCpu};
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
-    CpuUtil, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra, UdpEndExtra,
-    UdpRecvFigures,
+    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra,
+    UdpEndExtra, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -45,6 +46,12 @@ pub struct EndInputs<'a> {
     pub clock: Option<(ClockEstimate, &'static str)>,
     /// A `--connect-only` server: the connections it answered.
     pub connect_only_answered: Option<ConnectOnlyAnswered>,
+    /// This side's host facts (`end.netmeter.host`), if read.
+    pub host: Option<HostInfo>,
+    /// This side's stream threads' CPU use.
+    pub threads: Vec<ThreadCpu>,
+    /// `-F FILE` on this side: the name as given and the file's size at the end.
+    pub disk_file: Option<(String, u64)>,
 }
 
 /// The `end` object.
@@ -54,7 +61,14 @@ pub fn end(i: &EndInputs) -> End {
     let bidir = spec.direction == Direction::Bidir;
     let streams: Vec<EndStream> = locals
         .iter()
-        .map(|l| end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id)))
+        .map(|l| {
+            let mut s = end_stream(protocol, l, peer.streams.iter().find(|p| p.id == l.id));
+            s.diskfile = i.disk_file.as_ref().map(|(name, size)| {
+                let bytes = |x: &Option<EndSide>| x.as_ref().map_or(0, |x| x.bytes);
+                DiskFile::new(bytes(&s.sender), bytes(&s.receiver), *size, name.clone())
+            });
+            s
+        })
         .collect();
     let in_dir = |forward: bool| -> Vec<&EndStream> {
         streams
@@ -82,6 +96,12 @@ pub fn end(i: &EndInputs) -> End {
     };
     let sender_retransmits = protocol == Protocol::Tcp
         && (locals.iter().any(|l| l.sender && l.tcp.is_some()) || peer.sender_has_retransmits == 1);
+    let mut netmeter = extensions(i);
+    netmeter.efficiency = efficiency(
+        i.host.as_ref(),
+        sum_received.as_ref().or(sum.as_ref()),
+        sum_received_rev.as_ref().or(sum_rev.as_ref()),
+    );
     End {
         streams,
         sum,
@@ -100,12 +120,33 @@ pub fn end(i: &EndInputs) -> End {
         },
         sender_tcp_congestion: snd_cc,
         receiver_tcp_congestion: rcv_cc,
-        netmeter: extensions(i),
+        netmeter,
         local: LocalRoles {
             senders: locals.iter().map(|l| l.sender).collect(),
             sender_retransmits,
         },
     }
+}
+
+/// Receiver throughput as a share of this side's line rate, when the line rate is known;
+/// `reverse`: `--bidir`'s other direction.
+fn efficiency(
+    host: Option<&HostInfo>,
+    fwd: Option<&EndSum>,
+    reverse: Option<&EndSum>,
+) -> Option<Efficiency> {
+    let iface = host?.interface.as_ref()?;
+    let rate = iface.line_rate_bps?;
+    let bps = fwd?.bits_per_second;
+    let rev = reverse.map(|s| s.bits_per_second);
+    Some(Efficiency {
+        interface: iface.name.clone(),
+        line_rate_bps: rate,
+        bits_per_second: bps,
+        percent: facts::efficiency_percent(bps, Some(rate))?,
+        reverse_bits_per_second: rev,
+        reverse_percent: rev.and_then(|r| facts::efficiency_percent(r, Some(rate))),
+    })
 }
 
 /// `end.netmeter`: host facts and warnings, then each mode's summary.
@@ -146,6 +187,9 @@ fn host_checks(i: &EndInputs) -> EndExt {
     let local_drops = sum(&mut locals.iter().map(|l| l.host_drops));
     let remote_drops = sum(&mut peer.streams.iter().map(|s| s.netmeter_host_drops));
     let udp = spec.protocol == Protocol::Udp;
+    // Per-thread figures, where known, judge a side's CPU instead of its process's.
+    let threads_known = !i.threads.is_empty();
+    let remote_threads = peer_threads(locals, peer);
     let local = HostFacts {
         side: "local",
         udp,
@@ -156,7 +200,7 @@ fn host_checks(i: &EndInputs) -> EndExt {
         sndbuf: i.sndbuf,
         receives: locals.iter().any(|l| !l.sender),
         host_drops: local_drops,
-        cpu_total: i.local_cpu.0,
+        cpu_total: if threads_known { 0.0 } else { i.local_cpu.0 },
         zerocopy: locals
             .iter()
             .filter_map(|l| l.zerocopy)
@@ -168,10 +212,14 @@ fn host_checks(i: &EndInputs) -> EndExt {
         rate_bps: spec.rate_bps,
         streams: peer.streams.len() as u32,
         host_drops: remote_drops,
-        cpu_total: peer.cpu_util_total,
+        cpu_total: if remote_threads.is_empty() {
+            peer.cpu_util_total
+        } else {
+            0.0
+        },
         ..HostFacts::default()
     };
-    let warnings = if i.in_process_server {
+    let mut warnings = if i.in_process_server {
         // One process, both ends: its CPU is judged once, for both.
         advice::shared_process_warnings(&local)
     } else {
@@ -179,12 +227,43 @@ fn host_checks(i: &EndInputs) -> EndExt {
         w.extend(advice::warnings(&remote));
         w
     };
+    let cpus = i.host.as_ref().map(|h| h.cpus).filter(|&c| c > 0);
+    // --busy-poll spins on purpose: a busy thread there is the point, not a limit.
+    if spec.bounceback.as_ref().is_none_or(|b| b.busy_poll_us == 0) {
+        warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
+        warnings.extend(advice::thread_warnings(&remote_threads, None, true));
+    }
     EndExt {
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
         warnings,
+        host: i.host.clone(),
+        stream_threads: i.threads.clone(),
+        remote_stream_threads: remote_threads,
         ..EndExt::default()
     }
+}
+
+/// A netmeter peer's stream threads, from its results (its role on each stream is the
+/// opposite of this side's).
+fn peer_threads(locals: &[LocalFinal], peer: &Results) -> Vec<ThreadCpu> {
+    peer.streams
+        .iter()
+        .filter_map(|s| {
+            let cpu = s.netmeter_cpu_percent.filter(|c| c.is_finite())?;
+            let mine = locals.iter().find(|l| l.id == s.id)?;
+            Some(ThreadCpu {
+                id: s.id,
+                sender: !mine.sender,
+                seconds: (s.end_time - s.start_time).max(0.0),
+                cpu_percent: cpu.clamp(0.0, 100.0),
+                wait_percent: s
+                    .netmeter_cpu_wait_percent
+                    .filter(|w| w.is_finite())
+                    .map(|w| w.clamp(0.0, 100.0)),
+            })
+        })
+        .collect()
 }
 
 fn side(socket: i64, bytes: u64, seconds: f64, sender: bool) -> EndSide {
@@ -238,6 +317,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 sender,
                 receiver,
                 udp: None,
+                diskfile: None,
             }
         }
         Protocol::Udp => {
@@ -302,6 +382,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                     sender: l.sender,
                     netmeter,
                 }),
+                diskfile: None,
             }
         }
     }
@@ -476,7 +557,114 @@ mod tests {
             sndbuf: 131072,
             clock: None,
             connect_only_answered: None,
+            host: None,
+            threads: Vec::new(),
+            disk_file: None,
         }
+    }
+
+    fn eth0(line_rate_bps: Option<u64>) -> HostInfo {
+        HostInfo {
+            interface: Some(crate::host::facts::Interface {
+                name: "eth0".into(),
+                line_rate_bps,
+                ..Default::default()
+            }),
+            cpus: 4,
+            ..HostInfo::default()
+        }
+    }
+
+    #[test]
+    fn efficiency_is_the_receivers_share_of_the_line_rate() {
+        let spec = TestSpec::default();
+        // 10000 bytes received in 10.5 s = 7619 bit/s against a 10 kbit/s "line".
+        let locals = [local(1, true, true, 12_000)];
+        let peer = peer_of(&locals);
+        let mut i = inputs(&spec, &locals, &peer);
+        i.host = Some(eth0(Some(10_000)));
+        let e = end(&i);
+        let x = e.netmeter.efficiency.as_ref().unwrap();
+        let rx = e.sum_received.as_ref().unwrap().bits_per_second;
+        assert_eq!((x.interface.as_str(), x.line_rate_bps), ("eth0", 10_000));
+        assert_eq!(x.bits_per_second, rx);
+        assert!((x.percent - rx / 100.0).abs() < 1e-9, "{}", x.percent);
+        assert_eq!(x.reverse_percent, None);
+        assert_eq!(e.netmeter.host, i.host);
+        // Unknown line rate (virtual device): no efficiency, the host facts stay.
+        i.host = Some(eth0(None));
+        let e = end(&i);
+        assert!(e.netmeter.efficiency.is_none());
+        assert!(e.netmeter.host.is_some());
+    }
+
+    #[test]
+    fn busy_stream_threads_replace_the_process_cpu_rule() {
+        let spec = TestSpec::default();
+        let locals = [local(1, true, true, 5000)];
+        let peer = peer_of(&locals);
+        let mut i = inputs(&spec, &locals, &peer);
+        i.local_cpu = (99.0, 1.0, 98.0);
+        i.host = Some(eth0(None));
+        i.threads = vec![ThreadCpu {
+            id: 1,
+            sender: true,
+            seconds: 10.0,
+            cpu_percent: 98.6,
+            wait_percent: Some(0.5),
+        }];
+        let e = end(&i);
+        assert_eq!(
+            e.netmeter.warnings,
+            [
+                "the sender's stream thread used 99% of a CPU: the test was CPU-bound on this host, not network-bound; try -P 2"
+            ]
+        );
+        assert_eq!(e.netmeter.stream_threads, i.threads);
+        // The peer's threads come in its results: a busy remote receiver is named so, and
+        // replaces the rule on the peer's process CPU; out-of-range values are clamped.
+        let mut peer = peer_of(&locals);
+        peer.cpu_util_total = 99.0;
+        peer.streams[0].netmeter_cpu_percent = Some(250.0);
+        peer.streams[0].netmeter_cpu_wait_percent = Some(-3.0);
+        let mut j = inputs(&spec, &locals, &peer);
+        j.host = i.host.clone();
+        let e = end(&j);
+        let r = &e.netmeter.remote_stream_threads;
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].sender, r[0].cpu_percent, r[0].wait_percent),
+            (false, 100.0, Some(0.0))
+        );
+        assert_eq!(
+            e.netmeter.warnings,
+            [
+                "the remote receiver's stream thread used 100% of a CPU: the test was CPU-bound on the remote host, not network-bound; try -P 2"
+            ]
+        );
+        // --busy-poll: spinning is what was asked for; no CPU-bound warning.
+        let polled = TestSpec {
+            bounceback: Some(crate::wire::Bounceback {
+                request_len: 1,
+                reply_len: 1,
+                hold_us: 0,
+                burst: 1,
+                busy_poll_us: 50,
+            }),
+            ..TestSpec::default()
+        };
+        let mut k = inputs(&polled, &locals, &peer);
+        k.threads = i.threads.clone();
+        assert!(
+            end(&k).netmeter.warnings.is_empty(),
+            "{:?}",
+            end(&k).netmeter.warnings
+        );
+        // Without per-thread figures the process rule still speaks.
+        i.threads.clear();
+        let w = end(&i).netmeter.warnings;
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("local side was CPU-bound"), "{}", w[0]);
     }
 
     #[test]

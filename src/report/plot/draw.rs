@@ -132,6 +132,9 @@ fn ranges(c: &Chart) -> (Range<f64>, Range<f64>) {
                 ymax = ymax.max(v);
             }
         }
+        if let Shape::LineWithErrors(e) = &s.shape {
+            ymax = e.iter().map(|b| b.2).fold(ymax, f64::max);
+        }
     }
     xs.extend(c.markers.iter().map(|m| m.x));
     xs.retain(|x| x.is_finite() && (!c.x.log || *x > 0.0));
@@ -140,7 +143,10 @@ fn ranges(c: &Chart) -> (Range<f64>, Range<f64>) {
     if !x0.is_finite() || !x1.is_finite() {
         (x0, x1) = if c.x.log { (0.1, 10.0) } else { (0.0, 1.0) };
     }
-    if c.x.log {
+    if !c.x.categories.is_empty() {
+        // Category i at x = i + 1, half a step of room on each side.
+        (x0, x1) = (0.5, c.x.categories.len() as f64 + 0.5);
+    } else if c.x.log {
         (x0, x1) = (x0 * 0.9, x1 * 1.1);
     } else if c.kind.starts_with("latency") || c.kind == "working_load" {
         let pad = (x1 - x0).max(x1.abs() * 0.01) * 0.03;
@@ -188,9 +194,24 @@ where
         .y_desc(c.y.label.as_str())
         .light_line_style(TRANSPARENT)
         .bold_line_style(RGBColor(225, 225, 225))
-        .x_labels(if c.x.log { 24 } else { 12 })
+        .x_labels(if c.x.log {
+            24
+        } else if c.x.categories.is_empty() {
+            12
+        } else {
+            // Ticks every half or whole step: each category's position among them.
+            2 * c.x.categories.len() + 2
+        })
         .y_labels(8)
-        .x_label_formatter(&|v| if c.x.log { log_tick(*v) } else { tick(*v) })
+        .x_label_formatter(&|v| {
+            if !c.x.categories.is_empty() {
+                category_tick(&c.x.categories, *v)
+            } else if c.x.log {
+                log_tick(*v)
+            } else {
+                tick(*v)
+            }
+        })
         .y_label_formatter(&|v| tick(*v))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
@@ -221,6 +242,30 @@ where
                     Rectangle::new([(lo, 0.0), (hi, v)], color.mix(0.75).filled())
                 }))
                 .map_err(err)?,
+            Shape::LineWithErrors(bars) => {
+                // Each bar: the whisker and its caps, a tenth of a category wide,
+                // shifted a little per series so the bars of equal x do not overlap.
+                let shift = (i as f64 - (c.series.len() as f64 - 1.0) / 2.0) * 0.03;
+                let whisker = color.stroke_width(2);
+                for &(x, lo, hi) in bars {
+                    let x = x + shift;
+                    let cap = |y: f64| vec![(x - 0.05, y), (x + 0.05, y)];
+                    chart
+                        .draw_series([
+                            PathElement::new(vec![(x, lo), (x, hi)], whisker),
+                            PathElement::new(cap(lo), whisker),
+                            PathElement::new(cap(hi), whisker),
+                        ])
+                        .map_err(err)?;
+                }
+                let shifted = s.points.iter().map(move |&(x, y)| (x + shift, y));
+                chart
+                    .draw_series(shifted.clone().map(|p| Circle::new(p, 4, color.filled())))
+                    .map_err(err)?;
+                chart
+                    .draw_series(LineSeries::new(shifted, line))
+                    .map_err(err)?
+            }
         };
         if !s.name.is_empty() {
             labelled += 1;
@@ -297,6 +342,16 @@ fn tick(v: f64) -> String {
     }
 }
 
+/// A categorical axis tick: the category's name at its position (x = i + 1), blank
+/// between.
+fn category_tick(categories: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() > 1e-6 || i < 1.0 {
+        return String::new();
+    }
+    categories.get(i as usize - 1).cloned().unwrap_or_default()
+}
+
 /// A log axis tick: labelled at 1, 2 and 5 times a power of ten, blank between.
 fn log_tick(v: f64) -> String {
     if v <= 0.0 {
@@ -311,4 +366,110 @@ fn log_tick(v: f64) -> String {
     } else {
         String::new()
     }
+}
+
+/// A square matrix of figures (row: source, column: target), drawn as a heatmap:
+/// `netmeter mesh --plot`. An empty cell (the test failed) is grey and says "error".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heatmap {
+    pub title: String,
+    pub labels: Vec<String>,
+    /// `values[row][col]`; the diagonal and failed pairs are `None`.
+    pub values: Vec<Vec<Option<f64>>>,
+    /// How each cell's number is written, e.g. `"{} Mbit/s"` → the value and unit.
+    pub unit: String,
+}
+
+/// Cell colour: white (lowest) to the palette's blue (highest).
+fn heat(v: f64, lo: f64, hi: f64) -> RGBColor {
+    let t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+    let t = t.clamp(0.0, 1.0);
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * t).round() as u8;
+    RGBColor(mix(235, 0), mix(243, 90), mix(250, 160))
+}
+
+/// The heatmap as one SVG document (`png`: PNG bytes instead, see [`render_png`]).
+pub fn render_heatmap(h: &Heatmap, png_out: bool) -> Result<Vec<u8>, DrawError> {
+    font()?;
+    let n = h.labels.len().max(1) as u32;
+    let cell = 110u32;
+    let (w, ht) = (160 + n * cell + 20, 80 + n * cell + 20);
+    if png_out {
+        let mut rgb = vec![0u8; w as usize * ht as usize * 3];
+        {
+            let backend = BitMapBackend::<plotters::backend::RGBPixel>::with_buffer_and_format(
+                &mut rgb,
+                (w, ht),
+            )
+            .map_err(err)?;
+            let root = backend.into_drawing_area();
+            draw_heatmap(&root, h, cell)?;
+            root.present().map_err(err)?;
+        }
+        let mut out = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut out, w, ht);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            let mut writer = enc.write_header().map_err(err)?;
+            writer.write_image_data(&rgb).map_err(err)?;
+        }
+        return Ok(out);
+    }
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (w, ht)).into_drawing_area();
+        draw_heatmap(&root, h, cell)?;
+        root.present().map_err(err)?;
+    }
+    Ok(s.into_bytes())
+}
+
+fn draw_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    h: &Heatmap,
+    cell: u32,
+) -> Result<(), DrawError> {
+    root.fill(&WHITE).map_err(err)?;
+    let text = |size: u32| ("sans-serif", size).into_font().color(&BLACK);
+    root.draw(&Text::new(h.title.clone(), (10, 10), text(18)))
+        .map_err(err)?;
+    root.draw(&Text::new("source ↓  target →", (10, 50), text(12)))
+        .map_err(err)?;
+    let vals: Vec<f64> = h.values.iter().flatten().flatten().copied().collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (x0, y0, c) = (160i32, 80i32, cell as i32);
+    let short = |s: &str| s.chars().take(16).collect::<String>();
+    for (i, l) in h.labels.iter().enumerate() {
+        let i = i as i32;
+        root.draw(&Text::new(short(l), (x0 + i * c + 4, y0 - 18), text(12)))
+            .map_err(err)?;
+        root.draw(&Text::new(short(l), (10, y0 + i * c + c / 2 - 6), text(12)))
+            .map_err(err)?;
+    }
+    for (r, row) in h.values.iter().enumerate() {
+        for (col, v) in row.iter().enumerate() {
+            let (x, y) = (x0 + col as i32 * c, y0 + r as i32 * c);
+            let (fill, label) = match v {
+                _ if r == col => (RGBColor(255, 255, 255), String::new()),
+                Some(v) => (heat(*v, lo, hi), h.unit.replace("{}", &format!("{v:.3}"))),
+                None => (RGBColor(190, 190, 190), "error".to_string()),
+            };
+            root.draw(&Rectangle::new(
+                [(x, y), (x + c - 2, y + c - 2)],
+                fill.filled(),
+            ))
+            .map_err(err)?;
+            let dark = matches!(v, Some(v) if r != col && heat(*v, lo, hi).0 < 120);
+            let color = if dark { WHITE } else { BLACK };
+            root.draw(&Text::new(
+                label,
+                (x + 6, y + c / 2 - 6),
+                ("sans-serif", 12).into_font().color(&color),
+            ))
+            .map_err(err)?;
+        }
+    }
+    Ok(())
 }

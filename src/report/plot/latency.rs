@@ -210,6 +210,7 @@ pub(super) fn cdf_chart(title: &str, dists: &[Dist], markers: bool) -> Chart {
         x: Axis {
             label: "latency (ms)".into(),
             log: needs_log(min, p50, max),
+            categories: Vec::new(),
         },
         y: Axis::linear("fraction of samples ≤ x"),
         series,
@@ -228,6 +229,7 @@ pub(super) fn histogram_chart(title: &str, d: &Dist) -> Chart {
         x: Axis {
             label: "latency (ms)".into(),
             log,
+            categories: Vec::new(),
         },
         y: Axis::linear("samples"),
         series: vec![Series {

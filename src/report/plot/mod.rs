@@ -29,7 +29,8 @@ mod draw;
 mod latency;
 mod series;
 
-pub use draw::{DrawError, render_png, render_svg};
+pub use draw::{DrawError, Heatmap, render_heatmap, render_png, render_svg};
+pub use series::rate_unit;
 
 use super::input::Input;
 
@@ -58,6 +59,9 @@ pub struct Chart {
 pub struct Axis {
     pub label: String,
     pub log: bool,
+    /// A categorical axis (a sweep's option values): category i sits at x = i + 1 and
+    /// is labelled with its name; empty for a numeric axis.
+    pub categories: Vec<String>,
 }
 
 impl Axis {
@@ -65,6 +69,7 @@ impl Axis {
         Axis {
             label: label.into(),
             log: false,
+            categories: Vec::new(),
         }
     }
 }
@@ -78,6 +83,8 @@ pub enum Shape {
     Markers,
     /// Histogram bars: (lower edge, upper edge, height).
     Bars(Vec<(f64, f64, f64)>),
+    /// A line with a dot at each point and error bars: (x, low, high) each.
+    LineWithErrors(Vec<(f64, f64, f64)>),
 }
 
 /// One named series.
@@ -140,7 +147,6 @@ pub enum PlotError {
 
 /// Draw these inputs' charts into `path` (.svg or .png), whole or not at all.
 pub fn write_file(inputs: &[Input], path: &std::path::Path) -> Result<(), PlotError> {
-    let format = Format::of(path).ok_or_else(|| PlotError::Format(path.to_path_buf()))?;
     let charts = charts(inputs);
     if charts.is_empty() {
         let names: Vec<_> = inputs
@@ -149,9 +155,15 @@ pub fn write_file(inputs: &[Input], path: &std::path::Path) -> Result<(), PlotEr
             .collect();
         return Err(PlotError::Nothing(names.join(", ")));
     }
+    write_charts(&charts, path)
+}
+
+/// Draw `charts` into `path` (.svg or .png), whole or not at all.
+pub fn write_charts(charts: &[Chart], path: &std::path::Path) -> Result<(), PlotError> {
+    let format = Format::of(path).ok_or_else(|| PlotError::Format(path.to_path_buf()))?;
     let bytes = match format {
-        Format::Svg => render_svg(&charts).map(String::into_bytes),
-        Format::Png => render_png(&charts),
+        Format::Svg => render_svg(charts).map(String::into_bytes),
+        Format::Png => render_png(charts),
     }
     .map_err(|e| PlotError::Draw(e.to_string()))?;
     write_whole(path, &bytes).map_err(|err| PlotError::Write {

@@ -338,7 +338,7 @@ fn rate_chart(kind: &'static str, title: &str, mut series: Vec<Series>) -> Chart
 }
 
 /// The unit a rate axis is labelled in, and its divisor.
-pub(super) fn rate_unit(max_bps: f64) -> (f64, &'static str) {
+pub fn rate_unit(max_bps: f64) -> (f64, &'static str) {
     if max_bps >= 1e9 {
         (1e9, "Gbit/s")
     } else if max_bps >= 1e6 {

@@ -41,6 +41,22 @@ fn tcp_sum(s: &crate::report::EndSide) -> EndSum {
     }
 }
 
+/// iperf3's `-F` line under a stream's sender row: what this side sent from the file
+/// or wrote into it, against the file's size.
+fn diskfile_line(f: &crate::report::DiskFile, local_sender: bool) -> String {
+    let (bytes, pct) = if local_sender {
+        (f.sent, f.percent_sent)
+    } else {
+        (f.received, f.percent_received)
+    };
+    format!(
+        "        Sent {} / {} ({pct}%) of {}\n",
+        format_bytes(bytes as f64, Format::Auto),
+        format_bytes(f.size as f64, Format::Auto),
+        f.filename
+    )
+}
+
 /// A UDP stream's end lines: what its sender sent, what its receiver counted.
 fn udp_end_stream(ctx: &TextCtx, u: &crate::report::EndUdp) -> String {
     let id = ctx.id(u.socket, u.sender);
@@ -121,6 +137,9 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
                             &extra,
                             role,
                         ));
+                    }
+                    if let (Some(f), "sender") = (&s.diskfile, role) {
+                        out.push_str(&diskfile_line(f, local_sender));
                     }
                 }
             }
@@ -260,8 +279,64 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
             }
         }
     }
+    t.push_str(&host_summary(x, ctx.verbose, ctx.format));
     for w in &x.warnings {
         let _ = writeln!(t, "warning: {w}");
+    }
+    t
+}
+
+/// The efficiency line (when the line rate is known) and, with `-V`, this side's host
+/// and stream threads:
+/// `Efficiency: 941 Mbits/sec received = 94.1% of eth0's 1 Gbit/s line rate`.
+pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> String {
+    use crate::host::facts::{interface_line, limits_line};
+    let mut t = String::new();
+    if verbose && let Some(h) = &x.host {
+        if let Some(i) = &h.interface {
+            let _ = writeln!(t, "Host interface: {}", interface_line(i));
+        }
+        let _ = writeln!(
+            t,
+            "Host limits: {}; congestion control {}; {} CPU(s), governor {}",
+            limits_line(h),
+            h.congestion_control.as_deref().unwrap_or("unknown"),
+            h.cpus,
+            h.governor.as_deref().unwrap_or("unknown")
+        );
+    }
+    if verbose && !x.stream_threads.is_empty() {
+        let each: Vec<String> = x
+            .stream_threads
+            .iter()
+            .map(|s| {
+                let wait = s
+                    .wait_percent
+                    .map_or(String::new(), |w| format!(", {w:.0}% waiting for one"));
+                let role = if s.sender { "sender" } else { "receiver" };
+                format!("[{:>3}] {role} {:.0}% of a CPU{wait}", s.id, s.cpu_percent)
+            })
+            .collect();
+        let _ = writeln!(t, "Stream threads: {}", each.join("; "));
+    }
+    if let Some(e) = &x.efficiency {
+        let rate = |b: f64| format_rate(b, fmt).trim().to_string();
+        let line = crate::host::facts::Interface {
+            line_rate_bps: Some(e.line_rate_bps),
+            ..Default::default()
+        };
+        let line = crate::host::facts::line_rate_text(&line);
+        let _ = write!(
+            t,
+            "Efficiency: {} received = {:.1}% of {}'s {line} line rate",
+            rate(e.bits_per_second),
+            e.percent,
+            e.interface
+        );
+        if let (Some(b), Some(p)) = (e.reverse_bits_per_second, e.reverse_percent) {
+            let _ = write!(t, "; reverse {} = {p:.1}%", rate(b));
+        }
+        t.push('\n');
     }
     t
 }
@@ -551,6 +626,7 @@ mod tests {
                     ..EndSide::default()
                 }),
                 udp: None,
+                diskfile: None,
             }],
             ..End::default()
         };
@@ -562,6 +638,26 @@ mod tests {
 [  5]   0.00-10.04  sec  35.0 GBytes  29.9 Gbits/sec                  receiver
 ";
         assert_eq!(text, want);
+        // -F: iperf3's line under the sender row, this side's share of the file.
+        let mut e = e;
+        e.streams[0].diskfile = Some(crate::report::DiskFile::new(
+            37_580_963_840,
+            30_000_000_000,
+            40_000_000_000,
+            "/tmp/big".into(),
+        ));
+        let text = end(&ctx(Protocol::Tcp), &e, true, &[true]);
+        assert!(
+            text.contains(
+                "sender\n        Sent 35.0 GBytes / 37.3 GBytes (93%) of /tmp/big\n[  5]"
+            ),
+            "{text}"
+        );
+        let text = end(&ctx(Protocol::Tcp), &e, true, &[false]);
+        assert!(
+            text.contains("Sent 27.9 GBytes / 37.3 GBytes (75%) of /tmp/big"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -577,6 +673,7 @@ mod tests {
             }),
             receiver: None,
             udp: None,
+            diskfile: None,
         };
         let e = End {
             streams: vec![sender(10, Some(7)), sender(5, Some(1)), sender(4, Some(4))],
@@ -614,5 +711,60 @@ mod tests {
         );
         assert!(rows[2].contains("0.100-0.200") && rows[2].contains(" 10 "));
         assert_eq!(histogram("x", &[], 0.1), "");
+    }
+
+    #[test]
+    fn host_lines_verbose_and_efficiency_always() {
+        use crate::host::facts::{Efficiency, HostInfo, Interface, ThreadCpu};
+        let x = crate::report::EndExt {
+            host: Some(HostInfo {
+                interface: Some(Interface {
+                    name: "eth0".into(),
+                    addresses: vec!["10.0.0.2".into()],
+                    mtu: Some(1500),
+                    line_rate_bps: Some(1_000_000_000),
+                    gso: Some(true),
+                    gro: Some(true),
+                    tso: Some(false),
+                    ..Interface::default()
+                }),
+                rmem_max: Some(212_992),
+                wmem_max: Some(212_992),
+                tcp_rmem: Some([4096, 131_072, 6_291_456]),
+                tcp_wmem: None,
+                congestion_control: Some("cubic".into()),
+                cpus: 4,
+                ..HostInfo::default()
+            }),
+            efficiency: Some(Efficiency {
+                interface: "eth0".into(),
+                line_rate_bps: 1_000_000_000,
+                bits_per_second: 941e6,
+                percent: 94.1,
+                ..Efficiency::default()
+            }),
+            stream_threads: vec![ThreadCpu {
+                id: 5,
+                sender: true,
+                seconds: 10.0,
+                cpu_percent: 37.4,
+                wait_percent: Some(1.2),
+            }],
+            ..crate::report::EndExt::default()
+        };
+        let eff = "Efficiency: 941 Mbits/sec received = 94.1% of eth0's 1 Gbit/s line rate\n";
+        assert_eq!(host_summary(&x, false, Format::Auto), eff);
+        assert_eq!(
+            host_summary(&x, true, Format::Auto),
+            format!(
+                "Host interface: eth0 10.0.0.2: line rate 1 Gbit/s, MTU 1500, GSO on, GRO on, TSO off\n\
+                 Host limits: rmem_max 208 KBytes, wmem_max 208 KBytes, tcp_rmem max 6.00 MBytes, tcp_wmem max unknown; congestion control cubic; 4 CPU(s), governor unknown\n\
+                 Stream threads: [  5] sender 37% of a CPU, 1% waiting for one\n{eff}"
+            )
+        );
+        assert_eq!(
+            host_summary(&crate::report::EndExt::default(), true, Format::Auto),
+            ""
+        );
     }
 }
