@@ -1,12 +1,16 @@
 //! The bytes a server sends on the control connection, read as netmeter's client reads
 //! them (`engine::client`): state bytes, the extension answer after `NETMETER_EXT`, the
 //! server's results after `EXCHANGE_RESULTS`, the 8-byte error trailer after
-//! `SERVER_ERROR`. The first input byte picks the extension request the client made.
+//! `SERVER_ERROR`, the pre-shared-key challenge after `NETMETER_AUTH`, the third-party
+//! answer after `NETMETER_THIRD_PARTY`. The first input byte picks the extension request the client made.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use netmeter::auth::psk::{self, Psk};
 use netmeter::session::{ClientMachine, ClientStep};
-use netmeter::wire::{self, ExtAnswer, ExtRequest, Feature, Results, State};
+use netmeter::wire::{
+    self, ExtAnswer, ExtRequest, Feature, PskChallenge, Results, State, ThirdPartyAnswer,
+};
 
 fn take_json<T: for<'de> serde::Deserialize<'de>>(
     data: &mut &[u8],
@@ -72,6 +76,21 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let (code, _errno) = wire::decode_error_trailer(*trailer);
                 let _ = code.describe();
+                return;
+            }
+            ClientStep::Authenticate => {
+                // The pre-shared-key challenge, checked as engine::psk::client_answer does.
+                let Some(Ok(ch)) = take_json::<PskChallenge>(&mut rest, wire::MAX_EXT_LEN) else {
+                    return;
+                };
+                let Some(sn) = psk::from_hex(&ch.server_nonce) else {
+                    return;
+                };
+                let key = Psk::new(b"fuzzing key, 32 bytes or longer!").expect("a valid key");
+                let _ = key.verify_server(&[b'a'; 37], &[7; 32], &sn, &ch.server_proof);
+            }
+            ClientStep::ReadThirdParty => {
+                let _ = take_json::<ThirdPartyAnswer>(&mut rest, wire::MAX_RESULTS_LEN);
                 return;
             }
             ClientStep::Display => return,

@@ -117,6 +117,9 @@ fuzz_target!(|data: &[u8]| {
         sndbuf: 16384,
         clock: None,
         connect_only_answered: None,
+        host: None,
+        threads: Vec::new(),
+        disk_file: None,
     });
     let ctx = TextCtx {
         format: Format::Auto,
