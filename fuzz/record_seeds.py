@@ -6,8 +6,8 @@ on 127.0.0.1): every TCP connection's bytes in each direction and every UDP data
 are kept, then cut into the inputs each fuzz target reads (see docs/fuzzing.md). The
 sessions: netmeter and iperf3 3.12/3.18/3.22 (from scripts/setup-peers.sh's
 peers.env) as client and server, TCP and UDP, forward/reverse/bidir, --trip-times,
---udp-counters-64bit, --isochronous, bounceback, a refused test (--server-max-duration). Each test is 1-2 s
-at a low rate; the whole run takes about a minute.
+--udp-counters-64bit, --isochronous, bounceback, a refused test (--server-max-duration),
+--psk-file. Each test is 1-2 s at a low rate; the whole run takes about a minute.
 
 Usage: fuzz/record_seeds.py NETMETER_BINARY [PEERS_ENV]
 Writes fuzz/corpus/<target>/<name> (existing files of the same name are replaced).
@@ -237,6 +237,14 @@ def main():
         64 | 1, "nm-udp-isoch.json")
     run("nm-bounceback", nm, nm + t + ["--bounceback", "-J"], 64, "nm-bounceback.json")
     run("nm-refused-duration", nm + ["--server-max-duration", "5"], nm + ["-t", "10"], 64)
+    key = os.path.join(CORPUS, "..", "psk-seed.key")
+    with open(key, "w") as f:
+        f.write("fuzz-seed-key-0123456789abcdef0123456789\n")
+    os.chmod(key, 0o600)
+    try:
+        run("nm-psk", nm + ["--psk-file", key], nm + t + ["--psk-file", key], 64)
+    finally:
+        os.remove(key)
     for ver in ("312", "318", "322"):
         ip = env.get(f"NETMETER_IPERF3_{ver}")
         if not ip or not os.path.exists(ip):
