@@ -38,6 +38,7 @@ for m in $(sed -n 's/^mod \([a-z0-9_]*\);$/\1/p' tests/integration/main.rs); do
 done
 
 ./scripts/validate-deploy.sh  # deploy/: systemd unit and Kubernetes manifests, offline
+./scripts/fuzz.sh 10  # every fuzz target for 10 s from its seeds (docs/fuzzing.md)
 python3 -m unittest discover -s bench -p 'test_*.py'  # the benchmark's parsers
 python3 bench/run.py --smoke  # ~10 s benchmark smoke run; the full run is docs/benchmarks.md's command
 

@@ -187,6 +187,13 @@ impl OwdRecord {
         self.record(raw_ns, correction_ns);
     }
 
+    /// One `--trip-times` TCP write whose last byte was read at `rx_ns`, sent at
+    /// `sent_ns` (the peer's frame header: any value). The delay saturates rather than
+    /// overflow.
+    pub fn record_write(&mut self, rx_ns: i64, sent_ns: i64, correction_ns: i64) {
+        self.record_at(rx_ns, rx_ns.saturating_sub(sent_ns), correction_ns);
+    }
+
     /// Record one datagram or write: `raw_ns` = arrival (receiver clock) − send time
     /// (sender clock); `correction_ns` removes the estimated clock offset.
     pub fn record(&mut self, raw_ns: i64, correction_ns: i64) {
@@ -315,6 +322,21 @@ pub struct LatencyStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_sent_at_any_time_is_recorded_without_overflow() {
+        // A frame header's send time of i64::MIN made `now - sent` overflow (fuzz
+        // target tcp_frames); i64::MAX is a (huge) negative delay, a clock error.
+        let now = 1_790_000_000_000_000_000i64;
+        let mut r = OwdRecord::default();
+        r.record_write(now, i64::MIN, 0);
+        r.record_write(now, i64::MAX, 0);
+        r.record_write(now, now - 2_000, 0);
+        assert_eq!(r.samples, 3);
+        assert_eq!(r.clock_errors, 1);
+        assert_eq!(r.raw_max_ns, i64::MAX);
+        assert_eq!(r.raw_min_ns, now - i64::MAX);
+    }
 
     #[test]
     fn percentiles_of_a_known_distribution() {

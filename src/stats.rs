@@ -95,7 +95,9 @@ impl UdpRecv {
             *w |= m;
             self.counts.received += 1;
         } else {
-            let in_window = seq + DUP_WINDOW > c.highest_seq && seq > 0;
+            // seq <= highest_seq here; subtracting cannot overflow (64-bit sequence
+            // numbers near u64::MAX come from peers).
+            let in_window = c.highest_seq - seq < DUP_WINDOW && seq > 0;
             if in_window {
                 let (w, m) = self.bit(seq);
                 if *w & m != 0 {
@@ -212,6 +214,21 @@ mod tests {
             r.on_datagram(s, 0.0);
         }
         r.counts()
+    }
+
+    #[test]
+    fn sequence_numbers_near_the_top_of_64_bits() {
+        // A 64-bit sequence number near u64::MAX from a peer, then an older one: the
+        // window check overflowed (fuzz target udp_datagram).
+        let mut r = UdpRecv::default();
+        r.on_datagram(u64::MAX - 1, 0.001);
+        r.on_datagram(u64::MAX - 3, 0.001);
+        r.on_datagram(u64::MAX - 3, 0.001);
+        r.on_datagram(u64::MAX, 0.001);
+        let c = r.counts();
+        assert_eq!(c.highest_seq, u64::MAX);
+        assert_eq!((c.received, c.out_of_order, c.duplicates), (3, 1, 1));
+        assert_eq!(c.lost, u64::MAX - 3);
     }
 
     #[test]

@@ -95,22 +95,10 @@ pub fn sync_client(ctrl: &mut Ctrl) -> Result<ClockEstimate, CtrlError> {
         let mut b = [0u8; 24];
         ctrl.read_exact(&mut b, Duration::from_secs(5), "a clock probe answer")?;
         let t4 = wall_ns();
-        let at = |i: usize| i64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-        // The answer echoes t1: a mismatch means the peer is confused; drop that round.
-        if at(0) == t1 {
-            probes.push(Probe {
-                t1,
-                t2: at(8),
-                t3: at(16),
-                t4,
-            });
-        }
+        probes.extend(Probe::from_answer(t1, &b, t4));
     }
     let est = clocksync::estimate(&probes).unwrap_or_default();
-    let mut msg = [0u8; 16];
-    msg[..8].copy_from_slice(&est.offset_ns.to_be_bytes());
-    msg[8..].copy_from_slice(&est.uncertainty_ns.to_be_bytes());
-    ctrl.write(&msg, "the clock estimate")?;
+    ctrl.write(&est.to_wire(), "the clock estimate")?;
     Ok(est)
 }
 
@@ -129,14 +117,7 @@ pub fn sync_server(ctrl: &mut Ctrl) -> Result<ClockEstimate, CtrlError> {
     }
     let mut m = [0u8; 16];
     ctrl.read_exact(&mut m, Duration::from_secs(5), "the clock estimate")?;
-    let offset = i64::from_be_bytes(m[..8].try_into().unwrap_or([0; 8]));
-    let unc = i64::from_be_bytes(m[8..].try_into().unwrap_or([0; 8]));
-    Ok(ClockEstimate {
-        offset_ns: offset,
-        uncertainty_ns: unc.max(0),
-        rtt_ns: unc.max(0).saturating_mul(2),
-        probes: PROBES as u32,
-    })
+    Ok(ClockEstimate::from_wire(&m, PROBES as u32))
 }
 
 #[cfg(test)]

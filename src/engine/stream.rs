@@ -134,18 +134,6 @@ pub(super) fn wall_now(ns: bool) -> (u32, u32) {
     )
 }
 
-/// A header timestamp in ns since the epoch. The seconds field is 32 bits; it is
-/// unwrapped against the receiver's clock so it stays right past 2106.
-fn header_ns(sec: u32, sub: u32, ns: bool, now_ns: i64) -> i64 {
-    let now_s = now_ns.div_euclid(1_000_000_000);
-    let base = now_s - (now_s as u32) as i64;
-    let mut s = base + sec as i64;
-    if s - now_s > (1 << 31) {
-        s -= 1 << 32;
-    }
-    s * 1_000_000_000 + if ns { sub as i64 } else { sub as i64 * 1000 }
-}
-
 pub(super) fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.kind(),
@@ -418,7 +406,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                     let now = clock::wall_ns();
                     let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
                     frames.feed(&buf[..n], |sent| {
-                        rec.record_at(now, now - sent, w.owd_correction_ns)
+                        rec.record_write(now, sent, w.owd_correction_ns)
                     });
                 }
             }
@@ -598,7 +586,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                         if let Ok(h) = UdpHeader::read(&buf[off..end], w.udp_seq64) {
                             bytes += (end - off) as u64;
                             datagrams += 1;
-                            let raw_ns = rx_ns - header_ns(h.sec, h.usec, w.ts_ns, rx_ns);
+                            let raw_ns = rx_ns.saturating_sub(h.send_ns(w.ts_ns, rx_ns));
                             acc.on_datagram(h.seq, raw_ns as f64 / 1e9);
                             if let Some(o) = owd_rec.as_mut() {
                                 o.record_at(rx_ns, raw_ns, w.owd_correction_ns);
@@ -652,19 +640,6 @@ pub(super) fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_timestamps_unwrap_and_units() {
-        let now = 1_790_000_000_123_456_789i64; // 2026
-        let (sec, usec) = ((now / 1_000_000_000) as u32, 123_456);
-        assert_eq!(header_ns(sec, usec, false, now), now - 789);
-        assert_eq!(header_ns(sec, 123_456_789, true, now), now);
-        // A send time one second before a 32-bit rollover, seen just after it.
-        let after = (1i64 << 32) * 1_000_000_000 + 500_000_000;
-        let sent = after - 1_000_000_000;
-        let h = header_ns((sent / 1_000_000_000) as u32, 500_000_000, true, after);
-        assert_eq!(h, sent);
-    }
 
     #[test]
     fn budget_splits_bytes_exactly() {

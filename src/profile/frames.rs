@@ -88,11 +88,12 @@ impl FrameRecv {
         if p.got < p.dgrams {
             return None;
         }
-        let transit = rx_ns - p.start_ns;
+        // start_ns is the peer's header (any i64): saturate rather than overflow.
+        let transit = rx_ns.saturating_sub(p.start_ns);
         self.pending.swap_remove(i);
         self.complete += 1;
         if let Some(prev) = self.last_transit_ns {
-            let d = (transit - prev).unsigned_abs() as f64 / 1e9;
+            let d = (i128::from(transit) - i128::from(prev)).unsigned_abs() as f64 / 1e9;
             self.jitter_s += (d - self.jitter_s) / 16.0;
         }
         self.last_transit_ns = Some(transit);
@@ -131,6 +132,22 @@ mod tests {
             dgrams,
             index,
         }
+    }
+
+    #[test]
+    fn send_times_anywhere_in_i64_do_not_overflow() {
+        // Frame send times from the peer's header far in the past, then far in the
+        // future: the transit and its change overflowed (fuzz target udp_datagram).
+        let mut r = FrameRecv::default();
+        let rx = 1_790_000_000_000_000_000i64;
+        assert_eq!(r.on_datagram(&hdr(1, 0, 1, i64::MIN), rx), Some(i64::MAX));
+        assert_eq!(
+            r.on_datagram(&hdr(2, 0, 1, i64::MAX), rx),
+            Some(rx - i64::MAX)
+        );
+        let c = r.counts();
+        assert_eq!((c.complete, c.lost), (2, 0));
+        assert!(c.jitter_s.is_finite() && c.jitter_s > 0.0);
     }
 
     #[test]

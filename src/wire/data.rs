@@ -51,6 +51,25 @@ impl UdpHeader {
             seq,
         })
     }
+
+    /// The send time in ns since the epoch. `ns_stamps`: the second field holds
+    /// nanoseconds (netmeter's `--trip-times`), else microseconds (iperf3). The seconds
+    /// field is 32 bits; it is unwrapped against the receiver's clock `now_ns`, so it
+    /// stays right past 2106. Saturates instead of overflowing for any `now_ns`.
+    pub fn send_ns(&self, ns_stamps: bool, now_ns: i64) -> i64 {
+        let now_s = now_ns.div_euclid(1_000_000_000);
+        let base = now_s - (now_s as u32) as i64;
+        let mut s = base + self.sec as i64;
+        if s - now_s > (1 << 31) {
+            s -= 1 << 32;
+        }
+        let sub = if ns_stamps {
+            self.usec as i64
+        } else {
+            self.usec as i64 * 1000
+        };
+        s.saturating_mul(1_000_000_000).saturating_add(sub)
+    }
 }
 
 /// Header at the start of every TCP write when both netmeter peers run `--trip-times`:
@@ -160,6 +179,20 @@ impl IsochHeader {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn header_timestamps_unwrap_and_units() {
+        let now = 1_790_000_000_123_456_789i64; // 2026
+        let h = |sec: u32, usec: u32| UdpHeader { sec, usec, seq: 1 };
+        let sec = (now / 1_000_000_000) as u32;
+        assert_eq!(h(sec, 123_456).send_ns(false, now), now - 789);
+        assert_eq!(h(sec, 123_456_789).send_ns(true, now), now);
+        // A send time one second before a 32-bit rollover, seen just after it.
+        let after = (1i64 << 32) * 1_000_000_000 + 500_000_000;
+        let sent = after - 1_000_000_000;
+        let got = h((sent / 1_000_000_000) as u32, 500_000_000).send_ns(true, after);
+        assert_eq!(got, sent);
+    }
 
     #[test]
     fn isoch_header_round_trip() {

@@ -1,0 +1,100 @@
+//! The bytes a server sends on the control connection, read as netmeter's client reads
+//! them (`engine::client`): state bytes, the extension answer after `NETMETER_EXT`, the
+//! server's results after `EXCHANGE_RESULTS`, the 8-byte error trailer after
+//! `SERVER_ERROR`, the pre-shared-key challenge after `NETMETER_AUTH`, the third-party
+//! answer after `NETMETER_THIRD_PARTY`. The first input byte picks the extension request the client made.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use netmeter::auth::psk::{self, Psk};
+use netmeter::session::{ClientMachine, ClientStep};
+use netmeter::wire::{
+    self, ExtAnswer, ExtRequest, Feature, PskChallenge, Results, State, ThirdPartyAnswer,
+};
+
+fn take_json<T: for<'de> serde::Deserialize<'de>>(
+    data: &mut &[u8],
+    max: u32,
+) -> Option<Result<T, wire::WireError>> {
+    let (hdr, rest) = data.split_first_chunk::<4>()?;
+    let len = match wire::decode_json_len(*hdr, max) {
+        Ok(len) => len,
+        Err(e) => return Some(Err(e)),
+    };
+    let (body, rest) = rest.split_at_checked(len)?;
+    *data = rest;
+    Some(wire::decode_json(body))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&pick, mut rest)) = data.split_first() else {
+        return;
+    };
+    let request = (pick & 1 == 1).then(|| ExtRequest {
+        version: wire::EXT_VERSION,
+        features: Feature::ALL
+            .iter()
+            .filter(|_| pick & 2 == 2)
+            .cloned()
+            .collect(),
+        trip_times: pick & 4 == 4,
+        ..ExtRequest::default()
+    });
+    let mut machine = ClientMachine::new(request.as_ref());
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        let Ok(state) = State::from_byte(b) else {
+            return;
+        };
+        let step = match machine.on_state(state) {
+            Ok(step) => step,
+            Err(e) => {
+                let _ = e.to_string();
+                return;
+            }
+        };
+        match step {
+            ClientStep::ReadExtAnswer => {
+                let Some(Ok(answer)) = take_json::<ExtAnswer>(&mut rest, wire::MAX_EXT_LEN) else {
+                    return;
+                };
+                let n = machine.on_ext_answer(&answer).clone();
+                let _ = n.client_warnings("host");
+                let _ = n.feature_names();
+            }
+            ClientStep::StartData => machine.test_ended(),
+            ClientStep::ExchangeResults => {
+                let Some(Ok(results)) = take_json::<Results>(&mut rest, wire::MAX_RESULTS_LEN)
+                else {
+                    return;
+                };
+                let _: Results = results;
+            }
+            ClientStep::ReadServerError => {
+                let Some((trailer, _)) = rest.split_first_chunk::<8>() else {
+                    return;
+                };
+                let (code, _errno) = wire::decode_error_trailer(*trailer);
+                let _ = code.describe();
+                return;
+            }
+            ClientStep::Authenticate => {
+                // The pre-shared-key challenge, checked as engine::psk::client_answer does.
+                let Some(Ok(ch)) = take_json::<PskChallenge>(&mut rest, wire::MAX_EXT_LEN) else {
+                    return;
+                };
+                let Some(sn) = psk::from_hex(&ch.server_nonce) else {
+                    return;
+                };
+                let key = Psk::new(b"fuzzing key, 32 bytes or longer!").expect("a valid key");
+                let _ = key.verify_server(&[b'a'; 37], &[7; 32], &sn, &ch.server_proof);
+            }
+            ClientStep::ReadThirdParty => {
+                let _ = take_json::<ThirdPartyAnswer>(&mut rest, wire::MAX_RESULTS_LEN);
+                return;
+            }
+            ClientStep::Display => return,
+            ClientStep::SendParams | ClientStep::CreateStreams | ClientStep::StartClock => {}
+        }
+    }
+});
