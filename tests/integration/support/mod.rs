@@ -49,11 +49,22 @@ pub fn peer(key: &str) -> String {
 
 static NEXT: AtomicU16 = AtomicU16::new(0);
 
-/// A loopback port free for both TCP and UDP right now.
+/// A loopback port free for both TCP and UDP right now, below the kernel's ephemeral
+/// range: a port from that range can be taken as the local port of some other test's
+/// outgoing connection between this check and the server's bind (the server then
+/// fails to listen, and a probe connecting to the port can even meet itself, a TCP
+/// self-connect, and look like a listener).
 pub fn free_port() -> u16 {
-    let base = 20000 + (std::process::id() % 200) as u16 * 100;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (lo, hi) = (10000u16, ephemeral_low.clamp(12000, 32768));
+    let span = u32::from(hi - lo);
+    let start = std::process::id() % span;
     for _ in 0..500 {
-        let p = base + NEXT.fetch_add(1, Ordering::Relaxed) % 10000;
+        let n = u32::from(NEXT.fetch_add(1, Ordering::Relaxed));
+        let p = lo + ((start + n) % span) as u16;
         if TcpListener::bind(("127.0.0.1", p)).is_ok() && UdpSocket::bind(("127.0.0.1", p)).is_ok()
         {
             return p;
