@@ -391,6 +391,42 @@ fn probe_round_trip_pairs_requests_with_answers() {
     assert_eq!(probe_rtt_on_line_ms(&DelayLineStats::default()), None);
 }
 
+/// Hold times (ms) the delay line measured for the TCP segments of the data connection
+/// to the server's port 5201 (the one with the most data segments; the control
+/// connection carries a few), each direction in order: (client → server data
+/// segments, server → client data segments). Pure ACKs (the connection's shortest
+/// segments) are left out.
+fn data_holds_ms(st: &DelayLineStats) -> (Vec<f64>, Vec<f64>) {
+    let tcp = |d: &DirStats| -> Vec<DelayRecord> {
+        d.records.iter().filter(|r| r.proto == 6).copied().collect()
+    };
+    let (up, down) = (tcp(&st.h1_to_h2), tcp(&st.h2_to_h1));
+    let Some(ack_len) = up.iter().chain(&down).map(|r| r.len).min() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut per_port = std::collections::HashMap::<u16, usize>::new();
+    for r in up.iter().filter(|r| r.dst_port == 5201 && r.len > ack_len) {
+        *per_port.entry(r.src_port).or_default() += 1;
+    }
+    let Some((&port, _)) = per_port.iter().max_by_key(|(_, n)| **n) else {
+        return (Vec::new(), Vec::new());
+    };
+    let holds = |v: &[DelayRecord], to_server: bool| -> Vec<f64> {
+        v.iter()
+            .filter(|r| r.len > ack_len)
+            .filter(|r| {
+                if to_server {
+                    r.src_port == port && r.dst_port == 5201
+                } else {
+                    r.src_port == 5201 && r.dst_port == port
+                }
+            })
+            .filter_map(|r| r.actual.map(|a| a.as_secs_f64() * 1e3))
+            .collect()
+    };
+    (holds(&up, true), holds(&down, false))
+}
+
 /// Checks the clock offset estimate; returns it (ms). Its uncertainty is half the best
 /// probe's round trip, so it is judged against the best round trip the delay line
 /// actually gave a probe (10 ms each way, plus however late the line ran): at least
@@ -493,10 +529,36 @@ fn tcp_bounceback_rtt_matches_fixed_delay() {
             "bounceback over 2 x {FIXED_MS} ms: {n} transactions, {tps:.2}/s; \
              RTT min {min:.4} p50 {p50:.4} mean {mean:.4} max {max:.4} ms"
         );
-        assert_near("bounceback RTT p50", p50, 2.0 * FIXED_MS, 1.0);
+        // The truth is what the line did to each transaction: the k-th request's hold
+        // plus the k-th reply's (10 ms each way, plus however late the line ran). The
+        // hosts' own share (stacks, wake-ups) comes on top: at most 1.5 ms at p50.
+        let (req, rep) = data_holds_ms(&b.delay_stats().expect("delay line stats"));
+        let mut line: Vec<f64> = req.iter().zip(&rep).map(|(a, b)| a + b).collect();
+        line.sort_by(f64::total_cmp);
         assert!(
-            min >= 2.0 * FIXED_MS - 0.02,
-            "bounceback RTT min {min} ms is below the 20 ms the line holds each transaction"
+            line.len() as f64 >= n - 1.0,
+            "{} transactions on the line",
+            line.len()
+        );
+        let line_p50 = line[line.len() / 2];
+        eprintln!(
+            "line: {} transactions, round trip min {:.4} p50 {line_p50:.4} ms",
+            line.len(),
+            line[0]
+        );
+        assert!(
+            p50 >= line_p50 - 0.05 && p50 <= line_p50 + 1.5,
+            "bounceback RTT p50 {p50:.4} ms against the line's {line_p50:.4} ms \
+             (allowed: -0.05 to +1.5 ms for the hosts' own share)"
+        );
+        assert!(
+            line_p50 >= 2.0 * FIXED_MS - 0.05,
+            "the line held a transaction for {line_p50} ms, less than its 20 ms"
+        );
+        assert!(
+            min >= line[0] - 0.05,
+            "bounceback RTT min {min} ms is below the line's shortest round trip {}",
+            line[0]
         );
         assert!(n >= 80.0, "{n} transactions in 2 s at 20 ms each");
         let want_tps = 1e3 / mean;
@@ -510,8 +572,9 @@ fn tcp_bounceback_rtt_matches_fixed_delay() {
 
 /// 1(c) TCP bulk at 20 Mbit/s across the fixed-delay link: no shaper, so no standing
 /// queue; the kernel's smoothed RTT (TCP_INFO, reported per interval in µs and as the
-/// sender's mean_rtt) must be the path's 20 ms round trip within 2 ms (its samples
-/// include delayed-ACK and pacing-burst queueing of a few hundred µs).
+/// sender's mean_rtt) must be the path's round trip as the delay line held it (20 ms
+/// plus the line's lateness, from its own log) within 2 ms (its samples include
+/// delayed-ACK and pacing-burst queueing of a few hundred µs).
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -535,15 +598,30 @@ fn tcp_info_rtt_matches_fixed_delay() {
              {max_rtt} µs (path round trip {want_us} µs)"
         );
         assert!(rtts.len() >= 3, "{} intervals", rtts.len());
+        // The path's round trip as the line held it: the mean hold of the data segments
+        // one way and of the ACKs back (20 ms, plus the line's mean lateness).
+        let st = b.delay_stats().expect("delay line stats");
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let back: Vec<f64> = st
+            .h2_to_h1
+            .records
+            .iter()
+            .filter(|r| r.proto == 6 && r.src_port == 5201)
+            .filter_map(|r| r.actual.map(|a| a.as_secs_f64() * 1e3))
+            .collect();
+        let (out, _) = data_holds_ms(&st);
+        let path_us = (mean(&out) + mean(&back)) * 1e3;
+        eprintln!("path round trip as the line held it: {path_us:.0} µs");
+        assert!(path_us >= want_us - 50.0, "the line held {path_us} µs");
         for (i, r) in rtts.iter().enumerate() {
             assert!(
-                (r - want_us).abs() <= 2000.0,
-                "interval {i}: TCP_INFO rtt {r} µs vs the path's {want_us} µs"
+                (r - path_us).abs() <= 2000.0,
+                "interval {i}: TCP_INFO rtt {r} µs vs the path's {path_us:.0} µs"
             );
         }
         assert!(
-            (mean_rtt - want_us).abs() <= 2000.0,
-            "mean_rtt {mean_rtt} µs vs the path's {want_us} µs"
+            (mean_rtt - path_us).abs() <= 2000.0,
+            "mean_rtt {mean_rtt} µs vs the path's {path_us:.0} µs"
         );
         // mean_rtt is the mean of the interval samples (docs/metrics.md).
         let avg = rtts.iter().sum::<f64>() / rtts.len() as f64;
