@@ -942,10 +942,22 @@ fn check_pacing(rate: &str, target_bps: f64, len: &str) {
     // All four are full intervals (the fourth ends at the end of the test, 4 s).
     let full: Vec<_> = snd.iter().filter(|r| r.1 > 0.9).collect();
     assert!(full.len() >= 4, "expected 4 full sender intervals: {snd:?}");
-    for (st, _, bps) in full {
+    // Each within 1 %, except one that a host stall visibly cut into: its own tick came
+    // late (the interval is over 5 ms longer or shorter than 1 s: the whole VM stopped,
+    // the sender with it), and then the pacer must have made the time up, the interval
+    // and the next together within 0.5 %.
+    for (i, (st, secs, bps)) in full.iter().enumerate() {
+        if rel_err(*bps, target_bps).abs() < 0.01 {
+            continue;
+        }
+        let stalled = (secs - 1.0).abs() > 0.005;
+        let made_up = full.get(i + 1).is_some_and(|(_, s2, b2)| {
+            rel_err((bps * secs + b2 * s2) / (secs + s2), target_bps).abs() < 0.005
+        });
         assert!(
-            rel_err(*bps, target_bps).abs() < 0.01,
-            "sender interval at {st:.2} s: {bps:.0} bit/s vs target {target_bps:.0} ± 1 %"
+            stalled && made_up,
+            "sender interval at {st:.2} s ({secs:.4} s long): {bps:.0} bit/s vs target \
+             {target_bps:.0} ± 1 % (and not a stall the next interval made up)"
         );
     }
     let middle: Vec<_> = rcv.iter().filter(|r| r.0 > 0.5 && r.0 < 2.5).collect();
