@@ -157,15 +157,29 @@ fn iperf3_client_json(key: &str, port: u16, args: &[&str]) -> serde_json::Value 
 
 /// An iperf3 server on loopback, its output drained. (Not with `-1`: the probe
 /// connection that waits for it to listen would be its one test.)
+/// An iperf3 server, ready when it says so: a probe connection (`wait_listening`)
+/// that closes without a cookie can leave an iperf3 server resetting the next
+/// client's control connection (seen once in CI), so its banner is awaited instead
+/// (`--forceflush`: piped, iperf3 buffers its output), or, with `-J`, a short pause.
 fn iperf3_server(key: &str, port: u16, extra: &[&str]) -> (Proc, Drained) {
+    let json = extra.contains(&"-J");
     let mut p = Proc::spawn(
         key,
         Command::new(peer(key))
             .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(if json { &[][..] } else { &["--forceflush"][..] })
             .args(extra),
     );
     let d = p.drain();
-    wait_listening(port);
+    if json {
+        std::thread::sleep(Duration::from_millis(400));
+    } else {
+        assert!(
+            d.wait_for("Server listening", 1, Duration::from_secs(10)),
+            "{key} did not start listening: {}",
+            d.text()
+        );
+    }
     (p, d)
 }
 
