@@ -470,6 +470,16 @@ pub enum Command {
     },
 }
 
+/// [`subcommand`] of `netmeter ARGS...` (the subcommands' parser tests).
+#[cfg(test)]
+pub(crate) fn subcommand_of(args: &[&str]) -> Option<Result<Command, ArgsError>> {
+    let argv: Vec<std::ffi::OsString> = std::iter::once("netmeter")
+        .chain(args.iter().copied())
+        .map(Into::into)
+        .collect();
+    subcommand(&argv)
+}
+
 /// A subcommand's own parser when the first argument names one (`plot`, `report`, `csv`, `generate`, `doctor`); `None` for
 /// iperf3's flat command line.
 pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsError>> {

@@ -49,15 +49,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::subcommand;
-
-    fn run(args: &[&str]) -> Option<Result<Command, ArgsError>> {
-        let argv: Vec<std::ffi::OsString> = std::iter::once("netmeter")
-            .chain(args.iter().copied())
-            .map(Into::into)
-            .collect();
-        subcommand(&argv)
-    }
+    use crate::cli::subcommand_of as run;
 
     #[test]
     fn csv_is_a_subcommand() {
