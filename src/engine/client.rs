@@ -491,6 +491,13 @@ impl Talk<'_> {
                         } if self.cfg.psk.is_none() && self.cfg.auth.is_none() => {
                             TestError::AuthRequired
                         }
+                        TestError::Peer { code, errno }
+                            if sent_token
+                                && run.is_none()
+                                && code.arises_only_in_a_running_test() =>
+                        {
+                            TestError::AuthRefusedStale { code, errno }
+                        }
                         e => e,
                     });
                 }

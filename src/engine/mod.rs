@@ -203,6 +203,15 @@ pub enum TestError {
         "the server closed the connection after the parameters: test authorization failed (wrong user, password, key or padding?)"
     )]
     AuthClosed,
+    /// `--username`: the server answered the parameters with an error only a running
+    /// test can have (see [`ErrCode::arises_only_in_a_running_test`]): an iperf3 3.22
+    /// server refusing a credential with its previous test's leftover error.
+    #[error(
+        "the server refused the test after the parameters: test authorization failed (wrong user, password, key or padding?); the error it sent, {}{}, is left over from its previous test",
+        .code.describe(),
+        os_error(*.errno)
+    )]
+    AuthRefusedStale { code: ErrCode, errno: i32 },
     /// A client without credentials met a server that requires them.
     #[error(
         "the server refused the test: test authorization failed; it requires a pre-shared key (--psk-file) or a user name and key (--username, --rsa-public-key-path)"
@@ -314,6 +323,14 @@ mod tests {
             }
             .to_string(),
             "the server reported an error: the server could not apply a requested socket option (iperf3 error 132)"
+        );
+        assert_eq!(
+            TestError::AuthRefusedStale {
+                code: ErrCode::StreamRead,
+                errno: libc::EBADF
+            }
+            .to_string(),
+            "the server refused the test after the parameters: test authorization failed (wrong user, password, key or padding?); the error it sent, the server could not create or run a data stream (iperf3 error 206): Bad file descriptor (os error 9), is left over from its previous test"
         );
         assert_eq!(
             TestError::ConnectRefused("127.0.0.1:5201".parse().unwrap()).to_string(),

@@ -303,6 +303,25 @@ impl ErrCode {
         };
         format!("{s} (iperf3 error {code})")
     }
+
+    /// A code only a test whose data streams exist can produce: a stream's connect,
+    /// accept, read, write or close, its ID, the receive timeout, the duration limit.
+    /// Sent before `CREATE_STREAMS` it is stale: iperf3 3.22 servers keep a stream
+    /// thread's error in their global `i_errno` after the test and send it with the next
+    /// refusal, where a refused credential sets no code of its own.
+    pub fn arises_only_in_a_running_test(self) -> bool {
+        matches!(
+            self,
+            ErrCode::StreamConnect
+                | ErrCode::StreamAccept
+                | ErrCode::StreamWrite
+                | ErrCode::StreamRead
+                | ErrCode::StreamClose
+                | ErrCode::StreamId
+                | ErrCode::NoMsg
+                | ErrCode::ServerTestDurationExpired
+        )
+    }
 }
 
 #[cfg(test)]
@@ -324,5 +343,18 @@ mod tests {
             ErrCode::Other(9999).describe(),
             "unknown error (iperf3 error 9999)"
         );
+    }
+
+    #[test]
+    fn only_data_stream_codes_are_stale_before_the_streams() {
+        assert!(ErrCode::StreamRead.arises_only_in_a_running_test());
+        assert!(ErrCode::from_i32(205).arises_only_in_a_running_test());
+        assert!(ErrCode::NoMsg.arises_only_in_a_running_test());
+        // The parameter exchange itself can fail with these: they are never stale.
+        assert!(!ErrCode::AuthTest.arises_only_in_a_running_test());
+        assert!(!ErrCode::StreamListen.arises_only_in_a_running_test());
+        assert!(!ErrCode::AccessDenied.arises_only_in_a_running_test());
+        assert!(!ErrCode::None.arises_only_in_a_running_test());
+        assert!(!ErrCode::Other(9999).arises_only_in_a_running_test());
     }
 }

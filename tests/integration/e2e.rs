@@ -1009,13 +1009,24 @@ const REFUSE: [u8; 9] = [0xfe, 0, 0, 0, 13, 0, 0, 0, 0];
 /// Run the client with `args` against a stand-in server that reads the cookie and the
 /// parameters, then refuses the test; returns the parameters.
 fn params_sent(args: &[&str]) -> Value {
+    let (params, out) = answer_params(args, &[], &REFUSE);
+    let err = one_line_error(&out);
+    assert!(err.contains("not implemented"), "{err}");
+    params
+}
+
+/// Run the client with `args` and `envs` against a stand-in server that reads the cookie
+/// and the parameters and answers them with `reply`; the parameters and the client's
+/// output.
+pub(crate) fn answer_params(args: &[&str], envs: &[(&str, &str)], reply: &[u8]) -> (Value, Output) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let mut c = Some(Proc::spawn(
         "client",
         Command::new(netmeter())
             .args(["-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(args),
+            .args(args)
+            .envs(envs.iter().copied()),
     ));
     let mut ctrl = accept_from(&l, &mut c);
     let cookie = read_n(&mut ctrl, 37);
@@ -1024,11 +1035,12 @@ fn params_sent(args: &[&str]) -> Value {
     let len = u32::from_be_bytes(read_n(&mut ctrl, 4).try_into().unwrap()) as usize;
     assert!(len > 0 && len <= 8192, "parameter length {len}");
     let body = read_n(&mut ctrl, len);
-    ctrl.write_all(&REFUSE).unwrap();
+    ctrl.write_all(reply).unwrap();
     let out = c.take().expect("client").wait(Duration::from_secs(10));
-    let err = one_line_error(&out);
-    assert!(err.contains("not implemented"), "{err}");
-    serde_json::from_slice(&body).expect("parameters are JSON")
+    (
+        serde_json::from_slice(&body).expect("parameters are JSON"),
+        out,
+    )
 }
 
 #[test]
