@@ -7,6 +7,8 @@
 //! Unlike iperf3, a datagram seen twice is counted as a duplicate and does not "un-lose"
 //! another one.
 
+use serde::{Deserialize, Serialize};
+
 /// RFC 3550 (§6.4.1, A.8) interarrival jitter, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Jitter {
@@ -203,9 +205,53 @@ impl BitrateLimit {
     }
 }
 
+/// UDP datagrams and the kernel messages that carried them, over a stream's whole life
+/// (omit period included, both counted from the same moment).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct UdpIo {
+    /// Datagrams of test data.
+    pub datagrams: u64,
+    /// Messages handed to the kernel (sender) or taken from it (receiver): one per
+    /// `sendmmsg`/`recvmmsg` entry. With UDP GSO or GRO one message carries many
+    /// datagrams, and on loopback or veth it crosses the interface as one packet (the
+    /// interface's packet counter counts it once); a physical NIC sends each datagram as
+    /// a packet of its own.
+    pub messages: u64,
+}
+
+impl UdpIo {
+    /// Both counts added.
+    pub fn plus(self, o: UdpIo) -> UdpIo {
+        UdpIo {
+            datagrams: self.datagrams + o.datagrams,
+            messages: self.messages + o.messages,
+        }
+    }
+
+    /// Datagrams per message, when there were messages.
+    pub fn per_message(&self) -> Option<f64> {
+        (self.messages > 0).then(|| self.datagrams as f64 / self.messages as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn datagrams_per_message() {
+        let a = UdpIo {
+            datagrams: 640,
+            messages: 10,
+        };
+        assert_eq!(a.per_message(), Some(64.0));
+        assert_eq!(UdpIo::default().per_message(), None);
+        let b = a.plus(UdpIo {
+            datagrams: 5,
+            messages: 5,
+        });
+        assert_eq!((b.datagrams, b.messages), (645, 15));
+    }
     use proptest::prelude::*;
 
     fn feed(seqs: &[u64]) -> UdpCounts {

@@ -484,6 +484,9 @@ pub struct StreamResult {
     /// netmeter extension: whole frames seen by the receiver (`--isochronous`, UDP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_frames: Option<FrameSummary>,
+    /// netmeter extension: UDP datagrams and the kernel messages that carried them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_udp_io: Option<crate::stats::UdpIo>,
 }
 
 impl StreamResult {

@@ -115,7 +115,8 @@ impl LiveStreams {
         arrived.map(|a| a.duration_since(t0).as_secs_f64())
     }
 
-    /// Read each UDP receiver's kernel drop counter into its final figures.
+    /// Read each UDP receiver's kernel drop counter, each UDP stream's messages and each
+    /// MSG_ZEROCOPY sender's completions into the final figures.
     pub fn record_host_drops(&self, locals: &mut [build::LocalFinal]) {
         for l in locals.iter_mut().filter(|l| !l.sender) {
             if let Some(s) = self
@@ -126,12 +127,20 @@ impl LiveStreams {
                 l.host_drops = sock::socket_drops(s.as_fd());
             }
         }
-        for l in locals.iter_mut().filter(|l| l.sender) {
-            if let Some(s) = self.shared.iter().find(|s| s.socket == l.socket) {
-                let sends = s.zc_sends.load(Ordering::Relaxed);
-                if sends > 0 {
-                    l.zerocopy = Some((sends, s.zc_copied.load(Ordering::Relaxed)));
-                }
+        for l in locals.iter_mut() {
+            let Some(s) = self.shared.iter().find(|s| s.socket == l.socket) else {
+                continue;
+            };
+            let sends = s.zc_sends.load(Ordering::Relaxed);
+            if l.sender && sends > 0 {
+                l.zerocopy = Some((sends, s.zc_copied.load(Ordering::Relaxed)));
+            }
+            let messages = s.messages.load(Ordering::Relaxed);
+            if messages > 0 {
+                l.udp_io = Some(crate::stats::UdpIo {
+                    datagrams: s.packets.load(Ordering::Relaxed),
+                    messages,
+                });
             }
         }
     }
@@ -179,6 +188,7 @@ pub(super) fn make_worker(
         forward,
         bytes: Default::default(),
         packets: Default::default(),
+        messages: Default::default(),
         udp: (spec.protocol == Protocol::Udp && !sender && spec.bounceback.is_none())
             .then(|| Mutex::new(UdpRecv::default())),
         rtt: (bounce.is_some() && sender).then(|| Mutex::new(Default::default())),

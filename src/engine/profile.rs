@@ -343,6 +343,8 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
             i += k as u64;
             w.shared.bytes.store(bytes, Ordering::Relaxed);
             w.shared.packets.store(seq, Ordering::Relaxed);
+            // One datagram per message: the profiled sender does not use GSO.
+            w.shared.messages.store(seq, Ordering::Relaxed);
         }
         record_unit(rec, started, unit_bytes);
     }

@@ -33,6 +33,9 @@ pub struct StreamShared {
     pub bytes: AtomicU64,
     /// Blocks written (TCP) or datagrams sent (UDP).
     pub packets: AtomicU64,
+    /// UDP data threads: the messages that carried the datagrams (see
+    /// [`crate::stats::UdpIo`]); 0 elsewhere.
+    pub messages: AtomicU64,
     /// Receive-side UDP accounting.
     pub udp: Option<Mutex<UdpRecv>>,
     /// Bounceback client: round-trip times.

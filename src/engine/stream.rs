@@ -459,6 +459,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut batch = Batch::new(UDP_BATCH);
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
+    let mut messages = 0u64;
     let mut fell_back = false;
     while !w.stop.load(Ordering::Relaxed) {
         let max_now = UDP_BATCH * segs;
@@ -529,8 +530,10 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         let sent: usize = counts[..sent_msgs].iter().sum();
         seq += sent as u64;
         bytes += (sent * len) as u64;
+        messages += sent_msgs as u64;
         w.shared.bytes.store(bytes, Ordering::Relaxed);
         w.shared.packets.store(seq, Ordering::Relaxed);
+        w.shared.messages.store(messages, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -550,6 +553,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let fd = sock.as_fd();
     let mut bytes = 0u64;
     let mut datagrams = 0u64;
+    let mut messages = 0u64;
     let Some(udp) = w.shared.udp.as_ref() else {
         return Ok(());
     };
@@ -579,6 +583,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     } else {
                         r.len.max(1)
                     };
+                    let before = datagrams;
                     let mut off = 0;
                     while off < r.len {
                         let end = (off + stride).min(r.len);
@@ -597,12 +602,17 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                         }
                         off = end;
                     }
+                    // A message that held only repeated connect datagrams carried no data.
+                    if datagrams > before {
+                        messages += 1;
+                    }
                 }
                 drop(frame_rec);
                 drop(owd_rec);
                 drop(acc);
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
                 w.shared.packets.store(datagrams, Ordering::Relaxed);
+                w.shared.messages.store(messages, Ordering::Relaxed);
             }
             Err(e) if is_transient(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}

@@ -87,6 +87,8 @@ pub struct LocalFinal {
     pub host_drops: Option<u64>,
     /// `-Z` senders using MSG_ZEROCOPY: (sends the kernel released, of which it copied).
     pub zerocopy: Option<(u64, u64)>,
+    /// UDP streams: datagrams and the kernel messages that carried them.
+    pub udp_io: Option<crate::stats::UdpIo>,
     /// Bounceback clients: the round-trip histogram and UDP requests never answered.
     pub rtt: Option<(Hist, u64)>,
     /// `--trip-times` receivers: one-way delays.
@@ -278,6 +280,7 @@ pub fn local_results(
                     netmeter_out_of_order: ooo,
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
+                    netmeter_udp_io: l.udp_io,
                     // Filled in by the engine, which measured the threads.
                     netmeter_cpu_percent: None,
                     netmeter_cpu_wait_percent: None,

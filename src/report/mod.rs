@@ -492,6 +492,12 @@ pub struct EndExt {
     /// The same from a netmeter peer's results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remote_stream_threads: Vec<crate::host::facts::ThreadCpu>,
+    /// UDP: this side's datagrams and the kernel messages (GSO/GRO) that carried them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_udp_io: Option<UdpIoSides>,
+    /// The same from a netmeter peer's results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_udp_io: Option<UdpIoSides>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,
@@ -553,6 +559,27 @@ pub struct TripTimesEnd {
     /// Server → client delays, measured by the client.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_to_client: Option<OwdSummary>,
+}
+
+/// One side's UDP datagrams and messages, summed over the streams it sent and received.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct UdpIoSides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<crate::stats::UdpIo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<crate::stats::UdpIo>,
+}
+
+impl UdpIoSides {
+    /// Add one stream's counts to the side it was sent or received on.
+    pub fn add(&mut self, sender: bool, io: crate::stats::UdpIo) {
+        let slot = if sender {
+            &mut self.sent
+        } else {
+            &mut self.received
+        };
+        *slot = Some(slot.map_or(io, |a| a.plus(io)));
+    }
 }
 
 /// The end of a bounceback test.

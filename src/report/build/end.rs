@@ -14,7 +14,7 @@ use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
     CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra,
-    UdpEndExtra, UdpRecvFigures,
+    UdpEndExtra, UdpIoSides, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -240,8 +240,35 @@ fn host_checks(i: &EndInputs) -> EndExt {
         host: i.host.clone(),
         stream_threads: i.threads.clone(),
         remote_stream_threads: remote_threads,
+        local_udp_io: local_udp_io(locals),
+        remote_udp_io: peer_udp_io(locals, peer),
         ..EndExt::default()
     }
+}
+
+/// This side's UDP datagrams and messages, by direction.
+fn local_udp_io(locals: &[LocalFinal]) -> Option<UdpIoSides> {
+    let mut sides: Option<UdpIoSides> = None;
+    for l in locals {
+        if let Some(io) = l.udp_io {
+            sides.get_or_insert_default().add(l.sender, io);
+        }
+    }
+    sides
+}
+
+/// A netmeter peer's UDP datagrams and messages, by its direction (the opposite of
+/// this side's on each stream).
+fn peer_udp_io(locals: &[LocalFinal], peer: &Results) -> Option<UdpIoSides> {
+    let mut sides: Option<UdpIoSides> = None;
+    for s in &peer.streams {
+        let (Some(io), Some(mine)) = (s.netmeter_udp_io, locals.iter().find(|l| l.id == s.id))
+        else {
+            continue;
+        };
+        sides.get_or_insert_default().add(!mine.sender, io);
+    }
+    sides
 }
 
 /// A netmeter peer's stream threads, from its results (its role on each stream is the
@@ -665,6 +692,48 @@ mod tests {
         let w = end(&i).netmeter.warnings;
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("local side was CPU-bound"), "{}", w[0]);
+    }
+
+    #[test]
+    fn udp_messages_by_side_and_direction() {
+        use crate::stats::UdpIo;
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        // Two local streams: one sent (GSO, 64 per message), one received (GRO).
+        let mut locals = [local(1, true, true, 5000), local(3, false, false, 7000)];
+        locals[0].udp_io = Some(UdpIo {
+            datagrams: 6400,
+            messages: 100,
+        });
+        locals[1].udp_io = Some(UdpIo {
+            datagrams: 500,
+            messages: 500,
+        });
+        let mut peer = peer_of(&locals);
+        // The peer received stream 1 and sent stream 3; a stream it has no figure for
+        // adds nothing.
+        peer.streams[0].netmeter_udp_io = Some(UdpIo {
+            datagrams: 6390,
+            messages: 120,
+        });
+        peer.streams[1].netmeter_udp_io = None;
+        let e = end(&inputs(&spec, &locals, &peer));
+        let l = e.netmeter.local_udp_io.expect("local");
+        assert_eq!(l.sent, locals[0].udp_io);
+        assert_eq!(l.received, locals[1].udp_io);
+        let r = e.netmeter.remote_udp_io.expect("remote");
+        assert_eq!(r.sent, None);
+        assert_eq!(r.received, peer.streams[0].netmeter_udp_io);
+        // TCP streams carry none: no key at all.
+        let tcp = [local(1, true, true, 5000)];
+        let p = peer_of(&tcp);
+        let e = end(&inputs(&TestSpec::default(), &tcp, &p));
+        assert_eq!(
+            (e.netmeter.local_udp_io, e.netmeter.remote_udp_io),
+            (None, None)
+        );
     }
 
     #[test]

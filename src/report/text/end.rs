@@ -286,6 +286,24 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
     t
 }
 
+/// `sent 1000 in 16 messages (62.5 per message); received 1000 in 1000 messages (1.0 per
+/// message)`: how many datagrams each kernel message carried (GSO/GRO batching).
+fn udp_io_line(io: &crate::report::UdpIoSides) -> Option<String> {
+    let part = |what: &str, d: &Option<crate::stats::UdpIo>| {
+        d.map(|d| {
+            let per = d
+                .per_message()
+                .map_or(String::new(), |p| format!(" ({p:.1} per message)"));
+            format!("{what} {} in {} messages{per}", d.datagrams, d.messages)
+        })
+    };
+    let parts: Vec<String> = [part("sent", &io.sent), part("received", &io.received)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// The efficiency line (when the line rate is known) and, with `-V`, this side's host
 /// and stream threads:
 /// `Efficiency: 941 Mbits/sec received = 94.1% of eth0's 1 Gbit/s line rate`.
@@ -318,6 +336,13 @@ pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> St
             })
             .collect();
         let _ = writeln!(t, "Stream threads: {}", each.join("; "));
+    }
+    if verbose {
+        for (who, io) in [("", &x.local_udp_io), (" (remote)", &x.remote_udp_io)] {
+            if let Some(line) = io.as_ref().and_then(udp_io_line) {
+                let _ = writeln!(t, "UDP datagrams{who}: {line}");
+            }
+        }
     }
     if let Some(e) = &x.efficiency {
         let rate = |b: f64| format_rate(b, fmt).trim().to_string();
@@ -711,6 +736,35 @@ mod tests {
         );
         assert!(rows[2].contains("0.100-0.200") && rows[2].contains(" 10 "));
         assert_eq!(histogram("x", &[], 0.1), "");
+    }
+
+    #[test]
+    fn udp_datagram_lines_only_with_verbose() {
+        use crate::report::UdpIoSides;
+        use crate::stats::UdpIo;
+        let x = crate::report::EndExt {
+            local_udp_io: Some(UdpIoSides {
+                sent: Some(UdpIo {
+                    datagrams: 1000,
+                    messages: 16,
+                }),
+                received: None,
+            }),
+            remote_udp_io: Some(UdpIoSides {
+                sent: None,
+                received: Some(UdpIo {
+                    datagrams: 998,
+                    messages: 0,
+                }),
+            }),
+            ..crate::report::EndExt::default()
+        };
+        assert_eq!(host_summary(&x, false, Format::Auto), "");
+        assert_eq!(
+            host_summary(&x, true, Format::Auto),
+            "UDP datagrams: sent 1000 in 16 messages (62.5 per message)\n\
+             UDP datagrams (remote): received 998 in 0 messages\n"
+        );
     }
 
     #[test]
