@@ -133,24 +133,24 @@ impl Meter {
             if let Some(rec) = &s.owd {
                 let mut o = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged_owd.merge(&o.interval);
-                let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+                let ext = row.netmeter.get_or_insert_with(Default::default);
                 ext.owd = o.interval.stats();
                 o.interval.clear();
             }
             if let Some(rec) = &s.rtt {
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged.merge(&r.interval);
-                row.netmeter = Some(StreamExt {
+                row.netmeter = Some(Box::new(StreamExt {
                     udp: None,
                     transactions: Some(packets),
                     rtt: r.interval.stats(),
                     owd: None,
                     ..StreamExt::default()
-                });
+                }));
                 r.interval.clear();
             }
             if let Some(rec) = &s.conn {
-                let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+                let ext = row.netmeter.get_or_insert_with(Default::default);
                 conn_sum.take(rec, omitting, ext);
             }
             profile_sum.take(s, omitting, row);
@@ -159,7 +159,7 @@ impl Meter {
             let transactions = iv
                 .streams
                 .iter()
-                .filter_map(|r| r.netmeter.and_then(|n| n.transactions))
+                .filter_map(|r| r.netmeter.as_ref().and_then(|n| n.transactions))
                 .sum();
             iv.sum.netmeter = Some(StreamExt {
                 udp: None,
@@ -172,7 +172,7 @@ impl Meter {
         conn_sum.finish(&mut iv, self.answered.as_mut());
         profile_sum.finish(&mut iv);
         if !merged_owd.is_empty() {
-            iv.sum.netmeter.get_or_insert_with(StreamExt::default).owd = merged_owd.stats();
+            iv.sum.netmeter.get_or_insert_with(Default::default).owd = merged_owd.stats();
         }
         iv
     }

@@ -14,7 +14,7 @@ use crate::latency::Hist;
 use crate::profile::{Due, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams};
 use crate::report::observe::Event;
 use crate::report::profile::{FramesInterval, TxStart, UnitsInterval};
-use crate::report::{Interval, StreamExt, StreamInterval};
+use crate::report::{Interval, StreamInterval};
 use crate::sock::Batch;
 use crate::wire::{self, IsochHeader, UdpHeader};
 use std::io::{self, Write};
@@ -38,7 +38,7 @@ impl IntervalSum {
         if let Some(rec) = &s.profile {
             let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
             let r = &mut *r;
-            let ext = row.netmeter.get_or_insert_with(StreamExt::default);
+            let ext = row.netmeter.get_or_insert_with(Default::default);
             let u = Some(UnitsInterval::of(&r.interval));
             if r.frames {
                 ext.frames = u;
@@ -65,7 +65,7 @@ impl IntervalSum {
                 latency: r.interval_latency.stats(),
             };
             row.netmeter
-                .get_or_insert_with(StreamExt::default)
+                .get_or_insert_with(Default::default)
                 .frames_received = Some(f);
             let sum = self
                 .frames
@@ -87,7 +87,7 @@ impl IntervalSum {
     /// Fill the interval's `[SUM]` extras.
     pub fn finish(self, iv: &mut Interval) {
         if let Some((frames, u)) = self.units {
-            let ext = iv.sum.netmeter.get_or_insert_with(StreamExt::default);
+            let ext = iv.sum.netmeter.get_or_insert_with(Default::default);
             let x = Some(UnitsInterval::of(&u));
             if frames {
                 ext.frames = x;
@@ -100,7 +100,7 @@ impl IntervalSum {
             f.latency = h.stats();
             iv.sum
                 .netmeter
-                .get_or_insert_with(StreamExt::default)
+                .get_or_insert_with(Default::default)
                 .frames_received = Some(f);
         }
     }

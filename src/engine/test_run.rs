@@ -65,12 +65,30 @@ pub struct TestRun {
     file: Option<std::path::PathBuf>,
 }
 
+/// Whether `side` sends anything built from the payload: a bulk or profiled stream it
+/// sends on, or request/response traffic (both ends of a bounceback or `--working-load`
+/// probe write the pattern).
+fn sends_payload(spec: &TestSpec, side: Side) -> bool {
+    if spec.bounceback.is_some() || spec.working_load.is_some() {
+        return true;
+    }
+    let client = matches!(side, Side::Client { .. });
+    (0..spec.total_streams()).any(|i| spec.client_sends(i) == client)
+}
+
 impl TestRun {
     /// The streams of `spec` (the test as negotiated) on `side`: the payload every
     /// sender shares, `-Z`'s memory file, the `-n`/`-k` budget.
     pub fn new(spec: TestSpec, side: Side) -> Result<TestRun, TestError> {
-        let payload = Arc::new(stream::make_payload(spec.block_len, spec.repeating_payload));
-        let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp {
+        // A side that only receives holds no payload: with the default 1 MiB TCP block,
+        // that is 1 MiB less for every test a server receives.
+        let payload_len = if sends_payload(&spec, side) {
+            spec.block_len
+        } else {
+            0
+        };
+        let payload = Arc::new(stream::make_payload(payload_len, spec.repeating_payload));
+        let zerocopy = if spec.zerocopy && spec.protocol == Protocol::Tcp && payload_len > 0 {
             Some(Arc::new(test_common::zerocopy_file(&payload)?))
         } else {
             None
@@ -545,5 +563,48 @@ fn end_reached(spec: &TestSpec, meter: &Meter, live: &LiveStreams, now: f64, fil
             let (_, _, sp, rp) = meter.totals();
             all_senders_done || sp >= k || rp >= k
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Direction;
+
+    #[test]
+    fn only_a_sending_side_holds_the_payload() {
+        let server = Side::Server;
+        let client = Side::Client {
+            in_process_server: false,
+        };
+        let upload = TestSpec::default();
+        assert!(sends_payload(&upload, client));
+        assert!(!sends_payload(&upload, server));
+        let reverse = TestSpec {
+            direction: Direction::Reverse,
+            ..TestSpec::default()
+        };
+        assert!(!sends_payload(&reverse, client));
+        assert!(sends_payload(&reverse, server));
+        let bidir = TestSpec {
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
+        assert!(sends_payload(&bidir, client) && sends_payload(&bidir, server));
+        let rr = TestSpec {
+            bounceback: Some(crate::wire::Bounceback {
+                request_len: 1,
+                reply_len: 1,
+                hold_us: 0,
+                burst: 1,
+                busy_poll_us: 0,
+            }),
+            ..TestSpec::default()
+        };
+        assert!(sends_payload(&rr, server));
+        let run = TestRun::new(upload.clone(), server).expect("run");
+        assert!(run.payload.is_empty());
+        let run = TestRun::new(upload, client).expect("run");
+        assert_eq!(run.payload.len(), run.spec.block_len);
     }
 }

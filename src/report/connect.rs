@@ -106,11 +106,11 @@ impl ConnectOnlyAnswered {
 /// connections the server answered in the interval (server).
 pub fn fill_sum(iv: &mut Interval, merged: Option<&ConnFigures>, answered: Option<u64>) {
     if let Some(m) = merged {
-        m.fill(iv.sum.netmeter.get_or_insert_with(StreamExt::default));
+        m.fill(iv.sum.netmeter.get_or_insert_with(Default::default));
     } else if let Some(n) = answered {
         iv.sum
             .netmeter
-            .get_or_insert_with(StreamExt::default)
+            .get_or_insert_with(Default::default)
             .connections = Some(n);
     }
 }

@@ -301,7 +301,7 @@ fn stream_row(ctx: &RowCtx, s: &StreamInterval) -> Row {
         rttvar_us: s.tcp.map(|t| t.rttvar),
         ..Row::default()
     }
-    .with_udp(s.udp_recv, s.packets, s.netmeter)
+    .with_udp(s.udp_recv, s.packets, s.netmeter.as_deref().copied())
 }
 
 fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
@@ -777,7 +777,11 @@ mod tests {
         )
         .unwrap();
         let (head, got) = table(&rows(&r, &cols));
-        let ext = r.intervals[0].streams[0].netmeter.unwrap();
+        let ext = r.intervals[0].streams[0]
+            .netmeter
+            .as_deref()
+            .copied()
+            .unwrap();
         let rtt = ext.rtt.unwrap();
         assert_eq!(
             col(&head, &got[0], "transactions"),

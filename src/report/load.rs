@@ -76,7 +76,7 @@ impl From<StreamIntervalDoc> for StreamInterval {
             packets,
             omitted: d.omitted,
             sender: d.sender,
-            netmeter: d.netmeter,
+            netmeter: d.netmeter.map(Box::new),
         }
     }
 }

@@ -140,7 +140,12 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         format_bytes(r.bytes as f64, Format::Auto),
         format_rate(r.bits_per_second, ctx.format)
     );
-    let tail = if let Some(x) = r.netmeter.filter(|n| n.transactions.is_some()) {
+    let tail = if let Some(x) = r
+        .netmeter
+        .as_deref()
+        .copied()
+        .filter(|n| n.transactions.is_some())
+    {
         bounce_tail(&x, r.seconds)
     } else if let Some(t) = &r.tcp {
         format!(
@@ -161,11 +166,11 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
     } else {
         String::new()
     };
-    let owd = match r.netmeter.and_then(|n| n.owd) {
+    let owd = match r.netmeter.as_ref().and_then(|n| n.owd) {
         Some(o) => format!("  OWD {:.3}/{:.3}/{:.3} ms", o.min_ms, o.mean_ms, o.max_ms),
         None => String::new(),
     };
-    let profile = profile::row_suffix(r.netmeter);
+    let profile = profile::row_suffix(r.netmeter.as_deref().copied());
     format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
 }
 
@@ -264,7 +269,7 @@ pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
     ctx.bounceback &= iv
         .streams
         .first()
-        .is_none_or(|r| r.netmeter.and_then(|n| n.transactions).is_some());
+        .is_none_or(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_some());
     interval_header(&ctx, sender)
 }
 
@@ -302,7 +307,7 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
                 && iv
                     .streams
                     .iter()
-                    .any(|r| r.netmeter.and_then(|n| n.transactions).is_none());
+                    .any(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_none());
             out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }

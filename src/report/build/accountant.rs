@@ -17,7 +17,7 @@
 //! figures to the rows this module builds (see [`Accountant::tick`]'s `extras`).
 
 use super::{LocalFinal, Sample, TcpTotals, interval, stream_interval};
-use crate::report::{Interval, StreamExt, StreamInterval, TcpExtra, TcpFigures};
+use crate::report::{Interval, StreamInterval, TcpExtra, TcpFigures};
 use crate::spec::Protocol;
 use crate::stats::UdpCounts;
 
@@ -172,7 +172,7 @@ impl Accountant {
             if let Some(info) = snap.tcp {
                 let rtt_s = info.figures.rtt as f64 / 1e6;
                 let bps = row.bits_per_second;
-                row.netmeter.get_or_insert_with(StreamExt::default).tcp = Some(TcpExtra {
+                row.netmeter.get_or_insert_with(Default::default).tcp = Some(TcpExtra {
                     bytes_in_flight: info.bytes_in_flight,
                     inp_bytes: bps / 8.0 * rtt_s,
                     net_power: if rtt_s > 0.0 { bps / rtt_s } else { 0.0 },
@@ -387,7 +387,7 @@ mod tests {
         let row = &iv.streams[0];
         assert_eq!(row.tcp.map(|t| t.retransmits), Some(3));
         assert_eq!(iv.sum.retransmits, Some(3));
-        let ext = row.netmeter.and_then(|n| n.tcp).unwrap();
+        let ext = row.netmeter.as_ref().and_then(|n| n.tcp).unwrap();
         assert_eq!(ext.spurious_retransmits, 2);
         assert_eq!(ext.bytes_in_flight, 5_000);
         // 800 bit/s over a 1 ms round trip: 0.1 bytes in the pipe.
@@ -487,11 +487,14 @@ mod tests {
         let iv = a.tick(2.0, &[bulk(30, 12)], |i, row, packets| {
             seen.push((i, packets));
             row.netmeter
-                .get_or_insert_with(StreamExt::default)
+                .get_or_insert_with(Default::default)
                 .transactions = Some(packets);
         });
         assert_eq!(seen, [(0, 5)]);
-        assert_eq!(iv.streams[0].netmeter.and_then(|n| n.transactions), Some(5));
+        assert_eq!(
+            iv.streams[0].netmeter.as_ref().and_then(|n| n.transactions),
+            Some(5)
+        );
     }
 
     #[test]

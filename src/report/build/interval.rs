@@ -56,13 +56,13 @@ pub fn stream_interval(
                 packets,
                 lost_percent: lost_percent(lost, packets),
             });
-            row.netmeter = Some(StreamExt {
+            row.netmeter = Some(Box::new(StreamExt {
                 udp: Some(UdpExtra {
                     out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
                     duplicates: u.duplicates.saturating_sub(p.duplicates),
                 }),
                 ..StreamExt::default()
-            });
+            }));
         }
     }
     row

@@ -43,6 +43,8 @@ pub fn interval_text(ctx: &TextCtx, iv: &Interval) -> String {
         .iter()
         .filter_map(|r| {
             r.netmeter
+                .as_deref()
+                .copied()
                 .filter(|n| n.connections.is_some())
                 .map(|n| (r, n))
         })
@@ -127,7 +129,7 @@ mod tests {
                 end: 1.0,
                 seconds: 1.0,
                 sender: true,
-                netmeter: Some(ext),
+                netmeter: Some(Box::new(ext)),
                 ..StreamInterval::default()
             }],
             ..Interval::default()

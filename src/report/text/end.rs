@@ -332,7 +332,10 @@ pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> St
                     .wait_percent
                     .map_or(String::new(), |w| format!(", {w:.0}% waiting for one"));
                 let role = if s.sender { "sender" } else { "receiver" };
-                format!("[{:>3}] {role} {:.0}% of a CPU{wait}", s.id, s.cpu_percent)
+                format!(
+                    "stream {} {role} {:.0}% of a CPU{wait}",
+                    s.id, s.cpu_percent
+                )
             })
             .collect();
         let _ = writeln!(t, "Stream threads: {}", each.join("; "));
@@ -586,10 +589,10 @@ mod tests {
         };
         let probe = StreamInterval {
             socket: 6,
-            netmeter: Some(crate::report::StreamExt {
+            netmeter: Some(Box::new(crate::report::StreamExt {
                 transactions: Some(100),
                 ..Default::default()
-            }),
+            })),
             ..bulk.clone()
         };
         let iv = Interval {
@@ -813,7 +816,7 @@ mod tests {
             format!(
                 "Host interface: eth0 10.0.0.2: line rate 1 Gbit/s, MTU 1500, GSO on, GRO on, TSO off\n\
                  Host limits: rmem_max 208 KBytes, wmem_max 208 KBytes, tcp_rmem max 6.00 MBytes, tcp_wmem max unknown; congestion control cubic; 4 CPU(s), governor unknown\n\
-                 Stream threads: [  5] sender 37% of a CPU, 1% waiting for one\n{eff}"
+                 Stream threads: stream 5 sender 37% of a CPU, 1% waiting for one\n{eff}"
             )
         );
         assert_eq!(

@@ -115,18 +115,18 @@ mod tests {
     #[test]
     fn row_suffixes() {
         let r = StreamInterval {
-            netmeter: Some(StreamExt {
+            netmeter: Some(Box::new(StreamExt {
                 bursts: Some(UnitsInterval::of(&units(&[1, 3], 10, 2))),
                 ..StreamExt::default()
-            }),
+            })),
             ..StreamInterval::default()
         };
         assert_eq!(
-            row_suffix(r.netmeter),
+            row_suffix(r.netmeter.as_deref().copied()),
             "  2 bursts in 1.000/2.000/3.000 ms min/avg/max (2 slips)"
         );
         let r = StreamInterval {
-            netmeter: Some(StreamExt {
+            netmeter: Some(Box::new(StreamExt {
                 frames_received: Some(FramesInterval {
                     complete: 60,
                     lost: 0,
@@ -134,11 +134,11 @@ mod tests {
                     latency: None,
                 }),
                 ..StreamExt::default()
-            }),
+            })),
             ..StreamInterval::default()
         };
         assert_eq!(
-            row_suffix(r.netmeter),
+            row_suffix(r.netmeter.as_deref().copied()),
             "  frames 60/0 ok/lost, jitter 0.100 ms"
         );
         assert_eq!(row_suffix(None), "");
