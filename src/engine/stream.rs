@@ -42,7 +42,7 @@ pub(super) fn page_aligned(backing: &mut [u8], len: usize) -> &mut [u8] {
     &mut backing[off..end]
 }
 
-/// Messages per `sendmmsg` / `recvmmsg` call (each up to 64 datagrams with GSO/GRO).
+/// Messages per `sendmmsg` / `recvmmsg` call (each up to 128 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
 
 /// A shared byte or block budget for `-n` / `-k` tests, per direction.
@@ -427,10 +427,17 @@ pub fn spawn_udp(w: Worker, sock: UdpSocket) -> io::Result<JoinHandle<()>> {
     })
 }
 
-/// Datagrams packed into one GSO send: as many as fit in one 64 KiB UDP payload.
+/// Datagrams packed into one GSO send: as many as fit in one 64 KiB UDP payload, up to
+/// the kernel's `UDP_MAX_SEGMENTS` (128 since Linux 6.13; a send over an older kernel's
+/// 64 is refused with EINVAL, and the sender then uses [`GSO_SEGMENTS_OLD_KERNEL`]).
+/// Only datagrams under 508 bytes reach more than 64: for 64-byte datagrams 128 per send
+/// halves the sends, as iperf3 3.22's `--gsro` does.
 pub fn gso_segments(len: usize) -> usize {
-    (65_000 / len.max(1)).clamp(1, 64)
+    (65_000 / len.max(1)).clamp(1, 128)
 }
+
+/// `UDP_MAX_SEGMENTS` before Linux 6.13.
+pub const GSO_SEGMENTS_OLD_KERNEL: usize = 64;
 
 fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
@@ -461,6 +468,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut bytes = 0u64;
     let mut messages = 0u64;
     let mut fell_back = false;
+    let mut shrunk = false;
     while !w.stop.load(Ordering::Relaxed) {
         let max_now = UDP_BATCH * segs;
         // How many datagrams may go now: what the pacer grants, or a full batch.
@@ -509,6 +517,16 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                 // A receiver that has not started yet or an ICMP error bounced back:
                 // the datagram is gone, like any other loss; keep going.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,
+                Err(e)
+                    if segs > GSO_SEGMENTS_OLD_KERNEL
+                        && bytes == 0
+                        && e.raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    // A kernel older than 6.13 takes at most 64 segments per send.
+                    segs = GSO_SEGMENTS_OLD_KERNEL;
+                    shrunk = true;
+                    break;
+                }
                 Err(e) if segs > 1 && !fell_back && bytes == 0 => {
                     // The path refused segmentation offload (EIO/EINVAL): plain sends.
                     let _ = e;
@@ -520,8 +538,10 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                 Err(e) => return Err(e),
             }
         }
-        if fell_back && segs == 1 && sent_msgs < msgs {
-            // Re-send this round without GSO; the sequence numbers were not used.
+        if (shrunk || (fell_back && segs == 1)) && sent_msgs < msgs {
+            shrunk = false;
+            // Re-send this round with fewer segments per send or without GSO; the
+            // sequence numbers were not used.
             if let Some(b) = &w.budget {
                 b.remaining.fetch_add(n as i64, Ordering::Relaxed);
             }
@@ -650,6 +670,16 @@ pub(super) fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gso_sends_fill_64_kib_up_to_128_segments() {
+        assert_eq!(gso_segments(64), 128);
+        assert_eq!(gso_segments(507), 128);
+        assert_eq!(gso_segments(600), 108);
+        assert_eq!(gso_segments(1448), 44);
+        assert_eq!(gso_segments(65_000), 1);
+        assert_eq!(gso_segments(0), 128);
+    }
 
     #[test]
     fn budget_splits_bytes_exactly() {

@@ -1,6 +1,6 @@
 //! Batched UDP I/O: `sendmmsg`/`recvmmsg` ([`Batch`]), UDP segmentation and receive
 //! offload (GSO/GRO), and kernel receive timestamps. One syscall moves up to a batch of
-//! messages, and with GSO/GRO one message holds up to 64 datagrams; this is what lets a
+//! messages, and with GSO/GRO one message holds up to 128 datagrams (64 KiB); this is what lets a
 //! UDP test reach line rate on one core (docs/benchmarks.md).
 
 use super::{check, setsockopt};
