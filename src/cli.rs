@@ -470,6 +470,11 @@ pub enum Command {
     },
 }
 
+/// CPUs this process may run on (1 when unknown).
+fn host_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// [`subcommand`] of `netmeter ARGS...` (the subcommands' parser tests).
 #[cfg(test)]
 pub(crate) fn subcommand_of(args: &[&str]) -> Option<Result<Command, ArgsError>> {
@@ -1028,7 +1033,7 @@ impl Args {
         let mut udp = tcp.clone();
         udp.spec.protocol = Protocol::Udp;
         if self.length.is_none() {
-            tcp.spec.block_len = wire::TCP_BULK_BLOCK;
+            tcp.spec.block_len = wire::bulk_tcp_block(tcp.spec.parallel, host_cpus());
             udp.len_given = false;
         }
         if self.bitrate.is_none() {
@@ -1608,7 +1613,7 @@ impl Args {
         let spec = self.with_working_load(spec)?;
         let mut spec = self.with_profile(spec)?;
         if self.length.is_none() && self.bulk_tcp(&spec) {
-            spec.block_len = wire::TCP_BULK_BLOCK;
+            spec.block_len = wire::bulk_tcp_block(spec.parallel, host_cpus());
         }
         Ok(ClientConfig {
             in_process_server: false,
@@ -2090,9 +2095,14 @@ mod tests {
             v.extend_from_slice(a);
             client(&v).spec.block_len
         };
-        // Unpaced bulk TCP writes 1 MiB blocks (chosen by measurement).
+        // Unpaced bulk TCP writes 1 MiB blocks while each stream can have a CPU, else
+        // 128 KiB (chosen by measurement).
         assert_eq!(len(&[]), wire::TCP_BULK_BLOCK);
-        assert_eq!(len(&["-R", "-P", "4"]), wire::TCP_BULK_BLOCK);
+        assert_eq!(
+            len(&["-R", "-P", "4"]),
+            wire::bulk_tcp_block(4, host_cpus())
+        );
+        assert_eq!(len(&["-P", "128"]), wire::TCP_DEFAULT_BLOCK);
         assert_eq!(len(&["-n", "10M"]), wire::TCP_BULK_BLOCK);
         // Where the block has a meaning, iperf3's 128 KiB.
         assert_eq!(len(&["-b", "10M"]), 128 * 1024);

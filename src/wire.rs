@@ -57,9 +57,24 @@ pub const TCP_MAX_BLOCK: usize = 1 << 20;
 /// iperf3's default TCP block (`DEFAULT_TCP_BLKSIZE`, 128 KiB).
 pub const TCP_DEFAULT_BLOCK: usize = 128 * 1024;
 /// netmeter's default block for unpaced bulk TCP (no -b, -k, --trip-times or traffic
-/// profile): 1 MiB writes. Chosen by measurement (docs/benchmarks.md): on loopback
-/// they move 1.5-2x the bytes of 128 KiB writes for less CPU per byte, for both tools.
+/// profile) while each sending stream can have a CPU: 1 MiB writes. Chosen by
+/// measurement (docs/benchmarks.md): on loopback one stream moves 1.5-2x the bytes of
+/// 128 KiB writes for less CPU per byte, for both tools. See [`bulk_tcp_block`].
 pub const TCP_BULK_BLOCK: usize = 1 << 20;
+
+/// The default block for unpaced bulk TCP with `streams` streams per direction on a host
+/// with `cpus` CPUs: [`TCP_BULK_BLOCK`] while there are no more streams than CPUs, else
+/// iperf3's 128 KiB. With more sending threads than CPUs, a thread blocked in a 1 MiB
+/// write holds its turn while the CPUs idle: on 2 CPUs `-P 8` moved 27-29 Gbit/s with
+/// 1 MiB writes and 32-38 with 128 KiB (iperf3 3.22: 32-37), `-P 32` 29-32 against
+/// 32-37; at `-P 2` the two were level, and at `-P 1` 1 MiB won by 40 %.
+pub fn bulk_tcp_block(streams: u32, cpus: usize) -> usize {
+    if streams as usize <= cpus.max(1) {
+        TCP_BULK_BLOCK
+    } else {
+        TCP_DEFAULT_BLOCK
+    }
+}
 /// iperf3's default UDP datagram size when the path MSS is unknown.
 pub const UDP_DEFAULT_LEN: usize = 1460;
 /// Most parallel streams (`MAX_STREAMS`).
@@ -527,6 +542,16 @@ pub struct Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_block_is_1_mib_while_streams_fit_the_cpus() {
+        assert_eq!(bulk_tcp_block(1, 2), TCP_BULK_BLOCK);
+        assert_eq!(bulk_tcp_block(2, 2), TCP_BULK_BLOCK);
+        assert_eq!(bulk_tcp_block(3, 2), TCP_DEFAULT_BLOCK);
+        assert_eq!(bulk_tcp_block(8, 8), TCP_BULK_BLOCK);
+        assert_eq!(bulk_tcp_block(1, 0), TCP_BULK_BLOCK);
+        assert_eq!(bulk_tcp_block(2, 0), TCP_DEFAULT_BLOCK);
+    }
     use proptest::prelude::*;
 
     #[test]
