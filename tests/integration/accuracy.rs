@@ -77,17 +77,29 @@ fn netmeter_cmd(prio: Prio) -> (&'static str, Vec<&'static str>) {
 /// One netmeter test through the bed: server (`-s -1 -J`) in h2, client in h1 with
 /// `args` (plus `-c H2 -J`). Returns (client JSON, server JSON).
 fn run_bed(bed: &Netbed, prio: Prio, args: &[&str]) -> (Value, Value) {
+    let h2 = bed.h2_addr().to_string();
+    run_bed_to(bed, prio, Side::H2, &h2, args)
+}
+
+/// [`run_bed`] with the server in `server_side` and the client (in h1) connecting to
+/// `host`.
+fn run_bed_to(
+    bed: &Netbed,
+    prio: Prio,
+    server_side: Side,
+    host: &str,
+    args: &[&str],
+) -> (Value, Value) {
     let (prog, mut srv_args) = netmeter_cmd(prio);
     let mut cli_args = srv_args.clone();
     srv_args.extend(["-s", "-1", "-J"]);
     let mut server = bed
-        .spawn_in(Side::H2, prog, &srv_args)
+        .spawn_in(server_side, prog, &srv_args)
         .expect("starting server");
     wait_until("the server to listen", || {
-        bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap()
+        bed.in_ns(server_side, || tcp_listening(5201)).unwrap()
     });
-    let h2 = bed.h2_addr().to_string();
-    cli_args.extend(["-c", h2.as_str(), "-J"]);
+    cli_args.extend(["-c", host, "-J"]);
     cli_args.extend_from_slice(args);
     let client = bed
         .run_in(Side::H1, prog, &cli_args, RUN_TIMEOUT)
@@ -1075,33 +1087,9 @@ fn udp_messages_match_netfilter_counts() {
     let _t = timing_lock();
     let b = bed(LinkConfig::new());
     let port: u16 = 5201;
-    let client_args = |host: &str| -> Vec<String> {
-        [
-            "-c", host, "-p", "5201", "-u", "-b", "100M", "-l", "1400", "-t", "2", "-J",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let run = |server_side: Side, host: &str| -> (Value, Value) {
-        let mut server = b
-            .spawn_in(server_side, netmeter(), &["-s", "-1", "-J", "-p", "5201"])
-            .expect("starting server");
-        wait_until("the server to listen", || {
-            b.in_ns(server_side, || tcp_listening(port)).unwrap()
-        });
-        let client = b
-            .run_in(Side::H1, netmeter(), &client_args(host), RUN_TIMEOUT)
-            .unwrap_or_else(|e| panic!("client: {e:#}"));
-        let _ = server.wait_timeout(Duration::from_secs(10));
-        let out = server
-            .finish(Duration::from_secs(1))
-            .expect("server output");
-        (
-            parse("client", client.as_bytes()),
-            parse("server", &out.stdout),
-        )
-    };
+    let args = ["-u", "-b", "100M", "-l", "1400", "-t", "2"];
+    let run =
+        |server_side: Side, host: &str| run_bed_to(&b, Prio::Normal, server_side, host, &args);
 
     // Loopback in h1's namespace: nothing else uses this `lo`.
     add_udp_io_counters(&b, Side::H1, port);
