@@ -176,9 +176,9 @@ pub struct Args {
     /// No kernel pacing: iperf3's deprecated spelling of --fq-rate 0.
     #[arg(long = "no-fq-socket-pacing")]
     pub no_fq_socket_pacing: bool,
-    /// TCP read/write block (default 1M for unpaced bulk TCP; 128K with -b, -k,
-    /// --trip-times or a traffic profile) or UDP datagram size (default: path MSS, at most
-    /// 1460).
+    /// TCP read/write block (default 1M for unpaced bulk TCP, 128K when -P exceeds the
+    /// CPU count or with -b, -k, --trip-times or a traffic profile) or UDP datagram size
+    /// (default: path MSS, at most 1460).
     #[arg(short = 'l', long = "length")]
     pub length: Option<String>,
     /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends.
