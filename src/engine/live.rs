@@ -117,7 +117,7 @@ impl LiveStreams {
 
     /// Read each UDP receiver's kernel drop counter, each UDP stream's messages and each
     /// MSG_ZEROCOPY sender's completions into the final figures.
-    pub fn record_host_drops(&self, locals: &mut [build::LocalFinal]) {
+    pub fn record_kernel_counts(&self, locals: &mut [build::LocalFinal]) {
         for l in locals.iter_mut().filter(|l| !l.sender) {
             if let Some(s) = self
                 .keep_udp

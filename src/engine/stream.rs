@@ -468,7 +468,6 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut bytes = 0u64;
     let mut messages = 0u64;
     let mut fell_back = false;
-    let mut shrunk = false;
     while !w.stop.load(Ordering::Relaxed) {
         let max_now = UDP_BATCH * segs;
         // How many datagrams may go now: what the pacer grants, or a full batch.
@@ -510,6 +509,8 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         }
         let refs: Vec<&[u8]> = (0..msgs).map(|m| &bufs[m][..counts[m] * len]).collect();
         let mut sent_msgs = 0;
+        // Set when the kernel refused this round's segmentation before anything went.
+        let mut resend = false;
         while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
             match batch.send(fd, &refs[sent_msgs..]) {
                 Ok(k) => sent_msgs += k,
@@ -524,7 +525,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                 {
                     // A kernel older than 6.13 takes at most 64 segments per send.
                     segs = GSO_SEGMENTS_OLD_KERNEL;
-                    shrunk = true;
+                    resend = true;
                     break;
                 }
                 Err(e) if segs > 1 && !fell_back && bytes == 0 => {
@@ -533,13 +534,13 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     sock::set_udp_gso(fd, 0);
                     segs = 1;
                     fell_back = true;
+                    resend = true;
                     break;
                 }
                 Err(e) => return Err(e),
             }
         }
-        if (shrunk || (fell_back && segs == 1)) && sent_msgs < msgs {
-            shrunk = false;
+        if resend {
             // Re-send this round with fewer segments per send or without GSO; the
             // sequence numbers were not used.
             if let Some(b) = &w.budget {

@@ -432,7 +432,7 @@ impl Running {
             out.interval(iv);
         }
         let mut locals = meter.finals(send_end_s, recv_end_s);
-        self.live.record_host_drops(&mut locals);
+        self.live.record_kernel_counts(&mut locals);
         FinalFigures {
             locals,
             cpu: cpu_percent(self.cpu_start, sock::cpu_sample(self.origin)),
