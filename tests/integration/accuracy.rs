@@ -963,13 +963,19 @@ fn check_pacing(rate: &str, target_bps: f64, len: &str) {
             continue;
         }
         let stalled = (secs - 1.0).abs() > 0.005;
-        let made_up = full.get(i + 1).is_some_and(|(_, s2, b2)| {
+        // The late tick lengthens one interval and shortens its neighbour (seen in CI:
+        // 1.0144 s at -1.42 %, then 0.9857 s at +1.45 %), so either neighbour may pair.
+        let pairs = |(_, s2, b2): &&(f64, f64, f64)| {
             rel_err((bps * secs + b2 * s2) / (secs + s2), target_bps).abs() < 0.005
-        });
+        };
+        let made_up = full.get(i + 1).is_some_and(pairs)
+            || i.checked_sub(1)
+                .and_then(|j| full.get(j))
+                .is_some_and(pairs);
         assert!(
             stalled && made_up,
             "sender interval at {st:.2} s ({secs:.4} s long): {bps:.0} bit/s vs target \
-             {target_bps:.0} ± 1 % (and not a stall the next interval made up)"
+             {target_bps:.0} ± 1 % (and not a stall a neighbouring interval made up)"
         );
     }
     let middle: Vec<_> = rcv.iter().filter(|r| r.0 > 0.5 && r.0 < 2.5).collect();
