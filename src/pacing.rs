@@ -12,6 +12,11 @@
 //! average and sends everything it missed as fast as it can. A stall longer than
 //! [`CATCH_UP_S`] shows up as a lower rate in the interval that contains it, which is
 //! the truth about that interval.
+//!
+//! The pacer also keeps the most the sender was ever owed ([`Pacer::max_lag_s`]): how far
+//! behind its schedule a stall put it. A stall of `S` seconds on a path at its capacity
+//! queues about `S` seconds of traffic there, so this figure tells a queue the sender made
+//! from one the path made.
 
 use std::time::Duration;
 
@@ -29,6 +34,8 @@ pub struct Pacer {
     /// Missed credit still to be made up (at most `CATCH_UP_S` of traffic).
     debt: f64,
     last_s: f64,
+    /// The most credit plus debt seen at a refill, bytes.
+    max_owed: f64,
 }
 
 impl Pacer {
@@ -49,6 +56,7 @@ impl Pacer {
             credit: unit as f64,
             debt: 0.0,
             last_s: now_s,
+            max_owed: 0.0,
         }
     }
 
@@ -64,6 +72,20 @@ impl Pacer {
             // What did not fit the bucket is remembered, up to the catch-up window.
             self.debt = (self.debt + overflow).min(self.bytes_per_s * CATCH_UP_S);
             self.last_s = now_s;
+            self.max_owed = self.max_owed.max(self.credit + self.debt);
+        }
+    }
+
+    /// The furthest the sender fell behind its schedule, in seconds at the target rate:
+    /// the most it was owed at any one time (what had accrued since its last send, the
+    /// overflow of a stall included, up to the bucket plus [`CATCH_UP_S`]). A sender that
+    /// keeps up stays near one send's worth (or one burst's); a stall of 30 ms shows as
+    /// about 30 ms. Zero for an unpaced sender.
+    pub fn max_lag_s(&self) -> f64 {
+        if self.bytes_per_s > 0.0 {
+            self.max_owed / self.bytes_per_s
+        } else {
+            0.0
         }
     }
 
@@ -195,6 +217,25 @@ mod tests {
         let (sent, _) = run(&mut p, unit, 1.5, 1.0);
         assert!(sent <= 500_000 + 110_000 + 2 * unit as u64, "{sent}");
         assert!(sent >= 500_000 + 100_000, "{sent}");
+    }
+
+    #[test]
+    fn lag_is_one_send_when_keeping_up_and_the_stall_after_one() {
+        let unit = 1000;
+        let mut p = Pacer::new(8_000_000, unit, None, 0.0); // 1 MB/s: 1 ms per send
+        let (_, now) = run(&mut p, unit, 0.5, 0.0);
+        assert!(p.max_lag_s() <= 0.001 + 1e-9, "{}", p.max_lag_s());
+        // A 30 ms stall: 10 ms in the bucket, 20 ms of debt, owed 30 ms in all (plus
+        // what was left of the last send's credit, under 1 ms).
+        p.grant(now + 0.030, unit, 1, 1).unwrap();
+        let lag = p.max_lag_s();
+        assert!((0.030..=0.031 + 1e-9).contains(&lag), "{lag}");
+        // A shorter stall later does not lower it; a 1 s one is capped at 110 ms.
+        run(&mut p, unit, now + 1.0, now + 0.030);
+        assert_eq!(p.max_lag_s(), lag);
+        p.grant(now + 2.0, unit, 1, 1).unwrap();
+        assert!((p.max_lag_s() - (DEPTH_S + CATCH_UP_S)).abs() < 1e-6);
+        assert_eq!(Pacer::new(0, unit, None, 0.0).max_lag_s(), 0.0);
     }
 
     #[test]

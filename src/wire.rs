@@ -502,6 +502,10 @@ pub struct StreamResult {
     /// netmeter extension: UDP datagrams and the kernel messages that carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_udp_io: Option<crate::stats::UdpIo>,
+    /// netmeter extension: a paced UDP sender's furthest lag behind its `-b` schedule,
+    /// ms (see [`crate::pacing::Pacer::max_lag_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_pacing_lag_ms: Option<f64>,
 }
 
 impl StreamResult {

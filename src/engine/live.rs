@@ -115,8 +115,9 @@ impl LiveStreams {
         arrived.map(|a| a.duration_since(t0).as_secs_f64())
     }
 
-    /// Read each UDP receiver's kernel drop counter, each UDP stream's messages and each
-    /// MSG_ZEROCOPY sender's completions into the final figures.
+    /// Read each UDP receiver's kernel drop counter, each UDP stream's messages, each
+    /// paced UDP sender's lag and each MSG_ZEROCOPY sender's completions into the final
+    /// figures.
     pub fn record_kernel_counts(&self, locals: &mut [build::LocalFinal]) {
         for l in locals.iter_mut().filter(|l| !l.sender) {
             if let Some(s) = self
@@ -134,6 +135,10 @@ impl LiveStreams {
             let sends = s.zc_sends.load(Ordering::Relaxed);
             if l.sender && sends > 0 {
                 l.zerocopy = Some((sends, s.zc_copied.load(Ordering::Relaxed)));
+            }
+            let lag_us = s.pacing_lag_us.load(Ordering::Relaxed);
+            if l.sender && lag_us > 0 {
+                l.pacing_lag_ms = Some(lag_us as f64 / 1e3);
             }
             let messages = s.messages.load(Ordering::Relaxed);
             if messages > 0 {
@@ -208,6 +213,7 @@ pub(super) fn make_worker(
             .then(|| Mutex::new(FrameRecord::new(spec.trip_times))),
         zc_sends: AtomicU64::new(0),
         zc_copied: AtomicU64::new(0),
+        pacing_lag_us: AtomicU64::new(0),
         finished: AtomicBool::new(false),
         thread_cpu: Mutex::new(None),
         error: Mutex::new(None),

@@ -27,6 +27,9 @@ struct StepJson {
     owd_growth_ms: Option<f64>,
     /// How far the received rate fell short of the sent one, percent.
     received_short_percent: f64,
+    /// The furthest a sender fell behind its schedule, ms (netmeter senders).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sender_lag_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -35,6 +38,9 @@ struct SearchJson {
     trial_seconds: f64,
     streams: u32,
     steps: Vec<StepJson>,
+    /// Trials measured again, not judged: their queue was the sender's own lag's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    repeated_steps: Vec<StepJson>,
     /// The highest passing trial, if any.
     result: Option<StepJson>,
     /// The search was interrupted: `result` is the best so far.
@@ -50,6 +56,7 @@ fn step_json(t: &Trial) -> StepJson {
         pass: t.pass(),
         verdict: t.verdict.reason(),
         owd_growth_ms: t.owd_growth_ms,
+        sender_lag_ms: t.sender_lag_ms,
         received_short_percent: if t.sent_bps > 0.0 {
             (1.0 - t.received_bps / t.sent_bps) * 100.0
         } else {
@@ -80,6 +87,13 @@ fn figures(report: &Report, rate: u64, streams: u32, seconds: f64) -> Figures {
             .map_or(100.0, |u| u.lost_percent),
         owd_growth_ms: growth,
         rtt_ms: report.start.netmeter.clock.map(|c| c.rtt_ns as f64 / 1e6),
+        sender_lag_ms: [
+            e.netmeter.local_pacing_lag_ms,
+            e.netmeter.remote_pacing_lag_ms,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max),
     }
 }
 
@@ -158,19 +172,17 @@ pub fn run(
             continue;
         }
         let f = figures(&report, rate, streams, secs);
-        let verdict = search.judge(&f);
-        let (sent, received, lost) = (f.sent_bps, f.received_bps, f.lost_percent);
-        let t = Trial {
-            offered_bps: rate,
-            sent_bps: sent,
-            received_bps: received,
-            lost_percent: lost,
-            owd_growth_ms: f.owd_growth_ms,
-            verdict,
-        };
-        search.record(t);
-        if text {
-            say(&sink, &step_line(search.steps.len(), &t, fmt));
+        let t = Trial::of(&f, search.judge(&f));
+        if search.should_repeat(&t, secs) {
+            if text {
+                say(&sink, &repeat_line(search.steps.len() + 1, &t, fmt));
+            }
+            search.record_repeated(t);
+        } else {
+            search.record(t);
+            if text {
+                say(&sink, &step_line(search.steps.len(), &t, fmt));
+            }
         }
         // Let the server finish the previous test before the next one connects.
         std::thread::sleep(Duration::from_millis(300));
@@ -222,6 +234,17 @@ fn step_line(n: usize, t: &Trial, fmt: Format) -> String {
         } else {
             format!("FAIL: {}", t.verdict.reason())
         }
+    )
+}
+
+/// A trial measured again because the sender made its queue.
+fn repeat_line(n: usize, t: &Trial, fmt: Format) -> String {
+    format!(
+        "step {:>2}: offered {}/stream  {}, but the sender fell {:.1} ms behind its schedule (this host stalled it): measuring again\n",
+        n,
+        format_rate(t.offered_bps as f64, fmt).trim(),
+        t.verdict.reason(),
+        t.sender_lag_ms.unwrap_or(0.0),
     )
 }
 
@@ -279,6 +302,7 @@ fn print_outcome(
                 trial_seconds: secs,
                 streams,
                 steps: search.steps.iter().map(step_json).collect(),
+                repeated_steps: search.repeated.iter().map(step_json).collect(),
                 result: best.map(step_json),
                 stopped,
             }

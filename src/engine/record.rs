@@ -36,6 +36,9 @@ pub struct StreamShared {
     /// UDP data threads: the messages that carried the datagrams (see
     /// [`crate::stats::UdpIo`]); 0 elsewhere.
     pub messages: AtomicU64,
+    /// Paced UDP senders: the furthest the thread fell behind its `-b` schedule, µs
+    /// ([`crate::pacing::Pacer::max_lag_s`]); 0 elsewhere.
+    pub pacing_lag_us: AtomicU64,
     /// Receive-side UDP accounting.
     pub udp: Option<Mutex<UdpRecv>>,
     /// Bounceback client: round-trip times.

@@ -447,9 +447,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
     // stream was set up; dropped here if the first send says the path cannot do it.
     let mut segs = if w.caps.gso { gso_segments(len) } else { 1 };
-    let origin = Instant::now();
     let burst = w.burst.map(|b| b as usize).unwrap_or(1).max(1);
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
     let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH)
         .map(|_| {
             let mut b = Vec::with_capacity(len * segs);
@@ -464,6 +462,10 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         })
         .collect();
     let mut batch = Batch::new(UDP_BATCH);
+    // The schedule starts once the buffers are built (filling them takes milliseconds),
+    // so it does not owe a burst from the start.
+    let origin = Instant::now();
+    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
     let mut messages = 0u64;
@@ -555,6 +557,12 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         w.shared.bytes.store(bytes, Ordering::Relaxed);
         w.shared.packets.store(seq, Ordering::Relaxed);
         w.shared.messages.store(messages, Ordering::Relaxed);
+        if let Some(p) = &pacer {
+            let lag_us = (p.max_lag_s() * 1e6) as u64;
+            w.shared
+                .pacing_lag_us
+                .store(lag_us.max(1), Ordering::Relaxed);
+        }
     }
     Ok(())
 }

@@ -89,6 +89,8 @@ pub struct LocalFinal {
     pub zerocopy: Option<(u64, u64)>,
     /// UDP streams: datagrams and the kernel messages that carried them.
     pub udp_io: Option<crate::stats::UdpIo>,
+    /// Paced UDP senders: the furthest behind the `-b` schedule the stream fell, ms.
+    pub pacing_lag_ms: Option<f64>,
     /// Bounceback clients: the round-trip histogram and UDP requests never answered.
     pub rtt: Option<(Hist, u64)>,
     /// `--trip-times` receivers: one-way delays.
@@ -281,6 +283,7 @@ pub fn local_results(
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
                     netmeter_udp_io: l.udp_io,
+                    netmeter_pacing_lag_ms: l.pacing_lag_ms,
                     // Filled in by the engine, which measured the threads.
                     netmeter_cpu_percent: None,
                     netmeter_cpu_wait_percent: None,

@@ -500,6 +500,13 @@ pub struct EndExt {
     /// The same from a netmeter peer's results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_udp_io: Option<UdpIoSides>,
+    /// Paced UDP senders on this side: the furthest any fell behind its `-b` schedule,
+    /// ms. A stall of that length on a path at its capacity queues as much there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_pacing_lag_ms: Option<f64>,
+    /// The same from a netmeter peer's results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_pacing_lag_ms: Option<f64>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,

@@ -352,12 +352,20 @@ fn find_max_rate_on_bed(bed: &Netbed, args: &[&str]) -> Value {
 /// against a 97.2 Mbit/s payload ceiling). The answer must not exceed the ceiling,
 /// 100 * 1460/1502 = 97.20 Mbit/s of 1460-byte datagrams (tbf counts 14 + 20 + 8 +
 /// 1460 bytes each), and lie close below it (the search stops when its bracket is
-/// 1 % wide; see the lower bound below for why "close" is 10 % today). Trials of the default length, 2 s: the rule lets a trial's queue grow
-/// by 0.1 % of its length (2 ms, the loss target's worth), and the 2 ms token bucket
-/// hides another 2 ms of excess, so overloads below (2 + 2) / 2000 = 0.2 % pass. The
-/// search's step next to the ceiling here is 97.50 (0.3 % over); with 1 s trials that
-/// resolution is 0.3 %, and 97.50 passed once in a clean CI run (growth 0.23 ms).
-/// Trials that failed must say why.
+/// 1 % wide; see the lower bound below for why "close" is 10 %). Trials of the default
+/// length, 2 s: the growth figure is the standing queue at 1.5 s (its late span is the
+/// last quarter), the rule allows 0.1 % of that (1.5 ms), and the 2 ms token bucket
+/// hides another 2 ms of excess, so overloads below (1.5 + 2) / 1500 = 0.23 % pass;
+/// the search's step next to the ceiling is 97.50 (0.31 % over). Trials that failed
+/// must say why.
+///
+/// The bed's link is the host's softirq work: when this 2-CPU VM pauses (steal time,
+/// seen as a paced sender 20-50 ms behind its schedule), the link loses that time for
+/// good and even a trial 7 % below the ceiling can end with a standing queue (seen in
+/// CI: 90 Mbit/s "queue grew 7.8 ms", 90.47 "queue grew 116 ms" with the sender 46 ms
+/// behind). The search measures such a trial again when the sender's own lag explains
+/// its queue; when a trial below 95 % of the ceiling still failed, the bed did not
+/// carry its rate and the whole search runs once more, like `without_stall`.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -371,23 +379,47 @@ fn find_max_rate_deep_buffer_stays_within_the_link() {
         .queue_ms(400.0)
         .burst_ms(2.0));
     let ceiling = 100e6 * udp_goodput_fraction(1460, false);
-    let doc = find_max_rate_on_bed(&b, &["-t", "2", "-l", "1460", "-b", "60M"]);
-    let steps = doc["steps"].as_array().expect("steps");
-    for s in steps {
-        eprintln!(
-            "offered {:.2} sent {:.2} Mbit/s: {} (growth {:?} ms, received short {} %, loss {:.3} %)",
-            f64_at(s, "/offered_bits_per_second_per_stream") / 1e6,
-            f64_at(s, "/sent_bits_per_second") / 1e6,
-            s["verdict"],
-            s["owd_growth_ms"].as_f64(),
-            s["received_short_percent"],
-            f64_at(s, "/lost_percent")
-        );
+    let offered = |s: &Value| f64_at(s, "/offered_bits_per_second_per_stream");
+    let mut doc = Value::Null;
+    for attempt in 1..=2 {
+        doc = find_max_rate_on_bed(&b, &["-t", "2", "-l", "1460", "-b", "60M"]);
+        let steps = doc["steps"].as_array().expect("steps");
+        let repeated = doc["repeated_steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (what, s) in steps
+            .iter()
+            .map(|s| ("", s))
+            .chain(repeated.iter().map(|s| ("measured again: ", s)))
+        {
+            eprintln!(
+                "{what}offered {:.2} sent {:.2} Mbit/s: {} (growth {:?} ms, sender lag {:?} ms, received short {} %, loss {:.3} %)",
+                offered(s) / 1e6,
+                f64_at(s, "/sent_bits_per_second") / 1e6,
+                s["verdict"],
+                s["owd_growth_ms"].as_f64(),
+                s["sender_lag_ms"].as_f64(),
+                s["received_short_percent"],
+                f64_at(s, "/lost_percent")
+            );
+        }
+        let disturbed = steps
+            .iter()
+            .find(|s| offered(s) < 0.95 * ceiling && s["pass"] == false);
+        match disturbed {
+            Some(s) if attempt < 2 => eprintln!(
+                "the bed did not carry {:.2} Mbit/s ({}): searching again",
+                offered(s) / 1e6,
+                s["verdict"]
+            ),
+            _ => break,
+        }
     }
+    let steps = doc["steps"].as_array().expect("steps");
+    // Every trial of a netmeter sender says how far it fell behind its schedule.
+    assert!(steps.iter().all(|s| s["sender_lag_ms"].as_f64().is_some()));
     let best = f64_at(&doc, "/result/offered_bits_per_second_per_stream");
-    // Below: within 10 %. Trials under the ceiling sometimes fail with a queue that
-    // grew (seen: 93.75 Mbit/s "queue grew 99.8 ms" right after a 97.50 trial that
-    // queued 71 ms), which makes the answer conservative (91.88); not yet explained.
     assert!(
         best <= ceiling && best >= 0.90 * ceiling,
         "answer {:.2} Mbit/s, payload ceiling {:.2} Mbit/s",
@@ -400,10 +432,7 @@ fn find_max_rate_deep_buffer_stays_within_the_link() {
     // the steps between the ceiling and it lose none.)
     let over = steps
         .iter()
-        .find(|s| {
-            f64_at(s, "/offered_bits_per_second_per_stream") > ceiling * 1.01
-                && f64_at(s, "/lost_percent") == 0.0
-        })
+        .find(|s| offered(s) > ceiling * 1.01 && f64_at(s, "/lost_percent") == 0.0)
         .expect("a lossless trial above the ceiling");
     assert_eq!(over["pass"], false);
     assert!(

@@ -132,6 +132,58 @@ fn ctrl_c_on_a_t0_client_prints_the_partial_summary_and_the_server_serves_on() {
     assert_still_serving(port, &log);
 }
 
+/// A paced UDP sender that the system did not run for a while says how far behind its
+/// `-b` schedule it fell. Truth: the sender's process is stopped (SIGSTOP) for at least
+/// 50 ms, so it owes at least that much when it runs again; what it owes is capped at the
+/// pacer's bucket plus its catch-up window, 10 + 100 ms. Once the client sends (its own
+/// figure), once the server (`-R`, the figure from its results).
+#[test]
+fn a_stopped_paced_sender_reports_how_far_behind_it_fell() {
+    let (srv, _log, port) = server();
+    for reverse in [false, true] {
+        let mut args = vec!["-u", "-b", "20M", "-t", "2", "-J"];
+        if reverse {
+            args.push("-R");
+        }
+        let c = Proc::spawn(
+            "netmeter client",
+            Command::new(netmeter())
+                .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+                .args(&args),
+        );
+        std::thread::sleep(Duration::from_millis(800));
+        let sender = if reverse { srv.pid() } else { c.pid() };
+        let stopped = Instant::now();
+        signal(sender, "STOP");
+        std::thread::sleep(Duration::from_millis(50));
+        signal(sender, "CONT");
+        let held = stopped.elapsed().as_secs_f64() * 1e3;
+        let out = c.wait(Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let key = if reverse {
+            "remote_pacing_lag_ms"
+        } else {
+            "local_pacing_lag_ms"
+        };
+        let lag = v["end"]["netmeter"][key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {key}: {}", show(&out)));
+        eprintln!("{key}: {lag} ms after a stop of {held:.1} ms");
+        assert!(
+            (50.0..=111.0).contains(&lag),
+            "{key} {lag} ms, the sender was stopped for {held:.1} ms"
+        );
+        // The other side sent nothing, so it has no such figure.
+        let other = if reverse {
+            "local_pacing_lag_ms"
+        } else {
+            "remote_pacing_lag_ms"
+        };
+        assert!(v["end"]["netmeter"][other].is_null(), "{other}");
+    }
+}
+
 #[test]
 fn ctrl_c_with_json_writes_the_whole_document() {
     let (_srv, log, port) = server();

@@ -242,8 +242,15 @@ fn host_checks(i: &EndInputs) -> EndExt {
         remote_stream_threads: remote_threads,
         local_udp_io: local_udp_io(locals),
         remote_udp_io: peer_udp_io(locals, peer),
+        local_pacing_lag_ms: max_of(locals.iter().map(|l| l.pacing_lag_ms)),
+        remote_pacing_lag_ms: max_of(peer.streams.iter().map(|s| s.netmeter_pacing_lag_ms)),
         ..EndExt::default()
     }
+}
+
+/// The largest of the figures present.
+fn max_of(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    v.flatten().reduce(f64::max)
 }
 
 /// This side's UDP datagrams and messages, by direction.

@@ -346,6 +346,14 @@ pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> St
                 let _ = writeln!(t, "UDP datagrams{who}: {line}");
             }
         }
+        for (who, lag) in [
+            ("", x.local_pacing_lag_ms),
+            (" (remote)", x.remote_pacing_lag_ms),
+        ] {
+            if let Some(ms) = lag {
+                let _ = writeln!(t, "Pacing{who}: at most {ms:.1} ms behind the -b schedule");
+            }
+        }
     }
     if let Some(e) = &x.efficiency {
         let rate = |b: f64| format_rate(b, fmt).trim().to_string();
@@ -760,13 +768,15 @@ mod tests {
                     messages: 0,
                 }),
             }),
+            local_pacing_lag_ms: Some(23.46),
             ..crate::report::EndExt::default()
         };
         assert_eq!(host_summary(&x, false, Format::Auto), "");
         assert_eq!(
             host_summary(&x, true, Format::Auto),
             "UDP datagrams: sent 1000 in 16 messages (62.5 per message)\n\
-             UDP datagrams (remote): received 998 in 0 messages\n"
+             UDP datagrams (remote): received 998 in 0 messages\n\
+             Pacing: at most 23.5 ms behind the -b schedule\n"
         );
     }
 
