@@ -25,8 +25,8 @@ TESTS = (1, 4, 16)
 
 
 def growth_tools(tools: dict[str, Tool]) -> list[Tool]:
-    """netmeter and the newest iperf3 installed."""
-    out = [tools["netmeter"]]
+    """netmeter (and its `--baseline` build, if given) and the newest iperf3 installed."""
+    out = [tools["netmeter"]] + [tools[k] for k in ("netmeter-base",) if k in tools]
     for k in ("iperf3-3.22", "iperf3-3.18", "iperf3-3.12"):
         if k in tools:
             out.append(tools[k])

@@ -195,22 +195,22 @@ pub(super) fn make_worker(
         packets: Default::default(),
         messages: Default::default(),
         udp: (spec.protocol == Protocol::Udp && !sender && spec.bounceback.is_none())
-            .then(|| Mutex::new(UdpRecv::default())),
-        rtt: (bounce.is_some() && sender).then(|| Mutex::new(Default::default())),
+            .then(|| Box::new(Mutex::new(UdpRecv::default()))),
+        rtt: (bounce.is_some() && sender).then(|| Box::new(Mutex::new(Default::default()))),
         owd: (spec.trip_times && !sender && spec.bounceback.is_none() && !spec.skip_rx_copy)
-            .then(|| Mutex::new(Default::default())),
-        conn: (spec.connect_only && sender).then(|| Mutex::new(Default::default())),
+            .then(|| Box::new(Mutex::new(Default::default()))),
+        conn: (spec.connect_only && sender).then(|| Box::new(Mutex::new(Default::default()))),
         profile: (spec.profile.is_some() && sender && forward).then(|| {
-            Mutex::new(ProfileRecord {
+            Box::new(Mutex::new(ProfileRecord {
                 frames: spec.profile.is_some_and(|p| p.isochronous().is_some()),
                 ..Default::default()
-            })
+            }))
         }),
         frames: (spec.profile.is_some_and(|p| p.framed())
             && spec.protocol == Protocol::Udp
             && !sender
             && forward)
-            .then(|| Mutex::new(FrameRecord::new(spec.trip_times))),
+            .then(|| Box::new(Mutex::new(FrameRecord::new(spec.trip_times)))),
         zc_sends: AtomicU64::new(0),
         zc_copied: AtomicU64::new(0),
         pacing_lag_us: AtomicU64::new(0),

@@ -123,8 +123,10 @@ impl Meter {
     pub fn tick(&mut self, now_s: f64) -> Interval {
         let snaps = self.snapshots();
         let omitting = self.acct.omitting();
-        let mut merged = Hist::default();
-        let mut merged_owd = Hist::default();
+        // Built on first use: an empty histogram is ~250 KB of counts, which a test
+        // without round trips or one-way delays would allocate twice per interval.
+        let mut merged: Option<Hist> = None;
+        let mut merged_owd: Option<Hist> = None;
         let mut conn_sum = super::connect::IntervalSum::default();
         let mut profile_sum = super::profile::IntervalSum::default();
         let streams = &self.streams;
@@ -132,14 +134,16 @@ impl Meter {
             let s = &streams[i];
             if let Some(rec) = &s.owd {
                 let mut o = rec.lock().unwrap_or_else(|p| p.into_inner());
-                merged_owd.merge(&o.interval);
+                merged_owd
+                    .get_or_insert_with(Hist::default)
+                    .merge(&o.interval);
                 let ext = row.netmeter.get_or_insert_with(Default::default);
                 ext.owd = o.interval.stats();
                 o.interval.clear();
             }
             if let Some(rec) = &s.rtt {
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                merged.merge(&r.interval);
+                merged.get_or_insert_with(Hist::default).merge(&r.interval);
                 row.netmeter = Some(Box::new(StreamExt {
                     udp: None,
                     transactions: Some(packets),
@@ -164,15 +168,15 @@ impl Meter {
             iv.sum.netmeter = Some(StreamExt {
                 udp: None,
                 transactions: Some(transactions),
-                rtt: merged.stats(),
+                rtt: merged.as_ref().and_then(Hist::stats),
                 owd: None,
                 ..StreamExt::default()
             });
         }
         conn_sum.finish(&mut iv, self.answered.as_mut());
         profile_sum.finish(&mut iv);
-        if !merged_owd.is_empty() {
-            iv.sum.netmeter.get_or_insert_with(Default::default).owd = merged_owd.stats();
+        if let Some(m) = merged_owd.filter(|m| !m.is_empty()) {
+            iv.sum.netmeter.get_or_insert_with(Default::default).owd = m.stats();
         }
         iv
     }

@@ -39,18 +39,20 @@ pub struct StreamShared {
     /// Paced UDP senders: the furthest the thread fell behind its `-b` schedule, µs
     /// ([`crate::pacing::Pacer::max_lag_s`]); 0 elsewhere.
     pub pacing_lag_us: AtomicU64,
-    /// Receive-side UDP accounting.
-    pub udp: Option<Mutex<UdpRecv>>,
+    /// Receive-side UDP accounting. This and the records below are boxed: a stream has
+    /// at most one or two of them, and inline they made every stream's shared state 2.2 KB
+    /// (a server's memory per stream, docs/benchmarks.md).
+    pub udp: Option<Box<Mutex<UdpRecv>>>,
     /// Bounceback client: round-trip times.
-    pub rtt: Option<Mutex<RttRecord>>,
+    pub rtt: Option<Box<Mutex<RttRecord>>>,
     /// `--trip-times` receiver: one-way delays.
-    pub owd: Option<Mutex<OwdRecord>>,
+    pub owd: Option<Box<Mutex<OwdRecord>>>,
     /// `--connect-only` client: the stream's short connections.
-    pub conn: Option<Mutex<ConnRecord>>,
+    pub conn: Option<Box<Mutex<ConnRecord>>>,
     /// Profiled sender (`--burst-size`, `--isochronous`): its bursts or frames.
-    pub profile: Option<Mutex<ProfileRecord>>,
+    pub profile: Option<Box<Mutex<ProfileRecord>>>,
     /// Isochronous UDP receiver (netmeter peers): whole frames.
-    pub frames: Option<Mutex<FrameRecord>>,
+    pub frames: Option<Box<Mutex<FrameRecord>>>,
     /// MSG_ZEROCOPY senders: sends the kernel released, and of those the ones it copied
     /// anyway (stored when the thread ends).
     pub zc_sends: AtomicU64,

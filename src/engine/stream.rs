@@ -28,20 +28,6 @@ pub const STOP_POLL: Duration = Duration::from_millis(50);
 /// space. Chosen by measurement (docs/benchmarks.md).
 pub const TCP_READ_LEN: usize = 128 * 1024;
 
-/// Alignment of the TCP receive buffer. A 128 KiB `Vec` comes from glibc's `mmap` path
-/// and starts 16 bytes into its page; the kernel's copy to user space (`rep movsb`) into
-/// such a destination cost the receiver 2-3x the CPU per byte of a page-aligned one
-/// (iperf3's buffer is page-aligned) in side-by-side loopback runs (docs/benchmarks.md).
-pub(super) const PAGE_ALIGN: usize = 4096;
-
-/// The `len`-byte window of `backing` (at least `len + PAGE_ALIGN` bytes long) that
-/// starts on a [`PAGE_ALIGN`] boundary.
-pub(super) fn page_aligned(backing: &mut [u8], len: usize) -> &mut [u8] {
-    let off = backing.as_ptr().align_offset(PAGE_ALIGN).min(backing.len());
-    let end = (off + len).min(backing.len());
-    &mut backing[off..end]
-}
-
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 128 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
 
@@ -370,9 +356,9 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     } else {
         TCP_READ_LEN
     };
-    // MSG_TRUNC reads need no buffer (the kernel writes nothing to it).
-    let mut backing = vec![0u8; if w.skip_rx_copy { 0 } else { rx + PAGE_ALIGN }];
-    let buf = page_aligned(&mut backing, rx);
+    // MSG_TRUNC reads need no buffer (the kernel writes nothing to it). The buffer is
+    // page-aligned (the copy to user space is much faster) and exactly its own pages.
+    let mut buf = sock::PageBuf::new(if w.skip_rx_copy { 0 } else { rx })?;
     let (mut bytes, mut reads) = (0u64, 0u64);
     let mut frames = wire::TcpFrameParser::default();
     // -F: what arrives goes to the file.
@@ -389,7 +375,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(sock.as_fd(), rx)
         } else {
-            sock.read(buf)
+            sock.read(&mut buf)
         };
         match r {
             Ok(0) => break, // the sender closed: normal at the end of a test
@@ -705,18 +691,6 @@ mod tests {
             blocks: true,
         };
         assert_eq!((k.take(10), k.take(10), k.take(10)), (10, 10, 0));
-    }
-
-    #[test]
-    fn page_aligned_window() {
-        let mut backing = vec![0u8; 1000 + PAGE_ALIGN];
-        let w = page_aligned(&mut backing, 1000);
-        assert_eq!(w.len(), 1000);
-        assert_eq!(w.as_ptr() as usize % PAGE_ALIGN, 0);
-        // Too short a backing gives what fits, never a panic.
-        let mut short = vec![0u8; 10];
-        assert!(page_aligned(&mut short, 1000).len() <= 10);
-        assert!(page_aligned(&mut [], 1000).is_empty());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use options::{
     mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
 };
 pub use process::{
-    catch_stop_signals, cpu_sample, daemonize, local_time_text, page_size, pin_to_cpu,
+    PageBuf, catch_stop_signals, cpu_sample, daemonize, local_time_text, page_size, pin_to_cpu,
     random_bytes, release_free_memory, stop_signal, system_info, thread_cpu_seconds,
     use_one_malloc_arena,
 };
