@@ -45,5 +45,28 @@ class Growth(unittest.TestCase):
         self.assertIn("-p $PORT", text)
 
 
+class TcpPRatioTest(unittest.TestCase):
+    """The summary table pairs each tcpP row with the peer's row of the same layout: the
+    full run of 2026-11-23 divided every netmeter -P row by iperf3's fastest (-P 8)."""
+
+    def test_rows_pair_by_layout(self):
+        from nmbench.cases import make_rows
+        from nmbench.report import parallel_variant, ratio_section
+        from nmbench.tools import Tool
+        tools = {"netmeter": Tool("netmeter", "netmeter", "netmeter", "/x/netmeter"),
+                 "iperf3-3.22": Tool("iperf3-3.22", "iperf3 3.22", "iperf3", "/x/iperf3")}
+        rows, _ = make_rows("tcpP", tools, False)
+        speed = {("1", True): 20.0, ("2", False): 30.0, ("8", False): 40.0, ("32", False): 35.0}
+        summ = {}
+        for r in rows:
+            v = speed[parallel_variant(r)] * (1.1 if r.is_netmeter else 1.0)
+            summ[("tcpP", r.key)] = {"tool": r.tool.key, "rx_gbps": {"median": v, "min": v, "max": v}}
+        text = ratio_section(summ, {"tcpP": rows})
+        lines = [l for l in text.splitlines() if l.startswith("| tcpP")]
+        self.assertEqual(len(lines), 4, text)
+        for l in lines:
+            self.assertIn("| 1.10× |", l)
+
+
 if __name__ == "__main__":
     unittest.main()

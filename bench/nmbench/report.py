@@ -284,6 +284,14 @@ def row_is_udp(r: Row) -> bool:
     return "-u" in r.client_args or r.netperf_test.startswith("UDP")
 
 
+def parallel_variant(r: Row) -> tuple:
+    """The stream layout of a row (`-P N`, `--bidir`): tcpP rows are compared only with
+    the peer's row of the same layout, not with its fastest."""
+    a = r.client_args
+    n = a[a.index("-P") + 1] if "-P" in a[:-1] else "1"
+    return (n, "--bidir" in a)
+
+
 def ratio_section(summ: dict, rows_by_case: dict) -> str:
     peers = [("iperf3 3.12", "iperf3-3.12"), ("iperf3 3.18", "iperf3-3.18"),
              ("iperf3 3.22", "iperf3-3.22"), ("iperf 2.1.8", "iperf2-2.1.8"),
@@ -308,7 +316,8 @@ def ratio_section(summ: dict, rows_by_case: dict) -> str:
                 line = [case, nr.label + ("" if pl == "unpinned" else f" [{pl}]")]
                 for _, pk in peers:
                     cands = [summ.get((case, r.key)) for r in rows if r.tool.key == pk and r.placement_text() == pl
-                             and row_is_udp(r) == row_is_udp(nr)]
+                             and row_is_udp(r) == row_is_udp(nr)
+                             and (case != "tcpP" or parallel_variant(r) == parallel_variant(nr))]
                     cands = [c for c in cands if prim(c, case)]
                     if not cands:
                         line.append("–")
