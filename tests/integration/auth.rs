@@ -547,8 +547,16 @@ fn iperf3_clients_to_a_netmeter_server() {
         &auth_client(&bin, port, "alice", "secret", &[]),
         "3.22 OAEP client, PKCS#1 server",
     );
+    // PKCS#1 v1.5 unpadding of an OAEP block usually fails ("does not decrypt"), but
+    // now and then the random-looking block happens to unpad (it starts 00 02 and has a
+    // zero byte later), and what comes out is then garbage, not a credential: also a
+    // refusal, for that reason (seen once in a clean CI run).
     assert!(
-        log.wait_for("does not decrypt", 1, Duration::from_secs(5)),
+        log.wait_for("refused a test", 1, Duration::from_secs(5))
+            && (log.text().contains("does not decrypt")
+                || log
+                    .text()
+                    .contains("a decrypted credential not in iperf3's format")),
         "{}",
         log.text()
     );
