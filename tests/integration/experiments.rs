@@ -792,8 +792,16 @@ fn compare_verdicts_on_a_shaped_link() {
             high / 1e6,
             ceiling / 1e6
         );
-        // The link's payload ceiling is inside the runs' confidence interval.
-        assert!(low <= ceiling && ceiling <= high, "CI {low}..{high}");
+        // The link's payload ceiling is inside the runs' confidence interval. TCP's
+        // goodput sits a little under it (each run's start and end ramp), so a tight CI
+        // may end just below: seen in a clean CI run, 95.480..95.619 against 95.641
+        // (-0.02 %). Within 0.2 % of the ceiling counts.
+        let top = if ceiling == tcp_ceiling {
+            ceiling * 0.998
+        } else {
+            ceiling
+        };
+        assert!(low <= ceiling && top <= high, "CI {low}..{high}");
     }
 
     let p = |x: &PathBuf| x.to_str().unwrap().to_string();
