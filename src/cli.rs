@@ -465,7 +465,7 @@ pub enum Command {
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
     Csv {
         input: PathBuf,
-        columns: crate::report::csv::Columns,
+        columns: csv_cmd::CsvColumns,
         output: Option<PathBuf>,
     },
 }

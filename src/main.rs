@@ -267,14 +267,31 @@ fn plot_one(
     Ok(plot::write_file(&[input], path)?)
 }
 
-/// `netmeter csv`: the whole input is read and checked before anything is written.
+/// `netmeter csv`: the whole input is read and checked before anything is written. A
+/// sweep's or a repetition's `-J` document has its own rows (`experiment::csv`).
 fn csv_file(
     input: &Path,
-    columns: &netmeter::report::csv::Columns,
+    columns: &cli::csv_cmd::CsvColumns,
     output: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let report = netmeter::report::input::read_result(input)?;
-    let text = netmeter::report::csv::rows(&report, columns);
+    use netmeter::experiment::csv as exp_csv;
+    let doc = std::fs::read_to_string(input)
+        .ok()
+        .map(|t| exp_csv::read_document(&t))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("cannot use {}: {e}", input.display()))?
+        .flatten();
+    let text = match doc {
+        Some(points) => {
+            let cols = columns.experiment().map_err(anyhow::Error::msg)?;
+            exp_csv::rows(&points, &cols)
+        }
+        None => {
+            let report = netmeter::report::input::read_result(input)?;
+            let cols = columns.test().map_err(anyhow::Error::msg)?;
+            netmeter::report::csv::rows(&report, &cols)
+        }
+    };
     match output {
         Some(p) => write_whole(p, text.as_bytes()),
         None => write_stdout(text.as_bytes()),

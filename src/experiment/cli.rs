@@ -97,12 +97,21 @@ checked before the first test runs.
        sweep the protocol: each point over TCP, then over UDP (-u; its -b as given,
        else UDP's 1 Mbit/s default)
   --plot FILE.svg|FILE.png|FILE.html
-       draw the first key figure against the first swept option, one line per value
+       draw each figure shown against the first swept option, one line per value
        of the second, error bars (the confidence interval) when repeated; the same
        chart as `netmeter plot SWEEP.json -o FILE` from the -J document. .html: one
        page with a table of the points and the charts (as `netmeter report SWEEP.json`)
+  --figure KEY[,KEY...]
+       the figures the tables and charts show, in order (default: the test type's:
+       throughput, loss and jitter for UDP, retransmits for TCP, RTT p50/p99 for
+       --bounceback, share of the peak with --line-rate, CPU of each side); KEYs as
+       in the -J document's statistics, e.g. jitter_ms,rtt_p99_ms,cpu_local_percent
   -J   print one JSON document with every point's settings, runs and statistics
        (progress lines then go to stderr)
+  --csv [--fields a,b,c]
+       print every figure of every run and point as CSV instead of the tables
+       (columns: docs/csv.md; progress lines then go to stderr); netmeter csv
+       SWEEP.json writes the same rows from the -J document
   --repeat N [--repeat-gap SEC] [--confidence L,W%]
        each point is a series; the table shows mean ± CI half width
 
@@ -127,6 +136,12 @@ pub fn sweep_command() -> clap::Command {
                 .map_or(rest, |x| x.1)
                 .trim()
                 .to_string(),
+        )
+        .arg(
+            clap::Arg::new("figure")
+                .long("figure")
+                .value_name("KEY,...")
+                .help("The figures the tables and charts show (default: the test type's)"),
         )
         .arg(
             clap::Arg::new("proto")

@@ -193,6 +193,122 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     out
 }
 
+/// The figures a repetition's table and a sweep summarize: [`figures`] (what
+/// `compare` judges), then the receiver's share of the peak (`--line-rate` or the
+/// interface's line rate) and each side's CPU use. CPU and the share of the peak are
+/// not judged by `compare`: they describe the hosts, not the path.
+pub fn summary_figures(r: &Report) -> Vec<Figure> {
+    let mut out = figures(r);
+    if let Some(e) = &r.end.netmeter.efficiency {
+        out.push(fig(
+            PERCENT_OF_PEAK,
+            "Share of the peak",
+            "%",
+            Better::Higher,
+            e.percent,
+        ));
+    }
+    let cpu = &r.end.cpu_utilization_percent;
+    // 0 % is what a report without the figure holds (a peer that never answered).
+    for (key, label, v) in [
+        ("cpu_local_percent", "CPU (local)", cpu.host_total),
+        ("cpu_remote_percent", "CPU (remote)", cpu.remote_total),
+    ] {
+        if v > 0.0 && v.is_finite() {
+            out.push(fig(key, label, "%", Better::Lower, v));
+        }
+    }
+    out
+}
+
+/// The key of the receiver's share of the peak.
+pub const PERCENT_OF_PEAK: &str = "percent_of_peak";
+
+/// Every figure key a report can have, in [`summary_figures`]'s order: what
+/// `netmeter sweep --figure` accepts.
+pub fn known_keys() -> Vec<String> {
+    let mut keys: Vec<String> = [
+        "receiver_bits_per_second",
+        "reverse_receiver_bits_per_second",
+        "lost_percent",
+        "jitter_ms",
+        "retransmits",
+        "tcp_mean_rtt_ms",
+        "transactions_per_second",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .collect();
+    let pcts = |keys: &mut Vec<String>, prefix: &str| {
+        for p in ["p50", "p90", "p99", "p999"] {
+            keys.push(format!("{prefix}_{p}_ms"));
+        }
+    };
+    pcts(&mut keys, "rtt");
+    keys.push("connections_per_second".into());
+    for prefix in ["connect", "owd_c2s", "owd_s2c"] {
+        pcts(&mut keys, prefix);
+    }
+    for k in [PERCENT_OF_PEAK, "cpu_local_percent", "cpu_remote_percent"] {
+        keys.push(k.to_string());
+    }
+    keys
+}
+
+/// The figures a sweep shows when `--figure` does not say, among the `available`
+/// keys (in their order): the headline (the first: throughput, transactions/s or
+/// connections/s), then what the test type adds (the reverse direction of `--bidir`,
+/// UDP's loss and jitter, TCP's retransmits, the median and p99 of `--bounceback`'s
+/// RTT and `--connect-only`'s connect time, one-way delay p99 with `--trip-times`),
+/// the share of the peak and each side's CPU.
+pub fn default_keys(available: &[&str]) -> Vec<String> {
+    const ADDED: &[&str] = &[
+        "reverse_receiver_bits_per_second",
+        "lost_percent",
+        "jitter_ms",
+        "retransmits",
+        "rtt_p50_ms",
+        "rtt_p99_ms",
+        "connect_p50_ms",
+        "connect_p99_ms",
+        "owd_c2s_p99_ms",
+        "owd_s2c_p99_ms",
+        PERCENT_OF_PEAK,
+        "cpu_local_percent",
+        "cpu_remote_percent",
+    ];
+    let mut out: Vec<String> = available
+        .first()
+        .map(|k| k.to_string())
+        .into_iter()
+        .collect();
+    for k in ADDED {
+        if available.contains(k) && !out.iter().any(|o| o == k) {
+            out.push(k.to_string());
+        }
+    }
+    out
+}
+
+/// `--figure a,b`: the keys, each checked against [`known_keys`]; one sentence naming
+/// an unknown one and the valid keys.
+pub fn parse_keys(list: &str) -> Result<Vec<String>, String> {
+    let known = known_keys();
+    let mut out: Vec<String> = Vec::new();
+    for k in list.split(',').map(str::trim) {
+        if !known.iter().any(|n| n == k) {
+            return Err(format!(
+                "--figure {list}: '{k}' is not a figure; the figures are {}",
+                known.join(",")
+            ));
+        }
+        if !out.iter().any(|o| o == k) {
+            out.push(k.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// p50, p90, p99 and p99.9 of one latency distribution, each with its histogram.
 fn percentiles(
     out: &mut Vec<Figure>,
@@ -280,5 +396,78 @@ mod tests {
         assert!(keys(&r).contains(&"owd_c2s_p999_ms".to_string()));
         let r = load("connect_only.json");
         assert_eq!(keys(&r)[0], "connections_per_second");
+    }
+
+    fn summary_keys(r: &Report) -> Vec<String> {
+        summary_figures(r).into_iter().map(|f| f.key).collect()
+    }
+
+    #[test]
+    fn summary_figures_add_cpu_and_the_share_of_the_peak() {
+        let mut r = load("udp.json");
+        r.end.cpu_utilization_percent.host_total = 12.5;
+        r.end.cpu_utilization_percent.remote_total = 0.0;
+        let k = summary_keys(&r);
+        assert!(k.contains(&"cpu_local_percent".to_string()), "{k:?}");
+        assert!(
+            !k.contains(&"cpu_remote_percent".to_string()),
+            "0 %: not known"
+        );
+        assert!(!keys(&r).contains(&"cpu_local_percent".to_string()));
+        r.end.netmeter.efficiency = Some(crate::host::facts::Efficiency {
+            percent: 42.0,
+            ..Default::default()
+        });
+        let f = summary_figures(&r);
+        let peak = f.iter().find(|f| f.key == PERCENT_OF_PEAK).unwrap();
+        assert_eq!((peak.value, peak.better), (42.0, Better::Higher));
+        for key in summary_keys(&load("bounceback.json")) {
+            assert!(known_keys().contains(&key), "{key}");
+        }
+        for key in summary_keys(&load("trip_times.json")) {
+            assert!(known_keys().contains(&key), "{key}");
+        }
+    }
+
+    #[test]
+    fn default_figures_follow_the_test_type() {
+        let pick = |r: &Report| {
+            let k = summary_keys(r);
+            default_keys(&k.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            pick(&load("udp.json")),
+            [
+                "receiver_bits_per_second",
+                "lost_percent",
+                "jitter_ms",
+                "cpu_local_percent",
+                "cpu_remote_percent"
+            ]
+        );
+        let bb = pick(&load("bounceback.json"));
+        assert_eq!(
+            bb[..3],
+            ["transactions_per_second", "rtt_p50_ms", "rtt_p99_ms"]
+        );
+        let tcp = pick(&load("tcp.json"));
+        assert_eq!(tcp[..2], ["receiver_bits_per_second", "retransmits"]);
+        assert!(!tcp.contains(&"lost_percent".to_string()));
+    }
+
+    #[test]
+    fn figure_lists_are_checked() {
+        assert_eq!(
+            parse_keys("rtt_p99_ms, lost_percent,rtt_p99_ms").unwrap(),
+            ["rtt_p99_ms", "lost_percent"]
+        );
+        let e = parse_keys("loss").unwrap_err();
+        assert!(
+            e.starts_with(
+                "--figure loss: 'loss' is not a figure; the figures are receiver_bits_per_second,"
+            ),
+            "{e}"
+        );
+        assert!(parse_keys("").is_err());
     }
 }

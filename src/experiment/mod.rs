@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod csv;
 pub mod figures;
 pub mod repeat;
 pub mod stats;

@@ -103,7 +103,7 @@ pub struct FigureStats {
 
 /// Every key figure of the first run, summarized over all runs that have it.
 pub fn statistics(runs: &[Report], level: f64) -> Vec<FigureStats> {
-    let all: Vec<Vec<figures::Figure>> = runs.iter().map(figures::figures).collect();
+    let all: Vec<Vec<figures::Figure>> = runs.iter().map(figures::summary_figures).collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };
@@ -150,7 +150,7 @@ pub struct RepeatDocument {
 /// One run's summary line: every key figure, e.g.
 /// `run 2/5: Receiver throughput 941.23 Mbits/sec, Retransmits 0, TCP mean RTT 0.120 ms`.
 pub fn run_line(i: usize, max: u32, r: &Report) -> String {
-    let figs: Vec<String> = figures::figures(r)
+    let figs: Vec<String> = figures::summary_figures(r)
         .iter()
         .map(|f| {
             format!(

@@ -7,8 +7,9 @@
 //! the first test runs, so an invalid value in any list fails at once, worded as the
 //! client words it. The grid, the ETA and the table are pure; [`run`] does the tests.
 //! With `--repeat N` each point is a series of runs and the table shows the mean ± the
-//! confidence interval's half width. (The sweep plot waits for the plotting work of
-//! issue 12.)
+//! confidence interval's half width. The table and the charts show the figures
+//! `--figure` names, else the test type's ([`super::figures::default_keys`]);
+//! `--csv` writes every figure of every run and point instead ([`super::csv`]).
 
 use super::repeat::{self, FigureStats, Plan};
 use crate::cli::{self, Command};
@@ -51,6 +52,33 @@ pub struct SweepArgs {
     pub rest: Vec<OsString>,
     /// `--plot FILE.svg|FILE.png|FILE.html`: the sweep's chart (or page), drawn at the end.
     pub plot: Option<std::path::PathBuf>,
+    /// `--figure a,b`: the figures the table and the charts show (`None`: the test
+    /// type's, [`super::figures::default_keys`]).
+    pub figures: Option<Vec<String>>,
+    /// `--csv [--fields a,b]`: the sweep as CSV ([`super::csv`]) instead of the table.
+    pub csv: Option<super::csv::Columns>,
+}
+
+/// A sweep-only option's value: `--name VALUE` or `--name=VALUE`; `Ok(None)` when `a`
+/// is not `--name`.
+fn own_value(
+    name: &str,
+    a: &OsString,
+    it: &mut std::slice::Iter<'_, OsString>,
+) -> Result<Option<String>, String> {
+    let Some(s) = a.to_str() else {
+        return Ok(None);
+    };
+    if let Some(v) = s.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+        return Ok(Some(v.to_string()));
+    }
+    if s != name {
+        return Ok(None);
+    }
+    it.next()
+        .and_then(|v| v.to_str())
+        .map(|v| Some(v.to_string()))
+        .ok_or_else(|| format!("{name} needs a value"))
 }
 
 /// Which sweepable option `arg` is, and its value if attached (`-P4`, `--parallel=4`).
@@ -81,8 +109,23 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
     let mut swept: Vec<Swept> = Vec::new();
     let mut rest = Vec::new();
     let mut plot = None;
+    let mut figures = None;
+    let mut csv = false;
+    let mut fields = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if let Some(v) = own_value("--figure", a, &mut it)? {
+            figures = Some(super::figures::parse_keys(&v)?);
+            continue;
+        }
+        if let Some(v) = own_value("--fields", a, &mut it)? {
+            fields = Some(v);
+            continue;
+        }
+        if a == "--csv" {
+            csv = true;
+            continue;
+        }
         if let Some(p) = a.to_str().and_then(|s| s.strip_prefix("--plot=")) {
             plot = Some(super::sweep_plot::sweep_plot_file(p)?);
             continue;
@@ -139,7 +182,31 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
             "netmeter sweep needs at least one list, e.g. -P 1,2,4 or -l 8K,64K,1M".to_string(),
         );
     }
-    Ok(SweepArgs { swept, rest, plot })
+    let csv = match (csv, fields) {
+        (false, Some(_)) => {
+            return Err("--fields chooses the sweep's CSV columns; use it with --csv".to_string());
+        }
+        (false, None) => None,
+        (true, f) => {
+            if rest
+                .iter()
+                .any(|a| a == "-J" || a == "--json" || a == "--json-stream")
+            {
+                return Err("--csv and -J/--json-stream cannot be used together".to_string());
+            }
+            Some(match f {
+                Some(f) => super::csv::Columns::parse(&f)?,
+                None => super::csv::Columns::default(),
+            })
+        }
+    };
+    Ok(SweepArgs {
+        swept,
+        rest,
+        plot,
+        figures,
+        csv,
+    })
 }
 
 /// The protocols `--proto` takes.
@@ -271,6 +338,8 @@ pub struct SweepDocument {
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepInfo {
     pub swept: Vec<Swept>,
+    /// The figures the table and the charts show (`--figure`, else the test type's).
+    pub figures: Vec<String>,
     /// Grid points in all.
     pub grid: usize,
     /// Points completed (each in `points`).
@@ -279,11 +348,14 @@ pub struct SweepInfo {
     pub ended: String,
 }
 
-/// The key figure a sweep table shows: the first (throughput for bulk tests,
-/// transactions/s for bounceback, connections/s for connect-only), as its mean, with
-/// the confidence interval's half width when the point was repeated.
-fn headline(st: &[FigureStats]) -> Option<(String, String)> {
-    let f = st.first()?;
+/// A figure of a point as a table cell: `key`'s (the first figure, throughput for bulk
+/// tests, transactions/s for bounceback, connections/s for connect-only, when `None`),
+/// as its mean, with the confidence interval's half width when the point was repeated.
+fn headline(st: &[FigureStats], key: Option<&str>) -> Option<(String, String)> {
+    let f = match key {
+        Some(k) => st.iter().find(|f| f.key == k)?,
+        None => st.first()?,
+    };
     let mean = super::compare::format_value(f.summary.mean, f.unit);
     let text = match f.ci.as_ref().and_then(|c| c.half_width_pct()) {
         Some(pct) => format!("{mean} ±{pct:.1}%"),
@@ -292,15 +364,48 @@ fn headline(st: &[FigureStats]) -> Option<(String, String)> {
     Some((f.label.clone(), text))
 }
 
-/// The table: rows are the first swept option's values, columns the second's (one
-/// column when only one option is swept); one table per combination of any further
-/// swept options.
-pub fn table(swept: &[Swept], done: &[(Settings, Vec<FigureStats>)]) -> String {
+/// The figures a sweep shows: `asked` (`--figure`), else the test type's among the
+/// figures its points have ([`super::figures::default_keys`]).
+pub fn shown_keys(asked: Option<&[String]>, done: &[Point]) -> Vec<String> {
+    if let Some(k) = asked {
+        return k.to_vec();
+    }
+    let mut have: Vec<&str> = Vec::new();
+    for p in done {
+        for f in &p.statistics {
+            if !have.contains(&f.key.as_str()) {
+                have.push(&f.key);
+            }
+        }
+    }
+    super::figures::default_keys(&have)
+}
+
+/// The tables, one per figure of `keys`: rows are the first swept option's values,
+/// columns the second's (one column when only one option is swept); one table per
+/// combination of any further swept options. A figure no point has says so in a line.
+pub fn table(swept: &[Swept], done: &[(Settings, Vec<FigureStats>)], keys: &[String]) -> String {
     let mut t = String::new();
-    let label = done
-        .iter()
-        .find_map(|(_, st)| headline(st))
-        .map_or("Result".to_string(), |h| h.0);
+    for key in keys {
+        let label = done.iter().find_map(|(_, st)| headline(st, Some(key)));
+        match label {
+            Some((label, _)) => t.push_str(&figure_table(swept, done, key, &label)),
+            None => {
+                let _ = write!(t, "\n{key}: no point measured it\n");
+            }
+        }
+    }
+    t
+}
+
+/// One figure's table(s).
+fn figure_table(
+    swept: &[Swept],
+    done: &[(Settings, Vec<FigureStats>)],
+    key: &str,
+    label: &str,
+) -> String {
+    let mut t = String::new();
     let rows = &swept[0];
     let cols = swept.get(1);
     let col_values: Vec<String> = cols.map_or(vec![String::new()], |c| c.values.clone());
@@ -328,7 +433,7 @@ pub fn table(swept: &[Swept], done: &[(Settings, Vec<FigureStats>)]) -> String {
                                 || other.iter().any(|(of, ov)| of == f && ov == v)
                         })
                     })
-                    .and_then(|(_, st)| headline(st))
+                    .and_then(|(_, st)| headline(st, Some(key)))
                     .map_or("-".to_string(), |h| h.1);
                 let _ = write!(t, " {cell:>26}");
             }
@@ -348,6 +453,13 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
     let json = points
         .first()
         .is_some_and(|(_, c, _)| c.mode != crate::engine::output::Mode::Text);
+    // Progress beside a document (JSON, CSV) goes to stderr.
+    let progress_aside = json || a.csv.is_some();
+    let first_key = a
+        .figures
+        .as_ref()
+        .and_then(|k| k.first())
+        .map(String::as_str);
     let total = points.len();
     let started = Instant::now();
     let mut done: Vec<Point> = Vec::new();
@@ -366,10 +478,10 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
                 "[{}/{total}] {}: {}{runs} (ETA {eta:.0} s)\n",
                 i + 1,
                 settings_text(&point),
-                headline(&statistics)
+                headline(&statistics, first_key)
                     .map_or("no figures".to_string(), |h| format!("{} {}", h.0, h.1)),
             );
-            if json {
+            if progress_aside {
                 eprint!("{line}");
             } else {
                 out.write_all(line.as_bytes())?;
@@ -386,14 +498,23 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
             break;
         }
     }
+    let keys = shown_keys(a.figures.as_deref(), &done);
     let plotted: Vec<super::sweep_plot::Cell> = done
         .iter()
-        .filter_map(|p| super::sweep_plot::cell(&p.settings, &p.statistics))
+        .flat_map(|p| super::sweep_plot::cells(&p.settings, &p.statistics, &keys))
         .collect();
-    if json {
+    if let Some(cols) = &a.csv {
+        let points: Vec<super::csv::Point> = done
+            .iter()
+            .map(|p| super::csv::Point::new(p.settings.clone(), &p.runs, &p.statistics))
+            .collect();
+        out.write_all(super::csv::rows(&points, cols).as_bytes())?;
+        out.flush()?;
+    } else if json {
         let doc = SweepDocument {
             netmeter_sweep: SweepInfo {
                 swept: a.swept.clone(),
+                figures: keys.clone(),
                 grid: total,
                 completed: done.len(),
                 ended,
@@ -408,7 +529,7 @@ pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError
             .into_iter()
             .map(|p| (p.settings.into_iter().collect(), p.statistics))
             .collect();
-        out.write_all(table(&a.swept, &cells).as_bytes())?;
+        out.write_all(table(&a.swept, &cells, &keys).as_bytes())?;
     }
     if let Some(path) = &a.plot {
         super::sweep_plot::write(&a.swept, &plotted, path)?;
@@ -582,7 +703,7 @@ mod tests {
                 (p, repeat::statistics(&runs, 0.95))
             })
             .collect();
-        let t = table(&a.swept, &done);
+        let t = table(&a.swept, &done, &["receiver_bits_per_second".to_string()]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[1], "Receiver throughput");
         assert!(
@@ -598,5 +719,90 @@ mod tests {
         assert!(lines[4].contains("3.00 Gbits/sec ±8.3%"), "{t}");
         // The missing fourth point shows as "-".
         assert!(lines[4].trim_end().ends_with('-'), "{t}");
+    }
+
+    #[test]
+    fn a_table_per_figure_and_the_figure_option() {
+        let path = format!(
+            "{}/src/report/testdata/udp.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Report::from_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let a = split_args(&args("-c h -u -b 1M,2M")).unwrap();
+        assert_eq!((a.figures.as_ref(), a.csv.as_ref()), (None, None));
+        let points: Vec<Point> = grid(&a.swept)
+            .into_iter()
+            .map(|p| Point {
+                settings: p.into_iter().collect(),
+                runs: vec![r.clone()],
+                statistics: repeat::statistics(std::slice::from_ref(&r), 0.95),
+            })
+            .collect();
+        // UDP: throughput, loss, jitter and CPU unless --figure says.
+        let keys = shown_keys(None, &points);
+        assert_eq!(
+            keys,
+            [
+                "receiver_bits_per_second",
+                "lost_percent",
+                "jitter_ms",
+                "cpu_local_percent",
+                "cpu_remote_percent"
+            ]
+        );
+        let done: Vec<(Settings, Vec<FigureStats>)> = points
+            .iter()
+            .map(|p| {
+                (
+                    p.settings.clone().into_iter().collect(),
+                    p.statistics.clone(),
+                )
+            })
+            .collect();
+        let t = table(&a.swept, &done, &keys);
+        for label in [
+            "\nReceiver throughput\n",
+            "\nLoss\n",
+            "\nJitter\n",
+            "\nCPU (local)\n",
+        ] {
+            assert!(t.contains(label), "{label}: {t}");
+        }
+        assert!(t.contains("0.002 ms"), "{t}");
+        let a = split_args(&args("-c h -u -b 1M,2M --figure jitter_ms,rtt_p99_ms")).unwrap();
+        let keys = shown_keys(a.figures.as_deref(), &points);
+        assert_eq!(keys, ["jitter_ms", "rtt_p99_ms"]);
+        let t = table(&a.swept, &done, &keys);
+        assert!(t.starts_with("\nJitter\n"), "{t}");
+        assert!(!t.contains("Receiver throughput"), "{t}");
+        assert!(t.ends_with("\nrtt_p99_ms: no point measured it\n"), "{t}");
+        let e = split_args(&args("-c h -P 1,2 --figure=loss")).unwrap_err();
+        assert!(
+            e.starts_with("--figure loss: 'loss' is not a figure"),
+            "{e}"
+        );
+        assert!(
+            split_args(&args("-c h -P 1,2 --figure"))
+                .unwrap_err()
+                .contains("needs a value")
+        );
+    }
+
+    #[test]
+    fn csv_and_fields_are_the_sweeps_own() {
+        let a = split_args(&args("-c h -P 1,2 --csv --fields=point,figure,value -t 1")).unwrap();
+        assert_eq!(
+            a.csv,
+            Some(super::super::csv::Columns::parse("point,figure,value").unwrap())
+        );
+        assert_eq!(a.rest, args("-c h -t 1"));
+        let a = split_args(&args("-c h -P 1,2 --csv")).unwrap();
+        assert_eq!(a.csv, Some(super::super::csv::Columns::default()));
+        let e = split_args(&args("-c h -P 1,2 --fields point")).unwrap_err();
+        assert!(e.contains("use it with --csv"), "{e}");
+        let e = split_args(&args("-c h -P 1,2 --csv -J")).unwrap_err();
+        assert!(e.contains("cannot be used together"), "{e}");
+        let e = split_args(&args("-c h -P 1,2 --csv --fields bytes")).unwrap_err();
+        assert!(e.starts_with("--fields: unknown column 'bytes'"), "{e}");
     }
 }

@@ -1,7 +1,8 @@
-//! The chart of a sweep: its first key figure (the table's) against the first swept
-//! option's values, one line per value of the second, error bars (the confidence
-//! interval of the mean) at repeated points, one chart per combination of any further
-//! swept options. Drawn by `netmeter sweep ... --plot FILE` at the end of the sweep
+//! The charts of a sweep: each figure the table shows (`--figure`, else the test
+//! type's: [`super::figures::default_keys`]) against the first swept option's values,
+//! one line per value of the second, error bars (the confidence interval of the mean)
+//! at repeated points, one chart per figure and combination of any further swept
+//! options. Drawn by `netmeter sweep ... --plot FILE` at the end of the sweep
 //! and by `netmeter plot SWEEP.json -o FILE` from its `-J` document. Pure apart from
 //! [`sweep_charts_of`], which reads files.
 
@@ -12,11 +13,13 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// One grid point's headline figure: what the chart draws.
+/// One figure of one grid point: what a chart draws.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     /// Flag → value, e.g. `{"-P": "2", "-l": "64K"}`.
     pub settings: BTreeMap<String, String>,
+    /// The figure's key (`receiver_bits_per_second`).
+    pub key: String,
     pub label: String,
     /// The figure's unit ("bits/s", "%", "ms", "1/s").
     pub unit: String,
@@ -33,20 +36,27 @@ pub struct Ci {
     pub high: f64,
 }
 
-/// A point's cell from its statistics: the first key figure, as the table shows.
-pub fn cell(settings: &BTreeMap<String, String>, st: &[FigureStats]) -> Option<Cell> {
-    let f = st.first()?;
-    Some(Cell {
-        settings: settings.clone(),
-        label: f.label.clone(),
-        unit: f.unit.to_string(),
-        mean: f.summary.mean,
-        ci: f.ci.as_ref().map(|c| Ci {
-            level: c.level,
-            low: c.low,
-            high: c.high,
-        }),
-    })
+/// A point's cells from its statistics: one per figure of `keys` it has, in their order.
+pub fn cells(
+    settings: &BTreeMap<String, String>,
+    st: &[FigureStats],
+    keys: &[String],
+) -> Vec<Cell> {
+    keys.iter()
+        .filter_map(|k| st.iter().find(|f| &f.key == k))
+        .map(|f| Cell {
+            settings: settings.clone(),
+            key: f.key.clone(),
+            label: f.label.clone(),
+            unit: f.unit.to_string(),
+            mean: f.summary.mean,
+            ci: f.ci.as_ref().map(|c| Ci {
+                level: c.level,
+                low: c.low,
+                high: c.high,
+            }),
+        })
+        .collect()
 }
 
 /// The parts of a sweep's `-J` document the chart needs.
@@ -59,6 +69,10 @@ struct Doc {
 #[derive(Deserialize)]
 struct Info {
     swept: Vec<Swept>,
+    /// The figures the sweep showed (`--figure`, or the test type's); absent in
+    /// documents of older versions, which showed the first figure only.
+    #[serde(default)]
+    figures: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +83,8 @@ struct DocPoint {
 
 #[derive(Deserialize)]
 struct DocStat {
+    #[serde(default)]
+    key: String,
     label: String,
     unit: String,
     mean: f64,
@@ -92,18 +108,34 @@ pub fn read_document(text: &str) -> Result<Option<SweepData>, String> {
     if doc.netmeter_sweep.swept.is_empty() {
         return Err("it is a netmeter sweep document with no swept option".to_string());
     }
+    let mut keys = doc.netmeter_sweep.figures;
+    if keys.is_empty() {
+        let first: Vec<&str> = doc
+            .points
+            .iter()
+            .flat_map(|p| p.statistics.iter().map(|f| f.key.as_str()))
+            .collect();
+        keys = super::figures::default_keys(&first);
+    }
     let cells = doc
         .points
         .into_iter()
-        .filter_map(|p| {
-            let f = p.statistics.into_iter().next()?;
-            Some(Cell {
-                settings: p.settings,
-                label: f.label,
-                unit: f.unit,
-                mean: f.mean,
-                ci: f.ci,
-            })
+        .flat_map(|p| {
+            let settings = p.settings;
+            let mut stats = p.statistics;
+            // In `keys`' order, as the sweep showed them.
+            stats.sort_by_key(|f| keys.iter().position(|k| k == &f.key));
+            stats
+                .into_iter()
+                .filter(|f| keys.contains(&f.key))
+                .map(move |f| Cell {
+                    settings: settings.clone(),
+                    key: f.key,
+                    label: f.label,
+                    unit: f.unit,
+                    mean: f.mean,
+                    ci: f.ci,
+                })
         })
         .collect();
     Ok(Some((doc.netmeter_sweep.swept, cells)))
@@ -131,9 +163,32 @@ fn setting_name(flag: &str, value: &str) -> String {
     }
 }
 
-/// The charts: one per combination of the third and further swept options (one in
-/// all for one or two). Points that did not complete (an interrupted sweep) are gaps.
+/// The figures among `cells`, in order of first appearance: (key, label).
+fn figure_keys(cells: &[Cell]) -> Vec<(&str, &str)> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for c in cells {
+        if !keys.iter().any(|k| k.0 == c.key) {
+            keys.push((&c.key, &c.label));
+        }
+    }
+    keys
+}
+
+/// The charts: for each figure, one per combination of the third and further swept
+/// options (one in all for one or two). Points that did not complete (an interrupted
+/// sweep) are gaps.
 pub fn charts(swept: &[Swept], cells: &[Cell]) -> Vec<Chart> {
+    figure_keys(cells)
+        .into_iter()
+        .flat_map(|(key, _)| {
+            let of_key: Vec<Cell> = cells.iter().filter(|c| c.key == key).cloned().collect();
+            charts_of_one(swept, &of_key)
+        })
+        .collect()
+}
+
+/// The charts of one figure's cells.
+fn charts_of_one(swept: &[Swept], cells: &[Cell]) -> Vec<Chart> {
     let (Some(rows), Some(first)) = (swept.first(), cells.first()) else {
         return Vec::new();
     };
@@ -279,41 +334,65 @@ pub fn html(swept: &[Swept], cells: &[Cell], source: &str) -> Result<String, plo
         "<p class=\"muted\">Made by netmeter {} from {}: {} points.</p>",
         env!("CARGO_PKG_VERSION"),
         esc(source),
-        cells.len()
+        {
+            let mut seen: Vec<&BTreeMap<String, String>> = Vec::new();
+            for c in cells {
+                if !seen.contains(&&c.settings) {
+                    seen.push(&c.settings);
+                }
+            }
+            seen.len()
+        }
     );
-    let label = cells.first().map_or("Result", |c| c.label.as_str());
+    let keys = figure_keys(cells);
     h.push_str(
         "<section id=\"sweep-table\">\n<h2>Points</h2>\n<div class=\"scroll\"><table>\n<tr>",
     );
     for s in swept {
         let _ = write!(h, "<th>{}</th>", esc(&s.flag));
     }
-    let _ = writeln!(
-        h,
-        "<th>{}</th><th>confidence interval</th></tr>",
-        esc(label)
-    );
+    for (_, label) in &keys {
+        let _ = write!(h, "<th>{}</th><th>confidence interval</th>", esc(label));
+    }
+    h.push_str("</tr>\n");
+    // A row per point, in the order the points ran.
+    let mut points: Vec<&BTreeMap<String, String>> = Vec::new();
     for c in cells {
+        if !points.contains(&&c.settings) {
+            points.push(&c.settings);
+        }
+    }
+    for settings in points {
         h.push_str("<tr>");
         for s in swept {
-            let v = c.settings.get(&s.flag).map_or("", String::as_str);
+            let v = settings.get(&s.flag).map_or("", String::as_str);
             let _ = write!(h, "<td>{}</td>", esc(v));
         }
-        let fmt = |v: f64| super::compare::format_value(v, &c.unit);
-        let ci = c.ci.map_or("single run".to_string(), |ci| {
-            format!(
-                "{:.0} %: {} .. {}",
-                ci.level * 100.0,
-                fmt(ci.low),
-                fmt(ci.high)
-            )
-        });
-        let _ = writeln!(
-            h,
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            esc(&fmt(c.mean)),
-            esc(&ci)
-        );
+        for (key, _) in &keys {
+            let Some(c) = cells
+                .iter()
+                .find(|c| &c.settings == settings && c.key == *key)
+            else {
+                h.push_str("<td class=\"num\">-</td><td class=\"num\">-</td>");
+                continue;
+            };
+            let fmt = |v: f64| super::compare::format_value(v, &c.unit);
+            let ci = c.ci.map_or("single run".to_string(), |ci| {
+                format!(
+                    "{:.0} %: {} .. {}",
+                    ci.level * 100.0,
+                    fmt(ci.low),
+                    fmt(ci.high)
+                )
+            });
+            let _ = write!(
+                h,
+                "<td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                esc(&fmt(c.mean)),
+                esc(&ci)
+            );
+        }
+        h.push_str("</tr>\n");
     }
     h.push_str("</table></div>\n</section>\n<section id=\"sweep-plots\">\n<h2>Plots</h2>\n");
     crate::report::html::figures(&mut h, &charts(swept, cells))?;
@@ -405,6 +484,7 @@ mod tests {
                 .iter()
                 .map(|(f, v)| (f.to_string(), v.to_string()))
                 .collect(),
+            key: "receiver_bits_per_second".into(),
             label: "Receiver throughput".into(),
             unit: "bits/s".into(),
             mean,
@@ -588,5 +668,69 @@ mod tests {
         );
         assert!(plot_file("").is_err());
         assert_eq!(plot_file("a.PNG").unwrap(), PathBuf::from("a.PNG"));
+    }
+
+    #[test]
+    fn a_chart_per_figure_and_the_documents_figures() {
+        let sw = [swept("-b", &["1M", "2M"])];
+        let loss = |settings: &[(&str, &str)], v: f64| Cell {
+            key: "lost_percent".into(),
+            label: "Loss".into(),
+            unit: "%".into(),
+            ..at(settings, v, None)
+        };
+        let cells = vec![
+            at(&[("-b", "1M")], 1e6, None),
+            loss(&[("-b", "1M")], 0.5),
+            at(&[("-b", "2M")], 2e6, None),
+            loss(&[("-b", "2M")], 1.5),
+        ];
+        let c = charts(&sw, &cells);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].title, "Receiver throughput by -b");
+        assert_eq!(c[1].title, "Loss by -b");
+        assert_eq!(c[1].y.label, "Loss (%)");
+        assert_eq!(c[1].series[0].points, vec![(1.0, 0.5), (2.0, 1.5)]);
+        let h = html(&sw, &cells, "s.json").unwrap();
+        assert!(h.contains("from s.json: 2 points"), "{h}");
+        assert!(
+            h.contains("<th>Receiver throughput</th><th>confidence interval</th><th>Loss</th>")
+        );
+        assert_eq!(h.matches("<svg").count(), 2);
+        // A document names the figures it showed; an older one gets the test type's.
+        let stat = |key: &str, label: &str, unit: &str, mean: f64| {
+            format!(
+                r#"{{"key": "{key}", "label": "{label}", "unit": "{unit}", "better": "lower",
+                "n": 1, "mean": {mean}, "stdev": 0, "min": {mean}, "max": {mean}, "ci": null}}"#
+            )
+        };
+        let stats = [
+            stat(
+                "receiver_bits_per_second",
+                "Receiver throughput",
+                "bits/s",
+                1e6,
+            ),
+            stat("lost_percent", "Loss", "%", 0.5),
+            stat("jitter_ms", "Jitter", "ms", 0.1),
+        ]
+        .join(",");
+        let doc = |figures: &str| {
+            format!(
+                r#"{{"netmeter_sweep": {{"swept": [{{"flag": "-b", "values": ["1M"]}}]{figures}}},
+                "points": [{{"settings": {{"-b": "1M"}}, "runs": [], "statistics": [{stats}]}}]}}"#
+            )
+        };
+        let (_, cells) = read_document(&doc(r#", "figures": ["jitter_ms"]"#))
+            .unwrap()
+            .unwrap();
+        let keys: Vec<&str> = cells.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys, ["jitter_ms"]);
+        let (_, cells) = read_document(&doc("")).unwrap().unwrap();
+        let keys: Vec<&str> = cells.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["receiver_bits_per_second", "lost_percent", "jitter_ms"]
+        );
     }
 }

@@ -432,7 +432,7 @@ fn end_rows(ctx: &RowCtx, end: &End) -> Vec<Row> {
     rows
 }
 
-fn num(out: &mut String, v: f64) {
+pub(crate) fn num(out: &mut String, v: f64) {
     // Rust's `Display` for floats: shortest round-trip digits, `.` decimal point, never
     // an exponent. A non-finite figure has no honest value: the cell stays empty.
     if v.is_finite() {
@@ -454,7 +454,7 @@ fn us(out: &mut String, stats: Option<LatencyStats>, pick: impl Fn(&LatencyStats
 }
 
 /// A text cell, quoted when it must be (RFC 4180).
-fn text(out: &mut String, s: &str) {
+pub(crate) fn text(out: &mut String, s: &str) {
     if s.contains([',', '"', '\n', '\r']) {
         out.push('"');
         out.push_str(&s.replace('"', "\"\""));

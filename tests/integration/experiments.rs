@@ -415,7 +415,8 @@ fn sweep_stops_on_sigint_and_plots_what_it_has() {
         "netmeter sweep",
         Command::new(netmeter())
             .args(["sweep", "-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-t", "1", "-P", "1,2,4", "--plot"])
+            .args(["-t", "1", "-P", "1,2,4"])
+            .args(["--figure", "receiver_bits_per_second", "--plot"])
             .arg(&svg),
     );
     // Point 1 takes ~1.1 s; SIGINT in the middle of point 2.
@@ -616,6 +617,8 @@ fn sweep_plots_protocols_with_error_bars() {
                 "--repeat-gap",
                 "0",
                 "-J",
+                "--figure",
+                "receiver_bits_per_second",
                 "--plot",
             ])
             .arg(&live),
@@ -692,6 +695,228 @@ fn sweep_plots_protocols_with_error_bars() {
         text(&out).1.contains("is a sweep document: plot it alone"),
         "{:?}",
         text(&out)
+    );
+}
+
+/// Issue 19 item 5: a sweep shows the figures its test type has (UDP: loss and
+/// jitter besides throughput; bounceback: RTT percentiles; both: CPU), as tables and
+/// charts, and `--figure` picks which. The figures' values are not judged here (the
+/// renderers' unit tests do that): what is shown is.
+#[test]
+fn sweep_shows_the_test_types_figures_and_figure_picks() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let dir = Scratch::new("sweep-figures");
+    let svg = dir.0.join("udp.svg");
+    let sweep = |extra: &[&str], plot: Option<&Path>| {
+        let mut cmd = Command::new(netmeter());
+        cmd.args(["sweep", "-c", "127.0.0.1", "-p", &p, "-t", "0.5"])
+            .args(extra);
+        if let Some(f) = plot {
+            cmd.arg("--plot").arg(f);
+        }
+        let out = crate::support::run(&mut cmd, std::time::Duration::from_secs(60));
+        let (o, e) = text(&out);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {o}{e}\nserver:\n{}",
+            log.text()
+        );
+        o
+    };
+    let o = sweep(&["-u", "-b", "5M,10M"], Some(&svg));
+    // The table headings, each alone on its line.
+    const LABELS: [&str; 5] = [
+        "Receiver throughput",
+        "Loss",
+        "Jitter",
+        "CPU (local)",
+        "CPU (remote)",
+    ];
+    let tables: Vec<&str> = o.lines().filter(|l| LABELS.contains(l)).collect();
+    assert_eq!(tables, LABELS, "{o}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    for title in [
+        "Receiver throughput by -b",
+        "Loss by -b",
+        "Jitter by -b",
+        "CPU (local) by -b",
+    ] {
+        assert!(drawn.contains(title), "{title}: no chart");
+    }
+    let o = sweep(&["--bounceback", "-P", "1,2"], None);
+    for want in [
+        "\nTransactions\n",
+        "\nRTT p50\n",
+        "\nRTT p99\n",
+        "\nCPU (local)\n",
+    ] {
+        assert!(o.contains(want), "{want}: {o}");
+    }
+    assert!(!o.contains("Receiver throughput"), "{o}");
+    // --figure: these, in this order, in the table, the progress lines and the chart.
+    let picked = dir.0.join("picked.svg");
+    let o = sweep(
+        &["-u", "-b", "5M,10M", "--figure", "jitter_ms,lost_percent"],
+        Some(&picked),
+    );
+    assert!(
+        o.lines().any(|l| l.starts_with("[1/2] -b 5M: Jitter ")),
+        "{o}"
+    );
+    let shown: Vec<&str> = o.lines().filter(|l| LABELS.contains(l)).collect();
+    assert_eq!(shown, ["Jitter", "Loss"], "{o}");
+    let drawn = std::fs::read_to_string(&picked).unwrap();
+    assert!(drawn.contains("Jitter by -b"), "{drawn}");
+    assert!(!drawn.contains("Receiver throughput"), "{drawn}");
+}
+
+/// Issue 19 item 5: `sweep --csv` writes the sweep as CSV (stable columns, a row per
+/// figure of each run and of each point's summary; progress on stderr), and
+/// `netmeter csv` reads a sweep's and a `--repeat`'s `-J` document into the same rows.
+#[test]
+fn sweep_and_repeat_documents_as_csv() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let p = port.to_string();
+    let dir = Scratch::new("sweep-csv");
+    let run = |args: &[&str]| {
+        let out = crate::support::run(
+            Command::new(netmeter()).args(args),
+            std::time::Duration::from_secs(60),
+        );
+        let (o, e) = text(&out);
+        assert!(
+            out.status.success(),
+            "{args:?}: {o}{e}\nserver:\n{}",
+            log.text()
+        );
+        (o, e)
+    };
+    const HEADER: &str = "kind,point,run,parallel,length,bitrate,window,congestion,protocol,figure,unit,value,n,stdev,min,max,ci_level,ci_low,ci_high";
+    let (o, e) = run(&[
+        "sweep",
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "0.5",
+        "-u",
+        "-b",
+        "5M,10M",
+        "--csv",
+    ]);
+    assert!(e.contains("[2/2] -b 10M: "), "progress on stderr: {e}");
+    let mut lines = o.lines();
+    assert_eq!(lines.next(), Some(HEADER), "{o}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 19), "{o}");
+    let rate = |point: &str, kind: &str| -> f64 {
+        rows.iter()
+            .find(|r| r[0] == kind && r[1] == point && r[9] == "receiver_bits_per_second")
+            .unwrap_or_else(|| panic!("no {kind} row of point {point}: {o}"))[11]
+            .parse()
+            .unwrap()
+    };
+    for (point, bitrate, want) in [("1", "5M", 5e6), ("2", "10M", 10e6)] {
+        // Each point ran at its own rate (what the receiver counted, the run's figure).
+        let got = rate(point, "run");
+        assert!((got - want).abs() < 0.05 * want, "{got} for {want}: {o}");
+        assert_eq!(rate(point, "summary"), got, "one run: the mean is the run");
+        assert!(
+            rows.iter()
+                .filter(|r| r[1] == point)
+                .all(|r| r[5] == bitrate && r[3].is_empty()),
+            "{o}"
+        );
+    }
+    for key in ["lost_percent", "jitter_ms"] {
+        assert!(
+            rows.iter().any(|r| r[0] == "summary" && r[9] == key),
+            "{key}: {o}"
+        );
+    }
+
+    // Saved -J documents of a sweep and of --repeat, through `netmeter csv`.
+    let (doc, _) = run(&[
+        "sweep",
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "0.5",
+        "-P",
+        "1,2",
+        "--repeat",
+        "2",
+        "--repeat-gap",
+        "0",
+        "-J",
+    ]);
+    let sweep_json = dir.0.join("sweep.json");
+    std::fs::write(&sweep_json, &doc).unwrap();
+    let path = sweep_json.to_str().unwrap();
+    let (csv, _) = run(&["csv", path]);
+    assert_eq!(csv.lines().next(), Some(HEADER), "{csv}");
+    let v: Value = serde_json::from_str(&doc).unwrap();
+    let mean = v["points"][1]["statistics"][0]["mean"].as_f64().unwrap();
+    let summary = csv
+        .lines()
+        .find(|l| l.starts_with("summary,2,,2,") && l.contains(",receiver_bits_per_second,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    let cells: Vec<&str> = summary.split(',').collect();
+    assert_eq!(cells[11].parse::<f64>().unwrap(), mean, "{summary}");
+    assert_eq!(cells[12], "2", "two runs: {summary}");
+    assert_eq!(cells[16], "0.95", "{summary}");
+    assert!(csv.lines().any(|l| l.starts_with("run,2,2,2,")), "{csv}");
+    let (picked, _) = run(&["csv", path, "--fields", "point,parallel,figure,value"]);
+    assert!(
+        picked.starts_with("point,parallel,figure,value\n1,1,receiver_bits_per_second,"),
+        "{picked}"
+    );
+    // A test's columns do not fit an experiment's rows: one sentence, exit 1.
+    let out = Command::new(netmeter())
+        .args(["csv", path, "--fields", "bytes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out)
+            .1
+            .contains("--fields: unknown column 'bytes' for a sweep"),
+        "{:?}",
+        text(&out)
+    );
+
+    let (doc, _) = run(&[
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "0.5",
+        "--repeat",
+        "2",
+        "--repeat-gap",
+        "0",
+        "-J",
+    ]);
+    let repeat_json = dir.0.join("repeat.json");
+    std::fs::write(&repeat_json, &doc).unwrap();
+    let (csv, _) = run(&["csv", repeat_json.to_str().unwrap()]);
+    assert_eq!(csv.lines().next(), Some(HEADER), "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("run,1,2,,,,,,,receiver_bits_per_second,bits/s,")),
+        "{csv}"
+    );
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("summary,1,,,,,,,,receiver_bits_per_second,bits/s,")),
+        "{csv}"
     );
 }
 

@@ -667,7 +667,7 @@ fn chromium_renders_a_sweep_page() {
                 "1,2",
             ])
             .args(["-l", "64K,1M", "--repeat", "2", "--repeat-gap", "0", "-J"])
-            .arg("--plot")
+            .args(["--figure", "receiver_bits_per_second", "--plot"])
             .arg(&live),
         Duration::from_secs(60),
         "sweep",
