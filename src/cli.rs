@@ -87,6 +87,12 @@ pub struct Args {
     /// Client: draw the test's charts into FILE (.svg or .png) when it ends.
     #[arg(long = "plot", value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Client: the peak to judge the received throughput against, in bits/s (10G), or
+    /// memcpy (this host's one-thread memory copy rate, for loopback); the end says
+    /// "N% of" it, and -J's end.netmeter.efficiency holds it. Default: the interface's
+    /// link speed where the kernel knows it.
+    #[arg(long = "line-rate", value_name = "RATE|memcpy")]
+    pub line_rate: Option<String>,
     /// More detail: CPU utilisation, congestion control, test settings.
     #[arg(short = 'V', long = "verbose")]
     pub verbose: bool,
@@ -461,6 +467,8 @@ pub enum Command {
     Doctor {
         target: Option<String>,
         json: bool,
+        /// `--line-rate RATE`: bits/s.
+        line_rate: Option<u64>,
     },
     /// `netmeter csv RESULT`: a saved result as CSV, to `output` or stdout.
     Csv {
@@ -1304,6 +1312,7 @@ impl Args {
             (self.length.is_some(), "-l"),
             (self.window.is_some(), "-w"),
             (self.title.is_some(), "-T"),
+            (self.line_rate.is_some(), "--line-rate"),
             (self.get_server_output, "--get-server-output"),
             (self.connect_only, "--connect-only"),
             (self.burst_size.is_some(), "--burst-size"),
@@ -1647,6 +1656,12 @@ impl Args {
             auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
             psk: self.auth.psk()?,
             side: self.side_opts()?,
+            line_rate: self
+                .line_rate
+                .as_deref()
+                .map(crate::host::facts::LineRate::parse)
+                .transpose()
+                .map_err(usage)?,
         })
     }
 }

@@ -111,9 +111,13 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             columns,
             output,
         } => csv_file(&input, &columns, output.as_deref()),
-        Command::Doctor { target, json } => {
-            let d =
-                netmeter::host::doctor::collect(target.as_deref()).map_err(anyhow::Error::msg)?;
+        Command::Doctor {
+            target,
+            json,
+            line_rate,
+        } => {
+            let d = netmeter::host::doctor::collect(target.as_deref(), line_rate)
+                .map_err(anyhow::Error::msg)?;
             let text = if json {
                 let mut j = serde_json::to_string_pretty(&d)?;
                 j.push('\n');

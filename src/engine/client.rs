@@ -65,6 +65,9 @@ pub struct ClientConfig {
     pub psk: Option<crate::auth::psk::Psk>,
     /// This side's own options (`test_common::SideOpts`).
     pub side: test_common::SideOpts,
+    /// `--line-rate RATE|memcpy`: the peak the end summary's efficiency is judged
+    /// against (the memory copy rate is measured before the test when not yet known).
+    pub line_rate: Option<crate::host::facts::LineRate>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -241,6 +244,17 @@ pub fn run_keeping_report(
     let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
+    // `--line-rate memcpy`: measured now, before any socket is open (~100 ms of one CPU).
+    let measured;
+    let cfg = match cfg.line_rate {
+        Some(l @ crate::host::facts::LineRate::MemoryCopy(None)) => {
+            let mut c = cfg.clone();
+            c.line_rate = Some(crate::host::probe::measure_line_rate(l));
+            measured = c;
+            &measured
+        }
+        _ => cfg,
+    };
     let result = run_inner(cfg, &mut out);
     // An interrupted test recorded its error before its partial summary (iperf3's
     // order in --json-stream: the error event, then the end event).
@@ -530,7 +544,12 @@ impl Talk<'_> {
     /// The test as negotiated, without streams (a server that skipped `CREATE_STREAMS`).
     fn unattached(&self) -> Result<TestRun, TestError> {
         let spec = self.asked.negotiated(self.machine.negotiated());
-        TestRun::new(spec, self.side())
+        Ok(TestRun::new(spec, self.side())?.with_peak(self.peak()))
+    }
+
+    /// `--line-rate`'s peak, measured already if it is the memory copy rate.
+    fn peak(&self) -> Option<crate::host::facts::Peak> {
+        self.cfg.line_rate.and_then(|l| l.peak())
     }
 
     fn side(&self) -> Side {
@@ -551,7 +570,8 @@ impl Talk<'_> {
         }
         self.warnings.extend(negotiated.client_warnings(&cfg.host));
         let mut run = TestRun::new(self.asked.negotiated(negotiated), self.side())?
-            .with_file(cfg.side.file.clone());
+            .with_file(cfg.side.file.clone())
+            .with_peak(self.peak());
         for w in &self.warnings {
             out.warning(w);
         }

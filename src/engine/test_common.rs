@@ -270,6 +270,7 @@ pub fn end_inputs<'a>(
         clock: start.netmeter.clock.map(|c| (c, super::clock::CLOCK_NAME)),
         connect_only_answered: None,
         host: None,
+        peak: None,
         threads: Vec::new(),
         disk_file: None,
     }

@@ -63,6 +63,8 @@ pub struct TestRun {
     /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end, a receiver
     /// writes what arrives into it.
     file: Option<std::path::PathBuf>,
+    /// The client's `--line-rate`: the peak the end summary's efficiency is judged against.
+    peak: Option<crate::host::facts::Peak>,
 }
 
 /// Whether `side` sends anything built from the payload: a bulk or profiled stream it
@@ -102,7 +104,14 @@ impl TestRun {
             payload,
             zerocopy,
             file: None,
+            peak: None,
         })
+    }
+
+    /// `--line-rate`: the end summary's efficiency against this peak.
+    pub fn with_peak(mut self, peak: Option<crate::host::facts::Peak>) -> TestRun {
+        self.peak = peak;
+        self
     }
 
     /// `-F FILE`: this side's streams send from or write to the file (TCP only).
@@ -219,6 +228,7 @@ impl TestRun {
             mut live,
             workers,
             file,
+            peak,
             ..
         } = self;
         let t0 = launch.t0;
@@ -264,6 +274,7 @@ impl TestRun {
             cpu_start: launch.cpu_start,
             origin: launch.origin,
             file,
+            peak,
         })
     }
 }
@@ -319,6 +330,8 @@ pub struct Running {
     /// `-F`: the senders end the test at the end of their file; the end summary says
     /// how much of it went over each stream.
     file: Option<std::path::PathBuf>,
+    /// `--line-rate`'s peak (client).
+    peak: Option<crate::host::facts::Peak>,
 }
 
 impl Running {
@@ -471,6 +484,7 @@ impl Running {
             .and_then(|c| c.local_host.parse().ok())
             .map(crate::host::probe::for_local_address);
         inputs.threads = fig.threads.clone();
+        inputs.peak = self.peak;
         // As iperf3 (fstat of the open file): the size when the test ended.
         inputs.disk_file = self.file.as_ref().and_then(|p| {
             let size = std::fs::metadata(p).ok()?.len();

@@ -260,6 +260,10 @@ pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Repo
 /// ends the current run and the series; what completed is reported. A failed run ends
 /// the series too: what completed is reported, then the error is returned.
 pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> {
+    // `--line-rate memcpy`: measured once, so every run is judged against one peak.
+    let mut measured = cfg.clone();
+    measured.line_rate = cfg.line_rate.map(crate::host::probe::measure_line_rate);
+    let cfg = &measured;
     let say = |s: &str| {
         if let Ok(mut w) = sink.lock() {
             let _ = w.write_all(s.as_bytes());

@@ -448,8 +448,15 @@ fn figure_table(
 /// signal ends the sweep with what completed; a failed test ends it too, reporting
 /// what completed, then returning the error.
 pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError> {
-    let points = resolve(a).map_err(SweepError::Usage)?;
+    let mut points = resolve(a).map_err(SweepError::Usage)?;
     check_congestion(&points).map_err(SweepError::Usage)?;
+    // `--line-rate memcpy`: measured once, so every point is judged against one peak.
+    if let Some(l) = points.first().and_then(|p| p.1.line_rate) {
+        let l = crate::host::probe::measure_line_rate(l);
+        for p in &mut points {
+            p.1.line_rate = Some(l);
+        }
+    }
     let json = points
         .first()
         .is_some_and(|(_, c, _)| c.mode != crate::engine::output::Mode::Text);

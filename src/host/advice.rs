@@ -24,7 +24,7 @@ fn size(b: u64) -> String {
 /// The warnings `netmeter doctor` prints for `h`.
 pub fn warnings(h: &HostInfo) -> Vec<String> {
     let mut w = Vec::new();
-    let rate = h.interface.as_ref().and_then(|i| i.line_rate_bps);
+    let rate = h.line_rate_bps();
     let target = buffer_target(rate);
     for (name, v, what) in [
         (
@@ -136,6 +136,7 @@ mod tests {
             cpus: 8,
             governor: Some("performance".into()),
             memory_copy_bytes_per_second: Some(10e9),
+            given_line_rate_bps: None,
         }
     }
 

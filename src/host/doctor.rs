@@ -2,7 +2,7 @@
 //! rendered here from the same [`Doctor`] value; [`collect`] reads them.
 
 use super::advice;
-use super::facts::{HostInfo, Interface, interface_line, size};
+use super::facts::{HostInfo, Interface, interface_line, line_rate_text, size};
 use super::probe;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -31,12 +31,14 @@ pub struct Doctor {
 }
 
 /// How long the memory copy measurement runs.
-pub const MEMORY_COPY_BUDGET: Duration = Duration::from_millis(100);
+pub const MEMORY_COPY_BUDGET: Duration = probe::MEMORY_COPY_BUDGET;
 
 /// Read this host's facts; with `target`, find the interface that reaches it (the
-/// kernel's route for its address; no packet is sent).
-pub fn collect(target: Option<&str>) -> Result<Doctor, String> {
+/// kernel's route for its address; no packet is sent). `line_rate` (bits/s,
+/// `--line-rate`) stands for the interface's link speed in the advice.
+pub fn collect(target: Option<&str>, line_rate: Option<u64>) -> Result<Doctor, String> {
     let mut host = probe::system();
+    host.given_line_rate_bps = line_rate;
     let destination = match target {
         Some(t) => {
             let (remote, local) = probe::route_to(t)?;
@@ -139,13 +141,28 @@ pub fn text(d: &Doctor) -> String {
         h.cpus,
         h.governor.clone().unwrap_or_else(unknown)
     );
-    if let Some(c) = h.memory_copy_bytes_per_second {
+    if let Some(r) = h.given_line_rate_bps {
         let _ = writeln!(
+            t,
+            "Line rate:      {} (given with --line-rate)",
+            line_rate_text(&Interface {
+                line_rate_bps: Some(r),
+                ..Interface::default()
+            })
+        );
+    }
+    if let Some(c) = h.memory_copy_bytes_per_second {
+        let _ = write!(
             t,
             "Memory copy:    {:.1} GBytes/s ({:.1} Gbit/s) on one thread",
             c / 1e9,
             c * 8.0 / 1e9
         );
+        // Against the peak a test could reach: a stream copies each byte once per side.
+        if let Some(r) = h.line_rate_bps().filter(|&r| r > 0) {
+            let _ = write!(t, ", {:.1} times the line rate", c * 8.0 / r as f64);
+        }
+        t.push('\n');
     }
     if d.warnings.is_empty() {
         let _ = writeln!(t, "No warnings.");
@@ -159,7 +176,6 @@ pub fn text(d: &Doctor) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::facts::line_rate_text;
 
     fn doc() -> Doctor {
         let eth = Interface {
@@ -185,6 +201,7 @@ mod tests {
                 cpus: 4,
                 governor: None,
                 memory_copy_bytes_per_second: Some(12.5e9),
+                given_line_rate_bps: None,
             },
             interfaces: vec![eth],
             destination: Some(Destination {
@@ -209,8 +226,34 @@ mod tests {
              UDP memory:     net.ipv4.udp_mem 188760 251683 377520 pages (max 1.44 GBytes)\n\
              Congestion:     net.ipv4.tcp_congestion_control cubic\n\
              CPUs:           4, frequency governor unknown\n\
-             Memory copy:    12.5 GBytes/s (100.0 Gbit/s) on one thread\n\
+             Memory copy:    12.5 GBytes/s (100.0 Gbit/s) on one thread, 4.0 times the line rate\n\
              warning: net.core.rmem_max is small\n"
+        );
+    }
+
+    #[test]
+    fn a_given_line_rate_is_shown_and_judges_the_copy_rate() {
+        let mut d = doc();
+        d.host.interface.as_mut().unwrap().line_rate_bps = None;
+        let t = text(&d);
+        assert!(
+            t.contains("Memory copy:    12.5 GBytes/s (100.0 Gbit/s) on one thread\n"),
+            "no rate, no ratio: {t}"
+        );
+        d.host.given_line_rate_bps = Some(40_000_000_000);
+        let t = text(&d);
+        assert!(
+            t.contains("Line rate:      40 Gbit/s (given with --line-rate)\nMemory copy:    12.5 GBytes/s (100.0 Gbit/s) on one thread, 2.5 times the line rate\n"),
+            "{t}"
+        );
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["host"]["given_line_rate_bps"], 40_000_000_000u64);
+        // The advice sizes buffers for the given rate: 20 ms of 40 Gbit/s is 100 MB.
+        let w = crate::host::advice::warnings(&d.host);
+        assert!(
+            w.iter()
+                .any(|w| w.contains("sudo sysctl -w net.core.rmem_max=134217728")),
+            "{w:?}"
         );
     }
 

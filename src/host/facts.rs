@@ -59,6 +59,18 @@ pub struct HostInfo {
     /// ~100 ms of a CPU, which a test's report does not spend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_copy_bytes_per_second: Option<f64>,
+    /// `netmeter doctor --line-rate RATE`: the line rate the advice uses instead of the
+    /// interface's (bits/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub given_line_rate_bps: Option<u64>,
+}
+
+impl HostInfo {
+    /// The line rate the rules use: the given one, else the interface's.
+    pub fn line_rate_bps(&self) -> Option<u64> {
+        self.given_line_rate_bps
+            .or_else(|| self.interface.as_ref().and_then(|i| i.line_rate_bps))
+    }
 }
 
 /// One stream thread's use of a CPU over its life (this side's streams).
@@ -78,12 +90,79 @@ pub struct ThreadCpu {
     pub wait_percent: Option<f64>,
 }
 
-/// Receiver throughput against the line rate of this side's interface.
+/// Where the peak a test is judged against comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakSource {
+    /// The link speed of this side's interface.
+    #[default]
+    Interface,
+    /// `--line-rate RATE`.
+    Given,
+    /// `--line-rate memcpy`: this host's one-thread memory copy rate.
+    MemoryCopy,
+}
+
+/// A throughput ceiling to judge a test's receiver throughput against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peak {
+    pub bits_per_second: u64,
+    pub source: PeakSource,
+}
+
+/// `--line-rate RATE|memcpy`: the peak a user gives, for links whose speed the host
+/// cannot tell (virtual devices, loopback, a path slower than the NIC).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LineRate {
+    /// A rate in bits/s.
+    Given(u64),
+    /// This host's one-thread memory copy rate, in bits/s once measured
+    /// (`host::probe::measure_line_rate`, before the test).
+    MemoryCopy(Option<f64>),
+}
+
+impl LineRate {
+    /// `10G`, `25000M` (bits/s, 1000-based, as `-b`), or `memcpy`; one sentence naming
+    /// the option and the value otherwise.
+    pub fn parse(s: &str) -> Result<LineRate, String> {
+        if s.eq_ignore_ascii_case("memcpy") {
+            return Ok(LineRate::MemoryCopy(None));
+        }
+        match crate::units::parse_rate(s) {
+            Ok(r) if r > 0 => Ok(LineRate::Given(r)),
+            _ => Err(format!(
+                "--line-rate takes a rate in bits/s such as 10G, or memcpy (this host's memory copy rate), not '{s}'"
+            )),
+        }
+    }
+
+    /// The peak, once known (`None`: the memory copy rate is still to be measured).
+    pub fn peak(self) -> Option<Peak> {
+        match self {
+            LineRate::Given(r) => Some(Peak {
+                bits_per_second: r,
+                source: PeakSource::Given,
+            }),
+            LineRate::MemoryCopy(m) => m.filter(|m| m.is_finite() && *m >= 1.0).map(|m| Peak {
+                bits_per_second: m as u64,
+                source: PeakSource::MemoryCopy,
+            }),
+        }
+    }
+}
+
+/// Receiver throughput against a peak: the line rate of this side's interface, or the
+/// one `--line-rate` gave.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(default)]
 pub struct Efficiency {
+    /// This side's interface (empty when not found).
     pub interface: String,
+    /// The peak, bits/s.
     pub line_rate_bps: u64,
+    /// Where the peak comes from: `interface`, `given` (`--line-rate RATE`),
+    /// `memory_copy` (`--line-rate memcpy`).
+    pub peak: PeakSource,
     /// The receiver's figure of the test's direction (`end.sum_received`).
     pub bits_per_second: f64,
     pub percent: f64,
@@ -307,6 +386,54 @@ mod tests {
         assert_eq!(interface_of(list, mapped), Some("lo"));
         assert_eq!(interface_of(list, IpAddr::from([0, 0, 0, 0])), None);
         assert_eq!(interface_of(list, IpAddr::from([192, 0, 2, 1])), None);
+    }
+
+    #[test]
+    fn line_rates_a_user_gives() {
+        assert_eq!(LineRate::parse("10G"), Ok(LineRate::Given(10_000_000_000)));
+        assert_eq!(LineRate::parse("2500M"), Ok(LineRate::Given(2_500_000_000)));
+        assert_eq!(LineRate::parse("MemCpy"), Ok(LineRate::MemoryCopy(None)));
+        for bad in ["0", "fast", "-1G", ""] {
+            let e = LineRate::parse(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "--line-rate takes a rate in bits/s such as 10G, or memcpy (this host's memory copy rate), not '{bad}'"
+                )
+            );
+        }
+        assert_eq!(
+            LineRate::Given(1_000).peak(),
+            Some(Peak {
+                bits_per_second: 1_000,
+                source: PeakSource::Given
+            })
+        );
+        assert_eq!(LineRate::MemoryCopy(None).peak(), None, "not measured yet");
+        assert_eq!(
+            LineRate::MemoryCopy(Some(8e10))
+                .peak()
+                .map(|p| (p.bits_per_second, p.source)),
+            Some((80_000_000_000, PeakSource::MemoryCopy))
+        );
+        assert_eq!(LineRate::MemoryCopy(Some(f64::NAN)).peak(), None);
+        let h = HostInfo {
+            interface: Some(Interface {
+                line_rate_bps: Some(1_000_000_000),
+                ..Interface::default()
+            }),
+            ..HostInfo::default()
+        };
+        assert_eq!(h.line_rate_bps(), Some(1_000_000_000));
+        let given = HostInfo {
+            given_line_rate_bps: Some(400_000_000),
+            ..h
+        };
+        assert_eq!(
+            given.line_rate_bps(),
+            Some(400_000_000),
+            "the given one wins"
+        );
     }
 
     #[test]

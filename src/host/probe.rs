@@ -35,6 +35,7 @@ pub fn system() -> HostInfo {
         cpus,
         governor: governors_under(Path::new("/sys/devices/system/cpu")),
         memory_copy_bytes_per_second: None,
+        given_line_rate_bps: None,
     }
 }
 
@@ -135,6 +136,20 @@ pub fn route_to(host: &str) -> Result<(IpAddr, IpAddr), String> {
         .local_addr()
         .map_err(|e| format!("cannot read the local address: {e}"))?;
     Ok((remote.ip(), local.ip()))
+}
+
+/// How long the memory copy measurement runs (`netmeter doctor`, `--line-rate memcpy`).
+pub const MEMORY_COPY_BUDGET: Duration = Duration::from_millis(100);
+
+/// `--line-rate memcpy` with the memory copy rate measured (bits/s); any other line
+/// rate as it is.
+pub fn measure_line_rate(l: facts::LineRate) -> facts::LineRate {
+    match l {
+        facts::LineRate::MemoryCopy(None) => {
+            facts::LineRate::MemoryCopy(Some(memory_copy_rate(MEMORY_COPY_BUDGET) * 8.0))
+        }
+        other => other,
+    }
 }
 
 /// Bytes one thread copies per second between two 32 MiB buffers (larger than most

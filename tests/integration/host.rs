@@ -122,6 +122,111 @@ fn doctor_text_and_bad_input() {
     );
 }
 
+/// Issue 19 item 6: `--line-rate` gives the peak a run is judged against where the
+/// interface has no known speed (loopback): the text's efficiency line and the JSON's
+/// `end.netmeter.efficiency` say what share of it the receiver got; `memcpy` uses this
+/// host's measured memory copy rate; a sweep shows the share as a figure; `doctor`
+/// uses the rate for its advice. The share is checked against the document's own
+/// receiver figure, not a stopwatch.
+#[test]
+fn line_rate_gives_the_peak_on_loopback() {
+    let port = crate::support::free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let doc = client_json(
+        port,
+        &["-u", "-b", "20M", "-t", "0.5", "--line-rate", "100M"],
+    );
+    let e = &doc["end"]["netmeter"]["efficiency"];
+    assert_eq!(e["peak"], "given", "{e}");
+    assert_eq!(e["interface"], "lo", "{e}");
+    assert_eq!(e["line_rate_bps"], 100_000_000u64, "{e}");
+    let rx = doc["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(e["bits_per_second"].as_f64().unwrap(), rx, "{e}");
+    let pct = e["percent"].as_f64().unwrap();
+    assert!((pct - rx / 1e6).abs() < 1e-9, "{pct} for {rx}");
+    // About 20 % of the peak: what was sent was 20M.
+    assert!((15.0..=25.0).contains(&pct), "{pct}");
+
+    let out = crate::support::client(
+        port,
+        &["-u", "-b", "20M", "-t", "0.5", "--line-rate", "100M"],
+    );
+    assert!(
+        out.status.success(),
+        "{}\nserver: {}",
+        show(&out),
+        log.text()
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Efficiency: "))
+        .unwrap_or_else(|| panic!("no efficiency line: {text}"));
+    assert!(
+        line.ends_with("% of the 100 Mbit/s line rate given with --line-rate"),
+        "{line}"
+    );
+
+    let doc = client_json(port, &["-t", "0.5", "--line-rate", "memcpy"]);
+    let e = &doc["end"]["netmeter"]["efficiency"];
+    assert_eq!(e["peak"], "memory_copy", "{e}");
+    let copy = e["line_rate_bps"].as_f64().unwrap();
+    assert!(copy > 1e8, "a memory copy rate of {copy} bit/s: {e}");
+    let rx = doc["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (e["percent"].as_f64().unwrap() - rx / copy * 100.0).abs() < 1e-9,
+        "{e}"
+    );
+
+    // A sweep shows the share of the peak as a figure of its own.
+    let out = run(
+        Command::new(netmeter())
+            .args(["sweep", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", "0.5", "-u", "-b", "10M,20M", "--line-rate", "100M"])
+            .args(["--figure", "percent_of_peak"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\nShare of the peak\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[2/2] -b 20M: Share of the peak ")),
+        "{text}"
+    );
+
+    // Without it, loopback has no peak (a virtual device's speed means nothing).
+    let doc = client_json(port, &["-t", "0.5"]);
+    assert!(doc["end"]["netmeter"].get("efficiency").is_none());
+    // A value that is not a rate: one sentence naming the option, exit 1.
+    let out = crate::support::client(port, &["-t", "0.5", "--line-rate", "fast"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--line-rate takes a rate in bits/s such as 10G, or memcpy")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+
+    // doctor: the given rate is shown and judged against.
+    let out = doctor(&["--line-rate", "40G"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Line rate:      40 Gbit/s (given with --line-rate)\n"),
+        "{text}"
+    );
+    assert!(text.contains(" times the line rate\n"), "{text}");
+    let out = doctor(&["--json", "-c", "127.0.0.1", "--line-rate", "40G"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let d = json_of(&out, "doctor");
+    assert_eq!(d["host"]["given_line_rate_bps"], 40_000_000_000u64, "{d}");
+}
+
 /// One thread's entry in `end.netmeter.stream_threads`: CPU + run-queue wait percent.
 fn busy_percent(doc: &Value) -> f64 {
     let t = &doc["end"]["netmeter"]["stream_threads"];

@@ -9,7 +9,7 @@
 use super::connect;
 use super::{LocalFinal, bounceback_end, trip_times_end, working_load_end};
 use crate::clocksync::ClockEstimate;
-use crate::host::facts::{self, Efficiency, HostInfo, ThreadCpu};
+use crate::host::facts::{self, Efficiency, HostInfo, Peak, PeakSource, ThreadCpu};
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
@@ -48,6 +48,9 @@ pub struct EndInputs<'a> {
     pub connect_only_answered: Option<ConnectOnlyAnswered>,
     /// This side's host facts (`end.netmeter.host`), if read.
     pub host: Option<HostInfo>,
+    /// The client's `--line-rate`: the peak efficiency is judged against instead of the
+    /// interface's line rate.
+    pub peak: Option<Peak>,
     /// This side's stream threads' CPU use.
     pub threads: Vec<ThreadCpu>,
     /// `-F FILE` on this side: the name as given and the file's size at the end.
@@ -99,6 +102,7 @@ pub fn end(i: &EndInputs) -> End {
     let mut netmeter = extensions(i);
     netmeter.efficiency = efficiency(
         i.host.as_ref(),
+        i.peak,
         sum_received.as_ref().or(sum.as_ref()),
         sum_received_rev.as_ref().or(sum_rev.as_ref()),
     );
@@ -128,20 +132,25 @@ pub fn end(i: &EndInputs) -> End {
     }
 }
 
-/// Receiver throughput as a share of this side's line rate, when the line rate is known;
-/// `reverse`: `--bidir`'s other direction.
+/// Receiver throughput as a share of the peak: the one `--line-rate` gave, else this
+/// side's line rate when it is known; `reverse`: `--bidir`'s other direction.
 fn efficiency(
     host: Option<&HostInfo>,
+    peak: Option<Peak>,
     fwd: Option<&EndSum>,
     reverse: Option<&EndSum>,
 ) -> Option<Efficiency> {
-    let iface = host?.interface.as_ref()?;
-    let rate = iface.line_rate_bps?;
+    let iface = host.and_then(|h| h.interface.as_ref());
+    let (rate, source) = match peak {
+        Some(p) => (p.bits_per_second, p.source),
+        None => (iface?.line_rate_bps?, PeakSource::Interface),
+    };
     let bps = fwd?.bits_per_second;
     let rev = reverse.map(|s| s.bits_per_second);
     Some(Efficiency {
-        interface: iface.name.clone(),
+        interface: iface.map_or(String::new(), |i| i.name.clone()),
         line_rate_bps: rate,
+        peak: source,
         bits_per_second: bps,
         percent: facts::efficiency_percent(bps, Some(rate))?,
         reverse_bits_per_second: rev,
@@ -592,6 +601,7 @@ mod tests {
             clock: None,
             connect_only_answered: None,
             host: None,
+            peak: None,
             threads: Vec::new(),
             disk_file: None,
         }
@@ -630,6 +640,43 @@ mod tests {
         let e = end(&i);
         assert!(e.netmeter.efficiency.is_none());
         assert!(e.netmeter.host.is_some());
+    }
+
+    #[test]
+    fn a_given_peak_replaces_or_stands_in_for_the_line_rate() {
+        let spec = TestSpec::default();
+        let locals = [local(1, true, true, 12_000)];
+        let peer = peer_of(&locals);
+        let mut i = inputs(&spec, &locals, &peer);
+        let rx = end(&i).sum_received.unwrap().bits_per_second;
+        // A virtual device (no line rate), as loopback: --line-rate 20 kbit/s.
+        i.host = Some(eth0(None));
+        i.peak = Some(Peak {
+            bits_per_second: 20_000,
+            source: PeakSource::Given,
+        });
+        let e = end(&i);
+        let x = e.netmeter.efficiency.as_ref().unwrap();
+        assert_eq!((x.interface.as_str(), x.line_rate_bps), ("eth0", 20_000));
+        assert_eq!(x.peak, PeakSource::Given);
+        assert!((x.percent - rx / 200.0).abs() < 1e-9, "{}", x.percent);
+        // It wins over a known line rate; no host facts at all are no obstacle.
+        i.host = Some(eth0(Some(10_000)));
+        i.peak = Some(Peak {
+            bits_per_second: 40_000,
+            source: PeakSource::MemoryCopy,
+        });
+        let x = end(&i).netmeter.efficiency.unwrap();
+        assert_eq!((x.line_rate_bps, x.peak), (40_000, PeakSource::MemoryCopy));
+        i.host = None;
+        let x = end(&i).netmeter.efficiency.unwrap();
+        assert_eq!(x.interface, "");
+        assert!((x.percent - rx / 400.0).abs() < 1e-9, "{}", x.percent);
+        // Without a peak the interface's line rate is it.
+        i.host = Some(eth0(Some(10_000)));
+        i.peak = None;
+        let x = end(&i).netmeter.efficiency.unwrap();
+        assert_eq!((x.line_rate_bps, x.peak), (10_000, PeakSource::Interface));
     }
 
     #[test]

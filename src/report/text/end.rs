@@ -362,12 +362,20 @@ pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> St
             ..Default::default()
         };
         let line = crate::host::facts::line_rate_text(&line);
+        use crate::host::facts::PeakSource;
+        let of = match e.peak {
+            PeakSource::Interface => format!("{}'s {line} line rate", e.interface),
+            PeakSource::Given => format!("the {line} line rate given with --line-rate"),
+            PeakSource::MemoryCopy => format!(
+                "this host's memory copy rate ({} on one thread, --line-rate memcpy)",
+                rate(e.line_rate_bps as f64)
+            ),
+        };
         let _ = write!(
             t,
-            "Efficiency: {} received = {:.1}% of {}'s {line} line rate",
+            "Efficiency: {} received = {:.1}% of {of}",
             rate(e.bits_per_second),
             e.percent,
-            e.interface
         );
         if let (Some(b), Some(p)) = (e.reverse_bits_per_second, e.reverse_percent) {
             let _ = write!(t, "; reverse {} = {p:.1}%", rate(b));
@@ -821,6 +829,21 @@ mod tests {
         };
         let eff = "Efficiency: 941 Mbits/sec received = 94.1% of eth0's 1 Gbit/s line rate\n";
         assert_eq!(host_summary(&x, false, Format::Auto), eff);
+        // A peak the user gave, or this host's memory copy rate.
+        use crate::host::facts::PeakSource;
+        let mut given = x.clone();
+        let e = given.efficiency.as_mut().unwrap();
+        (e.peak, e.line_rate_bps, e.percent) = (PeakSource::Given, 2_500_000_000, 37.64);
+        assert_eq!(
+            host_summary(&given, false, Format::Auto),
+            "Efficiency: 941 Mbits/sec received = 37.6% of the 2.5 Gbit/s line rate given with --line-rate\n"
+        );
+        let e = given.efficiency.as_mut().unwrap();
+        (e.peak, e.line_rate_bps, e.percent) = (PeakSource::MemoryCopy, 80_000_000_000, 1.18);
+        assert_eq!(
+            host_summary(&given, false, Format::Auto),
+            "Efficiency: 941 Mbits/sec received = 1.2% of this host's memory copy rate (80.0 Gbits/sec on one thread, --line-rate memcpy)\n"
+        );
         assert_eq!(
             host_summary(&x, true, Format::Auto),
             format!(
