@@ -941,7 +941,7 @@ impl Args {
             }
             if cfg.mode == Mode::JsonStream || csv.is_some() || self.plot.is_some() {
                 return Err(usage(
-                    "--repeat prints text or one -J document, not --json-stream, --csv or --plot",
+                    "--repeat prints text or one -J document, not --json-stream, --csv or --plot (for CSV: netmeter csv REPEAT.json)",
                 ));
             }
             let plan = crate::experiment::repeat::Plan::from_flags(

@@ -918,6 +918,18 @@ fn sweep_and_repeat_documents_as_csv() {
             .any(|l| l.starts_with("summary,1,,,,,,,,receiver_bits_per_second,bits/s,")),
         "{csv}"
     );
+
+    // --repeat --csv is refused, pointing to the way that works.
+    let out = Command::new(netmeter())
+        .args(["-c", "127.0.0.1", "-p", &p, "--repeat", "2", "--csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("(for CSV: netmeter csv REPEAT.json)"),
+        "{:?}",
+        text(&out)
+    );
 }
 
 /// Issue 13's truth on a netns link: UDP overdriving a tbf-shaped link (200M offered,
