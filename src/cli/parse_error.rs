@@ -1,0 +1,125 @@
+//! clap's parse errors of the flat command line, reworded as one sentence that names
+//! the option and the value: a value that does not parse, an option that does not
+//! exist (with clap's suggestion only when it is close), a stray word (`-s 10.0.0.1`,
+//! which iperf3 ignores: here it points to `-B`). Help, `--version` and the errors that
+//! already name both (a missing value) keep clap's own text.
+
+use super::{ArgsError, usage};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use std::ffi::OsString;
+
+/// One sentence for `e`, an error of parsing `argv` (the whole command line), or
+/// clap's own message.
+pub(super) fn reword(e: clap::Error, argv: &[OsString]) -> ArgsError {
+    let text = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    let sentence = match e.kind() {
+        ErrorKind::ValueValidation => {
+            let why = std::error::Error::source(&e).map(ToString::to_string);
+            match (
+                why,
+                text(ContextKind::InvalidArg),
+                text(ContextKind::InvalidValue),
+            ) {
+                // netmeter's own parsers name the flag first.
+                (Some(why), _, _) if why.starts_with('-') => why,
+                (Some(why), Some(arg), Some(value)) => {
+                    format!("{}: '{value}' is not valid ({why})", flag_of(&arg))
+                }
+                _ => return ArgsError::Clap(e),
+            }
+        }
+        ErrorKind::UnknownArgument => match text(ContextKind::InvalidArg) {
+            Some(arg) => unknown(&arg, text(ContextKind::SuggestedArg).as_deref(), argv),
+            None => return ArgsError::Clap(e),
+        },
+        _ => return ArgsError::Clap(e),
+    };
+    ArgsError::Usage(usage(sentence))
+}
+
+/// `--time <SEC>` → `--time`.
+fn flag_of(arg: &str) -> &str {
+    arg.split([' ', '=']).next().unwrap_or(arg)
+}
+
+/// An argument clap did not expect: an option that does not exist, or a word where
+/// none belongs.
+fn unknown(arg: &str, suggested: Option<&str>, argv: &[OsString]) -> String {
+    if arg.starts_with('-') {
+        return match suggested.map(flag_of).filter(|s| close(arg, s)) {
+            Some(s) => format!("unknown option '{arg}'; did you mean '{s}'?"),
+            None => format!("unknown option '{arg}'; netmeter --help lists the options"),
+        };
+    }
+    if super::help::SUBCOMMANDS
+        .iter()
+        .any(|(name, _)| *name == arg)
+    {
+        return format!("'{arg}' is a subcommand: give it first, as in netmeter {arg} --help");
+    }
+    let server = argv.iter().skip(1).any(|a| a == "-s" || a == "--server");
+    if server {
+        // iperf3 ignores the word and listens on every address; netmeter does not
+        // guess: the user meant one address, which is -B.
+        return match arg.parse::<std::net::IpAddr>() {
+            Ok(_) => {
+                format!("-s takes no address ('{arg}'); to listen on {arg} only, use -s -B {arg}")
+            }
+            Err(_) => format!(
+                "-s takes no value ('{arg}'); to listen on one address only, use -s -B ADDR"
+            ),
+        };
+    }
+    format!("unexpected argument '{arg}': every value follows its option (netmeter --help)")
+}
+
+/// Whether `typed` is a plausible typo of `known` (both options): clap suggests the
+/// most similar option however far it is, and `--no-such-option` → `--no-gso` helps
+/// nobody. Close: at most one edit per four letters of the option (at least one).
+fn close(typed: &str, known: &str) -> bool {
+    let a: Vec<char> = typed.trim_start_matches('-').chars().collect();
+    let b: Vec<char> = known.trim_start_matches('-').chars().collect();
+    edit_distance(&a, &b) <= (b.len() / 4).max(1)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions).
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_means_a_typo() {
+        assert!(close("--servr", "--server"));
+        assert!(close("--paralel", "--parallel"));
+        assert!(close("--udp-counters-64", "--udp-counters-64bit"));
+        assert!(!close("--no-such-option", "--no-gso"));
+        assert!(!close("--no-such-option", "--no-fq-socket-pacing"));
+        assert!(!close("--abc", "--bidir"));
+        let d = |a: &str, b: &str| {
+            edit_distance(
+                &a.chars().collect::<Vec<_>>(),
+                &b.chars().collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(d("kitten", "sitting"), 3);
+        assert_eq!(d("", "abc"), 3);
+        assert_eq!(d("abc", "abc"), 0);
+    }
+}
