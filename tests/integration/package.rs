@@ -323,13 +323,20 @@ fn deb_installs_runs_and_removes() {
         &root.join("usr/share/man/man1/netmeter-csv.1.gz"),
         &["--fields"],
     );
+    assert_man_renders(
+        &root.join("usr/share/man/man1/netmeter-mesh.1.gz"),
+        &["--psk-file", "EXIT STATUS"],
+    );
     assert_eq!(
         bash_completes(&root.join("usr/share/bash-completion/completions/netmeter")),
         ["--bitrate", "--fields"]
     );
-    let zsh = std::fs::read_to_string(root.join(files[7])).unwrap();
+    let zsh =
+        std::fs::read_to_string(root.join("usr/share/zsh/vendor-completions/_netmeter")).unwrap();
     assert!(zsh.starts_with("#compdef netmeter"), "{}", &zsh[..40]);
-    let fish = std::fs::read_to_string(root.join(files[8])).unwrap();
+    let fish =
+        std::fs::read_to_string(root.join("usr/share/fish/vendor_completions.d/netmeter.fish"))
+            .unwrap();
     assert!(fish.contains("complete -c netmeter"));
 
     let rm = dpkg(&["-r", "netmeter"]);
