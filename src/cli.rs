@@ -546,7 +546,7 @@ where
     let mut cmd = help::command();
     let mut m = cmd
         .try_get_matches_from_mut(&argv)
-        .map_err(|e| parse_error::reword(e, &argv))?;
+        .map_err(|e| parse_error::reword(e, &argv, &cmd))?;
     Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))
 }
 
@@ -1874,6 +1874,18 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(sentence(&["-c", "h", "extra"]).starts_with("unexpected argument 'extra'"));
+        assert_eq!(
+            sentence(&["-c", "h", "--timestamps", "%T"]),
+            "--timestamps takes its value after '=': --timestamps=%T"
+        );
+        assert_eq!(
+            sentence(&["-c", "h", "-t"]),
+            "--time <SEC> needs a value; none was given"
+        );
+        assert_eq!(
+            sentence(&["-c", "h", "-d", "4"]),
+            "-d takes its value after '=': -d=4"
+        );
     }
 
     /// Issue 19 item 10: `-S` takes iperf 2's DSCP names as their TOS byte; anything

@@ -1,8 +1,8 @@
 //! clap's parse errors of the flat command line, reworded as one sentence that names
 //! the option and the value: a value that does not parse, an option that does not
 //! exist (with clap's suggestion only when it is close), a stray word (`-s 10.0.0.1`,
-//! which iperf3 ignores: here it points to `-B`). Help, `--version` and the errors that
-//! already name both (a missing value) keep clap's own text.
+//! which iperf3 ignores: here it points to `-B`), an option given no value. Help and
+//! the rest keep clap's own text.
 
 use super::{ArgsError, usage};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -10,7 +10,7 @@ use std::ffi::OsString;
 
 /// One sentence for `e`, an error of parsing `argv` (the whole command line), or
 /// clap's own message.
-pub(super) fn reword(e: clap::Error, argv: &[OsString]) -> ArgsError {
+pub(super) fn reword(e: clap::Error, argv: &[OsString], cmd: &clap::Command) -> ArgsError {
     let text = |k: ContextKind| match e.get(k) {
         Some(ContextValue::String(s)) => Some(s.clone()),
         Some(ContextValue::Strings(v)) => v.first().cloned(),
@@ -32,8 +32,16 @@ pub(super) fn reword(e: clap::Error, argv: &[OsString]) -> ArgsError {
                 _ => return ArgsError::Clap(e),
             }
         }
+        // `-t` last on the line.
+        ErrorKind::InvalidValue => match (
+            text(ContextKind::InvalidArg),
+            text(ContextKind::InvalidValue),
+        ) {
+            (Some(arg), Some(v)) if v.is_empty() => format!("{arg} needs a value; none was given"),
+            _ => return ArgsError::Clap(e),
+        },
         ErrorKind::UnknownArgument => match text(ContextKind::InvalidArg) {
-            Some(arg) => unknown(&arg, text(ContextKind::SuggestedArg).as_deref(), argv),
+            Some(arg) => unknown(&arg, text(ContextKind::SuggestedArg).as_deref(), argv, cmd),
             None => return ArgsError::Clap(e),
         },
         _ => return ArgsError::Clap(e),
@@ -48,7 +56,25 @@ fn flag_of(arg: &str) -> &str {
 
 /// An argument clap did not expect: an option that does not exist, or a word where
 /// none belongs.
-fn unknown(arg: &str, suggested: Option<&str>, argv: &[OsString]) -> String {
+fn unknown(arg: &str, suggested: Option<&str>, argv: &[OsString], cmd: &clap::Command) -> String {
+    // `--timestamps %T`: an option whose value must follow '=' (iperf3's optional
+    // values), given its value as the next word.
+    let before = argv
+        .iter()
+        .position(|a| a == arg)
+        .and_then(|i| argv.get(i.checked_sub(1)?))
+        .and_then(|p| p.to_str());
+    if let Some(prev) = before
+        && cmd.get_arguments().any(|a| {
+            a.is_require_equals_set()
+                && (a
+                    .get_long()
+                    .is_some_and(|l| prev.strip_prefix("--") == Some(l))
+                    || a.get_short().is_some_and(|s| prev == format!("-{s}")))
+        })
+    {
+        return format!("{prev} takes its value after '=': {prev}={arg}");
+    }
     if arg.starts_with('-') {
         return match suggested.map(flag_of).filter(|s| close(arg, s)) {
             Some(s) => format!("unknown option '{arg}'; did you mean '{s}'?"),
