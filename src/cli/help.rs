@@ -240,7 +240,8 @@ fn after_help() -> String {
 }
 
 /// A paragraph's first sentence, when more follow: a period, a space, then a capital
-/// letter, outside parentheses and not after "e.g" or "i.e".
+/// letter or the like ([`starts_sentence`]), outside parentheses and not after "e.g" or
+/// "i.e".
 fn first_sentence(text: &str) -> Option<&str> {
     let b = text.as_bytes();
     let mut depth = 0i32;
@@ -250,7 +251,7 @@ fn first_sentence(text: &str) -> Option<&str> {
             b')' => depth -= 1,
             b'.' if depth == 0
                 && b.get(i + 1) == Some(&b' ')
-                && b.get(i + 2).is_some_and(u8::is_ascii_uppercase)
+                && starts_sentence(&text[i + 2..])
                 && !text[..i].ends_with("e.g")
                 && !text[..i].ends_with("i.e") =>
             {
@@ -260,6 +261,13 @@ fn first_sentence(text: &str) -> Option<&str> {
         }
     }
     None
+}
+
+/// Whether `rest` (after ". ") begins a sentence: a capital letter, a parenthesis, or
+/// a name written in lower case (netmeter, iperf3).
+fn starts_sentence(rest: &str) -> bool {
+    rest.starts_with(|c: char| c.is_ascii_uppercase() || c == '(')
+        || ["netmeter", "iperf"].iter().any(|n| rest.starts_with(n))
 }
 
 /// The flat command line as clap parses and shows it: [`Args`] with the groups, the
@@ -322,6 +330,14 @@ mod tests {
         );
         assert_eq!(first_sentence("A (b. C) d"), None);
         assert_eq!(first_sentence("Bytes, e.g. 100M"), None);
+        assert_eq!(
+            first_sentence("iperf3's SCTP test. netmeter does not run SCTP"),
+            Some("iperf3's SCTP test")
+        );
+        assert_eq!(
+            first_sentence("Client: over MPTCP. (A server always accepts.)"),
+            Some("Client: over MPTCP")
+        );
         assert_eq!(first_sentence("Blocks, e.g. Ten"), None);
     }
 
