@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(short = '6', long = "version6")]
     pub v6: bool,
     /// Seconds between interval reports (0 disables).
-    #[arg(short = 'i', long = "interval", default_value_t = 1.0, value_parser = number("-i", "a number of seconds such as 1 or 0.5"))]
+    #[arg(short = 'i', long = "interval", value_name = "SEC", default_value_t = 1.0, value_parser = number("-i", "a number of seconds such as 1 or 0.5"))]
     pub interval: f64,
     /// Report format: k m g t (bits) or K M G T (bytes).
     #[arg(short = 'f', long = "format")]
@@ -124,7 +124,7 @@ pub struct Args {
     )]
     pub server_bitrate_limit: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
-    #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
+    #[arg(long = "max-tests", value_name = "N", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
     /// Refuse tests with more than N data streams in all (-P, twice with --bidir).
     #[arg(long = "max-streams", value_name = "N", value_parser = ranged::<u32>("--max-streams", 1, 2 * wire::MAX_STREAMS as i128))]
@@ -155,10 +155,15 @@ pub struct Args {
     #[arg(short = 'n', long = "bytes", allow_hyphen_values = true)]
     pub bytes: Option<String>,
     /// Blocks (TCP writes or UDP datagrams) to transmit (instead of -t).
-    #[arg(short = 'k', long = "blockcount", allow_hyphen_values = true)]
+    #[arg(
+        short = 'k',
+        long = "blockcount",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
     pub blockcount: Option<String>,
     /// Parallel streams (1..128).
-    #[arg(short = 'P', long = "parallel", value_parser = ranged::<u32>("-P", 1, wire::MAX_STREAMS as i128))]
+    #[arg(short = 'P', long = "parallel", value_name = "N", value_parser = ranged::<u32>("-P", 1, wire::MAX_STREAMS as i128))]
     pub parallel: Option<u32>,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long = "reverse")]
@@ -187,19 +192,34 @@ pub struct Args {
     /// TCP read/write block (default 1M for unpaced bulk TCP, 128K when -P exceeds the
     /// CPU count or with -b, -k, --trip-times or a traffic profile) or UDP datagram size
     /// (default: path MSS, at most 1460).
-    #[arg(short = 'l', long = "length", allow_hyphen_values = true)]
+    #[arg(
+        short = 'l',
+        long = "length",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     pub length: Option<String>,
     /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends.
-    #[arg(short = 'w', long = "window", allow_hyphen_values = true)]
+    #[arg(
+        short = 'w',
+        long = "window",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     pub window: Option<String>,
     /// TCP maximum segment size (88..32767 bytes; 0 = the system's).
-    #[arg(short = 'M', long = "set-mss", value_parser = ranged::<u32>("-M", 0, wire::MAX_MSS as i128))]
+    #[arg(short = 'M', long = "set-mss", value_name = "BYTES", value_parser = ranged::<u32>("-M", 0, wire::MAX_MSS as i128))]
     pub mss: Option<u32>,
     /// TCP_NODELAY.
     #[arg(short = 'N', long = "no-delay")]
     pub nodelay: bool,
     /// TCP congestion control algorithm.
-    #[arg(short = 'C', long = "congestion", alias = "linux-congestion")]
+    #[arg(
+        short = 'C',
+        long = "congestion",
+        value_name = "ALGO",
+        alias = "linux-congestion"
+    )]
     pub congestion: Option<String>,
     /// IP type-of-service byte (decimal, 0x hex or 0 octal), or a DSCP name as iperf 2
     /// takes it (af11 is TOS 0x28).
@@ -209,16 +229,16 @@ pub struct Args {
     #[arg(long = "dscp", allow_hyphen_values = true)]
     pub dscp: Option<String>,
     /// Bind data streams to this client port (stream k uses PORT+k).
-    #[arg(long = "cport", value_parser = ranged::<u16>("--cport", 1, 65535))]
+    #[arg(long = "cport", value_name = "PORT", value_parser = ranged::<u16>("--cport", 1, 65535))]
     pub cport: Option<u16>,
     /// Omit the first SEC seconds from the results.
-    #[arg(short = 'O', long = "omit", value_parser = number("-O", "a number of seconds such as 2"))]
+    #[arg(short = 'O', long = "omit", value_name = "SEC", value_parser = number("-O", "a number of seconds such as 2"))]
     pub omit: Option<f64>,
     /// Prefix every output line with this string.
-    #[arg(short = 'T', long = "title")]
+    #[arg(short = 'T', long = "title", value_name = "STR")]
     pub title: Option<String>,
     /// A string carried into both sides' JSON output.
-    #[arg(long = "extra-data")]
+    #[arg(long = "extra-data", value_name = "STR")]
     pub extra_data: Option<String>,
     /// Fetch the server's output at the end.
     #[arg(long = "get-server-output")]
