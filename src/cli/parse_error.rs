@@ -130,6 +130,27 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 mod tests {
     use super::*;
 
+    /// A parser netmeter did not write (here clap's u8) still gets the option and the
+    /// value named.
+    #[test]
+    fn any_value_error_names_the_option_and_value() {
+        let cmd = clap::Command::new("t").arg(
+            clap::Arg::new("n")
+                .long("count")
+                .value_name("N")
+                .value_parser(clap::value_parser!(u8)),
+        );
+        let argv: Vec<OsString> = ["t", "--count", "x"].iter().map(Into::into).collect();
+        let e = cmd.clone().try_get_matches_from(&argv).unwrap_err();
+        match reword(e, &argv, &cmd) {
+            ArgsError::Usage(u) => assert_eq!(
+                u.0,
+                "--count: 'x' is not valid (invalid digit found in string)"
+            ),
+            ArgsError::Clap(e) => panic!("{e}"),
+        }
+    }
+
     #[test]
     fn close_means_a_typo() {
         assert!(close("--servr", "--server"));
