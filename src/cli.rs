@@ -25,7 +25,10 @@ mod auth_flags;
 pub mod csv_cmd;
 pub mod doctor_cmd;
 pub mod generate;
+mod help;
+mod manpage;
 pub mod mesh_cmd;
+mod parse_error;
 mod profile_flags;
 pub mod third_party;
 mod tools;
@@ -38,7 +41,7 @@ mod tools;
     // `-P -1` is a value (refused as out of range), not an unknown flag `-1`.
     allow_negative_numbers = true,
     about = "Network performance measurement, wire-compatible with iperf3",
-    after_help = "Examples:\n  netmeter --loopback          short TCP and UDP tests against an in-process server\n  netmeter -s                  serve tests on port 5201\n  netmeter -c HOST -t 10 -P 4  four TCP streams to HOST for 10 seconds\n  netmeter -c HOST -u -b 100M  UDP at 100 Mbit/s per stream\n  netmeter csv result.json     a saved -J or --json-stream result as CSV (netmeter csv --help)\n  netmeter doctor -c HOST      this host's limits for a test to HOST, with the sysctls to change"
+    // The groups, usage forms, subcommands and examples: `cli/help.rs`.
 )]
 pub struct Args {
     /// Run as a server.
@@ -63,7 +66,7 @@ pub struct Args {
     #[arg(short = '6', long = "version6")]
     pub v6: bool,
     /// Seconds between interval reports (0 disables).
-    #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
+    #[arg(short = 'i', long = "interval", value_name = "SEC", default_value_t = 1.0, value_parser = number("-i", "a number of seconds such as 1 or 0.5"))]
     pub interval: f64,
     /// Report format: k m g t (bits) or K M G T (bytes).
     #[arg(short = 'f', long = "format")]
@@ -120,10 +123,14 @@ pub struct Args {
     /// Refuse tests that ask for more than RATE bits/s in total (-b × streams), and end a
     /// test whose total rate (both directions) averaged over SEC seconds (default 5)
     /// exceeds it.
-    #[arg(long = "server-bitrate-limit", value_name = "RATE[/SEC]")]
+    #[arg(
+        long = "server-bitrate-limit",
+        value_name = "RATE[/SEC]",
+        allow_hyphen_values = true
+    )]
     pub server_bitrate_limit: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
-    #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
+    #[arg(long = "max-tests", value_name = "N", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
     /// Refuse tests with more than N data streams in all (-P, twice with --bidir).
     #[arg(long = "max-streams", value_name = "N", value_parser = ranged::<u32>("--max-streams", 1, 2 * wire::MAX_STREAMS as i128))]
@@ -148,16 +155,21 @@ pub struct Args {
 
     // Client options.
     /// Time in seconds to transmit for (default 10 secs; 0 = until interrupted).
-    #[arg(short = 't', long = "time", value_name = "SEC")]
+    #[arg(short = 't', long = "time", value_name = "SEC", value_parser = number("-t", "a number of seconds such as 10 or 0.5"))]
     pub time: Option<f64>,
     /// Bytes to transmit per direction (instead of -t), e.g. 100M.
-    #[arg(short = 'n', long = "bytes")]
+    #[arg(short = 'n', long = "bytes", allow_hyphen_values = true)]
     pub bytes: Option<String>,
     /// Blocks (TCP writes or UDP datagrams) to transmit (instead of -t).
-    #[arg(short = 'k', long = "blockcount")]
+    #[arg(
+        short = 'k',
+        long = "blockcount",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
     pub blockcount: Option<String>,
     /// Parallel streams (1..128).
-    #[arg(short = 'P', long = "parallel", value_parser = ranged::<u32>("-P", 1, wire::MAX_STREAMS as i128))]
+    #[arg(short = 'P', long = "parallel", value_name = "N", value_parser = ranged::<u32>("-P", 1, wire::MAX_STREAMS as i128))]
     pub parallel: Option<u32>,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long = "reverse")]
@@ -173,11 +185,12 @@ pub struct Args {
         short = 'b',
         long = "bitrate",
         alias = "bandwidth",
-        value_name = "RATE[/BURST]"
+        value_name = "RATE[/BURST]",
+        allow_hyphen_values = true
     )]
     pub bitrate: Option<String>,
     /// Kernel pacing rate (SO_MAX_PACING_RATE) in bits/s.
-    #[arg(long = "fq-rate", value_name = "RATE")]
+    #[arg(long = "fq-rate", value_name = "RATE", allow_hyphen_values = true)]
     pub fq_rate: Option<String>,
     /// No kernel pacing: iperf3's deprecated spelling of --fq-rate 0.
     #[arg(long = "no-fq-socket-pacing")]
@@ -185,37 +198,53 @@ pub struct Args {
     /// TCP read/write block (default 1M for unpaced bulk TCP, 128K when -P exceeds the
     /// CPU count or with -b, -k, --trip-times or a traffic profile) or UDP datagram size
     /// (default: path MSS, at most 1460).
-    #[arg(short = 'l', long = "length")]
+    #[arg(
+        short = 'l',
+        long = "length",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     pub length: Option<String>,
     /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends.
-    #[arg(short = 'w', long = "window")]
+    #[arg(
+        short = 'w',
+        long = "window",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     pub window: Option<String>,
     /// TCP maximum segment size (88..32767 bytes; 0 = the system's).
-    #[arg(short = 'M', long = "set-mss", value_parser = ranged::<u32>("-M", 0, wire::MAX_MSS as i128))]
+    #[arg(short = 'M', long = "set-mss", value_name = "BYTES", value_parser = ranged::<u32>("-M", 0, wire::MAX_MSS as i128))]
     pub mss: Option<u32>,
     /// TCP_NODELAY.
     #[arg(short = 'N', long = "no-delay")]
     pub nodelay: bool,
     /// TCP congestion control algorithm.
-    #[arg(short = 'C', long = "congestion", alias = "linux-congestion")]
+    #[arg(
+        short = 'C',
+        long = "congestion",
+        value_name = "ALGO",
+        alias = "linux-congestion"
+    )]
     pub congestion: Option<String>,
-    /// IP type-of-service byte (decimal, 0x hex or 0 octal).
-    #[arg(short = 'S', long = "tos")]
+    /// IP type-of-service byte (decimal, 0x hex or 0 octal), or a DSCP name as iperf 2
+    /// takes it (af11 is TOS 0x28).
+    #[arg(short = 'S', long = "tos", allow_hyphen_values = true)]
     pub tos: Option<String>,
     /// DSCP value (0..63) or name (ef, af11..af43, cs0..cs7).
-    #[arg(long = "dscp")]
+    #[arg(long = "dscp", allow_hyphen_values = true)]
     pub dscp: Option<String>,
     /// Bind data streams to this client port (stream k uses PORT+k).
-    #[arg(long = "cport", value_parser = ranged::<u16>("--cport", 1, 65535))]
+    #[arg(long = "cport", value_name = "PORT", value_parser = ranged::<u16>("--cport", 1, 65535))]
     pub cport: Option<u16>,
     /// Omit the first SEC seconds from the results.
-    #[arg(short = 'O', long = "omit")]
+    #[arg(short = 'O', long = "omit", value_name = "SEC", value_parser = number("-O", "a number of seconds such as 2"))]
     pub omit: Option<f64>,
     /// Prefix every output line with this string.
-    #[arg(short = 'T', long = "title")]
+    #[arg(short = 'T', long = "title", value_name = "STR")]
     pub title: Option<String>,
     /// A string carried into both sides' JSON output.
-    #[arg(long = "extra-data")]
+    #[arg(long = "extra-data", value_name = "STR")]
     pub extra_data: Option<String>,
     /// Fetch the server's output at the end.
     #[arg(long = "get-server-output")]
@@ -247,10 +276,14 @@ pub struct Args {
     )]
     pub bounceback_request: String,
     /// Bounceback reply size in bytes (default: the request size).
-    #[arg(long = "bounceback-reply", value_name = "BYTES")]
+    #[arg(
+        long = "bounceback-reply",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     pub bounceback_reply: Option<String>,
     /// Server delay before each reply, in milliseconds.
-    #[arg(long = "bounceback-hold", value_name = "MS", default_value_t = 0.0)]
+    #[arg(long = "bounceback-hold", value_name = "MS", default_value_t = 0.0, value_parser = number("--bounceback-hold", "a number of milliseconds"))]
     pub bounceback_hold: f64,
     /// Requests sent back to back before waiting for their replies.
     #[arg(long = "bounceback-burst", value_name = "N", default_value_t = 1, value_parser = ranged::<u32>("--bounceback-burst", 1, wire::MAX_BOUNCEBACK_BURST as i128))]
@@ -271,7 +304,7 @@ pub struct Args {
     pub connect_only: bool,
     /// Print latency histograms (bounceback RTT, one-way delay) in the text report, with
     /// bins of BIN_MS milliseconds (default 0.1). JSON always carries full histograms.
-    #[arg(long = "histograms", value_name = "BIN_MS", num_args = 0..=1, default_missing_value = "0.1")]
+    #[arg(long = "histograms", value_name = "BIN_MS", num_args = 0..=1, default_missing_value = "0.1", value_parser = number("--histograms", "a bin width in milliseconds such as 0.1"))]
     pub histograms: Option<f64>,
     /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
     #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
@@ -285,14 +318,14 @@ pub struct Args {
     #[arg(long = "find-max-rate")]
     pub find_max_rate: bool,
     /// Loss allowed by --find-max-rate, in percent.
-    #[arg(long = "loss-target", value_name = "PCT", default_value_t = 0.1)]
+    #[arg(long = "loss-target", value_name = "PCT", default_value_t = 0.1, value_parser = number("--loss-target", "a percentage such as 0.1"))]
     pub loss_target: f64,
     /// iperf 2 burst mode: every --burst-period, send BYTES as fast as possible, then idle
     /// (default 1M); reports per-burst transfer times.
-    #[arg(long = "burst-size", value_name = "BYTES")]
+    #[arg(long = "burst-size", value_name = "BYTES", allow_hyphen_values = true)]
     pub burst_size: Option<String>,
     /// Seconds between the starts of bursts (default 1).
-    #[arg(long = "burst-period", value_name = "SEC")]
+    #[arg(long = "burst-period", value_name = "SEC", value_parser = number("--burst-period", "a number of seconds"))]
     pub burst_period: Option<f64>,
     /// iperf 2 isochronous frames: FPS frames/s, sizes drawn log-normally for a per-frame
     /// rate of MEAN and STDEV bits/s (default 60:20m,0); with UDP to a netmeter server
@@ -306,7 +339,7 @@ pub struct Args {
     pub isochronous: Option<String>,
     /// Set up first, then start sending at this wall-clock time in seconds since the Unix
     /// epoch (e.g. $(( $(date +%s) + 10 ))), so several clients start together.
-    #[arg(long = "txstart-time", value_name = "EPOCH")]
+    #[arg(long = "txstart-time", value_name = "EPOCH", value_parser = number("--txstart-time", "seconds since the Unix epoch"))]
     pub txstart_time: Option<f64>,
     /// UDP: the sending side (this one, the server with -R, both with --bidir) sends one
     /// datagram per message instead of using segmentation offload (UDP_SEGMENT), as
@@ -326,7 +359,7 @@ pub struct Args {
     #[arg(long = "repeat", value_name = "N")]
     pub repeat: Option<u32>,
     /// Seconds to wait between --repeat runs.
-    #[arg(long = "repeat-gap", value_name = "SEC", default_value_t = 1.0)]
+    #[arg(long = "repeat-gap", value_name = "SEC", default_value_t = 1.0, value_parser = number("--repeat-gap", "a number of seconds"))]
     pub repeat_gap: f64,
     /// With --repeat: stop once the receiver throughput's LEVEL % confidence interval is
     /// within ±WIDTH % of its mean (netperf -I), e.g. 95,5.
@@ -527,22 +560,42 @@ pub enum ArgsError {
     Clap(clap::Error),
 }
 
-/// Parse the command line. Out-of-range numbers come back as one sentence; everything
-/// else is clap's own message. (Every iperf3 3.22 option parses; `--sctp` is refused
-/// later, in one sentence, because this kernel has no SCTP.)
+/// Parse the command line. A value that does not parse, an unknown option or a stray
+/// word comes back as one sentence naming it (`cli/parse_error.rs`); help and the rest
+/// are clap's own. (Every iperf3 3.22 option parses; `--sctp` is refused later, in one
+/// sentence, because this kernel has no SCTP.)
 pub fn parse_args<I, T>(args: I) -> Result<Args, ArgsError>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    use clap::error::ErrorKind;
-    Args::try_parse_from(args).map_err(|e| match e.kind() {
-        ErrorKind::ValueValidation => match std::error::Error::source(&e) {
-            Some(why) => ArgsError::Usage(usage(why.to_string())),
-            None => ArgsError::Clap(e),
-        },
-        _ => ArgsError::Clap(e),
-    })
+    use clap::FromArgMatches;
+    let argv: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let mut cmd = help::command();
+    let mut m = cmd
+        .try_get_matches_from_mut(&argv)
+        .map_err(|e| parse_error::reword(e, &argv, &cmd))?;
+    Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))
+}
+
+/// The flat command line's clap command, grouped as `--help` shows it.
+pub fn args_command() -> clap::Command {
+    help::command()
+}
+
+/// A number flag value (`-t 2.5`), refused in one sentence naming the flag and the
+/// value, `what` saying what it wants ("a number of seconds").
+fn number(
+    flag: &'static str,
+    what: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        s.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("{flag} needs {what}, not '{s}'"))
+    }
 }
 
 /// A whole-number flag value in `lo..=hi`, refused in one sentence otherwise (a negative
@@ -568,10 +621,10 @@ where
 }
 
 /// Quantities (`-n 10M`, `-b 1G`) are strings parsed later; a leading minus is a value
-/// out of range, said as `range`, not an unreadable quantity.
+/// out of range, said as `range` with the value, not an unreadable quantity.
 fn not_negative(s: &str, range: impl FnOnce() -> String) -> Result<(), UsageError> {
     if s.trim_start().starts_with('-') {
-        return Err(usage(range()));
+        return Err(usage(format!("{}, not '{s}'", range())));
     }
     Ok(())
 }
@@ -596,34 +649,48 @@ fn libc_ifnamsiz() -> usize {
     16
 }
 
-/// DSCP names and values (RFC 2474, RFC 4594, RFC 5865).
+/// A DSCP name (RFC 2474, RFC 4594, RFC 5865), as iperf 2's `-S` and iperf3's `--dscp`
+/// take them: ef, va, le, cs0..cs7, af11..af43.
+fn dscp_name(s: &str) -> Option<u8> {
+    let l = s.trim().to_ascii_lowercase();
+    let b = l.as_bytes();
+    let digit = |i: usize| b.get(i).map(|d| d.wrapping_sub(b'0'));
+    match (l.as_str(), b.len()) {
+        ("ef", _) => Some(46),
+        ("va", _) => Some(44),
+        ("le", _) => Some(1),
+        (_, 3) if l.starts_with("cs") => digit(2).filter(|&n| n <= 7).map(|n| n * 8),
+        (_, 4) if l.starts_with("af") => match (digit(2), digit(3)) {
+            (Some(c @ 1..=4), Some(d @ 1..=3)) => Some(c * 8 + d * 2),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// DSCP names and values.
 fn parse_dscp(s: &str) -> Result<u8, UsageError> {
-    let l = s.to_ascii_lowercase();
-    let v = match l.as_str() {
-        "ef" => 46u32,
-        "va" => 44,
-        "le" => 1,
-        _ if l.starts_with("cs") && l.len() == 3 => {
-            let n = l[2..].parse::<u8>().map_err(|_| usage(bad_dscp(s)))?;
-            if n > 7 {
-                return Err(usage(bad_dscp(s)));
-            }
-            n as u32 * 8
-        }
-        _ if l.starts_with("af") && l.len() == 4 => {
-            let c = l.as_bytes()[2].wrapping_sub(b'0');
-            let d = l.as_bytes()[3].wrapping_sub(b'0');
-            if !(1..=4).contains(&c) || !(1..=3).contains(&d) {
-                return Err(usage(bad_dscp(s)));
-            }
-            c as u32 * 8 + d as u32 * 2
-        }
-        _ => parse_int(s).ok_or_else(|| usage(bad_dscp(s)))?,
+    let v = match dscp_name(s) {
+        Some(v) => v as u32,
+        None => parse_int(s).ok_or_else(|| usage(bad_dscp(s)))?,
     };
     if v > 63 {
         return Err(usage(bad_dscp(s)));
     }
     Ok(v as u8)
+}
+
+/// `-S`: iperf3's TOS byte (decimal, 0x hex or 0 octal), or a DSCP name as iperf 2
+/// takes it (`-S af11` is TOS 0x28: the DSCP in the upper six bits).
+fn parse_tos(s: &str) -> Result<u8, UsageError> {
+    if let Some(v) = parse_int(s).filter(|&v| v <= 255) {
+        return Ok(v as u8);
+    }
+    dscp_name(s).map(|d| d << 2).ok_or_else(|| {
+        usage(format!(
+            "-S takes a TOS byte 0..255 or a DSCP name such as af11 or ef, not '{s}' (--dscp takes DSCP values 0..63)"
+        ))
+    })
 }
 
 fn bad_dscp(s: &str) -> String {
@@ -1479,12 +1546,7 @@ impl Args {
         }
         let tos = match (&self.tos, &self.dscp) {
             (Some(_), Some(_)) => return Err(usage("use either -S or --dscp, not both")),
-            (Some(t), None) => {
-                let v = parse_int(t)
-                    .filter(|&v| v <= 255)
-                    .ok_or_else(|| usage(format!("bad TOS value '{t}'; use 0..255")))?;
-                Some(v as u8)
-            }
+            (Some(t), None) => Some(parse_tos(t)?),
             (None, Some(d)) => Some(parse_dscp(d)? << 2),
             _ => None,
         };
@@ -1756,11 +1818,138 @@ mod tests {
             sentence(&["-c", "h", "--no-fq-socket-pacing", "--fq-rate", "1G"]),
             "--no-fq-socket-pacing means --fq-rate 0; give one of them, not both"
         );
-        // Options iperf3 does not have either keep clap's message (with its suggestion).
-        assert!(matches!(
-            parse_args(["netmeter", "-c", "h", "--servr"]),
-            Err(ArgsError::Clap(_))
-        ));
+    }
+
+    /// Issue 19 item 8: a value that does not parse is refused naming the option and
+    /// the value (not "invalid float literal"), a negative quantity is a value out of
+    /// range (not an unknown flag `-5`), and an unknown option gets a tip only when the
+    /// tip is close.
+    #[test]
+    fn parse_errors_name_the_option_and_the_value() {
+        for (args, want) in [
+            (
+                &["-c", "h", "-t", "abc"][..],
+                "-t needs a number of seconds such as 10 or 0.5, not 'abc'",
+            ),
+            (
+                &["-c", "h", "-t", "1s"],
+                "-t needs a number of seconds such as 10 or 0.5, not '1s'",
+            ),
+            (
+                &["-c", "h", "-O", "abc"],
+                "-O needs a number of seconds such as 2, not 'abc'",
+            ),
+            (
+                &["-c", "h", "-i", "abc"],
+                "-i needs a number of seconds such as 1 or 0.5, not 'abc'",
+            ),
+            (
+                &["-c", "h", "--histograms", "x"],
+                "--histograms needs a bin width in milliseconds such as 0.1, not 'x'",
+            ),
+            (
+                &["-c", "h", "-b", "-5M"],
+                "-b must be 0 (unlimited) or a positive rate, not '-5M'",
+            ),
+            (
+                &["-c", "h", "-n", "-1K"],
+                "-n must be more than 0 bytes, not '-1K'",
+            ),
+            (
+                &["-c", "h", "--no-such-option"],
+                "unknown option '--no-such-option'; netmeter --help lists the options",
+            ),
+            (
+                &["-c", "h", "--servr"],
+                "unknown option '--servr'; did you mean '--server'?",
+            ),
+            (
+                &["-c", "h", "-J", "csv", "r.json"],
+                "'csv' is a subcommand: give it first, as in netmeter csv --help",
+            ),
+        ] {
+            assert_eq!(sentence(args), want, "{args:?}");
+        }
+        // Every number option names itself and the value, whatever its parser.
+        for flag in [
+            "-i",
+            "-t",
+            "-O",
+            "--bounceback-hold",
+            "--loss-target",
+            "--burst-period",
+            "--txstart-time",
+            "--repeat-gap",
+            "-P",
+            "-p",
+        ] {
+            let e = sentence(&["-c", "h", flag, "zz"]);
+            assert!(e.starts_with(flag) && e.contains("'zz'"), "{flag}: {e}");
+        }
+    }
+
+    /// Issue 19 item 9: `-s ADDR` (iperf3 ignores the address) is refused pointing to
+    /// -B; `-s -B ADDR` is the server on that address.
+    #[test]
+    fn server_address_points_to_bind() {
+        assert_eq!(
+            sentence(&["-s", "10.0.0.1", "-p", "12345"]),
+            "-s takes no address ('10.0.0.1'); to listen on 10.0.0.1 only, use -s -B 10.0.0.1"
+        );
+        assert_eq!(
+            sentence(&["-p", "12345", "--server", "fe80::1"]),
+            "-s takes no address ('fe80::1'); to listen on fe80::1 only, use -s -B fe80::1"
+        );
+        assert!(sentence(&["-s", "node1"]).contains("use -s -B ADDR"));
+        match parse(&["-s", "-B", "10.0.0.1", "-p", "12345"]) {
+            Ok(Command::Server { cfg, .. }) => {
+                assert_eq!(cfg.bind, Some("10.0.0.1".parse().unwrap()));
+                assert_eq!(cfg.port, 12345);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(sentence(&["-c", "h", "extra"]).starts_with("unexpected argument 'extra'"));
+        assert_eq!(
+            sentence(&["-c", "h", "--timestamps", "%T"]),
+            "--timestamps takes its value after '=': --timestamps=%T"
+        );
+        assert_eq!(
+            sentence(&["-c", "h", "-t"]),
+            "--time <SEC> needs a value; none was given"
+        );
+        assert_eq!(
+            sentence(&["-c", "h", "-d", "4"]),
+            "-d takes its value after '=': -d=4"
+        );
+    }
+
+    /// Issue 19 item 10: `-S` takes iperf 2's DSCP names as their TOS byte; anything
+    /// else is refused naming --dscp.
+    #[test]
+    fn tos_takes_dscp_names_as_iperf2() {
+        let tos = |v: &str| client(&["-c", "h", "-S", v]).spec.tos;
+        assert_eq!(tos("af11"), Some(0x28));
+        assert_eq!(tos("AF43"), Some(38 << 2));
+        assert_eq!(tos("cs1"), Some(0x20));
+        assert_eq!(tos("ef"), Some(0xb8));
+        assert_eq!(tos("va"), Some(44 << 2));
+        assert_eq!(tos("le"), Some(4));
+        assert_eq!(tos("0x28"), Some(0x28));
+        assert_eq!(tos("255"), Some(255));
+        for bad in ["af14", "af51", "cs8", "256", "xx", "-1"] {
+            let e = sentence(&["-c", "h", "-S", bad]);
+            assert_eq!(
+                e,
+                format!(
+                    "-S takes a TOS byte 0..255 or a DSCP name such as af11 or ef, not '{bad}' (--dscp takes DSCP values 0..63)"
+                )
+            );
+        }
+        assert_eq!(
+            client(&["-c", "h", "--dscp", "cs7"]).spec.tos,
+            Some(56 << 2)
+        );
+        assert!(sentence(&["-c", "h", "--dscp", "cs8"]).contains("not a valid DSCP"));
     }
 
     #[test]

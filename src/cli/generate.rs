@@ -8,7 +8,7 @@
 
 use super::csv_cmd::CsvArgs;
 use super::doctor_cmd::DoctorArgs;
-use super::{Args, ArgsError, Command};
+use super::{ArgsError, Command};
 use clap::{CommandFactory, Parser, ValueEnum};
 use std::io::Write;
 
@@ -17,28 +17,53 @@ use std::io::Write;
 pub enum Asset {
     /// netmeter(1)
     Man,
+    /// netmeter-plot(1)
+    ManPlot,
+    /// netmeter-report(1)
+    ManReport,
     /// netmeter-csv(1)
     ManCsv,
     /// netmeter-compare(1)
     ManCompare,
     /// netmeter-sweep(1)
     ManSweep,
+    /// netmeter-mesh(1)
+    ManMesh,
     /// netmeter-doctor(1)
     ManDoctor,
+    /// netmeter-generate(1)
+    ManGenerate,
     Bash,
     Zsh,
     Fish,
 }
+
+/// Every man page: the asset, the page's name and the subcommand it documents
+/// (`None`: netmeter(1)). `scripts/build-deb.sh` installs each (a test checks it does).
+pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
+    (Asset::Man, "netmeter", None),
+    (Asset::ManPlot, "netmeter-plot", Some("plot")),
+    (Asset::ManReport, "netmeter-report", Some("report")),
+    (Asset::ManCsv, "netmeter-csv", Some("csv")),
+    (Asset::ManCompare, "netmeter-compare", Some("compare")),
+    (Asset::ManSweep, "netmeter-sweep", Some("sweep")),
+    (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
+    (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
+    (Asset::ManGenerate, "netmeter-generate", Some("generate")),
+];
 
 /// Write a man page or a shell completion script to standard output.
 #[derive(Debug, Parser)]
 #[command(
     name = "netmeter generate",
     bin_name = "netmeter generate",
-    disable_version_flag = true
+    disable_version_flag = true,
+    after_help = "Examples:\n  netmeter generate man > netmeter.1 && man -l netmeter.1\n  netmeter generate bash > /etc/bash_completion.d/netmeter"
 )]
 struct GenerateArgs {
-    #[arg(value_enum)]
+    /// What to write: a man page (man for netmeter(1), man-SUBCOMMAND for each
+    /// subcommand's page) or a completion script (bash, zsh, fish).
+    #[arg(value_enum, value_name = "WHAT")]
     asset: Asset,
 }
 
@@ -54,20 +79,26 @@ where
 
 /// The whole command line as users see it: iperf3's flags and the subcommands.
 pub fn command() -> clap::Command {
-    Args::command()
+    super::help::command()
         .version(env!("CARGO_PKG_VERSION"))
         .disable_help_subcommand(true)
+        .subcommands(super::tools::commands())
         .subcommand(csv_command())
         .subcommand(compare_command())
         .subcommand(sweep_command())
-        .subcommand(doctor_command())
         .subcommand(
             super::mesh_cmd::MeshArgs::command()
                 .name("mesh")
                 .bin_name("netmeter mesh")
                 .version(env!("CARGO_PKG_VERSION")),
         )
-        .subcommands(super::tools::commands())
+        .subcommand(doctor_command())
+        .subcommand(
+            GenerateArgs::command()
+                .name("generate")
+                .bin_name("netmeter generate")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
 }
 
 fn compare_command() -> clap::Command {
@@ -99,29 +130,24 @@ fn csv_command() -> clap::Command {
 pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
     use clap_complete::Shell;
     let shell = match asset {
-        Asset::Man => return clap_mangen::Man::new(command()).render(out),
-        Asset::ManCsv => {
-            let csv = csv_command().name("netmeter-csv");
-            return clap_mangen::Man::new(csv).render(out);
-        }
-        Asset::ManCompare => {
-            let c = compare_command().name("netmeter-compare");
-            return clap_mangen::Man::new(c).render(out);
-        }
-        Asset::ManSweep => {
-            let c = sweep_command().name("netmeter-sweep");
-            return clap_mangen::Man::new(c).render(out);
-        }
-        Asset::ManDoctor => {
-            let doctor = doctor_command().name("netmeter-doctor");
-            return clap_mangen::Man::new(doctor).render(out);
-        }
         Asset::Bash => Shell::Bash,
         Asset::Zsh => Shell::Zsh,
         Asset::Fish => Shell::Fish,
+        _ => return out.write_all(man_page(asset).as_bytes()),
     };
     clap_complete::generate(shell, &mut command(), "netmeter", out);
     Ok(())
+}
+
+/// The man page `asset` (netmeter(1) for a completion), as roff text.
+pub fn man_page(asset: Asset) -> String {
+    let whole = command();
+    let page = MAN_PAGES.iter().find(|p| p.0 == asset);
+    // MAN_PAGES names only subcommands of command() (a unit test renders each).
+    match page.and_then(|&(_, name, sub)| Some((name, whole.find_subcommand(sub?)?))) {
+        Some((name, c)) => super::manpage::render(c.clone().name(name), page.and_then(|p| p.2)),
+        None => super::manpage::render(whole, None),
+    }
 }
 
 #[cfg(test)]
@@ -141,7 +167,7 @@ mod tests {
         assert!(man.starts_with(".ie \\n(.g .ds Aq"), "{}", &man[..80]);
         assert!(man.contains(".TH netmeter 1"));
         let (bash, zsh, fish) = (text(Asset::Bash), text(Asset::Zsh), text(Asset::Fish));
-        let longs: Vec<String> = Args::command()
+        let longs: Vec<String> = super::super::Args::command()
             .get_arguments()
             .filter(|a| !a.is_hide_set())
             .filter_map(|a| a.get_long().map(String::from))
@@ -210,5 +236,85 @@ mod tests {
             assert!(man.contains(&format!("\\-\\-{flag}")), "{flag}");
         }
         assert!(man.contains("netmeter sweep \\-c HOST"), "the usage");
+    }
+
+    /// Issue 19 item 12: every page has its sections; every netmeter page a page names
+    /// is one `generate` writes (and build-deb.sh installs); the synopsis names the
+    /// values; examples are kept verbatim, not filled into one paragraph.
+    #[test]
+    fn man_pages_are_whole_and_refer_only_to_pages_that_exist() {
+        let script = include_str!("../../scripts/build-deb.sh");
+        let produced: Vec<String> = MAN_PAGES.iter().map(|p| format!("{}(1)", p.1)).collect();
+        for &(asset, name, _) in MAN_PAGES {
+            let page = text(asset);
+            assert!(page.contains(&format!(".TH {name} 1")), "{name}");
+            for section in [
+                "NAME",
+                "SYNOPSIS",
+                "DESCRIPTION",
+                "OPTIONS",
+                "EXAMPLES",
+                "EXIT STATUS",
+                "SEE ALSO",
+            ] {
+                let sh = match section.contains(' ') {
+                    true => format!(".SH \"{section}\"\n"),
+                    false => format!(".SH {section}\n"),
+                };
+                assert!(page.contains(&sh), "{name}: no {section}");
+            }
+            assert!(!page.contains(".SH EXTRA"), "{name}");
+            // roff writes netmeter-mesh(1) as netmeter\-mesh(1).
+            let plain = page.replace("\\-", "-");
+            for (i, _) in plain.match_indices("netmeter-") {
+                let rest = &plain[i..];
+                let Some(end) = rest.find("(1)") else {
+                    continue;
+                };
+                let reference = &rest[..end + 3];
+                if reference[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-')
+                {
+                    assert!(
+                        produced.contains(&reference.to_string()),
+                        "{name} refers to {reference}"
+                    );
+                }
+            }
+            // The .deb installs it.
+            let value = asset.to_possible_value().unwrap();
+            let line = format!("generate {} ", value.get_name());
+            assert!(
+                script.contains(&line),
+                "build-deb.sh does not install {name}: {line}"
+            );
+            // Examples: command lines in no-fill mode.
+            let ex = &page[page.find(".SH EXAMPLES").unwrap()..];
+            let ex = &ex[..ex.find(".SH \"EXIT STATUS\"").unwrap()];
+            if name != "netmeter" {
+                assert!(ex.contains(".nf\n") && ex.contains(".fi\n"), "{name}: {ex}");
+            }
+        }
+        // netmeter(1) names every subcommand's page.
+        let main = text(Asset::Man).replace("\\-", "-");
+        for p in &produced[1..] {
+            assert!(main.contains(p.as_str()), "netmeter(1) does not name {p}");
+        }
+        // Synopses with the values' names.
+        assert!(main.contains("netmeter\\fR -c HOST [OPTIONS]"), "{main}");
+        let csv = text(Asset::ManCsv).replace("\\-", "-");
+        assert!(
+            csv.contains("\\fI--fields\\fR") || csv.contains("--fields\\fR \\fIa,b,c"),
+            "{csv}"
+        );
+        assert!(csv.contains("\\fIFILE\\fR"), "{csv}");
+        let mesh = text(Asset::ManMesh).replace("\\-", "-");
+        assert!(mesh.contains("[-- \\fITEST OPTIONS\\fR...]"), "{mesh}");
+        // The mesh example is one line, as typed.
+        assert!(
+            mesh.contains("\nnetmeter mesh --psk-file key --hosts hosts.txt -J -o mesh.json --plot mesh.svg -- -t 10 -P 4\n"),
+            "{mesh}"
+        );
     }
 }

@@ -20,7 +20,7 @@ pub const EXIT_WORSE: u8 = 2;
     bin_name = "netmeter compare",
     allow_negative_numbers = true,
     about = "Compare two saved -J results (netmeter or iperf3; single runs or --repeat documents): each key figure, the change and a verdict at 95 %",
-    after_help = "Verdicts: repetitions (two or more runs on each side) are judged by Welch's t-test; latency percentiles with histograms by a two-sample Kolmogorov-Smirnov test; a single run gets no verdict (\"single run, no significance\").\nExit status: 0, or 2 with --fail-if-worse when a figure got worse beyond PCT with significance, 1 on error."
+    after_help = "Verdicts: repetitions (two or more runs on each side) are judged by Welch's t-test; latency percentiles with histograms by a two-sample Kolmogorov-Smirnov test; a single run gets no verdict (\"single run, no significance\").\nExit status: 0, or 2 with --fail-if-worse when a figure got worse beyond PCT with significance, 1 on error.\n\nExamples:\n  netmeter -c HOST --repeat 5 -J > base.json\n  netmeter compare base.json new.json --plot compare.svg\n  netmeter compare --fail-if-worse 5 base.json new.json"
 )]
 pub struct CompareArgs {
     /// The baseline result (`-J` output or a `--repeat` document).
@@ -124,9 +124,8 @@ Examples:
 /// sweep's own parsing is [`super::sweep::split_args`] and the client's parser): the
 /// client's flags, `--proto` and the help text above.
 pub fn sweep_command() -> clap::Command {
-    use clap::CommandFactory;
     let (about, rest) = SWEEP_HELP.split_once('\n').unwrap_or((SWEEP_HELP, ""));
-    crate::cli::Args::command()
+    crate::cli::args_command()
         .name("sweep")
         .bin_name("netmeter sweep")
         .about(about)

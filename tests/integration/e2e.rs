@@ -1051,6 +1051,8 @@ fn client_sends_the_iperf3_parameter_of_each_flag() {
         (&["-w", "256K"], "window", 262_144.into()),
         (&["-C", "cubic"], "congestion", "cubic".into()),
         (&["-S", "0x10"], "TOS", 16.into()),
+        // iperf 2's DSCP name (issue 19 item 10): af11 = DSCP 10, TOS 0x28.
+        (&["-S", "af11"], "TOS", 40.into()),
         (&["--dscp", "ef"], "TOS", 184.into()),
         (&["-u", "-b", "10M/16"], "burst", 16.into()),
         (&["-u", "-b", "10M/16"], "bandwidth", 10_000_000.into()),

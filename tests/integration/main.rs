@@ -27,6 +27,7 @@ mod support;
 mod accuracy;
 mod auth;
 mod bounceback;
+mod cli;
 mod connect_only;
 mod e2e;
 mod experiments;

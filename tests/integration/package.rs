@@ -119,6 +119,14 @@ fn generated_man_pages_render() {
     assert_man_renders(&page, &["--proto", "netmeter sweep -c HOST"]);
     let page = generate(&dir, "man-doctor", "netmeter-doctor.1");
     assert_man_renders(&page, &["--json", "HOST"]);
+    let page = generate(&dir, "man-mesh", "netmeter-mesh.1");
+    assert_man_renders(&page, &["--psk-file", "TEST OPTIONS"]);
+    let page = generate(&dir, "man-plot", "netmeter-plot.1");
+    assert_man_renders(&page, &["--output", "RESULT.json"]);
+    let page = generate(&dir, "man-report", "netmeter-report.1");
+    assert_man_renders(&page, &["--output", "FILE.html"]);
+    let page = generate(&dir, "man-generate", "netmeter-generate.1");
+    assert_man_renders(&page, &["man-mesh", "EXIT STATUS"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -219,7 +227,7 @@ fn field(deb: &std::path::Path, name: &str) -> String {
 
 /// The package: its control fields; its dependencies resolve on this system (apt-get's
 /// simulation, which changes nothing); `dpkg -i` into a throwaway root with its own dpkg
-/// database (never the system's) installs the binary, both man pages and the three
+/// database (never the system's) installs the binary, every man page and the three
 /// completions; the installed binary runs a loopback test, its pages render and its bash
 /// completion completes; `dpkg -r` takes every file away again.
 #[test]
@@ -274,6 +282,10 @@ fn deb_installs_runs_and_removes() {
         "usr/share/man/man1/netmeter-compare.1.gz",
         "usr/share/man/man1/netmeter-sweep.1.gz",
         "usr/share/man/man1/netmeter-doctor.1.gz",
+        "usr/share/man/man1/netmeter-mesh.1.gz",
+        "usr/share/man/man1/netmeter-plot.1.gz",
+        "usr/share/man/man1/netmeter-report.1.gz",
+        "usr/share/man/man1/netmeter-generate.1.gz",
         "usr/share/bash-completion/completions/netmeter",
         "usr/share/zsh/vendor-completions/_netmeter",
         "usr/share/fish/vendor_completions.d/netmeter.fish",
@@ -311,13 +323,20 @@ fn deb_installs_runs_and_removes() {
         &root.join("usr/share/man/man1/netmeter-csv.1.gz"),
         &["--fields"],
     );
+    assert_man_renders(
+        &root.join("usr/share/man/man1/netmeter-mesh.1.gz"),
+        &["--psk-file", "EXIT STATUS"],
+    );
     assert_eq!(
         bash_completes(&root.join("usr/share/bash-completion/completions/netmeter")),
         ["--bitrate", "--fields"]
     );
-    let zsh = std::fs::read_to_string(root.join(files[7])).unwrap();
+    let zsh =
+        std::fs::read_to_string(root.join("usr/share/zsh/vendor-completions/_netmeter")).unwrap();
     assert!(zsh.starts_with("#compdef netmeter"), "{}", &zsh[..40]);
-    let fish = std::fs::read_to_string(root.join(files[8])).unwrap();
+    let fish =
+        std::fs::read_to_string(root.join("usr/share/fish/vendor_completions.d/netmeter.fish"))
+            .unwrap();
     assert!(fish.contains("complete -c netmeter"));
 
     let rm = dpkg(&["-r", "netmeter"]);
