@@ -177,6 +177,7 @@ impl Meter {
         profile_sum.finish(&mut iv);
         if let Some(m) = merged_owd.filter(|m| !m.is_empty()) {
             iv.sum.netmeter.get_or_insert_with(Default::default).owd = m.stats();
+            iv.owd_histogram_us = m.buckets_us();
         }
         iv
     }

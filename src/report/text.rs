@@ -311,6 +311,20 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }
+    if let Some(bin) = ctx.histogram_bin_ms {
+        // The delays this side received: on a server the client's, on a client the
+        // server's.
+        let dir = if ctx.client {
+            "server->client"
+        } else {
+            "client->server"
+        };
+        let title = format!(
+            "One-way delay {dir} {:.2}-{:.2} sec",
+            iv.sum.start, iv.sum.end
+        );
+        out.push_str(&end::histogram(&title, &iv.owd_histogram_us, bin));
+    }
     if per_dir > 1 || ctx.bidir {
         out.push_str(&format!("{}\n", "- ".repeat(30).trim_end()));
     }

@@ -240,7 +240,7 @@ impl Session<'_> {
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
             connect_only: spec.connect_only,
-            histogram_bin_ms: None,
+            histogram_bin_ms: shared.cfg.histograms,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,
