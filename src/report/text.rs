@@ -270,7 +270,16 @@ pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
         .streams
         .first()
         .is_none_or(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_some());
-    interval_header(&ctx, sender)
+    let h = interval_header(&ctx, sender);
+    // `--trip-times` receivers end each row with the interval's one-way delays.
+    if iv
+        .streams
+        .iter()
+        .any(|r| r.netmeter.as_ref().is_some_and(|n| n.owd.is_some()))
+    {
+        return format!("{}  OWD min/mean/max\n", h.trim_end());
+    }
+    h
 }
 
 /// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
@@ -325,10 +334,23 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
         );
         out.push_str(&end::histogram(&title, &iv.owd_histogram_us, bin));
     }
-    if per_dir > 1 || ctx.bidir {
-        out.push_str(&format!("{}\n", "- ".repeat(30).trim_end()));
-    }
     ctx.titled(out)
+}
+
+/// What goes between two intervals' rows: iperf3's separator when several streams
+/// share a direction (`iperf_print_intermediate`: before every interval but the first;
+/// the end summary brings its own), else nothing.
+pub fn between_intervals(ctx: &TextCtx, iv: &Interval) -> String {
+    let per_dir = if ctx.bidir {
+        iv.streams.len() / 2
+    } else {
+        iv.streams.len()
+    };
+    if per_dir > 1 {
+        ctx.titled(format!("{SEPARATOR}\n"))
+    } else {
+        String::new()
+    }
 }
 
 /// Whether a UDP offload is in use on this side, and if not, why.
@@ -423,7 +445,10 @@ pub fn whole(r: &super::Report) -> String {
     if let Some(first) = r.intervals.first() {
         t.push_str(&first_interval_header(&ctx, first));
     }
-    for iv in &r.intervals {
+    for (n, iv) in r.intervals.iter().enumerate() {
+        if n > 0 {
+            t.push_str(&between_intervals(&ctx, iv));
+        }
         t.push_str(&interval(&ctx, iv));
     }
     t.push_str(&end_summary(&ctx, &r.end));
@@ -485,6 +510,49 @@ mod tests {
             verbose: false,
             title: None,
         }
+    }
+
+    /// The server's `--trip-times` rows end in "OWD a/b/c ms" under no header.
+    #[test]
+    fn one_way_delay_column_has_a_header() {
+        let c = TextCtx {
+            client: false,
+            ..ctx(Protocol::Udp)
+        };
+        let owd = crate::latency::LatencyStats {
+            count: 10,
+            min_ms: 0.002,
+            mean_ms: 0.010,
+            max_ms: 1.175,
+            ..Default::default()
+        };
+        let iv = Interval {
+            streams: vec![StreamInterval {
+                socket: 7,
+                end: 1.0,
+                seconds: 1.0,
+                udp_recv: Some(UdpRecvFigures::default()),
+                netmeter: Some(Box::new(crate::report::StreamExt {
+                    owd: Some(owd),
+                    ..Default::default()
+                })),
+                ..StreamInterval::default()
+            }],
+            ..Interval::default()
+        };
+        assert_eq!(
+            first_interval_header(&c, &iv),
+            "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams  OWD min/mean/max\n"
+        );
+        assert!(interval(&c, &iv).contains("  OWD 0.002/0.010/1.175 ms"));
+        let plain = Interval {
+            streams: vec![StreamInterval {
+                netmeter: None,
+                ..iv.streams[0].clone()
+            }],
+            ..Interval::default()
+        };
+        assert!(!first_interval_header(&c, &plain).contains("OWD"));
     }
 
     #[test]
@@ -574,9 +642,10 @@ mod tests {
             "\
 [  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec            856
 [  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)
-- - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
 "
         );
+        // -P 1: iperf3 separates intervals only when several streams share a direction.
+        assert_eq!(between_intervals(&c, &iv), "");
         let udp = |socket, sender| EndUdp {
             socket,
             end: 1.0,
@@ -634,6 +703,30 @@ mod tests {
 [SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
 ";
         assert_eq!(end(&c, &e, false, &[true, false]), want);
+    }
+
+    /// With -P 2 each interval ended with a separator and the end summary began with
+    /// its own: two separator lines in a row. As iperf3, one between intervals, one
+    /// before the summary.
+    #[test]
+    fn several_streams_never_print_two_separators_in_a_row() {
+        let r = crate::report::input::parse_result(include_str!("testdata/tcp.json")).unwrap();
+        assert_eq!(r.start.test_start.num_streams, 2);
+        let t = whole(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines
+                .windows(2)
+                .all(|w| !(w[0] == SEPARATOR && w[1] == SEPARATOR)),
+            "{t}"
+        );
+        let seps = lines.iter().filter(|l| **l == SEPARATOR).count();
+        assert_eq!(seps, r.intervals.len(), "{t}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.starts_with("- ") || *l == SEPARATOR)
+        );
     }
 
     #[test]

@@ -109,6 +109,10 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
     let mut out = String::new();
     out.push_str(SEPARATOR);
     out.push('\n');
+    if ctx.verbose && !ctx.connect_only {
+        // iperf3's `report_summary`, printed with -V only.
+        out.push_str("Test Complete. Summary Results:\n");
+    }
     if ctx.connect_only {
         // The data streams stayed idle: the connect-only summary follows instead.
         return out;
