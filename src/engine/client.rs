@@ -264,6 +264,14 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if let Some(at) = cfg.txstart {
         super::profile::txstart_before_connect(at, out);
     }
+    if cfg.verbose {
+        let pre = crate::report::text::verbose_preamble(
+            &format!("netmeter {}", env!("CARGO_PKG_VERSION")),
+            &sock::system_info(),
+            &clock::timestamp_now().time,
+        );
+        out.emit(Event::Info(&pre));
+    }
     out.emit(Event::Connecting {
         host: &cfg.host,
         port: cfg.port,
@@ -306,6 +314,11 @@ fn converse(
         ));
     }
     record_start(out, cfg, ctrl, &cookie, &asked);
+    if cfg.verbose {
+        let tcp = asked.protocol == Protocol::Tcp;
+        let t = crate::report::text::verbose_connected(&out.report.start, tcp);
+        out.emit(Event::Info(&t));
+    }
     let mut psk_cn = None;
     let ext_req = match cfg.extensions.then(|| asked.ext_request()) {
         Some(mut req) if cfg.psk.is_some() => {

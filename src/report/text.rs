@@ -82,6 +82,34 @@ fn omitted(o: bool) -> &'static str {
     if o { "  (omitted)" } else { "" }
 }
 
+/// `-V` before the client connects, as iperf3 prints it: the version, the system
+/// (`uname`) and the time.
+pub fn verbose_preamble(version: &str, system_info: &str, time: &str) -> String {
+    format!("{version}\n{system_info}\nTime: {time}\n")
+}
+
+/// `-V` once the client has sent its cookie, as iperf3's `iperf_on_connect`: the
+/// cookie, for TCP the MSS (iperf3 marks the kernel's own "(default)"), and the target
+/// bitrate when there is one.
+pub fn verbose_connected(start: &super::Start, tcp: bool) -> String {
+    let mut s = format!("      Cookie: {}\n", start.cookie);
+    if tcp {
+        match (start.tcp_mss, start.tcp_mss_default) {
+            (Some(m), _) => {
+                let _ = writeln!(s, "      TCP MSS: {m}");
+            }
+            (None, Some(m)) => {
+                let _ = writeln!(s, "      TCP MSS: {m} (default)");
+            }
+            (None, None) => {}
+        }
+    }
+    if start.target_bitrate > 0 {
+        let _ = writeln!(s, "      Target Bitrate: {}", start.target_bitrate);
+    }
+    s
+}
+
 /// `Connecting to host H, port P`.
 pub fn connecting(host: &str, port: u16) -> String {
     format!("Connecting to host {host}, port {port}\n")
@@ -510,6 +538,35 @@ mod tests {
             verbose: false,
             title: None,
         }
+    }
+
+    /// `-V` lacked iperf3's version, system, time, cookie, TCP MSS and target bitrate.
+    #[test]
+    fn verbose_start_lines_are_iperf3s() {
+        assert_eq!(
+            verbose_preamble(
+                "netmeter 0.1.0",
+                "Linux vm 6.18 x86_64",
+                "Thu, 26 Nov 2026 15:42:46 GMT"
+            ),
+            "netmeter 0.1.0\nLinux vm 6.18 x86_64\nTime: Thu, 26 Nov 2026 15:42:46 GMT\n"
+        );
+        let mut start = crate::report::Start {
+            cookie: "6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf".into(),
+            tcp_mss_default: Some(32768),
+            ..Default::default()
+        };
+        assert_eq!(
+            verbose_connected(&start, true),
+            "      Cookie: 6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf\n      TCP MSS: 32768 (default)\n"
+        );
+        start.tcp_mss = Some(1400);
+        start.target_bitrate = 10_000_000;
+        assert_eq!(
+            verbose_connected(&start, true),
+            "      Cookie: 6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf\n      TCP MSS: 1400\n      Target Bitrate: 10000000\n"
+        );
+        assert!(!verbose_connected(&start, false).contains("MSS"));
     }
 
     /// The server's `--trip-times` rows end in "OWD a/b/c ms" under no header.
