@@ -240,13 +240,14 @@ fn sockets(intervals: &[Interval], sender: bool) -> Vec<i64> {
     out
 }
 
-/// One stream's per-interval figure as steps (`steps`), or as a sample at each
-/// interval's end (TCP_INFO state, read once per interval).
+/// One stream's per-interval figure as steps, flat over each interval from its start
+/// to its end. TCP_INFO state (cwnd, RTT), read once at each interval's end, is drawn
+/// the same way, so every series of a test covers the same span: a sample only at the
+/// ends started the cwnd and RTT lines at t = 1 beside a throughput line from 0.
 fn stream_points(
     intervals: &[Interval],
     socket: i64,
     sender: bool,
-    steps: bool,
     f: impl Fn(&StreamInterval) -> Option<f64>,
 ) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
@@ -255,9 +256,7 @@ fn stream_points(
             continue;
         }
         if let Some(v) = f(s) {
-            if steps {
-                pts.push((s.start, v));
-            }
+            pts.push((s.start, v));
             pts.push((s.end, v));
         }
     }
@@ -273,9 +272,7 @@ fn throughput(r: &Report, peer: Option<&Report>, dir: &Direction) -> Chart {
             series.push(Series {
                 name: format!("stream {}", n + 1),
                 shape: Shape::Line,
-                points: stream_points(&r.intervals, *s, dir.sender, true, |s| {
-                    Some(s.bits_per_second)
-                }),
+                points: stream_points(&r.intervals, *s, dir.sender, |s| Some(s.bits_per_second)),
             });
         }
     }
@@ -382,7 +379,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
             .map(|(n, s)| Series {
                 name: format!("stream {}", n + 1),
                 shape: Shape::Line,
-                points: stream_points(&rep.intervals, *s, d.sender, true, f),
+                points: stream_points(&rep.intervals, *s, d.sender, f),
             })
             .collect()
     };
@@ -571,14 +568,14 @@ fn tcp(r: &Report) -> Vec<Chart> {
         cwnd.push(Series {
             name: name(n),
             shape: Shape::Line,
-            points: stream_points(&r.intervals, s, true, false, |x| {
+            points: stream_points(&r.intervals, s, true, |x| {
                 x.tcp.map(|t| t.snd_cwnd as f64 / div)
             }),
         });
         rtt.push(Series {
             name: name(n),
             shape: Shape::Line,
-            points: stream_points(&r.intervals, s, true, false, |x| {
+            points: stream_points(&r.intervals, s, true, |x| {
                 x.tcp.map(|t| t.rtt as f64 / 1000.0)
             }),
         });
@@ -587,7 +584,12 @@ fn tcp(r: &Report) -> Vec<Chart> {
             .iter()
             .flat_map(|iv| &iv.streams)
             .filter(|x| x.socket == s && x.sender && !x.omitted)
-            .filter_map(|x| x.tcp.filter(|t| t.retransmits > 0).map(|t| (x.end, t)))
+            // Mid-interval: the retransmissions happened somewhere in it.
+            .filter_map(|x| {
+                x.tcp
+                    .filter(|t| t.retransmits > 0)
+                    .map(|t| ((x.start + x.end) / 2.0, t))
+            })
             .map(|(t, f)| (t, f.snd_cwnd as f64 / div))
             .collect();
         retr.extend(marks);
@@ -697,6 +699,17 @@ mod tests {
         assert_eq!(c[2].y.label, "RTT (ms)");
         let rtt0 = r.intervals[0].streams[0].tcp.unwrap().rtt as f64 / 1000.0;
         assert_eq!(c[2].series[0].points[0].1, rtt0);
+        // Every series starts where the test does: cwnd and RTT were sampled only at
+        // each interval's end, so their lines began at t = 1 beside throughput's 0.
+        for chart in &c {
+            for s in &chart.series {
+                assert_eq!(s.points[0].0, iv.start, "{}: {}", chart.kind, s.name);
+                assert_eq!(
+                    s.points.last().unwrap().0,
+                    r.intervals.last().unwrap().sum.end
+                );
+            }
+        }
     }
 
     #[test]
@@ -714,7 +727,7 @@ mod tests {
             .iter()
             .flat_map(|iv| &iv.streams)
             .filter(|s| s.sender && s.tcp.is_some_and(|t| t.retransmits > 0))
-            .map(|s| s.end)
+            .map(|s| (s.start + s.end) / 2.0)
             .collect();
         let total: u64 = r
             .intervals
@@ -724,6 +737,11 @@ mod tests {
             .sum();
         assert!(!with_retr.is_empty());
         assert_eq!(marks.points.len(), with_retr.len());
+        let mut at: Vec<f64> = marks.points.iter().map(|p| p.0).collect();
+        let mut want = with_retr.clone();
+        at.sort_by(f64::total_cmp);
+        want.sort_by(f64::total_cmp);
+        assert_eq!(at, want);
         assert_eq!(marks.name, format!("retransmits ({total})"));
     }
 
