@@ -354,6 +354,7 @@ fn converse(
         connect_to,
         answered: None,
         interval_s: cfg.interval_s,
+        interval_histograms: cfg.histograms.is_some(),
         cpu_start,
         origin,
     })?;

@@ -332,6 +332,7 @@ impl Session<'_> {
             connect_to: None,
             answered: conn_reg.as_ref().map(|r| r.answered()),
             interval_s: shared.cfg.interval_s,
+            interval_histograms: shared.cfg.histograms.is_some(),
             cpu_start,
             origin,
         })?;
