@@ -303,7 +303,9 @@ pub struct Args {
     #[arg(long = "connect-only")]
     pub connect_only: bool,
     /// Print latency histograms (bounceback RTT, one-way delay) in the text report, with
-    /// bins of BIN_MS milliseconds (default 0.1). JSON always carries full histograms.
+    /// bins of BIN_MS milliseconds (default 0.1): at the end, and with -i the one-way
+    /// delays of each interval. A server prints those it received (--trip-times
+    /// clients). JSON always carries the whole test's histograms.
     #[arg(long = "histograms", value_name = "BIN_MS", num_args = 0..=1, default_missing_value = "0.1", value_parser = number("--histograms", "a bin width in milliseconds such as 0.1"))]
     pub histograms: Option<f64>,
     /// Pin to CPU N; with N,M also ask the server to pin this test to CPU M.
@@ -912,6 +914,15 @@ impl Args {
         Ok(i)
     }
 
+    fn histograms(&self) -> Result<Option<f64>, UsageError> {
+        match self.histograms {
+            Some(b) if !(b > 0.0 && b <= 1000.0) => Err(usage(
+                "--histograms bin width must be between 0 and 1000 ms",
+            )),
+            h => Ok(h),
+        }
+    }
+
     /// Resolve the flags into what to run.
     pub fn resolve(&self) -> Result<Command, UsageError> {
         if self.version {
@@ -1086,6 +1097,7 @@ impl Args {
                 verbose: self.verbose,
                 format,
                 interval_s: self.interval()?,
+                histograms: self.histograms()?,
                 auth: self.auth.server()?,
                 psk: self.auth.psk()?.map(std::sync::Arc::new),
                 third_party: self.third_party_policy()?,
@@ -1706,14 +1718,7 @@ impl Args {
             connect_timeout: Duration::from_millis(self.connect_timeout.unwrap_or(10_000)),
             extensions: !self.no_extensions,
             affinity: self.affinity()?.0,
-            histograms: match self.histograms {
-                Some(b) if !(b > 0.0 && b <= 1000.0) => {
-                    return Err(usage(
-                        "--histograms bin width must be between 0 and 1000 ms",
-                    ));
-                }
-                h => h,
-            },
+            histograms: self.histograms()?,
             txstart: self.txstart()?,
             auth: self.auth.client(std::env::var("IPERF3_PASSWORD").ok())?,
             psk: self.auth.psk()?,

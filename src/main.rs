@@ -170,6 +170,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     verbose: false,
                     format: Default::default(),
                     interval_s: tcp.interval_s,
+                    histograms: None,
                     auth: None,
                     psk: None,
                     third_party: None,

@@ -278,6 +278,14 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if let Some(at) = cfg.txstart {
         super::profile::txstart_before_connect(at, out);
     }
+    if cfg.verbose {
+        let pre = crate::report::text::verbose_preamble(
+            &format!("netmeter {}", env!("CARGO_PKG_VERSION")),
+            &sock::system_info(),
+            &clock::timestamp_now().time,
+        );
+        out.emit(Event::Info(&pre));
+    }
     out.emit(Event::Connecting {
         host: &cfg.host,
         port: cfg.port,
@@ -320,6 +328,11 @@ fn converse(
         ));
     }
     record_start(out, cfg, ctrl, &cookie, &asked);
+    if cfg.verbose {
+        let tcp = asked.protocol == Protocol::Tcp;
+        let t = crate::report::text::verbose_connected(&out.report.start, tcp);
+        out.emit(Event::Info(&t));
+    }
     let mut psk_cn = None;
     let ext_req = match cfg.extensions.then(|| asked.ext_request()) {
         Some(mut req) if cfg.psk.is_some() => {
@@ -355,6 +368,7 @@ fn converse(
         connect_to,
         answered: None,
         interval_s: cfg.interval_s,
+        interval_histograms: cfg.histograms.is_some(),
         cpu_start,
         origin,
     })?;

@@ -52,6 +52,9 @@ pub struct Meter {
     acct: Accountant,
     /// `--connect-only` server: connections answered for this test.
     pub answered: Option<super::connect::Answered>,
+    /// `--histograms`: keep each interval's one-way delay buckets for the text
+    /// (`Interval::owd_histogram_us`); otherwise they are not built.
+    pub interval_histograms: bool,
 }
 
 impl Meter {
@@ -77,6 +80,7 @@ impl Meter {
             protocol,
             streams,
             answered: None,
+            interval_histograms: false,
         }
     }
 
@@ -177,6 +181,9 @@ impl Meter {
         profile_sum.finish(&mut iv);
         if let Some(m) = merged_owd.filter(|m| !m.is_empty()) {
             iv.sum.netmeter.get_or_insert_with(Default::default).owd = m.stats();
+            if self.interval_histograms {
+                iv.owd_histogram_us = m.buckets_us();
+            }
         }
         iv
     }

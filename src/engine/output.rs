@@ -197,12 +197,15 @@ impl Renderer {
     }
 
     fn interval(&mut self, iv: &Interval) {
-        if !self.headers_done {
+        let mut t = if self.headers_done {
+            text::between_intervals(&self.ctx, iv)
+        } else {
             self.headers_done = true;
             let h = text::first_interval_header(&self.ctx, iv);
             self.text(&h);
-        }
-        let t = text::interval(&self.ctx, iv);
+            String::new()
+        };
+        t.push_str(&text::interval(&self.ctx, iv));
         if let Some(c) = self.captured.as_mut() {
             c.push_str(&t);
         }

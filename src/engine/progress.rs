@@ -176,6 +176,7 @@ mod tests {
                 ..SumInterval::default()
             },
             sum_bidir_reverse: None,
+            owd_histogram_us: Vec::new(),
         }
     }
 

@@ -54,6 +54,9 @@ pub struct ServerConfig {
     pub verbose: bool,
     pub format: Format,
     pub interval_s: f64,
+    /// `--histograms[=BIN_MS]`: print one-way delay histograms (end of test, and per
+    /// interval) with this bin width, as iperf 2's server does.
+    pub histograms: Option<f64>,
     /// `--rsa-private-key-path`/`--authorized-users-path`: every test must authenticate.
     pub auth: Option<Arc<crate::auth::ServerAuth>>,
     /// `--psk-file`: every test must prove this key (netmeter clients only: an iperf3

@@ -261,6 +261,7 @@ impl TestRun {
             spec.omit_s,
         );
         meter.answered = launch.answered;
+        meter.interval_histograms = launch.interval_histograms;
         let interval = (launch.interval_s > 0.0).then_some(launch.interval_s);
         Ok(Running {
             spec,
@@ -292,6 +293,8 @@ pub struct Launch {
     pub answered: Option<connect::Answered>,
     /// `-i`: seconds between interval rows (0: none).
     pub interval_s: f64,
+    /// `--histograms`: each interval row carries its one-way delay histogram.
+    pub interval_histograms: bool,
     /// The process's CPU use when this side's test began, and the clock it counts from.
     pub cpu_start: CpuSample,
     pub origin: Instant,

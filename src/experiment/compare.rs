@@ -162,19 +162,22 @@ pub fn compare(base: &[Report], new: &[Report]) -> Result<Comparison, Mismatch> 
             _ => notes.push(format!("{} is only in the base result", f.label)),
         }
     }
-    // Several figures are tested at once: each at ALPHA / m (Bonferroni), so that the
-    // chance of calling any figure of an unchanged setup significant stays ALPHA.
-    let per_figure = ALPHA / pairs.len().max(1) as f64;
+    let tests: Vec<Option<Test>> = pairs.iter().map(|(_, b, n)| test_of(b, n)).collect();
+    // Several tests run at once: each at ALPHA / m (Bonferroni), so that the chance of
+    // calling any figure of an unchanged setup significant stays ALPHA. m counts the
+    // tests that ran, once each: the percentiles of one latency distribution share
+    // one Kolmogorov-Smirnov test of that distribution.
+    let m = tests_run(&pairs, &tests);
+    let per_test = ALPHA / m.max(1) as f64;
     let rows: Vec<Row> = pairs
         .iter()
-        .map(|(f, b, n)| row(f, b, n, per_figure))
+        .zip(tests)
+        .map(|((f, b, n), t)| row(f, b, n, t, per_test))
         .collect();
-    if pairs.len() > 1 {
+    if m > 1 {
         notes.push(format!(
-            "{} figures compared: each is judged at {:.4} (Bonferroni), so that an unchanged \
+            "{m} tests ran: each is judged at {per_test:.4} (Bonferroni), so that an unchanged \
              setup is called significantly different with at most {:.0} % probability",
-            pairs.len(),
-            per_figure,
             ALPHA * 100.0
         ));
     }
@@ -225,11 +228,37 @@ fn values(runs: &[Vec<Figure>], key: &str) -> Option<Values> {
     })
 }
 
-fn row(f: &Figure, b: &Values, n: &Values, alpha: f64) -> Row {
-    let test = match (&b.histogram_us, &n.histogram_us) {
+/// The test a figure gets: Kolmogorov-Smirnov on its distributions when both sides
+/// have them, else Welch's t-test (`None`: a single run, no spread).
+fn test_of(b: &Values, n: &Values) -> Option<Test> {
+    match (&b.histogram_us, &n.histogram_us) {
         (Some(hb), Some(hn)) => stats::ks_histograms(hb, hn).map(Test::KolmogorovSmirnov),
         _ => stats::welch(&b.summary, &n.summary).map(Test::Welch),
-    };
+    }
+}
+
+/// How many distinct tests ran: each Welch test, and each pair of distributions once
+/// however many of its percentiles were compared.
+fn tests_run(pairs: &[(&Figure, Values, Values)], tests: &[Option<Test>]) -> usize {
+    type Buckets<'a> = &'a [(f64, u64)];
+    let mut seen: Vec<(Buckets, Buckets)> = Vec::new();
+    let mut m = 0;
+    for ((_, b, n), t) in pairs.iter().zip(tests) {
+        match (t, b.histogram_us.as_deref(), n.histogram_us.as_deref()) {
+            (None, _, _) => {}
+            (Some(Test::KolmogorovSmirnov(_)), Some(hb), Some(hn)) => {
+                if !seen.contains(&(hb, hn)) {
+                    seen.push((hb, hn));
+                    m += 1;
+                }
+            }
+            (Some(_), _, _) => m += 1,
+        }
+    }
+    m
+}
+
+fn row(f: &Figure, b: &Values, n: &Values, test: Option<Test>, alpha: f64) -> Row {
     let difference = n.summary.mean - b.summary.mean;
     let change_pct = stats::change_pct(b.summary.mean, n.summary.mean);
     let improved = match f.better {
@@ -450,6 +479,57 @@ mod tests {
         assert_eq!(
             (tps.key.as_str(), tps.verdict),
             ("transactions_per_second", Verdict::SingleRun)
+        );
+    }
+
+    /// `compare` noted "N figures compared: each is judged at ... (Bonferroni)" when no
+    /// test could run at all, and counted one KS test of a latency distribution once
+    /// per percentile.
+    #[test]
+    fn bonferroni_counts_the_tests_that_ran() {
+        // Single TCP runs: nothing to test, so nothing to correct for.
+        let tcp = load("tcp.json");
+        let c = compare(std::slice::from_ref(&tcp), &[with_rate(&tcp, 200e6)]).unwrap();
+        assert!(c.figures.len() > 1);
+        assert!(c.figures.iter().all(|r| r.test.is_none()));
+        assert!(
+            !c.notes.iter().any(|n| n.contains("Bonferroni")),
+            "{:?}",
+            c.notes
+        );
+        // Single bounceback runs: the RTT percentiles share one KS test and the
+        // transactions figure has none, so one test, judged at α itself.
+        let bb = load("bounceback.json");
+        let c = compare(std::slice::from_ref(&bb), std::slice::from_ref(&bb)).unwrap();
+        let ks = c
+            .figures
+            .iter()
+            .filter(|r| matches!(r.test, Some(Test::KolmogorovSmirnov(_))))
+            .count();
+        assert!(ks >= 4, "{ks}");
+        assert!(
+            !c.notes.iter().any(|n| n.contains("Bonferroni")),
+            "{:?}",
+            c.notes
+        );
+        // Repeated runs: throughput's Welch test and the KS test make two.
+        let runs = |r: &Report, rates: &[f64]| -> Vec<Report> {
+            rates
+                .iter()
+                .map(|&x| {
+                    let mut r = r.clone();
+                    if let Some(b) = r.end.netmeter.bounceback.as_mut() {
+                        b.transactions_per_second = x;
+                    }
+                    r
+                })
+                .collect()
+        };
+        let c = compare(&runs(&bb, &[10e3, 10.1e3]), &runs(&bb, &[10.2e3, 9.9e3])).unwrap();
+        let note = c.notes.iter().find(|n| n.contains("Bonferroni")).unwrap();
+        assert!(
+            note.starts_with("2 tests ran: each is judged at 0.0250"),
+            "{note}"
         );
     }
 

@@ -30,6 +30,15 @@ pub struct Figure {
     pub histogram_us: Option<Vec<(f64, u64)>>,
 }
 
+/// The values a figure of this unit can take: every key figure is a rate, a count, a
+/// delay or a share, none below 0; a share ("%") is at most 100.
+pub fn bounds(unit: &str) -> (f64, f64) {
+    match unit {
+        "%" => (0.0, 100.0),
+        _ => (0.0, f64::INFINITY),
+    }
+}
+
 fn fig(key: &str, label: &str, unit: &'static str, better: Better, value: f64) -> Figure {
     Figure {
         key: key.to_string(),

@@ -120,7 +120,10 @@ pub fn statistics(runs: &[Report], level: f64) -> Vec<FigureStats> {
                 label: f.label.clone(),
                 unit: f.unit,
                 better: f.better,
-                ci: stats::confidence_interval(&summary, level),
+                ci: stats::confidence_interval(&summary, level).map(|ci| {
+                    let (min, max) = figures::bounds(f.unit);
+                    ci.within(min, max)
+                }),
                 summary,
             })
         })
@@ -396,5 +399,51 @@ mod tests {
             run_line(2, 3, &runs[1]).starts_with("run 2/3: Receiver throughput 100.00 Mbits/sec")
         );
         assert!(statistics(&runs[..1], 0.95)[0].ci.is_none());
+    }
+
+    /// Retransmits of 0, 0 and 12 over three runs gave a 95 % interval of "-5 .. 13"
+    /// (mean 4 ± 22): a count cannot be negative, so the interval stops at 0.
+    #[test]
+    fn a_count_s_interval_is_never_negative() {
+        let path = format!(
+            "{}/src/report/testdata/tcp.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Report::from_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let runs: Vec<Report> = [0, 0, 12]
+            .iter()
+            .map(|&n| {
+                let mut x = r.clone();
+                if let Some(s) = x.end.sum_sent.as_mut() {
+                    s.retransmits = Some(n);
+                }
+                x
+            })
+            .collect();
+        let st = statistics(&runs, 0.95);
+        let retr = st.iter().find(|f| f.key == "retransmits").unwrap();
+        let ci = retr.ci.unwrap();
+        assert_eq!(retr.summary.mean, 4.0);
+        assert_eq!(ci.low, 0.0);
+        assert!((ci.high - (4.0 + ci.half_width)).abs() < 1e-9);
+        // The half width still says how wide the spread is, against the true mean.
+        assert!((ci.half_width_pct().unwrap() - ci.half_width / 4.0 * 100.0).abs() < 1e-9);
+        let info = RepeatInfo {
+            plan: Plan::from_flags(3, 1.0, None).unwrap(),
+            runs: 3,
+            ended: "all runs".to_string(),
+        };
+        let text = table(&info, &st);
+        let line = text.lines().find(|l| l.starts_with("Retransmits")).unwrap();
+        assert!(!line.contains("-"), "{line}");
+        // A share stops at 100 %.
+        let wide = stats::ConfInterval {
+            level: 0.95,
+            low: 90.0,
+            high: 130.0,
+            half_width: 20.0,
+            mean: 110.0,
+        };
+        assert_eq!(wide.within(0.0, 100.0).high, 100.0);
     }
 }

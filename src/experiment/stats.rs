@@ -67,13 +67,33 @@ pub struct ConfInterval {
     pub high: f64,
     /// Half the interval's width: t(1 − α/2, n − 1) · s / √n.
     pub half_width: f64,
+    /// The mean the interval is around (`low`/`high` may be cut at the figure's
+    /// bounds, [`ConfInterval::within`]). Absent from older documents: 0.
+    #[serde(default)]
+    pub mean: f64,
 }
 
 impl ConfInterval {
     /// The half width as a percentage of the mean (`None` for a zero mean).
     pub fn half_width_pct(&self) -> Option<f64> {
-        let mean = (self.low + self.high) / 2.0;
+        let mean = if self.mean != 0.0 {
+            self.mean
+        } else {
+            // A document from before `mean` was written: its interval was not cut.
+            (self.low + self.high) / 2.0
+        };
         (mean != 0.0).then(|| self.half_width / mean.abs() * 100.0)
+    }
+
+    /// The interval cut to the values the figure can take: a count, a rate or a delay
+    /// is never negative, a share never above 100 %. The half width stays the
+    /// statistic's (it still measures the spread).
+    pub fn within(self, min: f64, max: f64) -> ConfInterval {
+        ConfInterval {
+            low: self.low.clamp(min, max),
+            high: self.high.clamp(min, max),
+            ..self
+        }
     }
 }
 
@@ -90,6 +110,7 @@ pub fn confidence_interval(s: &Summary, level: f64) -> Option<ConfInterval> {
         low: s.mean - half_width,
         high: s.mean + half_width,
         half_width,
+        mean: s.mean,
     })
 }
 

@@ -79,6 +79,10 @@ impl HostInfo {
 pub struct ThreadCpu {
     /// iperf3 stream id.
     pub id: i64,
+    /// This side's socket number of the stream, as the text's `[  4]` rows show it
+    /// (absent in older documents and for the peer's threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<i64>,
     /// The thread sent (else it received).
     pub sender: bool,
     /// Wall seconds the thread ran.
@@ -262,6 +266,7 @@ pub fn thread_cpu(
     let pct = |s: f64| (s / wall_s * 100.0).min(100.0);
     Some(ThreadCpu {
         id,
+        socket: None,
         sender,
         seconds: wall_s,
         cpu_percent: pct(cpu_s),

@@ -270,6 +270,7 @@ mod tests {
     fn thread(id: i64, sender: bool, cpu: f64, wait: Option<f64>) -> ThreadCpu {
         ThreadCpu {
             id,
+            socket: None,
             sender,
             seconds: 2.0,
             cpu_percent: cpu,

@@ -12,7 +12,7 @@
 
 use super::input::Input;
 use super::plot::{self, Chart};
-use super::{End, EndSum, Report, advice};
+use super::{EndSum, Report, advice};
 use crate::units::{Format, format_bytes, format_rate};
 use std::fmt::Write as _;
 
@@ -30,7 +30,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 th { background: #eef3f8; }
 ul.warnings li { color: #9b1c1c; }
 figure { margin: 10px 0; overflow-x: auto; }
-figure svg { width: 100%; height: auto; display: block; border: 1px solid #e4e4e4; }
+figure svg { width: 100%; height: auto; display: block; border: 1px solid #e4e4e4;
+  box-sizing: border-box; }
 .muted { color: #666; }
 @media (max-width: 600px) { body { padding: 6px; } table { font-size: 0.8em; }
   figure svg { min-width: 640px; } }
@@ -92,7 +93,7 @@ fn result_section(h: &mut String, n: usize, i: &Input) -> Result<(), plot::DrawE
     let _ = writeln!(h, "<h3 id=\"warnings-{n}\">Warnings</h3>");
     let warns = warnings(r);
     if warns.is_empty() {
-        h.push_str("<p class=\"muted\">None: no host limits, buffer or clock problems were recorded.</p>\n");
+        let _ = writeln!(h, "<p class=\"muted\">{}</p>", esc(&no_warnings(r)));
     } else {
         h.push_str("<ul class=\"warnings\">\n");
         for w in &warns {
@@ -108,6 +109,49 @@ fn result_section(h: &mut String, n: usize, i: &Input) -> Result<(), plot::DrawE
     figures(h, &charts)?;
     h.push_str("</section>\n");
     Ok(())
+}
+
+/// What an empty warnings list means. A netmeter result checked the hosts; iperf3
+/// records no host limits, socket-buffer drops or clock problems, so its silence says
+/// nothing about them.
+fn no_warnings(r: &Report) -> String {
+    if r.start.version.starts_with("netmeter") {
+        "None: no host limits, buffer or clock problems were recorded.".into()
+    } else {
+        let who = if r.start.version.is_empty() {
+            "this result's program"
+        } else {
+            &r.start.version
+        };
+        format!(
+            "None recorded, but {who} does not record host limits, socket-buffer drops or \
+             clock problems: only netmeter checks for them (its CPU-bound rule was applied here)."
+        )
+    }
+}
+
+/// A size in bytes as the user gave it: `-l 1400` reads "1400 bytes" (not "1.37
+/// KBytes"), whole KiB and MiB also in iperf3's units.
+fn exact_size(b: u64) -> String {
+    if b >= 1024 && b.is_multiple_of(1024) {
+        format!(
+            "{} ({b} bytes)",
+            format_bytes(b as f64, Format::Auto).trim()
+        )
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+/// The first direction of a test: the one `sum_sent`/`sum_received` hold, named the
+/// same way in the settings and the summary.
+fn first_direction(r: &Report) -> &'static str {
+    let t = &r.start.test_start;
+    if t.reverse != 0 && t.bidir == 0 {
+        "server → client"
+    } else {
+        "client → server"
+    }
 }
 
 /// Each chart inline as its own `<svg>` in a `<figure>`.
@@ -165,11 +209,11 @@ fn settings(r: &Report) -> Vec<(String, String)> {
         ("Streams".into(), t.num_streams.to_string()),
     ];
     let mode = if t.bidir != 0 {
-        "both directions (--bidir)"
+        "client → server and server → client (--bidir)"
     } else if t.reverse != 0 {
-        "reverse (-R: server sends)"
+        "server → client (-R: the server sends)"
     } else {
-        "normal (client sends)"
+        "client → server (the client sends)"
     };
     v.push(("Direction".into(), mode.into()));
     if t.bytes > 0 {
@@ -182,10 +226,7 @@ fn settings(r: &Report) -> Vec<(String, String)> {
     if t.omit > 0.0 {
         v.push(("Omitted".into(), format!("first {} s", t.omit)));
     }
-    v.push((
-        "Block size".into(),
-        format_bytes(t.blksize as f64, Format::Auto),
-    ));
+    v.push(("Block size".into(), exact_size(t.blksize)));
     if t.target_bitrate > 0 {
         v.push((
             "Target rate per stream".into(),
@@ -274,22 +315,26 @@ fn hosts(r: &Report) -> Vec<(String, String)> {
     v
 }
 
-/// The end sums by direction: (label, sender's sum, receiver's sum).
-fn end_rows(e: &End) -> Vec<(&'static str, Option<&EndSum>, Option<&EndSum>)> {
+/// The end sums by direction: (label, sender's sum, receiver's sum); the labels are
+/// the settings' ("client → server", "server → client").
+fn end_rows(r: &Report) -> Vec<(&'static str, Option<&EndSum>, Option<&EndSum>)> {
+    let e = &r.end;
+    let first = first_direction(r);
     let mut rows = Vec::new();
     if e.sum_sent.is_some() || e.sum_received.is_some() {
-        rows.push(("forward", e.sum_sent.as_ref(), e.sum_received.as_ref()));
+        rows.push((first, e.sum_sent.as_ref(), e.sum_received.as_ref()));
     } else if let Some(s) = &e.sum {
-        rows.push(("forward", Some(s), Some(s)));
+        rows.push((first, Some(s), Some(s)));
     }
+    let second = "server → client";
     if e.sum_sent_bidir_reverse.is_some() || e.sum_received_bidir_reverse.is_some() {
         rows.push((
-            "reverse",
+            second,
             e.sum_sent_bidir_reverse.as_ref(),
             e.sum_received_bidir_reverse.as_ref(),
         ));
     } else if let Some(s) = &e.sum_bidir_reverse {
-        rows.push(("reverse", Some(s), Some(s)));
+        rows.push((second, Some(s), Some(s)));
     }
     rows
 }
@@ -302,7 +347,7 @@ fn summary_table(h: &mut String, r: &Report) {
     } else {
         "<th>Retransmits</th></tr>\n"
     });
-    for (label, sent, recv) in end_rows(&r.end) {
+    for (label, sent, recv) in end_rows(r) {
         let cell = |s: Option<&EndSum>, f: &dyn Fn(&EndSum) -> String| s.map_or("-".into(), f);
         let _ = write!(
             h,
@@ -442,7 +487,7 @@ fn compare_table(h: &mut String, inputs: &[Input]) {
     ];
     for i in inputs {
         let r = &i.report;
-        let fwd = end_rows(&r.end).into_iter().next();
+        let fwd = end_rows(r).into_iter().next();
         let sent = fwd.and_then(|f| f.1);
         let recv = fwd.and_then(|f| f.2);
         let udp = recv.and_then(|s| s.udp_recv);
@@ -565,10 +610,43 @@ mod tests {
         assert_eq!(h.matches("<figure class=\"chart\"").count(), charts.len());
         assert_eq!(h.matches("<svg ").count(), charts.len());
         assert!(!h.contains("<?xml"));
-        // The summary: both directions, the receiver's loss.
-        assert!(h.contains("<td>forward</td>") && h.contains("<td>reverse</td>"));
+        // The summary: both directions, named as in the settings, the receiver's loss.
+        assert!(h.contains("<td>client → server</td>") && h.contains("<td>server → client</td>"));
+        assert!(h.contains(
+            "<tr><th>Direction</th><td>client → server and server → client (--bidir)</td></tr>"
+        ));
         assert!(h.contains("Lost / total"));
         assert!(h.contains("name=\"viewport\""));
+    }
+
+    /// The page said "normal (client sends)" in the settings and "forward" in the
+    /// summary, showed `-l 1400` as "1.37 KBytes", and said of an iperf3 result that no
+    /// host limits, buffer or clock problems were recorded, which iperf3 cannot record.
+    #[test]
+    fn settings_and_summary_name_things_alike_and_iperf3_silence_is_explained() {
+        let mut i = input("iperf3", include_str!("testdata/iperf3_322_tcp.json"));
+        i.report.start.test_start.blksize = 1400;
+        let h = render(std::slice::from_ref(&i)).unwrap();
+        assert!(
+            h.contains("<tr><th>Direction</th><td>client → server (the client sends)</td></tr>")
+        );
+        assert!(h.contains("<tr><td>client → server</td>"), "summary row");
+        assert!(!h.contains("forward") && !h.contains("normal ("));
+        assert!(h.contains("<tr><th>Block size</th><td>1400 bytes</td></tr>"));
+        let warn = &h[h.find("id=\"warnings-1\"").unwrap()..h.find("id=\"plots-1\"").unwrap()];
+        assert!(!warn.contains("were recorded"), "{warn}");
+        assert!(warn.contains("does not record host limits"), "{warn}");
+        assert!(warn.contains(&i.report.start.version), "{warn}");
+        // netmeter's own result: nothing recorded means nothing found.
+        let mut r = input("nm", include_str!("testdata/tcp_reverse.json"));
+        r.report.end.netmeter.warnings.clear();
+        r.report.start.netmeter.warnings.clear();
+        r.report.end.cpu_utilization_percent = Default::default();
+        let h = render(&[r]).unwrap();
+        assert!(h.contains("None: no host limits, buffer or clock problems were recorded."));
+        assert!(h.contains("server → client (-R: the server sends)"));
+        assert!(h.contains("<tr><td>server → client</td>"));
+        assert!(h.contains("<td>128 KBytes (131072 bytes)</td>"));
     }
 
     #[test]

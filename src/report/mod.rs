@@ -282,6 +282,11 @@ pub struct Interval {
     pub sum: SumInterval,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_bidir_reverse: Option<SumInterval>,
+    /// The one-way delays this side received in the interval (all streams merged):
+    /// `[upper bound µs, count]` per non-empty bucket, for the text's per-interval
+    /// `--histograms`. Not in the JSON (the end object carries the whole test's).
+    #[serde(skip)]
+    pub owd_histogram_us: Vec<(f64, u64)>,
 }
 
 /// One side (sender or receiver) of a TCP stream's end summary.

@@ -172,7 +172,10 @@ fn render_text(r: &Report, ctx: &TextCtx) -> String {
     if let Some(first) = r.intervals.first() {
         t.push_str(&ctx.titled(text::first_interval_header(ctx, first)));
     }
-    for iv in &r.intervals {
+    for (n, iv) in r.intervals.iter().enumerate() {
+        if n > 0 {
+            t.push_str(&text::between_intervals(ctx, iv));
+        }
         t.push_str(&text::interval(ctx, iv));
     }
     t.push_str(&ctx.titled(text::end_summary(ctx, &r.end)));

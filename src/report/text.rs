@@ -82,6 +82,34 @@ fn omitted(o: bool) -> &'static str {
     if o { "  (omitted)" } else { "" }
 }
 
+/// `-V` before the client connects, as iperf3 prints it: the version, the system
+/// (`uname`) and the time.
+pub fn verbose_preamble(version: &str, system_info: &str, time: &str) -> String {
+    format!("{version}\n{system_info}\nTime: {time}\n")
+}
+
+/// `-V` once the client has sent its cookie, as iperf3's `iperf_on_connect`: the
+/// cookie, for TCP the MSS (iperf3 marks the kernel's own "(default)"), and the target
+/// bitrate when there is one.
+pub fn verbose_connected(start: &super::Start, tcp: bool) -> String {
+    let mut s = format!("      Cookie: {}\n", start.cookie);
+    if tcp {
+        match (start.tcp_mss, start.tcp_mss_default) {
+            (Some(m), _) => {
+                let _ = writeln!(s, "      TCP MSS: {m}");
+            }
+            (None, Some(m)) => {
+                let _ = writeln!(s, "      TCP MSS: {m} (default)");
+            }
+            (None, None) => {}
+        }
+    }
+    if start.target_bitrate > 0 {
+        let _ = writeln!(s, "      Target Bitrate: {}", start.target_bitrate);
+    }
+    s
+}
+
 /// `Connecting to host H, port P`.
 pub fn connecting(host: &str, port: u16) -> String {
     format!("Connecting to host {host}, port {port}\n")
@@ -270,7 +298,16 @@ pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
         .streams
         .first()
         .is_none_or(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_some());
-    interval_header(&ctx, sender)
+    let h = interval_header(&ctx, sender);
+    // `--trip-times` receivers end each row with the interval's one-way delays.
+    if iv
+        .streams
+        .iter()
+        .any(|r| r.netmeter.as_ref().is_some_and(|n| n.owd.is_some()))
+    {
+        return format!("{}  OWD min/mean/max\n", h.trim_end());
+    }
+    h
 }
 
 /// One interval: its stream rows, then `[SUM]` rows when several streams share a direction.
@@ -311,10 +348,37 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }
-    if per_dir > 1 || ctx.bidir {
-        out.push_str(&format!("{}\n", "- ".repeat(30).trim_end()));
+    if let Some(bin) = ctx.histogram_bin_ms {
+        // The delays this side received: on a server the client's, on a client the
+        // server's.
+        let dir = if ctx.client {
+            "server->client"
+        } else {
+            "client->server"
+        };
+        let title = format!(
+            "One-way delay {dir} {:.2}-{:.2} sec",
+            iv.sum.start, iv.sum.end
+        );
+        out.push_str(&end::histogram(&title, &iv.owd_histogram_us, bin));
     }
     ctx.titled(out)
+}
+
+/// What goes between two intervals' rows: iperf3's separator when several streams
+/// share a direction (`iperf_print_intermediate`: before every interval but the first;
+/// the end summary brings its own), else nothing.
+pub fn between_intervals(ctx: &TextCtx, iv: &Interval) -> String {
+    let per_dir = if ctx.bidir {
+        iv.streams.len() / 2
+    } else {
+        iv.streams.len()
+    };
+    if per_dir > 1 {
+        ctx.titled(format!("{SEPARATOR}\n"))
+    } else {
+        String::new()
+    }
 }
 
 /// Whether a UDP offload is in use on this side, and if not, why.
@@ -409,7 +473,10 @@ pub fn whole(r: &super::Report) -> String {
     if let Some(first) = r.intervals.first() {
         t.push_str(&first_interval_header(&ctx, first));
     }
-    for iv in &r.intervals {
+    for (n, iv) in r.intervals.iter().enumerate() {
+        if n > 0 {
+            t.push_str(&between_intervals(&ctx, iv));
+        }
         t.push_str(&interval(&ctx, iv));
     }
     t.push_str(&end_summary(&ctx, &r.end));
@@ -471,6 +538,78 @@ mod tests {
             verbose: false,
             title: None,
         }
+    }
+
+    /// `-V` lacked iperf3's version, system, time, cookie, TCP MSS and target bitrate.
+    #[test]
+    fn verbose_start_lines_are_iperf3s() {
+        assert_eq!(
+            verbose_preamble(
+                "netmeter 0.1.0",
+                "Linux vm 6.18 x86_64",
+                "Thu, 26 Nov 2026 15:42:46 GMT"
+            ),
+            "netmeter 0.1.0\nLinux vm 6.18 x86_64\nTime: Thu, 26 Nov 2026 15:42:46 GMT\n"
+        );
+        let mut start = crate::report::Start {
+            cookie: "6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf".into(),
+            tcp_mss_default: Some(32768),
+            ..Default::default()
+        };
+        assert_eq!(
+            verbose_connected(&start, true),
+            "      Cookie: 6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf\n      TCP MSS: 32768 (default)\n"
+        );
+        start.tcp_mss = Some(1400);
+        start.target_bitrate = 10_000_000;
+        assert_eq!(
+            verbose_connected(&start, true),
+            "      Cookie: 6aacfi3lqtkuk5cthdklztmi4ah4to5t66yf\n      TCP MSS: 1400\n      Target Bitrate: 10000000\n"
+        );
+        assert!(!verbose_connected(&start, false).contains("MSS"));
+    }
+
+    /// The server's `--trip-times` rows end in "OWD a/b/c ms" under no header.
+    #[test]
+    fn one_way_delay_column_has_a_header() {
+        let c = TextCtx {
+            client: false,
+            ..ctx(Protocol::Udp)
+        };
+        let owd = crate::latency::LatencyStats {
+            count: 10,
+            min_ms: 0.002,
+            mean_ms: 0.010,
+            max_ms: 1.175,
+            ..Default::default()
+        };
+        let iv = Interval {
+            streams: vec![StreamInterval {
+                socket: 7,
+                end: 1.0,
+                seconds: 1.0,
+                udp_recv: Some(UdpRecvFigures::default()),
+                netmeter: Some(Box::new(crate::report::StreamExt {
+                    owd: Some(owd),
+                    ..Default::default()
+                })),
+                ..StreamInterval::default()
+            }],
+            ..Interval::default()
+        };
+        assert_eq!(
+            first_interval_header(&c, &iv),
+            "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams  OWD min/mean/max\n"
+        );
+        assert!(interval(&c, &iv).contains("  OWD 0.002/0.010/1.175 ms"));
+        let plain = Interval {
+            streams: vec![StreamInterval {
+                netmeter: None,
+                ..iv.streams[0].clone()
+            }],
+            ..Interval::default()
+        };
+        assert!(!first_interval_header(&c, &plain).contains("OWD"));
     }
 
     #[test]
@@ -560,9 +699,10 @@ mod tests {
             "\
 [  4][TX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec            856
 [  6][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)
-- - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
 "
         );
+        // -P 1: iperf3 separates intervals only when several streams share a direction.
+        assert_eq!(between_intervals(&c, &iv), "");
         let udp = |socket, sender| EndUdp {
             socket,
             end: 1.0,
@@ -620,6 +760,30 @@ mod tests {
 [SUM][RX-C]   0.00-1.00   sec  1.19 MBytes  10.0 Mbits/sec  0.018 ms  0/856 (0%)  receiver
 ";
         assert_eq!(end(&c, &e, false, &[true, false]), want);
+    }
+
+    /// With -P 2 each interval ended with a separator and the end summary began with
+    /// its own: two separator lines in a row. As iperf3, one between intervals, one
+    /// before the summary.
+    #[test]
+    fn several_streams_never_print_two_separators_in_a_row() {
+        let r = crate::report::input::parse_result(include_str!("testdata/tcp.json")).unwrap();
+        assert_eq!(r.start.test_start.num_streams, 2);
+        let t = whole(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines
+                .windows(2)
+                .all(|w| !(w[0] == SEPARATOR && w[1] == SEPARATOR)),
+            "{t}"
+        );
+        let seps = lines.iter().filter(|l| **l == SEPARATOR).count();
+        assert_eq!(seps, r.intervals.len(), "{t}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.starts_with("- ") || *l == SEPARATOR)
+        );
     }
 
     #[test]

@@ -874,6 +874,37 @@ fn verbose_text_shows_the_udp_data_path() {
     assert!(verbose.contains("  send: GSO on, "), "{verbose}");
 }
 
+/// `-V` lacked iperf3 3.22's start lines (version, uname, Time, Cookie, TCP MSS,
+/// Target Bitrate) and "Test Complete. Summary Results:"; `-P 2` printed two
+/// separator lines in a row before the summary.
+#[test]
+fn verbose_text_has_iperf3s_lines_and_one_separator_at_a_time() {
+    let (text, _) = pair_text(&["-V", "-t", "2", "-P", "2"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("netmeter "), "{text}");
+    assert!(lines[2].starts_with("Time: "), "{text}");
+    assert_eq!(
+        lines[3].split(',').next(),
+        Some("Connecting to host 127.0.0.1")
+    );
+    assert!(lines[4].starts_with("      Cookie: "), "{text}");
+    assert!(lines[5].starts_with("      TCP MSS: "), "{text}");
+    let sep = "- - - - - - - - - - - - - - - - - - - - - - - - -";
+    let at = lines
+        .iter()
+        .position(|l| *l == "Test Complete. Summary Results:");
+    assert_eq!(at.map(|i| lines[i - 1]), Some(sep), "{text}");
+    assert!(
+        lines
+            .windows(2)
+            .all(|w| !(w[0].starts_with("- -") && w[1].starts_with("- -"))),
+        "{text}"
+    );
+    let (udp, _) = pair_text(&["-V", "-t", "1", "-u", "-b", "20M"]);
+    assert!(udp.contains("\n      Target Bitrate: 20000000\n"), "{udp}");
+    assert!(!udp.contains("TCP MSS"), "{udp}");
+}
+
 #[test]
 fn udp_bidir() {
     let (v, _) = pair(&["-t", "1", "-u", "-b", "5M", "--bidir"]);

@@ -143,10 +143,20 @@ fn udp_run_with_server_output_plots_the_receivers_loss_and_jitter() {
     ] {
         assert!(t.iter().any(|x| x == want), "{want} missing: {t:?}");
     }
-    // Without the server's output the client only knows what it sent.
+    // Without the server's output the client still holds the server's end results:
+    // each stream's loss and jitter over the whole test (a lossy run was charted as a
+    // clean throughput line).
     let plain = saved_run(&dir, "udp-plain.json", &["-u", "-b", "20M", "-t", "1"]);
     let t = plot_svg(&dir, &[&plain], "udp-plain.svg");
-    assert!(!t.iter().any(|x| x.starts_with("UDP loss")), "{t:?}");
+    for want in [
+        "UDP loss, client → server (whole test",
+        "UDP jitter, client → server (whole test",
+    ] {
+        assert!(
+            t.iter().any(|x| x.starts_with(want)),
+            "{want} missing: {t:?}"
+        );
+    }
 }
 
 #[test]
@@ -638,6 +648,70 @@ fn chromium_renders_the_report_at_desktop_and_phone_width() {
         );
         eprintln!("{name}: {ink} of {all} pixels not white, {orange} orange");
     }
+}
+
+/// At a 1000 px window every chart of the report scrolled sideways: the SVG was 100 %
+/// of its box plus its 2 px border. Each chart must fit its box (no sideways scroll)
+/// and scale with the page, keeping its shape, at desktop widths.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs chromium (scripts/setup-chromium.sh) and root (unshare --net)"
+)]
+fn chromium_report_charts_fit_the_page() {
+    let dir = Scratch::new("chromium-fit");
+    let html = dir.path("report.html");
+    let input = concat!(env!("CARGO_MANIFEST_DIR"), "/src/report/testdata/tcp.json");
+    let r = tool(&["report", input, "-o", s(&html)]);
+    assert!(r.status.success(), "{}", show(&r));
+    // The report runs no script; a copy of it gets one that writes each chart's layout
+    // into the DOM, which --dump-dom then shows.
+    let probe = "<script>window.addEventListener('load', () => {\
+        const out = [];\
+        document.querySelectorAll('figure').forEach(f => {\
+          const b = f.querySelector('svg').getBoundingClientRect();\
+          out.push([f.scrollWidth, f.clientWidth, b.width, b.height].join(','));\
+        });\
+        document.body.setAttribute('data-probe', out.join(';'));\
+      });</script>";
+    let page = std::fs::read_to_string(&html)
+        .unwrap()
+        .replace("</body>", &format!("{probe}</body>"));
+    let probed = dir.path("probed.html");
+    std::fs::write(&probed, page).unwrap();
+    let url = format!("file://{}", probed.display());
+    let mut widths = Vec::new();
+    for window in [1000, 1280, 800] {
+        let dom = chromium(
+            &dir,
+            &[&format!("--window-size={window},3000"), "--dump-dom", &url],
+        );
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        let probe = dom
+            .split("data-probe=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next())
+            .unwrap_or_else(|| panic!("no probe in the DOM at {window} px"));
+        let charts: Vec<Vec<f64>> = probe
+            .split(';')
+            .map(|c| c.split(',').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        assert!(charts.len() >= 3, "{window} px: {probe}");
+        for c in &charts {
+            let (scroll, client, w, h) = (c[0], c[1], c[2], c[3]);
+            assert!(scroll <= client, "{window} px: a chart scrolls: {probe}");
+            assert!(
+                w <= client + 0.5,
+                "{window} px: wider than its box: {probe}"
+            );
+            // Scaled, not cropped: the 960 × 400 drawing keeps its shape.
+            let ratio = h / w;
+            assert!((ratio - 400.0 / 960.0).abs() < 0.02, "{window} px: {probe}");
+        }
+        widths.push(charts[0][2]);
+    }
+    // Narrower than 960 px at 800, as wide as the page allows at 1280.
+    assert!(widths[2] < 960.0 && widths[2] < widths[0], "{widths:?}");
 }
 
 /// A sweep's page (`netmeter sweep --plot FILE.html`, and `netmeter report` of its `-J`

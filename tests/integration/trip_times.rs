@@ -101,3 +101,39 @@ fn tcp_writes_are_timed() {
 fn against_iperf3_is_a_clear_error() {
     assert_needs_netmeter_server("NETMETER_IPERF3_318", &["-u", "--trip-times"]);
 }
+
+/// `netmeter -s --histograms` printed no histogram: the server, which receives the
+/// one-way delays, prints them per interval (`-i`) and at the end, as iperf 2's does.
+#[test]
+fn server_prints_one_way_delay_histograms() {
+    let port = free_port();
+    let (_srv, out) = netmeter_server(port, &["-1", "--histograms", "-i", "0.5"]);
+    let c = client(
+        port,
+        &["--trip-times", "-u", "-b", "2M", "-t", "1", "-l", "1000"],
+    );
+    assert!(c.status.success(), "{}", show(&c));
+    let end = "One-way delay client->server histogram (0.1 ms bins, ";
+    assert!(
+        out.wait_for(end, 1, Duration::from_secs(30)),
+        "server output:\n{}",
+        out.text()
+    );
+    let text = out.text();
+    let samples = |from: &str| -> u64 {
+        let rest = &from[from.find(" ms bins, ").expect("bins") + 10..];
+        rest[..rest.find(' ').expect("count")]
+            .parse()
+            .expect("samples")
+    };
+    let per_interval: Vec<u64> = text
+        .match_indices("One-way delay client->server 0.")
+        .chain(text.match_indices("One-way delay client->server 1."))
+        .map(|(i, _)| samples(&text[i..]))
+        .collect();
+    assert!(!per_interval.is_empty(), "no interval histograms:\n{text}");
+    let whole = samples(&text[text.find(end).expect("end")..]);
+    assert!(whole > 0, "{text}");
+    // The intervals' histograms hold no more than the whole test's.
+    assert!(per_interval.iter().sum::<u64>() <= whole, "{text}");
+}

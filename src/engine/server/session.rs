@@ -240,7 +240,7 @@ impl Session<'_> {
         let ctx = TextCtx {
             bounceback: spec.bounceback.is_some(),
             connect_only: spec.connect_only,
-            histogram_bin_ms: None,
+            histogram_bin_ms: shared.cfg.histograms,
             format: shared.cfg.format,
             protocol: spec.protocol,
             bidir: spec.direction == Direction::Bidir,
@@ -332,6 +332,7 @@ impl Session<'_> {
             connect_to: None,
             answered: conn_reg.as_ref().map(|r| r.answered()),
             interval_s: shared.cfg.interval_s,
+            interval_histograms: shared.cfg.histograms.is_some(),
             cpu_start,
             origin,
         })?;

@@ -247,7 +247,15 @@ fn host_checks(i: &EndInputs) -> EndExt {
         remote_host_drops: remote_drops,
         warnings,
         host: i.host.clone(),
-        stream_threads: i.threads.clone(),
+        // Named in the text by the socket its rows show ([  4]), not the iperf3 id.
+        stream_threads: i
+            .threads
+            .iter()
+            .map(|t| ThreadCpu {
+                socket: locals.iter().find(|l| l.id == t.id).map(|l| l.socket),
+                ..t.clone()
+            })
+            .collect(),
         remote_stream_threads: remote_threads,
         local_udp_io: local_udp_io(locals),
         remote_udp_io: peer_udp_io(locals, peer),
@@ -297,6 +305,7 @@ fn peer_threads(locals: &[LocalFinal], peer: &Results) -> Vec<ThreadCpu> {
             let mine = locals.iter().find(|l| l.id == s.id)?;
             Some(ThreadCpu {
                 id: s.id,
+                socket: None,
                 sender: !mine.sender,
                 seconds: (s.end_time - s.start_time).max(0.0),
                 cpu_percent: cpu.clamp(0.0, 100.0),
@@ -689,6 +698,7 @@ mod tests {
         i.host = Some(eth0(None));
         i.threads = vec![ThreadCpu {
             id: 1,
+            socket: None,
             sender: true,
             seconds: 10.0,
             cpu_percent: 98.6,
@@ -701,7 +711,15 @@ mod tests {
                 "the sender's stream thread used 99% of a CPU: the test was CPU-bound on this host, not network-bound; try -P 2"
             ]
         );
-        assert_eq!(e.netmeter.stream_threads, i.threads);
+        // Each thread names its stream's socket (the text's [  4]), not its iperf3 id.
+        assert_eq!(e.netmeter.stream_threads.len(), 1);
+        assert_eq!(
+            e.netmeter.stream_threads[0],
+            ThreadCpu {
+                socket: Some(4),
+                ..i.threads[0].clone()
+            }
+        );
         // The peer's threads come in its results: a busy remote receiver is named so, and
         // replaces the rule on the peer's process CPU; out-of-range values are clamped.
         let mut peer = peer_of(&locals);

@@ -123,5 +123,6 @@ pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: 
         streams: rows.into_iter().map(|r| r.0).collect(),
         sum,
         sum_bidir_reverse,
+        owd_histogram_us: Vec::new(),
     }
 }

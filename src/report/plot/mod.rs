@@ -9,7 +9,10 @@
 //! - throughput over time for each direction (one line per stream when there are 2–16,
 //!   plus the sum; the peer's sum, dashed, when the document carries the server's output);
 //! - UDP loss and jitter over time from the receiving side's rows (this side's, or the
-//!   server's in `server_output_json`), out-of-order and duplicates when any were seen;
+//!   server's in `server_output_json`, or its interval rows read back from
+//!   `server_output_text`: `server_text`), out-of-order and duplicates when any were
+//!   seen; without any of them, each stream's loss and jitter over the whole test from
+//!   the receiver's end results (a lossy run is never charted clean);
 //! - TCP congestion window and smoothed RTT per sending stream (this side's, and the
 //!   server's from `server_output_json`), intervals with retransmissions marked;
 //! - latency CDF and histogram for each HDR histogram the test recorded (bounceback RTT,
@@ -28,6 +31,7 @@
 mod draw;
 mod latency;
 mod series;
+mod server_text;
 
 pub use draw::{DrawError, Heatmap, render_heatmap, render_png, render_svg};
 pub use series::rate_unit;

@@ -151,10 +151,14 @@ fn compare_udp(inputs: &[Input]) -> Vec<Chart> {
     ]
 }
 
-/// The server's own report, when the client asked for it (`--get-server-output`).
-/// A server document that does not load is left out (its charts with it).
+/// The server's own report, when the client asked for it (`--get-server-output`): its
+/// `-J` document, or else its UDP receiver rows read back from its text output. A
+/// server document that does not load is left out (its charts with it).
 fn peer_report(r: &Report) -> Option<Report> {
-    serde_json::from_value(r.server_output_json.clone()?).ok()
+    if let Some(json) = &r.server_output_json {
+        return serde_json::from_value(json.clone()).ok();
+    }
+    super::server_text::udp_receiver_report(r.server_output_text.as_deref()?)
 }
 
 /// One direction of data: the interval rows whose `sender` flag is `sender`.
@@ -236,13 +240,14 @@ fn sockets(intervals: &[Interval], sender: bool) -> Vec<i64> {
     out
 }
 
-/// One stream's per-interval figure as steps (`steps`), or as a sample at each
-/// interval's end (TCP_INFO state, read once per interval).
+/// One stream's per-interval figure as steps, flat over each interval from its start
+/// to its end. TCP_INFO state (cwnd, RTT), read once at each interval's end, is drawn
+/// the same way, so every series of a test covers the same span: a sample only at the
+/// ends started the cwnd and RTT lines at t = 1 beside a throughput line from 0.
 fn stream_points(
     intervals: &[Interval],
     socket: i64,
     sender: bool,
-    steps: bool,
     f: impl Fn(&StreamInterval) -> Option<f64>,
 ) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
@@ -251,9 +256,7 @@ fn stream_points(
             continue;
         }
         if let Some(v) = f(s) {
-            if steps {
-                pts.push((s.start, v));
-            }
+            pts.push((s.start, v));
             pts.push((s.end, v));
         }
     }
@@ -269,9 +272,7 @@ fn throughput(r: &Report, peer: Option<&Report>, dir: &Direction) -> Chart {
             series.push(Series {
                 name: format!("stream {}", n + 1),
                 shape: Shape::Line,
-                points: stream_points(&r.intervals, *s, dir.sender, true, |s| {
-                    Some(s.bits_per_second)
-                }),
+                points: stream_points(&r.intervals, *s, dir.sender, |s| Some(s.bits_per_second)),
             });
         }
     }
@@ -364,7 +365,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
     } else {
         match peer.and_then(|p| peer_direction(p, dir).map(|d| (p, d))) {
             Some((p, d)) if recv_rows(p, &d) => (p, d),
-            _ => return Vec::new(),
+            _ => return udp_end(r, dir),
         }
     };
     let per_stream = |f: &dyn Fn(&StreamInterval) -> Option<f64>| -> Vec<Series> {
@@ -378,7 +379,7 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
             .map(|(n, s)| Series {
                 name: format!("stream {}", n + 1),
                 shape: Shape::Line,
-                points: stream_points(&rep.intervals, *s, d.sender, true, f),
+                points: stream_points(&rep.intervals, *s, d.sender, f),
             })
             .collect()
     };
@@ -441,6 +442,72 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
     out
 }
 
+/// UDP loss and jitter in one direction over the whole test, from the end results the
+/// peer's receiver sent (`end.streams[].udp` in this direction), when no interval rows
+/// of that receiver are at hand: a lossy run is never charted without its loss.
+fn udp_end(r: &Report, dir: &Direction) -> Vec<Chart> {
+    let ends: Vec<&crate::report::EndUdp> = r
+        .end
+        .streams
+        .iter()
+        .filter_map(|s| s.udp.as_ref())
+        .filter(|u| u.sender == dir.sender)
+        .collect();
+    if ends.is_empty() {
+        return Vec::new();
+    }
+    let flat = |u: &crate::report::EndUdp, v: f64| vec![(u.start, v), (u.end, v)];
+    let per_stream = |f: &dyn Fn(&crate::report::EndUdp) -> f64| -> Vec<Series> {
+        if !(2..=MAX_STREAM_LINES).contains(&ends.len()) {
+            return Vec::new();
+        }
+        ends.iter()
+            .enumerate()
+            .map(|(n, u)| Series {
+                name: format!("stream {}", n + 1),
+                shape: Shape::Line,
+                points: flat(u, f(u)),
+            })
+            .collect()
+    };
+    let start = ends.iter().map(|u| u.start).fold(f64::INFINITY, f64::min);
+    let end = ends.iter().map(|u| u.end).fold(0.0f64, f64::max);
+    let lost: u64 = ends.iter().map(|u| u.lost_packets).sum();
+    let packets: u64 = ends.iter().map(|u| u.packets).sum();
+    let lost_percent = if packets == 0 {
+        0.0
+    } else {
+        lost as f64 * 100.0 / packets as f64
+    };
+    // iperf3's sum: the streams' mean jitter.
+    let jitter = ends.iter().map(|u| u.jitter_ms).sum::<f64>() / ends.len() as f64;
+    let sum = |v: f64| Series {
+        name: "sum".into(),
+        shape: Shape::Line,
+        points: vec![(start, v), (end, v)],
+    };
+    let mut loss = per_stream(&|u| u.lost_percent);
+    loss.push(sum(lost_percent));
+    let mut jit = per_stream(&|u| u.jitter_ms);
+    jit.push(sum(jitter));
+    let unit = small_ms_in_us(&mut jit);
+    let whole = "whole test, from the receiver's end results";
+    vec![
+        over_time(
+            "udp_loss",
+            format!("UDP loss, {} ({whole}: {lost} lost)", dir.label),
+            "lost datagrams (%)",
+            loss,
+        ),
+        over_time(
+            "udp_jitter",
+            format!("UDP jitter, {} ({whole})", dir.label),
+            format!("jitter ({unit})"),
+            jit,
+        ),
+    ]
+}
+
 /// Values in ms all below 0.1 ms (loopback, LANs) rescaled to µs, so the axis reads
 /// "20" rather than "0.00002"; the unit to label the axis with.
 pub(super) fn small_ms_in_us(series: &mut [Series]) -> &'static str {
@@ -501,14 +568,14 @@ fn tcp(r: &Report) -> Vec<Chart> {
         cwnd.push(Series {
             name: name(n),
             shape: Shape::Line,
-            points: stream_points(&r.intervals, s, true, false, |x| {
+            points: stream_points(&r.intervals, s, true, |x| {
                 x.tcp.map(|t| t.snd_cwnd as f64 / div)
             }),
         });
         rtt.push(Series {
             name: name(n),
             shape: Shape::Line,
-            points: stream_points(&r.intervals, s, true, false, |x| {
+            points: stream_points(&r.intervals, s, true, |x| {
                 x.tcp.map(|t| t.rtt as f64 / 1000.0)
             }),
         });
@@ -517,7 +584,12 @@ fn tcp(r: &Report) -> Vec<Chart> {
             .iter()
             .flat_map(|iv| &iv.streams)
             .filter(|x| x.socket == s && x.sender && !x.omitted)
-            .filter_map(|x| x.tcp.filter(|t| t.retransmits > 0).map(|t| (x.end, t)))
+            // Mid-interval: the retransmissions happened somewhere in it.
+            .filter_map(|x| {
+                x.tcp
+                    .filter(|t| t.retransmits > 0)
+                    .map(|t| ((x.start + x.end) / 2.0, t))
+            })
             .map(|(t, f)| (t, f.snd_cwnd as f64 / div))
             .collect();
         retr.extend(marks);
@@ -627,6 +699,17 @@ mod tests {
         assert_eq!(c[2].y.label, "RTT (ms)");
         let rtt0 = r.intervals[0].streams[0].tcp.unwrap().rtt as f64 / 1000.0;
         assert_eq!(c[2].series[0].points[0].1, rtt0);
+        // Every series starts where the test does: cwnd and RTT were sampled only at
+        // each interval's end, so their lines began at t = 1 beside throughput's 0.
+        for chart in &c {
+            for s in &chart.series {
+                assert_eq!(s.points[0].0, iv.start, "{}: {}", chart.kind, s.name);
+                assert_eq!(
+                    s.points.last().unwrap().0,
+                    r.intervals.last().unwrap().sum.end
+                );
+            }
+        }
     }
 
     #[test]
@@ -644,7 +727,7 @@ mod tests {
             .iter()
             .flat_map(|iv| &iv.streams)
             .filter(|s| s.sender && s.tcp.is_some_and(|t| t.retransmits > 0))
-            .map(|s| s.end)
+            .map(|s| (s.start + s.end) / 2.0)
             .collect();
         let total: u64 = r
             .intervals
@@ -654,6 +737,11 @@ mod tests {
             .sum();
         assert!(!with_retr.is_empty());
         assert_eq!(marks.points.len(), with_retr.len());
+        let mut at: Vec<f64> = marks.points.iter().map(|p| p.0).collect();
+        let mut want = with_retr.clone();
+        at.sort_by(f64::total_cmp);
+        want.sort_by(f64::total_cmp);
+        assert_eq!(at, want);
         assert_eq!(marks.name, format!("retransmits ({total})"));
     }
 
@@ -667,10 +755,24 @@ mod tests {
             let c = single(&r);
             assert_eq!(
                 kinds(&c),
-                ["throughput", "throughput", "udp_loss", "udp_jitter"]
+                [
+                    "throughput",
+                    "throughput",
+                    "udp_loss",
+                    "udp_jitter",
+                    "udp_loss",
+                    "udp_jitter"
+                ]
             );
             assert_eq!(c[1].title, "Throughput, server → client");
             assert!(names(&c[1]).contains(&"sum (receiver)"));
+            // The client's own sending direction: the server's end results.
+            assert!(
+                c[2].title
+                    .starts_with("UDP loss, client → server (whole test")
+            );
+            // The direction the client received: its interval rows.
+            let c = &c[2..];
             assert_eq!(c[2].title, "UDP loss, server → client");
             // Jitter below 0.1 ms (loopback) is shown in µs rather than "0.00002 ms".
             let max = r
@@ -704,6 +806,49 @@ mod tests {
                     .all(|p| p.1 >= 0.0)
             );
         }
+    }
+
+    /// A lossy client-side UDP run (the server's loss only in its results and its
+    /// text output) was charted as one flat throughput line.
+    #[test]
+    fn a_lossy_udp_run_charts_its_loss_from_the_servers_figures() {
+        let mut r = doc(include_str!("../testdata/udp_lossy.json"));
+        assert!(r.server_output_json.is_none() && r.server_output_text.is_some());
+        // Per interval, from the server's text rows.
+        let c = single(&r);
+        assert_eq!(kinds(&c), ["throughput", "udp_loss", "udp_jitter"]);
+        assert_eq!(names(&c[1]), ["stream 1", "stream 2", "sum"]);
+        // The server's rows: 573/46785 then 837/46874.
+        let sum = &c[1].series[2].points;
+        assert_eq!(sum.len(), 4);
+        assert!((sum[0].1 - 573.0 * 100.0 / 46785.0).abs() < 1e-9, "{sum:?}");
+        assert!((sum[2].1 - 837.0 * 100.0 / 46874.0).abs() < 1e-9, "{sum:?}");
+        assert!(names(&c[0]).contains(&"sum (receiver, counted by the server)"));
+        // Without the server's output: each stream over the whole test, from the end
+        // results the server sent.
+        r.server_output_text = None;
+        let c = single(&r);
+        assert_eq!(kinds(&c), ["throughput", "udp_loss", "udp_jitter"]);
+        assert!(c[1].title.contains("1410 lost"), "{}", c[1].title);
+        let lost: Vec<f64> = r
+            .end
+            .streams
+            .iter()
+            .map(|s| s.udp.as_ref().unwrap().lost_percent)
+            .collect();
+        assert!(lost.iter().all(|&l| l > 0.0));
+        for (n, l) in lost.iter().enumerate() {
+            assert!(c[1].series[n].points.iter().all(|p| p.1 == *l));
+        }
+        let sum = &c[1].series[2].points;
+        assert!(
+            (sum[0].1 - 1410.0 * 100.0 / 93673.0).abs() < 1e-9,
+            "{sum:?}"
+        );
+        assert_eq!(
+            (sum[0].0, sum[1].0),
+            (0.0, r.end.streams[0].udp.as_ref().unwrap().end)
+        );
     }
 
     #[test]
@@ -751,14 +896,21 @@ mod tests {
             ),
         ]);
         assert_eq!(kinds(&c), ["throughput", "udp_loss", "udp_jitter"]);
-        let want = ["netmeter (server → client)", "iperf3 (server → client)"];
+        // Each input's sending direction over the whole test (its end results), the
+        // direction it received per interval.
+        let want = [
+            "netmeter",
+            "netmeter (server → client)",
+            "iperf3",
+            "iperf3 (server → client)",
+        ];
         assert_eq!(names(&c[1]), want);
         assert_eq!(names(&c[2]), want);
         // One unit for all: iperf3's jitter is above 0.1 ms, so ms.
         assert_eq!(c[2].y.label, "jitter (ms)");
         let r = doc(include_str!("../testdata/udp_bidir.json"));
         let j = r.intervals[1].sum_bidir_reverse.as_ref().unwrap();
-        let shown = c[2].series[0].points[2].1;
+        let shown = c[2].series[1].points[2].1;
         assert!(
             (shown - j.udp_recv.unwrap().jitter_ms).abs() < 1e-12,
             "{shown}"

@@ -69,9 +69,6 @@ pub fn interval_text(ctx: &TextCtx, iv: &Interval) -> String {
             tail(&n, s.seconds),
             omitted(s.omitted)
         ));
-        if rows.len() > 1 {
-            out.push_str(&format!("{}\n", "- ".repeat(30).trim_end()));
-        }
     }
     out
 }

@@ -109,6 +109,10 @@ pub fn end(ctx: &TextCtx, e: &End, sender_retransmits: bool, local_senders: &[bo
     let mut out = String::new();
     out.push_str(SEPARATOR);
     out.push('\n');
+    if ctx.verbose && !ctx.connect_only {
+        // iperf3's `report_summary`, printed with -V only.
+        out.push_str("Test Complete. Summary Results:\n");
+    }
     if ctx.connect_only {
         // The data streams stayed idle: the connect-only summary follows instead.
         return out;
@@ -332,10 +336,11 @@ pub fn host_summary(x: &crate::report::EndExt, verbose: bool, fmt: Format) -> St
                     .wait_percent
                     .map_or(String::new(), |w| format!(", {w:.0}% waiting for one"));
                 let role = if s.sender { "sender" } else { "receiver" };
-                format!(
-                    "stream {} {role} {:.0}% of a CPU{wait}",
-                    s.id, s.cpu_percent
-                )
+                let name = match s.socket {
+                    Some(n) => format!("[{n:>3}]"),
+                    None => format!("stream {}", s.id),
+                };
+                format!("{name} {role} {:.0}% of a CPU{wait}", s.cpu_percent)
             })
             .collect();
         let _ = writeln!(t, "Stream threads: {}", each.join("; "));
@@ -820,6 +825,7 @@ mod tests {
             }),
             stream_threads: vec![ThreadCpu {
                 id: 5,
+                socket: Some(8),
                 sender: true,
                 seconds: 10.0,
                 cpu_percent: 37.4,
@@ -849,7 +855,7 @@ mod tests {
             format!(
                 "Host interface: eth0 10.0.0.2: line rate 1 Gbit/s, MTU 1500, GSO on, GRO on, TSO off\n\
                  Host limits: rmem_max 208 KBytes, wmem_max 208 KBytes, tcp_rmem max 6.00 MBytes, tcp_wmem max unknown; congestion control cubic; 4 CPU(s), governor unknown\n\
-                 Stream threads: stream 5 sender 37% of a CPU, 1% waiting for one\n{eff}"
+                 Stream threads: [  8] sender 37% of a CPU, 1% waiting for one\n{eff}"
             )
         );
         assert_eq!(
