@@ -143,6 +143,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "repeat",
             "repeat_gap",
             "confidence",
+            "line_rate",
         ],
     ),
     (
