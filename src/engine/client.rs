@@ -784,7 +784,24 @@ fn partial_end(out: &mut Output, run: &Running, fig: &FinalFigures, why: Stopped
 
 pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
     match ctrl.read_error_trailer(Duration::from_secs(5)) {
-        Ok((code, errno)) => TestError::Peer { code, errno },
+        // A netmeter server says why after the code (`wire::ExtNote`); iperf3 and older
+        // netmeter servers close the connection instead, which ends the wait at once.
+        Ok((code, errno)) => match ctrl.read_json::<wire::ExtNote>(
+            wire::MAX_NOTE_LEN,
+            NOTE_WAIT,
+            "the server's reason",
+        ) {
+            Ok(note) if !note.message.trim().is_empty() => TestError::PeerSaid {
+                code,
+                errno,
+                message: note.printable(),
+            },
+            _ => TestError::Peer { code, errno },
+        },
         Err(_) => TestError::PeerUnexplained,
     }
 }
+
+/// How long a client waits for the server's sentence after an error code: only a
+/// server that keeps the connection open without one makes it wait this long.
+const NOTE_WAIT: Duration = Duration::from_secs(1);

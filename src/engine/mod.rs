@@ -111,14 +111,21 @@ pub enum TestError {
     /// This server refused the client's parameters (and answered with their code).
     #[error("refused parameters: {0}")]
     Refused(SpecError),
-    /// A running test's total rate went over `--server-bitrate-limit` (server side).
-    #[error(
-        "the test's total rate of {bps} bit/s exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
-    )]
-    OverRate { bps: u64, limit: u64 },
     /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
     #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
     Peer { code: ErrCode, errno: i32 },
+    /// The server sent `SERVER_ERROR` with an iperf3 error code and, after it, its own
+    /// sentence (a netmeter server tells a netmeter client why, [`crate::wire::ExtNote`]).
+    #[error("the server reported an error: {message} (iperf3 error {})", .code.to_i32())]
+    PeerSaid {
+        code: ErrCode,
+        errno: i32,
+        message: String,
+    },
+    /// The server ended a running test itself at one of its limits
+    /// (`--server-max-duration`, `--test-idle-timeout`, `--server-bitrate-limit`).
+    #[error("{0}")]
+    LimitReached(String),
     /// The server sent `SERVER_ERROR` but no readable code.
     #[error("the server reported an error but did not say which")]
     PeerUnexplained,
@@ -323,6 +330,15 @@ mod tests {
             }
             .to_string(),
             "the server reported an error: the server could not apply a requested socket option (iperf3 error 132)"
+        );
+        assert_eq!(
+            TestError::PeerSaid {
+                code: ErrCode::NumStreams,
+                errno: 0,
+                message: "the client asked for 4 data streams and this server allows at most 2 (--max-streams)".into(),
+            }
+            .to_string(),
+            "the server reported an error: the client asked for 4 data streams and this server allows at most 2 (--max-streams) (iperf3 error 6)"
         );
         assert_eq!(
             TestError::AuthRefusedStale {

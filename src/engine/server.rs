@@ -103,6 +103,8 @@ struct Shared {
     mptcp: bool,
     /// `--max-conn-rate`'s buckets.
     rate_gate: Option<Mutex<policy::RateGate>>,
+    /// `--max-tests-per-source`: the tests each source runs.
+    source_slots: Mutex<policy::SourceSlots>,
     audit: Option<audit::AuditLog>,
     /// What `--metrics` shows (counted whether or not it is served).
     counters: Arc<metrics::Counters>,
@@ -319,6 +321,7 @@ impl Server {
                 last_activity: Mutex::new(Instant::now()),
                 mptcp,
                 rate_gate,
+                source_slots: Mutex::new(policy::SourceSlots::default()),
                 audit,
                 counters: Default::default(),
             }),
