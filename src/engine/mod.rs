@@ -176,9 +176,8 @@ pub enum TestError {
         "no data received for {secs} s; the server seems to have stopped sending (--rcv-timeout)"
     )]
     ServerSilent { secs: f64 },
-    /// A server heard no data from the client for `secs` (byte or block tests, or
-    /// `--rcv-timeout`).
-    #[error("no data for {secs} s")]
+    /// A server heard no data from the client for `secs` (`--rcv-timeout`).
+    #[error("idle timeout for receiving data: no data for {secs} s (--rcv-timeout)")]
     ClientSilent { secs: f64 },
     /// A timed test the client did not end within its duration plus grace.
     #[error("the client did not end the test in time")]

@@ -22,7 +22,7 @@
 //! [`SourceSlots`] counts the tests each source runs (`--max-tests-per-source`: an IPv4
 //! address, or an IPv6 /64, which one host or one subscriber usually holds whole).
 
-use crate::spec::{EndCondition, TestSpec};
+use crate::spec::{EndCondition, Protocol, TestSpec};
 use crate::stats::BitrateLimit;
 use crate::wire::ErrCode;
 use ipnet::IpNet;
@@ -72,6 +72,9 @@ impl Default for Policy {
     }
 }
 
+/// The largest block a server sends in when it paces itself for
+/// `--server-bitrate-limit` (iperf3's TCP block, which it keeps for paced tests).
+pub const PACED_TCP_BLOCK: usize = 128 * 1024;
 /// `--test-idle-timeout`'s default: a test that moves no data for this long ends.
 pub const DEFAULT_TEST_IDLE_S: u64 = 10;
 /// How long after `--server-max-duration` the server ends a test its client has not
@@ -221,11 +224,22 @@ impl Policy {
     /// all the test's streams. `None` when the client asked for a rate (checked against
     /// the limit when the parameters arrived) or this server sends nothing. The client's
     /// own sending cannot be paced from here: [`RunningJudge`] ends it when it is over.
-    pub fn own_rate(&self, spec: &TestSpec) -> Option<u64> {
+    ///
+    /// A TCP test's block is cut to iperf3's paced 128 KiB at most: an unpaced netmeter
+    /// client asks for 1 MiB blocks, and a paced sender sends whole blocks, so one
+    /// 1 MiB block would be 8 Mbit/s for a second under a 1 Mbit/s limit.
+    pub fn own_side(&self, spec: &TestSpec) -> Option<TestSpec> {
         let (limit, _) = self.bitrate_limit?;
         let server_sends = (0..spec.total_streams()).any(|i| !spec.client_sends(i));
-        (spec.rate_bps == 0 && server_sends)
-            .then(|| (limit / u64::from(spec.total_streams().max(1))).max(1))
+        if spec.rate_bps != 0 || !server_sends {
+            return None;
+        }
+        let mut own = spec.clone();
+        own.rate_bps = (limit / u64::from(spec.total_streams().max(1))).max(1);
+        if spec.protocol == Protocol::Tcp {
+            own.block_len = spec.block_len.min(PACED_TCP_BLOCK);
+        }
+        Some(own)
     }
 
     /// The judge of a test that starts running now, with its limits.
@@ -777,17 +791,38 @@ mod tests {
             direction,
             rate_bps,
             parallel: 2,
+            block_len: 1 << 20,
             ..timed(2.0, 0.0)
         };
-        assert_eq!(p.own_rate(&spec(Direction::Reverse, 0)), Some(4_000_000));
-        // --bidir -P 2 is four streams, two of them the server's.
-        assert_eq!(p.own_rate(&spec(Direction::Bidir, 0)), Some(2_000_000));
-        // The server sends nothing in an upload; an asked-for rate was checked already.
-        assert_eq!(p.own_rate(&spec(Direction::Upload, 0)), None);
-        assert_eq!(p.own_rate(&spec(Direction::Reverse, 1_000_000)), None);
+        let own = |s: TestSpec| p.own_side(&s).map(|o| (o.rate_bps, o.block_len));
         assert_eq!(
-            Policy::default().own_rate(&spec(Direction::Reverse, 0)),
-            None
+            own(spec(Direction::Reverse, 0)),
+            Some((4_000_000, PACED_TCP_BLOCK))
+        );
+        // --bidir -P 2 is four streams, two of them the server's.
+        assert_eq!(
+            own(spec(Direction::Bidir, 0)),
+            Some((2_000_000, PACED_TCP_BLOCK))
+        );
+        // A smaller block stays; UDP keeps its datagram size.
+        let small = TestSpec {
+            block_len: 1000,
+            ..spec(Direction::Reverse, 0)
+        };
+        assert_eq!(own(small).map(|o| o.1), Some(1000));
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            block_len: 60_000,
+            ..spec(Direction::Reverse, 0)
+        };
+        assert_eq!(own(udp).map(|o| o.1), Some(60_000));
+        // The server sends nothing in an upload; an asked-for rate was checked already.
+        assert_eq!(own(spec(Direction::Upload, 0)), None);
+        assert_eq!(own(spec(Direction::Reverse, 1_000_000)), None);
+        assert!(
+            Policy::default()
+                .own_side(&spec(Direction::Reverse, 0))
+                .is_none()
         );
     }
 

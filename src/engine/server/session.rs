@@ -145,19 +145,25 @@ impl Session<'_> {
             ));
         }
         // Only now does the connection compete for a test slot.
+        // A refused connection gives its slot back before it is told (the telling
+        // waits up to 200 ms for the client to close), so refusals cannot keep a
+        // slot from the next client.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
-        let _slot = SlotGuard(shared.clone());
+        let slot = SlotGuard(shared.clone());
         if let Some(r) = shared.cfg.policy.busy(taken) {
+            drop(slot);
             shared.refuse(ctrl, entry, r);
             return Ok(false);
         }
         let _source = match SourceGuard::take(shared, peer) {
             Ok(g) => g,
             Err(r) => {
+                drop(slot);
                 shared.refuse(ctrl, entry, r);
                 return Ok(false);
             }
         };
+        let _slot = slot;
         let _running = shared.counters.running();
         shared.touch();
         let session = Session {
@@ -244,8 +250,8 @@ impl Session<'_> {
         let mut spec = asked.negotiated(machine.negotiated());
         // --server-bitrate-limit: a test that asked for no rate gets this server's share
         // of the limit for its own sending (the client's is judged while it runs).
-        if let Some(bps) = shared.cfg.policy.own_rate(&spec) {
-            spec.rate_bps = bps;
+        if let Some(own) = shared.cfg.policy.own_side(&spec) {
+            spec = own;
         }
         if let Some(cpu) = spec.server_affinity {
             // This session thread spawns the test's data threads: they inherit the mask.
