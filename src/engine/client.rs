@@ -453,6 +453,12 @@ impl Talk<'_> {
                 Err(ClientFailure::ServerTerminated) => {
                     return Err(Stopped::ServerTerminated.into());
                 }
+                Err(ClientFailure::AccessDenied) => {
+                    return Err(match read_note(self.ctrl) {
+                        Some(why) => TestError::BusySaid(why),
+                        None => ClientFailure::AccessDenied.into(),
+                    });
+                }
                 Err(e) => return Err(e.into()),
             };
             match step {
@@ -786,20 +792,24 @@ pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
     match ctrl.read_error_trailer(Duration::from_secs(5)) {
         // A netmeter server says why after the code (`wire::ExtNote`); iperf3 and older
         // netmeter servers close the connection instead, which ends the wait at once.
-        Ok((code, errno)) => match ctrl.read_json::<wire::ExtNote>(
-            wire::MAX_NOTE_LEN,
-            NOTE_WAIT,
-            "the server's reason",
-        ) {
-            Ok(note) if !note.message.trim().is_empty() => TestError::PeerSaid {
+        Ok((code, errno)) => match read_note(ctrl) {
+            Some(message) => TestError::PeerSaid {
                 code,
                 errno,
-                message: note.printable(),
+                message,
             },
-            _ => TestError::Peer { code, errno },
+            None => TestError::Peer { code, errno },
         },
         Err(_) => TestError::PeerUnexplained,
     }
+}
+
+/// The server's sentence after a refusal (`wire::ExtNote`), printable, if it sent one.
+fn read_note(ctrl: &mut Ctrl) -> Option<String> {
+    ctrl.read_json::<wire::ExtNote>(wire::MAX_NOTE_LEN, NOTE_WAIT, "the server's reason")
+        .ok()
+        .filter(|n| !n.message.trim().is_empty())
+        .map(|n| n.printable())
 }
 
 /// How long a client waits for the server's sentence after an error code: only a

@@ -126,6 +126,10 @@ pub enum TestError {
     /// (`--server-max-duration`, `--test-idle-timeout`, `--server-bitrate-limit`).
     #[error("{0}")]
     LimitReached(String),
+    /// The server was busy (`ACCESS_DENIED`) and said why (a netmeter server's
+    /// `--max-tests`, `--max-tests-per-source` or `--max-conn-rate` sentence).
+    #[error("the server is busy ({0}); try again later")]
+    BusySaid(String),
     /// The server sent `SERVER_ERROR` but no readable code.
     #[error("the server reported an error but did not say which")]
     PeerUnexplained,
@@ -258,6 +262,7 @@ impl TestError {
         matches!(
             self,
             TestError::Client(ClientFailure::AccessDenied)
+                | TestError::BusySaid(_)
                 | TestError::ThirdPartyBusy { .. }
                 | TestError::Peer {
                     code: ErrCode::AccessDenied,
@@ -330,6 +335,11 @@ mod tests {
             .to_string(),
             "the server reported an error: the server could not apply a requested socket option (iperf3 error 132)"
         );
+        assert_eq!(
+            TestError::BusySaid("1 test(s) already running (--max-tests 1)".into()).to_string(),
+            "the server is busy (1 test(s) already running (--max-tests 1)); try again later"
+        );
+        assert!(TestError::BusySaid(String::new()).is_busy());
         assert_eq!(
             TestError::PeerSaid {
                 code: ErrCode::NumStreams,

@@ -147,8 +147,26 @@ impl Shared {
 
     /// Tell a client its test is refused, the way its iperf3 understands, log it, and
     /// record it.
-    fn refuse(&self, mut ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
+    fn refuse(&self, ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
+        self.refuse_saying(ctrl, entry, r, false);
+    }
+
+    /// As [`Shared::refuse`], and when `explain` (a netmeter client) the server's own
+    /// sentence after the answer (`wire::ExtNote`).
+    fn refuse_saying(
+        &self,
+        mut ctrl: Ctrl,
+        entry: &mut audit::Entry,
+        r: policy::Refusal,
+        explain: bool,
+    ) {
         tell_refusal(&mut ctrl, &r);
+        if explain {
+            let note = wire::ExtNote {
+                message: r.message.clone(),
+            };
+            let _ = ctrl.send_json(&note, "the reason");
+        }
         self.log(&format!(
             "refused a test from {}: {}",
             entry.peer, r.message

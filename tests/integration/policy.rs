@@ -745,13 +745,19 @@ fn one_silent_source_cannot_hold_every_slot() {
     // The same source's second test: busy at once (the old server took it).
     let (_second, st) = raw_params(port, &params(20, serde_json::json!({})), &cookie());
     assert_eq!(st, ACCESS_DENIED, "a second test from 127.0.0.1 was taken");
+    // A netmeter client is told which limit, in the server's words.
+    let out = client(port, &["-t", "0.5"]);
+    refused(
+        &out,
+        "the server is busy (127.0.0.1 already runs 1 test(s) (--max-tests-per-source 1)); try again later",
+    );
     // Another source gets the slot left.
     let out = client(port, &["-B", "127.0.0.2", "-t", "0.5"]);
     assert!(out.status.success(), "{}", show(&out));
     // The silent test ends with iperf3's IENOMSG once it moved nothing for 2 s (the
     // old server let a timed test sit until -t + 40 s).
     assert_eq!(first.server_error(Duration::from_secs(30)), 144);
-    let lines = audit_lines_within(&audit, 3, Duration::from_secs(20));
+    let lines = audit_lines_within(&audit, 4, Duration::from_secs(20));
     // The silent test's line may come before or after the other client's.
     let line = |result: &str| {
         lines

@@ -150,16 +150,17 @@ impl Session<'_> {
         // slot from the next client.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
         let slot = SlotGuard(shared.clone());
+        let explain = params.netmeter.is_some();
         if let Some(r) = shared.cfg.policy.busy(taken) {
             drop(slot);
-            shared.refuse(ctrl, entry, r);
+            shared.refuse_saying(ctrl, entry, r, explain);
             return Ok(false);
         }
         let _source = match SourceGuard::take(shared, peer) {
             Ok(g) => g,
             Err(r) => {
                 drop(slot);
-                shared.refuse(ctrl, entry, r);
+                shared.refuse_saying(ctrl, entry, r, explain);
                 return Ok(false);
             }
         };
@@ -170,7 +171,7 @@ impl Session<'_> {
             shared,
             id,
             tally: Cell::new((0, 0)),
-            explain: params.netmeter.is_some(),
+            explain,
         };
         let r = session.test(
             &mut ctrl,
