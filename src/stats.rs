@@ -200,7 +200,15 @@ impl BitrateLimit {
 
     /// Feed the cumulative byte count read at test time `now_s` (about one second after
     /// the previous sample). The average rate in bits/s when it is above the limit.
+    ///
+    /// A count that went down (the measured part starts after `-O`, and the counts start
+    /// again from there) starts the judge again from this sample.
     pub fn on_sample(&mut self, now_s: f64, total_bytes: u64) -> Option<u64> {
+        if self.samples.back().is_some_and(|&(_, b)| total_bytes < b) {
+            self.samples.clear();
+            self.samples.push_back((now_s, total_bytes));
+            return None;
+        }
         self.samples.push_back((now_s, total_bytes));
         while self.samples.len() > self.len + 1 {
             self.samples.pop_front();
@@ -418,6 +426,12 @@ mod tests {
             assert_eq!(l.on_sample(s as f64, 0), None);
         }
         assert_eq!(l.on_sample(11.0, 500_000), Some(1_333_333));
+        // The counts start again after -O: judged from there, not from the old base.
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 0);
+        assert_eq!(l.on_sample(1.0, 100_000), None);
+        assert_eq!(l.on_sample(2.0, 10_000), None, "the omit period ended");
+        assert_eq!(l.on_sample(3.0, 130_000), None);
+        assert_eq!(l.on_sample(4.0, 400_000), Some(1_560_000));
         // Below one second, the window is one sample.
         let mut l = BitrateLimit::new(8, 0.2, 0);
         assert_eq!(l.on_sample(1.0, 2), Some(16));
