@@ -197,14 +197,20 @@ impl Session<'_> {
     }
 
     /// Tell the client why the test fails (`SERVER_ERROR` and `code`, then to a
-    /// netmeter client this server's own sentence), and return `e`.
+    /// netmeter client this server's own sentence when the failure is about what the
+    /// client asked or did), and return `e`. Other failures (this host's I/O errors,
+    /// which may name its files and devices) keep to the code.
     fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
         let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
-        if self.explain {
-            let message = match &e {
-                TestError::Refused(r) => r.message.clone(),
-                e => format!("{e:#}"),
-            };
+        let note = match &e {
+            TestError::Refused(r) => Some(r.message.clone()),
+            TestError::LimitReached(m) => Some(m.clone()),
+            TestError::ClientSilent { .. } | TestError::StreamsMissing { .. } => {
+                Some(e.to_string())
+            }
+            _ => None,
+        };
+        if let Some(message) = note.filter(|_| self.explain) {
             let _ = ctrl.send_json(&wire::ExtNote { message }, "the reason");
         }
         e
