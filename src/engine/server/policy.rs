@@ -75,6 +75,8 @@ impl Default for Policy {
 /// The largest block a server sends in when it paces itself for
 /// `--server-bitrate-limit` (iperf3's TCP block, which it keeps for paced tests).
 pub const PACED_TCP_BLOCK: usize = 128 * 1024;
+/// The smallest block a server paces itself in (a very low `--server-bitrate-limit`).
+const MIN_OWN_BLOCK: usize = 64;
 /// `--test-idle-timeout`'s default: a test that moves no data for this long ends.
 pub const DEFAULT_TEST_IDLE_S: u64 = 10;
 /// How long after `--server-max-duration` the server ends a test its client has not
@@ -225,9 +227,13 @@ impl Policy {
     /// the limit when the parameters arrived) or this server sends nothing. The client's
     /// own sending cannot be paced from here: [`RunningJudge`] ends it when it is over.
     ///
-    /// A TCP test's block is cut to iperf3's paced 128 KiB at most: an unpaced netmeter
-    /// client asks for 1 MiB blocks, and a paced sender sends whole blocks, so one
-    /// 1 MiB block would be 8 Mbit/s for a second under a 1 Mbit/s limit.
+    /// A paced sender sends whole blocks, the first at once, so each stream is up to a
+    /// block ahead of its rate: a TCP test's block is cut to a tenth of a second of the
+    /// stream's rate (at least 64 bytes, at most iperf3's paced 128 KiB), so that the
+    /// server's own pacing stays within [`RunningJudge`]'s slack whatever `-P` is (an
+    /// unpaced netmeter client asks for 1 MiB blocks: four streams of them would be
+    /// 32 Mbit in the first second under a 1 Mbit/s limit). A UDP test keeps its
+    /// datagram size.
     pub fn own_side(&self, spec: &TestSpec) -> Option<TestSpec> {
         let (limit, _) = self.bitrate_limit?;
         let server_sends = (0..spec.total_streams()).any(|i| !spec.client_sends(i));
@@ -237,7 +243,11 @@ impl Policy {
         let mut own = spec.clone();
         own.rate_bps = (limit / u64::from(spec.total_streams().max(1))).max(1);
         if spec.protocol == Protocol::Tcp {
-            own.block_len = spec.block_len.min(PACED_TCP_BLOCK);
+            let tenth = usize::try_from(own.rate_bps / 80).unwrap_or(usize::MAX);
+            own.block_len = spec
+                .block_len
+                .min(PACED_TCP_BLOCK)
+                .min(tenth.max(MIN_OWN_BLOCK));
         }
         Some(own)
     }
@@ -795,14 +805,28 @@ mod tests {
             ..timed(2.0, 0.0)
         };
         let own = |s: TestSpec| p.own_side(&s).map(|o| (o.rate_bps, o.block_len));
-        assert_eq!(
-            own(spec(Direction::Reverse, 0)),
-            Some((4_000_000, PACED_TCP_BLOCK))
-        );
+        // 4 Mbit/s a stream, in blocks of a tenth of a second of it.
+        assert_eq!(own(spec(Direction::Reverse, 0)), Some((4_000_000, 50_000)));
         // --bidir -P 2 is four streams, two of them the server's.
+        assert_eq!(own(spec(Direction::Bidir, 0)), Some((2_000_000, 25_000)));
+        // Fast: iperf3's 128 KiB at most; very slow: 64 bytes at least.
+        let fast = Policy {
+            bitrate_limit: Some((10_000_000_000, 5.0)),
+            ..Default::default()
+        };
         assert_eq!(
-            own(spec(Direction::Bidir, 0)),
-            Some((2_000_000, PACED_TCP_BLOCK))
+            fast.own_side(&spec(Direction::Reverse, 0))
+                .map(|o| o.block_len),
+            Some(PACED_TCP_BLOCK)
+        );
+        let slow = Policy {
+            bitrate_limit: Some((1000, 5.0)),
+            ..Default::default()
+        };
+        assert_eq!(
+            slow.own_side(&spec(Direction::Reverse, 0))
+                .map(|o| o.block_len),
+            Some(MIN_OWN_BLOCK)
         );
         // A smaller block stays; UDP keeps its datagram size.
         let small = TestSpec {
@@ -824,6 +848,42 @@ mod tests {
                 .own_side(&spec(Direction::Reverse, 0))
                 .is_none()
         );
+    }
+
+    /// The server's own pacing (blocks sent whole, the first of each stream at once)
+    /// stays within the judge's slack, whatever the limit and `-P`.
+    #[test]
+    fn the_servers_own_pacing_never_trips_its_bitrate_judge() {
+        for limit in [64_000, 1_000_000, 2_000_000, 100_000_000, 10_000_000_000] {
+            for parallel in [1, 2, 4, 16, 128] {
+                let p = Policy {
+                    bitrate_limit: Some((limit, 5.0)),
+                    test_idle_s: 0,
+                    ..Default::default()
+                };
+                let asked = TestSpec {
+                    direction: Direction::Reverse,
+                    parallel,
+                    block_len: 1 << 20,
+                    ..timed(10.0, 0.0)
+                };
+                let spec = p.own_side(&asked).unwrap();
+                let mut j = p.running_judge(&spec);
+                let block = spec.block_len as u64;
+                let per_s = spec.rate_bps as f64 / 8.0;
+                for tenth in 1..=100 {
+                    let t = tenth as f64 / 10.0;
+                    // Each stream has sent every block due by t, plus the next one.
+                    let blocks = (t * per_s / block as f64).floor() as u64 + 1;
+                    let sent = blocks * block * u64::from(parallel);
+                    assert_eq!(
+                        j.judge(t, sent, sent),
+                        None,
+                        "limit {limit}, -P {parallel}, block {block}, t {t}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
