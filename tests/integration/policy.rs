@@ -884,13 +884,39 @@ fn iperf3_client_prints_its_own_error_for_each_running_limit() {
         assert!(server.alive());
     }
 
-    // Bitrate: an unpaced 4 s test is ended at its first second.
+    // Bitrate: an unpaced 4 s upload is ended at its first second; an unpaced download
+    // over four streams is paced by the server to the limit and runs to its end.
     let port = free_port();
-    let (mut server, _log) = netmeter_server(port, &["--server-bitrate-limit", "1M"]);
+    let audit = scratch("iperf3-bitrate.jsonl");
+    let (mut server, _log) = netmeter_server(
+        port,
+        &[
+            "--server-bitrate-limit",
+            "2M",
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+    );
     let out = run(&mut iperf3(port, &["-t", "4"]), Duration::from_secs(20));
     refused(
         &out,
         "iperf3: error - total required bandwidth is larger than server limit",
     );
+    let out = run(
+        &mut iperf3(port, &["-R", "-P", "4", "-t", "3"]),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let lines = audit_lines_within(&audit, 2, Duration::from_secs(20));
+    let down = &lines[1];
+    assert_eq!(down["result"], "ok", "{down}");
+    let sent = down["bytes_sent"].as_u64().unwrap();
+    let secs = down["duration_s"].as_f64().unwrap();
+    // 2 Mbit/s for as long as the server ran it, and the first block of each stream.
+    assert!(
+        sent > 0 && sent as f64 <= 250_000.0 * secs + 4.0 * 131_072.0,
+        "the server sent {sent} bytes in {secs} s: {down}"
+    );
     assert!(server.alive());
+    let _ = std::fs::remove_file(&audit);
 }
