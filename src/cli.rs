@@ -116,13 +116,15 @@ pub struct Args {
     /// With -1: exit after this many seconds without a test (needs -1).
     #[arg(long = "idle-timeout", value_name = "SEC", value_parser = ranged::<u64>("--idle-timeout", 1, 86400))]
     pub idle_timeout: Option<u64>,
-    /// Refuse tests whose -t plus -O exceeds SEC seconds, and tests without a time limit
-    /// (-t 0, -n, -k); 0 = no limit.
+    /// Refuse tests whose -t plus -O exceeds SEC seconds (compared exactly), and tests
+    /// without a time limit (-t 0, -n, -k); a test still running 2 s after SEC is ended,
+    /// whatever the client does; 0 = no limit.
     #[arg(long = "server-max-duration", value_name = "SEC", value_parser = ranged::<u64>("--server-max-duration", 0, wire::MAX_TIME as i128))]
     pub server_max_duration: Option<u64>,
-    /// Refuse tests that ask for more than RATE bits/s in total (-b × streams), and end a
-    /// test whose total rate (both directions) averaged over SEC seconds (default 5)
-    /// exceeds it.
+    /// Refuse tests that ask for more than RATE bits/s in total (-b × streams), send at
+    /// most RATE in all when the client asks for no rate, and end a test whose total
+    /// rate (both directions) goes over it, judged each second from the first, averaged
+    /// over the last SEC seconds (default 5).
     #[arg(
         long = "server-bitrate-limit",
         value_name = "RATE[/SEC]",
@@ -132,6 +134,14 @@ pub struct Args {
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", value_name = "N", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
+    /// Tests one source (an IPv4 address, an IPv6 /64) may run at once; beyond it the
+    /// client is told the server is busy [default: --max-tests minus 1, at least 1].
+    #[arg(long = "max-tests-per-source", value_name = "N", value_parser = ranged::<usize>("--max-tests-per-source", 1, 1 << 20))]
+    pub max_tests_per_source: Option<usize>,
+    /// End a running test that moves no data for SEC seconds (iperf3 clients print
+    /// "idle timeout for receiving data"); 0 = never [default: 10].
+    #[arg(long = "test-idle-timeout", value_name = "SEC", value_parser = ranged::<u64>("--test-idle-timeout", 0, 86400))]
+    pub test_idle_timeout: Option<u64>,
     /// Refuse tests with more than N data streams in all (-P, twice with --bidir).
     #[arg(long = "max-streams", value_name = "N", value_parser = ranged::<u32>("--max-streams", 1, 2 * wire::MAX_STREAMS as i128))]
     pub max_streams: Option<u32>,
@@ -857,6 +867,12 @@ impl Args {
             max_duration_s: self.server_max_duration.filter(|&d| d > 0),
             bitrate_limit: self.server_bitrate_limit()?,
             max_streams: self.max_streams,
+            max_tests_per_source: self
+                .max_tests_per_source
+                .unwrap_or_else(|| Policy::default_per_source(self.max_tests)),
+            test_idle_s: self
+                .test_idle_timeout
+                .unwrap_or(crate::engine::server::policy::DEFAULT_TEST_IDLE_S),
             conn_rate: self
                 .max_conn_rate
                 .as_deref()
@@ -984,6 +1000,11 @@ impl Args {
                 "--server-bitrate-limit",
             ),
             (self.max_streams.is_some(), "--max-streams"),
+            (
+                self.max_tests_per_source.is_some(),
+                "--max-tests-per-source",
+            ),
+            (self.test_idle_timeout.is_some(), "--test-idle-timeout"),
             (self.max_conn_rate.is_some(), "--max-conn-rate"),
             (!self.allow.is_empty(), "--allow"),
             (!self.deny.is_empty(), "--deny"),
@@ -2129,6 +2150,19 @@ mod tests {
         );
         let open = policy(&["-s"]);
         assert!(open.allow.is_empty() && open.deny.is_empty() && open.conn_rate.is_none());
+        // Per-source cap: all slots but one by default; the idle timeout 10 s.
+        assert_eq!((p.max_tests_per_source, p.test_idle_s), (2, 10));
+        assert_eq!((open.max_tests_per_source, open.test_idle_s), (1, 10));
+        let q = policy(&[
+            "-s",
+            "--max-tests",
+            "4",
+            "--max-tests-per-source",
+            "4",
+            "--test-idle-timeout",
+            "0",
+        ]);
+        assert_eq!((q.max_tests_per_source, q.test_idle_s), (4, 0));
         for (args, want) in [
             (
                 &["-s", "--deny", "10.0.0.0/33"][..],
@@ -2139,6 +2173,14 @@ mod tests {
             (&["-s", "--deny", " , "], "--deny needs at least one"),
             (&["-s", "--max-conn-rate", "0/s"], "--max-conn-rate: '0'"),
             (&["-s", "--max-streams", "0"], "--max-streams must be"),
+            (
+                &["-s", "--max-tests-per-source", "0"],
+                "--max-tests-per-source must be",
+            ),
+            (
+                &["-c", "h", "--test-idle-timeout", "5"],
+                "--test-idle-timeout is a server option",
+            ),
             (&["-s", "--metrics", "9201"], "--metrics takes ADDR:PORT"),
             (
                 &["-c", "h", "--allow", "10.0.0.0/8"],

@@ -298,19 +298,20 @@ impl TestSpec {
         bitrate_limit_bps: Option<u64>,
     ) -> Option<SpecError> {
         if let Some(max) = max_duration_s.filter(|&m| m > 0) {
-            // iperf3 reads the duration as a whole number of seconds.
+            // Compared exactly: iperf3's own client sends whole seconds, but a netmeter
+            // client's `-t 2.99` is 2.99 s, which a 2 s limit must refuse.
             let t = match self.end {
-                EndCondition::Time(t) => t.floor(),
+                EndCondition::Time(t) if t.is_finite() => t.max(0.0),
                 _ => 0.0,
             };
-            if t == 0.0 || t + self.omit_s.floor() > max as f64 {
+            let asked = t + self.omit_s.max(0.0);
+            if t == 0.0 || !asked.is_finite() || asked > max as f64 {
                 return Some(refuse(
                     ErrCode::MaxServerTestDurationExceeded,
                     format!(
                         "the client asked for {} and this server allows at most {max} s (--server-max-duration)",
                         match self.end {
-                            EndCondition::Time(_) if t > 0.0 =>
-                                format!("{} s", t + self.omit_s.floor()),
+                            EndCondition::Time(_) if t > 0.0 => format!("{asked} s"),
                             _ => "a test without a time limit".into(),
                         }
                     ),
@@ -909,7 +910,9 @@ mod tests {
         };
         let over = Some(ErrCode::MaxServerTestDurationExceeded);
         assert_eq!(code(&t(5.0, 0.0), Some(5), None), None);
-        assert_eq!(code(&t(5.9, 0.0), Some(5), None), None, "whole seconds");
+        assert_eq!(code(&t(5.9, 0.0), Some(5), None), over, "exactly");
+        assert_eq!(code(&t(4.5, 0.5), Some(5), None), None, "-O counts exactly");
+        assert_eq!(code(&t(4.5, 0.6), Some(5), None), over);
         assert_eq!(code(&t(6.0, 0.0), Some(5), None), over);
         assert_eq!(code(&t(4.0, 2.0), Some(5), None), over, "-O counts");
         assert_eq!(code(&t(0.0, 0.0), Some(5), None), over, "-t 0 never ends");

@@ -162,46 +162,65 @@ pub fn lost_percent(lost: u64, packets: u64) -> f64 {
 }
 
 /// `--server-bitrate-limit RATE[/SECONDS]`: the server's judge of a test's total rate
-/// (both directions, all streams), as iperf3's `iperf_check_total_rate`: one sample of
-/// the cumulative byte count per second of test time; once `window` samples exist,
-/// the average over the last `window` seconds must not exceed the limit.
+/// (both directions, all streams), fed the cumulative byte count about once a second
+/// with the test time it was read at.
+///
+/// iperf3 (`iperf_check_total_rate`) averages the last `SECONDS` one-second samples and
+/// judges nothing before it has that many, so with its default of 5 s a 4 s test is
+/// never judged. This judge decides from the first sample: the average over the time
+/// since the oldest sample it keeps (the test's start until `SECONDS` have passed, then
+/// the last `SECONDS`), measured on the samples' own times so a late check does not
+/// count as a fast one. A paced sender at exactly the limit runs up to one block ahead
+/// per stream (it sends whole blocks), so that much (`slack_bytes`) is allowed on top.
 #[derive(Debug, Clone)]
 pub struct BitrateLimit {
     limit_bps: u64,
-    /// Per-second byte counts of the last `window` seconds.
-    window: std::collections::VecDeque<u64>,
+    slack_bytes: u64,
+    /// Samples kept: (test seconds, cumulative bytes), oldest first, the start included.
+    samples: std::collections::VecDeque<(f64, u64)>,
+    /// How many one-second samples a window spans.
     len: usize,
-    last_total: u64,
 }
 
 impl BitrateLimit {
     /// A judge for `limit_bps` averaged over `window_s` seconds (iperf3's default 5;
-    /// below one second, one second, which is the sampling period).
-    pub fn new(limit_bps: u64, window_s: f64) -> BitrateLimit {
+    /// below one second, one second, which is the sampling period), allowing
+    /// `slack_bytes` above the limit.
+    pub fn new(limit_bps: u64, window_s: f64, slack_bytes: u64) -> BitrateLimit {
         let len = window_s.round().max(1.0) as usize;
+        let mut samples = std::collections::VecDeque::with_capacity(len + 1);
+        samples.push_back((0.0, 0));
         BitrateLimit {
             limit_bps,
-            window: std::collections::VecDeque::with_capacity(len),
+            slack_bytes,
+            samples,
             len,
-            last_total: 0,
         }
     }
 
-    /// Feed the cumulative byte count at the end of another second of the test. The
-    /// average rate in bits/s when it is above the limit.
-    pub fn on_second(&mut self, total_bytes: u64) -> Option<u64> {
-        let delta = total_bytes.saturating_sub(self.last_total);
-        self.last_total = total_bytes;
-        if self.window.len() == self.len {
-            self.window.pop_front();
-        }
-        self.window.push_back(delta);
-        if self.window.len() < self.len {
+    /// Feed the cumulative byte count read at test time `now_s` (about one second after
+    /// the previous sample). The average rate in bits/s when it is above the limit.
+    ///
+    /// A count that went down (the measured part starts after `-O`, and the counts start
+    /// again from there) starts the judge again from this sample.
+    pub fn on_sample(&mut self, now_s: f64, total_bytes: u64) -> Option<u64> {
+        if self.samples.back().is_some_and(|&(_, b)| total_bytes < b) {
+            self.samples.clear();
+            self.samples.push_back((now_s, total_bytes));
             return None;
         }
-        let bytes: u64 = self.window.iter().sum();
-        let bps = bytes.saturating_mul(8) / self.len as u64;
-        (bps > self.limit_bps).then_some(bps)
+        self.samples.push_back((now_s, total_bytes));
+        while self.samples.len() > self.len + 1 {
+            self.samples.pop_front();
+        }
+        let (t0, b0) = *self.samples.front()?;
+        let span_s = now_s - t0;
+        if !span_s.is_finite() || span_s <= 0.0 {
+            return None;
+        }
+        let bytes = total_bytes.saturating_sub(b0);
+        let allowed = self.limit_bps as f64 / 8.0 * span_s + self.slack_bytes as f64;
+        (bytes as f64 > allowed).then(|| (bytes as f64 * 8.0 / span_s) as u64)
     }
 }
 
@@ -371,27 +390,51 @@ mod tests {
     }
 
     #[test]
-    fn bitrate_limit_judges_the_average_over_its_window() {
-        // 1 Mbit/s over 3 s: 125 000 bytes a second is exactly the limit.
-        let mut l = BitrateLimit::new(1_000_000, 3.0);
-        assert_eq!(l.on_second(500_000), None, "one sample is not a window yet");
-        assert_eq!(l.on_second(500_000), None);
-        // 500 000 bytes in 3 s = 1.33 Mbit/s.
-        assert_eq!(l.on_second(500_000), Some(1_333_333));
-        // A steady 1 Mbit/s passes a 2 Mbit/s limit; a one-second burst of 3 Mbit/s is
-        // averaged away, a second one is not.
-        let mut l = BitrateLimit::new(2_000_000, 3.0);
+    fn bitrate_limit_judges_from_the_first_second() {
+        // 1 Mbit/s is 125 000 bytes a second.
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 0);
+        assert_eq!(l.on_sample(1.0, 125_000), None, "exactly the limit");
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 0);
+        // 40 Mbit/s is ended at the first sample, not once a 5 s window is full.
+        assert_eq!(l.on_sample(1.0, 5_000_000), Some(40_000_000));
+        // A late check is judged on its own time: 1.1 s at the limit passes.
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 0);
+        assert_eq!(l.on_sample(1.1, 137_500), None);
+        // One block per stream of slack: a paced sender one 128 KiB block ahead passes.
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 128 * 1024);
+        assert_eq!(l.on_sample(1.0, 128 * 1024 + 125_000), None);
+        assert!(l.on_sample(2.0, 128 * 1024 + 250_001 + 1).is_some());
+    }
+
+    #[test]
+    fn bitrate_limit_averages_over_its_window_once_full() {
+        // A steady 1 Mbit/s passes a 2 Mbit/s limit over 3 s; a one-second burst of
+        // 3 Mbit/s is averaged away, a second one is not.
+        let mut l = BitrateLimit::new(2_000_000, 3.0, 0);
         let mut total = 0;
-        for _ in 0..10 {
+        for s in 1..=10 {
             total += 125_000;
-            assert_eq!(l.on_second(total), None);
+            assert_eq!(l.on_sample(s as f64, total), None);
         }
         total += 375_000;
-        assert_eq!(l.on_second(total), None);
+        assert_eq!(l.on_sample(11.0, total), None);
         total += 375_000;
-        assert_eq!(l.on_second(total), Some(2_333_333));
+        assert_eq!(l.on_sample(12.0, total), Some(2_333_333));
+        // An idle start does not buy a burst later: only the last 3 s count.
+        let mut l = BitrateLimit::new(1_000_000, 3.0, 0);
+        for s in 1..=10 {
+            assert_eq!(l.on_sample(s as f64, 0), None);
+        }
+        assert_eq!(l.on_sample(11.0, 500_000), Some(1_333_333));
+        // The counts start again after -O: judged from there, not from the old base.
+        let mut l = BitrateLimit::new(1_000_000, 5.0, 0);
+        assert_eq!(l.on_sample(1.0, 100_000), None);
+        assert_eq!(l.on_sample(2.0, 10_000), None, "the omit period ended");
+        assert_eq!(l.on_sample(3.0, 130_000), None);
+        assert_eq!(l.on_sample(4.0, 400_000), Some(1_560_000));
         // Below one second, the window is one sample.
-        let mut l = BitrateLimit::new(8, 0.2);
-        assert_eq!(l.on_second(2), Some(16));
+        let mut l = BitrateLimit::new(8, 0.2, 0);
+        assert_eq!(l.on_sample(1.0, 2), Some(16));
+        assert_eq!(l.on_sample(2.0, 3), None);
     }
 }

@@ -19,9 +19,10 @@ mod ext;
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use errcode::ErrCode;
 pub use ext::{
-    Bounceback, ExtAnswer, ExtRequest, Feature, FrameSummary, Isochronous, MAX_BOUNCEBACK_BURST,
-    MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US, MAX_THIRD_PARTY_ARGS,
-    PskChallenge, PskHello, PskResponse, ThirdPartyAnswer, ThirdPartyRequest, WorkingLoad,
+    Bounceback, ExtAnswer, ExtNote, ExtRequest, Feature, FrameSummary, Isochronous,
+    MAX_BOUNCEBACK_BURST, MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US,
+    MAX_NOTE_LEN, MAX_THIRD_PARTY_ARGS, PskChallenge, PskHello, PskResponse, ThirdPartyAnswer,
+    ThirdPartyRequest, WorkingLoad,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

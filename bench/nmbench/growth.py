@@ -8,8 +8,10 @@ tools alternate within each repetition (the order rotates), like the other cases
 
 from __future__ import annotations
 
+import functools
 import signal
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,10 +36,24 @@ def growth_tools(tools: dict[str, Tool]) -> list[Tool]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def has_per_source_cap(path: str) -> bool:
+    """Whether this netmeter caps tests per source (`--max-tests-per-source`, default
+    `--max-tests` minus 1): every client here comes from one address, so it must be
+    lifted. A `--baseline` build from before the flag has no cap."""
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--max-tests-per-source" in out.stdout
+
+
 def run_point(t: Tool, streams: int, tests: int, seconds: int, tmp: Path, tag: str) -> dict:
     """One server, `tests` concurrent clients of `streams` streams each."""
     port = free_port()
     extra = ["--max-tests", str(tests)] if t.kind == "netmeter" and tests > 1 else []
+    if extra and has_per_source_cap(str(t.path)):
+        extra += ["--max-tests-per-source", str(tests)]
     sargv = wrap([t.path, "-s", "-B", HOST, "-p", str(port)] + extra, None, seconds + 40, None)
     cargv = wrap([t.path, "-c", HOST, "-p", str(port), "-t", str(seconds), "-P", str(streams), "-J"],
                  None, seconds + 20, None)

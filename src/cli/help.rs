@@ -43,6 +43,8 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "server_max_duration",
             "server_bitrate_limit",
             "max_tests",
+            "max_tests_per_source",
+            "test_idle_timeout",
             "max_streams",
             "max_conn_rate",
             "allow",

@@ -481,6 +481,12 @@ impl Talk<'_> {
                 Err(ClientFailure::ServerTerminated) => {
                     return Err(Stopped::ServerTerminated.into());
                 }
+                Err(ClientFailure::AccessDenied) => {
+                    return Err(match read_note(self.ctrl) {
+                        Some(why) => TestError::BusySaid(why),
+                        None => ClientFailure::AccessDenied.into(),
+                    });
+                }
                 Err(e) => return Err(e.into()),
             };
             match step {
@@ -818,7 +824,28 @@ fn partial_end(out: &mut Output, run: &Running, fig: &FinalFigures, why: Stopped
 
 pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
     match ctrl.read_error_trailer(Duration::from_secs(5)) {
-        Ok((code, errno)) => TestError::Peer { code, errno },
+        // A netmeter server says why after the code (`wire::ExtNote`); iperf3 and older
+        // netmeter servers close the connection instead, which ends the wait at once.
+        Ok((code, errno)) => match read_note(ctrl) {
+            Some(message) => TestError::PeerSaid {
+                code,
+                errno,
+                message,
+            },
+            None => TestError::Peer { code, errno },
+        },
         Err(_) => TestError::PeerUnexplained,
     }
 }
+
+/// The server's sentence after a refusal (`wire::ExtNote`), printable, if it sent one.
+fn read_note(ctrl: &mut Ctrl) -> Option<String> {
+    ctrl.read_json::<wire::ExtNote>(wire::MAX_NOTE_LEN, NOTE_WAIT, "the server's reason")
+        .ok()
+        .filter(|n| !n.message.trim().is_empty())
+        .map(|n| n.printable())
+}
+
+/// How long a client waits for the server's sentence after an error code: only a
+/// server that keeps the connection open without one makes it wait this long.
+const NOTE_WAIT: Duration = Duration::from_secs(1);

@@ -310,6 +310,12 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// The connections answered so far (the server's policy counts them as the test's
+    /// progress: a connect-only test moves no data).
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.count.clone()
+    }
+
     /// The answered-connection counter, for the meter.
     pub fn answered(&self) -> Answered {
         Answered {

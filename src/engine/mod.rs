@@ -111,14 +111,25 @@ pub enum TestError {
     /// This server refused the client's parameters (and answered with their code).
     #[error("refused parameters: {0}")]
     Refused(SpecError),
-    /// A running test's total rate went over `--server-bitrate-limit` (server side).
-    #[error(
-        "the test's total rate of {bps} bit/s exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
-    )]
-    OverRate { bps: u64, limit: u64 },
     /// The server sent `SERVER_ERROR` with an iperf3 error code and its errno.
     #[error("the server reported an error: {}{}", .code.describe(), os_error(*.errno))]
     Peer { code: ErrCode, errno: i32 },
+    /// The server sent `SERVER_ERROR` with an iperf3 error code and, after it, its own
+    /// sentence (a netmeter server tells a netmeter client why, [`crate::wire::ExtNote`]).
+    #[error("the server reported an error: {message} (iperf3 error {})", .code.to_i32())]
+    PeerSaid {
+        code: ErrCode,
+        errno: i32,
+        message: String,
+    },
+    /// The server ended a running test itself at one of its limits
+    /// (`--server-max-duration`, `--test-idle-timeout`, `--server-bitrate-limit`).
+    #[error("{0}")]
+    LimitReached(String),
+    /// The server was busy (`ACCESS_DENIED`) and said why (a netmeter server's
+    /// `--max-tests`, `--max-tests-per-source` or `--max-conn-rate` sentence).
+    #[error("the server is busy ({0}); try again later")]
+    BusySaid(String),
     /// The server sent `SERVER_ERROR` but no readable code.
     #[error("the server reported an error but did not say which")]
     PeerUnexplained,
@@ -169,9 +180,8 @@ pub enum TestError {
         "no data received for {secs} s; the server seems to have stopped sending (--rcv-timeout)"
     )]
     ServerSilent { secs: f64 },
-    /// A server heard no data from the client for `secs` (byte or block tests, or
-    /// `--rcv-timeout`).
-    #[error("no data for {secs} s")]
+    /// A server heard no data from the client for `secs` (`--rcv-timeout`).
+    #[error("idle timeout for receiving data: no data for {secs} s (--rcv-timeout)")]
     ClientSilent { secs: f64 },
     /// A timed test the client did not end within its duration plus grace.
     #[error("the client did not end the test in time")]
@@ -252,6 +262,7 @@ impl TestError {
         matches!(
             self,
             TestError::Client(ClientFailure::AccessDenied)
+                | TestError::BusySaid(_)
                 | TestError::ThirdPartyBusy { .. }
                 | TestError::Peer {
                     code: ErrCode::AccessDenied,
@@ -323,6 +334,20 @@ mod tests {
             }
             .to_string(),
             "the server reported an error: the server could not apply a requested socket option (iperf3 error 132)"
+        );
+        assert_eq!(
+            TestError::BusySaid("1 test(s) already running (--max-tests 1)".into()).to_string(),
+            "the server is busy (1 test(s) already running (--max-tests 1)); try again later"
+        );
+        assert!(TestError::BusySaid(String::new()).is_busy());
+        assert_eq!(
+            TestError::PeerSaid {
+                code: ErrCode::NumStreams,
+                errno: 0,
+                message: "the client asked for 4 data streams and this server allows at most 2 (--max-streams)".into(),
+            }
+            .to_string(),
+            "the server reported an error: the client asked for 4 data streams and this server allows at most 2 (--max-streams) (iperf3 error 6)"
         );
         assert_eq!(
             TestError::AuthRefusedStale {

@@ -106,6 +106,8 @@ struct Shared {
     mptcp: bool,
     /// `--max-conn-rate`'s buckets.
     rate_gate: Option<Mutex<policy::RateGate>>,
+    /// `--max-tests-per-source`: the tests each source runs.
+    source_slots: Mutex<policy::SourceSlots>,
     audit: Option<audit::AuditLog>,
     /// What `--metrics` shows (counted whether or not it is served).
     counters: Arc<metrics::Counters>,
@@ -148,8 +150,26 @@ impl Shared {
 
     /// Tell a client its test is refused, the way its iperf3 understands, log it, and
     /// record it.
-    fn refuse(&self, mut ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
+    fn refuse(&self, ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
+        self.refuse_saying(ctrl, entry, r, false);
+    }
+
+    /// As [`Shared::refuse`], and when `explain` (a netmeter client) the server's own
+    /// sentence after the answer (`wire::ExtNote`).
+    fn refuse_saying(
+        &self,
+        mut ctrl: Ctrl,
+        entry: &mut audit::Entry,
+        r: policy::Refusal,
+        explain: bool,
+    ) {
         tell_refusal(&mut ctrl, &r);
+        if explain {
+            let note = wire::ExtNote {
+                message: r.message.clone(),
+            };
+            let _ = ctrl.send_json(&note, "the reason");
+        }
         self.log(&format!(
             "refused a test from {}: {}",
             entry.peer, r.message
@@ -322,6 +342,7 @@ impl Server {
                 last_activity: Mutex::new(Instant::now()),
                 mptcp,
                 rate_gate,
+                source_slots: Mutex::new(policy::SourceSlots::default()),
                 audit,
                 counters: Default::default(),
             }),

@@ -175,6 +175,43 @@ pub struct ExtAnswer {
     pub server: String,
 }
 
+/// What a netmeter server sends right after `SERVER_ERROR`'s 8-byte trailer to a client
+/// that sent an [`ExtRequest`]: the server's own sentence (which limit, and its value),
+/// where the iperf3 code alone names only the kind of error (iperf3's code 6 reads
+/// "maximum 128" whatever `--max-streams` is). Length-prefixed JSON like every other
+/// message, at most [`MAX_NOTE_LEN`] bytes. An iperf3 client never asked, so never sees
+/// it; a client reading it from a server that sends none meets the closed connection
+/// and keeps the code.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtNote {
+    /// The server's sentence, e.g. "the client asked for 4 data streams and this
+    /// server allows at most 2 (--max-streams)".
+    pub message: String,
+}
+
+/// The largest [`ExtNote`] a client reads.
+pub const MAX_NOTE_LEN: u32 = 4096;
+
+impl ExtNote {
+    /// The note as a client may print it: at most 300 characters, control characters
+    /// (a terminal's escape sequences, line breaks) shown as `\u{..}` escapes.
+    pub fn printable(&self) -> String {
+        let mut out = String::new();
+        for (i, c) in self.message.chars().enumerate() {
+            if i == 300 {
+                out.push('…');
+                break;
+            }
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                out.push_str(&c.escape_unicode().to_string());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
 /// A named extension feature, as it travels in [`ExtRequest::features`] and
 /// [`ExtAnswer::accepted`]: a JSON string (`"udp_seq64"`, `"trip_times"`, ...).
 ///
@@ -308,6 +345,28 @@ impl FrameSummary {
 mod tests {
     use super::*;
     use crate::wire::{decode_json, encode_json};
+
+    /// A server's note reaches the client's terminal: escapes and line breaks are shown,
+    /// never obeyed, and a long one is cut.
+    #[test]
+    fn a_note_prints_without_control_characters() {
+        let n: ExtNote = decode_json(
+            &encode_json(&ExtNote {
+                message: "at most 2 (--max-streams)\u{1b}[2J\nforged line\u{2028}".into(),
+            })[4..],
+        )
+        .unwrap();
+        let p = n.printable();
+        assert!(!p.chars().any(|c| c.is_control()), "{p}");
+        assert!(
+            p.starts_with("at most 2 (--max-streams)\\u{1b}[2J\\u{a}forged line"),
+            "{p}"
+        );
+        let long = ExtNote {
+            message: "x".repeat(1000),
+        };
+        assert_eq!(long.printable().chars().count(), 301);
+    }
 
     /// Features travel as today's strings; a newer peer's unknown name is read, kept
     /// and written back as it came.

@@ -183,8 +183,13 @@ fn iperf3_server(key: &str, port: u16, extra: &[&str]) -> (Proc, Drained) {
     (p, d)
 }
 
-const DURATION_MSG: &str = "the requested test duration exceeds the server's maximum";
-const RATE_MSG: &str = "the requested total bitrate exceeds the server's limit";
+/// What a netmeter client prints for a netmeter server's limits: the server's own
+/// sentence naming the option, with iperf3's code.
+const DURATION_MSG: &str = "(--server-max-duration) (iperf3 error 37)";
+const RATE_MSG: &str = "(--server-bitrate-limit) (iperf3 error 27)";
+/// ... and for an iperf3 server's, which sends the code alone.
+const IPERF3_DURATION_MSG: &str = "the requested test duration exceeds the server's maximum";
+const IPERF3_RATE_MSG: &str = "the requested total bitrate exceeds the server's limit";
 
 #[test]
 fn server_max_duration_refuses_long_and_open_ended_tests() {
@@ -275,13 +280,13 @@ fn server_limits_interoperate_with_iperf3_322() {
         };
         let (_srv, _) = iperf3_server(key, port, extra);
         if has_max {
-            refused_by(port, &["-t", "5"], DURATION_MSG);
+            refused_by(port, &["-t", "5"], IPERF3_DURATION_MSG);
         }
         // 3.12 and 3.18 refuse (and stop) a test over the limit by closing the control
         // connection without an error code (their own client says "control socket has
         // closed unexpectedly"); 3.22 sends IETOTALRATE.
         let asked_too_much = if has_max {
-            RATE_MSG
+            IPERF3_RATE_MSG
         } else {
             "closed the control connection"
         };

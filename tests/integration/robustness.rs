@@ -600,18 +600,20 @@ fn failed_setup_frees_the_slot_at_once_and_is_logged_once() {
     assert!(server.alive());
 }
 
-/// `--max-tests 2`: two clients at once both complete.
+/// `--max-tests 2`: two clients at once both complete (from two source addresses: by
+/// default one source may hold all slots but one, `--max-tests-per-source`).
 #[test]
 fn max_tests_two_runs_two_clients_at_once() {
     let port = free_port();
     let (mut server, log) = netmeter_server(port, &["--max-tests", "2"]);
-    let args = |p: u16| {
+    let args = |p: u16, source: &str| {
         let mut c = Command::new(netmeter());
-        c.args(["-c", "127.0.0.1", "-p", &p.to_string(), "-t", "2", "-J"]);
+        c.args(["-c", "127.0.0.1", "-p", &p.to_string(), "-t", "2", "-J"])
+            .args(["-B", source]);
         c
     };
-    let a = Proc::spawn("client a", &mut args(port));
-    let b = Proc::spawn("client b", &mut args(port));
+    let a = Proc::spawn("client a", &mut args(port, "127.0.0.1"));
+    let b = Proc::spawn("client b", &mut args(port, "127.0.0.2"));
     // Both must be running at the same time on the server.
     assert!(
         log.wait_for("Accepted connection from", 2, Duration::from_secs(10)),

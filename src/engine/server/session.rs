@@ -6,7 +6,7 @@
 //! running test's watch, results) read in the order the conversation happens.
 
 use super::audit::{Entry, TestParams};
-use super::policy::{Answer, Reason, Refusal};
+use super::policy::{Answer, Reason, Refusal, RunningJudge};
 use super::{Shared, UdpWaiter, canon, shown};
 use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
@@ -24,7 +24,7 @@ use crate::report::observe::Event;
 use crate::report::text::TextCtx;
 use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
-use crate::spec::{Direction, EndCondition, Protocol, SpecError, TestSpec};
+use crate::spec::{Direction, Protocol, SpecError, TestSpec};
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
 use socket2::SockRef;
 use std::cell::Cell;
@@ -43,15 +43,11 @@ const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
 /// connection before it looks for streams handed over again.
 const STREAM_POLL: Duration = Duration::from_millis(5);
 
-/// Extra time beyond `-t` + `-O` before a running test is declared stuck (iperf3: 40 s).
-const TEST_GRACE: Duration = Duration::from_secs(40);
 /// TCP keepalive on the control connection of a `-t 0` test, which has no deadline: a
 /// client host that vanished without a word is noticed after about 10 + 3 × 5 s.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_PROBES: u32 = 3;
-/// For `-n` / `-k` and `-t 0` tests: how long without any data progress before giving up.
-const IDLE_DATA_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(super) struct Session<'a> {
     shared: &'a Arc<Shared>,
@@ -59,6 +55,9 @@ pub(super) struct Session<'a> {
     /// Data bytes this server sent and received so far (for the audit log and the
     /// metrics), updated while the test runs and once more at its end.
     tally: Cell<(u64, u64)>,
+    /// The client sent netmeter's extension request: an error code it is sent is
+    /// followed by the server's own sentence (`wire::ExtNote`).
+    explain: bool,
 }
 
 impl Session<'_> {
@@ -146,18 +145,33 @@ impl Session<'_> {
             ));
         }
         // Only now does the connection compete for a test slot.
+        // A refused connection gives its slot back before it is told (the telling
+        // waits up to 200 ms for the client to close), so refusals cannot keep a
+        // slot from the next client.
         let taken = shared.active.fetch_add(1, Ordering::AcqRel);
-        let _slot = SlotGuard(shared.clone());
+        let slot = SlotGuard(shared.clone());
+        let explain = params.netmeter.is_some();
         if let Some(r) = shared.cfg.policy.busy(taken) {
-            shared.refuse(ctrl, entry, r);
+            drop(slot);
+            shared.refuse_saying(ctrl, entry, r, explain);
             return Ok(false);
         }
+        let _source = match SourceGuard::take(shared, peer) {
+            Ok(g) => g,
+            Err(r) => {
+                drop(slot);
+                shared.refuse_saying(ctrl, entry, r, explain);
+                return Ok(false);
+            }
+        };
+        let _slot = slot;
         let _running = shared.counters.running();
         shared.touch();
         let session = Session {
             shared,
             id,
             tally: Cell::new((0, 0)),
+            explain,
         };
         let r = session.test(
             &mut ctrl,
@@ -182,9 +196,23 @@ impl Session<'_> {
         r.map(|_| true)
     }
 
-    /// Tell the client why the test fails (`SERVER_ERROR` and `code`), and return `e`.
+    /// Tell the client why the test fails (`SERVER_ERROR` and `code`, then to a
+    /// netmeter client this server's own sentence when the failure is about what the
+    /// client asked or did), and return `e`. Other failures (this host's I/O errors,
+    /// which may name its files and devices) keep to the code.
     fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
         let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
+        let note = match &e {
+            TestError::Refused(r) => Some(r.message.clone()),
+            TestError::LimitReached(m) => Some(m.clone()),
+            TestError::ClientSilent { .. } | TestError::StreamsMissing { .. } => {
+                Some(e.to_string())
+            }
+            _ => None,
+        };
+        if let Some(message) = note.filter(|_| self.explain) {
+            let _ = ctrl.send_json(&wire::ExtNote { message }, "the reason");
+        }
         e
     }
 
@@ -226,7 +254,12 @@ impl Session<'_> {
         }
         // The test as both ends agreed on it, fixed from here on.
         let answer = machine.on_params(params);
-        let spec = asked.negotiated(machine.negotiated());
+        let mut spec = asked.negotiated(machine.negotiated());
+        // --server-bitrate-limit: a test that asked for no rate gets this server's share
+        // of the limit for its own sending (the client's is judged while it runs).
+        if let Some(own) = shared.cfg.policy.own_side(&spec) {
+            spec = own;
+        }
         if let Some(cpu) = spec.server_affinity {
             // This session thread spawns the test's data threads: they inherit the mask.
             if let Err(e) = sock::pin_to_cpu(cpu as usize) {
@@ -348,20 +381,24 @@ impl Session<'_> {
             ctrl: &mut *ctrl,
             machine: &mut *machine,
             t0,
-            hard_deadline: running_deadline(spec),
-            last_progress: (0, Instant::now()),
+            judge: shared.cfg.policy.running_judge(spec),
+            connections: conn_reg.as_ref().map(|r| r.counter()),
             receiving: shared
                 .cfg
                 .side
                 .rcv_timeout
                 .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
-            rate_judge: shared
-                .cfg
-                .policy
-                .bitrate_limit
-                .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0)),
         };
-        let ending = running.run_until(out, &mut watch)?;
+        let ending = match running.run_until(out, &mut watch) {
+            Ok(e) => e,
+            Err(e) => {
+                // Stop sending now (whatever the client does) and count what went.
+                running.stop_all();
+                let (sb, rb, _, _) = running.meter.totals();
+                self.tally.set((sb, rb));
+                return Err(e);
+            }
+        };
         if let Some(why) = ending.stopped {
             // As iperf3: tell a client we are going away, then print what ran so far.
             if matches!(why, Stopped::ServerInterrupted(_)) {
@@ -664,13 +701,12 @@ struct Watch<'a, 's> {
     ctrl: &'a mut Ctrl,
     machine: &'a mut ServerMachine,
     t0: Instant,
-    hard_deadline: Option<Duration>,
-    /// Bytes moved at the last check, and when they last changed.
-    last_progress: (u64, Instant),
+    /// The policy's limits on the running test (duration, idle data, bitrate).
+    judge: RunningJudge,
+    /// A `--connect-only` test's answered connections: its progress, as bytes are others'.
+    connections: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// `--rcv-timeout`: a receiving server gives up on a client that stopped sending.
     receiving: Option<(ReceiveWatch, Duration)>,
-    /// `--server-bitrate-limit`: the judge and when (test seconds) it next samples.
-    rate_judge: Option<(crate::stats::BitrateLimit, f64)>,
 }
 
 impl Control for Watch<'_, '_> {
@@ -685,31 +721,19 @@ impl Control for Watch<'_, '_> {
     }
 
     fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError> {
-        if let Some(d) = self.hard_deadline
-            && self.t0.elapsed() > d
-        {
-            let e = TestError::ClientOvertime;
-            return Err(self
-                .session
-                .fail(self.ctrl, ErrCode::ServerTestDurationExpired, e));
-        }
         let (sb, rb, _, _) = run.meter.totals();
         self.session.tally.set((sb, rb));
-        if let Some((judge, next_s)) = self.rate_judge.as_mut()
-            && now_s >= *next_s
+        let connections = self
+            .connections
+            .as_ref()
+            .map_or(0, |c| c.load(Ordering::Relaxed));
+        let bytes = sb.saturating_add(rb);
+        if let Some(stop) = self
+            .judge
+            .judge(now_s, bytes.saturating_add(connections), bytes)
         {
-            *next_s += 1.0;
-            if let Some(bps) = judge.on_second(sb + rb) {
-                let limit = self
-                    .session
-                    .shared
-                    .cfg
-                    .policy
-                    .bitrate_limit
-                    .map_or(0, |l| l.0);
-                let e = TestError::OverRate { bps, limit };
-                return Err(self.session.fail(self.ctrl, ErrCode::TotalRate, e));
-            }
+            let e = TestError::LimitReached(stop.message);
+            return Err(self.session.fail(self.ctrl, stop.code, e));
         }
         if let Some((watch, limit)) = self.receiving.as_mut()
             && watch.stalled(&run.meter, Instant::now())
@@ -718,15 +742,6 @@ impl Control for Watch<'_, '_> {
                 secs: limit.as_secs_f64(),
             };
             return Err(self.session.fail(self.ctrl, ErrCode::NoMsg, e));
-        }
-        if sb + rb != self.last_progress.0 {
-            self.last_progress = (sb + rb, Instant::now());
-        } else if self.hard_deadline.is_none() && self.last_progress.1.elapsed() > IDLE_DATA_TIMEOUT
-        {
-            let e = TestError::ClientSilent {
-                secs: IDLE_DATA_TIMEOUT.as_secs_f64(),
-            };
-            return Err(self.session.fail(self.ctrl, ErrCode::StreamRead, e));
         }
         let ended = |stopped| {
             Ok(Some(Ending {
@@ -753,18 +768,6 @@ impl Control for Watch<'_, '_> {
     }
 }
 
-/// How long a running test may last before the server declares it stuck: `-t + -O`
-/// plus [`TEST_GRACE`]. `None` for byte/block tests (judged by data progress instead)
-/// and for `-t 0`, which runs until the client ends it: there the data progress check
-/// and the control connection (closed, or dead under keepalive) catch a vanished peer.
-fn running_deadline(spec: &TestSpec) -> Option<Duration> {
-    match spec.end {
-        _ if spec.until_interrupted() => None,
-        EndCondition::Time(t) => Some(Duration::from_secs_f64(t + spec.omit_s) + TEST_GRACE),
-        _ => None,
-    }
-}
-
 /// Move items from a typed channel into the session's common channel.
 fn forward<T: Send + 'static>(
     rx: Receiver<(u64, T)>,
@@ -784,34 +787,41 @@ fn forward<T: Send + 'static>(
 
 pub(super) struct SlotGuard(pub(super) Arc<Shared>);
 
-impl Drop for SlotGuard {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
+/// A test's place in its source's count (`--max-tests-per-source`), given back when the
+/// session ends.
+struct SourceGuard {
+    shared: Arc<Shared>,
+    source: std::net::IpAddr,
+}
+
+impl SourceGuard {
+    fn take(shared: &Arc<Shared>, peer: SocketAddr) -> Result<SourceGuard, Refusal> {
+        let limit = shared.cfg.policy.max_tests_per_source;
+        let mut slots = shared
+            .source_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let source = slots.take(peer.ip(), limit)?;
+        Ok(SourceGuard {
+            shared: shared.clone(),
+            source,
+        })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Drop for SourceGuard {
+    fn drop(&mut self) {
+        let mut slots = self
+            .shared
+            .source_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        slots.give_back(self.source);
+    }
+}
 
-    #[test]
-    fn a_test_until_interrupted_has_no_running_deadline() {
-        let timed = |t: f64, omit_s: f64| TestSpec {
-            end: EndCondition::Time(t),
-            omit_s,
-            ..Default::default()
-        };
-        assert_eq!(
-            running_deadline(&timed(10.0, 2.0)),
-            Some(Duration::from_secs(52))
-        );
-        // iperf3 sends `time: 0` for -t 0 and its server then arms no test timer.
-        assert_eq!(running_deadline(&timed(0.0, 0.0)), None);
-        assert_eq!(running_deadline(&timed(0.0, 3.0)), None);
-        let bytes = TestSpec {
-            end: EndCondition::Bytes(1 << 20),
-            ..Default::default()
-        };
-        assert_eq!(running_deadline(&bytes), None);
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -258,6 +258,7 @@ fn is_busy(e: &TestError) -> bool {
     matches!(
         e,
         TestError::Client(ClientFailure::AccessDenied)
+            | TestError::BusySaid(_)
             | TestError::Peer {
                 code: crate::wire::ErrCode::AccessDenied,
                 ..
