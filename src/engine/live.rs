@@ -240,7 +240,7 @@ pub(super) fn make_worker(
         load_start: None,
         file: None,
         profile: spec.profile.filter(|_| sender && forward),
-        profile_origin: None,
+        schedule_origin: None,
         profile_end: None,
     }
 }

@@ -80,9 +80,12 @@ pub struct Worker {
     pub owd_correction_ns: i64,
     /// Send bursts or isochronous frames instead of a bulk stream (client senders).
     pub profile: Option<crate::profile::Profile>,
-    /// Where the profile's unit grid starts: the test's start (else the thread's).
-    pub profile_origin: Option<Instant>,
-    /// A timed test's end (`-t` plus `-O`) after `profile_origin`: no unit is due at or
+    /// Where the sender's schedule starts, the profile's unit grid or the `-b` pacer's:
+    /// the test's start (else the thread's). A thread that starts late owes what it
+    /// missed and makes it up (issue 19: 20 threads on a busy host started 20-40 ms into
+    /// the test, 1-2 % of a 2 s test never sent).
+    pub schedule_origin: Option<Instant>,
+    /// A timed test's end (`-t` plus `-O`) after `schedule_origin`: no unit is due at or
     /// after it.
     pub profile_end: Option<Duration>,
     /// `--working-load`: bulk senders start at this instant; the probe files its
@@ -197,7 +200,8 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     } else {
         Vec::new()
     };
-    let origin = Instant::now();
+    // --working-load: the schedule starts with the load, not with the idle phase.
+    let origin = (w.load_start.or(w.schedule_origin)).unwrap_or_else(Instant::now);
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
@@ -300,7 +304,7 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
         )
     })?;
     let mut buf = vec![0u8; w.block_len];
-    let origin = Instant::now();
+    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
@@ -448,9 +452,9 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         })
         .collect();
     let mut batch = Batch::new(UDP_BATCH);
-    // The schedule starts once the buffers are built (filling them takes milliseconds),
-    // so it does not owe a burst from the start.
-    let origin = Instant::now();
+    // The schedule starts with the test: what a late start missed is made up, paced
+    // (`pacing`), like any stall.
+    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
     let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
