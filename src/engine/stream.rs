@@ -506,7 +506,13 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
             match batch.send(fd, &refs[sent_msgs..]) {
                 Ok(k) => sent_msgs += k,
-                Err(e) if is_transient(&e) => {}
+                Err(e) if is_transient(&e) => {
+                    // The send timeout passed with the buffer still full: the socket,
+                    // not the pacer, held the sender back (the shortfall rule's cause).
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 // A receiver that has not started yet or an ICMP error bounced back:
                 // the datagram is gone, like any other loss; keep going.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,
