@@ -13,8 +13,11 @@
 //! [`CATCH_UP_S`] later. So a stall of `S` seconds is made up within `S` at twice the
 //! rate when `S` ≤ [`CATCH_UP_S`], and within `CATCH_UP_S × (1 + ln(S / CATCH_UP_S))`
 //! when longer (0.21 s for a 300 ms stall): a test's rate holds wherever the host lets
-//! the sender run that long before the end. Only a stall longer than [`MAX_DEBT_S`] (a
-//! stopped process) forfeits what it missed beyond that.
+//! the sender run that long before the end. A timed test's pacer knows the end
+//! ([`Pacer::ending_at`]) and shortens that horizon to half the time left, so a stall
+//! just before the end is made up too (the last moments' catch-up comes close to
+//! iperf3's burst: the price of reaching `-b`). Only a stall longer than [`MAX_DEBT_S`]
+//! (a stopped process) forfeits what it missed beyond that.
 //!
 //! Issue 19: with the debt capped at 100 ms and repaid at no more than twice the rate, a
 //! busy host (20 paced streams on 2 loaded CPUs) lost every stall's excess over 100 ms
@@ -38,6 +41,9 @@ pub const DEPTH_S: f64 = 0.010;
 /// seconds of traffic: the debt is repaid at `debt / CATCH_UP_S` (at least the target
 /// rate) on top of the rate.
 pub const CATCH_UP_S: f64 = 0.100;
+/// The shortest catch-up horizon, seconds: near the test's end ([`Pacer::ending_at`]) the
+/// debt is repaid within half the time left, but no faster than within this.
+pub const MIN_CATCH_UP_S: f64 = 0.005;
 /// The most missed traffic, in seconds at the target rate, a stall leaves owed; older
 /// missed credit is forfeited (the process was stopped, not slowed).
 pub const MAX_DEBT_S: f64 = 1.0;
@@ -53,6 +59,8 @@ pub struct Pacer {
     last_s: f64,
     /// The most credit plus debt seen at a refill, bytes.
     max_owed: f64,
+    /// When the test ends, if known ([`Pacer::ending_at`]).
+    end_s: Option<f64>,
 }
 
 impl Pacer {
@@ -74,7 +82,16 @@ impl Pacer {
             debt: 0.0,
             last_s: now_s,
             max_owed: 0.0,
+            end_s: None,
         }
+    }
+
+    /// The test ends at `end_s` (a timed test): debt is then repaid within half the
+    /// time left when that is less than [`CATCH_UP_S`] (down to [`MIN_CATCH_UP_S`]), so
+    /// a stall shortly before the end is still made up by the end, as fast as it must be.
+    pub fn ending_at(mut self, end_s: f64) -> Pacer {
+        self.end_s = Some(end_s);
+        self
     }
 
     fn refill(&mut self, now_s: f64) {
@@ -87,7 +104,7 @@ impl Pacer {
             // the room left in the bucket, which while catching up holds `DEPTH_S` of
             // the rate being sent (repaid credit that overflowed again would never be
             // repaid when the bucket holds one send).
-            let rr = self.repay_rate();
+            let rr = self.repay_rate(now_s);
             let room = self.depth_bytes + rr * DEPTH_S - self.credit;
             let repay = (rr * dt).min(self.debt).min(room.max(0.0));
             self.credit += repay;
@@ -98,19 +115,23 @@ impl Pacer {
         }
     }
 
-    /// How fast debt is repaid now, bytes/s, on top of the rate: the rate itself (twice
-    /// the rate in all), or `debt / CATCH_UP_S` when more is owed.
-    fn repay_rate(&self) -> f64 {
-        if self.debt > 0.0 {
-            self.bytes_per_s.max(self.debt / CATCH_UP_S)
-        } else {
-            0.0
+    /// How fast debt is repaid at `now_s`, bytes/s, on top of the rate: the rate itself
+    /// (twice the rate in all), or `debt / horizon` when more is owed; the horizon is
+    /// [`CATCH_UP_S`], or half the time left before the end if that is shorter.
+    fn repay_rate(&self, now_s: f64) -> f64 {
+        if self.debt <= 0.0 {
+            return 0.0;
         }
+        let horizon = match self.end_s {
+            Some(end) => ((end - now_s) / 2.0).clamp(MIN_CATCH_UP_S, CATCH_UP_S),
+            None => CATCH_UP_S,
+        };
+        self.bytes_per_s.max(self.debt / horizon)
     }
 
     /// How long until the bucket holds `need` more bytes, debt repayment included.
     fn wait_for(&self, need: f64) -> Duration {
-        let fill = self.bytes_per_s + self.repay_rate();
+        let fill = self.bytes_per_s + self.repay_rate(self.last_s);
         Duration::from_secs_f64((need / fill).clamp(1e-6, 1.0))
     }
 
@@ -289,6 +310,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_stall_just_before_the_end_is_made_up_when_the_end_is_known() {
+        // 150 ms stalled from 1.80 s of a 2 s test: 50 ms remain after it, less than
+        // the 0.21 s the plain catch-up needs.
+        let (unit, rate) = (1460, 1_000_000u64);
+        let drive = |p: &mut Pacer| {
+            let (mut now, mut sent) = (0.0, 0u64);
+            while now < 2.0 {
+                if (1.80..1.95).contains(&now) {
+                    now = 1.95;
+                }
+                match p.grant(now, unit, 1, 64) {
+                    Ok(k) => sent += (k * unit) as u64,
+                    Err(w) => now += w.as_secs_f64() + 0.001,
+                }
+            }
+            sent as f64 / (rate as f64 / 8.0 * 2.0)
+        };
+        let reached = drive(&mut Pacer::new(rate, unit, None, 0.0).ending_at(2.0));
+        assert!(reached > 0.99, "{reached}");
+        let without_end = drive(&mut Pacer::new(rate, unit, None, 0.0));
+        assert!(without_end < 0.99, "{without_end}");
     }
 
     #[test]

@@ -243,7 +243,7 @@ pub(super) fn make_worker(
         file: None,
         profile: spec.profile.filter(|_| sender && forward),
         schedule_origin: None,
-        profile_end: None,
+        schedule_end: None,
     }
 }
 

@@ -151,7 +151,7 @@ pub fn spawn(w: Worker, p: Profile, sock: DataSock) -> io::Result<JoinHandle<()>
 fn schedule(w: &Worker, p: &Profile) -> Schedule {
     let (num, den) = p.grid();
     let s = Schedule::every(num, den);
-    match w.profile_end {
+    match w.schedule_end {
         Some(end) => s.ending_at(end.as_nanos() as u64),
         None => s,
     }

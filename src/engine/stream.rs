@@ -86,8 +86,8 @@ pub struct Worker {
     /// the test, 1-2 % of a 2 s test never sent).
     pub schedule_origin: Option<Instant>,
     /// A timed test's end (`-t` plus `-O`) after `schedule_origin`: no unit is due at or
-    /// after it.
-    pub profile_end: Option<Duration>,
+    /// after it, and the `-b` pacer makes up what it owes before it.
+    pub schedule_end: Option<Duration>,
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
@@ -202,7 +202,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     };
     // --working-load: the schedule starts with the load, not with the idle phase.
     let origin = (w.load_start.or(w.schedule_origin)).unwrap_or_else(Instant::now);
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
     while !w.stop.load(Ordering::Relaxed) {
@@ -265,6 +265,21 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// The `-b` pacer of a bulk sender (none unpaced) whose clock starts at `origin`, told
+/// when a timed test ends.
+fn pacer(w: &Worker, unit: usize, origin: Instant) -> Option<Pacer> {
+    (w.rate_bps > 0).then(|| {
+        let p = Pacer::new(w.rate_bps, unit, w.burst, 0.0);
+        match (w.schedule_origin, w.schedule_end) {
+            (Some(o), Some(e)) => {
+                let end = (o + e).saturating_duration_since(origin);
+                p.ending_at(end.as_secs_f64())
+            }
+            _ => p,
+        }
+    })
+}
+
 /// A bulk TCP sender's next step ([`next_block`]).
 enum Next {
     /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
@@ -305,7 +320,7 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
     })?;
     let mut buf = vec![0u8; w.block_len];
     let origin = w.schedule_origin.unwrap_or_else(Instant::now);
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
         let want = match next_block(w, &mut pacer, origin) {
@@ -455,7 +470,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     // The schedule starts with the test: what a late start missed is made up, paced
     // (`pacing`), like any stall.
     let origin = w.schedule_origin.unwrap_or_else(Instant::now);
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
+    let mut pacer = pacer(w, len, origin);
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
     let mut messages = 0u64;

@@ -226,7 +226,7 @@ impl TestRun {
             w.owd_correction_ns = launch.owd_correction_ns;
             w.load_start = load_start(&spec, t0);
             w.schedule_origin = Some(t0);
-            w.profile_end = match spec.end {
+            w.schedule_end = match spec.end {
                 EndCondition::Time(t) if t > 0.0 => Some(Duration::from_secs_f64(t + spec.omit_s)),
                 _ => None,
             };

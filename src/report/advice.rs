@@ -180,6 +180,10 @@ pub const SHORTFALL_PERCENT: f64 = 1.0;
 /// A short sender's thread that waited for a CPU this much of its time, or fell this far
 /// behind its schedule, was stalled by other work on its host.
 const STALL_WAIT_PERCENT: f64 = 2.0;
+/// A short sender's thread never idle that used at least this much of a CPU itself was
+/// held back by its own CPU; one that mostly waited for a CPU while needing little
+/// (seen: 0.4 % used, 90 % waiting, with 20 streams on 2 busy CPUs) was stalled.
+const SENDER_CPU_PERCENT: f64 = 25.0;
 const STALL_LAG_MS: f64 = 20.0;
 
 /// One paced sending stream at the end of a test, for [`rate_shortfall`].
@@ -247,8 +251,11 @@ pub fn rate_shortfall(
         .reduce(|a, b| a + b);
     let cause = if blocked.is_some_and(|b| b > 0) {
         ShortfallCause::Socket
-    } else if busy.is_some_and(|b| b >= THREAD_BUSY_PERCENT) {
-        // Never idle, on a CPU or waiting for one: the CPU set the pace.
+    } else if busy.is_some_and(|b| b >= THREAD_BUSY_PERCENT)
+        && cpu.is_some_and(|c| c >= SENDER_CPU_PERCENT)
+    {
+        // Never idle, on a CPU or waiting for one, and a real user of it: the CPU set
+        // the pace.
         ShortfallCause::SenderCpu
     } else if wait.is_some_and(|w| w >= STALL_WAIT_PERCENT)
         || lag_ms.is_some_and(|l| l >= STALL_LAG_MS)
@@ -502,6 +509,10 @@ mod tests {
         let r = rate_shortfall("local", 1_000_000, 1460, &blocked, &cpu, Some(300.0)).unwrap();
         assert_eq!(r.cause, ShortfallCause::Socket);
         assert!(shortfall_warning(&r).contains("the socket: 4 send(s) found its buffer full"));
+        // Runnable all the time but needing little CPU: starved by other work, a stall.
+        let starved = [sender_thread(1, 0.4, 90.1)];
+        let r = rate_shortfall("local", 1_000_000, 1460, &s, &starved, Some(233.0)).unwrap();
+        assert_eq!(r.cause, ShortfallCause::Stall);
         // Nothing in the figures: said so, not guessed.
         let idle = [sender_thread(1, 1.0, 0.0)];
         let r = rate_shortfall("local", 1_000_000, 1460, &s, &idle, Some(3.0)).unwrap();
