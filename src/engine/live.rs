@@ -243,6 +243,7 @@ pub(super) fn make_worker(
         file: None,
         profile: spec.profile.filter(|_| sender && forward),
         schedule_origin: None,
+        pace_origin: None,
         schedule_end: None,
     }
 }

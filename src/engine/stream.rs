@@ -80,11 +80,16 @@ pub struct Worker {
     pub owd_correction_ns: i64,
     /// Send bursts or isochronous frames instead of a bulk stream (client senders).
     pub profile: Option<crate::profile::Profile>,
-    /// Where the sender's schedule starts, the profile's unit grid or the `-b` pacer's:
-    /// the test's start (else the thread's). A thread that starts late owes what it
-    /// missed and makes it up (issue 19: 20 threads on a busy host started 20-40 ms into
-    /// the test, 1-2 % of a 2 s test never sent).
+    /// Where a profile's unit grid starts: the test's start (else the thread's).
     pub schedule_origin: Option<Instant>,
+    /// Where a bulk sender's `-b` schedule starts: when the side launched its stream
+    /// threads, both ends running (`TEST_RUNNING`), else the thread's own start. A thread
+    /// that starts late owes what it missed and makes it up (issue 19: 20 threads on a
+    /// busy host started 20-40 ms into the test, 1-2 % of a 2 s test never sent). Not
+    /// the test's start: an iperf3 server creates its receiving threads between
+    /// `TEST_START` and `TEST_RUNNING`, and data owed for that gap would only fill its
+    /// socket buffer before anyone reads it.
+    pub pace_origin: Option<Instant>,
     /// A timed test's end (`-t` plus `-O`) after `schedule_origin`: no unit is due at or
     /// after it, and the `-b` pacer makes up what it owes before it.
     pub schedule_end: Option<Duration>,
@@ -201,7 +206,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         Vec::new()
     };
     // --working-load: the schedule starts with the load, not with the idle phase.
-    let origin = (w.load_start.or(w.schedule_origin)).unwrap_or_else(Instant::now);
+    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(Instant::now);
     let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
@@ -319,7 +324,7 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
         )
     })?;
     let mut buf = vec![0u8; w.block_len];
-    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
+    let origin = w.pace_origin.unwrap_or_else(Instant::now);
     let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
@@ -467,9 +472,9 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         })
         .collect();
     let mut batch = Batch::new(UDP_BATCH);
-    // The schedule starts with the test: what a late start missed is made up, paced
-    // (`pacing`), like any stall.
-    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
+    // The schedule starts with the side's launch: what a late thread start missed is
+    // made up, paced (`pacing`), like any stall.
+    let origin = w.pace_origin.unwrap_or_else(Instant::now);
     let mut pacer = pacer(w, len, origin);
     let mut seq: u64 = 0;
     let mut bytes = 0u64;

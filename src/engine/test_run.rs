@@ -222,7 +222,10 @@ impl TestRun {
             ..
         } = self;
         let t0 = launch.t0;
+        // Both ends run from here: the bulk senders' -b schedules start now.
+        let launched = Instant::now();
         for (mut w, sock) in workers {
+            w.pace_origin = Some(launched);
             w.owd_correction_ns = launch.owd_correction_ns;
             w.load_start = load_start(&spec, t0);
             w.schedule_origin = Some(t0);
