@@ -67,8 +67,12 @@ pub fn warnings(f: &HostFacts) -> Vec<String> {
         }
     }
     if let Some(d) = f.host_drops.filter(|&d| d > 0) {
+        // Twice the buffer it had (-w N gives 2N; a remote buffer is unknown here, so
+        // twice netmeter's own default request).
+        let window = suggest_window(if f.rcvbuf > 0 { f.rcvbuf } else { 8 << 20 });
+        let bytes = crate::units::parse_bytes(&window).unwrap_or(8 << 20);
         w.push(format!(
-            "{} host's kernel dropped {d} incoming packets because the UDP receive buffer was full (with GRO one packet carries many datagrams): that loss happened in this host, not the network; use a larger -w or fewer/slower streams",
+            "{} host's kernel dropped {d} incoming packets because the UDP receive buffer was full (with GRO one packet carries many datagrams): that loss happened in this host, not the network; use a larger -w (-w {window}, which net.core.rmem_max caps: sudo sysctl -w net.core.rmem_max={bytes}) or fewer/slower streams; tools that keep the default buffer (iperf3 without -w) get net.core.rmem_default",
             f.side
         ));
     }
@@ -526,6 +530,25 @@ mod tests {
     #[test]
     fn quiet_when_all_is_well() {
         assert!(warnings(&base()).is_empty());
+    }
+
+    #[test]
+    fn receive_buffer_drops_name_the_sysctls_to_run() {
+        let f = HostFacts {
+            host_drops: Some(351),
+            ..base()
+        };
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].ends_with(
+                "use a larger -w (-w 8M, which net.core.rmem_max caps: sudo sysctl -w \
+                 net.core.rmem_max=8388608) or fewer/slower streams; tools that keep the default \
+                 buffer (iperf3 without -w) get net.core.rmem_default"
+            ),
+            "{}",
+            w[0]
+        );
     }
 
     #[test]
