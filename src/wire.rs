@@ -507,6 +507,10 @@ pub struct StreamResult {
     /// ms (see [`crate::pacing::Pacer::max_lag_s`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_pacing_lag_ms: Option<f64>,
+    /// netmeter extension: a paced UDP sender's sends that found the socket's buffer
+    /// full for the whole send timeout (50 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_send_blocked: Option<u64>,
 }
 
 impl StreamResult {

@@ -651,6 +651,9 @@ impl Talk<'_> {
             let path = run.data_path_text(&out.report.start);
             out.emit(Event::Info(&path));
         }
+        if let Some(line) = test_common::udp_buffer_line(spec, &out.report.start) {
+            out.emit(Event::Info(&line));
+        }
         out.start_done();
     }
 

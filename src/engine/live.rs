@@ -139,6 +139,7 @@ impl LiveStreams {
             let lag_us = s.pacing_lag_us.load(Ordering::Relaxed);
             if l.sender && lag_us > 0 {
                 l.pacing_lag_ms = Some(lag_us as f64 / 1e3);
+                l.send_blocked = Some(s.send_blocked.load(Ordering::Relaxed));
             }
             let messages = s.messages.load(Ordering::Relaxed);
             if messages > 0 {
@@ -214,6 +215,7 @@ pub(super) fn make_worker(
         zc_sends: AtomicU64::new(0),
         zc_copied: AtomicU64::new(0),
         pacing_lag_us: AtomicU64::new(0),
+        send_blocked: AtomicU64::new(0),
         finished: AtomicBool::new(false),
         thread_cpu: Mutex::new(None),
         error: Mutex::new(None),
@@ -240,8 +242,9 @@ pub(super) fn make_worker(
         load_start: None,
         file: None,
         profile: spec.profile.filter(|_| sender && forward),
-        profile_origin: None,
-        profile_end: None,
+        schedule_origin: None,
+        pace_origin: None,
+        schedule_end: None,
     }
 }
 

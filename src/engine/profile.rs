@@ -151,7 +151,7 @@ pub fn spawn(w: Worker, p: Profile, sock: DataSock) -> io::Result<JoinHandle<()>
 fn schedule(w: &Worker, p: &Profile) -> Schedule {
     let (num, den) = p.grid();
     let s = Schedule::every(num, den);
-    match w.profile_end {
+    match w.schedule_end {
         Some(end) => s.ending_at(end.as_nanos() as u64),
         None => s,
     }
@@ -207,7 +207,7 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
     };
     let mut sched = schedule(w, p);
     let mut sizer = p.sizer(w.shared.id);
-    let origin = w.profile_origin.unwrap_or_else(Instant::now);
+    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     'units: while next_unit(w, &mut sched, origin, rec).is_some() {
         let size = sizer.next_bytes();
@@ -281,7 +281,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
     let mut batch = Batch::new(UDP_BATCH);
     let mut sched = schedule(w, p);
     let mut sizer = p.sizer(w.shared.id);
-    let origin = w.profile_origin.unwrap_or_else(Instant::now);
+    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
     let (mut seq, mut bytes, mut frame_id) = (0u64, 0u64, 0u64);
     while next_unit(w, &mut sched, origin, rec).is_some() {
         let size = sizer.next_bytes();

@@ -39,6 +39,9 @@ pub struct StreamShared {
     /// Paced UDP senders: the furthest the thread fell behind its `-b` schedule, µs
     /// ([`crate::pacing::Pacer::max_lag_s`]); 0 elsewhere.
     pub pacing_lag_us: AtomicU64,
+    /// UDP senders: sends that found the socket's buffer full for the whole send
+    /// timeout ([`super::stream::STOP_POLL`]); 0 elsewhere.
+    pub send_blocked: AtomicU64,
     /// Receive-side UDP accounting. This and the records below are boxed: a stream has
     /// at most one or two of them, and inline they made every stream's shared state 2.2 KB
     /// (a server's memory per stream, docs/benchmarks.md).

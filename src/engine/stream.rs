@@ -80,11 +80,19 @@ pub struct Worker {
     pub owd_correction_ns: i64,
     /// Send bursts or isochronous frames instead of a bulk stream (client senders).
     pub profile: Option<crate::profile::Profile>,
-    /// Where the profile's unit grid starts: the test's start (else the thread's).
-    pub profile_origin: Option<Instant>,
-    /// A timed test's end (`-t` plus `-O`) after `profile_origin`: no unit is due at or
-    /// after it.
-    pub profile_end: Option<Duration>,
+    /// Where a profile's unit grid starts: the test's start (else the thread's).
+    pub schedule_origin: Option<Instant>,
+    /// Where a bulk sender's `-b` schedule starts: when the side launched its stream
+    /// threads, both ends running (`TEST_RUNNING`), else the thread's own start. A thread
+    /// that starts late owes what it missed and makes it up (issue 19: 20 threads on a
+    /// busy host started 20-40 ms into the test, 1-2 % of a 2 s test never sent). Not
+    /// the test's start: an iperf3 server creates its receiving threads between
+    /// `TEST_START` and `TEST_RUNNING`, and data owed for that gap would only fill its
+    /// socket buffer before anyone reads it.
+    pub pace_origin: Option<Instant>,
+    /// A timed test's end (`-t` plus `-O`) after `schedule_origin`: no unit is due at or
+    /// after it, and the `-b` pacer makes up what it owes before it.
+    pub schedule_end: Option<Duration>,
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
@@ -197,8 +205,9 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     } else {
         Vec::new()
     };
-    let origin = Instant::now();
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    // --working-load: the schedule starts with the load, not with the idle phase.
+    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(Instant::now);
+    let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
     while !w.stop.load(Ordering::Relaxed) {
@@ -261,6 +270,21 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// The `-b` pacer of a bulk sender (none unpaced) whose clock starts at `origin`, told
+/// when a timed test ends.
+fn pacer(w: &Worker, unit: usize, origin: Instant) -> Option<Pacer> {
+    (w.rate_bps > 0).then(|| {
+        let p = Pacer::new(w.rate_bps, unit, w.burst, 0.0);
+        match (w.schedule_origin, w.schedule_end) {
+            (Some(o), Some(e)) => {
+                let end = (o + e).saturating_duration_since(origin);
+                p.ending_at(end.as_secs_f64())
+            }
+            _ => p,
+        }
+    })
+}
+
 /// A bulk TCP sender's next step ([`next_block`]).
 enum Next {
     /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
@@ -300,8 +324,8 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
         )
     })?;
     let mut buf = vec![0u8; w.block_len];
-    let origin = Instant::now();
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, w.block_len, w.burst, 0.0));
+    let origin = w.pace_origin.unwrap_or_else(Instant::now);
+    let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
         let want = match next_block(w, &mut pacer, origin) {
@@ -448,10 +472,10 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         })
         .collect();
     let mut batch = Batch::new(UDP_BATCH);
-    // The schedule starts once the buffers are built (filling them takes milliseconds),
-    // so it does not owe a burst from the start.
-    let origin = Instant::now();
-    let mut pacer = (w.rate_bps > 0).then(|| Pacer::new(w.rate_bps, len, w.burst, 0.0));
+    // The schedule starts with the side's launch: what a late thread start missed is
+    // made up, paced (`pacing`), like any stall.
+    let origin = w.pace_origin.unwrap_or_else(Instant::now);
+    let mut pacer = pacer(w, len, origin);
     let mut seq: u64 = 0;
     let mut bytes = 0u64;
     let mut messages = 0u64;
@@ -502,7 +526,13 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
             match batch.send(fd, &refs[sent_msgs..]) {
                 Ok(k) => sent_msgs += k,
-                Err(e) if is_transient(&e) => {}
+                Err(e) if is_transient(&e) => {
+                    // The send timeout passed with the buffer still full: the socket,
+                    // not the pacer, held the sender back (the shortfall rule's cause).
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 // A receiver that has not started yet or an ICMP error bounced back:
                 // the datagram is gone, like any other loss; keep going.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,

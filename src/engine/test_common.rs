@@ -188,6 +188,19 @@ pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
     }
 }
 
+/// The start line saying netmeter raised this side's UDP receive buffers above
+/// `net.core.rmem_default` (`host::advice::udp_buffer_note`): UDP without `-w`.
+pub fn udp_buffer_line(spec: &TestSpec, start: &Start) -> Option<String> {
+    if spec.protocol != Protocol::Udp || spec.window.is_some() {
+        return None;
+    }
+    let note = crate::host::advice::udp_buffer_note(
+        start.rcvbuf_actual,
+        crate::host::probe::rmem_default(),
+    )?;
+    Some(format!("{note}\n"))
+}
+
 /// A memory file holding the payload, for `sendfile` (`-Z`).
 pub fn zerocopy_file(payload: &[u8]) -> io::Result<std::fs::File> {
     let mut f = tempfile_in_memory()?;

@@ -232,11 +232,14 @@ impl TestRun {
             ..
         } = self;
         let t0 = launch.t0;
+        // Both ends run from here: the bulk senders' -b schedules start now.
+        let launched = Instant::now();
         for (mut w, sock) in workers {
+            w.pace_origin = Some(launched);
             w.owd_correction_ns = launch.owd_correction_ns;
             w.load_start = load_start(&spec, t0);
-            w.profile_origin = Some(t0);
-            w.profile_end = match spec.end {
+            w.schedule_origin = Some(t0);
+            w.schedule_end = match spec.end {
                 EndCondition::Time(t) if t > 0.0 => Some(Duration::from_secs_f64(t + spec.omit_s)),
                 _ => None,
             };

@@ -21,6 +21,35 @@ fn size(b: u64) -> String {
     format_bytes(b as f64, Format::Auto).trim().to_string()
 }
 
+/// What netmeter asks for each UDP data socket's buffers without `-w`
+/// (`engine::test_common::udp_default_buffers`); Linux doubles it.
+pub const UDP_BUFFER_REQUEST: u64 = 4 << 20;
+
+/// The start line saying netmeter raised a UDP socket's receive buffer above the
+/// system default (`granted`: SO_RCVBUF as the kernel reports it), or `None` when it did
+/// not (`-w` given, or the default is as large). Issue 19: with only `rcvbuf_actual`
+/// in the JSON, netmeter showed 0 % loss where iperf3, which keeps the default, showed
+/// 5 % on the same path, and nothing said why.
+pub fn udp_buffer_note(granted: u64, rmem_default: Option<u64>) -> Option<String> {
+    let default = rmem_default.filter(|&d| d > 0 && d < granted)?;
+    Some(format!(
+        "UDP receive buffer: netmeter raised it to {} (net.core.rmem_default is {}, which iperf3 and most applications keep; a netmeter peer raises its own too), so a receiver here rides out stalls that make them lose datagrams; -w {} tests with the default buffer",
+        size(granted),
+        size(default),
+        window_arg(default / 2)
+    ))
+}
+
+/// `-w` for `bytes` as the user types it (`104K`), rounded down to KiB.
+fn window_arg(bytes: u64) -> String {
+    let kib = bytes / 1024;
+    if kib >= 1024 && kib.is_multiple_of(1024) {
+        format!("{}M", kib / 1024)
+    } else {
+        format!("{}K", kib.max(1))
+    }
+}
+
 /// The warnings `netmeter doctor` prints for `h`.
 pub fn warnings(h: &HostInfo) -> Vec<String> {
     let mut w = Vec::new();
@@ -44,6 +73,18 @@ pub fn warnings(h: &HostInfo) -> Vec<String> {
                 size(v)
             ));
         }
+    }
+    if let Some(d) = h.rmem_default.filter(|&d| d < UDP_BUFFER_REQUEST) {
+        // netmeter asks for more on its own UDP sockets (up to rmem_max); iperf3 and
+        // most applications keep this default, so the two can disagree about loss.
+        w.push(format!(
+            "net.core.rmem_default is {}: UDP receivers that keep the default buffer (iperf3 without -w, most applications) drop datagrams once that much queues (10 ms at {:.0} Mbit/s), while netmeter asks for {} (within net.core.rmem_max) and may show no loss on the same path; to give every socket more, run: sudo sysctl -w net.core.rmem_default={} (with net.core.rmem_max at least that); to measure as iperf3 does: -w {}",
+            size(d),
+            d as f64 * 8.0 / 0.010 / 1e6,
+            size(UDP_BUFFER_REQUEST),
+            UDP_BUFFER_REQUEST,
+            window_arg(d / 2)
+        ));
     }
     if let Some(r) = rate {
         let need = (r as f64 / 8.0 * TCP_BDP_SECONDS) as u64;
@@ -127,6 +168,7 @@ mod tests {
                 ..Interface::default()
             }),
             rmem_max: Some(32 << 20),
+            rmem_default: None,
             wmem_max: Some(32 << 20),
             tcp_rmem: Some([4096, 131_072, 64 << 20]),
             tcp_wmem: Some([4096, 16_384, 64 << 20]),
@@ -143,6 +185,49 @@ mod tests {
     #[test]
     fn a_tuned_host_gets_no_warning() {
         assert_eq!(warnings(&tuned()), Vec::<String>::new());
+        let big_default = HostInfo {
+            rmem_default: Some(UDP_BUFFER_REQUEST),
+            ..tuned()
+        };
+        assert_eq!(warnings(&big_default), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_small_rmem_default_names_the_sysctl_and_iperf3s_view() {
+        // Issue 19: netmeter showed 0 % loss where iperf3 showed 5 %, and the doctor
+        // never named the default buffer iperf3 keeps.
+        let h = HostInfo {
+            rmem_default: Some(212_992),
+            ..tuned()
+        };
+        assert_eq!(
+            warnings(&h),
+            [
+                "net.core.rmem_default is 208 KBytes: UDP receivers that keep the default buffer \
+              (iperf3 without -w, most applications) drop datagrams once that much queues (10 ms \
+              at 170 Mbit/s), while netmeter asks for 4.00 MBytes (within net.core.rmem_max) and \
+              may show no loss on the same path; to give every socket more, run: sudo sysctl -w \
+              net.core.rmem_default=4194304 (with net.core.rmem_max at least that); to measure as \
+              iperf3 does: -w 104K"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_start_line_says_netmeter_raised_the_udp_buffer() {
+        assert_eq!(
+            udp_buffer_note(8 << 20, Some(212_992)).as_deref(),
+            Some(
+                "UDP receive buffer: netmeter raised it to 8.00 MBytes (net.core.rmem_default is \
+                 208 KBytes, which iperf3 and most applications keep; a netmeter peer raises its \
+                 own too), so a receiver here rides out stalls that make them lose datagrams; -w \
+                 104K tests with the default buffer"
+            )
+        );
+        // Nothing raised, or the default unknown: no line.
+        assert_eq!(udp_buffer_note(212_992, Some(212_992)), None);
+        assert_eq!(udp_buffer_note(8 << 20, None), None);
+        assert_eq!(window_arg(8 << 20), "8M");
     }
 
     #[test]

@@ -108,7 +108,8 @@ pub fn text(d: &Doctor) -> String {
     };
     let _ = writeln!(
         t,
-        "Socket buffers: net.core.rmem_max {}, net.core.wmem_max {}",
+        "Socket buffers: net.core.rmem_default {}, net.core.rmem_max {}, net.core.wmem_max {}",
+        h.rmem_default.map_or_else(unknown, size),
         h.rmem_max.map_or_else(unknown, size),
         h.wmem_max.map_or_else(unknown, size)
     );
@@ -192,6 +193,7 @@ mod tests {
             host: HostInfo {
                 interface: Some(eth.clone()),
                 rmem_max: Some(212_992),
+                rmem_default: Some(212_992),
                 wmem_max: Some(212_992),
                 tcp_rmem: Some([4096, 131_072, 6_291_456]),
                 tcp_wmem: Some([4096, 16_384, 4_194_304]),
@@ -220,7 +222,7 @@ mod tests {
             t,
             "Route to peer (10.0.0.1): from 10.0.0.2 via eth0\n\
              Interface:      eth0 10.0.0.2: line rate 25 Gbit/s, MTU 9000, GSO on, GRO off, TSO unknown\n\
-             Socket buffers: net.core.rmem_max 208 KBytes, net.core.wmem_max 208 KBytes\n\
+             Socket buffers: net.core.rmem_default 208 KBytes, net.core.rmem_max 208 KBytes, net.core.wmem_max 208 KBytes\n\
              TCP buffers:    net.ipv4.tcp_rmem 4096 131072 6291456 (max 6.00 MBytes)\n\
              \x20               net.ipv4.tcp_wmem 4096 16384 4194304 (max 4.00 MBytes)\n\
              UDP memory:     net.ipv4.udp_mem 188760 251683 377520 pages (max 1.44 GBytes)\n\
@@ -264,6 +266,7 @@ mod tests {
         assert_eq!(v["host"]["interface"]["virtual"], false);
         assert_eq!(v["host"]["interface"]["line_rate_bps"], 25_000_000_000u64);
         assert_eq!(v["host"]["tcp_rmem"][2], 6_291_456);
+        assert_eq!(v["host"]["rmem_default"], 212_992);
         assert_eq!(v["destination"]["address"], "10.0.0.1");
         let back: Doctor = serde_json::from_value(v).unwrap();
         assert_eq!(back, d);

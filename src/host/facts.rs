@@ -41,6 +41,11 @@ pub struct HostInfo {
     /// `net.core.rmem_max` / `wmem_max`: the most `-w` (SO_RCVBUF/SO_SNDBUF) can get.
     pub rmem_max: Option<u64>,
     pub wmem_max: Option<u64>,
+    /// `net.core.rmem_default`: the receive buffer of a socket that does not ask for one
+    /// (iperf3's UDP sockets without `-w`; netmeter asks for more, see
+    /// `host::advice::udp_buffer_note`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rmem_default: Option<u64>,
     /// `net.ipv4.tcp_rmem` / `tcp_wmem`: min, default, max bytes of TCP's autotuning.
     pub tcp_rmem: Option<[u64; 3]>,
     pub tcp_wmem: Option<[u64; 3]>,

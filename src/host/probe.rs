@@ -17,6 +17,11 @@ fn sysctl(name: &str) -> Option<String> {
     read(format!("/proc/sys/{}", name.replace('.', "/")))
 }
 
+/// `net.core.rmem_default`, bytes: a socket's receive buffer unless it asks for one.
+pub fn rmem_default() -> Option<u64> {
+    sysctl("net.core.rmem_default").and_then(|t| facts::parse_number(&t))
+}
+
 /// The facts that do not depend on an interface (sysctls, CPUs, governor).
 pub fn system() -> HostInfo {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
@@ -24,6 +29,7 @@ pub fn system() -> HostInfo {
     HostInfo {
         interface: None,
         rmem_max: sysctl("net.core.rmem_max").and_then(|t| facts::parse_number(&t)),
+        rmem_default: rmem_default(),
         wmem_max: sysctl("net.core.wmem_max").and_then(|t| facts::parse_number(&t)),
         tcp_rmem: sysctl("net.ipv4.tcp_rmem").and_then(|t| facts::parse_triple(&t)),
         tcp_wmem: sysctl("net.ipv4.tcp_wmem").and_then(|t| facts::parse_triple(&t)),

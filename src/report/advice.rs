@@ -4,7 +4,8 @@
 //! receive-buffer drops, CPU use). Each warning names the problem and the fix.
 
 use crate::host::facts::ThreadCpu;
-use crate::units::{Format, format_bytes};
+use crate::report::{RateShortfall, ShortfallCause};
+use crate::units::{Format, format_bytes, format_rate};
 
 /// Facts about one side of a test.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,8 +67,12 @@ pub fn warnings(f: &HostFacts) -> Vec<String> {
         }
     }
     if let Some(d) = f.host_drops.filter(|&d| d > 0) {
+        // Twice the buffer it had (-w N gives 2N; a remote buffer is unknown here, so
+        // twice netmeter's own default request).
+        let window = suggest_window(if f.rcvbuf > 0 { f.rcvbuf } else { 8 << 20 });
+        let bytes = crate::units::parse_bytes(&window).unwrap_or(8 << 20);
         w.push(format!(
-            "{} host's kernel dropped {d} incoming packets because the UDP receive buffer was full (with GRO one packet carries many datagrams): that loss happened in this host, not the network; use a larger -w or fewer/slower streams",
+            "{} host's kernel dropped {d} incoming packets because the UDP receive buffer was full (with GRO one packet carries many datagrams): that loss happened in this host, not the network; use a larger -w (-w {window}, which net.core.rmem_max caps: sudo sysctl -w net.core.rmem_max={bytes}) or fewer/slower streams; tools that keep the default buffer (iperf3 without -w) get net.core.rmem_default",
             f.side
         ));
     }
@@ -172,6 +177,201 @@ pub fn thread_warnings(threads: &[ThreadCpu], cpus: Option<u32>, remote: bool) -
     w
 }
 
+/// A paced sender that ends more than this far below its `-b` (and more than one
+/// datagram short) is reported.
+pub const SHORTFALL_PERCENT: f64 = 1.0;
+
+/// A short sender's thread that waited for a CPU this much of its time, or fell this far
+/// behind its schedule, was stalled by other work on its host.
+const STALL_WAIT_PERCENT: f64 = 2.0;
+/// A short sender's thread never idle that used at least this much of a CPU itself was
+/// held back by its own CPU; one that mostly waited for a CPU while needing little
+/// (seen: 0.4 % used, 90 % waiting, with 20 streams on 2 busy CPUs) was stalled.
+const SENDER_CPU_PERCENT: f64 = 25.0;
+const STALL_LAG_MS: f64 = 20.0;
+
+/// One paced sending stream at the end of a test, for [`rate_shortfall`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SenderEnd {
+    pub id: i64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Sends that blocked on a full socket buffer, if the sender counted them.
+    pub blocked_sends: Option<u64>,
+}
+
+/// The shortfall rule on one side's paced UDP senders (issue 19): the streams that sent
+/// more than [`SHORTFALL_PERCENT`] (and more than one `datagram`) below `rate_bps` over
+/// their own time, and why, from the side's figures: blocked sends (the socket), a
+/// thread busy all the time (the sender's CPU), a thread that waited for a CPU or fell
+/// far behind its schedule (a stall). `threads` and `lag_ms` are the side's (empty and
+/// `None` for an iperf3 peer).
+pub fn rate_shortfall(
+    side: &str,
+    rate_bps: u64,
+    datagram: usize,
+    senders: &[SenderEnd],
+    threads: &[ThreadCpu],
+    lag_ms: Option<f64>,
+) -> Option<RateShortfall> {
+    if rate_bps == 0 || senders.is_empty() {
+        return None;
+    }
+    let want = |s: &SenderEnd| rate_bps as f64 / 8.0 * s.seconds;
+    let short: Vec<(&SenderEnd, f64)> = senders
+        .iter()
+        .filter(|s| s.seconds > 0.0)
+        .filter_map(|s| {
+            let missing = want(s) - s.bytes as f64;
+            let pct = 100.0 * missing / want(s);
+            (pct > SHORTFALL_PERCENT && missing > datagram as f64).then_some((s, pct))
+        })
+        .collect();
+    if short.is_empty() {
+        return None;
+    }
+    let thread = |id: i64| threads.iter().find(|t| t.sender && t.id == id);
+    let fold_max = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::max);
+    let cpu = fold_max(
+        &mut short
+            .iter()
+            .filter_map(|(s, _)| thread(s.id))
+            .map(|t| t.cpu_percent),
+    );
+    let wait = fold_max(
+        &mut short
+            .iter()
+            .filter_map(|(s, _)| thread(s.id).and_then(|t| t.wait_percent)),
+    );
+    let busy = fold_max(
+        &mut short
+            .iter()
+            .filter_map(|(s, _)| thread(s.id))
+            .map(|t| t.cpu_percent + t.wait_percent.unwrap_or(0.0)),
+    );
+    let blocked = short
+        .iter()
+        .filter_map(|(s, _)| s.blocked_sends)
+        .reduce(|a, b| a + b);
+    let cause = if blocked.is_some_and(|b| b > 0) {
+        ShortfallCause::Socket
+    } else if busy.is_some_and(|b| b >= THREAD_BUSY_PERCENT)
+        && cpu.is_some_and(|c| c >= SENDER_CPU_PERCENT)
+    {
+        // Never idle, on a CPU or waiting for one, and a real user of it: the CPU set
+        // the pace.
+        ShortfallCause::SenderCpu
+    } else if wait.is_some_and(|w| w >= STALL_WAIT_PERCENT)
+        || lag_ms.is_some_and(|l| l >= STALL_LAG_MS)
+    {
+        ShortfallCause::Stall
+    } else {
+        ShortfallCause::Unknown
+    };
+    let pcts = short.iter().map(|(_, p)| *p);
+    Some(RateShortfall {
+        side: side.to_string(),
+        target_bits_per_second: rate_bps,
+        streams: short.iter().map(|(s, _)| s.id).collect(),
+        of_streams: senders.len() as u32,
+        min_short_percent: pcts.clone().fold(f64::INFINITY, f64::min),
+        max_short_percent: pcts.fold(0.0, f64::max),
+        sent_bits_per_second: senders
+            .iter()
+            .map(|s| crate::stats::bits_per_second(s.bytes, s.seconds))
+            .sum(),
+        target_sum_bits_per_second: senders.iter().filter(|s| s.seconds > 0.0).count() as f64
+            * rate_bps as f64,
+        cause,
+        max_lag_ms: lag_ms,
+        max_thread_cpu_percent: cpu,
+        max_thread_wait_percent: wait,
+        blocked_sends: blocked,
+    })
+}
+
+/// The shortfall's warning line: how far and why.
+pub fn shortfall_warning(r: &RateShortfall) -> String {
+    let rate = |b: f64| format_rate(b, Format::Auto).trim().to_string();
+    let target = rate(r.target_bits_per_second as f64);
+    let how_far = if (r.max_short_percent - r.min_short_percent) < 0.05 {
+        format!("{:.1}%", r.max_short_percent)
+    } else {
+        format!("{:.1}-{:.1}%", r.min_short_percent, r.max_short_percent)
+    };
+    let head = if r.of_streams == 1 {
+        format!(
+            "{} UDP sender sent {}, {how_far} below -b {target}",
+            r.side,
+            rate(r.sent_bits_per_second)
+        )
+    } else {
+        format!(
+            "{} UDP senders: {} of {} streams sent {how_far} below -b {target} ({} of {} in all)",
+            r.side,
+            r.streams.len(),
+            r.of_streams,
+            rate(r.sent_bits_per_second),
+            rate(r.target_sum_bits_per_second)
+        )
+    };
+    let (its, they) = if r.of_streams == 1 {
+        ("its thread", "it")
+    } else {
+        ("their threads", "they")
+    };
+    let host = if r.side == "remote" {
+        "the remote host"
+    } else {
+        "this host"
+    };
+    let behind = r.max_lag_ms.map_or(String::new(), |l| {
+        format!(", {they} fell up to {l:.0} ms behind the schedule")
+    });
+    let waited = r
+        .max_thread_wait_percent
+        .filter(|&w| w >= STALL_WAIT_PERCENT)
+        .map_or(String::new(), |w| {
+            format!(" and waited for one up to {w:.0}% of the time")
+        });
+    let why = match r.cause {
+        ShortfallCause::Socket => format!(
+            "the socket: {} send(s) found its buffer full for 50 ms{behind}; use a larger -w (and raise net.core.wmem_max) or a lower -b",
+            r.blocked_sends.unwrap_or(0)
+        ),
+        ShortfallCause::SenderCpu => format!(
+            "the sender's CPU: {its} used up to {:.0}% of a CPU{waited}{behind}; {host} cannot send faster per stream{}, use more -P or a lower -b",
+            r.max_thread_cpu_percent.unwrap_or(0.0),
+            if waited.is_empty() {
+                ""
+            } else {
+                " with other work on its CPUs"
+            }
+        ),
+        ShortfallCause::Stall => {
+            let held = r
+                .max_thread_wait_percent
+                .filter(|&w| w >= STALL_WAIT_PERCENT)
+                .map_or(String::new(), |w| {
+                    format!(
+                        " {its} waited for a CPU up to {w:.0}% of the time (other work on {host}),"
+                    )
+                });
+            let behind = r.max_lag_ms.map_or(String::new(), |l| {
+                format!(" {they} fell up to {l:.0} ms behind the schedule,")
+            });
+            format!("a stall:{held}{behind} too late in the test to make it all up")
+        }
+        ShortfallCause::Unknown if r.max_lag_ms.is_none() => {
+            "the peer does not say why (it is not netmeter)".to_string()
+        }
+        ShortfallCause::Unknown => {
+            format!("not recorded: {its} had CPU to spare and no send blocked{behind}")
+        }
+    };
+    format!("{head}: {why}")
+}
+
 /// The warnings for a client whose server runs in the same process (`--loopback`):
 /// the per-side ones, with the CPU rule stated for the process as a whole.
 pub fn shared_process_warnings(f: &HostFacts) -> Vec<String> {
@@ -216,9 +416,139 @@ mod tests {
         }
     }
 
+    fn sender(id: i64, bytes: u64) -> SenderEnd {
+        SenderEnd {
+            id,
+            bytes,
+            seconds: 2.0,
+            blocked_sends: Some(0),
+        }
+    }
+
+    fn sender_thread(id: i64, cpu: f64, wait: f64) -> ThreadCpu {
+        ThreadCpu {
+            id,
+            sender: true,
+            seconds: 2.0,
+            cpu_percent: cpu,
+            wait_percent: Some(wait),
+        }
+    }
+
+    #[test]
+    fn a_sender_within_one_percent_or_one_datagram_is_not_short() {
+        // -b 1M for 2 s is 250 000 bytes; 0.9 % short passes.
+        let ok = [sender(1, 247_800), sender(3, 251_000)];
+        assert_eq!(
+            rate_shortfall("local", 1_000_000, 1460, &ok, &[], Some(5.0)),
+            None
+        );
+        // At 10 kbit/s one 1460-byte datagram is 58 % of 2 s: one missing is no finding.
+        let slow = [sender(1, 2500 - 1460)];
+        assert_eq!(
+            rate_shortfall("local", 10_000, 1460, &slow, &[], Some(5.0)),
+            None
+        );
+        // Unpaced senders have no -b to fall short of.
+        assert_eq!(rate_shortfall("local", 0, 1460, &ok, &[], None), None);
+    }
+
+    #[test]
+    fn a_stalled_sender_says_how_far_and_why() {
+        // Issue 19: -b 1M for 2 s sent 917 Kbit/s, silently.
+        let s = [sender(1, 229_250)];
+        let t = [sender_thread(1, 0.5, 14.0)];
+        let r = rate_shortfall("local", 1_000_000, 1460, &s, &t, Some(111.7)).expect("short");
+        assert_eq!(r.cause, ShortfallCause::Stall);
+        assert_eq!(r.streams, vec![1]);
+        assert!(
+            (r.max_short_percent - 8.3).abs() < 1e-9,
+            "{}",
+            r.max_short_percent
+        );
+        assert_eq!(
+            shortfall_warning(&r),
+            "local UDP sender sent 917 Kbits/sec, 8.3% below -b 1.00 Mbits/sec: a stall: its \
+             thread waited for a CPU up to 14% of the time (other work on this host), it fell \
+             up to 112 ms behind the schedule, too late in the test to make it all up"
+        );
+    }
+
+    #[test]
+    fn many_short_streams_make_one_line_with_the_range() {
+        let mut s: Vec<SenderEnd> = (0..20).map(|i| sender(i, 250_000)).collect();
+        s[3].bytes = 240_000; // 4 % short
+        s[7].bytes = 245_000; // 2 % short
+        let t: Vec<ThreadCpu> = (0..20).map(|i| sender_thread(i, 1.0, 0.5)).collect();
+        let r = rate_shortfall("remote", 1_000_000, 1460, &s, &t, Some(45.0)).expect("short");
+        assert_eq!((r.streams.clone(), r.of_streams), (vec![3, 7], 20));
+        assert_eq!(r.cause, ShortfallCause::Stall);
+        let w = shortfall_warning(&r);
+        assert!(
+            w.starts_with(
+                "remote UDP senders: 2 of 20 streams sent 2.0-4.0% below -b 1.00 Mbits/sec \
+                 (19.9 Mbits/sec of 20.0 Mbits/sec in all): a stall: they fell up to 45 ms"
+            ),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn the_cause_is_the_socket_then_the_cpu_then_a_stall() {
+        let s = [sender(1, 200_000)];
+        let cpu = [sender_thread(1, 60.0, 35.0)];
+        let r = rate_shortfall("local", 1_000_000, 1460, &s, &cpu, Some(300.0)).unwrap();
+        assert_eq!(r.cause, ShortfallCause::SenderCpu);
+        let w = shortfall_warning(&r);
+        assert!(
+            w.contains(
+                "the sender's CPU: its thread used up to 60% of a CPU and waited for one up to 35%"
+            ),
+            "{w}"
+        );
+        let blocked = [SenderEnd {
+            blocked_sends: Some(4),
+            ..s[0]
+        }];
+        let r = rate_shortfall("local", 1_000_000, 1460, &blocked, &cpu, Some(300.0)).unwrap();
+        assert_eq!(r.cause, ShortfallCause::Socket);
+        assert!(shortfall_warning(&r).contains("the socket: 4 send(s) found its buffer full"));
+        // Runnable all the time but needing little CPU: starved by other work, a stall.
+        let starved = [sender_thread(1, 0.4, 90.1)];
+        let r = rate_shortfall("local", 1_000_000, 1460, &s, &starved, Some(233.0)).unwrap();
+        assert_eq!(r.cause, ShortfallCause::Stall);
+        // Nothing in the figures: said so, not guessed.
+        let idle = [sender_thread(1, 1.0, 0.0)];
+        let r = rate_shortfall("local", 1_000_000, 1460, &s, &idle, Some(3.0)).unwrap();
+        assert_eq!(r.cause, ShortfallCause::Unknown);
+        assert!(shortfall_warning(&r).contains("not recorded"));
+        // An iperf3 peer records nothing at all.
+        let r = rate_shortfall("remote", 1_000_000, 1460, &s, &[], None).unwrap();
+        assert!(shortfall_warning(&r).ends_with("the peer does not say why (it is not netmeter)"));
+    }
+
     #[test]
     fn quiet_when_all_is_well() {
         assert!(warnings(&base()).is_empty());
+    }
+
+    #[test]
+    fn receive_buffer_drops_name_the_sysctls_to_run() {
+        let f = HostFacts {
+            host_drops: Some(351),
+            ..base()
+        };
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].ends_with(
+                "use a larger -w (-w 8M, which net.core.rmem_max caps: sudo sysctl -w \
+                 net.core.rmem_max=8388608) or fewer/slower streams; tools that keep the default \
+                 buffer (iperf3 without -w) get net.core.rmem_default"
+            ),
+            "{}",
+            w[0]
+        );
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub struct LocalFinal {
     pub udp_io: Option<crate::stats::UdpIo>,
     /// Paced UDP senders: the furthest behind the `-b` schedule the stream fell, ms.
     pub pacing_lag_ms: Option<f64>,
+    /// Paced UDP senders: sends that found the socket's buffer full for 50 ms.
+    pub send_blocked: Option<u64>,
     /// Bounceback clients: the round-trip histogram and UDP requests never answered.
     pub rtt: Option<(Hist, u64)>,
     /// `--trip-times` receivers: one-way delays.
@@ -284,6 +286,7 @@ pub fn local_results(
                     netmeter_host_drops: l.host_drops,
                     netmeter_udp_io: l.udp_io,
                     netmeter_pacing_lag_ms: l.pacing_lag_ms,
+                    netmeter_send_blocked: l.send_blocked,
                     // Filled in by the engine, which measured the threads.
                     netmeter_cpu_percent: None,
                     netmeter_cpu_wait_percent: None,

@@ -473,6 +473,59 @@ pub struct LocalRoles {
     pub sender_retransmits: bool,
 }
 
+/// One side's paced UDP senders that ended more than
+/// [`advice::SHORTFALL_PERCENT`] below their `-b` (and more than one datagram short):
+/// `end.netmeter.rate_shortfall[]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct RateShortfall {
+    /// "local" or "remote": whose senders.
+    pub side: String,
+    /// `-b`, per stream.
+    pub target_bits_per_second: u64,
+    /// The streams that fell short, by id.
+    pub streams: Vec<i64>,
+    /// How many sending streams the side had.
+    pub of_streams: u32,
+    /// The smallest and largest shortfall among them, % of `-b` over each stream's time.
+    pub min_short_percent: f64,
+    pub max_short_percent: f64,
+    /// What all the side's senders sent, and `-b` times their time, bits/s summed.
+    pub sent_bits_per_second: f64,
+    pub target_sum_bits_per_second: f64,
+    /// Why, as far as the figures tell.
+    pub cause: ShortfallCause,
+    /// The furthest the side's senders fell behind their schedule, ms (netmeter senders).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_lag_ms: Option<f64>,
+    /// Of the short streams' threads: the most CPU one used, and the most time one
+    /// waited for a CPU, % (netmeter senders on Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_thread_cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_thread_wait_percent: Option<f64>,
+    /// Sends that found the socket's buffer full for the whole send timeout (50 ms),
+    /// summed over the short streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_sends: Option<u64>,
+}
+
+/// Why a paced sender fell short of `-b` ([`RateShortfall::cause`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ShortfallCause {
+    /// The socket: sends blocked on a full send buffer.
+    Socket,
+    /// The sender's CPU: its thread was busy all the time.
+    SenderCpu,
+    /// A stall: the thread waited for a CPU (other work) or fell far behind its
+    /// schedule, too late in the test to make it up.
+    Stall,
+    /// Not recorded (an iperf3 peer), or nothing the figures show.
+    #[default]
+    Unknown,
+}
+
 /// netmeter's additions to `end`: what the hosts themselves did to the measurement.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(default)]
@@ -512,6 +565,10 @@ pub struct EndExt {
     /// The same from a netmeter peer's results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_pacing_lag_ms: Option<f64>,
+    /// Paced UDP senders that ended more than 1 % below `-b`, per side (issue 19):
+    /// how far and why. Also a warning line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_shortfall: Vec<RateShortfall>,
     /// Request/response results (`--bounceback`), client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounceback: Option<BouncebackEnd>,

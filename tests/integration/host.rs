@@ -96,6 +96,73 @@ fn doctor_json_tells_what_proc_sys_says() {
             .contains("sudo sysctl -w net.core.rmem_max=")
     });
     assert_eq!(says, rmem < 16 << 20, "{d}");
+    // Issue 19: rmem_default, the buffer iperf3 keeps, is named with its sysctl.
+    let default: u64 = proc_sys("net.core.rmem_default").parse().unwrap();
+    assert_eq!(u("rmem_default"), default);
+    let says = d["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("sudo sysctl -w net.core.rmem_default=")
+    });
+    assert_eq!(says, default < 4 << 20, "{d}");
+}
+
+/// Issue 19: a UDP test's start lines say netmeter raised the receive buffer above
+/// net.core.rmem_default (iperf3 keeps the default), on the client and on the server,
+/// with -V too; with -w nothing was raised and nothing is said.
+#[test]
+fn udp_start_lines_say_the_receive_buffer_was_raised() {
+    // What the kernel grants netmeter's 4 MiB request: twice it, capped at rmem_max.
+    let default: u64 = proc_sys("net.core.rmem_default").parse().unwrap();
+    let max: u64 = proc_sys("net.core.rmem_max").parse().unwrap();
+    let raised = 2 * max.min(4 << 20) > default;
+    let port = crate::support::free_port();
+    let (_srv, log) = netmeter_server(port, &[]);
+    let line = "UDP receive buffer: netmeter raised it to";
+    for (args, want) in [
+        (&["-u", "-b", "1M", "-t", "1"][..], raised),
+        (&["-u", "-b", "1M", "-t", "1", "-V"][..], raised),
+        (&["-u", "-b", "1M", "-t", "1", "-w", "104K"][..], false),
+        (&["-t", "1"][..], false),
+    ] {
+        let out = run(
+            Command::new(netmeter())
+                .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+                .args(args),
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let says = text.lines().find(|l| l.starts_with(line));
+        assert_eq!(
+            says.is_some(),
+            want,
+            "{args:?} (rmem_default {default}):\n{text}"
+        );
+        if let Some(l) = says {
+            assert!(
+                l.contains("net.core.rmem_default is ") && l.contains("-w "),
+                "{l}"
+            );
+            // It comes with the start lines, before the first interval row.
+            let (at, first_row) = (text.find(line), text.find("[ ID] Interval"));
+            assert!(at < first_row, "{text}");
+        }
+    }
+    // The server said it for each of its two raised UDP tests (a client's -w reaches
+    // the server too).
+    let n = if raised { 2 } else { 0 };
+    assert!(
+        log.wait_for(line, n, Duration::from_secs(10)),
+        "server:\n{}",
+        log.text()
+    );
+    assert_eq!(
+        log.text().matches(line).count(),
+        n,
+        "server:\n{}",
+        log.text()
+    );
 }
 
 #[test]

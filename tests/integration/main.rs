@@ -32,6 +32,7 @@ mod connect_only;
 mod e2e;
 mod experiments;
 mod host;
+mod host_load;
 mod interop;
 mod interrupt;
 mod latency_accuracy;

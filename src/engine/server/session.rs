@@ -351,6 +351,9 @@ impl Session<'_> {
             let path = run.data_path_text(&out.report.start);
             out.emit(Event::Info(&path));
         }
+        if let Some(line) = test_common::udp_buffer_line(run.spec(), &out.report.start) {
+            out.emit(Event::Info(&line));
+        }
         out.start_done();
 
         let cpu_start = sock::cpu_sample(origin);

@@ -13,8 +13,8 @@ use crate::host::facts::{self, Efficiency, HostInfo, Peak, PeakSource, ThreadCpu
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
-    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, TcpEndExtra,
-    UdpEndExtra, UdpIoSides, UdpRecvFigures,
+    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, RateShortfall,
+    TcpEndExtra, UdpEndExtra, UdpIoSides, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -242,7 +242,10 @@ fn host_checks(i: &EndInputs) -> EndExt {
         warnings.extend(advice::thread_warnings(&i.threads, cpus, false));
         warnings.extend(advice::thread_warnings(&remote_threads, None, true));
     }
+    let rate_shortfall = rate_shortfalls(spec, locals, peer, &i.threads, &remote_threads);
+    warnings.extend(rate_shortfall.iter().map(advice::shortfall_warning));
     EndExt {
+        rate_shortfall,
         local_host_drops: local_drops,
         remote_host_drops: remote_drops,
         warnings,
@@ -263,6 +266,70 @@ fn host_checks(i: &EndInputs) -> EndExt {
         remote_pacing_lag_ms: max_of(peer.streams.iter().map(|s| s.netmeter_pacing_lag_ms)),
         ..EndExt::default()
     }
+}
+
+/// The shortfall rule (`advice::rate_shortfall`) on each side's paced bulk UDP senders:
+/// this side's from its final figures, the peer's from its results.
+fn rate_shortfalls(
+    spec: &TestSpec,
+    locals: &[LocalFinal],
+    peer: &Results,
+    threads: &[ThreadCpu],
+    remote_threads: &[ThreadCpu],
+) -> Vec<RateShortfall> {
+    // Profiles, request/response and connect-only tests have no `-b` schedule.
+    let paced = spec.protocol == Protocol::Udp
+        && spec.rate_bps > 0
+        && spec.profile.is_none()
+        && spec.bounceback.is_none()
+        && !spec.connect_only;
+    if !paced {
+        return Vec::new();
+    }
+    let local: Vec<advice::SenderEnd> = locals
+        .iter()
+        .filter(|l| l.sender)
+        .map(|l| advice::SenderEnd {
+            id: l.id,
+            bytes: l.bytes,
+            seconds: l.seconds,
+            blocked_sends: l.send_blocked,
+        })
+        .collect();
+    // The peer sends where this side receives; an empty results message (a stopped
+    // test) has no streams.
+    let remote: Vec<advice::SenderEnd> = peer
+        .streams
+        .iter()
+        .filter(|p| locals.iter().any(|l| l.id == p.id && !l.sender))
+        .map(|p| advice::SenderEnd {
+            id: p.id,
+            bytes: p.bytes,
+            seconds: (p.end_time - p.start_time).max(0.0),
+            blocked_sends: p.netmeter_send_blocked,
+        })
+        .collect();
+    [
+        advice::rate_shortfall(
+            "local",
+            spec.rate_bps,
+            spec.block_len,
+            &local,
+            threads,
+            max_of(locals.iter().map(|l| l.pacing_lag_ms)),
+        ),
+        advice::rate_shortfall(
+            "remote",
+            spec.rate_bps,
+            spec.block_len,
+            &remote,
+            remote_threads,
+            max_of(peer.streams.iter().map(|s| s.netmeter_pacing_lag_ms)),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The largest of the figures present.
@@ -554,6 +621,7 @@ pub fn end_sums(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::ShortfallCause;
     use crate::report::build::TcpTotals;
     use crate::wire::StreamResult;
 
@@ -806,6 +874,72 @@ mod tests {
             (e.netmeter.local_udp_io, e.netmeter.remote_udp_io),
             (None, None)
         );
+    }
+
+    #[test]
+    fn paced_udp_senders_short_of_b_are_reported_per_side() {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            rate_bps: 1_000_000,
+            block_len: 1460,
+            ..TestSpec::default()
+        };
+        // 10 s at 1 Mbit/s is 1 250 000 bytes. Stream 1 (sent here) 5 % short; stream
+        // 3 (received here, sent by the peer) on time, then 3 % short.
+        let mut locals = [
+            local(1, true, true, 1_187_500),
+            local(3, false, false, 1_250_000),
+        ];
+        locals[0].tcp = None;
+        locals[0].pacing_lag_ms = Some(80.0);
+        locals[0].send_blocked = Some(0);
+        let mut peer = peer_of(&locals);
+        peer.streams[1].bytes = 1_250_000;
+        peer.streams[1].end_time = 10.0;
+        let e = end(&inputs(&spec, &locals, &peer));
+        let r = &e.netmeter.rate_shortfall;
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            (r[0].side.as_str(), r[0].streams.clone()),
+            ("local", vec![1])
+        );
+        assert_eq!(r[0].cause, ShortfallCause::Stall);
+        assert!(
+            e.netmeter
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("local UDP sender sent 950 Kbits/sec, 5.0% below -b")),
+            "{:?}",
+            e.netmeter.warnings
+        );
+        peer.streams[1].bytes = 1_212_500;
+        let e = end(&inputs(&spec, &locals, &peer));
+        let sides: Vec<&str> = e
+            .netmeter
+            .rate_shortfall
+            .iter()
+            .map(|r| r.side.as_str())
+            .collect();
+        assert_eq!(sides, ["local", "remote"]);
+        assert_eq!(e.netmeter.rate_shortfall[1].streams, vec![3]);
+        // Unpaced, or TCP: no -b schedule to fall short of.
+        for spec in [
+            TestSpec {
+                rate_bps: 0,
+                ..spec.clone()
+            },
+            TestSpec {
+                protocol: Protocol::Tcp,
+                ..spec.clone()
+            },
+        ] {
+            assert!(
+                end(&inputs(&spec, &locals, &peer))
+                    .netmeter
+                    .rate_shortfall
+                    .is_empty()
+            );
+        }
     }
 
     #[test]

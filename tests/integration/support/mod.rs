@@ -176,6 +176,36 @@ impl Drop for Proc {
     }
 }
 
+/// CPU contention a test creates itself: one busy process (a shell spinning in a
+/// loop) per CPU this process may use, at normal priority, each killed by its PID when
+/// the returned list is dropped. Returns once every one has been on a CPU.
+pub fn cpu_hogs() -> Vec<Proc> {
+    let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<Proc> = (0..n)
+        .map(|i| {
+            Proc::spawn(
+                &format!("CPU hog {i}"),
+                Command::new("sh").args(["-c", "while :; do :; done"]),
+            )
+        })
+        .collect();
+    for h in &hogs {
+        let stat = format!("/proc/{}/stat", h.pid());
+        wait_until("a CPU hog to run", || {
+            // utime and stime, fields 14 and 15 (after the parenthesised name).
+            std::fs::read_to_string(&stat).is_ok_and(|t| {
+                t.rsplit_once(')').is_some_and(|(_, rest)| {
+                    let f: Vec<&str> = rest.split_whitespace().collect();
+                    f.get(11).zip(f.get(12)).is_some_and(|(u, s)| {
+                        u.parse::<u64>().unwrap_or(0) + s.parse::<u64>().unwrap_or(0) > 0
+                    })
+                })
+            })
+        });
+    }
+    hogs
+}
+
 /// Wait until something listens on the TCP port.
 pub fn wait_listening(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
