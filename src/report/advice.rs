@@ -428,6 +428,7 @@ mod tests {
     fn sender_thread(id: i64, cpu: f64, wait: f64) -> ThreadCpu {
         ThreadCpu {
             id,
+            socket: None,
             sender: true,
             seconds: 2.0,
             cpu_percent: cpu,
