@@ -575,7 +575,7 @@ fn prove_key(
             }
             let why = match e {
                 psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
-                    "the client left without proving the key (it holds another one, or rejected ours)".to_string()
+                    "the client left without proving the key".to_string()
                 }
                 e => e.to_string(),
             };
