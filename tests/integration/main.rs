@@ -28,6 +28,7 @@ mod accuracy;
 mod auth;
 mod bounceback;
 mod connect_only;
+mod door;
 mod e2e;
 mod experiments;
 mod host;

@@ -1,0 +1,162 @@
+//! The server's door (issue 20 item 1): handshakes served without a thread per
+//! connection, a bounded number waiting per source and in total, `--max-conn-rate`
+//! charged at accept. A flood of connections that send 2 bytes of a cookie and stall,
+//! from one source, must not cost the server threads nor keep a legitimate client
+//! (another source) from testing, even with a 1024-descriptor limit on the server.
+
+use crate::support::*;
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::collections::VecDeque;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Flood connections held open at once by the test (more than the server's
+/// descriptor limit, so a server that kept them all would run out).
+const FLOOD_HELD: usize = 1100;
+/// Flood connections opened in all (bounds the flood whatever happens).
+const FLOOD_TOTAL: u64 = 30_000;
+
+/// Connect from `from` to the server and send `first` (without waiting).
+fn connect_from(from: &str, port: u16, first: &[u8]) -> std::io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    let local: SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&SockAddr::from(local))?;
+    let to: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    s.connect_timeout(&SockAddr::from(to), Duration::from_secs(5))?;
+    if !first.is_empty() {
+        s.send(first)?;
+    }
+    Ok(s)
+}
+
+/// The `Threads:` line of a process's status.
+fn threads(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// From 127.0.0.2, connections that each send 2 bytes of a cookie and stall, opened as
+/// fast as the machine allows, the oldest closed once `FLOOD_HELD` are open, until
+/// `stop` (or `FLOOD_TOTAL`). Counts what it opened in `opened`.
+fn flood(port: u16, stop: Arc<AtomicBool>, opened: Arc<AtomicU64>) {
+    let mut held: VecDeque<Socket> = VecDeque::new();
+    while !stop.load(Ordering::Relaxed) && opened.load(Ordering::Relaxed) < FLOOD_TOTAL {
+        match connect_from("127.0.0.2", port, b"ab") {
+            Ok(s) => {
+                opened.fetch_add(1, Ordering::Relaxed);
+                held.push_back(s);
+                if held.len() > FLOOD_HELD {
+                    held.pop_front();
+                }
+            }
+            // Out of descriptors here, or the backlog is full: make room and go on.
+            Err(_) => {
+                held.pop_front();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stalled_handshake_flood_holds_no_threads_and_real_tests_run() {
+    let port = free_port();
+    let mut srv = Proc::spawn(
+        "netmeter server (1024 descriptors)",
+        Command::new("prlimit")
+            .arg("--nofile=1024:1024")
+            .arg(netmeter())
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()]),
+    );
+    let log = srv.drain();
+    wait_listening(port);
+    let pid = srv.pid();
+    let idle_threads = threads(pid).expect("the server's /proc status");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicU64::new(0));
+    let flooder = std::thread::spawn({
+        let (stop, opened) = (stop.clone(), opened.clone());
+        move || flood(port, stop, opened)
+    });
+    // The flood is well under way (more connections than the server has descriptors)
+    // before the first real test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while opened.load(Ordering::Relaxed) < FLOOD_HELD as u64 && !flooder.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood opened only {} connections in 120 s",
+            opened.load(Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut max_threads = 0;
+    for round in 0..5 {
+        let out = client(port, &["-t", "1", "-J"]);
+        max_threads = max_threads.max(threads(pid).unwrap_or(0));
+        assert!(
+            out.status.success(),
+            "round {round}: {}\nserver: {}",
+            show(&out),
+            log.text()
+        );
+        let v = json_of(&out, "client");
+        assert!(
+            f64_at(&v, "/end/sum_received/bytes") > 0.0,
+            "round {round}: {v}"
+        );
+    }
+    let flooded = opened.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    flooder.join().unwrap();
+    assert!(
+        flooded > FLOOD_HELD as u64,
+        "the flood opened only {flooded}"
+    );
+    // One accept loop, the UDP acceptor, a test's session and stream threads: a thread
+    // per stalled connection (the old server) would be hundreds.
+    assert!(
+        max_threads <= idle_threads + 12,
+        "{max_threads} threads during the flood (idle: {idle_threads})"
+    );
+    assert!(srv.alive(), "the server died\n{}", log.text());
+}
+
+/// `--max-conn-rate` is charged when a connection is accepted: a source over its rate
+/// is told "access denied" at once, before it has sent a byte (it used to be judged
+/// only after its cookie, so a silent flood was never turned away).
+#[test]
+fn max_conn_rate_turns_silent_connections_away_at_accept() {
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &["--max-conn-rate", "2/min"]);
+    let _first = connect_from("127.0.0.3", port, b"").unwrap();
+    let _second = connect_from("127.0.0.3", port, b"").unwrap();
+    let third = connect_from("127.0.0.3", port, b"").unwrap();
+    let mut third: TcpStream = third.into();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    let n = third.read(&mut b).unwrap_or(0);
+    assert_eq!((n, b[0]), (1, 0xff), "ACCESS_DENIED (-1)\n{}", log.text());
+    assert!(
+        log.wait_for(
+            "127.0.0.3 started more than 2 test(s) per 60 s (--max-conn-rate)",
+            1,
+            Duration::from_secs(5)
+        ),
+        "{}",
+        log.text()
+    );
+    // Another source is not affected.
+    let v = client_json(port, &["-t", "1"]);
+    assert!(f64_at(&v, "/end/sum_received/bytes") > 0.0, "{v}");
+}
