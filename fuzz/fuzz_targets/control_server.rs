@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // --psk-file: the client's nonce in the parameters, then its proof (as
-    // engine::server::session::prove_key and engine::psk::server_challenge read them),
+    // engine::server::door and engine::psk::server_verdict read them),
     // bound to a third-party request if there is one.
     let ext = params.netmeter.as_ref();
     let fields = ext

@@ -1,8 +1,9 @@
-//! The pre-shared-key exchange on a control connection (`--psk-file`): the I/O around
-//! the pure proofs of `auth::psk`. The client's nonce travels in its parameters; the
-//! server answers with state 0x41 and its nonce, the client with its proof, and only
-//! then the server, with state 0x41 again, with its own (docs/protocol.md,
-//! "Pre-shared key").
+//! The pre-shared-key exchange on a control connection (`--psk-file`) around the pure
+//! proofs of `auth::psk`. The client's nonce travels in its parameters; the server
+//! answers with state 0x41 and its nonce, the client with its proof, and only then the
+//! server, with state 0x41 again, with its own (docs/protocol.md, "Pre-shared key").
+//! The client's side is blocking I/O here; the server's side is two steps
+//! (`server_opening`, `server_verdict`) that the server's door drives without a thread.
 
 use super::CTRL_TIMEOUT;
 use super::ctrl::{Ctrl, CtrlError};
@@ -147,24 +148,4 @@ pub fn server_verdict(
     Ok(PskConfirm {
         server_proof: psk::to_hex(&key.server_proof(&cookie.0, cn, sn, bound)),
     })
-}
-
-/// Server: challenge the client (a fresh nonce for this test), check its answer, and
-/// only then prove the key ourselves.
-pub fn server_challenge(
-    ctrl: &mut Ctrl,
-    key: &Psk,
-    cookie: &Cookie,
-    hello: Option<&PskHello>,
-    bound: &Nonce,
-) -> Result<(), PskFailure> {
-    let (cn, sn, ch) = server_opening(hello)?;
-    ctrl.send_state(State::NetmeterAuth)?;
-    ctrl.send_json(&ch, "the pre-shared-key challenge")?;
-    let r: PskResponse =
-        ctrl.read_json(MAX_PROOF_LEN, RESPONSE_TIMEOUT, "the pre-shared-key proof")?;
-    let confirm = server_verdict(key, cookie, (&cn, &sn), bound, &r)?;
-    ctrl.send_state(State::NetmeterAuth)?;
-    ctrl.send_json(&confirm, "the server's pre-shared-key proof")?;
-    Ok(())
 }
