@@ -41,6 +41,8 @@ pub const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to prove the pre-shared key after the challenge.
 pub const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
+/// Reads of one connection per wake-up of the loop (4 KiB each at most).
+const READS_PER_WAKE: usize = 16;
 /// How long a refused connection may take to read its answer and close.
 const CLOSING_TIMEOUT: Duration = Duration::from_secs(1);
 /// Session threads beyond `--max-tests` (a refused test's thread lives briefly; a
@@ -195,7 +197,8 @@ impl Door {
     /// A pending connection is readable: take what it sent.
     pub fn readable(&mut self, id: u64, now: Instant) -> Option<Ready> {
         let mut buf = [0u8; 4096];
-        loop {
+        // Reads per wake-up: a peer that keeps sending cannot hold the loop.
+        for _ in 0..READS_PER_WAKE {
             let conn = self.conns.get_mut(&id)?;
             if self.budget.stage(id) == Some(Stage::Closing) {
                 // A refused connection: discard until it closes.
@@ -211,6 +214,9 @@ impl Door {
             }
             let want = conn.hs.wanted().min(buf.len());
             if want == 0 {
+                // Nothing is owed now (cannot happen while it waits here): drop it
+                // rather than poll a readable socket forever.
+                self.forget(id);
                 return None;
             }
             let n = match conn.sock.read(&mut buf[..want]) {
@@ -245,6 +251,7 @@ impl Door {
                 }
             }
         }
+        None
     }
 
     /// What connection `id` owes, for messages.
