@@ -51,7 +51,7 @@ pub const MIN_TEXT_KEY_LEN: usize = 32;
 /// peers without it speak version 1 (the server proved first).
 pub const VERSION: u32 = 2;
 /// The command that makes a good key, given in every refusal of a weak one.
-pub const MAKE_KEY: &str = "head -c 32 /dev/urandom | base64 > FILE";
+pub const MAKE_KEY: &str = "netmeter generate psk > FILE";
 /// The longest key file read.
 const MAX_KEY_FILE: u64 = 4096;
 
@@ -129,7 +129,7 @@ impl Psk {
     pub fn new(key: &[u8]) -> Result<Psk, String> {
         if let Some(why) = strength_problem(key) {
             return Err(format!(
-                "the pre-shared key is {why}; a key needs 128 random bits: make one with `{MAKE_KEY}`"
+                "the pre-shared key is {why}; a key needs 128 random bits: make one with `{MAKE_KEY}` (or `head -c 32 /dev/urandom | base64 > FILE`)"
             ));
         }
         Ok(Psk(key.to_vec()))

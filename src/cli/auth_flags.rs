@@ -34,7 +34,7 @@ pub struct AuthFlags {
     #[arg(long = "use-pkcs1-padding")]
     pub use_pkcs1_padding: bool,
     /// netmeter to netmeter: prove the key in FILE (128 random bits or more: at least
-    /// 32 hex or base64 characters, e.g. `head -c 32 /dev/urandom | base64 > FILE`;
+    /// 32 hex or base64 characters, e.g. from `netmeter generate psk > FILE`;
     /// trailing whitespace ignored) with an HMAC challenge-response, no secret on the
     /// wire. A server with it refuses clients without the key.
     #[arg(long = "psk-file", value_name = "FILE")]

@@ -450,10 +450,22 @@ fn a_client_names_an_older_servers_exchange_version() {
 }
 
 /// A key file that cannot hold 128 random bits is a usage error naming the command
-/// that makes a good key.
+/// that makes a good key; the key that command makes is taken.
 #[test]
 fn a_weak_key_file_is_refused_with_the_command_that_makes_one() {
     let keys = Keys::new("weak");
+    let made = run(
+        Command::new(netmeter()).args(["generate", "psk"]),
+        Duration::from_secs(10),
+    );
+    assert!(made.status.success(), "{}", show(&made));
+    let good = keys.path("generated");
+    std::fs::write(&good, &made.stdout).unwrap();
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &["--psk-file", &good]);
+    let v = client_json(port, &["-t", "1", "--psk-file", &good]);
+    assert!(f64_at(&v, "/end/sum_received/bytes") > 0.0, "{v}");
+
     let weak = keys.path("weak");
     std::fs::write(&weak, "correct horse battery staple\n").unwrap();
     let server = run(
