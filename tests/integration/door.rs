@@ -33,13 +33,17 @@ fn connect_from(from: &str, port: u16, first: &[u8]) -> std::io::Result<Socket> 
     Ok(s)
 }
 
-/// The `Threads:` line of a process's status.
-fn threads(pid: u32) -> Option<u64> {
+/// A number field of a process's status (`Threads:`, `VmRSS:` in kB).
+fn status_field(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+fn threads(pid: u32) -> Option<u64> {
+    status_field(pid, "Threads:")
 }
 
 /// From 127.0.0.2, connections that each send 2 bytes of a cookie and stall, opened as
@@ -98,10 +102,22 @@ fn a_stalled_handshake_flood_holds_no_threads_and_real_tests_run() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let mut max_threads = 0;
+    // The server's thread count and resident memory, sampled all through the flood.
+    let sampler = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let (mut threads_max, mut rss_max_kb) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                threads_max = threads_max.max(threads(pid).unwrap_or(0));
+                rss_max_kb = rss_max_kb.max(status_field(pid, "VmRSS:").unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (threads_max, rss_max_kb)
+        }
+    });
+    let idle_rss_kb = status_field(pid, "VmRSS:").unwrap_or(0);
     for round in 0..5 {
         let out = client(port, &["-t", "1", "-J"]);
-        max_threads = max_threads.max(threads(pid).unwrap_or(0));
         assert!(
             out.status.success(),
             "round {round}: {}\nserver: {}",
@@ -117,9 +133,13 @@ fn a_stalled_handshake_flood_holds_no_threads_and_real_tests_run() {
     let flooded = opened.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     flooder.join().unwrap();
+    let (max_threads, max_rss_kb) = sampler.join().unwrap();
     assert!(
         flooded > FLOOD_HELD as u64,
         "the flood opened only {flooded}"
+    );
+    eprintln!(
+        "flood: {flooded} connections; server threads at most {max_threads} (idle {idle_threads}), resident at most {max_rss_kb} kB (idle {idle_rss_kb} kB)"
     );
     // One accept loop, the UDP acceptor, a test's session and stream threads: a thread
     // per stalled connection (the old server) would be hundreds.
