@@ -450,6 +450,7 @@ mod tests {
         let with_psk = ExtRequest {
             psk: Some(wire::PskHello {
                 client_nonce: "00".repeat(32),
+                version: 2,
             }),
             ..ExtRequest::default()
         };

@@ -21,8 +21,8 @@ pub use errcode::ErrCode;
 pub use ext::{
     Bounceback, ExtAnswer, ExtNote, ExtRequest, Feature, FrameSummary, Isochronous,
     MAX_BOUNCEBACK_BURST, MAX_BOUNCEBACK_HOLD_US, MAX_BOUNCEBACK_LEN, MAX_BUSY_POLL_US,
-    MAX_NOTE_LEN, MAX_THIRD_PARTY_ARGS, PskChallenge, PskHello, PskResponse, ThirdPartyAnswer,
-    ThirdPartyRequest, WorkingLoad,
+    MAX_NOTE_LEN, MAX_THIRD_PARTY_ARGS, PskChallenge, PskConfirm, PskHello, PskResponse,
+    ThirdPartyAnswer, ThirdPartyRequest, WorkingLoad,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -132,9 +132,11 @@ pub enum State {
     /// parameters carried the `netmeter` key, followed by a length-prefixed JSON
     /// [`ExtAnswer`]. A plain iperf3 client never asks, so it never receives this byte.
     NetmeterExt,
-    /// netmeter pre-shared-key challenge (0x41): sent by a server with `--psk-file` only
+    /// netmeter pre-shared-key exchange (0x41): sent by a server with `--psk-file` only
     /// to a client whose extension request carried a `psk` nonce, followed by a
-    /// length-prefixed JSON [`PskChallenge`]; the client answers with a [`PskResponse`].
+    /// length-prefixed JSON [`PskChallenge`] (the server's nonce); the client answers
+    /// with a [`PskResponse`], and the server, once that proof checked, sends 0x41
+    /// again with a [`PskConfirm`] (its own proof).
     NetmeterAuth,
     /// netmeter third-party result (0x42): the server ran the requested test as a client
     /// and sends a length-prefixed JSON [`ThirdPartyAnswer`]. Only a client that sent a

@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
 use netmeter::session::{ClientMachine, ClientStep};
 use netmeter::wire::{
-    self, ExtAnswer, ExtRequest, Feature, PskChallenge, Results, State, ThirdPartyAnswer,
+    self, ExtAnswer, ExtRequest, Feature, PskChallenge, PskConfirm, Results, State, ThirdPartyAnswer,
 };
 
 fn take_json<T: for<'de> serde::Deserialize<'de>>(
@@ -86,8 +86,14 @@ fuzz_target!(|data: &[u8]| {
                 let Some(sn) = psk::from_hex(&ch.server_nonce) else {
                     return;
                 };
-                let key = Psk::new(b"fuzzing key, 32 bytes or longer!").expect("a valid key");
-                let _ = key.verify_server(&[b'a'; 37], &[7; 32], &sn, &ch.server_proof);
+                let _ = (ch.version, ch.server_proof);
+                // Our proof goes out, then the server's comes back after a second 0x41.
+                let key = Psk::new(b"q3Vt9XkPz1L0mWc7Rb2Ya8NdHe5Jf4Gs").expect("a valid key");
+                let _ = key.client_proof(&[b'a'; 37], &[7; 32], &sn, &[0; 32]);
+                let Some(Ok(c)) = take_json::<PskConfirm>(&mut rest, 1024) else {
+                    return;
+                };
+                let _ = key.verify_server(&[b'a'; 37], &[7; 32], &sn, &[0; 32], &c.server_proof);
             }
             ClientStep::ReadThirdParty => {
                 let _ = take_json::<ThirdPartyAnswer>(&mut rest, wire::MAX_RESULTS_LEN);

@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // --psk-file: the client's nonce in the parameters, then its proof (as
-    // engine::server::session::prove_key and engine::psk::server_challenge read them),
+    // engine::server::door and engine::psk::server_verdict read them),
     // bound to a third-party request if there is one.
     let ext = params.netmeter.as_ref();
     let fields = ext
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
         let Some(Ok(r)) = take_json::<PskResponse>(&mut rest, wire::MAX_EXT_LEN) else {
             return;
         };
-        let key = Psk::new(b"fuzzing key, 32 bytes or longer!").expect("a valid key");
+        let key = Psk::new(b"q3Vt9XkPz1L0mWc7Rb2Ya8NdHe5Jf4Gs").expect("a valid key");
         let _ = key.verify_client(cookie, &cn, &[9; 32], &bound, &r.client_proof);
     }
     // A third-party request (after the key is proved): the options to run, parsed and

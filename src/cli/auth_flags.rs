@@ -33,9 +33,10 @@ pub struct AuthFlags {
     /// 3.12 and older know only PKCS#1 v1.5); both ends must agree.
     #[arg(long = "use-pkcs1-padding")]
     pub use_pkcs1_padding: bool,
-    /// netmeter to netmeter: prove the key in FILE (at least 16 bytes; trailing
-    /// whitespace ignored) with an HMAC challenge-response, no secret on the wire. A
-    /// server with it refuses clients without the key.
+    /// netmeter to netmeter: prove the key in FILE (128 random bits or more: at least
+    /// 32 hex or base64 characters, e.g. from `netmeter generate psk > FILE`;
+    /// trailing whitespace ignored) with an HMAC challenge-response, no secret on the
+    /// wire. A server with it refuses clients without the key.
     #[arg(long = "psk-file", value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
 }

@@ -1,6 +1,7 @@
 //! `netmeter generate KIND`: the man pages and shell completions, rendered from the same
 //! clap definitions that parse the command line (clap_mangen, clap_complete), so they
-//! cannot drift from the options. `scripts/build-deb.sh` runs it with the binary it
+//! cannot drift from the options; and `netmeter generate psk`, a fresh `--psk-file` key
+//! (32 random bytes from the kernel, base64). `scripts/build-deb.sh` runs it with the binary it
 //! packages (ripgrep's `rg --generate` does the same).
 //!
 //! Not from `build.rs`: the flag definitions (`cli::Args`) sit beside their resolution
@@ -36,6 +37,8 @@ pub enum Asset {
     Bash,
     Zsh,
     Fish,
+    /// A fresh pre-shared key for --psk-file (256 random bits, base64)
+    Psk,
 }
 
 /// Every man page: the asset, the page's name and the subcommand it documents
@@ -130,6 +133,13 @@ fn csv_command() -> clap::Command {
 pub fn render(asset: Asset, out: &mut dyn Write) -> std::io::Result<()> {
     use clap_complete::Shell;
     let shell = match asset {
+        Asset::Psk => {
+            use base64::Engine as _;
+            let mut key = [0u8; 32];
+            crate::sock::random_bytes(&mut key)?;
+            let text = base64::engine::general_purpose::STANDARD.encode(key);
+            return writeln!(out, "{text}");
+        }
         Asset::Bash => Shell::Bash,
         Asset::Zsh => Shell::Zsh,
         Asset::Fish => Shell::Fish,
@@ -153,6 +163,19 @@ pub fn man_page(asset: Asset) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `generate psk` writes a key `--psk-file` takes, a new one each time.
+    #[test]
+    fn generated_keys_are_strong_and_fresh() {
+        let (a, b) = (text(Asset::Psk), text(Asset::Psk));
+        assert_ne!(a, b);
+        assert_eq!(a.trim_end().len(), 44, "{a}");
+        assert_eq!(
+            crate::auth::psk::strength_problem(a.trim_end().as_bytes()),
+            None
+        );
+        assert!(crate::auth::psk::Psk::new(a.trim_end().as_bytes()).is_ok());
+    }
 
     fn text(asset: Asset) -> String {
         let mut v = Vec::new();

@@ -213,7 +213,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nm-mesh-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let key = dir.join("key");
-        std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+        std::fs::write(&key, "0123456789abcdef0123456789abcdef\n").unwrap();
         let k = key.display();
         let m = parse_words(&format!("--psk-file {k} a b:5300 c -- -t 3 -R")).unwrap();
         assert_eq!(m.plan.pairs.len(), 6);

@@ -413,7 +413,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nm-via-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let key = dir.join("k");
-        std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+        std::fs::write(&key, "0123456789abcdef0123456789abcdef\n").unwrap();
         let line = format!(
             "-c b -p 6000 --via a:5300 --psk-file {} -J -t 2 -R",
             key.display()

@@ -269,8 +269,8 @@ const ACCEPTOR_POLL: Duration = Duration::from_millis(20);
 /// with no thread or channel per connection. A connection whose cookie has not arrived
 /// yet waits in a poll set; one whose cookie belongs to no connect-only test (or that
 /// stays silent for 200 ms) is handed back to the main loop untouched, nothing read
-/// from it, and gets the ordinary treatment there (its own thread, the 5 s cookie
-/// deadline). Silent connections therefore still hold nothing.
+/// from it, and gets the ordinary treatment there (the door's handshake budget, the
+/// 5 s cookie deadline). Silent connections therefore still hold nothing.
 pub struct Hub(Arc<Inner>);
 
 struct Inner {

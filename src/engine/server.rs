@@ -1,13 +1,16 @@
 //! The server: one listener, one session per test, several tests at once if allowed.
 //!
-//! The accept loop never talks to a client itself. Each new connection gets its own
-//! thread that reads the 37-byte cookie with a short deadline: a cookie that belongs
-//! to a test waiting for data streams hands the socket to that test; any other opens a
-//! new session. A session holds a test slot only once its parameters have arrived, so
-//! silent or garbage connections cannot lock real clients out; whatever a peer does, the
-//! damage is one logged error for that session.
+//! The accept loop serves every connection's handshake itself, without a thread
+//! (`door`): the 37-byte cookie, read without blocking under a deadline, hands a data
+//! stream to the test waiting for it; a new test's parameters (and `--psk-file` proof)
+//! are read the same way, and only a complete handshake gets a session thread. A
+//! bounded number of handshakes wait at once, in total and per source, so silent,
+//! slow or garbage connections hold neither threads nor test slots; a session holds a
+//! test slot only once its parameters have arrived. Whatever a peer does, the damage is
+//! one logged error for that connection.
 
 pub mod audit;
+pub mod door;
 pub mod metrics;
 pub mod policy;
 mod session;
@@ -23,7 +26,7 @@ use crate::report::text::TextCtx;
 use crate::sock;
 use crate::spec::Protocol;
 use crate::units::Format;
-use crate::wire::{self, Cookie};
+use crate::wire;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -32,9 +35,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How long a new connection may take to send its cookie.
-const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Server settings from the flags.
 #[derive(Debug, Clone)]
@@ -67,6 +67,10 @@ pub struct ServerConfig {
     /// This side's own options (`test_common::SideOpts`).
     pub side: test_common::SideOpts,
 }
+
+/// Connections accepted per pass of the accept loop before the pending handshakes
+/// are read again.
+const ACCEPT_BATCH: usize = 32;
 
 /// Where a TCP data connection (with its accept sequence number) goes.
 type StreamSender = Sender<(u64, TcpStream)>;
@@ -111,9 +115,53 @@ struct Shared {
     audit: Option<audit::AuditLog>,
     /// What `--metrics` shows (counted whether or not it is served).
     counters: Arc<metrics::Counters>,
+    /// Session threads alive (`door::SESSION_SPARE` bounds them).
+    sessions_live: AtomicUsize,
+    /// Sessions alive per source: such a source's data streams and short connections
+    /// are not held to the per-source handshake cap nor charged `--max-conn-rate`.
+    running: Mutex<HashMap<door::budget::Source, usize>>,
+}
+
+/// One session thread, counted from before it starts until it ends.
+struct LiveSession {
+    shared: Arc<Shared>,
+    source: door::budget::Source,
+}
+
+impl LiveSession {
+    fn new(shared: &Arc<Shared>, peer: IpAddr) -> LiveSession {
+        let source = door::budget::Source::of(canon(peer));
+        shared.sessions_live.fetch_add(1, Ordering::AcqRel);
+        if let Ok(mut r) = shared.running.lock() {
+            *r.entry(source).or_insert(0) += 1;
+        }
+        LiveSession {
+            shared: shared.clone(),
+            source,
+        }
+    }
+}
+
+impl Drop for LiveSession {
+    fn drop(&mut self) {
+        self.shared.sessions_live.fetch_sub(1, Ordering::AcqRel);
+        if let Ok(mut r) = self.shared.running.lock()
+            && let Some(n) = r.get_mut(&self.source)
+        {
+            *n -= 1;
+            if *n == 0 {
+                r.remove(&self.source);
+            }
+        }
+    }
 }
 
 impl Shared {
+    /// Whether a session from `source` is alive.
+    fn runs_from(&self, source: door::budget::Source) -> bool {
+        self.running.lock().is_ok_and(|r| r.contains_key(&source))
+    }
+
     /// Tell the server's observer about the server itself (not one test's report).
     fn tell(&self, event: Event<'_>) {
         if let Ok(mut o) = self.events.lock() {
@@ -345,6 +393,8 @@ impl Server {
                 source_slots: Mutex::new(policy::SourceSlots::default()),
                 audit,
                 counters: Default::default(),
+                sessions_live: AtomicUsize::new(0),
+                running: Mutex::new(HashMap::new()),
             }),
             tcp,
             udp,
@@ -397,6 +447,7 @@ impl Server {
         let mut sessions: Vec<std::thread::JoinHandle<()>> = Vec::new();
         let one_off_done = Arc::new(AtomicBool::new(false));
         let listener = self.tcp.as_fd();
+        let mut door = door::Door::new(shared.clone());
         // Connect-only tests' acceptors share the listener (see `connect::Hub`); it is
         // non-blocking so that a thread losing the race for a connection just waits on.
         self.tcp.set_nonblocking(true)?;
@@ -421,44 +472,64 @@ impl Server {
                     break;
                 }
             }
+            let now = Instant::now();
+            door.expire(now);
+            let mut done: Vec<door::Ready> = Vec::new();
             // While a connect-only test accepts in our place, take what it hands back.
-            let (conn, peer) =
-                if let Some(c) = shared.connect_hub.handed_back(Duration::from_millis(50)) {
-                    c
-                } else if shared.connect_hub.accepting() {
-                    continue;
-                } else {
-                    if !sock::wait_readable(listener, Duration::from_millis(100))? {
-                        continue;
-                    }
-                    match self.tcp.accept() {
-                        Ok(c) => c,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        Err(e) => {
-                            shared.log(&format!("accept failed: {e}"));
-                            std::thread::sleep(Duration::from_millis(10));
-                            continue;
-                        }
+            while let Some((conn, peer)) = shared.connect_hub.handed_back(Duration::ZERO) {
+                let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
+                done.extend(door.accepted(conn, peer, seq, now));
+            }
+            let hub = shared.connect_hub.accepting();
+            let wait = Duration::from_millis(if hub { 20 } else { 100 });
+            let (listener_ready, readable) =
+                door.poll((!hub).then_some(listener), wait, Instant::now())?;
+            let now = Instant::now();
+            for id in readable {
+                done.extend(door.readable(id, now));
+            }
+            for _ in 0..ACCEPT_BATCH {
+                if !listener_ready {
+                    break;
+                }
+                let (conn, peer) = match self.tcp.accept() {
+                    Ok(c) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        // Out of descriptors, most likely: the door's budget frees some
+                        // as deadlines pass.
+                        shared.log(&format!("accept failed: {e}"));
+                        std::thread::sleep(Duration::from_millis(10));
+                        break;
                     }
                 };
-            // A connect-only test's short connection whose cookie is already in is
-            // answered here, without a thread; anything else goes on as usual.
-            let Some(conn) = shared.connect_hub.answer_now(conn) else {
-                continue;
-            };
-            let s = shared.clone();
-            let done = one_off_done.clone();
-            let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
-            let h = std::thread::Builder::new()
-                .name("nm-conn".into())
-                .spawn(move || {
-                    if handle_connection(&s, conn, peer, seq) && s.cfg.one_off {
-                        done.store(true, Ordering::Relaxed);
+                // A connect-only test's short connection whose cookie is already in is
+                // answered here; anything else goes through the door.
+                let Some(conn) = shared.connect_hub.answer_now(conn) else {
+                    continue;
+                };
+                let seq = shared.accept_seq.fetch_add(1, Ordering::Relaxed);
+                done.extend(door.accepted(conn, peer, seq, now));
+            }
+            for ready in done {
+                let s = shared.clone();
+                let finished = one_off_done.clone();
+                let peer = ready.peer;
+                let live = LiveSession::new(&shared, peer.ip());
+                let h = std::thread::Builder::new()
+                    .name("nm-session".into())
+                    .spawn(move || {
+                        let _live = live;
+                        if handle_session(&s, ready) && s.cfg.one_off {
+                            finished.store(true, Ordering::Relaxed);
+                        }
+                    });
+                match h {
+                    Ok(h) => sessions.push(h),
+                    Err(e) => {
+                        shared.log(&format!("cannot start a thread for {}: {e}", shown(peer)))
                     }
-                });
-            match h {
-                Ok(h) => sessions.push(h),
-                Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
+                }
             }
         }
         // Running sessions notice a signal at their next wait and end their tests.
@@ -477,63 +548,31 @@ impl Server {
     }
 }
 
-/// Returns true when the connection was a test session (for `-1`).
-fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, seq: u64) -> bool {
-    let mut ctrl = Ctrl::new(conn);
+/// Run the session of a connection whose handshake is complete. Returns true when it
+/// was a test session (for `-1`).
+fn handle_session(shared: &Arc<Shared>, ready: door::Ready) -> bool {
+    let door::Ready {
+        sock,
+        peer,
+        cookie,
+        params,
+        authenticated,
+    } = ready;
+    let mut ctrl = Ctrl::new(sock);
     ctrl.debug = shared.cfg.side.debug.is_some();
     ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
-    let mut cookie = [0u8; wire::COOKIE_LEN];
-    if let Err(e) = ctrl.read_exact(&mut cookie, COOKIE_TIMEOUT, "the cookie") {
-        if shared.cfg.verbose {
-            shared.log(&format!("dropped connection from {}: {e}", shown(peer)));
-        }
-        return false;
-    }
     let mut entry = audit::Entry::new(shown(peer));
-    // `--allow`/`--deny` apply to every connection, a test's data streams included.
-    if let Err(r) = shared.cfg.policy.check_address(canon(peer.ip())) {
-        let is_stream = shared
-            .tcp_waiters
-            .lock()
-            .is_ok_and(|w| w.contains_key(&cookie));
-        if is_stream {
-            shared.log(&format!(
-                "dropped a data connection from {}: {}",
-                shown(peer),
-                r.message
-            ));
-        } else {
-            refuse_at_door(shared, ctrl, entry, r);
-        }
-        return false;
-    }
-    // A short connection of a connect-only test (its cookie came late)?
-    if shared.connect_hub.answer(&cookie, &mut ctrl.sock) {
-        return false;
-    }
-    // A data stream of a test that is waiting for its streams?
-    let waiter = shared
-        .tcp_waiters
-        .lock()
-        .ok()
-        .and_then(|w| w.get(&cookie).cloned());
-    if let Some(tx) = waiter {
-        let _ = tx.send((seq, ctrl.sock));
-        return false;
-    }
-    // A new test: `--max-conn-rate` counts these (not data streams).
-    if let Some(gate) = &shared.rate_gate {
-        let admitted = match gate.lock() {
-            Ok(mut g) => g.admit(canon(peer.ip()), Instant::now()),
-            Err(_) => Ok(()),
-        };
-        if let Err(r) = admitted {
-            refuse_at_door(shared, ctrl, entry, r);
-            return false;
-        }
-    }
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
-    let r = session::Session::run(shared, ctrl, peer, Cookie(cookie), id, &mut entry);
+    let r = session::Session::run(
+        shared,
+        ctrl,
+        peer,
+        cookie,
+        id,
+        params,
+        authenticated,
+        &mut entry,
+    );
     let outcome = audit::Outcome::of(&r, entry.refused.take());
     if let Some(o) = &outcome {
         shared.record(&entry, o);
@@ -569,14 +608,6 @@ fn handle_connection(shared: &Arc<Shared>, conn: TcpStream, peer: SocketAddr, se
             }
             true
         }
-    }
-}
-
-/// Refuse a connection before it becomes a session (address or rate), and record it.
-fn refuse_at_door(shared: &Shared, ctrl: Ctrl, mut entry: audit::Entry, r: policy::Refusal) {
-    shared.refuse(ctrl, &mut entry, r);
-    if let Some(r) = entry.refused.take() {
-        shared.record(&entry, &audit::Outcome::Refused(r.reason, r.message));
     }
 }
 

@@ -57,12 +57,27 @@ pub struct ExtRequest {
 pub struct PskHello {
     /// 32 random bytes, hex.
     pub client_nonce: String,
+    /// The exchange's version (`auth::psk::VERSION`); absent from version 1 peers.
+    #[serde(default)]
+    pub version: u32,
 }
 
-/// The server's challenge, after state 0x41: its fresh nonce and its own proof.
+/// The server's challenge, after state 0x41: its fresh nonce, nothing that depends on
+/// the key. A version 1 server (no `version`) sent its proof here.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PskChallenge {
+    #[serde(default)]
+    pub version: u32,
     pub server_nonce: String,
+    /// Version 1 only; read to recognise an older server, never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_proof: Option<String>,
+}
+
+/// The server's proof, after a second state 0x41, sent only once the client's
+/// [`PskResponse`] has checked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PskConfirm {
     pub server_proof: String,
 }
 

@@ -29,6 +29,7 @@ mod auth;
 mod bounceback;
 mod cli;
 mod connect_only;
+mod door;
 mod e2e;
 mod experiments;
 mod host;

@@ -14,8 +14,8 @@ impl KeyDir {
     fn new(tag: &str) -> KeyDir {
         let dir = std::env::temp_dir().join(format!("nm-mesh-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("key"), "the mesh's shared key, 32 bytes+\n").unwrap();
-        std::fs::write(dir.join("other"), "not the mesh's key, but long enough\n").unwrap();
+        std::fs::write(dir.join("key"), "6b1d0e0f3a7c4c2b9e8d7f6a5b4c3d2e\n").unwrap();
+        std::fs::write(dir.join("other"), "f0e1d2c3b4a5968778695a4b3c2d1e0f\n").unwrap();
         KeyDir(dir)
     }
     fn path(&self, name: &str) -> String {

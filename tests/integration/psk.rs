@@ -5,6 +5,8 @@
 //! proof is covered at the unit level (`auth::psk`).
 
 use crate::support::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -18,8 +20,17 @@ impl Keys {
     fn new(tag: &str) -> Keys {
         let dir = std::env::temp_dir().join(format!("nm-psk-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("key"), "a shared key of 32 bytes, at least\n").unwrap();
-        std::fs::write(dir.join("other"), "another key, also long enough\n").unwrap();
+        // As `head -c 32 /dev/urandom | base64` makes them.
+        std::fs::write(
+            dir.join("key"),
+            "7y0Y1hQ3u7m0o2a8v5cXg7J4e0LrT+Kq9s/ZpD6bWfE=\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("other"),
+            "Qm9vdHN0cmFwIGtleSBub3QgdGhlIHNhbWUgb25lIQ==\n",
+        )
+        .unwrap();
         Keys { dir }
     }
     fn path(&self, name: &str) -> String {
@@ -66,8 +77,13 @@ fn a_server_with_a_key_takes_only_clients_that_prove_it() {
         "{}",
         show(&wrong)
     );
+    // The client proved first, so the server judged it (and sent no proof of its own).
     assert!(
-        log.wait_for("left without proving the key", 1, Duration::from_secs(5)),
+        log.wait_for(
+            "pre-shared-key authentication failed: the peer does not have the same pre-shared key",
+            1,
+            Duration::from_secs(5)
+        ),
         "{}",
         log.text()
     );
@@ -303,4 +319,165 @@ fn a_key_holder_refuses_an_iperf3_server() {
         "{}",
         show(&via_out)
     );
+}
+
+/// The client's opening as a netmeter client sends it, with a hello of `psk_version`
+/// (`None`: a version 1 hello, without the field).
+fn raw_open(port: u16, psk_version: Option<u32>) -> TcpStream {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"rawpskprobe0123456789abcdefghijklmno\0")
+        .unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(b[0], 9, "PARAM_EXCHANGE");
+    let mut hello = serde_json::json!({ "client_nonce": "11".repeat(32) });
+    if let Some(v) = psk_version {
+        hello["version"] = v.into();
+    }
+    let params = serde_json::json!({
+        "tcp": true, "omit": 0, "time": 1, "parallel": 1, "len": 131072,
+        "client_version": "raw",
+        "netmeter": { "version": 1, "psk": hello },
+    });
+    let body = serde_json::to_vec(&params).unwrap();
+    c.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    c.write_all(&body).unwrap();
+    c
+}
+
+/// Everything the server sends until it closes (bounded by the read timeout).
+fn rest(c: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    let _ = c.read_to_end(&mut all);
+    all
+}
+
+/// SERVER_ERROR (-2) with iperf3's IEAUTHTEST (142) and errno 0.
+const AUTH_FAILED: [u8; 9] = [0xfe, 0, 0, 0, 142, 0, 0, 0, 0];
+
+/// A connection that has not proved the key gets a random nonce and nothing else that
+/// depends on the key: before its proof, the challenge holds only the version and the
+/// nonce; after a wrong proof, only iperf3's "test authorization failed". A version 1
+/// client (whose server proved first) is refused before any challenge, and the server
+/// names the version.
+#[test]
+fn an_unproved_connection_gets_nothing_that_depends_on_the_key() {
+    let keys = Keys::new("unproved");
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &["--psk-file", &keys.path("key")]);
+
+    let mut c = raw_open(port, Some(2));
+    let mut hdr = [0u8; 5];
+    c.read_exact(&mut hdr).unwrap();
+    assert_eq!(hdr[0], 0x41, "NETMETER_AUTH");
+    let len = u32::from_be_bytes(hdr[1..].try_into().unwrap()) as usize;
+    assert!(len < 1024, "{len}");
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).unwrap();
+    let ch: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut keys_sent: Vec<&str> = ch.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys_sent.sort();
+    assert_eq!(keys_sent, ["server_nonce", "version"], "{ch}");
+    assert_eq!(ch["version"], 2, "{ch}");
+    assert_eq!(ch["server_nonce"].as_str().unwrap().len(), 64, "{ch}");
+    let wrong =
+        serde_json::to_vec(&serde_json::json!({ "client_proof": "22".repeat(32) })).unwrap();
+    c.write_all(&(wrong.len() as u32).to_be_bytes()).unwrap();
+    c.write_all(&wrong).unwrap();
+    assert_eq!(rest(&mut c), AUTH_FAILED);
+    assert!(
+        log.wait_for(
+            "does not have the same pre-shared key",
+            1,
+            Duration::from_secs(5)
+        ),
+        "{}",
+        log.text()
+    );
+
+    let mut old = raw_open(port, None);
+    assert_eq!(rest(&mut old), AUTH_FAILED);
+    assert!(
+        log.wait_for(
+            "the client speaks version 1 of the pre-shared-key exchange and this netmeter version 2: update netmeter on the client",
+            1,
+            Duration::from_secs(5)
+        ),
+        "{}",
+        log.text()
+    );
+}
+
+/// A client meeting a server of version 1 (which sends its proof with its nonce) says
+/// so in one sentence, and sends no proof of its own.
+#[test]
+fn a_client_names_an_older_servers_exchange_version() {
+    let keys = Keys::new("oldserver");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let fake = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut cookie = [0u8; 37];
+        c.read_exact(&mut cookie).unwrap();
+        c.write_all(&[9]).unwrap();
+        let mut len = [0u8; 4];
+        c.read_exact(&mut len).unwrap();
+        let mut params = vec![0u8; u32::from_be_bytes(len) as usize];
+        c.read_exact(&mut params).unwrap();
+        let v1 = serde_json::to_vec(&serde_json::json!({
+            "server_nonce": "33".repeat(32),
+            "server_proof": "44".repeat(32),
+        }))
+        .unwrap();
+        c.write_all(&[0x41]).unwrap();
+        c.write_all(&(v1.len() as u32).to_be_bytes()).unwrap();
+        c.write_all(&v1).unwrap();
+        // What the client sends after the challenge: nothing (it hangs up).
+        rest(&mut c)
+    });
+    let out = client(port, &["-t", "1", "--psk-file", &keys.path("key")]);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        stderr(&out).contains(
+            "the server speaks version 1 of the pre-shared-key exchange and this netmeter version 2: update netmeter on the server"
+        ),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(fake.join().unwrap(), b"");
+}
+
+/// A key file that cannot hold 128 random bits is a usage error naming the command
+/// that makes a good key; the key that command makes is taken.
+#[test]
+fn a_weak_key_file_is_refused_with_the_command_that_makes_one() {
+    let keys = Keys::new("weak");
+    let made = run(
+        Command::new(netmeter()).args(["generate", "psk"]),
+        Duration::from_secs(10),
+    );
+    assert!(made.status.success(), "{}", show(&made));
+    let good = keys.path("generated");
+    std::fs::write(&good, &made.stdout).unwrap();
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &["--psk-file", &good]);
+    let v = client_json(port, &["-t", "1", "--psk-file", &good]);
+    assert!(f64_at(&v, "/end/sum_received/bytes") > 0.0, "{v}");
+
+    let weak = keys.path("weak");
+    std::fs::write(&weak, "correct horse battery staple\n").unwrap();
+    let server = run(
+        Command::new(netmeter()).args(["-s", "-1", "--psk-file", &weak]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(server.status.code(), Some(1), "{}", show(&server));
+    for e in [stderr(&server), usage_error(&["--psk-file", &weak])] {
+        assert!(
+            e.contains("a printable phrase")
+                && e.contains("head -c 32 /dev/urandom | base64 > FILE"),
+            "{e}"
+        );
+    }
 }

@@ -488,6 +488,15 @@ impl RateGate {
         }
     }
 
+    /// Give back the token `admit` took for `ip`: the connection closed before it sent
+    /// a byte (a port probe, a health check), so it was no test attempt.
+    pub fn refund(&mut self, ip: IpAddr) {
+        let burst = f64::from(self.rate.burst);
+        if let Some((tokens, _)) = self.buckets.get_mut(&ip) {
+            *tokens = (*tokens + 1.0).min(burst);
+        }
+    }
+
     /// Take one token for `ip` at `now`; the refusal when its bucket is empty.
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
         let burst = f64::from(self.rate.burst);
@@ -523,6 +532,27 @@ impl RateGate {
 mod tests {
     use super::*;
     use crate::spec::Direction;
+
+    #[test]
+    fn a_refunded_token_can_be_taken_again_but_never_above_the_burst() {
+        let rate = ConnRate::parse("2/min").unwrap();
+        let mut g = RateGate::new(rate);
+        let now = Instant::now();
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        g.admit(ip, now).unwrap();
+        g.admit(ip, now).unwrap();
+        assert!(g.admit(ip, now).is_err());
+        g.refund(ip);
+        g.admit(ip, now).unwrap();
+        assert!(g.admit(ip, now).is_err());
+        // Refunds beyond the burst are not kept.
+        for _ in 0..5 {
+            g.refund(ip);
+        }
+        g.admit(ip, now).unwrap();
+        g.admit(ip, now).unwrap();
+        assert!(g.admit(ip, now).is_err());
+    }
 
     fn nets(s: &[&str]) -> Vec<IpNet> {
         s.iter().map(|n| n.parse().unwrap()).collect()

@@ -12,7 +12,6 @@ use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::output::{Mode, Output, Renderer};
-use crate::engine::psk;
 use crate::engine::stream::DataSock;
 use crate::engine::test_common;
 use crate::engine::test_run::{
@@ -35,8 +34,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-/// How long a client may take to send its parameters after `PARAM_EXCHANGE`.
-const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to open all its data streams.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
 /// While a session waits for its data streams: how long it waits on the control
@@ -61,14 +58,19 @@ pub(super) struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Run one test. `Ok(false)` when the connection never became a test or was
-    /// refused (then `entry.refused` says why). `entry` gets what the audit log needs.
+    /// Run one test whose handshake the door completed: `params` read, and with
+    /// `--psk-file` the key proved (`authenticated`). `Ok(false)` when the connection
+    /// never became a test or was refused (then `entry.refused` says why). `entry`
+    /// gets what the audit log needs.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         shared: &Arc<Shared>,
         mut ctrl: Ctrl,
         peer: SocketAddr,
         cookie: Cookie,
         id: u64,
+        params: Params,
+        authenticated: bool,
         entry: &mut Entry,
     ) -> Result<bool, TestError> {
         let origin = Instant::now();
@@ -83,25 +85,7 @@ impl Session<'_> {
             ));
             return Ok(false);
         }
-        if ctrl.send_state(State::ParamExchange).is_err() {
-            return Ok(false);
-        }
         let mut machine = ServerMachine::new();
-        let params: Params =
-            match ctrl.read_json(wire::MAX_PARAMS_LEN, PARAMS_TIMEOUT, "the parameters") {
-                Ok(p) => p,
-                Err(e) => {
-                    if matches!(e, CtrlError::Wire(..)) {
-                        let _ =
-                            ctrl.write(&wire::encode_server_error(ErrCode::RecvParams, 0), "error");
-                    }
-                    shared.log(&format!(
-                        "connection from {} dropped before a test started: {e}",
-                        shown(peer)
-                    ));
-                    return Ok(false);
-                }
-            };
         // iperf3 checks the credential where it reads the parameters; a refused client
         // never takes a test slot, and -1 keeps waiting for one that authenticates.
         if let Some(auth) = &shared.cfg.auth {
@@ -126,11 +110,6 @@ impl Session<'_> {
                 }
             }
         }
-        // --psk-file: the key exchange, before a test slot is taken (as for RSA).
-        let Ok(authenticated) = prove_key(shared, &mut ctrl, entry, &cookie, &params) else {
-            ctrl.close_gracefully(Duration::from_millis(200));
-            return Ok(false);
-        };
         if let Some(req) = params
             .netmeter
             .as_ref()
@@ -576,63 +555,6 @@ impl Session<'_> {
                 .log(&format!("client did not acknowledge the results: {e}")),
         }
         Ok(())
-    }
-}
-
-/// `--psk-file`: challenge the client (a third-party request bound into its proof).
-/// `Ok(true)`: it proved the key; `Ok(false)`: this server has none; `Err`: refused
-/// (told and logged; the caller closes the connection).
-fn prove_key(
-    shared: &Shared,
-    ctrl: &mut Ctrl,
-    entry: &mut Entry,
-    cookie: &Cookie,
-    params: &Params,
-) -> Result<bool, ()> {
-    let Some(key) = &shared.cfg.psk else {
-        return Ok(false);
-    };
-    let ext = params.netmeter.as_ref();
-    let fields = ext
-        .and_then(|r| r.third_party.as_ref())
-        .map(|t| t.bound_fields());
-    let refs: Option<Vec<&str>> = fields
-        .as_ref()
-        .map(|f| f.iter().map(String::as_str).collect());
-    let bound = crate::auth::psk::bind_request(refs.as_deref());
-    let hello = ext.and_then(|r| r.psk.as_ref());
-    match psk::server_challenge(ctrl, key, cookie, hello, &bound) {
-        Ok(()) => {
-            if shared.cfg.verbose {
-                shared.log(&format!("pre-shared key proved by {}", shown(entry.peer)));
-            }
-            Ok(true)
-        }
-        Err(e) => {
-            // A client that left has nothing to read; any other is told, an iperf3
-            // client as by iperf3's own "test authorization failed".
-            if !matches!(e, psk::PskFailure::Ctrl(_)) {
-                let _ = ctrl.write(&wire::encode_server_error(ErrCode::AuthTest, 0), "error");
-            }
-            let why = match e {
-                psk::PskFailure::Ctrl(CtrlError::Closed(_)) => {
-                    "the client left without proving the key (it holds another one, or rejected ours)".to_string()
-                }
-                e => e.to_string(),
-            };
-            let message = format!("pre-shared-key authentication failed: {why}");
-            shared.log(&format!(
-                "refused a test from {}: {message}",
-                shown(entry.peer)
-            ));
-            // The audit line and the refusal count (the client was told above).
-            entry.refused = Some(Refusal {
-                reason: Reason::Auth,
-                answer: Answer::Error(ErrCode::AuthTest),
-                message,
-            });
-            Err(())
-        }
     }
 }
 
