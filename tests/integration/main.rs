@@ -30,6 +30,7 @@ mod bounceback;
 mod connect_only;
 mod e2e;
 mod experiments;
+mod exposure;
 mod host;
 mod interop;
 mod interrupt;
