@@ -224,7 +224,10 @@ impl Observer for Renderer {
             Event::ReverseMode { host } => {
                 self.text(&format!("Reverse mode, remote host {host} is sending\n"))
             }
-            Event::Warning(w) => self.text(&format!("warning: {w}\n")),
+            // A warning can quote the peer (its extension answer, a third-party server).
+            Event::Warning(w) => {
+                self.text(&format!("warning: {}\n", escape_controls(w, Lines::Many)))
+            }
             Event::Info(s) => self.text(s),
             Event::Started(start) => {
                 if self.mode == Mode::JsonStream {
@@ -386,10 +389,12 @@ mod tests {
         let buf = Shared::default();
         let mut r = Renderer::new(Mode::Text, sink(Box::new(buf.clone())), ctx());
         r.on(Event::ServerOutput("user \x1b]0;pwned\x07 ok\r\n\tnext\n"));
+        r.on(Event::Warning("the server says \x1b[2J"));
         let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(
             got,
-            "\nServer output:\nuser \\x1b]0;pwned\\x07 ok\\r\n\tnext\n"
+            "\nServer output:\nuser \\x1b]0;pwned\\x07 ok\\r\n\tnext\n\
+             warning: the server says \\x1b[2J\n"
         );
     }
 
