@@ -11,6 +11,7 @@
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
 use crate::engine::server::ServerConfig;
+use crate::engine::server::audit::{Rotation, Target as AuditTarget};
 use crate::engine::server::policy::{ConnRate, Policy};
 use crate::engine::test_common::{Keepalive, SideOpts};
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
@@ -159,6 +160,13 @@ pub struct Args {
     /// bytes (docs/server.md).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Start a new audit file when it would pass SIZE (e.g. 16M; 0 = never), keeping
+    /// the old ones as FILE.1 ... FILE.N (--audit-log-keep). Default 64M.
+    #[arg(long = "audit-log-max-size", value_name = "SIZE")]
+    pub audit_log_max_size: Option<String>,
+    /// Old audit files kept when it rotates (0-100, default 3).
+    #[arg(long = "audit-log-keep", value_name = "N", value_parser = ranged::<u32>("--audit-log-keep", 0, 100))]
+    pub audit_log_keep: Option<u32>,
     /// Serve the server's counters for Prometheus at http://ADDR:PORT/metrics.
     #[arg(long = "metrics", value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
@@ -1009,6 +1017,8 @@ impl Args {
             (!self.allow.is_empty(), "--allow"),
             (!self.deny.is_empty(), "--deny"),
             (self.audit_log.is_some(), "--audit-log"),
+            (self.audit_log_max_size.is_some(), "--audit-log-max-size"),
+            (self.audit_log_keep.is_some(), "--audit-log-keep"),
             (self.metrics.is_some(), "--metrics"),
         ] {
             if used {
@@ -1068,6 +1078,31 @@ impl Args {
         })
     }
 
+    /// `--audit-log` with its rotation (`--audit-log-max-size`, `--audit-log-keep`).
+    fn audit_target(&self) -> Result<Option<AuditTarget>, UsageError> {
+        let Some(path) = &self.audit_log else {
+            if self.audit_log_max_size.is_some() || self.audit_log_keep.is_some() {
+                return Err(usage(
+                    "--audit-log-max-size and --audit-log-keep need --audit-log FILE",
+                ));
+            }
+            return Ok(None);
+        };
+        let max_bytes = match self.audit_log_max_size.as_deref() {
+            None => Rotation::DEFAULT.max_bytes,
+            Some(s) => crate::units::parse_bytes(s).map_err(|_| {
+                usage(format!(
+                    "--audit-log-max-size takes a size such as 16M (0 = never rotate), not '{s}'"
+                ))
+            })?,
+        };
+        let keep = self.audit_log_keep.unwrap_or(Rotation::DEFAULT.keep);
+        Ok(Some(AuditTarget {
+            path: path.clone(),
+            rotation: (max_bytes > 0).then_some(Rotation { max_bytes, keep }),
+        }))
+    }
+
     /// `-s`: the server's configuration.
     fn server_command(
         &self,
@@ -1101,7 +1136,7 @@ impl Args {
                 family: self.family()?,
                 one_off: self.one_off,
                 policy: self.server_policy()?,
-                audit_log: self.audit_log.clone(),
+                audit_log: self.audit_target()?,
                 metrics: self
                     .metrics
                     .as_deref()
@@ -2193,6 +2228,58 @@ mod tests {
             (
                 &["-c", "h", "--metrics", "127.0.0.1:1"],
                 "--metrics is a server option",
+            ),
+        ] {
+            let e = sentence(args);
+            assert!(e.starts_with(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_audit_log_rotates_by_default_and_as_told() {
+        let target = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.audit_log,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(target(&["-s"]), None);
+        let t = target(&["-s", "--audit-log", "/x/a.jsonl"]).unwrap();
+        assert_eq!(t.path, PathBuf::from("/x/a.jsonl"));
+        assert_eq!(t.rotation, Some(Rotation::DEFAULT));
+        let t = target(&[
+            "-s",
+            "--audit-log",
+            "a",
+            "--audit-log-max-size",
+            "12M",
+            "--audit-log-keep",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(
+            t.rotation,
+            Some(Rotation {
+                max_bytes: 12 << 20,
+                keep: 0
+            })
+        );
+        let t = target(&["-s", "--audit-log", "a", "--audit-log-max-size", "0"]).unwrap();
+        assert_eq!(t.rotation, None);
+        for (args, want) in [
+            (
+                &["-s", "--audit-log-max-size", "1M"][..],
+                "--audit-log-max-size and --audit-log-keep need --audit-log",
+            ),
+            (
+                &["-s", "--audit-log", "a", "--audit-log-max-size", "big"],
+                "--audit-log-max-size takes a size",
+            ),
+            (
+                &["-s", "--audit-log", "a", "--audit-log-keep", "101"],
+                "--audit-log-keep",
+            ),
+            (
+                &["-c", "h", "--audit-log-keep", "2"],
+                "--audit-log-keep is a server option",
             ),
         ] {
             let e = sentence(args);

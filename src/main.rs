@@ -7,6 +7,7 @@ use netmeter::engine::output::{self, Mode, Sink};
 use netmeter::engine::progress::{self, Progress};
 use netmeter::engine::{Stopped, TestError, client, server};
 use netmeter::report::csv::CsvRenderer;
+use netmeter::report::escape::{Lines, escape_controls};
 use netmeter::report::{html, input, plot};
 use std::io::IsTerminal;
 use std::io::Write;
@@ -61,8 +62,10 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     .map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
             }
             // From here on a stop signal ends the server through `serve`, so the pid
-            // file is always removed at the end (iperf3 removes it too).
+            // file is always removed at the end (iperf3 removes it too). SIGHUP does
+            // not stop a server: it reopens the audit log (docs/server.md).
             catch_stop_signals()?;
+            netmeter::sock::catch_hangup()?;
             if let Some(p) = &pidfile {
                 std::fs::write(p, format!("{}\n", std::process::id()))
                     .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
@@ -535,7 +538,10 @@ fn finish(result: anyhow::Result<()>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("netmeter: error - {e:#}");
+            // An error can quote the peer (a third-party server's refusal, a name in a
+            // file): shown with its control characters escaped.
+            let line = format!("{e:#}");
+            eprintln!("netmeter: error - {}", escape_controls(&line, Lines::One));
             ExitCode::from(1)
         }
     }

@@ -50,6 +50,8 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "allow",
             "deny",
             "audit_log",
+            "audit_log_max_size",
+            "audit_log_keep",
             "metrics",
         ],
     ),

@@ -6,6 +6,7 @@
 //! `--json-stream` events, the `-J` document at the end, and a copy of the text for a
 //! server whose client asked for `--get-server-output`.
 
+use crate::report::escape::{Lines, escape_controls};
 use crate::report::observe::{Event, Observer};
 use crate::report::text::{self, TextCtx};
 use crate::report::{Connected, End, Interval, Report, json};
@@ -226,7 +227,10 @@ impl Observer for Renderer {
             Event::ReverseMode { host } => {
                 self.text(&format!("Reverse mode, remote host {host} is sending\n"))
             }
-            Event::Warning(w) => self.text(&format!("warning: {w}\n")),
+            // A warning can quote the peer (its extension answer, a third-party server).
+            Event::Warning(w) => {
+                self.text(&format!("warning: {}\n", escape_controls(w, Lines::Many)))
+            }
             Event::Info(s) => self.text(s),
             Event::Started(start) => {
                 if self.mode == Mode::JsonStream {
@@ -250,7 +254,8 @@ impl Observer for Renderer {
             }
             Event::ServerOutput(t) => {
                 self.text("\nServer output:\n");
-                self.text(t);
+                // The server's text, as the server chose it: shown, not obeyed.
+                self.text(&escape_controls(t, Lines::Many));
             }
             Event::Done => self.text("\niperf Done.\n"),
             Event::Finished(report) => {
@@ -380,6 +385,20 @@ mod tests {
             want
         );
         assert_eq!(r.captured.as_deref(), Some(want));
+    }
+
+    #[test]
+    fn server_output_reaches_the_terminal_with_its_controls_escaped() {
+        let buf = Shared::default();
+        let mut r = Renderer::new(Mode::Text, sink(Box::new(buf.clone())), ctx());
+        r.on(Event::ServerOutput("user \x1b]0;pwned\x07 ok\r\n\tnext\n"));
+        r.on(Event::Warning("the server says \x1b[2J"));
+        let got = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            got,
+            "\nServer output:\nuser \\x1b]0;pwned\\x07 ok\\r\n\tnext\n\
+             warning: the server says \\x1b[2J\n"
+        );
     }
 
     #[test]

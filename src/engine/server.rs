@@ -13,6 +13,7 @@ pub mod audit;
 pub mod door;
 pub mod metrics;
 pub mod policy;
+pub mod refusal_log;
 mod session;
 pub mod third_party;
 
@@ -21,12 +22,14 @@ use super::ctrl::Ctrl;
 use super::output::{Mode, Renderer, Sink};
 use super::test_common;
 use super::{Stopped, TestError};
+use crate::report::escape::{Lines, escape_controls};
 use crate::report::observe::{Event, Observer};
 use crate::report::text::TextCtx;
 use crate::sock;
 use crate::spec::Protocol;
 use crate::units::Format;
 use crate::wire;
+use refusal_log::Verdict;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -34,7 +37,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Server settings from the flags.
 #[derive(Debug, Clone)]
@@ -45,8 +48,8 @@ pub struct ServerConfig {
     pub one_off: bool,
     /// Who may test and what they may ask for (`--max-tests`, `--allow`, ...).
     pub policy: policy::Policy,
-    /// `--audit-log FILE` (`-` = stdout): one JSON line per test.
-    pub audit_log: Option<std::path::PathBuf>,
+    /// `--audit-log FILE` (`-` = stdout): one JSON line per test, and its size bound.
+    pub audit_log: Option<audit::Target>,
     /// `--metrics ADDR:PORT`: Prometheus counters over HTTP.
     pub metrics: Option<SocketAddr>,
     pub idle_timeout: Option<Duration>,
@@ -102,7 +105,7 @@ struct Shared {
     /// without a session.
     connect_hub: super::connect::Hub,
     shutdown: Arc<AtomicBool>,
-    /// Stop on SIGINT/SIGTERM/SIGHUP (`Server::stop_on_signals`); off for the in-process
+    /// Stop on SIGINT/SIGTERM, reopen on SIGHUP (`Server::stop_on_signals`); off for the in-process
     /// server of `--loopback`, which its client stops.
     on_signals: AtomicBool,
     last_activity: Mutex<Instant>,
@@ -113,6 +116,8 @@ struct Shared {
     /// `--max-tests-per-source`: the tests each source runs.
     source_slots: Mutex<policy::SourceSlots>,
     audit: Option<audit::AuditLog>,
+    /// Which refusals get lines of their own (`refusal_log`).
+    refusals: Mutex<refusal_log::RefusalLimiter>,
     /// What `--metrics` shows (counted whether or not it is served).
     counters: Arc<metrics::Counters>,
     /// Session threads alive (`door::SESSION_SPARE` bounds them).
@@ -169,8 +174,11 @@ impl Shared {
         }
     }
 
+    /// One line of the server's log. Its sentences quote what peers sent (user names,
+    /// error strings, refusals' reasons), so control characters are escaped here, once,
+    /// for every observer.
     fn log(&self, msg: &str) {
-        self.tell(Event::ServerLog(msg));
+        self.tell(Event::ServerLog(&escape_controls(msg, Lines::One)));
     }
 
     fn banner(&self) {
@@ -190,6 +198,7 @@ impl Shared {
         self.counters
             .record(outcome, entry.bytes_sent, entry.bytes_received);
         if let Some(a) = &self.audit
+            && !entry.held
             && let Err(e) = a.write(&entry.line(outcome, Instant::now()))
         {
             self.log(&format!("cannot write the audit log: {e}"));
@@ -197,7 +206,7 @@ impl Shared {
     }
 
     /// Tell a client its test is refused, the way its iperf3 understands, log it, and
-    /// record it.
+    /// record it (or only count it: `refusal_log` writes one line per source a period).
     fn refuse(&self, ctrl: Ctrl, entry: &mut audit::Entry, r: policy::Refusal) {
         self.refuse_saying(ctrl, entry, r, false);
     }
@@ -218,12 +227,76 @@ impl Shared {
             };
             let _ = ctrl.send_json(&note, "the reason");
         }
-        self.log(&format!(
-            "refused a test from {}: {}",
-            entry.peer, r.message
-        ));
+        self.log_refusal(entry, &r);
         ctrl.close_gracefully(Duration::from_millis(200));
         entry.refused = Some(r);
+    }
+
+    /// The log line of a refusal, unless `refusal_log` holds it back for its source's
+    /// summary (then `entry.held` keeps its audit line back too).
+    fn log_refusal(&self, entry: &mut audit::Entry, r: &policy::Refusal) {
+        entry.held = self.refusal_verdict(entry.peer.ip(), r.reason) == Verdict::Hold;
+        if !entry.held {
+            self.log(&format!(
+                "refused a test from {}: {}",
+                entry.peer, r.message
+            ));
+        }
+    }
+
+    /// Ask the refusal table whether this refusal's lines are written; write the
+    /// summary of the period it closes.
+    fn refusal_verdict(&self, ip: IpAddr, reason: policy::Reason) -> Verdict {
+        let (verdict, closed) = match self.refusals.lock() {
+            Ok(mut t) => t.note(canon(ip), reason, Instant::now()),
+            Err(_) => (Verdict::Write, None),
+        };
+        if let Some(s) = closed {
+            self.write_summary(&s);
+        }
+        verdict
+    }
+
+    /// One log line and one audit line for the refusals a period held back.
+    fn write_summary(&self, s: &refusal_log::Summary) {
+        self.log(&s.sentence());
+        if let Some(a) = &self.audit
+            && let Err(e) = a.write(&audit::summary_line(s, SystemTime::now(), Instant::now()))
+        {
+            self.log(&format!("cannot write the audit log: {e}"));
+        }
+    }
+
+    /// Between connections: reopen the audit log after SIGHUP, and write the summaries
+    /// of refusal periods that are over.
+    fn housekeeping(&self) {
+        if self.on_signals.load(Ordering::Relaxed)
+            && sock::take_hangup()
+            && let Some(a) = &self.audit
+        {
+            match a.reopen() {
+                Ok(()) => self.log("reopened the audit log (SIGHUP)"),
+                Err(e) => self.log(&format!("cannot reopen the audit log: {e}")),
+            }
+        }
+        let due = match self.refusals.lock() {
+            Ok(mut t) => t.due(Instant::now()),
+            Err(_) => Vec::new(),
+        };
+        for s in &due {
+            self.write_summary(s);
+        }
+    }
+
+    /// The server stops: the counts still held back are written now.
+    fn flush_refusals(&self) {
+        let held = match self.refusals.lock() {
+            Ok(mut t) => t.drain(),
+            Err(_) => Vec::new(),
+        };
+        for s in &held {
+            self.write_summary(s);
+        }
     }
 
     fn touch(&self) {
@@ -352,8 +425,8 @@ impl Server {
             }
         };
         let audit = match &cfg.audit_log {
-            Some(p) => Some(audit::AuditLog::open(p).map_err(|e| {
-                TestError::io_while(format!("cannot open the audit log {}", p.display()), e)
+            Some(t) => Some(audit::AuditLog::open(t).map_err(|e| {
+                TestError::io_while(format!("cannot open the audit log {}", t.path.display()), e)
             })?),
             None => None,
         };
@@ -392,6 +465,7 @@ impl Server {
                 rate_gate,
                 source_slots: Mutex::new(policy::SourceSlots::default()),
                 audit,
+                refusals: Default::default(),
                 counters: Default::default(),
                 sessions_live: AtomicUsize::new(0),
                 running: Mutex::new(HashMap::new()),
@@ -402,9 +476,10 @@ impl Server {
         })
     }
 
-    /// End `serve` on SIGINT, SIGTERM or SIGHUP (`sock::catch_stop_signals`): a running
-    /// test sends its client `SERVER_TERMINATE` and prints its partial summary, and
-    /// `serve` returns [`Stopped::ServerInterrupted`].
+    /// End `serve` on SIGINT or SIGTERM (`sock::catch_stop_signals`): a running test
+    /// sends its client `SERVER_TERMINATE` and prints its partial summary, and `serve`
+    /// returns [`Stopped::ServerInterrupted`]. SIGHUP (`sock::catch_hangup`) reopens the
+    /// audit log instead.
     pub fn stop_on_signals(self) -> Server {
         self.shared.on_signals.store(true, Ordering::Relaxed);
         self
@@ -456,6 +531,7 @@ impl Server {
             if shared.signalled() {
                 break;
             }
+            shared.housekeeping();
             sessions.retain(|h| !h.is_finished());
             if let Some(idle) = shared.cfg.idle_timeout {
                 let since = shared
@@ -537,6 +613,7 @@ impl Server {
             let _ = h.join();
         }
         shared.shutdown.store(true, Ordering::Relaxed);
+        shared.flush_refusals();
         let _ = udp_thread.join();
         if let Some(t) = metrics_thread {
             let _ = t.join();

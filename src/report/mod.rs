@@ -10,6 +10,7 @@ pub mod advice;
 pub mod build;
 pub mod connect;
 pub mod csv;
+pub mod escape;
 pub mod html;
 pub mod input;
 pub mod json;

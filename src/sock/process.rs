@@ -6,7 +6,7 @@
 use super::check;
 use crate::stats::CpuSample;
 use std::io;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
 /// Process CPU (user, system) and a monotonic wall time.
@@ -249,6 +249,8 @@ pub fn daemonize() -> io::Result<()> {
 
 /// The signal that asked this process to stop (SIGINT, SIGTERM or SIGHUP), 0 if none.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// A SIGHUP arrived since [`take_hangup`] last looked (after [`catch_hangup`]).
+static HANGUP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(sig: libc::c_int) {
     // Only an atomic store (async-signal-safe). A second signal while the first is
@@ -259,18 +261,20 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
     }
 }
 
-/// Catch SIGINT, SIGTERM and SIGHUP (iperf3 stops on the same three): the handler only
-/// records the signal; the engine polls [`stop_signal`] at its bounded waits, ends the
-/// test cleanly and reports what it measured. SA_RESTART keeps the data threads' blocking
-/// calls from failing with EINTR; the control waits use ppoll, which returns at once.
-pub fn catch_stop_signals() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+extern "C" fn on_hangup(_sig: libc::c_int) {
+    // Only an atomic store (async-signal-safe).
+    HANGUP.store(true, Ordering::SeqCst);
+}
+
+/// Install `handler` for each of `signals`, with SA_RESTART.
+fn install(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) -> io::Result<()> {
+    for &sig in signals {
         // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler
         // is an `extern "C" fn(c_int)` that only touches an atomic; the old action is not
         // asked for (null).
         let rc = unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_sigaction = handler as libc::sighandler_t;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut())
@@ -278,6 +282,25 @@ pub fn catch_stop_signals() -> io::Result<()> {
         check(rc)?;
     }
     Ok(())
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP (iperf3 stops on the same three): the handler only
+/// records the signal; the engine polls [`stop_signal`] at its bounded waits, ends the
+/// test cleanly and reports what it measured. SA_RESTART keeps the data threads' blocking
+/// calls from failing with EINTR; the control waits use ppoll, which returns at once.
+pub fn catch_stop_signals() -> io::Result<()> {
+    install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_stop_signal)
+}
+
+/// From now on SIGHUP does not stop the process: it is recorded for [`take_hangup`], as
+/// daemons take it (the server reopens its audit log). Call after [`catch_stop_signals`].
+pub fn catch_hangup() -> io::Result<()> {
+    install(&[libc::SIGHUP], on_hangup)
+}
+
+/// Whether a SIGHUP arrived since the last call (see [`catch_hangup`]).
+pub fn take_hangup() -> bool {
+    HANGUP.swap(false, Ordering::SeqCst)
 }
 
 /// The stop signal received so far, if any (see [`catch_stop_signals`]).

@@ -309,6 +309,29 @@ fn audit_log_names_the_authenticated_user() {
     let _ = std::fs::remove_file(&audit);
 }
 
+/// A user name is the peer's choice: its terminal escapes, BEL and line separator reach
+/// the server's log escaped, not raw (issue 20 item 5).
+#[test]
+fn a_user_name_with_control_characters_shows_escaped_in_the_server_log() {
+    let port = free_port();
+    let (mut srv, log) = nm_auth_server(port, false, &["--verbose"]);
+    let evil = "ev\x1b[31mil\x07\u{2028}x";
+    let (_, code, _) = raw_attempt(port, Some(&token(evil, "nope", Padding::Oaep, 0)));
+    assert_eq!(code, Some(IEAUTHTEST));
+    let shown = "user 'ev\\x1b[31mil\\x07\\u{2028}x'";
+    assert!(
+        log.wait_for(shown, 1, Duration::from_secs(10)),
+        "{}",
+        log.text()
+    );
+    let text = log.text();
+    assert!(
+        !text.contains('\x1b') && !text.contains('\x07') && !text.contains('\u{2028}'),
+        "{text:?}"
+    );
+    assert!(srv.alive());
+}
+
 #[test]
 fn server_refuses_forged_skewed_and_replayed_credentials_and_keeps_serving() {
     let _serial = serial();

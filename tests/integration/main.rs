@@ -32,6 +32,7 @@ mod connect_only;
 mod door;
 mod e2e;
 mod experiments;
+mod exposure;
 mod host;
 mod host_load;
 mod interop;

@@ -8,12 +8,14 @@
 //! parameters is not a test and gets no line (the verbose server log names it).
 
 use super::policy::{Reason, Refusal};
+use super::refusal_log::Summary;
 use crate::engine::TestError;
 use crate::engine::clock::civil_from_days;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use serde::Serialize;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +31,9 @@ pub struct Entry {
     pub test: Option<TestParams>,
     /// Set where the policy (or the credential check) said no.
     pub refused: Option<Refusal>,
+    /// The refusal is counted into its source's next summary line (`refusal_log`)
+    /// instead of being written on its own.
+    pub held: bool,
     /// This server's own counts: bytes it sent and received on the data streams.
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -130,6 +135,10 @@ struct Line<'a> {
     bytes_sent: u64,
     bytes_received: u64,
     duration_s: f64,
+    /// On a summary of refusals held back (`refusal_log`): how many this line stands
+    /// for, from `peer` (an address without a port) over `duration_s` before `time`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
 }
 
 impl Entry {
@@ -141,6 +150,7 @@ impl Entry {
             user: None,
             test: None,
             refused: None,
+            held: false,
             bytes_sent: 0,
             bytes_received: 0,
         }
@@ -167,10 +177,32 @@ impl Entry {
             duration_s: (now.saturating_duration_since(self.started).as_secs_f64() * 1000.0)
                 .round()
                 / 1000.0,
+            count: None,
         };
         // Serializing plain strings and numbers cannot fail; keep the line anyway.
         serde_json::to_string(&line).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
+}
+
+/// The audit line standing for the refusals `s` held back, written at wall time `wall`
+/// (monotonic `now`).
+pub fn summary_line(s: &Summary, wall: SystemTime, now: Instant) -> String {
+    let message = s.sentence();
+    let line = Line {
+        time: rfc3339_ms(wall),
+        peer: s.source.to_string(),
+        user: None,
+        test: None,
+        result: "refused",
+        reason: Some(s.reason.label()),
+        message: Some(&message),
+        bytes_sent: 0,
+        bytes_received: 0,
+        duration_s: (now.saturating_duration_since(s.since).as_secs_f64() * 1000.0).round()
+            / 1000.0,
+        count: Some(s.count),
+    };
+    serde_json::to_string(&line).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
 /// `2026-11-23T03:40:01.123Z`.
@@ -188,41 +220,138 @@ fn rfc3339_ms(t: SystemTime) -> String {
     )
 }
 
-/// Where the lines go: a file opened for appending, or stdout (`-`).
+/// `--audit-log-max-size`/`--audit-log-keep`: when a line would take the file past
+/// `max_bytes`, `FILE` becomes `FILE.1` (`FILE.1` becomes `FILE.2`, ..., up to `keep`;
+/// the oldest is removed) and a new `FILE` starts. `keep` 0: the file starts over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    pub max_bytes: u64,
+    pub keep: u32,
+}
+
+impl Rotation {
+    /// The default bound: 64 MiB per file, three old files kept (256 MiB in all).
+    pub const DEFAULT: Rotation = Rotation {
+        max_bytes: 64 << 20,
+        keep: 3,
+    };
+
+    /// Whether a line of `line_bytes` (with its newline) must go to a new file, the
+    /// current one holding `written` bytes. A line longer than the bound still goes
+    /// whole, into a file of its own.
+    pub fn due(&self, written: u64, line_bytes: u64) -> bool {
+        written > 0 && written.saturating_add(line_bytes) > self.max_bytes
+    }
+}
+
+/// `--audit-log FILE` with its bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `-` = stdout.
+    pub path: std::path::PathBuf,
+    /// `None`: the file grows without bound (`--audit-log-max-size 0`).
+    pub rotation: Option<Rotation>,
+}
+
+struct Open {
+    out: Box<dyn Write + Send>,
+    /// Bytes in the current file (its size when opened, then what was appended).
+    written: u64,
+}
+
+/// Where the lines go: a file opened for appending (rotated by size, reopened on
+/// SIGHUP), or stdout (`-`).
 pub struct AuditLog {
-    out: Mutex<Box<dyn Write + Send>>,
+    target: Target,
+    open: Mutex<Open>,
 }
 
 impl AuditLog {
-    /// Open `path` (`-` = stdout) for appending, creating it.
-    pub fn open(path: &std::path::Path) -> std::io::Result<AuditLog> {
-        let out: Box<dyn Write + Send> = if path.as_os_str() == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)?,
-            )
-        };
+    /// Open the target (`-` = stdout) for appending, creating it.
+    pub fn open(target: &Target) -> std::io::Result<AuditLog> {
         Ok(AuditLog {
-            out: Mutex::new(out),
+            open: Mutex::new(Self::open_file(&target.path)?),
+            target: target.clone(),
         })
     }
 
+    fn to_stdout(path: &Path) -> bool {
+        path.as_os_str() == "-"
+    }
+
+    fn open_file(path: &Path) -> std::io::Result<Open> {
+        if Self::to_stdout(path) {
+            return Ok(Open {
+                out: Box::new(std::io::stdout()),
+                written: 0,
+            });
+        }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let written = f.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Open {
+            out: Box::new(f),
+            written,
+        })
+    }
+
+    /// The file rotated away and the old ones shifted: `FILE.{keep-1}` → `FILE.{keep}`
+    /// ... `FILE` → `FILE.1` (a missing one skipped), then a new `FILE`.
+    fn rotate(&self, rotation: Rotation) -> std::io::Result<Open> {
+        let path = &self.target.path;
+        let numbered = |n: u32| {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            std::path::PathBuf::from(p)
+        };
+        if rotation.keep == 0 {
+            std::fs::remove_file(path)?;
+        } else {
+            for n in (1..rotation.keep).rev() {
+                match std::fs::rename(numbered(n), numbered(n + 1)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            std::fs::rename(path, numbered(1))?;
+        }
+        Self::open_file(path)
+    }
+
+    /// Open the file again by its name (SIGHUP: an outside rotation, logrotate's
+    /// `postrotate`, moved it away). Stdout stays.
+    pub fn reopen(&self) -> std::io::Result<()> {
+        let fresh = Self::open_file(&self.target.path)?;
+        let mut open = self
+            .open
+            .lock()
+            .map_err(|_| std::io::Error::other("audit log lock poisoned"))?;
+        *open = fresh;
+        Ok(())
+    }
+
     /// Append one line, written whole with its newline in one call, and flushed, so
-    /// that a reader following the file never sees half a line.
+    /// that a reader following the file never sees half a line. The file is rotated
+    /// first when the line would take it past its bound.
     pub fn write(&self, line: &str) -> std::io::Result<()> {
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        let mut out = self
-            .out
+        let mut open = self
+            .open
             .lock()
             .map_err(|_| std::io::Error::other("audit log lock poisoned"))?;
-        out.write_all(&buf)?;
-        out.flush()
+        if let Some(r) = self.target.rotation
+            && !Self::to_stdout(&self.target.path)
+            && r.due(open.written, buf.len() as u64)
+        {
+            *open = self.rotate(r)?;
+        }
+        open.out.write_all(&buf)?;
+        open.written += buf.len() as u64;
+        open.out.flush()
     }
 }
 
@@ -352,5 +481,74 @@ mod tests {
         assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400), "2000-02-29T00:00:00.000Z");
         assert_eq!(at(1_767_225_599), "2025-12-31T23:59:59.000Z");
+    }
+
+    #[test]
+    fn rotation_is_due_only_past_the_bound() {
+        let r = Rotation {
+            max_bytes: 100,
+            keep: 2,
+        };
+        assert!(!r.due(0, 500), "a long first line goes whole");
+        assert!(!r.due(60, 40));
+        assert!(r.due(60, 41));
+        assert!(!r.due(0, 100));
+        assert!(r.due(u64::MAX, 1));
+    }
+
+    #[test]
+    fn a_full_file_rotates_keeping_the_newest_old_files() {
+        let dir = std::env::temp_dir().join(format!("nm-audit-rot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let log = AuditLog::open(&Target {
+            path: path.clone(),
+            rotation: Some(Rotation {
+                max_bytes: 20,
+                keep: 2,
+            }),
+        })
+        .unwrap();
+        // Each line is 10 bytes with its newline: two per file.
+        for i in 0..7 {
+            log.write(&format!("line {i:04}")).unwrap();
+        }
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        assert_eq!(read("audit.jsonl"), "line 0006\n");
+        assert_eq!(read("audit.jsonl.1"), "line 0004\nline 0005\n");
+        assert_eq!(read("audit.jsonl.2"), "line 0002\nline 0003\n");
+        assert!(!dir.join("audit.jsonl.3").exists());
+        // Reopened after an outside rotation: the new file takes the next line.
+        std::fs::rename(&path, dir.join("moved")).unwrap();
+        log.reopen().unwrap();
+        log.write("after hup").unwrap();
+        assert_eq!(read("audit.jsonl"), "after hup\n");
+        assert_eq!(read("moved"), "line 0006\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_summary_line_says_how_many_refusals_it_stands_for() {
+        let since = Instant::now();
+        let s = Summary {
+            source: super::super::refusal_log::Source::Addr([127, 0, 0, 2].into()),
+            reason: Reason::Rate,
+            count: 41,
+            since,
+        };
+        let wall = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        let line = summary_line(&s, wall, since + Duration::from_millis(60_500));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["time"], "2000-02-29T00:00:00.000Z");
+        assert_eq!(v["peer"], "127.0.0.2");
+        assert_eq!(v["result"], "refused");
+        assert_eq!(v["reason"], "rate");
+        assert_eq!(v["count"], 41);
+        assert_eq!(v["duration_s"], 60.5);
+        assert!(v["message"].as_str().unwrap().contains("41 more"), "{v}");
+        // An ordinary line has no count.
+        let e = entry();
+        assert!(!e.line(&Outcome::Ok, e.started).contains("count"));
     }
 }

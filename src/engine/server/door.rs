@@ -319,8 +319,8 @@ impl Door {
                     answer: Answer::Error(ErrCode::AuthTest),
                     message: format!("pre-shared-key authentication failed: {why}"),
                 };
-                shared.log(&format!("refused a test from {peer}: {}", r.message));
-                let entry = Entry::new(peer);
+                let mut entry = Entry::new(peer);
+                shared.log_refusal(&mut entry, &r);
                 shared.record(&entry, &audit::Outcome::Refused(r.reason, r.message));
             }
             Stage::Closing => {}
@@ -344,10 +344,8 @@ impl Door {
             Answer::Busy => send(&mut conn.sock, &[State::AccessDenied.to_byte()]),
         };
         let _ = conn.sock.shutdown(std::net::Shutdown::Write);
-        let peer = shown(conn.peer);
-        self.shared
-            .log(&format!("refused a test from {peer}: {}", r.message));
-        let mut entry = Entry::new(peer);
+        let mut entry = Entry::new(shown(conn.peer));
+        self.shared.log_refusal(&mut entry, &r);
         if let Some(p) = &conn.params {
             entry.test = crate::spec::TestSpec::from_params(p)
                 .ok()
