@@ -127,6 +127,15 @@ struct Shared {
     running: Mutex<HashMap<door::budget::Source, usize>>,
 }
 
+/// A taken test slot (`--max-tests`), given back when dropped.
+struct SlotGuard(Arc<Shared>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One session thread, counted from before it starts until it ends.
 struct LiveSession {
     shared: Arc<Shared>,

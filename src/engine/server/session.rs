@@ -7,7 +7,7 @@
 
 use super::audit::{Entry, TestParams};
 use super::policy::{Answer, Reason, Refusal, RunningJudge};
-use super::{Shared, UdpWaiter, canon, shown};
+use super::{Shared, SlotGuard, UdpWaiter, canon, shown};
 use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
@@ -710,8 +710,6 @@ fn forward<T: Send + 'static>(
         });
 }
 
-pub(super) struct SlotGuard(pub(super) Arc<Shared>);
-
 /// A test's place in its source's count (`--max-tests-per-source`), given back when the
 /// session ends.
 struct SourceGuard {
@@ -742,11 +740,5 @@ impl Drop for SourceGuard {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         slots.give_back(self.source);
-    }
-}
-
-impl Drop for SlotGuard {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -10,8 +10,7 @@
 
 use super::audit::{Entry, TestParams};
 use super::policy::{Answer, Reason, Refusal};
-use super::session::SlotGuard;
-use super::{Shared, shown};
+use super::{Shared, SlotGuard, shown};
 use crate::engine::TestError;
 use crate::engine::client::ClientConfig;
 use crate::engine::ctrl::Ctrl;

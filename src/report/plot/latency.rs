@@ -1,8 +1,7 @@
 //! Latency charts: CDFs and histograms of the HDR histograms a test recorded, and
 //! working load's idle against loaded round trips. Pure, like `series`.
 
-use super::series::thin;
-use super::{Axis, Chart, MAX_POINTS, Marker, Series, Shape};
+use super::{Axis, Chart, MAX_POINTS, Marker, Series, Shape, thin};
 use crate::latency::LatencyStats;
 use crate::report::Report;
 

@@ -45,6 +45,45 @@ pub const HEIGHT: u32 = 400;
 /// Most points a line keeps; longer ones are thinned keeping each bucket's extremes.
 pub const MAX_POINTS: usize = 2000;
 
+/// At most `max` points: the line split into buckets, each keeping its lowest and
+/// highest point in time order (spikes survive), the first and last points kept.
+fn thin(pts: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
+    if pts.len() <= max || max < 4 {
+        return pts;
+    }
+    let buckets = max / 2;
+    let per = pts.len().div_ceil(buckets);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in pts.chunks(per) {
+        let lo = chunk
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map(|x| x.0);
+        let hi = chunk
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map(|x| x.0);
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+    }
+    if out.last() != pts.last()
+        && let Some(&l) = pts.last()
+    {
+        out.push(l);
+    }
+    if out.first() != pts.first() {
+        out.insert(0, pts[0]);
+    }
+    out
+}
+
 /// One chart as numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {

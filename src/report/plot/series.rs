@@ -5,7 +5,7 @@
 //! series-building helpers and the rules for which charts apply.
 
 use super::latency::{Dist, Distribution, cdf_chart, distributions, histogram_chart, working_load};
-use super::{Axis, Chart, MAX_POINTS, Series, Shape};
+use super::{Axis, Chart, MAX_POINTS, Series, Shape, thin};
 use crate::report::input::Input;
 use crate::report::{Interval, Report, StreamInterval, SumInterval};
 
@@ -623,45 +623,6 @@ fn tcp(r: &Report) -> Vec<Chart> {
             rtt,
         ),
     ]
-}
-
-/// At most `max` points: the line split into buckets, each keeping its lowest and
-/// highest point in time order (spikes survive), the first and last points kept.
-pub(super) fn thin(pts: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
-    if pts.len() <= max || max < 4 {
-        return pts;
-    }
-    let buckets = max / 2;
-    let per = pts.len().div_ceil(buckets);
-    let mut out = Vec::with_capacity(max + 2);
-    for chunk in pts.chunks(per) {
-        let lo = chunk
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            .map(|x| x.0);
-        let hi = chunk
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            .map(|x| x.0);
-        if let (Some(lo), Some(hi)) = (lo, hi) {
-            let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
-            out.push(chunk[a]);
-            if b != a {
-                out.push(chunk[b]);
-            }
-        }
-    }
-    if out.last() != pts.last()
-        && let Some(&l) = pts.last()
-    {
-        out.push(l);
-    }
-    if out.first() != pts.first() {
-        out.insert(0, pts[0]);
-    }
-    out
 }
 
 #[cfg(test)]
