@@ -116,6 +116,10 @@ pub struct Args {
     /// exceeds it.
     #[arg(long = "server-bitrate-limit", value_name = "RATE[/SEC]")]
     pub server_bitrate_limit: Option<String>,
+    /// With -F: write at most SIZE bytes of what clients send into the file (default
+    /// 1G; 0 = no limit); past it the test goes on and the log says so.
+    #[arg(long = "server-max-file-size", value_name = "SIZE")]
+    pub server_max_file_size: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
@@ -734,6 +738,7 @@ impl Args {
             snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
             rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
             file: self.file.clone(),
+            file_max_bytes: None,
             // iperf3: a level below 0 means all (4); netmeter has one level.
             debug: self
                 .debug
@@ -826,6 +831,21 @@ impl Args {
         Ok((bps > 0).then_some((bps, window)))
     }
 
+    /// `--server-max-file-size SIZE`: what `-F` may write per test (0 = no limit).
+    fn server_max_file_size(&self) -> Result<Option<u64>, UsageError> {
+        let Some(arg) = &self.server_max_file_size else {
+            return Ok(Some(
+                crate::engine::disk_file::DEFAULT_SERVER_MAX_FILE_BYTES,
+            ));
+        };
+        not_negative(arg, || {
+            "--server-max-file-size must be 0 (no limit) or a size such as 10G".into()
+        })?;
+        let n =
+            units::parse_bytes(arg).map_err(|e| usage(format!("--server-max-file-size: {e}")))?;
+        Ok((n > 0).then_some(n))
+    }
+
     fn interval(&self) -> Result<f64, UsageError> {
         let i = self.interval;
         // iperf3 stops at 0.1 s; netmeter reports down to 1 ms.
@@ -898,6 +918,10 @@ impl Args {
                 "--server-bitrate-limit",
             ),
             (self.max_streams.is_some(), "--max-streams"),
+            (
+                self.server_max_file_size.is_some(),
+                "--server-max-file-size",
+            ),
             (self.max_conn_rate.is_some(), "--max-conn-rate"),
             (!self.allow.is_empty(), "--allow"),
             (!self.deny.is_empty(), "--deny"),
@@ -1014,7 +1038,10 @@ impl Args {
                 auth: self.auth.server()?,
                 psk: self.auth.psk()?.map(std::sync::Arc::new),
                 third_party: self.third_party_policy()?,
-                side: self.side_opts()?,
+                side: SideOpts {
+                    file_max_bytes: self.server_max_file_size()?,
+                    ..self.side_opts()?
+                },
             },
             daemon: self.daemon,
             pidfile: self.pidfile.clone(),

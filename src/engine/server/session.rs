@@ -359,9 +359,11 @@ impl Session<'_> {
                 .policy
                 .bitrate_limit
                 .map(|(bps, window_s)| (crate::stats::BitrateLimit::new(bps, window_s), 1.0)),
+            file_cap_told: false,
         };
         let ending = running.run_until(out, &mut watch)?;
         if let Some(why) = ending.stopped {
+            watch.tell_file_cap(&running, ending.at_s);
             // As iperf3: tell a client we are going away, then print what ran so far.
             if matches!(why, Stopped::ServerInterrupted(_)) {
                 let _ = ctrl.send_state(State::ServerTerminate);
@@ -377,6 +379,7 @@ impl Session<'_> {
         // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
         // wait is not test time. The streams' sockets close before the results.
         let fig = running.drain(out, ending.at_s);
+        watch.tell_file_cap(&running, running.now_s());
         let (sb, rb, _, _) = running.meter.totals();
         self.tally.set((sb, rb));
         running.close_streams();
@@ -479,7 +482,12 @@ impl Session<'_> {
         accepted: Vec<(u64, DataSock)>,
     ) -> Result<TestRun, TestError> {
         let side = &self.shared.cfg.side;
-        let mut run = TestRun::new(spec.clone(), Side::Server)?.with_file(side.file.clone());
+        let run = TestRun::new(spec.clone(), Side::Server)?;
+        // -F: opened once for the test, as iperf3 tells a client it cannot (IEFILE).
+        let mut run = match run.with_file(side.file.as_deref(), side.file_max_bytes) {
+            Ok(run) => run,
+            Err(e) => return Err(self.fail(ctrl, ErrCode::File, TestError::Io(e))),
+        };
         for (_, sock) in accepted {
             if let Err(e) = data_sock_opts(&sock, spec, side, peer.is_ipv6()) {
                 return Err(self.fail(
@@ -670,6 +678,24 @@ struct Watch<'a, 's> {
     receiving: Option<(ReceiveWatch, Duration)>,
     /// `--server-bitrate-limit`: the judge and when (test seconds) it next samples.
     rate_judge: Option<(crate::stats::BitrateLimit, f64)>,
+    /// `-F`: the log was told that `--server-max-file-size` stopped the writing.
+    file_cap_told: bool,
+}
+
+impl Watch<'_, '_> {
+    /// `-F`: log once that `--server-max-file-size` stopped the writing (while the test
+    /// runs, or after the drain for a test that ended first).
+    fn tell_file_cap(&mut self, run: &Running, now_s: f64) {
+        if !self.file_cap_told
+            && let Some((path, max)) = run.file_capped()
+        {
+            self.file_cap_told = true;
+            self.session.shared.log(&format!(
+                "-F: stopped writing {} at {max} bytes by {now_s:.1} s into the test (--server-max-file-size); the rest was received and not written",
+                path.display()
+            ));
+        }
+    }
 }
 
 impl Control for Watch<'_, '_> {
@@ -694,6 +720,7 @@ impl Control for Watch<'_, '_> {
         }
         let (sb, rb, _, _) = run.meter.totals();
         self.session.tally.set((sb, rb));
+        self.tell_file_cap(run, now_s);
         if let Some((judge, next_s)) = self.rate_judge.as_mut()
             && now_s >= *next_s
         {
