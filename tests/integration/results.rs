@@ -87,6 +87,46 @@ fn csv_client_run_over_loopback() {
     assert!(number(&head, recv_sum, "bytes") > 0.0);
 }
 
+/// A title or host name that a spreadsheet would run as a formula is written as text
+/// (OWASP's CSV injection), in `--csv` and in `netmeter csv`; numbers stay numbers.
+#[test]
+fn csv_text_cells_cannot_inject_formulas() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let out = client(
+        port,
+        &["--csv", "--fields", "title,bytes", "-t", "1", "-T", "=1+2"],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "title,bytes", "{csv}");
+    for l in &lines[1..] {
+        let (title, bytes) = l.rsplit_once(',').unwrap();
+        assert_eq!(title, "\"'=1+2\"", "{csv}");
+        assert!(bytes.parse::<u64>().is_ok(), "{csv}");
+    }
+    // A saved result whose text fields were written by someone else.
+    let dir = scratch("inject");
+    let mut doc = client_json(port, &["-t", "1"]);
+    doc["title"] = "@SUM(A1)".into();
+    doc["start"]["connected"][0]["remote_host"] = "-2+3".into();
+    let path = dir.join("r.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = netmeter_csv(&[
+        path.to_str().unwrap(),
+        "--fields",
+        "title,remote_host,stream,bytes",
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(row.starts_with("\"'@SUM(A1)\",\"'-2+3\","), "{csv}");
+    let bytes = row.rsplit(',').next().unwrap();
+    assert!(bytes.parse::<u64>().is_ok(), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--fields` picks and orders the columns of a live UDP run.
 #[test]
 fn csv_fields_on_a_udp_run() {
