@@ -320,7 +320,7 @@ fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
         retransmits: s.retransmits,
         ..Row::default()
     }
-    .with_udp(s.udp_recv, s.packets, s.netmeter)
+    .with_udp(s.udp_recv, s.packets, s.netmeter.as_deref().copied())
 }
 
 /// The rows of one interval: its streams, then its sum(s).
@@ -807,7 +807,7 @@ mod tests {
         let r = fixture("connect_only.json");
         let cols = Columns::parse("stream,connections,connect_mean_us,transactions").unwrap();
         let (head, got) = table(&rows(&r, &cols));
-        let ext = r.intervals[0].sum.netmeter.unwrap();
+        let ext = r.intervals[0].sum.netmeter.as_deref().copied().unwrap();
         assert_eq!(col(&head, &got[1], "stream"), "sum");
         assert_eq!(
             col(&head, &got[1], "connections"),

@@ -317,6 +317,43 @@ fn csv_refuses_bad_inputs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A result file over the documented limit (1 GiB) is refused before it is read, in
+/// one sentence, by every command that reads results. (The file is sparse: it takes no
+/// disk and no time to make.)
+#[test]
+fn result_files_over_the_size_limit_are_refused() {
+    let dir = scratch("huge");
+    let huge = dir.join("huge.json");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len((1 << 30) + 1).unwrap();
+    drop(f);
+    let h = huge.to_str().unwrap();
+    let out_svg = dir.join("o.svg");
+    let out_html = dir.join("o.html");
+    let out_csv = dir.join("o.csv");
+    for args in [
+        vec!["csv", h, "-o", out_csv.to_str().unwrap()],
+        vec!["plot", h, "-o", out_svg.to_str().unwrap()],
+        vec!["report", h, "-o", out_html.to_str().unwrap()],
+        vec!["compare", h, h],
+    ] {
+        let out = run(
+            Command::new(netmeter()).args(&args),
+            Duration::from_secs(20),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        assert!(
+            err.contains(&format!(
+                "cannot use {h}: it has 1073741825 bytes, more than the 1073741824 bytes (1 GiB) a result file may have"
+            )),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The real iperf3 3.18 and 3.22 write `--json-stream` lines and a `-J` document of a
 /// UDP and a TCP test; `netmeter csv` reads both, and the stream rows carry the bytes
 /// iperf3 wrote.
