@@ -17,6 +17,10 @@ and prints each one's maximum resident set size and its ratio to the size of the
 most 3x the file. Memory, not time: the figures hold on a busy machine.
 
 Run: python3 bench/result_memory.py [--mb 178] [--netmeter target/release/netmeter]
+
+Measured (release builds, --mb 178: a 219 MB document, a 252 MB --repeat document), peak
+over input: before (b145838) plot 6.67x, report 6.67x, csv 3.36x, compare 9.03x, compare
+of --repeat documents 12.85x; after 1.45x, 1.45x, 1.72x, 1.43x, 0.63x.
 """
 
 import argparse
