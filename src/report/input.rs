@@ -176,7 +176,12 @@ pub fn parse_result_from<R: BufRead + Seek>(r: &mut R) -> Result<Report, InputEr
             let mut text = String::new();
             r.take(MAX_RESULT_FILE_BYTES)
                 .read_to_string(&mut text)
-                .map_err(|_| InputError::NotJson("it is not UTF-8 text".into()))?;
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidData => {
+                        InputError::NotJson("it is not UTF-8 text".into())
+                    }
+                    _ => InputError::Read(e),
+                })?;
             Report::from_json_stream(&text).map_err(InputError::Stream)?
         }
         Kind::Document => document(r)?,
@@ -204,8 +209,8 @@ fn json_error(e: serde_json::Error) -> InputError {
 
 /// A `-J` document, read straight into the typed report. Only when that fails, a
 /// second pass that builds nothing says why (one JSON value, an object with `start`,
-/// `intervals` and `end`), and a third reads it through a `serde_json::Value`, where a
-/// repeated key keeps its last value: iperf3 3.12 writes `sock_bufsize`,
+/// `intervals` and `end`), and when the typed parse failed on a repeated key, a third
+/// reads it through a `serde_json::Value`, where a repeated key keeps its last value: iperf3 3.12 writes `sock_bufsize`,
 /// `sndbuf_actual` and `rcvbuf_actual` into `start` once per TCP stream
 /// (`iperf_tcp_connect`), which the typed structs refuse. (That `Value` takes several
 /// times the file, but only for such a document.)
@@ -237,8 +242,12 @@ fn document<R: BufRead + Seek>(r: &mut R) -> Result<Report, InputError> {
     if keys.start.is_none() || keys.intervals.is_none() || keys.end.is_none() {
         return Err(InputError::NotAResult);
     }
-    r.seek(SeekFrom::Start(0)).map_err(InputError::Read)?;
     let bad_shape = || InputError::BadShape(typed_error.to_string());
+    // Only a repeated key is worth the `Value`: any other shape error stays one.
+    if !typed_error.to_string().starts_with("duplicate field") {
+        return Err(bad_shape());
+    }
+    r.seek(SeekFrom::Start(0)).map_err(InputError::Read)?;
     let value: serde_json::Value = serde_json::from_reader(r.by_ref()).map_err(|_| bad_shape())?;
     let mut report: Report = serde_json::from_value(value).map_err(|_| bad_shape())?;
     report.end.local = super::load::roles_of(&report);
