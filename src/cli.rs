@@ -1011,6 +1011,12 @@ impl Args {
                 "--idle-timeout needs -1 (exit after that many idle seconds); without -1 netmeter already ends a stuck test by its own deadlines",
             ));
         }
+        // -F is one file per test: tests side by side would write over each other.
+        if self.file.is_some() && self.max_tests > 1 {
+            return Err(usage(
+                "-F gives every test one file; with --max-tests above 1 tests at once would write over each other (run one server per file)",
+            ));
+        }
         Ok(Command::Server {
             cfg: ServerConfig {
                 port: self.port,
@@ -1856,6 +1862,28 @@ mod tests {
             client(&["-c", "h", "--json-stream-full-output"])
                 .side
                 .json_stream_full
+        );
+    }
+
+    #[test]
+    fn server_file_size_cap_and_one_test_at_a_time() {
+        let side = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.side,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(side(&["-s", "-F", "x"]).file_max_bytes, Some(1 << 30));
+        let capped = side(&["-s", "-F", "x", "--server-max-file-size", "10M"]);
+        assert_eq!(capped.file_max_bytes, Some(10 << 20));
+        let none = side(&["-s", "-F", "x", "--server-max-file-size", "0"]);
+        assert_eq!(none.file_max_bytes, None);
+        assert!(
+            sentence(&["-s", "--server-max-file-size", "-1"]).contains("--server-max-file-size")
+        );
+        assert!(sentence(&["-s", "-F", "x", "--max-tests", "2"]).contains("--max-tests above 1"));
+        // A client writes what its own test receives: no cap.
+        assert_eq!(
+            client(&["-c", "h", "-R", "-F", "x"]).side.file_max_bytes,
+            None
         );
     }
 
