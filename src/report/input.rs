@@ -15,8 +15,8 @@
 //! once the typed parse has failed, on a second pass that builds nothing. A repetition
 //! document (`--repeat`'s `{"runs": [...]}`) is read run by run ([`read_runs`]), and a
 //! reader that needs no interval rows (`compare` without `--plot`) drops each run's rows
-//! before the next is read. `--json-stream` lines are read as text, a line at a time into
-//! the same types.
+//! before the next is read. `--json-stream` lines are read a line at a time into the same
+//! types.
 
 use super::Report;
 use super::load_stream::{self, StreamError};
@@ -173,16 +173,8 @@ pub fn parse_result_from<R: BufRead + Seek>(r: &mut R) -> Result<Report, InputEr
         Kind::Empty => return Err(InputError::Empty),
         Kind::Stream => {
             r.seek(SeekFrom::Start(0)).map_err(InputError::Read)?;
-            let mut text = String::new();
-            r.take(MAX_RESULT_FILE_BYTES)
-                .read_to_string(&mut text)
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::InvalidData => {
-                        InputError::NotJson("it is not UTF-8 text".into())
-                    }
-                    _ => InputError::Read(e),
-                })?;
-            Report::from_json_stream(&text).map_err(InputError::Stream)?
+            Report::from_json_stream_reader(r.take(MAX_RESULT_FILE_BYTES))
+                .map_err(InputError::Stream)?
         }
         Kind::Document => document(r)?,
     };
