@@ -132,6 +132,10 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     pub server_bitrate_limit: Option<String>,
+    /// With -F: write at most SIZE bytes of what clients send into the file (default
+    /// 1G; 0 = no limit); past it the test goes on and the log says so.
+    #[arg(long = "server-max-file-size", value_name = "SIZE")]
+    pub server_max_file_size: Option<String>,
     /// Tests the server runs at once; beyond it a client is told the server is busy.
     #[arg(long = "max-tests", value_name = "N", default_value_t = 1, value_parser = ranged::<usize>("--max-tests", 1, 1 << 20))]
     pub max_tests: usize,
@@ -829,6 +833,7 @@ impl Args {
             snd_timeout_ms: self.snd_timeout.filter(|&t| t > 0),
             rcv_timeout: self.rcv_timeout.map(Duration::from_millis),
             file: self.file.clone(),
+            file_max_bytes: None,
             // iperf3: a level below 0 means all (4); netmeter has one level.
             debug: self
                 .debug
@@ -927,6 +932,21 @@ impl Args {
         Ok((bps > 0).then_some((bps, window)))
     }
 
+    /// `--server-max-file-size SIZE`: what `-F` may write per test (0 = no limit).
+    fn server_max_file_size(&self) -> Result<Option<u64>, UsageError> {
+        let Some(arg) = &self.server_max_file_size else {
+            return Ok(Some(
+                crate::engine::disk_file::DEFAULT_SERVER_MAX_FILE_BYTES,
+            ));
+        };
+        not_negative(arg, || {
+            "--server-max-file-size must be 0 (no limit) or a size such as 10G".into()
+        })?;
+        let n =
+            units::parse_bytes(arg).map_err(|e| usage(format!("--server-max-file-size: {e}")))?;
+        Ok((n > 0).then_some(n))
+    }
+
     fn interval(&self) -> Result<f64, UsageError> {
         let i = self.interval;
         // iperf3 stops at 0.1 s; netmeter reports down to 1 ms.
@@ -1013,6 +1033,10 @@ impl Args {
                 "--max-tests-per-source",
             ),
             (self.test_idle_timeout.is_some(), "--test-idle-timeout"),
+            (
+                self.server_max_file_size.is_some(),
+                "--server-max-file-size",
+            ),
             (self.max_conn_rate.is_some(), "--max-conn-rate"),
             (!self.allow.is_empty(), "--allow"),
             (!self.deny.is_empty(), "--deny"),
@@ -1129,6 +1153,12 @@ impl Args {
                 "--idle-timeout needs -1 (exit after that many idle seconds); without -1 netmeter already ends a stuck test by its own deadlines",
             ));
         }
+        // -F is one file per test: tests side by side would write over each other.
+        if self.file.is_some() && self.max_tests > 1 {
+            return Err(usage(
+                "-F gives every test one file; with --max-tests above 1 tests at once would write over each other (run one server per file)",
+            ));
+        }
         Ok(Command::Server {
             cfg: ServerConfig {
                 port: self.port,
@@ -1157,7 +1187,10 @@ impl Args {
                 auth: self.auth.server()?,
                 psk: self.auth.psk()?.map(std::sync::Arc::new),
                 third_party: self.third_party_policy()?,
-                side: self.side_opts()?,
+                side: SideOpts {
+                    file_max_bytes: self.server_max_file_size()?,
+                    ..self.side_opts()?
+                },
             },
             daemon: self.daemon,
             pidfile: self.pidfile.clone(),
@@ -2094,6 +2127,28 @@ mod tests {
             client(&["-c", "h", "--json-stream-full-output"])
                 .side
                 .json_stream_full
+        );
+    }
+
+    #[test]
+    fn server_file_size_cap_and_one_test_at_a_time() {
+        let side = |args: &[&str]| match parse(args).unwrap() {
+            Command::Server { cfg, .. } => cfg.side,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(side(&["-s", "-F", "x"]).file_max_bytes, Some(1 << 30));
+        let capped = side(&["-s", "-F", "x", "--server-max-file-size", "10M"]);
+        assert_eq!(capped.file_max_bytes, Some(10 << 20));
+        let none = side(&["-s", "-F", "x", "--server-max-file-size", "0"]);
+        assert_eq!(none.file_max_bytes, None);
+        assert!(
+            sentence(&["-s", "--server-max-file-size", "-1"]).contains("--server-max-file-size")
+        );
+        assert!(sentence(&["-s", "-F", "x", "--max-tests", "2"]).contains("--max-tests above 1"));
+        // A client writes what its own test receives: no cap.
+        assert_eq!(
+            client(&["-c", "h", "-R", "-F", "x"]).side.file_max_bytes,
+            None
         );
     }
 

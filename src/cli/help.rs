@@ -45,6 +45,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "max_tests",
             "max_tests_per_source",
             "test_idle_timeout",
+            "server_max_file_size",
             "max_streams",
             "max_conn_rate",
             "allow",

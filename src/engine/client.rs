@@ -590,7 +590,7 @@ impl Talk<'_> {
         }
         self.warnings.extend(negotiated.client_warnings(&cfg.host));
         let mut run = TestRun::new(self.asked.negotiated(negotiated), self.side())?
-            .with_file(cfg.side.file.clone())
+            .with_file(cfg.side.file.as_deref(), cfg.side.file_max_bytes)?
             .with_peak(self.peak());
         for w in &self.warnings {
             out.warning(w);

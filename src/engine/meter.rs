@@ -169,13 +169,13 @@ impl Meter {
                 .iter()
                 .filter_map(|r| r.netmeter.as_ref().and_then(|n| n.transactions))
                 .sum();
-            iv.sum.netmeter = Some(StreamExt {
+            iv.sum.netmeter = Some(Box::new(StreamExt {
                 udp: None,
                 transactions: Some(transactions),
                 rtt: merged.as_ref().and_then(Hist::stats),
                 owd: None,
                 ..StreamExt::default()
-            });
+            }));
         }
         conn_sum.finish(&mut iv, self.answered.as_mut());
         profile_sum.finish(&mut iv);

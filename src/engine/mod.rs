@@ -12,6 +12,7 @@ pub mod client;
 pub mod clock;
 pub mod connect;
 pub mod ctrl;
+pub mod disk_file;
 pub mod live;
 pub mod max_rate;
 pub mod meter;

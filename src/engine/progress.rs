@@ -40,7 +40,7 @@ pub fn status_line(label: Option<&str>, total_s: Option<f64>, iv: &Interval) -> 
         _ => format!("{elapsed:.1} s"),
     });
     let bidir = iv.sum_bidir_reverse.is_some();
-    for s in std::iter::once(&iv.sum).chain(iv.sum_bidir_reverse.as_ref()) {
+    for s in std::iter::once(&iv.sum).chain(iv.sum_bidir_reverse.as_deref()) {
         parts.push(sum_status(s, bidir));
     }
     // The sender's smoothed RTT, averaged over its streams (TCP_INFO, this side only).
@@ -207,10 +207,10 @@ mod tests {
             "1.0/2.0 s  100 Mbits/sec loss 0.50% jitter 0.012 ms"
         );
         let mut b = tcp_interval();
-        b.sum_bidir_reverse = Some(SumInterval {
+        b.sum_bidir_reverse = Some(Box::new(SumInterval {
             bits_per_second: 5e8,
             ..SumInterval::default()
-        });
+        }));
         assert!(
             status_line(None, Some(10.0), &b)
                 .starts_with("3.5/10.0 s  sending 943 Mbits/sec retr 2  receiving 500 Mbits/sec")

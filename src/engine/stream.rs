@@ -7,6 +7,7 @@
 //! `recvmmsg` batch; only the control thread ever contends for it, once per interval.
 
 use super::clock;
+use super::disk_file::DiskFile;
 use super::record::StreamShared;
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
@@ -96,9 +97,10 @@ pub struct Worker {
     /// `--working-load`: bulk senders start at this instant; the probe files its
     /// round trips before it as idle and after it as loaded.
     pub load_start: Option<Instant>,
-    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end; a
-    /// receiver writes what it receives to the file (created or truncated), as iperf3.
-    pub file: Option<std::path::PathBuf>,
+    /// `-F FILE` (TCP), opened once for the test and shared by its streams: a sender
+    /// sends the file's next bytes and stops at its end; a receiver writes what it
+    /// receives at the file's next offset (`disk_file`).
+    pub file: Option<Arc<DiskFile>>,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -184,8 +186,8 @@ pub fn spawn(w: Worker, sock: DataSock) -> io::Result<JoinHandle<()>> {
 pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     let name = format!("nm-tcp-{}", w.shared.id);
     spawn_loop(name, w, move |w| match (w.shared.sender, &w.file) {
-        (true, Some(f)) => tcp_send_file(w, f, sock),
-        (true, None) => tcp_send(w, sock),
+        (true, Some(f)) if f.is_source() => tcp_send_file(w, f, sock),
+        (true, _) => tcp_send(w, sock),
         (false, _) => tcp_recv(w, sock),
     })
 }
@@ -313,16 +315,11 @@ fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
     }
 }
 
-/// `-F`: send the file's bytes, `-b`-paced and within the `-n`/`-k` budget like any
-/// block, and stop at the end of the file (iperf3's `diskfile_send`).
-fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io::Result<()> {
+/// `-F`: send the file's next bytes (the streams share the file: each byte goes out
+/// once), `-b`-paced and within the `-n`/`-k` budget like any block, and stop at the end
+/// of the file (iperf3's `diskfile_send`).
+fn tcp_send_file(w: &Worker, file: &DiskFile, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
-    let mut file = std::fs::File::open(path).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot read -F file {}: {e}", path.display()),
-        )
-    })?;
     let mut buf = vec![0u8; w.block_len];
     let origin = w.pace_origin.unwrap_or_else(Instant::now);
     let mut pacer = pacer(w, w.block_len, origin);
@@ -333,7 +330,7 @@ fn tcp_send_file(w: &Worker, path: &std::path::Path, mut sock: TcpStream) -> io:
             Next::Done => break,
             Next::Block(n) => n,
         };
-        let n = file.read(&mut buf[..want])?;
+        let n = file.read_next(&mut buf[..want])?;
         if n == 0 {
             break; // the end of the file ends this sender
         }
@@ -385,16 +382,8 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     let mut buf = sock::PageBuf::new(if w.skip_rx_copy { 0 } else { rx })?;
     let (mut bytes, mut reads) = (0u64, 0u64);
     let mut frames = wire::TcpFrameParser::default();
-    // -F: what arrives goes to the file.
-    let mut file = match &w.file {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot write -F file {}: {e}", p.display()),
-            )
-        })?),
-        None => None,
-    };
+    // -F: what arrives goes to the file (a source, with --bidir, is not written).
+    let file = w.file.as_deref().filter(|f| !f.is_source());
     while !w.stop.load(Ordering::Relaxed) {
         let r = if w.skip_rx_copy {
             sock::recv_trunc(sock.as_fd(), rx)
@@ -404,8 +393,8 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         match r {
             Ok(0) => break, // the sender closed: normal at the end of a test
             Ok(n) => {
-                if let Some(f) = file.as_mut() {
-                    f.write_all(&buf[..n])?;
+                if let Some(f) = file {
+                    f.write_next(&buf[..n])?;
                 }
                 bytes += n as u64;
                 reads += 1;

@@ -27,6 +27,9 @@ pub struct SideOpts {
     /// `-F FILE` (TCP): what this side sends comes from the file, what it receives goes
     /// to it.
     pub file: Option<std::path::PathBuf>,
+    /// `--server-max-file-size` (server): `-F` writes at most this many bytes of what
+    /// arrives (`None`: no limit; the client writes what its own test receives).
+    pub file_max_bytes: Option<u64>,
     /// `--rcv-timeout MS`: a receiving side gives up when no data arrives for this long.
     pub rcv_timeout: Option<Duration>,
     /// `--snd-timeout MS`: TCP_USER_TIMEOUT on this side's control and TCP data sockets.

@@ -9,6 +9,7 @@
 //! between the first stream and the final figures is here, once.
 
 use super::connect::{self, Target};
+use super::disk_file::{self, DiskFile};
 use super::live::{
     LiveStreams, budget_for, connected_entry, data_path, load_start, make_worker,
     probe_capabilities, udp_offload_note, udp_offloads,
@@ -60,9 +61,9 @@ pub struct TestRun {
     payload: Arc<Vec<u8>>,
     zerocopy: Option<Arc<std::fs::File>>,
     budget: Option<Arc<Budget>>,
-    /// `-F FILE` (TCP): a sender sends the file's bytes and stops at its end, a receiver
-    /// writes what arrives into it.
-    file: Option<std::path::PathBuf>,
+    /// `-F FILE` (TCP), opened once for the test: a sender sends the file's bytes and
+    /// stops at its end, a receiver writes what arrives into it.
+    file: Option<Arc<DiskFile>>,
     /// The client's `--line-rate`: the peak the end summary's efficiency is judged against.
     peak: Option<crate::host::facts::Peak>,
 }
@@ -114,10 +115,26 @@ impl TestRun {
         self
     }
 
-    /// `-F FILE`: this side's streams send from or write to the file (TCP only).
-    pub fn with_file(mut self, file: Option<std::path::PathBuf>) -> TestRun {
-        self.file = file.filter(|_| self.spec.protocol == Protocol::Tcp);
-        self
+    /// `-F FILE`: this side's streams send from or write to the file (TCP only),
+    /// opened here, once for the test: a side that sends on any stream reads it, one
+    /// that only receives creates or truncates it and writes at most `max_bytes`
+    /// (`disk_file`).
+    pub fn with_file(
+        mut self,
+        file: Option<&std::path::Path>,
+        max_bytes: Option<u64>,
+    ) -> std::io::Result<TestRun> {
+        let Some(path) = file.filter(|_| self.spec.protocol == Protocol::Tcp) else {
+            return Ok(self);
+        };
+        let client = matches!(self.side, Side::Client { .. });
+        let sends = (0..self.spec.total_streams()).any(|i| self.spec.client_sends(i) == client);
+        let role = match sends {
+            true => disk_file::Use::Source,
+            false => disk_file::Use::Sink { max_bytes },
+        };
+        self.file = Some(Arc::new(DiskFile::open(path, role)?));
+        Ok(self)
     }
 
     /// The test as both ends run it.
@@ -335,7 +352,7 @@ pub struct Running {
     origin: Instant,
     /// `-F`: the senders end the test at the end of their file; the end summary says
     /// how much of it went over each stream.
-    file: Option<std::path::PathBuf>,
+    file: Option<Arc<DiskFile>>,
     /// `--line-rate`'s peak (client).
     peak: Option<crate::host::facts::Peak>,
 }
@@ -398,6 +415,12 @@ impl Running {
             now_s,
             self.file.is_some(),
         )
+    }
+
+    /// `-F`: the cap this side's file stopped being written at, once it has.
+    pub fn file_capped(&self) -> Option<(&std::path::Path, u64)> {
+        let f = self.file.as_ref()?;
+        f.capped().map(|max| (f.path(), max))
     }
 
     /// Tell the sending threads to stop without waiting for them: a paced sender asleep
@@ -492,9 +515,9 @@ impl Running {
         inputs.threads = fig.threads.clone();
         inputs.peak = self.peak;
         // As iperf3 (fstat of the open file): the size when the test ended.
-        inputs.disk_file = self.file.as_ref().and_then(|p| {
-            let size = std::fs::metadata(p).ok()?.len();
-            Some((p.display().to_string(), size))
+        inputs.disk_file = self.file.as_ref().and_then(|f| {
+            let size = f.size().ok()?;
+            Some((f.path().display().to_string(), size))
         });
         if peer.is_some() {
             inputs.connect_only_answered = self.meter.answered.as_ref().map(|a| {

@@ -200,26 +200,19 @@ pub enum ExperimentError {
 
 /// Read a result file: one result (netmeter's or iperf3's `-J` document or
 /// `--json-stream` lines, checked by [`crate::report::input`]) or a repetition document
-/// (`{"runs": [document, ...], ...}`, from `--repeat`): its runs.
-pub fn load_runs(path: &Path) -> Result<Vec<Report>, ExperimentError> {
+/// (`{"runs": [document, ...], ...}`, from `--repeat`): its runs. Without
+/// `keep_intervals` (a comparison draws nothing) each run keeps only its last interval
+/// row: the figures come from the end summary, and the file is read run by run, so
+/// memory stays near one run's size rather than the whole file's.
+pub fn load_runs(path: &Path, keep_intervals: bool) -> Result<Vec<Report>, ExperimentError> {
     let file_error = |why| {
         ExperimentError::Input(input::FileError {
             path: path.to_path_buf(),
             why,
         })
     };
-    let text = std::fs::read_to_string(path).map_err(|e| file_error(input::InputError::Read(e)))?;
-    let repetitions = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|doc| doc.get("runs").and_then(|r| r.as_array()).cloned());
-    let runs = match repetitions {
-        Some(runs) => runs
-            .iter()
-            .map(|r| input::parse_result(&r.to_string()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(file_error)?,
-        None => vec![input::parse_result(&text).map_err(file_error)?],
-    };
+    let mut r = input::open_result(path).map_err(file_error)?;
+    let runs = runs_from(&mut r, keep_intervals).map_err(file_error)?;
     if runs.is_empty() || runs.iter().any(|r| super::figures::figures(r).is_empty()) {
         return Err(ExperimentError::NoResults {
             path: path.to_path_buf(),
@@ -228,10 +221,29 @@ pub fn load_runs(path: &Path) -> Result<Vec<Report>, ExperimentError> {
     Ok(runs)
 }
 
+/// The runs of a result read from `r`, as [`load_runs`] reads a file.
+pub fn runs_from<R: std::io::BufRead + std::io::Seek>(
+    r: &mut R,
+    keep_intervals: bool,
+) -> Result<Vec<Report>, input::InputError> {
+    match input::read_runs(r, keep_intervals)? {
+        input::Runs::Repetition(runs) => Ok(runs),
+        input::Runs::NotRepetition => {
+            let mut run = input::parse_result_from(r)?;
+            if !keep_intervals {
+                let last = run.intervals.pop();
+                run.intervals = last.into_iter().collect();
+            }
+            Ok(vec![run])
+        }
+    }
+}
+
 /// `netmeter compare`: print the comparison; `Err(Worse)` for `--fail-if-worse`.
 pub fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> Result<(), ExperimentError> {
-    let base = load_runs(&a.base)?;
-    let new = load_runs(&a.new)?;
+    // Only a plot needs the runs' interval rows.
+    let base = load_runs(&a.base, a.plot.is_some())?;
+    let new = load_runs(&a.new, a.plot.is_some())?;
     let c: Comparison = compare::compare(&base, &new)?;
     if a.json {
         let doc = serde_json::json!({
@@ -297,19 +309,62 @@ mod tests {
         assert!(e.to_string().contains("not a percentage"), "{e}");
     }
 
+    /// Dropping the interval rows (`compare` without `--plot`) changes no figure, for a
+    /// single result of either tool and for a repetition document.
+    #[test]
+    fn runs_without_their_rows_give_the_same_figures() {
+        let dir = std::env::temp_dir().join(format!("nm-compare-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/testdata");
+        let tcp: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(testdata.join("tcp.json")).unwrap())
+                .unwrap();
+        let repeat = dir.join("repeat.json");
+        let doc = serde_json::json!({"netmeter_repeat": {}, "runs": [tcp, tcp, tcp]});
+        std::fs::write(&repeat, doc.to_string()).unwrap();
+        let mut paths = vec![repeat];
+        for f in [
+            "tcp.json",
+            "udp_bidir.json",
+            "iperf3_322_tcp.json",
+            "iperf3_312_tcp_p2.json",
+        ] {
+            paths.push(testdata.join(f));
+        }
+        for p in &paths {
+            let all = load_runs(p, true).unwrap();
+            let cut = load_runs(p, false).unwrap();
+            assert_eq!(all.len(), cut.len(), "{}", p.display());
+            for (a, c) in all.iter().zip(&cut) {
+                assert!(c.intervals.len() <= 1, "{}", p.display());
+                use crate::experiment::figures::{Figure, figures};
+                let (fa, fc) = (figures(a), figures(c));
+                let key = |f: &[Figure]| -> Vec<(String, u64)> {
+                    f.iter()
+                        .map(|f| (f.key.clone(), f.value.to_bits()))
+                        .collect()
+                };
+                assert_eq!(key(&fa), key(&fc), "{}", p.display());
+                assert_eq!(a.end, c.end, "{}", p.display());
+            }
+        }
+        assert_eq!(load_runs(&paths[0], false).unwrap().len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn unreadable_and_empty_files_say_so() {
         let dir = std::env::temp_dir().join(format!("nm-compare-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let missing = dir.join("missing.json");
-        let e = load_runs(&missing).unwrap_err();
+        let e = load_runs(&missing, false).unwrap_err();
         assert!(
             e.to_string().contains("missing.json: cannot read it: "),
             "{e}"
         );
         let garbage = dir.join("garbage.json");
         std::fs::write(&garbage, "not json").unwrap();
-        let e = load_runs(&garbage).unwrap_err();
+        let e = load_runs(&garbage, false).unwrap_err();
         assert!(
             e.to_string().contains("garbage.json: it is not JSON"),
             "{e}"
@@ -320,7 +375,7 @@ mod tests {
             r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}"#,
         )
         .unwrap();
-        let e = load_runs(&failed).unwrap_err();
+        let e = load_runs(&failed, true).unwrap_err();
         assert!(
             e.to_string()
                 .ends_with("the test it records failed: unable to connect to server"),

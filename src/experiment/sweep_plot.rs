@@ -97,13 +97,32 @@ pub type SweepData = (Vec<Swept>, Vec<Cell>);
 /// A sweep document's swept options and cells; `Ok(None)` when `text` is not a sweep
 /// document (no `netmeter_sweep` key), an error sentence when it is one but damaged.
 pub fn read_document(text: &str) -> Result<Option<SweepData>, String> {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
-        return Ok(None);
-    };
-    if v.get("netmeter_sweep").is_none() {
-        return Ok(None);
+    read_document_from(&mut std::io::Cursor::new(text.as_bytes()))
+}
+
+/// [`read_document`] from a reader (rewound first). A first pass that builds nothing
+/// looks for the `netmeter_sweep` key; only a sweep document is read, straight into
+/// the parts the chart needs (its runs are skipped, never held).
+pub fn read_document_from<R: std::io::BufRead + std::io::Seek>(
+    r: &mut R,
+) -> Result<Option<SweepData>, String> {
+    #[derive(Deserialize)]
+    struct Probe {
+        netmeter_sweep: Option<serde::de::IgnoredAny>,
     }
-    let doc: Doc = serde_json::from_value(v)
+    let rewind = |r: &mut R| {
+        r.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| e.to_string())
+    };
+    rewind(r)?;
+    match serde_json::from_reader::<_, Probe>(r.by_ref()) {
+        Ok(Probe {
+            netmeter_sweep: Some(_),
+        }) => {}
+        _ => return Ok(None),
+    }
+    rewind(r)?;
+    let doc: Doc = serde_json::from_reader(r.by_ref())
         .map_err(|e| format!("it is a netmeter sweep document but not a whole one: {e}"))?;
     if doc.netmeter_sweep.swept.is_empty() {
         return Err("it is a netmeter sweep document with no swept option".to_string());
@@ -431,10 +450,12 @@ pub fn sweep_charts_of(paths: &[PathBuf]) -> Result<Option<Vec<Chart>>, String> 
 fn sweep_of(paths: &[PathBuf]) -> Result<Option<(&Path, SweepData)>, String> {
     let mut found = None;
     for p in paths {
-        let Ok(text) = std::fs::read_to_string(p) else {
+        // One that does not open (or is over the size limit) is the ordinary
+        // loader's to report.
+        let Ok(mut r) = crate::report::input::open_result(p) else {
             continue;
         };
-        let doc = read_document(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let doc = read_document_from(&mut r).map_err(|e| format!("{}: {e}", p.display()))?;
         if let Some(d) = doc {
             if paths.len() > 1 {
                 return Err(format!(

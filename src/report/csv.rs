@@ -6,7 +6,8 @@
 //! of [`Field::ALL`], never rename one. Cells are plain numbers (`.` decimal point,
 //! Rust's shortest round-trip form, never an exponent or a unit suffix) or empty when the
 //! row has no such figure (a TCP row's `jitter_ms`, a receiver's `retransmits`). Text
-//! cells are quoted as RFC 4180 says when they hold a comma, a quote or a line break.
+//! cells are quoted as RFC 4180 says when they hold a comma, a quote or a line break,
+//! and neutralised (a leading `'`, quoted) when they start like a spreadsheet formula.
 //!
 //! [`rows`] renders a whole [`Report`] (`netmeter csv RESULT.json`); [`CsvRenderer`] is
 //! the same rendering as an [`Observer`] of a running client test (`--csv`): the header
@@ -319,7 +320,7 @@ fn sum_row(ctx: &RowCtx, s: &SumInterval) -> Row {
         retransmits: s.retransmits,
         ..Row::default()
     }
-    .with_udp(s.udp_recv, s.packets, s.netmeter)
+    .with_udp(s.udp_recv, s.packets, s.netmeter.as_deref().copied())
 }
 
 /// The rows of one interval: its streams, then its sum(s).
@@ -453,10 +454,17 @@ fn us(out: &mut String, stats: Option<LatencyStats>, pick: impl Fn(&LatencyStats
     }
 }
 
-/// A text cell, quoted when it must be (RFC 4180).
+/// A text cell, quoted when it must be (RFC 4180). A text that a spreadsheet would
+/// take for a formula (OWASP's CSV injection: a first character of `=`, `+`, `-`, `@`,
+/// tab or carriage return) gets a leading `'` and quotes, so it shows as the text it is;
+/// a title or a host name from a result file is anyone's text. Numbers never come here.
 pub(crate) fn text(out: &mut String, s: &str) {
-    if s.contains([',', '"', '\n', '\r']) {
+    let formula = s.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if formula || s.contains([',', '"', '\n', '\r']) {
         out.push('"');
+        if formula {
+            out.push('\'');
+        }
         out.push_str(&s.replace('"', "\"\""));
         out.push('"');
     } else {
@@ -799,7 +807,7 @@ mod tests {
         let r = fixture("connect_only.json");
         let cols = Columns::parse("stream,connections,connect_mean_us,transactions").unwrap();
         let (head, got) = table(&rows(&r, &cols));
-        let ext = r.intervals[0].sum.netmeter.unwrap();
+        let ext = r.intervals[0].sum.netmeter.as_deref().copied().unwrap();
         assert_eq!(col(&head, &got[1], "stream"), "sum");
         assert_eq!(
             col(&head, &got[1], "connections"),
@@ -832,6 +840,37 @@ mod tests {
         r.title = Some("lab, \"run 2\"".into());
         let csv = rows(&r, &Columns::parse("kind,title").unwrap());
         assert_eq!(csv.lines().nth(1), Some("interval,\"lab, \"\"run 2\"\"\""));
+    }
+
+    #[test]
+    fn text_that_looks_like_a_formula_stays_text_and_numbers_stay_numbers() {
+        for (title, cell) in [
+            (
+                "=HYPERLINK(\"http://x\")",
+                "\"'=HYPERLINK(\"\"http://x\"\")\"",
+            ),
+            ("+1+2", "\"'+1+2\""),
+            ("-2+3", "\"'-2+3\""),
+            ("@SUM(A1)", "\"'@SUM(A1)\""),
+            ("\t=1", "\"'\t=1\""),
+            ("lab 2 = ok", "lab 2 = ok"),
+        ] {
+            let mut r = fixture("tcp.json");
+            r.title = Some(title.into());
+            r.start.connected[0].remote_host = title.into();
+            let csv = rows(&r, &Columns::parse("title,remote_host").unwrap());
+            assert_eq!(
+                csv.lines().nth(1),
+                Some(format!("{cell},{cell}").as_str()),
+                "{title}"
+            );
+        }
+        // A negative number is a number: a non-finite or negative figure is never
+        // quoted (the ones that can be negative are floats, e.g. a clock offset).
+        let mut out = String::new();
+        num(&mut out, -1.5);
+        opt(&mut out, Some(-3i64));
+        assert_eq!(out, "-1.5-3");
     }
 
     /// The live renderer writes what `rows` writes for the same report.

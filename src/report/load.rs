@@ -113,7 +113,7 @@ impl From<SumIntervalDoc> for SumInterval {
             packets,
             omitted: d.omitted,
             sender: d.sender,
-            netmeter: d.netmeter,
+            netmeter: d.netmeter.map(Box::new),
         }
     }
 }

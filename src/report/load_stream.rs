@@ -48,11 +48,23 @@ impl Report {
     /// Read `--json-stream` lines. Roles are inferred as for a document
     /// ([`Report::from_document`]).
     pub fn from_json_stream(text: &str) -> Result<Report, StreamError> {
+        Report::from_json_stream_reader(text.as_bytes())
+    }
+
+    /// Read `--json-stream` lines from `reader`, one line in memory at a time.
+    pub fn from_json_stream_reader(reader: impl std::io::BufRead) -> Result<Report, StreamError> {
         let mut r = Report::default();
         let mut events = 0;
         let mut started = false;
-        for (i, raw) in text.lines().enumerate() {
+        for (i, raw) in reader.lines().enumerate() {
             let line = i + 1;
+            let raw = raw.map_err(|e| StreamError::NotJson {
+                line,
+                why: match e.kind() {
+                    std::io::ErrorKind::InvalidData => "it is not UTF-8 text".to_string(),
+                    _ => e.to_string(),
+                },
+            })?;
             let raw = raw.trim();
             if raw.is_empty() {
                 continue;

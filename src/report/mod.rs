@@ -271,18 +271,21 @@ pub struct SumInterval {
     pub packets: Option<u64>,
     pub omitted: bool,
     pub sender: bool,
-    /// netmeter: transactions and round-trip times of all streams (bounceback).
+    /// netmeter: transactions and round-trip times of all streams (bounceback). Boxed,
+    /// as `StreamInterval::netmeter`: most sums have none (128 bytes a sum, not 864).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub netmeter: Option<StreamExt>,
+    pub netmeter: Option<Box<StreamExt>>,
 }
 
-/// One element of `intervals`.
+/// One element of `intervals`. The reverse sum is boxed: only `--bidir` has one, and a
+/// report keeps an interval per `-i` for the whole test (read back from a large `-J`
+/// file, the typed report should not outgrow the file).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Interval {
     pub streams: Vec<StreamInterval>,
     pub sum: SumInterval,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sum_bidir_reverse: Option<SumInterval>,
+    pub sum_bidir_reverse: Option<Box<SumInterval>>,
     /// The one-way delays this side received in the interval (all streams merged):
     /// `[upper bound µs, count]` per non-empty bucket, for the text's per-interval
     /// `--histograms`. Not in the JSON (the end object carries the whole test's).

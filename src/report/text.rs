@@ -211,7 +211,12 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
         format_rate(s.bits_per_second, ctx.format)
     );
     // `--working-load` mixes bulk rows with the probe's: its [SUM] is bulk figures.
-    let tail = if let Some(x) = s.netmeter.filter(|n| n.transactions.is_some() && !mixed) {
+    let tail = if let Some(x) = s
+        .netmeter
+        .as_deref()
+        .copied()
+        .filter(|n| n.transactions.is_some() && !mixed)
+    {
         bounce_tail(&x, s.seconds)
     } else if let Some(u) = &s.udp_recv {
         format!(
@@ -228,7 +233,7 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
     } else {
         String::new()
     };
-    let profile = profile::row_suffix(s.netmeter);
+    let profile = profile::row_suffix(s.netmeter.as_deref().copied());
     format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
 }
 
@@ -326,7 +331,7 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
         // client-to-server direction is this side's sending one on the client.
         for (local_sender, sum) in [
             (ctx.client, Some(&iv.sum)),
-            (!ctx.client, iv.sum_bidir_reverse.as_ref()),
+            (!ctx.client, iv.sum_bidir_reverse.as_deref()),
         ] {
             for r in iv.streams.iter().filter(|r| r.sender == local_sender) {
                 out.push_str(&row_line(ctx, ctx.id(r.socket, r.sender), r));

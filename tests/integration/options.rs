@@ -1164,6 +1164,99 @@ fn file_option_sends_the_files_bytes_and_the_receiver_writes_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// How often each byte value occurs in `data`: equal for two files holding the same
+/// bytes in any order.
+fn byte_counts(data: &[u8]) -> Vec<usize> {
+    let mut c = vec![0usize; 256];
+    for &b in data {
+        c[b as usize] += 1;
+    }
+    c
+}
+
+#[test]
+fn file_option_with_parallel_streams_keeps_every_byte() {
+    let (dir, data) = file_with("fp", 3 * 1024 * 1024 + 321);
+    let (src, dst) = (dir.join("in"), dir.join("out"));
+    // The server writes what four streams send: every byte received is in the file
+    // (iperf3, and netmeter before, truncated the file per stream and wrote each from
+    // offset 0: 8,000,000 bytes received left 4,063,232).
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &["-F", &arg(&dst)]);
+    let v = client_json(port, &["-P", "4", "-n", "8000000"]);
+    let received = u64_at(&v, "/end/sum_received/bytes");
+    assert_eq!(received, 8_000_000, "{v}");
+    wait_until("the server's file", || {
+        std::fs::metadata(&dst).is_ok_and(|m| m.len() == received)
+    });
+    // The client sends its file over four streams: each byte goes out once (each
+    // stream used to send the file's beginning again), and the server keeps them all.
+    std::fs::remove_file(&dst).unwrap();
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &["-F", &arg(&dst)]);
+    let v = client_json(port, &["-P", "4", "-l", "64K", "-F", &arg(&src)]);
+    assert_eq!(u64_at(&v, "/end/sum_sent/bytes"), data.len() as u64, "{v}");
+    let sent: u64 = (0..4)
+        .map(|i| u64_at(&v["end"]["streams"][i]["diskfile"], "/sent"))
+        .sum();
+    assert_eq!(sent, data.len() as u64, "{v}");
+    wait_until("the server's file", || {
+        std::fs::metadata(&dst).is_ok_and(|m| m.len() == data.len() as u64)
+    });
+    assert!(
+        byte_counts(&std::fs::read(&dst).unwrap()) == byte_counts(&data),
+        "the server's file holds other bytes than the client's"
+    );
+    // Reverse: the server sends its file over four streams, the client keeps them all.
+    let back = dir.join("back");
+    let port = free_port();
+    let (_srv, _) = netmeter_server(port, &["-F", &arg(&src)]);
+    let v = client_json(port, &["-R", "-P", "4", "-t", "20", "-F", &arg(&back)]);
+    assert_eq!(
+        u64_at(&v, "/end/sum_received/bytes"),
+        data.len() as u64,
+        "{v}"
+    );
+    let got = std::fs::read(&back).unwrap();
+    assert_eq!(got.len(), data.len());
+    assert!(
+        byte_counts(&got) == byte_counts(&data),
+        "reverse: other bytes"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn server_file_writes_stop_at_the_cap_and_the_log_says_so() {
+    let (dir, _) = file_with("fc", 0);
+    let dst = dir.join("out");
+    let port = free_port();
+    let (_srv, log) = netmeter_server(port, &["-F", &arg(&dst), "--server-max-file-size", "1M"]);
+    let v = client_json(port, &["-P", "2", "-n", "3M"]);
+    // The test went on and was measured whole; the file stopped at the cap.
+    assert_eq!(u64_at(&v, "/end/sum_received/bytes"), 3 << 20, "{v}");
+    assert!(
+        log.wait_for("--server-max-file-size", 1, Duration::from_secs(10)),
+        "{}",
+        log.text()
+    );
+    let text = log.text();
+    assert!(
+        text.contains(&format!(
+            "-F: stopped writing {} at 1048576 bytes",
+            arg(&dst)
+        )),
+        "{text}"
+    );
+    assert_eq!(std::fs::metadata(&dst).unwrap().len(), 1 << 20);
+    // The cap is the server's: a client is told so.
+    assert!(
+        usage_error(&["--server-max-file-size", "1M"]).contains("is a server option"),
+        "a client accepted --server-max-file-size"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),

@@ -87,6 +87,46 @@ fn csv_client_run_over_loopback() {
     assert!(number(&head, recv_sum, "bytes") > 0.0);
 }
 
+/// A title or host name that a spreadsheet would run as a formula is written as text
+/// (OWASP's CSV injection), in `--csv` and in `netmeter csv`; numbers stay numbers.
+#[test]
+fn csv_text_cells_cannot_inject_formulas() {
+    let port = free_port();
+    let (_srv, _log) = netmeter_server(port, &[]);
+    let out = client(
+        port,
+        &["--csv", "--fields", "title,bytes", "-t", "1", "-T", "=1+2"],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "title,bytes", "{csv}");
+    for l in &lines[1..] {
+        let (title, bytes) = l.rsplit_once(',').unwrap();
+        assert_eq!(title, "\"'=1+2\"", "{csv}");
+        assert!(bytes.parse::<u64>().is_ok(), "{csv}");
+    }
+    // A saved result whose text fields were written by someone else.
+    let dir = scratch("inject");
+    let mut doc = client_json(port, &["-t", "1"]);
+    doc["title"] = "@SUM(A1)".into();
+    doc["start"]["connected"][0]["remote_host"] = "-2+3".into();
+    let path = dir.join("r.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = netmeter_csv(&[
+        path.to_str().unwrap(),
+        "--fields",
+        "title,remote_host,stream,bytes",
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(row.starts_with("\"'@SUM(A1)\",\"'-2+3\","), "{csv}");
+    let bytes = row.rsplit(',').next().unwrap();
+    assert!(bytes.parse::<u64>().is_ok(), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--fields` picks and orders the columns of a live UDP run.
 #[test]
 fn csv_fields_on_a_udp_run() {
@@ -274,6 +314,43 @@ fn csv_refuses_bad_inputs() {
     let out = netmeter_csv(&[missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read it"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A result file over the documented limit (1 GiB) is refused before it is read, in
+/// one sentence, by every command that reads results. (The file is sparse: it takes no
+/// disk and no time to make.)
+#[test]
+fn result_files_over_the_size_limit_are_refused() {
+    let dir = scratch("huge");
+    let huge = dir.join("huge.json");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len((1 << 30) + 1).unwrap();
+    drop(f);
+    let h = huge.to_str().unwrap();
+    let out_svg = dir.join("o.svg");
+    let out_html = dir.join("o.html");
+    let out_csv = dir.join("o.csv");
+    for args in [
+        vec!["csv", h, "-o", out_csv.to_str().unwrap()],
+        vec!["plot", h, "-o", out_svg.to_str().unwrap()],
+        vec!["report", h, "-o", out_html.to_str().unwrap()],
+        vec!["compare", h, h],
+    ] {
+        let out = run(
+            Command::new(netmeter()).args(&args),
+            Duration::from_secs(20),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        assert!(
+            err.contains(&format!(
+                "cannot use {h}: it has 1073741825 bytes, more than the 1073741824 bytes (1 GiB) a result file may have"
+            )),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

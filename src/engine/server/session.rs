@@ -370,6 +370,7 @@ impl Session<'_> {
                 .side
                 .rcv_timeout
                 .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
+            file_cap_told: false,
         };
         let ending = match running.run_until(out, &mut watch) {
             Ok(e) => e,
@@ -382,6 +383,7 @@ impl Session<'_> {
             }
         };
         if let Some(why) = ending.stopped {
+            watch.tell_file_cap(&running, ending.at_s);
             // As iperf3: tell a client we are going away, then print what ran so far.
             if matches!(why, Stopped::ServerInterrupted(_)) {
                 let _ = ctrl.send_state(State::ServerTerminate);
@@ -397,6 +399,7 @@ impl Session<'_> {
         // our senders (a paced one sleeps up to STOP_POLL) only after the drain, whose
         // wait is not test time. The streams' sockets close before the results.
         let fig = running.drain(out, ending.at_s);
+        watch.tell_file_cap(&running, running.now_s());
         let (sb, rb, _, _) = running.meter.totals();
         self.tally.set((sb, rb));
         running.close_streams();
@@ -499,7 +502,12 @@ impl Session<'_> {
         accepted: Vec<(u64, DataSock)>,
     ) -> Result<TestRun, TestError> {
         let side = &self.shared.cfg.side;
-        let mut run = TestRun::new(spec.clone(), Side::Server)?.with_file(side.file.clone());
+        let run = TestRun::new(spec.clone(), Side::Server)?;
+        // -F: opened once for the test, as iperf3 tells a client it cannot (IEFILE).
+        let mut run = match run.with_file(side.file.as_deref(), side.file_max_bytes) {
+            Ok(run) => run,
+            Err(e) => return Err(self.fail(ctrl, ErrCode::File, TestError::Io(e))),
+        };
         for (_, sock) in accepted {
             if let Err(e) = data_sock_opts(&sock, spec, side, peer.is_ipv6()) {
                 return Err(self.fail(
@@ -632,6 +640,24 @@ struct Watch<'a, 's> {
     connections: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// `--rcv-timeout`: a receiving server gives up on a client that stopped sending.
     receiving: Option<(ReceiveWatch, Duration)>,
+    /// `-F`: the log was told that `--server-max-file-size` stopped the writing.
+    file_cap_told: bool,
+}
+
+impl Watch<'_, '_> {
+    /// `-F`: log once that `--server-max-file-size` stopped the writing (while the test
+    /// runs, or after the drain for a test that ended first).
+    fn tell_file_cap(&mut self, run: &Running, now_s: f64) {
+        if !self.file_cap_told
+            && let Some((path, max)) = run.file_capped()
+        {
+            self.file_cap_told = true;
+            self.session.shared.log(&format!(
+                "-F: stopped writing {} at {max} bytes by {now_s:.1} s into the test (--server-max-file-size); the rest was received and not written",
+                path.display()
+            ));
+        }
+    }
 }
 
 impl Control for Watch<'_, '_> {
@@ -648,6 +674,7 @@ impl Control for Watch<'_, '_> {
     fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError> {
         let (sb, rb, _, _) = run.meter.totals();
         self.session.tally.set((sb, rb));
+        self.tell_file_cap(run, now_s);
         let connections = self
             .connections
             .as_ref()

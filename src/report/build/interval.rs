@@ -118,7 +118,8 @@ pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: 
         .collect();
     let sender_of = |v: &[&StreamInterval]| v.first().is_some_and(|r| r.sender);
     let sum = sum_interval(&fwd, start, end, sender_of(&fwd));
-    let sum_bidir_reverse = bidir.then(|| sum_interval(&rev, start, end, sender_of(&rev)));
+    let sum_bidir_reverse =
+        bidir.then(|| Box::new(sum_interval(&rev, start, end, sender_of(&rev))));
     Interval {
         streams: rows.into_iter().map(|r| r.0).collect(),
         sum,

@@ -205,7 +205,7 @@ fn directions(r: &Report) -> Vec<Direction> {
 /// The interval's sum in this direction.
 fn sum_of<'a>(iv: &'a Interval, dir: &Direction) -> Option<&'a SumInterval> {
     if dir.reverse {
-        iv.sum_bidir_reverse.as_ref()
+        iv.sum_bidir_reverse.as_deref()
     } else {
         Some(&iv.sum)
     }
@@ -415,7 +415,10 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
     ];
     let extra = |f: fn(&crate::report::UdpExtra) -> u64| {
         sum_points(&rep.intervals, &d, |s| {
-            s.netmeter.and_then(|n| n.udp).map_or(0.0, |u| f(&u) as f64)
+            s.netmeter
+                .as_deref()
+                .and_then(|n| n.udp)
+                .map_or(0.0, |u| f(&u) as f64)
         })
     };
     let ooo = extra(|u| u.out_of_order);
@@ -817,13 +820,13 @@ mod tests {
         let mut r = doc(include_str!("../testdata/udp_bidir.json"));
         assert!(!kinds(&single(&r)).contains(&"udp_order"));
         let rev = r.intervals[1].sum_bidir_reverse.as_mut().unwrap();
-        rev.netmeter = Some(crate::report::StreamExt {
+        rev.netmeter = Some(Box::new(crate::report::StreamExt {
             udp: Some(crate::report::UdpExtra {
                 out_of_order: 7,
                 duplicates: 2,
             }),
             ..Default::default()
-        });
+        }));
         let c = single(&r);
         let o = c.iter().find(|c| c.kind == "udp_order").unwrap();
         assert_eq!(names(o), ["out of order", "duplicates"]);

@@ -58,7 +58,12 @@ pub fn interval_text(ctx: &TextCtx, iv: &Interval) -> String {
             omitted(r.omitted)
         ));
     }
-    if let Some(n) = iv.sum.netmeter.filter(|n| n.connections.is_some())
+    if let Some(n) = iv
+        .sum
+        .netmeter
+        .as_deref()
+        .copied()
+        .filter(|n| n.connections.is_some())
         && rows.len() != 1
     {
         let s = &iv.sum;

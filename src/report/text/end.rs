@@ -624,10 +624,10 @@ mod tests {
                 bytes: 2 << 30,
                 bits_per_second: 17.2e9,
                 retransmits: Some(3),
-                netmeter: Some(crate::report::StreamExt {
+                netmeter: Some(Box::new(crate::report::StreamExt {
                     transactions: Some(100),
                     ..Default::default()
-                }),
+                })),
                 ..SumInterval::default()
             },
             ..Interval::default()
