@@ -424,6 +424,13 @@ pub fn usage_error(args: &[&str]) -> String {
 /// (Before issue 9 a netmeter client joined its paced senders, asleep for up to 50 ms,
 /// before TEST_END: the receiver ran ~45 ms long and a lossless test read like loss.)
 pub fn assert_receiver_ends_with_sender(v: &serde_json::Value, what: &str) {
+    if let Err(e) = receiver_ends_with_sender(v, what) {
+        panic!("{e}");
+    }
+}
+
+/// [`assert_receiver_ends_with_sender`]'s check as a result: what is wrong, if anything.
+pub fn receiver_ends_with_sender(v: &serde_json::Value, what: &str) -> Result<(), String> {
     let end = &v["end"];
     let mut pairs = 0;
     for suffix in ["", "_bidir_reverse"] {
@@ -437,18 +444,43 @@ pub fn assert_receiver_ends_with_sender(v: &serde_json::Value, what: &str) {
         pairs += 1;
         let (ss, rs) = (num(s, "seconds"), num(r, "seconds"));
         let (sb, rb) = (num(s, "bits_per_second"), num(r, "bits_per_second"));
-        assert!(
-            (rs - ss).abs() <= 0.015,
-            "{what}{suffix}: receiver ran {rs:.4} s, sender {ss:.4} s\n{}",
-            serde_json::to_string(end).unwrap()
-        );
-        assert!(
-            sb > 0.0 && (rb - sb).abs() <= 0.02 * sb,
-            "{what}{suffix}: receiver {rb:.0} bit/s vs sender {sb:.0} bit/s\n{}",
-            serde_json::to_string(end).unwrap()
-        );
+        if (rs - ss).abs() > 0.015 {
+            return Err(format!(
+                "{what}{suffix}: receiver ran {rs:.4} s, sender {ss:.4} s\n{}",
+                serde_json::to_string(end).unwrap()
+            ));
+        }
+        if !(sb > 0.0 && (rb - sb).abs() <= 0.02 * sb) {
+            return Err(format!(
+                "{what}{suffix}: receiver {rb:.0} bit/s vs sender {sb:.0} bit/s\n{}",
+                serde_json::to_string(end).unwrap()
+            ));
+        }
     }
-    assert!(pairs > 0, "{what}: no sum_sent/sum_received in {end}");
+    if pairs == 0 {
+        return Err(format!("{what}: no sum_sent/sum_received in {end}"));
+    }
+    Ok(())
+}
+
+/// Run `attempt` (a whole test and its check) up to `runs` times, until it passes once;
+/// fail the test with every run's complaint if none does. Only for a check that a
+/// stalled host breaks on some runs and a defect on every run: e.g. the receiver's end
+/// against the sender's, each read by a different process around a control message
+/// (TEST_RUNNING, TEST_END) that a busy host delays now and then, while the defect it
+/// guards (the receiver ~45 ms long) is there on each run.
+pub fn passes_once_in(runs: usize, what: &str, mut attempt: impl FnMut() -> Result<(), String>) {
+    let mut errors = Vec::new();
+    for _ in 0..runs {
+        match attempt() {
+            Ok(()) => return,
+            Err(e) => errors.push(e),
+        }
+    }
+    panic!(
+        "{what}: none of {runs} runs passed:\n{}",
+        errors.join("\n---\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------
