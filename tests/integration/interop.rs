@@ -29,7 +29,9 @@ fn run_pair(peer_key: &str, who: Who, args: &[&str]) -> (Value, Value) {
         "server",
         Command::new(&server_bin).args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port]),
     );
-    wait_listening_after_probe(port.parse().unwrap(), &server_bin);
+    // Its listening socket, read from /proc: a probe connection would use up `-1`'s one
+    // test, and iperf3 servers close one badly.
+    await_tcp_listening(server.pid(), port.parse().unwrap());
     let client = run(
         Command::new(&client_bin)
             .args(["-c", "127.0.0.1", "-p", &port, "-J"])
@@ -48,17 +50,6 @@ fn run_pair(peer_key: &str, who: Who, args: &[&str]) -> (Value, Value) {
     assert!(c.get("error").is_none(), "client error: {}", c["error"]);
     assert!(s.get("error").is_none(), "server error: {}", s["error"]);
     (c, s)
-}
-
-/// iperf3 servers close a probe connection badly; only probe netmeter servers by
-/// connecting. For iperf3, give it a moment to bind.
-fn wait_listening_after_probe(port: u16, server_bin: &str) {
-    if server_bin == netmeter() {
-        // netmeter drops a connection that sends no cookie without holding a slot.
-        wait_listening(port);
-    } else {
-        std::thread::sleep(Duration::from_millis(400));
-    }
 }
 
 /// The sum objects that describe client→server and server→client traffic.

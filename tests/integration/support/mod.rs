@@ -378,7 +378,8 @@ pub fn assert_needs_netmeter_server(peer_key: &str, args: &[&str]) {
         "iperf3",
         Command::new(peer(peer_key)).args(["-s", "-1", "-B", "127.0.0.1", "-p", &port]),
     );
-    std::thread::sleep(Duration::from_millis(400));
+    // Its listening socket, not a probe connection (which would be its one test).
+    await_tcp_listening(srv.pid(), port.parse().expect("port"));
     let out = run(
         Command::new(netmeter())
             .args(["-c", "127.0.0.1", "-p", &port, "-t", "2"])
@@ -528,9 +529,14 @@ pub fn await_value<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 /// (read from `/proc/PID/net/tcp` and `tcp6`, so nothing connects to it: a probe
 /// connection would use up a `-1` server's one test, and can leave an iperf3 server
 /// resetting the next client's control connection). Works for a process in another
-/// namespace too (`ip netns exec` execs the program: the pid is the program's).
+/// namespace too (`ip netns exec` execs the program: the pid is the program's; until it
+/// has, the pid is still `ip`'s, maybe in the host's namespace, and this says false).
 pub fn tcp_listening(pid: u32, port: u16) -> bool {
     const LISTEN: &str = "0A";
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() == "ip" {
+        return false;
+    }
     ["tcp", "tcp6"].iter().any(|t| {
         std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
             text.lines().skip(1).any(|l| {
