@@ -731,3 +731,19 @@ pub fn iperf3_server_ready(peer_key: &str, port: u16, extra: &[&str]) -> (Proc, 
     }
     (p, d)
 }
+
+/// How many threads of process `pid` are named `name` (`/proc/PID/task/*/comm`, as
+/// netmeter names its threads: `nm-conn` for a session, `nm-udp-accept`, ...): the
+/// evidence that a process's sessions have ended, or a server has settled.
+pub fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.trim() == name)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
