@@ -342,7 +342,7 @@ fn iperf3_322_client_on_bed(bed: &Netbed, args: &[&str]) -> (Value, Value) {
     let mut server = bed
         .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
         .expect("starting server");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + EVIDENCE_TIMEOUT;
     while !bed
         .in_ns(Side::H2, || crate::support::netbed::tcp_listening(5201))
         .unwrap()

@@ -36,6 +36,7 @@ const STOP_BOUND: Duration = Duration::from_secs(30);
 /// server's own rows are the evidence that the test has run that long: a client spawned
 /// on a busy host can take seconds to connect, so a fixed pause proves nothing.
 fn interrupt_client(port: u16, args: &[&str], log: &Drained, secs: f64, sig: &str) -> Output {
+    log.await_between_tests("the server");
     let mark = log.mark();
     let c = Proc::spawn(
         "netmeter client",
@@ -57,6 +58,7 @@ fn server() -> (Proc, Drained, u16) {
 
 /// The server finishes a normal 1 s test after the interrupted one.
 fn assert_still_serving(port: u16, log: &Drained) {
+    log.await_between_tests("the server");
     let out = run(
         Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]),
         Duration::from_secs(30),
@@ -150,6 +152,7 @@ fn a_stopped_paced_sender_reports_how_far_behind_it_fell() {
         if reverse {
             args.push("-R");
         }
+        log.await_between_tests("the server");
         let mark = log.mark();
         let c = Proc::spawn(
             "netmeter client",

@@ -605,6 +605,25 @@ impl Drained {
         );
     }
 
+    /// Wait until a long-running netmeter server (one test at a time, text output) is
+    /// between tests: its last "Server listening" banner, which it prints again once a
+    /// test's session has ended and freed the slot, comes after its last "Accepted
+    /// connection". A client started earlier can be told the server is busy.
+    pub fn await_between_tests(&self, who: &str) {
+        await_evidence(
+            &format!("{who} between tests (its banner after the last accepted test)"),
+            || {
+                let t = self.stdout_since(0);
+                match (t.rfind("Server listening"), t.rfind("Accepted connection")) {
+                    (Some(b), Some(a)) => b > a,
+                    (Some(_), None) => true,
+                    _ => false,
+                }
+            },
+            || self.text(),
+        );
+    }
+
     /// Wait until `needle` has appeared `count` times on stdout after `mark`; fails the
     /// test, naming `who`, after [`EVIDENCE_TIMEOUT`].
     pub fn await_since(&self, mark: usize, needle: &str, count: usize, who: &str) {
