@@ -49,19 +49,21 @@ fn tcp_transactions_and_rtt_figures() {
 #[test]
 fn server_hold_time_shows_in_rtt() {
     // A 5 ms hold on a sub-millisecond loopback: every RTT is at least 5 ms, and the
-    // median is within a millisecond of it (sleep overshoot on a loaded VM included).
+    // median is nearer one hold than two (a busy host's sleep overshoot and wake-ups
+    // stretch it, by a millisecond or more; a hold applied twice would be 10 ms).
     let v = bounce(&["-t", "1", "--bounceback-hold", "5"]);
     let r = &v["end"]["netmeter"]["bounceback"]["rtt"];
     let min = r["min_ms"].as_f64().unwrap();
     let p50 = r["p50_ms"].as_f64().unwrap();
     assert!(min >= 5.0, "min RTT {min} ms is below the 5 ms hold");
-    assert!(p50 < 6.0, "median RTT {p50} ms is far above the 5 ms hold");
-    let tps = v["end"]["netmeter"]["bounceback"]["transactions_per_second"]
-        .as_f64()
-        .unwrap();
+    assert!(p50 < 7.5, "median RTT {p50} ms is far above the 5 ms hold");
+    // One transaction at a time: at most one per fastest round trip, by the report's
+    // own figures (and at least some: the rate is 1 / RTT, not a stall's).
+    let bb = &v["end"]["netmeter"]["bounceback"];
+    let tps = bb["transactions_per_second"].as_f64().unwrap();
     assert!(
-        tps > 100.0 && tps <= 200.0,
-        "{tps} trans/s with a 5 ms hold"
+        tps > 50.0 && tps <= 1000.0 / min,
+        "{tps} trans/s with a 5 ms hold (fastest round trip {min} ms)"
     );
 }
 

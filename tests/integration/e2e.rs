@@ -16,32 +16,34 @@ use std::time::{Duration, Instant};
 
 /// A one-off netmeter server on a free loopback port.
 struct Server {
-    proc: Proc,
-    log: Drained,
+    proc: Watched,
     port: u16,
 }
 
 impl Server {
+    /// Started and listening (its socket read from /proc: with `-J` it prints no
+    /// banner, and a probe connection is not needed).
     fn start(extra: &[&str]) -> Server {
         let port = free_port();
-        let (proc, log) = netmeter_server(port, &[&["-1"], extra].concat());
-        Server { proc, log, port }
+        let proc = Proc::spawn(
+            "netmeter server",
+            Command::new(netmeter())
+                .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
+                .args(extra),
+        )
+        .watch();
+        await_tcp_listening(proc.pid(), port);
+        Server { proc, port }
     }
 
-    /// Wait (bounded) for the one-off server to exit; its output.
-    fn finish(mut self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while self.proc.alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(
-            !self.proc.alive(),
-            "one-off server did not exit:\n{}",
-            self.log.text()
-        );
-        // The drain threads end at EOF, just after the exit.
-        std::thread::sleep(Duration::from_millis(50));
-        self.log.text()
+    /// Wait (bounded) for the one-off server to exit; its whole output.
+    fn finish(self) -> String {
+        let out = self.proc.finish(Duration::from_secs(30));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     }
 
     /// The server's `-J` document (start the server with `-J`).
@@ -301,12 +303,7 @@ fn tcp_dscp_name() {
 
 #[test]
 fn tcp_omit() {
-    let t = Instant::now();
     let (v, _) = pair(&["-t", "1", "-O", "1"]);
-    assert!(
-        t.elapsed() >= Duration::from_millis(1900),
-        "omit adds a second"
-    );
     let ivs = intervals(&v);
     assert_eq!(ivs[0]["sum"]["omitted"], true, "first interval is omitted");
     assert!(ivs[0]["streams"][0]["omitted"].as_bool().unwrap());
@@ -325,9 +322,27 @@ fn tcp_omit() {
         .map(|i| i["sum"]["bytes"].as_f64().unwrap())
         .sum();
     assert!(omitted_bytes > 0.0);
-    // The summary covers only the measured second, not the omitted one.
+    // Omit adds a second, by the rows' own account.
+    let seconds = |omitted: bool| -> f64 {
+        ivs.iter()
+            .filter(|i| i["sum"]["omitted"] == omitted)
+            .map(|i| f(i, "sum.seconds"))
+            .sum()
+    };
+    assert!(
+        seconds(true) >= 1.0 - 1e-3,
+        "omitted rows span {} s",
+        seconds(true)
+    );
+    // The summary covers only the measured second, not the omitted one: what the
+    // measured rows cover (a last part under a tenth of the interval gets no row).
     let secs = f(&v, "end.sum_sent.seconds");
-    assert!((0.8..1.6).contains(&secs), "summary spans {secs} s");
+    assert!(
+        secs >= 0.9 && (secs - seconds(false)).abs() <= 0.1 + 1e-3,
+        "summary spans {secs} s, the measured rows {} s, the omitted ones {} s",
+        seconds(false),
+        seconds(true)
+    );
     let sum = f(&v, "end.sum_sent.bytes");
     assert!(
         sum <= kept_bytes + 4.0 * 131_072.0,
@@ -336,32 +351,50 @@ fn tcp_omit() {
 }
 
 /// `-O` without interval rows (`-i 0`): the omit period still ends, and so does the
-/// test (the client used to wait for a tick that never came, an hour past `-O`).
+/// test (the client used to wait for a tick that never came, an hour past `-O`: `pair`
+/// gives a client 60 s, then kills it and fails). The summary covers the measured
+/// second only: with 3 s omitted, one that counted them would span over 4 s, which a
+/// stalled host does not reach.
 #[test]
 fn tcp_omit_without_intervals() {
-    let t = Instant::now();
-    let (v, _) = pair(&["-t", "1", "-O", "1", "-i", "0"]);
-    assert!(
-        t.elapsed() < Duration::from_secs(10),
-        "the test took {:?}",
-        t.elapsed()
-    );
+    let (v, _) = pair(&["-t", "1", "-O", "3", "-i", "0"]);
     assert!(intervals(&v).is_empty(), "no interval rows with -i 0");
     let secs = f(&v, "end.sum_sent.seconds");
-    assert!((0.8..1.6).contains(&secs), "summary spans {secs} s");
+    assert!((0.9..3.0).contains(&secs), "summary spans {secs} s");
 }
 
 #[test]
 fn tcp_interval_half_second() {
-    let (v, _) = pair(&["-t", "1", "-i", "0.5"]);
+    let (v, _) = pair(&["-t", "2", "-i", "0.5"]);
     assert_eq!(f(&v, "start.test_start.interval"), 0.5);
-    let n = intervals(&v).len();
+    // The rows tile the test from 0, each starting where the last ended, and end with
+    // the summary. A tick a busy host delays makes its row longer and the next shorter
+    // (the grid is kept), so the rows are judged by the grid, not one by one: their
+    // count is what 0.5 s rows give 2 s (1 s rows, -i ignored, would be 2), give or
+    // take the tick a stall swallowed, and some row ends on the 0.5 s grid.
+    let ivs = intervals(&v);
+    let n = ivs.len();
+    assert!((3..=5).contains(&n), "{n} rows in a 2 s test at -i 0.5");
+    let mut at = 0.0;
+    for iv in ivs {
+        let (start, end) = (f(iv, "sum.start"), f(iv, "sum.end"));
+        assert!(
+            (start - at).abs() < 1e-6,
+            "a row from {start} s after {at} s"
+        );
+        at = end;
+    }
+    let secs = f(&v, "end.sum_sent.seconds");
     assert!(
-        (2..=3).contains(&n),
-        "{n} intervals in a 1 s test at -i 0.5"
+        (secs - at).abs() <= 0.05 + 1e-3,
+        "rows end at {at} s, summary {secs} s"
     );
-    let first = f(&intervals(&v)[0], "sum.seconds");
-    assert!((0.4..0.7).contains(&first), "first interval {first} s");
+    let on_grid = ivs
+        .iter()
+        .map(|iv| f(iv, "sum.end"))
+        .filter(|e| (e * 2.0 - (e * 2.0).round()).abs() < 0.02)
+        .count();
+    assert!(on_grid >= 1, "no row ends on the 0.5 s grid: {ivs:?}");
 }
 
 #[test]
@@ -685,16 +718,12 @@ fn ipv4_only() {
 /// A client run over `::1` against a one-off server bound to `::1`.
 fn v6_pair(args: &[&str]) -> (Value, String) {
     let port = free_port();
-    let mut server = Proc::spawn(
+    let server = Proc::spawn(
         "v6 server",
         Command::new(netmeter()).args(["-s", "-1", "-B", "::1", "-p", &port.to_string()]),
-    );
-    let log = server.drain();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("::1", port)).is_err() {
-        assert!(Instant::now() < deadline, "v6 server not listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    )
+    .watch();
+    await_tcp_listening(server.pid(), port);
     let out = run(
         Command::new(netmeter())
             .args(["-c", "::1", "-6", "-J", "-p", &port.to_string()])
@@ -702,9 +731,8 @@ fn v6_pair(args: &[&str]) -> (Value, String) {
         Duration::from_secs(40),
     );
     let v = ok_json(&out);
-    let _ = server.wait(Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(50));
-    (v, log.text())
+    let out = server.finish(Duration::from_secs(30));
+    (v, show(&out))
 }
 
 #[test]
@@ -736,7 +764,10 @@ fn bind_client_address() {
 }
 
 /// A paced test: the receiver's seconds and bitrate match the sender's, whichever side
-/// receives (TCP and UDP, -R, --bidir), in the client's JSON and the server's.
+/// receives (TCP and UDP, -R, --bidir), in the client's JSON and the server's. The two
+/// ends are read by two processes around control messages that a busy host delays
+/// now and then: each case must pass once in three runs (`passes_once_in`); the defect
+/// it guards (the receiver ~45 ms long) is there on every run.
 #[test]
 fn paced_receiver_ends_with_sender() {
     for args in [
@@ -747,11 +778,14 @@ fn paced_receiver_ends_with_sender() {
         &["-u", "-b", "10M", "-R"],
         &["-u", "-b", "10M", "--bidir"],
     ] {
-        let s = Server::start(&["-J"]);
-        let out = client(s.port, &[&["-t", "1", "-J"], args].concat());
-        let v = ok_json(&out);
-        assert_receiver_ends_with_sender(&v, &format!("client {args:?}"));
-        assert_receiver_ends_with_sender(&s.json(), &format!("server {args:?}"));
+        passes_once_in(3, &format!("{args:?}"), || {
+            let s = Server::start(&["-J"]);
+            let out = client(s.port, &[&["-t", "1", "-J"], args].concat());
+            let v = ok_json(&out);
+            let server = s.json();
+            receiver_ends_with_sender(&v, &format!("client {args:?}"))?;
+            receiver_ends_with_sender(&server, &format!("server {args:?}"))
+        });
     }
 }
 
@@ -1175,15 +1209,23 @@ fn repeating_payload_on_the_wire() {
 #[test]
 fn connect_timeout_refused_port() {
     let port = free_port(); // nothing listens there
-    let t = Instant::now();
-    let out = client(port, &["-t", "1", "--connect-timeout", "3000"]);
+    // A refusal ends the client at once, not at --connect-timeout: with 120 s of it, a
+    // client that waited would be killed at the 30 s bound and fail the exit check.
+    let out = run(
+        Command::new(netmeter()).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "1",
+            "--connect-timeout",
+            "120000",
+        ]),
+        Duration::from_secs(30),
+    );
     let err = one_line_error(&out);
     assert!(err.contains("refused"), "{err}");
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        t.elapsed()
-    );
 }
 
 #[test]
@@ -1206,7 +1248,12 @@ fn connect_timeout_expires() {
         let _ = s.connect(&addr);
         fill.push(s);
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // The queue (backlog 0: one connection) is full once a handshake completed.
+    await_evidence(
+        "a completed handshake in the accept queue",
+        || fill.iter().any(|s| s.peer_addr().is_ok()),
+        String::new,
+    );
     let port = addr.as_socket().unwrap().port();
     let t = Instant::now();
     let out = client(port, &["-t", "1", "--connect-timeout", "700"]);
@@ -1214,7 +1261,8 @@ fn connect_timeout_expires() {
     let err = one_line_error(&out);
     assert!(err.contains("no answer within 0.7 s"), "{err}");
     assert!(
-        took >= Duration::from_millis(600) && took < Duration::from_secs(5),
+        // Not before the timeout; the upper bound only bounds a hang.
+        took >= Duration::from_millis(600) && took < Duration::from_secs(30),
         "timed out after {took:?}"
     );
     drop(fill);

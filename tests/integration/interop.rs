@@ -29,7 +29,9 @@ fn run_pair(peer_key: &str, who: Who, args: &[&str]) -> (Value, Value) {
         "server",
         Command::new(&server_bin).args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port]),
     );
-    wait_listening_after_probe(port.parse().unwrap(), &server_bin);
+    // Its listening socket, read from /proc: a probe connection would use up `-1`'s one
+    // test, and iperf3 servers close one badly.
+    await_tcp_listening(server.pid(), port.parse().unwrap());
     let client = run(
         Command::new(&client_bin)
             .args(["-c", "127.0.0.1", "-p", &port, "-J"])
@@ -48,17 +50,6 @@ fn run_pair(peer_key: &str, who: Who, args: &[&str]) -> (Value, Value) {
     assert!(c.get("error").is_none(), "client error: {}", c["error"]);
     assert!(s.get("error").is_none(), "server error: {}", s["error"]);
     (c, s)
-}
-
-/// iperf3 servers close a probe connection badly; only probe netmeter servers by
-/// connecting. For iperf3, give it a moment to bind.
-fn wait_listening_after_probe(port: u16, server_bin: &str) {
-    if server_bin == netmeter() {
-        // netmeter drops a connection that sends no cookie without holding a slot.
-        wait_listening(port);
-    } else {
-        std::thread::sleep(Duration::from_millis(400));
-    }
 }
 
 /// The sum objects that describe client→server and server→client traffic.
@@ -305,8 +296,12 @@ fn paced_receiver_ends_with_sender_vs_iperf3_322() {
         &["-t", "1", "-b", "10M", "--bidir"],
         &["-t", "1", "-u", "-b", "10M", "-P", "2"],
     ] {
-        let (c, _) = run_pair("NETMETER_IPERF3_322", Who::NetmeterClient, args);
-        assert_receiver_ends_with_sender(&c, &format!("{args:?}"));
+        // Once in three runs: a busy host delays a control message now and then, the
+        // defect (the receiver ~45 ms long) is there on every run.
+        passes_once_in(3, &format!("{args:?}"), || {
+            let (c, _) = run_pair("NETMETER_IPERF3_322", Who::NetmeterClient, args);
+            receiver_ends_with_sender(&c, &format!("{args:?}"))
+        });
     }
 }
 
@@ -347,7 +342,7 @@ fn iperf3_322_client_on_bed(bed: &Netbed, args: &[&str]) -> (Value, Value) {
     let mut server = bed
         .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
         .expect("starting server");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + EVIDENCE_TIMEOUT;
     while !bed
         .in_ns(Side::H2, || crate::support::netbed::tcp_listening(5201))
         .unwrap()

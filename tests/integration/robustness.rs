@@ -485,7 +485,7 @@ fn malformed_control_traffic_then_real_tests() {
     }
 
     // 3. One at a time: out-of-range parameters and misbehaving sessions.
-    wait_slot_free(port, Duration::from_secs(5), "after the first real test");
+    wait_slot_free(port, EVIDENCE_TIMEOUT, "after the first real test");
     out_of_range_params(port);
     vanish_before_streams(port);
     wrong_cookies_then_close(port);
@@ -566,7 +566,7 @@ fn stream_setup_deadline_with_wrong_cookies() {
         t.elapsed()
     );
     drop(strays);
-    wait_slot_free(port, Duration::from_secs(3), "after IESTREAMACCEPT");
+    wait_slot_free(port, EVIDENCE_TIMEOUT, "after IESTREAMACCEPT");
     real_test(port, &[]);
     assert!(server.alive(), "server died:\n{}", log.text());
 }
@@ -584,31 +584,46 @@ fn failed_setup_frees_the_slot_at_once_and_is_logged_once() {
     );
     let log = server.drain();
     wait_listening(port);
-    let (mut ctrl, _) = at_params(port);
-    ctrl.write_all(&frame(VALID_TCP)).unwrap();
-    let st = read_byte(&mut ctrl, Duration::from_secs(5), "CREATE_STREAMS");
-    assert_eq!(st, CREATE_STREAMS);
-    let t = Instant::now();
-    drop(ctrl);
-    // Each probe takes a few ms; the session used to notice after ~100 ms.
-    wait_slot_free(port, Duration::from_secs(3), "after a failed setup");
-    let took = t.elapsed();
-    assert!(
-        took < Duration::from_millis(60),
-        "slot freed after {took:?}"
+    // Each probe takes a few ms; the session used to notice after ~100 ms. A busy host
+    // delays a probe now and then, the old look every run: once in three runs.
+    let mut runs = 0;
+    passes_once_in(3, "the slot freed at once", || {
+        runs += 1;
+        let (mut ctrl, _) = at_params(port);
+        ctrl.write_all(&frame(VALID_TCP)).unwrap();
+        let st = read_byte(&mut ctrl, Duration::from_secs(5), "CREATE_STREAMS");
+        assert_eq!(st, CREATE_STREAMS);
+        let t = Instant::now();
+        drop(ctrl);
+        wait_slot_free(port, EVIDENCE_TIMEOUT, "after a failed setup");
+        let took = t.elapsed();
+        // The failure is logged (before the next run's session can be).
+        assert!(
+            log.wait_for("ended with an error", runs, EVIDENCE_TIMEOUT),
+            "{}",
+            log.text()
+        );
+        if took < Duration::from_millis(60) {
+            Ok(())
+        } else {
+            Err(format!("slot freed after {took:?}"))
+        }
+    });
+    // Logged once per failed setup. A second line would come from the session's thread
+    // as it ends: wait until no session thread is left, then for a whole test more
+    // (the log is read through a pipe).
+    await_evidence(
+        "the sessions' threads to end",
+        || threads_named(server.pid(), "nm-conn") == 0,
+        || log.text(),
     );
-    assert!(
-        log.wait_for("ended with an error", 1, Duration::from_secs(5)),
-        "{}",
-        log.text()
-    );
-    std::thread::sleep(Duration::from_millis(100));
+    real_test(port, &[]);
     let text = log.text();
     let failures: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("waited for stream setup"))
         .collect();
-    assert_eq!(failures.len(), 1, "logged more than once:\n{text}");
+    assert_eq!(failures.len(), runs, "logged more than once:\n{text}");
     assert!(
         failures[0].starts_with("netmeter: test from 127.0.0.1:"),
         "{text}"
@@ -653,16 +668,15 @@ fn max_tests_two_runs_two_clients_at_once() {
 fn max_tests_one_turns_a_second_client_away() {
     let port = free_port();
     let (mut server, log) = netmeter_server(port, &[]);
-    let first = Proc::spawn(
+    let mut first = Proc::spawn(
         "first client",
-        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "3"]),
+        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "6"]),
     );
     assert!(
-        log.wait_for("Accepted connection from", 1, Duration::from_secs(10)),
+        log.wait_for("Accepted connection from", 1, EVIDENCE_TIMEOUT),
         "first test did not start:\n{}",
         log.text()
     );
-    let t = Instant::now();
     let second = run(
         Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]),
         Duration::from_secs(20),
@@ -672,10 +686,10 @@ fn max_tests_one_turns_a_second_client_away() {
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("busy"), "second client: {}", show(&second));
     assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
+    // Turned away at once, not once the first test ended: it still runs.
     assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "being turned away took {:?}",
-        t.elapsed()
+        first.alive(),
+        "the first test ended before the second client was turned away"
     );
     let out = first.wait(Duration::from_secs(30));
     assert!(out.status.success(), "first client: {}", show(&out));

@@ -96,7 +96,7 @@ fn bufferbloat_on_an_emulated_bottleneck() {
     let mut srv = bed
         .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
         .expect("server");
-    std::thread::sleep(Duration::from_millis(300));
+    await_tcp_listening(srv.id(), 5201);
     let h2 = bed.h2_addr().to_string();
     let client = bed
         .run_in(
