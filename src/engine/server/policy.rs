@@ -385,6 +385,13 @@ pub struct RunningJudge {
 }
 
 impl RunningJudge {
+    /// The same limits without `--test-idle-timeout`: for a test whose silence is by
+    /// design (this server's senders stop at the end of its `-F` file).
+    pub fn without_idle_check(mut self) -> RunningJudge {
+        self.idle_s = None;
+        self
+    }
+
     /// Judge the test at `now_s`: `progress` counts what it moved so far (data bytes both
     /// ways, plus the connections a `--connect-only` test had answered), `bytes` the
     /// data bytes alone (for the rate). `Some` when the server must end the test now.
@@ -759,6 +766,19 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(open.running_judge(&bytes).judge(100_000.0, 1, 1), None);
+    }
+
+    #[test]
+    fn a_judge_without_the_idle_check_lets_a_silent_test_run_to_its_deadline() {
+        let p = Policy {
+            test_idle_s: 3,
+            ..Default::default()
+        };
+        let mut j = p.running_judge(&timed(20.0, 0.0)).without_idle_check();
+        assert!(j.judge(0.5, 1000, 1000).is_none());
+        for t in 1..=20 {
+            assert!(j.judge(f64::from(t), 1000, 1000).is_none(), "stopped at {t} s");
+        }
     }
 
     #[test]

@@ -363,7 +363,19 @@ impl Session<'_> {
             ctrl: &mut *ctrl,
             machine: &mut *machine,
             t0,
-            judge: shared.cfg.policy.running_judge(spec),
+            judge: {
+                let judge = shared.cfg.policy.running_judge(spec);
+                // `-F` here, sending: the senders stop at the file's end by design and
+                // the test runs on to its -t, moving nothing (as iperf3's does).
+                let sends_file = shared.cfg.side.file.is_some()
+                    && spec.protocol == Protocol::Tcp
+                    && (0..spec.total_streams()).any(|i| !spec.client_sends(i));
+                if sends_file {
+                    judge.without_idle_check()
+                } else {
+                    judge
+                }
+            },
             connections: conn_reg.as_ref().map(|r| r.counter()),
             receiving: shared
                 .cfg
