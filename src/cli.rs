@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod auth_flags;
+pub mod compare_cmd;
 pub mod csv_cmd;
 pub mod doctor_cmd;
 pub mod generate;
@@ -31,6 +32,7 @@ mod manpage;
 pub mod mesh_cmd;
 mod parse_error;
 mod profile_flags;
+pub mod sweep_cmd;
 pub mod third_party;
 mod tools;
 
