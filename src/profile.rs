@@ -59,6 +59,8 @@ pub enum Profile {
     Burst { bytes: u64, period_s: f64 },
     /// Isochronous frames. `framed`: the server accepted the `isochronous` extension,
     /// so every UDP datagram carries an [`IsochHeader`] and the server counts frames.
+    ///
+    /// [`IsochHeader`]: crate::wire::IsochHeader
     Isochronous { params: Isochronous, framed: bool },
 }
 

@@ -5,9 +5,8 @@
 //! [`TestSpec::from_params`]: a bad value from the wire becomes an iperf3 error code that
 //! the server sends back, never a panic or an absurd allocation.
 //!
-//! Length: about 800 lines, 230 of them unit tests. `TestSpec` and its two wire
-//! mappings (`to_params`, `from_params`) stay in one file so a new field is added, sent
-//! and checked in one place.
+//! `TestSpec` and its two wire mappings (`to_params`, `from_params`) stay in one file,
+//! with their unit tests, so a new field is added, sent and checked in one place.
 
 use crate::session::Negotiated;
 use crate::wire::{self, Bounceback, ErrCode, ExtRequest, Feature, Params, WorkingLoad};

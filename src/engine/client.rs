@@ -1,9 +1,8 @@
 //! The client: connects, negotiates, opens the data streams, decides when the test
 //! ends, and prints the merged report.
 //!
-//! Length: about 730 lines. The client's half of the conversation and the sockets it
-//! opens (control, TCP and UDP data) read best together; the data streams themselves
-//! are `test_run`'s.
+//! The client's half of the conversation and the sockets it opens (control, TCP and
+//! UDP data) read best together; the data streams themselves are `test_run`'s.
 
 use super::CTRL_TIMEOUT;
 use super::clock;

@@ -183,7 +183,8 @@ pub fn apply_sock_opts(
 }
 
 /// A UDP data socket without `-w`: room for a burst of datagrams at high rates (capped
-/// by net.core.[rw]mem_max). Refusals are ignored: the kernel's default still works.
+/// by `net.core.rmem_max` and `net.core.wmem_max`). Refusals are ignored: the kernel's
+/// default still works.
 pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
     if spec.window.is_none() {
         let _ = s.set_recv_buffer_size(4 << 20);
@@ -262,6 +263,8 @@ pub fn test_start(spec: &TestSpec, interval_s: f64) -> TestStart {
 
 /// What [`build::end`] needs, from this side's figures and the `start` facts it
 /// recorded (the buffers the kernel granted, the clock estimate).
+///
+/// [`build::end`]: crate::report::build::end
 #[allow(clippy::too_many_arguments)]
 pub fn end_inputs<'a>(
     start: &Start,

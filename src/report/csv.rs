@@ -13,10 +13,9 @@
 //! the same rendering as an [`Observer`] of a running client test (`--csv`): the header
 //! when the test starts, interval rows as they come, the end rows at the end.
 //!
-//! One file of ~850 lines, two thirds code and one third unit tests: the column list,
-//! the rows (interval and end), the cell formatting and the live renderer change
-//! together whenever a column is added, and the tests read the rendering back through
-//! the same column names.
+//! One file, code and unit tests: the column list, the rows (interval and end), the
+//! cell formatting and the live renderer change together whenever a column is added,
+//! and the tests read the rendering back through the same column names.
 
 use super::observe::{Event, Observer};
 use super::{

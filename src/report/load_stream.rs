@@ -1,5 +1,5 @@
 //! Reading saved `--json-stream` lines (netmeter's or iperf3's) back into a
-//! [`Report`](super::Report), beside [`load`](super::load) for whole `-J` documents.
+//! [`Report`], beside `load` ([`Report::from_document`]) for whole `-J` documents.
 //!
 //! Each line is one event, `{"event": NAME, "data": VALUE}` (iperf3's
 //! `JSONStream_Output`, src/iperf_api.c): `start` (the `start` object), `interval` (one

@@ -32,6 +32,8 @@ pub struct ExtRequest {
     pub connect_only: bool,
     /// Isochronous frames (feature `isochronous`, UDP): every datagram carries an
     /// [`IsochHeader`] after the UDP header, so the server can count whole frames.
+    ///
+    /// [`IsochHeader`]: super::IsochHeader
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isochronous: Option<Isochronous>,
     /// `--no-gso` (feature `no_offload`): the server's UDP senders must not use
@@ -179,6 +181,8 @@ pub struct Isochronous {
 }
 
 /// A netmeter server's answer to [`ExtRequest`], sent after [`State::NetmeterExt`].
+///
+/// [`State::NetmeterExt`]: super::State::NetmeterExt
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExtAnswer {
     pub version: u32,

@@ -4,7 +4,7 @@
 //! socket, the bytes that arrived), against netmeter and, where it has the option,
 //! iperf3 3.22 (and 3.18/3.12).
 //!
-//! Longer than ~700 lines on purpose: one or two tests per option of issue 10 (about
+//! One long file on purpose: one or two tests per option of issue 10 (about
 //! twenty options) next to the helpers they share (reading another process's sockets
 //! with `pidfd_getfd`, a packet capture, a stand-in server for the parameter JSON, a
 //! namespace with its own interface). Split by option, those helpers would move to

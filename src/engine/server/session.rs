@@ -2,8 +2,8 @@
 //! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
 //! control connection and, later, the test's data streams).
 //!
-//! ~740 lines with its unit tests: the session's phases (parameters, streams, the
-//! running test's watch, results) read in the order the conversation happens.
+//! The session's phases (parameters, streams, the running test's watch, results) read
+//! in the order the conversation happens, its unit tests at the end.
 
 use super::audit::{Entry, TestParams};
 use super::policy::{Answer, Reason, Refusal, RunningJudge};

@@ -2,8 +2,8 @@
 //!
 //! Two steps, kept apart. [`charts`] reads one or more [`Input`]s and decides which
 //! charts apply (pure: a [`Chart`] is a title, two axes and the series as numbers, so
-//! tests check it without drawing); [`draw`] hands them to the `plotters` crate, which
-//! writes SVG or PNG.
+//! tests check it without drawing); `draw` ([`render_svg`], [`render_png`]) hands them
+//! to the `plotters` crate, which writes SVG or PNG.
 //!
 //! Which charts, from what the Report holds:
 //! - throughput over time for each direction (one line per stream when there are 2–16,

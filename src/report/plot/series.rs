@@ -1,8 +1,8 @@
 //! From a [`Report`] to [`Chart`]s: which charts apply and their numbers. Pure.
 //!
-//! ~780 lines, 190 of them unit tests: one function per chart kind (throughput, UDP,
-//! TCP, the profiled modes, comparisons), kept together because they share the
-//! series-building helpers and the rules for which charts apply.
+//! One function per chart kind (throughput, UDP, TCP, the profiled modes, comparisons),
+//! with their unit tests, kept together because they share the series-building helpers
+//! and the rules for which charts apply.
 
 use super::latency::{Dist, Distribution, cdf_chart, distributions, histogram_chart, working_load};
 use super::{Axis, Chart, MAX_POINTS, Series, Shape, thin};
