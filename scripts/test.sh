@@ -21,6 +21,7 @@ export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"
 full=(--locked --features full-tests)
 cargo fmt --all -- --check
 cargo clippy "${full[@]}" --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc "${full[@]}" --no-deps  # no broken intra-doc links
 cargo build --locked --release
 ./scripts/build-deb.sh --binary target/release/netmeter  # target/debian/netmeter_*.deb
 cargo test "${full[@]}" --lib --bins

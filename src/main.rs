@@ -340,7 +340,7 @@ fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(sub) = netmeter::experiment::cli::subcommand(&argv) {
+    if let Some(sub) = cli::compare_cmd::subcommand(&argv) {
         return run_experiment(sub);
     }
     if let Some(parsed) = cli::subcommand(&argv) {
@@ -487,8 +487,8 @@ fn args_error(e: cli::ArgsError) -> ExitCode {
 
 /// An experiment subcommand (`compare`, `sweep`): clap's help and errors, one line
 /// otherwise.
-fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error>) -> ExitCode {
-    use netmeter::experiment::cli::{self as exp, ExperimentError, Subcommand};
+fn run_experiment(sub: Result<cli::compare_cmd::Subcommand, clap::Error>) -> ExitCode {
+    use cli::compare_cmd::{self as exp, ExperimentError, Subcommand};
     let r = match sub {
         Err(e) => {
             let _ = e.print();
@@ -496,7 +496,7 @@ fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error
         }
         Ok(Subcommand::Compare(a)) => exp::run_compare(&a, &mut std::io::stdout().lock()),
         Ok(Subcommand::Sweep(None)) => {
-            print!("{}", exp::SWEEP_HELP);
+            print!("{}", cli::sweep_cmd::SWEEP_HELP);
             return ExitCode::SUCCESS;
         }
         Ok(Subcommand::Sweep(Some(a))) => {
@@ -504,7 +504,9 @@ fn run_experiment(sub: Result<netmeter::experiment::cli::Subcommand, clap::Error
                 eprintln!("netmeter: {e:#}");
                 return ExitCode::from(1);
             }
-            return match netmeter::experiment::sweep::run(&a, &mut std::io::stdout().lock()) {
+            let parse = &cli::sweep_cmd::resolve_point;
+            return match netmeter::experiment::sweep::run(&a, parse, &mut std::io::stdout().lock())
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("netmeter: {e}");

@@ -1,4 +1,4 @@
-//! A result file as `netmeter compare` reads it (`experiment::cli::runs_from`): a
+//! A result file as `netmeter compare` reads it (`cli::compare_cmd::runs_from`): a
 //! `--repeat` document (`{"runs": [...]}`, read run by run, each run checked as a result
 //! of its own), else one result (`-J` document or `--json-stream` lines); and as
 //! `netmeter plot`/`report` look at it first, a sweep document
@@ -12,7 +12,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netmeter::experiment::{cli, compare, figures, sweep_plot};
+use netmeter::cli::compare_cmd;
+use netmeter::experiment::{compare, figures, sweep_plot};
 use std::io::Cursor;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Some((swept, cells))) = sweep_plot::read_document_from(&mut Cursor::new(body)) {
         let _ = sweep_plot::charts(&swept, &cells);
     }
-    let Ok(runs) = cli::runs_from(&mut Cursor::new(body), flags & 1 == 1) else {
+    let Ok(runs) = compare_cmd::runs_from(&mut Cursor::new(body), flags & 1 == 1) else {
         return;
     };
     assert!(!runs.is_empty(), "a file read without error has a run");

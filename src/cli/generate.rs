@@ -105,14 +105,14 @@ pub fn command() -> clap::Command {
 }
 
 fn compare_command() -> clap::Command {
-    crate::experiment::cli::CompareArgs::command()
+    super::compare_cmd::CompareArgs::command()
         .name("compare")
         .bin_name("netmeter compare")
         .version(env!("CARGO_PKG_VERSION"))
 }
 
 fn sweep_command() -> clap::Command {
-    crate::experiment::cli::sweep_command().version(env!("CARGO_PKG_VERSION"))
+    super::sweep_cmd::sweep_command().version(env!("CARGO_PKG_VERSION"))
 }
 
 fn doctor_command() -> clap::Command {
@@ -155,8 +155,17 @@ pub fn man_page(asset: Asset) -> String {
     let page = MAN_PAGES.iter().find(|p| p.0 == asset);
     // MAN_PAGES names only subcommands of command() (a unit test renders each).
     match page.and_then(|&(_, name, sub)| Some((name, whole.find_subcommand(sub?)?))) {
-        Some((name, c)) => super::manpage::render(c.clone().name(name), page.and_then(|p| p.2)),
-        None => super::manpage::render(whole, None),
+        Some((name, c)) => {
+            super::manpage::render(c.clone().name(name), page.and_then(|p| p.2), &[])
+        }
+        None => {
+            let subpages: Vec<&str> = MAN_PAGES
+                .iter()
+                .filter(|p| p.2.is_some())
+                .map(|p| p.1)
+                .collect();
+            super::manpage::render(whole, None, &subpages)
+        }
     }
 }
 

@@ -415,7 +415,7 @@ mod tests {
         assert!(long.contains("Usage: netmeter -s [OPTIONS]\n       netmeter -c HOST"));
     }
 
-    /// Every subcommand listed is one netmeter parses (here or in experiment::cli).
+    /// Every subcommand listed is one netmeter parses (here or in cli::compare_cmd).
     #[test]
     fn listed_subcommands_are_parsed() {
         for (name, _) in SUBCOMMANDS {
@@ -424,7 +424,7 @@ mod tests {
                 .map(Into::into)
                 .collect();
             let known = super::super::subcommand(&argv).is_some()
-                || crate::experiment::cli::subcommand(&argv).is_some();
+                || super::super::compare_cmd::subcommand(&argv).is_some();
             assert!(known, "{name} is listed but not parsed");
         }
     }

@@ -4,15 +4,17 @@
 //! with the command lines kept verbatim (roff would fill them into one paragraph),
 //! EXIT STATUS and SEE ALSO.
 //!
-//! Every page another page names (`netmeter-mesh(1)`) is one `netmeter generate` writes
-//! (`generate::MAN_PAGES`; the tests check it).
+//! Every page another page names (`netmeter-mesh(1)`) is one `netmeter generate` writes:
+//! the caller passes the subcommands' pages in (`generate::MAN_PAGES`; the tests check
+//! it), so this module reads nothing of `generate`.
 
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, italic, roman};
 
 /// The roff text of `cmd`'s page; `sub` is the subcommand it documents (`None`:
-/// netmeter(1)).
-pub(super) fn render(mut cmd: clap::Command, sub: Option<&str>) -> String {
+/// netmeter(1), whose SEE ALSO names `subpages`, the subcommands' pages, e.g.
+/// `netmeter-mesh`; a subcommand's page names netmeter(1) only).
+pub(super) fn render(mut cmd: clap::Command, sub: Option<&str>, subpages: &[&str]) -> String {
     cmd.build();
     let man = Man::new(cmd.clone());
     let preamble = Roff::new().render();
@@ -40,7 +42,7 @@ pub(super) fn render(mut cmd: clap::Command, sub: Option<&str>) -> String {
         part(&|w| man.render_subcommands_section(w));
     }
     part(&|w| after_help(&cmd, sub).to_writer(w));
-    part(&|w| closing(sub).to_writer(w));
+    part(&|w| closing(sub, subpages).to_writer(w));
     if cmd.get_version().is_some() {
         part(&|w| man.render_version_section(w));
     }
@@ -235,7 +237,7 @@ fn exit_status(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
 }
 
 /// EXIT STATUS and SEE ALSO.
-fn closing(sub: Option<&str>) -> Roff {
+fn closing(sub: Option<&str>, subpages: &[&str]) -> Roff {
     let mut r = Roff::new();
     r.control("SH", ["EXIT STATUS"]);
     for (code, what) in exit_status(sub) {
@@ -248,10 +250,9 @@ fn closing(sub: Option<&str>) -> Roff {
     r.control("nh", []);
     let mut pages: Vec<String> = match sub {
         // The subcommands' pages, then the peers netmeter speaks to.
-        None => super::generate::MAN_PAGES
+        None => subpages
             .iter()
-            .filter(|p| p.2.is_some())
-            .map(|p| format!("{}(1)", p.1))
+            .map(|p| format!("{p}(1)"))
             .chain(["iperf3(1)".to_string(), "iperf(1)".to_string()])
             .collect(),
         Some(_) => vec!["netmeter(1)".to_string()],

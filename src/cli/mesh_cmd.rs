@@ -19,7 +19,7 @@ use std::time::Duration;
     after_help = "A host down or refusing is a cell with its error; Ctrl-C stops and writes what ran.\n\nExamples:\n  netmeter mesh --psk-file key 10.0.0.1 10.0.0.2 10.0.0.3 -- -t 5\n  netmeter mesh --psk-file key --hosts hosts.txt -J -o mesh.json --plot mesh.svg -- -t 10 -P 4"
 )]
 pub struct MeshArgs {
-    /// The hosts, HOST or HOST:PORT ([v6]:PORT), each a netmeter server; the same names
+    /// The hosts, HOST or HOST:PORT (an IPv6 HOST in brackets), each a netmeter server; the same names
     /// are the targets the source hosts connect to.
     #[arg(value_name = "HOST[:PORT]")]
     pub hosts: Vec<String>,

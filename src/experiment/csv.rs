@@ -96,7 +96,7 @@ impl Field {
             Field::Bitrate => "-b",
             Field::Window => "-w",
             Field::Congestion => "-C",
-            Field::Protocol => super::sweep::PROTO,
+            Field::Protocol => super::grid::PROTO,
             _ => return None,
         })
     }

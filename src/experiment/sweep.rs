@@ -5,14 +5,17 @@
 //!
 //! Every grid point's command line is resolved by the client's own flag parser before
 //! the first test runs, so an invalid value in any list fails at once, worded as the
-//! client words it. The grid, the ETA and the table are pure; [`run`] does the tests.
+//! client words it. That parser is the caller's ([`ResolvePoint`]: `cli::sweep_cmd`
+//! passes the client's), so the sweep imports nothing of `cli`. The grid
+//! ([`super::grid`]), the ETA and the table are pure; [`run`] does the tests.
 //! With `--repeat N` each point is a series of runs and the table shows the mean ± the
 //! confidence interval's half width. The table and the charts show the figures
 //! `--figure` names, else the test type's ([`super::figures::default_keys`]);
 //! `--csv` writes every figure of every run and point instead ([`super::csv`]).
 
+use super::grid::{PROTO, Settings, Swept, grid};
+use super::grid::{point_args, settings_text};
 use super::repeat::{self, FigureStats, Plan};
-use crate::cli::{self, Command};
 use crate::report::Report;
 use crate::{TestConfig, TestError};
 
@@ -29,21 +32,6 @@ pub const SWEEPABLE: &[(&str, &str)] = &[
     ("-w", "--window"),
     ("-C", "--congestion"),
 ];
-
-/// Sweep-only: `--proto tcp,udp` runs each point over TCP and over UDP (`-u`). (`-u`
-/// itself takes no value, so it cannot hold a list.)
-pub const PROTO: &str = "--proto";
-
-/// One swept option and its values, in the order given.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Swept {
-    /// The short flag, e.g. `-P`.
-    pub flag: String,
-    pub values: Vec<String>,
-}
-
-/// One grid point's settings: (short flag, value) per swept option.
-pub type Settings = Vec<(String, String)>;
 
 /// The user's arguments split into the swept options and everything else.
 #[derive(Debug, Clone, PartialEq)]
@@ -212,38 +200,29 @@ pub fn split_args(args: &[OsString]) -> Result<SweepArgs, String> {
 /// The protocols `--proto` takes.
 const PROTOCOLS: &[&str] = &["tcp", "udp"];
 
-/// The client arguments one swept setting stands for: `-P 4`, or for `--proto`
-/// nothing (TCP) or `-u`.
-fn point_args(flag: &str, value: &str) -> Vec<OsString> {
-    match (flag, value.trim()) {
-        (PROTO, "udp") => vec!["-u".into()],
-        (PROTO, _) => Vec::new(),
-        _ => vec![flag.into(), value.into()],
-    }
+/// Why the client's flag parser refused one point's command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointError {
+    /// The parser's sentence (the sweep puts the point's settings before it).
+    Usage(String),
+    /// A valid command line, but not a client test (`-s`, `--loopback`,
+    /// `--find-max-rate`).
+    NotClient,
 }
 
-/// The grid in order: the last option varies fastest. Each point: (flag, value) pairs.
-pub fn grid(swept: &[Swept]) -> Vec<Settings> {
-    let mut points: Vec<Settings> = vec![Vec::new()];
-    for s in swept {
-        points = points
-            .into_iter()
-            .flat_map(|p| {
-                s.values.iter().map(move |v| {
-                    let mut q = p.clone();
-                    q.push((s.flag.clone(), v.clone()));
-                    q
-                })
-            })
-            .collect();
-    }
-    points
-}
+/// The client's flag parser, as the sweep uses it: one point's whole command line
+/// (program name first) → its test configuration and, with `--repeat`, its runs' plan.
+/// (`C` is a parameter only so the tests can resolve without building configurations.)
+pub type ResolvePoint<'a, C = TestConfig> =
+    &'a dyn Fn(Vec<OsString>) -> Result<(C, Option<Plan>), PointError>;
 
-/// Resolve every point's command line with the client's parser; the first invalid
-/// one is the error. Returns each point's configuration and its runs' plan (one run
-/// unless `--repeat` was given).
-pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig, Plan)>, String> {
+/// Resolve every point's command line with the client's parser `parse`; the first
+/// invalid one is the error. Returns each point's configuration and its runs' plan (one
+/// run unless `--repeat` was given).
+pub fn resolve<C>(
+    a: &SweepArgs,
+    parse: ResolvePoint<'_, C>,
+) -> Result<Vec<(Settings, C, Plan)>, String> {
     grid(&a.swept)
         .into_iter()
         .map(|point| {
@@ -252,20 +231,14 @@ pub fn resolve(a: &SweepArgs) -> Result<Vec<(Settings, TestConfig, Plan)>, Strin
             for (f, v) in &point {
                 argv.extend(point_args(f, v));
             }
-            let settings = settings_text(&point);
-            let args = cli::parse_args(argv).map_err(|e| match e {
-                cli::ArgsError::Usage(u) => format!("{settings}: {u}"),
-                cli::ArgsError::Clap(c) => format!("{settings}: {}", c.kind()),
-            })?;
-            match args.resolve() {
-                Ok(Command::Client { cfg, .. }) => Ok((point, cfg, ONE_RUN)),
-                Ok(Command::Repeat { cfg, plan, .. }) => Ok((point, cfg, plan)),
-                Ok(_) => Err(
+            match parse(argv) {
+                Ok((cfg, plan)) => Ok((point, cfg, plan.unwrap_or(ONE_RUN))),
+                Err(PointError::NotClient) => Err(
                     "netmeter sweep runs client tests: give -c HOST, and not -s, \
                      --loopback or --find-max-rate"
                         .to_string(),
                 ),
-                Err(e) => Err(format!("{settings}: {e}")),
+                Err(PointError::Usage(e)) => Err(format!("{}: {e}", settings_text(&point))),
             }
         })
         .collect()
@@ -297,20 +270,12 @@ pub fn check_congestion(points: &[(Settings, TestConfig, Plan)]) -> Result<(), S
 }
 
 /// A point without `--repeat`: one run.
-const ONE_RUN: Plan = Plan {
+pub const ONE_RUN: Plan = Plan {
     max_runs: 1,
     gap_s: 0.0,
     level: 0.95,
     stop_width_pct: None,
 };
-
-fn settings_text(point: &[(String, String)]) -> String {
-    point
-        .iter()
-        .map(|(f, v)| format!("{f} {v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// Seconds left, from the time the finished points took on average.
 pub fn eta_s(elapsed_s: f64, done: usize, total: usize) -> Option<f64> {
@@ -443,12 +408,17 @@ fn figure_table(
     t
 }
 
-/// Run the sweep: progress (text: on the output; `-J`: on stderr), then the table or
-/// the document. With `--repeat`, each point is a series ([`repeat::series`]). A stop
-/// signal ends the sweep with what completed; a failed test ends it too, reporting
-/// what completed, then returning the error.
-pub fn run(a: &SweepArgs, out: &mut dyn std::io::Write) -> Result<(), SweepError> {
-    let mut points = resolve(a).map_err(SweepError::Usage)?;
+/// Run the sweep, each point resolved by `parse` ([`resolve`]): progress (text: on the
+/// output; `-J`: on stderr), then the table or the document. With `--repeat`, each
+/// point is a series ([`repeat::series`]). A stop signal ends the sweep with what
+/// completed; a failed test ends it too, reporting what completed, then returning the
+/// error.
+pub fn run(
+    a: &SweepArgs,
+    parse: ResolvePoint<'_>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), SweepError> {
+    let mut points = resolve(a, parse).map_err(SweepError::Usage)?;
     check_congestion(&points).map_err(SweepError::Usage)?;
     // `--line-rate memcpy`: measured once, so every point is judged against one peak.
     if let Some(l) = points.first().and_then(|p| p.1.line_rate) {
@@ -607,41 +577,48 @@ mod tests {
         );
     }
 
+    /// The caller's parser sees each point's whole command line, the point's settings
+    /// last; its refusals come back named by the point, `--repeat`'s plan kept.
     #[test]
-    fn proto_sweeps_tcp_and_udp() {
-        let a = split_args(&args("-c h -t 1 --proto tcp,udp -b 10M --plot s.svg")).unwrap();
-        assert_eq!(a.swept[0].flag, PROTO);
-        assert_eq!(a.plot, Some("s.svg".into()));
-        assert_eq!(a.rest, args("-c h -t 1 -b 10M"));
-        let points = resolve(&a).unwrap();
-        assert_eq!(points.len(), 2);
-        assert_eq!(points[0].1.spec.protocol, crate::spec::Protocol::Tcp);
-        assert_eq!(points[1].1.spec.protocol, crate::spec::Protocol::Udp);
-        // One protocol without a comma is an ordinary option.
-        let a = split_args(&args("-c h --proto=udp -P 1,2")).unwrap();
-        assert_eq!(a.rest, args("-c h -u"));
-        let e = split_args(&args("-c h --proto tcp,sctp")).unwrap_err();
+    fn each_point_goes_through_the_callers_parser() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let plan = Plan {
+            max_runs: 3,
+            ..ONE_RUN
+        };
+        let parse = |argv: Vec<OsString>| {
+            seen.borrow_mut().push(argv.clone());
+            if argv.iter().any(|a| a == "-s") {
+                return Err(PointError::NotClient);
+            }
+            if argv.iter().any(|a| a == "999") {
+                return Err(PointError::Usage("too many".to_string()));
+            }
+            let repeat = argv.iter().any(|a| a == "--repeat");
+            Ok(((), repeat.then_some(plan)))
+        };
+        let a = split_args(&args("-c h -t 1 --proto tcp,udp -P 1,2")).unwrap();
+        let points = resolve(&a, &parse).unwrap();
+        assert_eq!(points.len(), 4);
+        assert_eq!(points[3].2, ONE_RUN);
         assert_eq!(
-            e,
-            "--proto tcp,sctp: 'sctp' is not a protocol (give tcp, udp or tcp,udp)"
+            seen.borrow()[..2],
+            [
+                args("netmeter -c h -t 1 -P 1"),
+                args("netmeter -c h -t 1 -P 2")
+            ]
         );
-        let e = split_args(&args("-c h -u --proto tcp,udp")).unwrap_err();
-        assert!(e.starts_with("-u and --proto tcp,udp: give one"), "{e}");
-        let e = split_args(&args("-c h -P 1,2 --plot s.jpg")).unwrap_err();
-        assert!(e.contains("ending in .svg, .png or .html"), "{e}");
-    }
-
-    #[test]
-    fn a_congestion_control_this_kernel_lacks_fails_first() {
-        let a = split_args(&args("-c 127.0.0.1 -C reno,no-such-cc")).unwrap();
-        let points = resolve(&a).unwrap();
-        let e = check_congestion(&points).unwrap_err();
+        assert_eq!(seen.borrow()[3], args("netmeter -c h -t 1 -u -P 2"));
+        let a = split_args(&args("-c h -P 1,999")).unwrap();
+        assert_eq!(resolve(&a, &parse).unwrap_err(), "-P 999: too many");
+        let a = split_args(&args("-c h -P 1,2 --repeat 3")).unwrap();
+        assert_eq!(resolve(&a, &parse).unwrap()[1].2, plan);
+        let a = split_args(&args("-s -P 1,2")).unwrap();
         assert!(
-            e.starts_with("-C no-such-cc: congestion control 'no-such-cc' is not available here"),
-            "{e}"
+            resolve(&a, &parse)
+                .unwrap_err()
+                .starts_with("netmeter sweep runs client tests")
         );
-        let a = split_args(&args("-c 127.0.0.1 -P 1,2")).unwrap();
-        assert!(check_congestion(&resolve(&a).unwrap()).is_ok());
     }
 
     #[test]
@@ -652,26 +629,6 @@ mod tests {
         assert_eq!(settings_text(&g[0]), "-P 1 -l 8K");
         assert_eq!(settings_text(&g[2]), "-P 1 -l 1M");
         assert_eq!(settings_text(&g[3]), "-P 2 -l 8K");
-    }
-
-    #[test]
-    fn an_invalid_value_fails_before_any_test() {
-        let a = split_args(&args("-c 127.0.0.1 -t 1 -P 1,2,999")).unwrap();
-        let e = resolve(&a).unwrap_err();
-        assert!(e.starts_with("-P 999: "), "{e}");
-        let a = split_args(&args("-c 127.0.0.1 -t 1 -b 10M,fast")).unwrap();
-        assert!(resolve(&a).unwrap_err().starts_with("-b fast: "));
-        let a = split_args(&args("-s -P 1,2")).unwrap();
-        assert!(resolve(&a).is_err());
-        let a = split_args(&args("-c 127.0.0.1 -P 1,2 --loopback")).unwrap();
-        assert!(resolve(&a).unwrap_err().contains("--loopback"));
-        let a = split_args(&args("-c 127.0.0.1 -P 1,2 --repeat 3 --repeat-gap 0")).unwrap();
-        let rep = resolve(&a).unwrap();
-        assert_eq!((rep[1].2.max_runs, rep[1].2.gap_s), (3, 0.0));
-        let ok = resolve(&split_args(&args("-c 127.0.0.1 -P 1,2 -l 8K,64K")).unwrap()).unwrap();
-        assert_eq!(ok.len(), 4);
-        assert_eq!(ok[3].1.spec.block_len, 65536);
-        assert_eq!(ok[3].2, ONE_RUN);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! and by `netmeter plot SWEEP.json -o FILE` from its `-J` document. Pure apart from
 //! [`sweep_charts_of`], which reads files.
 
+use super::grid::{PROTO, Swept, grid};
 use super::repeat::FigureStats;
-use super::sweep::{PROTO, Swept, grid};
 use crate::report::plot::{self, Axis, Chart, Series, Shape};
 use serde::Deserialize;
 use std::collections::BTreeMap;

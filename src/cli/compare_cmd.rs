@@ -1,8 +1,11 @@
-//! The experiment subcommands (`netmeter compare ...`): their flags, reading the result
-//! files, and what each prints. `main.rs` hands over when the first argument names a
-//! subcommand ([`subcommand`]); the client and server flags never see these.
+//! The experiment subcommands, `netmeter compare` and `netmeter sweep`: which one the
+//! first argument names ([`subcommand`], which `main.rs` asks first; the client and
+//! server flags never see these), and `compare` itself: its flags, reading the result
+//! files, what it prints and its exit status. `sweep`'s help, clap command and per-point
+//! parser are [`super::sweep_cmd`]; its list syntax is `experiment::sweep::split_args`.
 
-use super::compare::{self, Comparison, Mismatch};
+use crate::experiment::compare::{self, Comparison, Mismatch};
+use crate::experiment::sweep::{self, SweepArgs};
 use crate::report::{Report, input};
 use clap::Parser;
 use std::ffi::OsString;
@@ -44,7 +47,8 @@ pub struct CompareArgs {
 }
 
 fn plot_path(s: &str) -> Result<PathBuf, String> {
-    super::sweep_plot::plot_file(s).map_err(|_| format!("'{s}' must end in .svg or .png"))
+    crate::experiment::sweep_plot::plot_file(s)
+        .map_err(|_| format!("'{s}' must end in .svg or .png"))
 }
 
 /// The inputs of a comparison's plot: every run of each side, named `base: NAME` and
@@ -84,78 +88,12 @@ fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `netmeter sweep --help`.
-pub const SWEEP_HELP: &str = "\
-Run a client test over a grid of option values, in order, and tabulate the results
-
-Usage: netmeter sweep -c HOST [client options] LIST...
-
-Any of -P, -l, -b, -w, -C given a comma-separated list is swept (the last list varies
-fastest); every other option is passed to each test as given. Every point's options are
-checked before the first test runs.
-  --proto tcp,udp
-       sweep the protocol: each point over TCP, then over UDP (-u; its -b as given,
-       else UDP's 1 Mbit/s default)
-  --plot FILE.svg|FILE.png|FILE.html
-       draw each figure shown against the first swept option, one line per value
-       of the second, error bars (the confidence interval) when repeated; the same
-       chart as `netmeter plot SWEEP.json -o FILE` from the -J document. .html: one
-       page with a table of the points and the charts (as `netmeter report SWEEP.json`)
-  --figure KEY[,KEY...]
-       the figures the tables and charts show, in order (default: the test type's:
-       throughput, loss and jitter for UDP, retransmits for TCP, RTT p50/p99 for
-       --bounceback, share of the peak with --line-rate, CPU of each side); KEYs as
-       in the -J document's statistics, e.g. jitter_ms,rtt_p99_ms,cpu_local_percent
-  -J   print one JSON document with every point's settings, runs and statistics
-       (progress lines then go to stderr)
-  --csv [--fields a,b,c]
-       print every figure of every run and point as CSV instead of the tables
-       (columns: docs/csv.md; progress lines then go to stderr); netmeter csv
-       SWEEP.json writes the same rows from the -J document
-  --repeat N [--repeat-gap SEC] [--confidence L,W%]
-       each point is a series; the table shows mean ± CI half width
-
-Examples:
-  netmeter sweep -c HOST -t 5 -P 1,2,4,8 -l 128K,1M --plot sweep.png
-  netmeter sweep -c HOST -t 5 --proto tcp,udp -b 100M,500M --repeat 3 -J > sweep.json
-";
-
-/// `netmeter sweep` as a clap command, for the man page and the completions only (the
-/// sweep's own parsing is [`super::sweep::split_args`] and the client's parser): the
-/// client's flags, `--proto` and the help text above.
-pub fn sweep_command() -> clap::Command {
-    let (about, rest) = SWEEP_HELP.split_once('\n').unwrap_or((SWEEP_HELP, ""));
-    crate::cli::args_command()
-        .name("sweep")
-        .bin_name("netmeter sweep")
-        .about(about)
-        .override_usage("netmeter sweep -c HOST [client options] LIST...")
-        .after_help(
-            rest.split_once("\n\n")
-                .map_or(rest, |x| x.1)
-                .trim()
-                .to_string(),
-        )
-        .arg(
-            clap::Arg::new("figure")
-                .long("figure")
-                .value_name("KEY,...")
-                .help("The figures the tables and charts show (default: the test type's)"),
-        )
-        .arg(
-            clap::Arg::new("proto")
-                .long("proto")
-                .value_name("tcp,udp")
-                .help("Sweep the protocol: each point over TCP, then over UDP (-u)"),
-        )
-}
-
 /// A subcommand and its parsed flags.
 #[derive(Debug)]
 pub enum Subcommand {
     Compare(CompareArgs),
     /// The arguments after `sweep`, or `None` for `--help`.
-    Sweep(Option<super::sweep::SweepArgs>),
+    Sweep(Option<SweepArgs>),
 }
 
 /// The subcommand `args` (the whole command line, program name first) names, parsed;
@@ -169,7 +107,7 @@ pub fn subcommand(args: &[OsString]) -> Option<Result<Subcommand, clap::Error>> 
                 return Some(Ok(Subcommand::Sweep(None)));
             }
             Some(
-                super::sweep::split_args(rest)
+                sweep::split_args(rest)
                     .map(|a| Subcommand::Sweep(Some(a)))
                     .map_err(|e| {
                         clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
@@ -213,7 +151,11 @@ pub fn load_runs(path: &Path, keep_intervals: bool) -> Result<Vec<Report>, Exper
     };
     let mut r = input::open_result(path).map_err(file_error)?;
     let runs = runs_from(&mut r, keep_intervals).map_err(file_error)?;
-    if runs.is_empty() || runs.iter().any(|r| super::figures::figures(r).is_empty()) {
+    if runs.is_empty()
+        || runs
+            .iter()
+            .any(|r| crate::experiment::figures::figures(r).is_empty())
+    {
         return Err(ExperimentError::NoResults {
             path: path.to_path_buf(),
         });
