@@ -282,54 +282,6 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: std::time::Duration) -> io::Re
     }
 }
 
-/// Wait until any of `fds` is readable (data, a pending connection, a hang-up or an
-/// error) or `timeout` passes; `ready` gets one flag per descriptor. Returns how many
-/// are ready (0 on timeout or a signal).
-pub fn wait_readable_any(
-    fds: &[BorrowedFd<'_>],
-    timeout: std::time::Duration,
-    ready: &mut Vec<bool>,
-) -> io::Result<usize> {
-    let mut polled: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `polled` is a valid array of `polled.len()` pollfds that lives across the
-    // call, a valid timespec, no signal mask.
-    let rc = unsafe {
-        libc::ppoll(
-            polled.as_mut_ptr(),
-            polled.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    ready.clear();
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        ready.resize(fds.len(), false);
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(0)
-        } else {
-            Err(e)
-        };
-    }
-    ready.extend(
-        polled
-            .iter()
-            .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0),
-    );
-    Ok(rc as usize)
-}
-
 /// The number iperf3 shows for a socket (`[  5]`, `"socket": 5`): its descriptor.
 /// A label for reports only; code that acts on the socket borrows it instead.
 pub fn socket_number(s: &impl AsFd) -> i64 {

@@ -125,7 +125,11 @@ impl Door {
                 .map(|c| c.sock.as_fd()),
         );
         let mut ready = Vec::new();
-        crate::sock::wait_readable_any(&fds, wait.max(Duration::from_millis(1)), &mut ready)?;
+        crate::sock::poll_readable(
+            fds.iter().copied(),
+            wait.max(Duration::from_millis(1)),
+            &mut ready,
+        )?;
         let skip = usize::from(listener.is_some());
         let listener_ready = listener.is_some() && ready.first().copied().unwrap_or(false);
         let conns = ids

@@ -777,7 +777,10 @@ mod tests {
         let mut j = p.running_judge(&timed(20.0, 0.0)).without_idle_check();
         assert!(j.judge(0.5, 1000, 1000).is_none());
         for t in 1..=20 {
-            assert!(j.judge(f64::from(t), 1000, 1000).is_none(), "stopped at {t} s");
+            assert!(
+                j.judge(f64::from(t), 1000, 1000).is_none(),
+                "stopped at {t} s"
+            );
         }
     }
 
