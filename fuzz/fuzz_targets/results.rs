@@ -120,6 +120,7 @@ fuzz_target!(|data: &[u8]| {
         host: None,
         threads: Vec::new(),
         disk_file: None,
+        peak: None,
     });
     let ctx = TextCtx {
         format: Format::Auto,
