@@ -116,21 +116,13 @@ impl Columns {
     /// A comma-separated list of column names; an unknown or repeated name is refused
     /// in one sentence that lists the valid names.
     pub fn parse(list: &str) -> Result<Columns, String> {
-        let mut cols = Vec::new();
-        for name in list.split(',').map(str::trim) {
-            let Some(f) = Field::ALL.iter().copied().find(|f| f.name() == name) else {
-                let valid: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-                return Err(format!(
-                    "--fields: unknown column '{name}' for a sweep or repetition; the columns are {}",
-                    valid.join(",")
-                ));
-            };
-            if cols.contains(&f) {
-                return Err(format!("--fields: column '{name}' is listed twice"));
-            }
-            cols.push(f);
-        }
-        Ok(Columns(cols))
+        crate::report::csv::parse_fields(
+            list,
+            &Field::ALL,
+            Field::name,
+            " for a sweep or repetition",
+        )
+        .map(Columns)
     }
 
     fn header(&self) -> String {

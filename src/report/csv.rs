@@ -158,21 +158,7 @@ impl Columns {
     /// A comma-separated list of column names; an unknown or repeated name, or an empty
     /// list, is refused in one sentence that lists the valid names.
     pub fn parse(list: &str) -> Result<Columns, String> {
-        let mut cols = Vec::new();
-        for name in list.split(',').map(str::trim) {
-            let Some(f) = Field::ALL.iter().copied().find(|f| f.name() == name) else {
-                let valid: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-                return Err(format!(
-                    "--fields: unknown column '{name}'; the columns are {}",
-                    valid.join(",")
-                ));
-            };
-            if cols.contains(&f) {
-                return Err(format!("--fields: column '{name}' is listed twice"));
-            }
-            cols.push(f);
-        }
-        Ok(Columns(cols))
+        parse_fields(list, &Field::ALL, Field::name, "").map(Columns)
     }
 
     pub fn fields(&self) -> &[Field] {
@@ -184,6 +170,32 @@ impl Columns {
         let names: Vec<&str> = self.0.iter().map(|f| f.name()).collect();
         format!("{}\n", names.join(","))
     }
+}
+
+/// A `--fields a,b,c` list read against the columns `all` (named by `name`): an unknown,
+/// repeated or empty name is refused in one sentence that lists the valid names
+/// (`context` follows "unknown column 'x'", e.g. " for a sweep or repetition").
+pub(crate) fn parse_fields<F: Copy + PartialEq>(
+    list: &str,
+    all: &[F],
+    name: fn(F) -> &'static str,
+    context: &str,
+) -> Result<Vec<F>, String> {
+    let mut cols = Vec::new();
+    for given in list.split(',').map(str::trim) {
+        let Some(f) = all.iter().copied().find(|&f| name(f) == given) else {
+            let valid: Vec<&str> = all.iter().map(|&f| name(f)).collect();
+            return Err(format!(
+                "--fields: unknown column '{given}'{context}; the columns are {}",
+                valid.join(",")
+            ));
+        };
+        if cols.contains(&f) {
+            return Err(format!("--fields: column '{given}' is listed twice"));
+        }
+        cols.push(f);
+    }
+    Ok(cols)
 }
 
 /// What every row of one report shares: which side wrote it, when the test started, the
