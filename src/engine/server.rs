@@ -74,6 +74,8 @@ pub struct ServerConfig {
 /// Connections accepted per pass of the accept loop before the pending handshakes
 /// are read again.
 const ACCEPT_BATCH: usize = 32;
+/// At most one "accept failed" log line this often.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(1);
 
 /// Where a TCP data connection (with its accept sequence number) goes.
 type StreamSender = Sender<(u64, TcpStream)>;
@@ -532,6 +534,9 @@ impl Server {
         let one_off_done = Arc::new(AtomicBool::new(false));
         let listener = self.tcp.as_fd();
         let mut door = door::Door::new(shared.clone());
+        // `accept` failing (out of descriptors) repeats every turn while it lasts: one log
+        // line a second, with how many failed since the last.
+        let mut accept_failures: (Option<Instant>, u64) = (None, 0);
         // Connect-only tests' acceptors share the listener (see `connect::Hub`); it is
         // non-blocking so that a thread losing the race for a connection just waits on.
         self.tcp.set_nonblocking(true)?;
@@ -583,7 +588,17 @@ impl Server {
                     Err(e) => {
                         // Out of descriptors, most likely: the door's budget frees some
                         // as deadlines pass.
-                        shared.log(&format!("accept failed: {e}"));
+                        accept_failures.1 += 1;
+                        if accept_failures
+                            .0
+                            .is_none_or(|t| now.duration_since(t) >= ACCEPT_LOG_EVERY)
+                        {
+                            shared.log(&format!(
+                                "accept failed: {e} ({} time(s) since the last such line)",
+                                accept_failures.1
+                            ));
+                            accept_failures = (Some(now), 0);
+                        }
                         std::thread::sleep(Duration::from_millis(10));
                         break;
                     }
