@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod clocksync;
 pub mod engine;
 pub mod experiment;
