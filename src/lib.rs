@@ -1,7 +1,7 @@
 //! netmeter: network performance measurement, wire-compatible with iperf3.
 //!
 //! Data flows one way through the modules: flags ([`cli`]) become a [`spec::TestSpec`];
-//! the control conversation ([`session`], over [`wire`] bytes) is driven by the
+//! the control conversation ([`control`], over [`wire`] bytes) is driven by the
 //! [`engine`], whose stream threads feed [`stats`]; the results become a typed
 //! [`report::Report`] that renderers print as iperf3-style text or JSON.
 //! `ARCHITECTURE.md` is the map.
@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod clocksync;
+pub mod control;
 pub mod engine;
 pub mod experiment;
 pub mod host;
@@ -22,7 +23,6 @@ pub mod pacing;
 pub mod profile;
 pub mod report;
 pub mod search;
-pub mod session;
 pub mod sock;
 pub mod spec;
 pub mod stats;

@@ -8,7 +8,7 @@
 //! `TestSpec` and its two wire mappings (`to_params`, `from_params`) stay in one file,
 //! with their unit tests, so a new field is added, sent and checked in one place.
 
-use crate::session::Negotiated;
+use crate::control::Negotiated;
 use crate::wire::{self, Bounceback, ErrCode, ExtRequest, Feature, Params, WorkingLoad};
 
 /// Transport of the data streams.
@@ -779,7 +779,7 @@ mod tests {
     /// `spec` asks for.
     fn agreed(spec: &TestSpec, accepted: Vec<Feature>) -> Negotiated {
         let req = spec.ext_request();
-        let mut m = crate::session::ClientMachine::new(Some(&req));
+        let mut m = crate::control::ClientMachine::new(Some(&req));
         m.on_ext_answer(&wire::ExtAnswer {
             version: wire::EXT_VERSION,
             accepted,
@@ -827,7 +827,7 @@ mod tests {
         assert!(!asked.udp_seq64);
         assert_eq!(asked.unmet_need(&n), None);
         // An iperf3 server: no 64-bit counters, and --trip-times cannot run.
-        let iperf3 = crate::session::ClientMachine::new(Some(&asked.ext_request()));
+        let iperf3 = crate::control::ClientMachine::new(Some(&asked.ext_request()));
         let n = iperf3.negotiated();
         assert!(!asked.negotiated(n).udp_seq64);
         assert_eq!(asked.unmet_need(n), Some("--trip-times"));

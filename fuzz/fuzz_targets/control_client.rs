@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
-use netmeter::session::{ClientMachine, ClientStep};
+use netmeter::control::{ClientMachine, ClientStep};
 use netmeter::wire::{
     self, ExtAnswer, ExtRequest, Feature, PskChallenge, PskConfirm, Results, State, ThirdPartyAnswer,
 };

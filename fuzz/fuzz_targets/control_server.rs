@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
 use netmeter::cli::third_party;
-use netmeter::session::{ServerEvent, ServerMachine};
+use netmeter::control::{ServerEvent, ServerMachine};
 use netmeter::spec::TestSpec;
 use netmeter::wire::{self, COOKIE_LEN, ExtAnswer, Params, PskResponse, Results, State};
 use std::net::{IpAddr, Ipv4Addr};

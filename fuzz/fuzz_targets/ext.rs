@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use netmeter::clocksync::{self, ClockEstimate, Probe};
-use netmeter::session::{ClientMachine, negotiate};
+use netmeter::control::{ClientMachine, negotiate};
 use netmeter::wire::{self, ExtAnswer, ExtRequest, Feature, State};
 
 fuzz_target!(|data: &[u8]| {

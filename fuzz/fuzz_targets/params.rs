@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netmeter::session::ServerMachine;
+use netmeter::control::ServerMachine;
 use netmeter::spec::TestSpec;
 use netmeter::wire::{self, Params};
 

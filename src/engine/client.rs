@@ -16,10 +16,10 @@ use super::test_run::{
 };
 use super::{Stopped, TestError};
 use crate::clocksync::ClockEstimate;
+use crate::control::{ClientFailure, ClientMachine, ClientStep};
 use crate::report::observe::{Event, Observer};
 use crate::report::text::TextCtx;
 use crate::report::{HostPort, Report};
-use crate::session::{ClientFailure, ClientMachine, ClientStep};
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::units::Format;

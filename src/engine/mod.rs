@@ -1,7 +1,7 @@
 //! The I/O half: sockets, threads and clocks that drive the pure parts.
 //!
-//! `client` and `server` run their halves of the control conversation (asking `session`
-//! what each state byte means); `test_run` runs one test's data streams the same way on
+//! `client` and `server` run their halves of the control conversation (asking `control`'s
+//! machines what each state byte means); `test_run` runs one test's data streams the same way on
 //! both sides; `stream` (with `profile` and `connect`) moves data on one thread per
 //! stream, `meter` samples the streams once per interval, and `output` renders the
 //! report as it grows. Each layer uses only those below it (ARCHITECTURE.md,
@@ -29,7 +29,7 @@ pub mod third_party;
 
 use ctrl::CtrlError;
 
-use crate::session::{ClientFailure, ClientStep, ServerFailure};
+use crate::control::{ClientFailure, ClientStep, ServerFailure};
 use crate::spec::SpecError;
 use crate::wire::{ErrCode, State, WireError};
 use std::net::SocketAddr;

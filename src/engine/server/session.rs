@@ -8,6 +8,7 @@
 use super::audit::{Entry, TestParams};
 use super::policy::{Answer, Reason, Refusal, RunningJudge};
 use super::{Shared, SlotGuard, UdpWaiter, canon, shown};
+use crate::control::{ServerEvent, ServerFailure, ServerMachine};
 use crate::engine::CTRL_TIMEOUT;
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
@@ -21,7 +22,6 @@ use crate::engine::{Stopped, TestError};
 use crate::report::HostPort;
 use crate::report::observe::Event;
 use crate::report::text::TextCtx;
-use crate::session::{ServerEvent, ServerFailure, ServerMachine};
 use crate::sock;
 use crate::spec::{Direction, Protocol, SpecError, TestSpec};
 use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};

@@ -11,11 +11,11 @@
 use super::audit::{Entry, TestParams};
 use super::policy::{Answer, Reason, Refusal};
 use super::{Shared, SlotGuard, shown};
+use crate::control::ClientFailure;
 use crate::engine::TestError;
 use crate::engine::client::ClientConfig;
 use crate::engine::ctrl::Ctrl;
 use crate::report::observe::Quiet;
-use crate::session::ClientFailure;
 use crate::wire::{ErrCode, State, ThirdPartyAnswer, ThirdPartyRequest};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
