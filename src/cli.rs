@@ -1193,6 +1193,7 @@ impl Args {
                     file_max_bytes: self.server_max_file_size()?,
                     ..self.side_opts()?
                 },
+                clock: crate::clock::system(),
             },
             daemon: self.daemon,
             pidfile: self.pidfile.clone(),
@@ -1820,6 +1821,7 @@ impl Args {
                 .map(crate::host::facts::LineRate::parse)
                 .transpose()
                 .map_err(usage)?,
+            clock: crate::clock::system(),
         })
     }
 }

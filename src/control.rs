@@ -9,8 +9,153 @@
 //! server's extension answer (or its absence: an iperf3 server), the server's from the
 //! client's parameters. The result is one [`Negotiated`] value, which the engine asks
 //! (`negotiated.has(Feature::TripTimes)`) instead of looking at feature names.
+//!
+//! # Deadlines
+//!
+//! Each machine owns the deadlines of the conversation, as quinn-proto's connection
+//! does: time comes in as `now`, [`ClientMachine::poll_timeout`] /
+//! [`ServerMachine::poll_timeout`] say when the peer's next word is due, and
+//! `on_timeout(now)` says what a passed deadline means (a [`Timeout`] naming what was
+//! awaited). The driver only reads with the [`Wait`] the machine gives it. A wait
+//! starts when the driver has done what the last message asked (`step_done`,
+//! `streams_requested`, `results_requested`, `results_sent`), so a slow step of this
+//! side (opening streams, draining) never eats the peer's time. The deadlines:
+//!
+//! | side | awaits | for | armed by |
+//! |---|---|---|---|
+//! | client | each setup message (`PARAM_EXCHANGE` … `TEST_RUNNING`) | [`CTRL_TIMEOUT`] | `step_done` |
+//! | client | the extension answer | [`CTRL_TIMEOUT`] | `on_state(NETMETER_EXT)` |
+//! | client | `EXCHANGE_RESULTS` after `TEST_END` (the server drains first), then `DISPLAY_RESULTS` | [`CTRL_TIMEOUT`] | `step_done` |
+//! | client | the server's results | [`CTRL_TIMEOUT`] | `step_done` after sending its own |
+//! | server | the parameters | [`PARAMS_TIMEOUT`] | `param_exchange_sent` (the door's, in the engine) |
+//! | server | every data stream | [`STREAMS_TIMEOUT`] | `streams_requested` |
+//! | server | the client's results | [`CTRL_TIMEOUT`] | `results_requested` |
+//! | server | `IPERF_DONE` | [`DONE_TIMEOUT`] | `results_sent` |
+//!
+//! While the test runs neither machine has a deadline of its own: the client ends the
+//! test on its end condition, and the server's limits on a running test (its `-t` plus
+//! grace, `--server-max-duration`, `--test-idle-timeout`, `--server-bitrate-limit`) are
+//! the policy's (`engine::server::policy::RunningJudge`, pure as well).
 
 use crate::wire::{self, ExtAnswer, ExtRequest, Feature, Params, State};
+use std::time::{Duration, Instant};
+
+/// How long either side waits for each of the peer's control messages outside the
+/// running test (iperf3 waits without limit; a vanished peer would hang the test).
+pub const CTRL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server waits for a client's parameters after `PARAM_EXCHANGE`.
+pub const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to open all its data streams after `CREATE_STREAMS`.
+pub const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a server waits for `IPERF_DONE` after `DISPLAY_RESULTS` (the test is over;
+/// a client that does not acknowledge is only logged).
+pub const DONE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client reads the 8-byte trailer after `SERVER_ERROR`.
+pub const ERROR_TRAILER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client waits for the server's sentence after an error code: only a
+/// server that keeps the connection open without one makes it wait this long.
+pub const NOTE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What a machine waits for from its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// Client: the server's next state byte during setup.
+    ServerMessage,
+    /// Client: the extension answer after `NETMETER_EXT`.
+    ExtAnswer,
+    /// Client: `EXCHANGE_RESULTS` (after `TEST_END`) or `DISPLAY_RESULTS`.
+    ResultsExchange,
+    /// Client: the server's results JSON.
+    ServerResults,
+    /// Server: the client's parameter JSON.
+    Params,
+    /// Server: the data streams, `opened` of `total` so far.
+    Streams { opened: usize, total: usize },
+    /// Server: the client's results JSON.
+    ClientResults,
+    /// Server: `IPERF_DONE`.
+    Done,
+}
+
+impl Awaited {
+    /// The words a timeout or a closed connection uses for it.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Awaited::ServerMessage => "the server's next control message",
+            Awaited::ExtAnswer => "the extension answer",
+            Awaited::ResultsExchange => "the server's results exchange",
+            Awaited::ServerResults => "the server's results",
+            Awaited::Params => "the client's parameters",
+            Awaited::Streams { .. } => "stream setup",
+            Awaited::ClientResults => "the client's results",
+            Awaited::Done => "IPERF_DONE",
+        }
+    }
+}
+
+/// A deadline that passed: what was awaited, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("timed out after {:.1} s waiting for {}", .after.as_secs_f64(), .awaited.what())]
+pub struct Timeout {
+    pub awaited: Awaited,
+    pub after: Duration,
+}
+
+/// One bounded wait, as a machine hands it to the driver: read until `until`, and if
+/// nothing came, the wait was for `timeout.awaited` and lasted `timeout.after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub until: Instant,
+    pub after: Duration,
+    pub what: &'static str,
+}
+
+impl Wait {
+    /// A wait of `after` from `now` for `what` (I/O that bounds one exchange itself).
+    pub fn new(now: Instant, after: Duration, what: &'static str) -> Wait {
+        Wait {
+            until: now + after,
+            after,
+            what,
+        }
+    }
+}
+
+/// A machine's armed deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Deadline {
+    at: Instant,
+    timeout: Timeout,
+}
+
+impl Deadline {
+    fn after(now: Instant, after: Duration, awaited: Awaited) -> Option<Deadline> {
+        Some(Deadline {
+            at: now + after,
+            timeout: Timeout { awaited, after },
+        })
+    }
+
+    fn wait(&self) -> Wait {
+        Wait {
+            until: self.at,
+            after: self.timeout.after,
+            what: self.timeout.awaited.what(),
+        }
+    }
+}
+
+/// `on_timeout`'s answer for an armed deadline: the timeout once `now` reached it
+/// (the deadline is spent then).
+fn fire(deadline: &mut Option<Deadline>, now: Instant) -> Result<(), Timeout> {
+    match *deadline {
+        Some(d) if now >= d.at => {
+            *deadline = None;
+            Err(d.timeout)
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Who is at the other end, as far as the conversation tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +303,10 @@ pub struct ClientMachine {
     /// The request is a third-party request: the answer is the result (0x42).
     third_party: bool,
     negotiated: Negotiated,
+    /// When the server's next word is due, and what it is.
+    deadline: Option<Deadline>,
+    /// `EXCHANGE_RESULTS` came: the server's results JSON follows ours.
+    results_pending: bool,
 }
 
 impl ClientMachine {
@@ -171,12 +320,54 @@ impl ClientMachine {
             psk_challenged: false,
             third_party: request.is_some_and(|r| r.third_party.is_some()),
             negotiated: Negotiated::iperf3(requested),
+            deadline: None,
+            results_pending: false,
         }
+    }
+
+    /// The step the last state byte asked for is done (or, at first, the cookie is
+    /// sent): the wait for the server's next word starts `now`. Nothing is awaited
+    /// while the test runs (the client ends it) or once the conversation is over.
+    pub fn step_done(&mut self, now: Instant) {
+        use ClientPhase as P;
+        let awaited = match self.phase {
+            P::AwaitParamExchange
+            | P::AwaitCreateStreams
+            | P::AwaitTestStart
+            | P::AwaitTestRunning => Some(Awaited::ServerMessage),
+            P::AwaitDisplay if self.results_pending => Some(Awaited::ServerResults),
+            P::AwaitExchangeResults | P::AwaitDisplay => Some(Awaited::ResultsExchange),
+            P::Running | P::Done => None,
+        };
+        self.deadline = awaited.and_then(|a| Deadline::after(now, CTRL_TIMEOUT, a));
+    }
+
+    /// The server's results were read (after [`ClientStep::ExchangeResults`]).
+    pub fn on_server_results(&mut self) {
+        self.results_pending = false;
+        self.deadline = None;
+    }
+
+    /// When the server's next word is due (`None`: nothing awaited).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline.map(|d| d.at)
+    }
+
+    /// The read the driver is to make: until the deadline, for what is awaited.
+    pub fn wait(&self) -> Option<Wait> {
+        self.deadline.map(|d| d.wait())
+    }
+
+    /// Time passed: `Err` with what was awaited once `now` reached the deadline (the
+    /// conversation is over then).
+    pub fn on_timeout(&mut self, now: Instant) -> Result<(), Timeout> {
+        fire(&mut self.deadline, now).inspect_err(|_| self.phase = ClientPhase::Done)
     }
 
     /// The server's extension answer (after [`ClientStep::ReadExtAnswer`]): the features
     /// in use are those it accepted of the ones asked for.
     pub fn on_ext_answer(&mut self, answer: &ExtAnswer) -> &Negotiated {
+        self.deadline = None;
         if self.ext_requested {
             let n = &mut self.negotiated;
             n.peer = Peer::Netmeter {
@@ -203,9 +394,12 @@ impl ClientMachine {
         self.phase = ClientPhase::AwaitExchangeResults;
     }
 
-    /// Interpret one state byte from the server.
-    pub fn on_state(&mut self, s: State) -> Result<ClientStep, ClientFailure> {
+    /// Interpret one state byte from the server, come at `now`.
+    pub fn on_state(&mut self, s: State, now: Instant) -> Result<ClientStep, ClientFailure> {
         use ClientPhase as P;
+        // The awaited word came; the next wait starts when its step is done, but the
+        // extension answer follows its state byte at once.
+        self.deadline = None;
         match s {
             State::AccessDenied => return Err(ClientFailure::AccessDenied),
             State::ServerError => return Ok(ClientStep::ReadServerError),
@@ -245,6 +439,7 @@ impl ClientMachine {
             }
             (P::AwaitTestRunning, State::TestRunning) => (P::Running, ClientStep::StartData, ""),
             (P::AwaitExchangeResults, State::ExchangeResults) => {
+                self.results_pending = true;
                 (P::AwaitDisplay, ClientStep::ExchangeResults, "")
             }
             (P::AwaitDisplay, State::DisplayResults) => (P::Done, ClientStep::Display, ""),
@@ -264,6 +459,9 @@ impl ClientMachine {
         };
         debug_assert!(expected.is_empty());
         self.phase = next;
+        if step == ClientStep::ReadExtAnswer {
+            self.deadline = Deadline::after(now, CTRL_TIMEOUT, Awaited::ExtAnswer);
+        }
         Ok(step)
     }
 }
@@ -306,12 +504,13 @@ pub enum ServerPhase {
     Done,
 }
 
-/// The server's control state machine (one per session). The engine keeps the
-/// deadlines; the machine says what each message means in the current phase.
+/// The server's control state machine (one per session): what each message means in
+/// the current phase, and when the client's next word is due.
 #[derive(Debug, Clone)]
 pub struct ServerMachine {
     pub phase: ServerPhase,
     negotiated: Negotiated,
+    deadline: Option<Deadline>,
 }
 
 impl Default for ServerMachine {
@@ -326,7 +525,73 @@ impl ServerMachine {
         ServerMachine {
             phase: ServerPhase::AwaitParams,
             negotiated: Negotiated::iperf3(Vec::new()),
+            deadline: None,
         }
+    }
+
+    /// `PARAM_EXCHANGE` went out `now`: the parameters are due within
+    /// [`PARAMS_TIMEOUT`]. (netmeter's server reads them in its door, under the door's
+    /// own budget with this same limit, and makes the machine from them.)
+    pub fn param_exchange_sent(&mut self, now: Instant) -> Wait {
+        self.arm(now, PARAMS_TIMEOUT, Awaited::Params)
+    }
+
+    /// `CREATE_STREAMS` went out `now`: `total` data streams are due within
+    /// [`STREAMS_TIMEOUT`].
+    pub fn streams_requested(&mut self, total: usize, now: Instant) -> Wait {
+        self.arm(now, STREAMS_TIMEOUT, Awaited::Streams { opened: 0, total })
+    }
+
+    /// One data stream arrived; true once all have (the deadline is spent then).
+    pub fn on_stream(&mut self) -> bool {
+        let Some(d) = self.deadline.as_mut() else {
+            return false;
+        };
+        let Awaited::Streams { opened, total } = &mut d.timeout.awaited else {
+            return false;
+        };
+        *opened += 1;
+        let all = *opened >= *total;
+        if all {
+            self.deadline = None;
+        }
+        all
+    }
+
+    /// `EXCHANGE_RESULTS` went out `now` (after this side's drain): the client's
+    /// results are due within [`CTRL_TIMEOUT`]; the read to make.
+    pub fn results_requested(&mut self, now: Instant) -> Wait {
+        self.arm(now, CTRL_TIMEOUT, Awaited::ClientResults)
+    }
+
+    fn arm(&mut self, now: Instant, after: Duration, awaited: Awaited) -> Wait {
+        let d = Deadline {
+            at: now + after,
+            timeout: Timeout { awaited, after },
+        };
+        self.deadline = Some(d);
+        d.wait()
+    }
+
+    /// The client's results were read.
+    pub fn on_client_results(&mut self) {
+        self.deadline = None;
+    }
+
+    /// When the client's next word is due (`None`: nothing awaited).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline.map(|d| d.at)
+    }
+
+    /// The read the driver is to make: until the deadline, for what is awaited.
+    pub fn wait(&self) -> Option<Wait> {
+        self.deadline.map(|d| d.wait())
+    }
+
+    /// Time passed: `Err` with what was awaited once `now` reached the deadline (the
+    /// session is over then).
+    pub fn on_timeout(&mut self, now: Instant) -> Result<(), Timeout> {
+        fire(&mut self.deadline, now).inspect_err(|_| self.phase = ServerPhase::Done)
     }
 
     /// The client's parameters arrived: settle the features and return the extension
@@ -334,6 +599,7 @@ impl ServerMachine {
     /// ask (an iperf3 client must never see that state byte).
     pub fn on_params(&mut self, params: &Params) -> Option<ExtAnswer> {
         self.phase = ServerPhase::AwaitStreams;
+        self.deadline = None;
         let req = params.netmeter.as_ref()?;
         let answer = negotiate(req);
         self.negotiated = Negotiated {
@@ -354,11 +620,14 @@ impl ServerMachine {
     /// All data streams are open and `TEST_RUNNING` sent.
     pub fn streams_open(&mut self) {
         self.phase = ServerPhase::Running;
+        self.deadline = None;
     }
 
-    /// Results and `DISPLAY_RESULTS` sent.
-    pub fn results_sent(&mut self) {
+    /// Results and `DISPLAY_RESULTS` sent `now`: `IPERF_DONE` is due within
+    /// [`DONE_TIMEOUT`]; the read to make.
+    pub fn results_sent(&mut self, now: Instant) -> Wait {
         self.phase = ServerPhase::AwaitDone;
+        self.arm(now, DONE_TIMEOUT, Awaited::Done)
     }
 
     /// Interpret one state byte from the client.
@@ -372,6 +641,7 @@ impl ServerMachine {
             }
             (P::AwaitDone, State::IperfDone) => {
                 self.phase = P::Done;
+                self.deadline = None;
                 Ok(ServerEvent::Done)
             }
             (_, State::ClientTerminate) => Err(ServerFailure::ClientTerminated),
@@ -402,44 +672,65 @@ pub fn negotiate(req: &ExtRequest) -> ExtAnswer {
 }
 
 #[cfg(test)]
+mod pair;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    /// A fixed instant for tests that do not look at time.
+    fn t0() -> Instant {
+        ManualClock::at_unix(0).now()
+    }
 
     #[test]
     fn normal_iperf3_sequence() {
         let mut m = ClientMachine::new(None);
-        assert_eq!(m.on_state(State::ParamExchange), Ok(ClientStep::SendParams));
         assert_eq!(
-            m.on_state(State::CreateStreams),
+            m.on_state(State::ParamExchange, t0()),
+            Ok(ClientStep::SendParams)
+        );
+        assert_eq!(
+            m.on_state(State::CreateStreams, t0()),
             Ok(ClientStep::CreateStreams)
         );
-        assert_eq!(m.on_state(State::TestStart), Ok(ClientStep::StartClock));
-        assert_eq!(m.on_state(State::TestRunning), Ok(ClientStep::StartData));
+        assert_eq!(
+            m.on_state(State::TestStart, t0()),
+            Ok(ClientStep::StartClock)
+        );
+        assert_eq!(
+            m.on_state(State::TestRunning, t0()),
+            Ok(ClientStep::StartData)
+        );
         m.test_ended();
         assert_eq!(
-            m.on_state(State::ExchangeResults),
+            m.on_state(State::ExchangeResults, t0()),
             Ok(ClientStep::ExchangeResults)
         );
-        assert_eq!(m.on_state(State::DisplayResults), Ok(ClientStep::Display));
+        assert_eq!(
+            m.on_state(State::DisplayResults, t0()),
+            Ok(ClientStep::Display)
+        );
         assert_eq!(m.phase, ClientPhase::Done);
     }
 
     #[test]
     fn extension_answer_only_when_requested() {
         let mut m = ClientMachine::new(Some(&ExtRequest::default()));
-        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
         assert_eq!(
-            m.on_state(State::NetmeterExt),
+            m.on_state(State::NetmeterExt, t0()),
             Ok(ClientStep::ReadExtAnswer)
         );
         assert_eq!(
-            m.on_state(State::CreateStreams),
+            m.on_state(State::CreateStreams, t0()),
             Ok(ClientStep::CreateStreams)
         );
 
         let mut plain = ClientMachine::new(None);
-        plain.on_state(State::ParamExchange).unwrap();
-        assert!(plain.on_state(State::NetmeterExt).is_err());
+        plain.on_state(State::ParamExchange, t0()).unwrap();
+        assert!(plain.on_state(State::NetmeterExt, t0()).is_err());
     }
 
     /// With a pre-shared key the server must challenge first; a server that goes on
@@ -460,24 +751,27 @@ mod tests {
             State::NetmeterThirdParty,
         ] {
             let mut m = ClientMachine::new(Some(&with_psk));
-            m.on_state(State::ParamExchange).unwrap();
-            assert_eq!(m.on_state(skipped), Err(ClientFailure::NoPskChallenge));
+            m.on_state(State::ParamExchange, t0()).unwrap();
+            assert_eq!(
+                m.on_state(skipped, t0()),
+                Err(ClientFailure::NoPskChallenge)
+            );
         }
         let mut m = ClientMachine::new(Some(&with_psk));
-        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
         assert_eq!(
-            m.on_state(State::NetmeterAuth),
+            m.on_state(State::NetmeterAuth, t0()),
             Ok(ClientStep::Authenticate)
         );
-        assert!(m.on_state(State::NetmeterAuth).is_err());
+        assert!(m.on_state(State::NetmeterAuth, t0()).is_err());
         assert_eq!(
-            m.on_state(State::NetmeterExt),
+            m.on_state(State::NetmeterExt, t0()),
             Ok(ClientStep::ReadExtAnswer)
         );
         // A client without a key never takes a challenge.
         let mut plain = ClientMachine::new(Some(&ExtRequest::default()));
-        plain.on_state(State::ParamExchange).unwrap();
-        assert!(plain.on_state(State::NetmeterAuth).is_err());
+        plain.on_state(State::ParamExchange, t0()).unwrap();
+        assert!(plain.on_state(State::NetmeterAuth, t0()).is_err());
     }
 
     #[test]
@@ -491,32 +785,32 @@ mod tests {
             ..ExtRequest::default()
         };
         let mut m = ClientMachine::new(Some(&req));
-        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
         assert_eq!(
-            m.on_state(State::NetmeterThirdParty),
+            m.on_state(State::NetmeterThirdParty, t0()),
             Ok(ClientStep::ReadThirdParty)
         );
         assert_eq!(m.phase, ClientPhase::Done);
         let mut plain = ClientMachine::new(Some(&ExtRequest::default()));
-        plain.on_state(State::ParamExchange).unwrap();
-        assert!(plain.on_state(State::NetmeterThirdParty).is_err());
+        plain.on_state(State::ParamExchange, t0()).unwrap();
+        assert!(plain.on_state(State::NetmeterThirdParty, t0()).is_err());
     }
 
     #[test]
     fn busy_error_and_out_of_order_states() {
         let mut m = ClientMachine::new(None);
         assert_eq!(
-            m.on_state(State::AccessDenied),
+            m.on_state(State::AccessDenied, t0()),
             Err(ClientFailure::AccessDenied)
         );
         let mut m = ClientMachine::new(None);
         assert_eq!(
-            m.on_state(State::ServerError),
+            m.on_state(State::ServerError, t0()),
             Ok(ClientStep::ReadServerError)
         );
         let mut m = ClientMachine::new(None);
         assert!(matches!(
-            m.on_state(State::TestRunning),
+            m.on_state(State::TestRunning, t0()),
             Err(ClientFailure::Unexpected { .. })
         ));
     }
@@ -538,9 +832,9 @@ mod tests {
             Feature::NoOffload,
         ]);
         let mut m = ClientMachine::new(Some(&req));
-        m.on_state(State::ParamExchange).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
         assert_eq!(
-            m.on_state(State::NetmeterExt),
+            m.on_state(State::NetmeterExt, t0()),
             Ok(ClientStep::ReadExtAnswer)
         );
         // An older server that knows no `no_offload`; a feature nobody asked for and a
@@ -562,7 +856,7 @@ mod tests {
         assert_eq!(n.features(), &[Feature::TripTimes, Feature::UdpSeq64]);
         assert_eq!(n.peer_name(), "netmeter");
         assert_eq!(
-            m.on_state(State::CreateStreams),
+            m.on_state(State::CreateStreams, t0()),
             Ok(ClientStep::CreateStreams)
         );
         assert_eq!(m.negotiated().features().len(), 2);
@@ -573,8 +867,8 @@ mod tests {
         // Asked, but the server went straight to CREATE_STREAMS: an iperf3 server.
         let req = request(vec![Feature::UdpSeq64, Feature::Isochronous]);
         let mut m = ClientMachine::new(Some(&req));
-        m.on_state(State::ParamExchange).unwrap();
-        m.on_state(State::CreateStreams).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
+        m.on_state(State::CreateStreams, t0()).unwrap();
         let n = m.negotiated();
         assert_eq!(n.peer, Peer::Iperf3);
         assert_eq!(n.peer_name(), "iperf3");
@@ -593,8 +887,8 @@ mod tests {
     fn client_warns_when_a_netmeter_declines_no_offload() {
         let req = request(vec![Feature::UdpSeq64, Feature::NoOffload]);
         let mut m = ClientMachine::new(Some(&req));
-        m.on_state(State::ParamExchange).unwrap();
-        m.on_state(State::NetmeterExt).unwrap();
+        m.on_state(State::ParamExchange, t0()).unwrap();
+        m.on_state(State::NetmeterExt, t0()).unwrap();
         let n = m.on_ext_answer(&ExtAnswer {
             version: 1,
             accepted: vec![Feature::UdpSeq64],
@@ -641,7 +935,7 @@ mod tests {
         );
         assert_eq!(m.on_state(State::TestEnd), Ok(ServerEvent::TestEnd));
         assert_eq!(m.phase, ServerPhase::ExchangeResults);
-        m.results_sent();
+        m.results_sent(t0());
         assert_eq!(m.on_state(State::IperfDone), Ok(ServerEvent::Done));
         assert_eq!(m.phase, ServerPhase::Done);
     }
@@ -658,7 +952,7 @@ mod tests {
             Err(ServerFailure::ClientTerminated)
         );
         m.on_state(State::TestEnd).unwrap();
-        m.results_sent();
+        m.results_sent(t0());
         assert_eq!(
             m.on_state(State::ClientTerminate),
             Err(ServerFailure::ClientTerminated)

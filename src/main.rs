@@ -178,6 +178,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                     psk: None,
                     third_party: None,
                     side: Default::default(),
+                    clock: netmeter::clock::system(),
                 },
                 quiet,
             )?;

@@ -7,6 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
+use netmeter::clock::{Clock, ManualClock};
 use netmeter::control::{ClientMachine, ClientStep};
 use netmeter::wire::{
     self, ExtAnswer, ExtRequest, Feature, PskChallenge, PskConfirm, Results, State, ThirdPartyAnswer,
@@ -41,12 +42,15 @@ fuzz_target!(|data: &[u8]| {
         ..ExtRequest::default()
     });
     let mut machine = ClientMachine::new(request.as_ref());
+    // Virtual time: the deadlines are armed, never passed.
+    let now = ManualClock::at_unix(0).now();
+    machine.step_done(now);
     while let Some((&b, tail)) = rest.split_first() {
         rest = tail;
         let Ok(state) = State::from_byte(b) else {
             return;
         };
-        let step = match machine.on_state(state) {
+        let step = match machine.on_state(state, now) {
             Ok(step) => step,
             Err(e) => {
                 let _ = e.to_string();

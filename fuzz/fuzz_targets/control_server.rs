@@ -8,6 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
 use netmeter::cli::third_party;
+use netmeter::clock::{Clock, ManualClock};
 use netmeter::control::{ServerEvent, ServerMachine};
 use netmeter::spec::TestSpec;
 use netmeter::wire::{self, COOKIE_LEN, ExtAnswer, Params, PskResponse, Results, State};
@@ -96,7 +97,7 @@ fuzz_target!(|data: &[u8]| {
                     return;
                 };
                 let _: Results = results;
-                machine.results_sent();
+                let _ = machine.results_sent(ManualClock::at_unix(0).now());
             }
             Ok(ServerEvent::Done) | Err(_) => return,
         }

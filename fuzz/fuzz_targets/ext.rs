@@ -5,6 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use netmeter::clock::{Clock, ManualClock};
 use netmeter::clocksync::{self, ClockEstimate, Probe};
 use netmeter::control::{ClientMachine, negotiate};
 use netmeter::wire::{self, ExtAnswer, ExtRequest, Feature, State};
@@ -23,8 +24,9 @@ fuzz_target!(|data: &[u8]| {
             let framed = wire::encode_json(&answer);
             let back: ExtAnswer = wire::decode_json(&framed[4..]).expect("own answer reads back");
             let mut m = ClientMachine::new(Some(&req));
-            let _ = m.on_state(State::ParamExchange);
-            let _ = m.on_state(State::NetmeterExt);
+            let now = ManualClock::at_unix(0).now();
+            let _ = m.on_state(State::ParamExchange, now);
+            let _ = m.on_state(State::NetmeterExt, now);
             let n = m.on_ext_answer(&back);
             let _ = n.client_warnings("host");
             for f in &req.features {

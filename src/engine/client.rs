@@ -4,7 +4,6 @@
 //! The client's half of the conversation and the sockets it opens (control, TCP and
 //! UDP data) read best together; the data streams themselves are `test_run`'s.
 
-use super::CTRL_TIMEOUT;
 use super::clock;
 use super::connect;
 use super::ctrl::{Ctrl, CtrlError};
@@ -15,8 +14,9 @@ use super::test_run::{
     Control, Ending, FinalFigures, Launch, ReceiveWatch, Running, Side, TestRun,
 };
 use super::{Stopped, TestError};
+use crate::clock::{Clock, mono_now};
 use crate::clocksync::ClockEstimate;
-use crate::control::{ClientFailure, ClientMachine, ClientStep};
+use crate::control::{self, Awaited, ClientFailure, ClientMachine, ClientStep, Wait};
 use crate::report::observe::{Event, Observer};
 use crate::report::text::TextCtx;
 use crate::report::{HostPort, Report};
@@ -27,6 +27,7 @@ use crate::wire::{self, Cookie, ExtAnswer, Feature, Results, State};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use super::Family;
@@ -67,6 +68,9 @@ pub struct ClientConfig {
     /// `--line-rate RATE|memcpy`: the peak the end summary's efficiency is judged
     /// against (the memory copy rate is measured before the test when not yet known).
     pub line_rate: Option<crate::host::facts::LineRate>,
+    /// Where the client reads the time for the conversation's deadlines and the
+    /// test's origin (`crate::clock::system()`; a `ManualClock` in tests).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -173,9 +177,9 @@ fn connect_udp(
         // iperf3 sends this once and waits 30 s; a lost datagram then hangs the test.
         // netmeter repeats it; the server answers every copy.
         let _ = sock.send(&wire::UDP_CONNECT_MSG);
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let deadline = mono_now() + Duration::from_millis(wait_ms);
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(mono_now());
             if left.is_zero() {
                 break;
             }
@@ -267,7 +271,7 @@ pub fn run_keeping_report(
 }
 
 fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
-    let origin = Instant::now();
+    let origin = cfg.clock.now();
     if let Some(cpu) = cfg.affinity {
         // Threads started from here on (all data threads) inherit the mask.
         sock::pin_to_cpu(cpu as usize)
@@ -373,6 +377,7 @@ fn converse(
     })?;
     let mut watch = Watch {
         ctrl: &mut *talk.ctrl,
+        clock: cfg.clock.as_ref(),
         receiving: ReceiveWatch::new(
             running.receives(),
             cfg.side.rcv_timeout.unwrap_or(RCV_TIMEOUT),
@@ -467,15 +472,18 @@ impl Talk<'_> {
         let mut test_start: Option<Instant> = None;
         let mut sent_token = false;
         loop {
+            // The last step is done (at first: the cookie is sent): the server's word
+            // is due from now.
+            self.machine.step_done(self.cfg.clock.now());
             let st = self
                 .ctrl
-                .read_state(CTRL_TIMEOUT, "the server's next control message")
+                .read_state_until(self.wait())
                 .map_err(|e| match e {
                     // iperf3 3.22 refuses a credential by closing the connection.
                     CtrlError::Closed(_) if sent_token && run.is_none() => TestError::AuthClosed,
                     e => ctrl_err(e),
                 })?;
-            let step = match self.machine.on_state(st) {
+            let step = match self.machine.on_state(st, self.cfg.clock.now()) {
                 Ok(s) => s,
                 Err(ClientFailure::ServerTerminated) => {
                     return Err(Stopped::ServerTerminated.into());
@@ -502,7 +510,7 @@ impl Talk<'_> {
                 ClientStep::ReadExtAnswer => {
                     let a: ExtAnswer = self
                         .ctrl
-                        .read_json(wire::MAX_EXT_LEN, CTRL_TIMEOUT, "the extension answer")
+                        .read_json_until(wire::MAX_EXT_LEN, self.wait())
                         .map_err(ctrl_err)?;
                     if self.machine.on_ext_answer(&a).has(Feature::TripTimes) {
                         // The server waits for our clock probes before CREATE_STREAMS.
@@ -540,7 +548,7 @@ impl Talk<'_> {
                         Some(r) => r,
                         None => run.insert(self.unattached()?),
                     };
-                    test_start = Some(Instant::now());
+                    test_start = Some(self.cfg.clock.now());
                     self.start_clock(out, run);
                 }
                 ClientStep::StartData => break,
@@ -558,6 +566,15 @@ impl Talk<'_> {
             None => self.unattached()?,
         };
         Ok((run, test_start))
+    }
+
+    /// The read the machine awaits. Outside the running test it always awaits
+    /// something (`step_done`); should it not, the setup wait is the one to make.
+    fn wait(&self) -> Wait {
+        self.machine.wait().unwrap_or_else(|| {
+            let what = Awaited::ServerMessage.what();
+            Wait::new(self.cfg.clock.now(), control::CTRL_TIMEOUT, what)
+        })
     }
 
     /// The test as negotiated, without streams (a server that skipped `CREATE_STREAMS`).
@@ -665,11 +682,12 @@ impl Talk<'_> {
     ) -> Result<Results, TestError> {
         let mut peer = Results::default();
         loop {
-            let st = self
-                .ctrl
-                .read_state(CTRL_TIMEOUT, "the server's results exchange")
-                .map_err(ctrl_err);
-            let step = st.and_then(|st| match self.machine.on_state(st) {
+            // TEST_END went out and our side drained (at first), or the server's results
+            // were read: its next word is due from now.
+            self.machine.step_done(self.cfg.clock.now());
+            let st = self.ctrl.read_state_until(self.wait()).map_err(ctrl_err);
+            let now = self.cfg.clock.now();
+            let step = st.and_then(|st| match self.machine.on_state(st, now) {
                 Err(ClientFailure::ServerTerminated) => Err(Stopped::ServerTerminated.into()),
                 r => r.map_err(TestError::from),
             });
@@ -686,12 +704,15 @@ impl Talk<'_> {
                     self.ctrl
                         .send_json(&run.results(fig), "sending results")
                         .map_err(ctrl_err)?;
-                    peer = match self.ctrl.read_json(
-                        wire::MAX_RESULTS_LEN,
-                        CTRL_TIMEOUT,
-                        "the server's results",
-                    ) {
-                        Ok(p) => p,
+                    self.machine.step_done(self.cfg.clock.now());
+                    peer = match self
+                        .ctrl
+                        .read_json_until(wire::MAX_RESULTS_LEN, self.wait())
+                    {
+                        Ok(p) => {
+                            self.machine.on_server_results();
+                            p
+                        }
                         Err(CtrlError::Interrupted(_)) => {
                             let why = Stopped::client_interrupted();
                             return Err(partial_end(out, run, fig, why));
@@ -747,6 +768,7 @@ impl Talk<'_> {
 /// (the end condition), and only listens to the server for bad news.
 struct Watch<'a> {
     ctrl: &'a mut Ctrl,
+    clock: &'a dyn Clock,
     receiving: ReceiveWatch,
     /// `--rcv-timeout`, when given.
     rcv_timeout: Option<Duration>,
@@ -801,7 +823,7 @@ impl Control for Watch<'_> {
         // --rcv-timeout, as an iperf3 client does; by default only in a -t 0 test (a
         // timed one ends by its own deadline).
         if (spec.until_interrupted() || self.rcv_timeout.is_some())
-            && self.receiving.stalled(&run.meter, Instant::now())
+            && self.receiving.stalled(&run.meter, self.clock.now())
         {
             return Err(TestError::ServerSilent {
                 secs: self.rcv_timeout.unwrap_or(RCV_TIMEOUT).as_secs_f64(),
@@ -825,7 +847,7 @@ fn partial_end(out: &mut Output, run: &Running, fig: &FinalFigures, why: Stopped
 }
 
 pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
-    match ctrl.read_error_trailer(Duration::from_secs(5)) {
+    match ctrl.read_error_trailer(control::ERROR_TRAILER_TIMEOUT) {
         // A netmeter server says why after the code (`wire::ExtNote`); iperf3 and older
         // netmeter servers close the connection instead, which ends the wait at once.
         Ok((code, errno)) => match read_note(ctrl) {
@@ -842,12 +864,12 @@ pub(super) fn server_error(ctrl: &mut Ctrl) -> TestError {
 
 /// The server's sentence after a refusal (`wire::ExtNote`), printable, if it sent one.
 fn read_note(ctrl: &mut Ctrl) -> Option<String> {
-    ctrl.read_json::<wire::ExtNote>(wire::MAX_NOTE_LEN, NOTE_WAIT, "the server's reason")
-        .ok()
-        .filter(|n| !n.message.trim().is_empty())
-        .map(|n| n.printable())
+    ctrl.read_json::<wire::ExtNote>(
+        wire::MAX_NOTE_LEN,
+        control::NOTE_TIMEOUT,
+        "the server's reason",
+    )
+    .ok()
+    .filter(|n| !n.message.trim().is_empty())
+    .map(|n| n.printable())
 }
-
-/// How long a client waits for the server's sentence after an error code: only a
-/// server that keeps the connection open without one makes it wait this long.
-const NOTE_WAIT: Duration = Duration::from_secs(1);

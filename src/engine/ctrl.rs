@@ -1,14 +1,22 @@
 //! The control connection: framed reads and writes with a deadline on every wait.
 //!
-//! Every read has a timeout, every length is checked against a cap before allocating,
+//! Every read has a deadline, every length is checked against a cap before allocating,
 //! and every failure becomes a [`CtrlError`] that names what was being waited for.
+//!
+//! Only the I/O lives here: the conversation's deadlines are the control machines'
+//! (`crate::control`), which hand the driver a [`Wait`] for each read (`*_until`). The
+//! reads taking a `Duration` serve exchanges that bound themselves (the clock probes,
+//! the pre-shared-key exchange, the third-party answer). The host's clock is read only
+//! through `clock::mono_now`, to bound the system calls.
 
+use crate::clock::mono_now;
+use crate::control::Wait;
 use crate::wire::{self, ErrCode, State, WireError};
 use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What went wrong on the control connection.
 #[derive(Debug, thiserror::Error)]
@@ -76,12 +84,17 @@ impl Ctrl {
         timeout: Duration,
         what: &'static str,
     ) -> Result<(), CtrlError> {
-        let deadline = Instant::now() + timeout;
+        self.read_exact_until(buf, Wait::new(mono_now(), timeout, what))
+    }
+
+    /// Read exactly `buf.len()` bytes before `wait.until`.
+    pub fn read_exact_until(&mut self, buf: &mut [u8], wait: Wait) -> Result<(), CtrlError> {
+        let what = wait.what;
         let mut got = 0;
         while got < buf.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = wait.until.saturating_duration_since(mono_now());
             if left.is_zero() {
-                return Err(CtrlError::Timeout(timeout.as_secs_f64(), what));
+                return Err(CtrlError::Timeout(wait.after.as_secs_f64(), what));
             }
             if self.signalled() {
                 return Err(CtrlError::Interrupted(what));
@@ -148,8 +161,14 @@ impl Ctrl {
         timeout: Duration,
         what: &'static str,
     ) -> Result<State, CtrlError> {
+        self.read_state_until(Wait::new(mono_now(), timeout, what))
+    }
+
+    /// Wait until `wait.until` for one state byte.
+    pub fn read_state_until(&mut self, wait: Wait) -> Result<State, CtrlError> {
+        let what = wait.what;
         let mut b = [0u8; 1];
-        self.read_exact(&mut b, timeout, what)?;
+        self.read_exact_until(&mut b, wait)?;
         self.debug_line(format_args!(
             "got state {} {} ({what})",
             b[0],
@@ -165,13 +184,22 @@ impl Ctrl {
         timeout: Duration,
         what: &'static str,
     ) -> Result<T, CtrlError> {
-        let start = Instant::now();
+        self.read_json_until(max, Wait::new(mono_now(), timeout, what))
+    }
+
+    /// Read one length-prefixed JSON message of at most `max` bytes, all of it before
+    /// `wait.until`.
+    pub fn read_json_until<T: for<'de> serde::Deserialize<'de>>(
+        &mut self,
+        max: u32,
+        wait: Wait,
+    ) -> Result<T, CtrlError> {
+        let what = wait.what;
         let mut hdr = [0u8; 4];
-        self.read_exact(&mut hdr, timeout, what)?;
+        self.read_exact_until(&mut hdr, wait)?;
         let len = wire::decode_json_len(hdr, max).map_err(|e| CtrlError::Wire(e, what))?;
         let mut body = vec![0u8; len];
-        let left = timeout.saturating_sub(start.elapsed());
-        self.read_exact(&mut body, left, what)?;
+        self.read_exact_until(&mut body, wait)?;
         self.debug_line(format_args!(
             "got JSON ({what}): {}",
             String::from_utf8_lossy(&body)
@@ -183,11 +211,14 @@ impl Ctrl {
     /// the 4-byte code and close (3.12's refused credential, `iperf_exchange_parameters`);
     /// iperf3's client prints the code then, and so does this: errno reads as 0.
     pub fn read_error_trailer(&mut self, timeout: Duration) -> Result<(ErrCode, i32), CtrlError> {
-        let start = Instant::now();
+        let wait = Wait::new(mono_now(), timeout, "the server's error code");
         let mut b = [0u8; 8];
-        self.read_exact(&mut b[..4], timeout, "the server's error code")?;
-        let left = timeout.saturating_sub(start.elapsed());
-        match self.read_exact(&mut b[4..], left, "the server's errno") {
+        self.read_exact_until(&mut b[..4], wait)?;
+        let errno = Wait {
+            what: "the server's errno",
+            ..wait
+        };
+        match self.read_exact_until(&mut b[4..], errno) {
             Ok(()) | Err(CtrlError::Closed(_)) => Ok(wire::decode_error_trailer(b)),
             Err(e) => Err(e),
         }
@@ -222,12 +253,12 @@ impl Ctrl {
     /// not destroyed by a reset (iperf3's `iperf_sync_close_socket`).
     pub fn close_gracefully(mut self, timeout: Duration) {
         let _ = self.sock.shutdown(std::net::Shutdown::Write);
-        let deadline = Instant::now() + timeout;
+        let deadline = mono_now() + timeout;
         let mut buf = [0u8; 256];
-        while Instant::now() < deadline {
+        while mono_now() < deadline {
             let _ = self.sock.set_read_timeout(Some(
                 deadline
-                    .saturating_duration_since(Instant::now())
+                    .saturating_duration_since(mono_now())
                     .max(Duration::from_millis(1)),
             ));
             match self.sock.read(&mut buf) {

@@ -45,7 +45,7 @@ pub enum Family {
 
 /// How long either side waits for the next control message during setup and teardown
 /// (iperf3 uses 30 s overall for one read).
-pub const CTRL_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CTRL_TIMEOUT: Duration = crate::control::CTRL_TIMEOUT;
 
 /// A test that was stopped on purpose rather than failing: a stop signal here, or the
 /// peer's `CLIENT_TERMINATE` / `SERVER_TERMINATE`. The wording is iperf3's (its

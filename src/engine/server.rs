@@ -69,6 +69,8 @@ pub struct ServerConfig {
     pub third_party: Option<third_party::ThirdPartyPolicy>,
     /// This side's own options (`test_common::SideOpts`).
     pub side: test_common::SideOpts,
+    /// Where the sessions read the time (`crate::clock::system()`).
+    pub clock: Arc<dyn crate::clock::Clock>,
 }
 
 /// Connections accepted per pass of the accept loop before the pending handshakes
@@ -652,28 +654,10 @@ impl Server {
 /// Run the session of a connection whose handshake is complete. Returns true when it
 /// was a test session (for `-1`).
 fn handle_session(shared: &Arc<Shared>, ready: door::Ready) -> bool {
-    let door::Ready {
-        sock,
-        peer,
-        cookie,
-        params,
-        authenticated,
-    } = ready;
-    let mut ctrl = Ctrl::new(sock);
-    ctrl.debug = shared.cfg.side.debug.is_some();
-    ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
+    let peer = ready.peer;
     let mut entry = audit::Entry::new(shown(peer));
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
-    let r = session::Session::run(
-        shared,
-        ctrl,
-        peer,
-        cookie,
-        id,
-        params,
-        authenticated,
-        &mut entry,
-    );
+    let r = session::Session::run(shared, ready, id, &mut entry);
     let outcome = audit::Outcome::of(&r, entry.refused.take());
     if let Some(o) = &outcome {
         shared.record(&entry, o);

@@ -85,7 +85,7 @@ fn converse(
         let st = ctrl
             .read_state(wait, "the third-party server's answer")
             .map_err(ctrl_err)?;
-        match machine.on_state(st) {
+        match machine.on_state(st, crate::clock::mono_now()) {
             Ok(ClientStep::SendParams) => {
                 // A test-shaped parameter object: nothing here runs on the control
                 // connection itself, the request is in `netmeter.third_party`.

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 /// How long a new connection may take to send its cookie.
 pub const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take to send its parameters after `PARAM_EXCHANGE`.
-pub const PARAMS_TIMEOUT: Duration = Duration::from_secs(10);
+pub const PARAMS_TIMEOUT: Duration = crate::control::PARAMS_TIMEOUT;
 /// How long a client may take to prove the pre-shared key after the challenge.
 pub const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
 /// Reads of one connection per wake-up of the loop (4 KiB each at most).

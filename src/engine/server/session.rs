@@ -2,14 +2,18 @@
 //! from the parameters to `IPERF_DONE` (the accept loop in `server` hands it the
 //! control connection and, later, the test's data streams).
 //!
-//! The session's phases (parameters, streams, the running test's watch, results) read
-//! in the order the conversation happens, its unit tests at the end.
+//! [`Session`] is the driver: it holds the connection, the control machine
+//! (`control::ServerMachine`, which owns the conversation's deadlines), the client's
+//! address and cookie, the clock and the server's shared state, and does the I/O the
+//! machine asks for. Its phases (parameters, streams, the running test's watch,
+//! results) read in the order the conversation happens.
 
 use super::audit::{Entry, TestParams};
+use super::door::Ready;
 use super::policy::{Answer, Reason, Refusal, RunningJudge};
 use super::{Shared, SlotGuard, UdpWaiter, canon, shown};
-use crate::control::{ServerEvent, ServerFailure, ServerMachine};
-use crate::engine::CTRL_TIMEOUT;
+use crate::clock::Clock;
+use crate::control::{Awaited, ServerEvent, ServerFailure, ServerMachine, Timeout, Wait};
 use crate::engine::clock;
 use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::output::{Mode, Output, Renderer};
@@ -34,8 +38,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-/// How long a client may take to open all its data streams.
-const STREAMS_TIMEOUT: Duration = Duration::from_secs(20);
 /// While a session waits for its data streams: how long it waits on the control
 /// connection before it looks for streams handed over again.
 const STREAM_POLL: Duration = Duration::from_millis(5);
@@ -46,9 +48,18 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_PROBES: u32 = 3;
 
+/// One test's session: the driver of the server's control machine.
 pub(super) struct Session<'a> {
     shared: &'a Arc<Shared>,
     id: u64,
+    ctrl: Ctrl,
+    machine: ServerMachine,
+    peer: SocketAddr,
+    cookie: Cookie,
+    /// Where the session reads the time (`ServerConfig::clock`).
+    clock: Arc<dyn Clock>,
+    /// When the session began (the CPU figures' origin).
+    origin: Instant,
     /// Data bytes this server sent and received so far (for the audit log and the
     /// metrics), updated while the test runs and once more at its end.
     tally: Cell<(u64, u64)>,
@@ -57,72 +68,33 @@ pub(super) struct Session<'a> {
     explain: bool,
 }
 
-impl Session<'_> {
-    /// Run one test whose handshake the door completed: `params` read, and with
-    /// `--psk-file` the key proved (`authenticated`). `Ok(false)` when the connection
-    /// never became a test or was refused (then `entry.refused` says why). `entry`
-    /// gets what the audit log needs.
-    #[allow(clippy::too_many_arguments)]
+impl<'a> Session<'a> {
+    /// Run one test whose handshake the door completed (`ready`: the parameters read,
+    /// and with `--psk-file` the key proved). `Ok(false)` when the connection never
+    /// became a test or was refused (then `entry.refused` says why). `entry` gets what
+    /// the audit log needs.
     pub(super) fn run(
-        shared: &Arc<Shared>,
-        mut ctrl: Ctrl,
-        peer: SocketAddr,
-        cookie: Cookie,
+        shared: &'a Arc<Shared>,
+        ready: Ready,
         id: u64,
-        params: Params,
-        authenticated: bool,
         entry: &mut Entry,
     ) -> Result<bool, TestError> {
-        let origin = Instant::now();
-        // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
-        // server sets them on each control connection it accepts.
-        if let Err(e) =
-            test_common::apply_side_opts(&SockRef::from(&ctrl.sock), &shared.cfg.side, true)
-        {
-            shared.log(&format!(
-                "cannot set up the control connection from {}: {e}",
-                shown(peer)
-            ));
-            return Ok(false);
-        }
-        let mut machine = ServerMachine::new();
-        // iperf3 checks the credential where it reads the parameters; a refused client
-        // never takes a test slot, and -1 keeps waiting for one that authenticates.
-        if let Some(auth) = &shared.cfg.auth {
-            match auth.check(params.authtoken.as_deref()) {
-                Ok(user) => {
-                    if shared.cfg.verbose {
-                        shared.log(&format!(
-                            "authentication succeeded for user '{user}' from {}",
-                            shown(peer)
-                        ));
-                    }
-                    entry.user = Some(user);
-                }
-                Err(e) => {
-                    let r = Refusal {
-                        reason: Reason::Auth,
-                        answer: Answer::Error(ErrCode::AuthTest),
-                        message: format!("test authorization failed: {e}"),
-                    };
-                    shared.refuse(ctrl, entry, r);
-                    return Ok(false);
-                }
-            }
-        }
-        if let Some(req) = params
-            .netmeter
-            .as_ref()
-            .and_then(|r| r.third_party.as_ref())
-        {
-            return Ok(super::third_party::serve(
-                shared,
-                ctrl,
-                entry,
-                req,
-                authenticated,
-            ));
-        }
+        let clock = shared.cfg.clock.clone();
+        let origin = clock.now();
+        let Ready {
+            sock,
+            peer,
+            cookie,
+            params,
+            authenticated,
+        } = ready;
+        let mut ctrl = Ctrl::new(sock);
+        ctrl.debug = shared.cfg.side.debug.is_some();
+        ctrl.stop_on_signal = shared.on_signals.load(Ordering::Relaxed);
+        let ctrl = match admit(shared, ctrl, peer, &params, authenticated, entry) {
+            Ok(ctrl) => ctrl,
+            Err(served) => return Ok(served),
+        };
         // Only now does the connection compete for a test slot.
         // A refused connection gives its slot back before it is told (the telling
         // waits up to 200 ms for the client to close), so refusals cannot keep a
@@ -135,7 +107,7 @@ impl Session<'_> {
             shared.refuse_saying(ctrl, entry, r, explain);
             return Ok(false);
         }
-        let _source = match SourceGuard::take(shared, peer) {
+        let source = match SourceGuard::take(shared, peer) {
             Ok(g) => g,
             Err(r) => {
                 drop(slot);
@@ -143,24 +115,21 @@ impl Session<'_> {
                 return Ok(false);
             }
         };
-        let _slot = slot;
-        let _running = shared.counters.running();
+        let running = shared.counters.running();
         shared.touch();
-        let session = Session {
+        let mut session = Session {
             shared,
             id,
+            ctrl,
+            machine: ServerMachine::new(),
+            peer,
+            cookie,
+            clock,
+            origin,
             tally: Cell::new((0, 0)),
             explain,
         };
-        let r = session.test(
-            &mut ctrl,
-            &mut machine,
-            peer,
-            cookie,
-            &params,
-            origin,
-            entry,
-        );
+        let r = session.test(&params, entry);
         (entry.bytes_sent, entry.bytes_received) = session.tally.get();
         // Whatever happened, forget this session's waiters.
         if let Ok(mut w) = shared.tcp_waiters.lock() {
@@ -172,6 +141,10 @@ impl Session<'_> {
         shared.touch();
         // The test's threads and buffers are gone: hand their memory back.
         sock::release_free_memory();
+        // The slot is free before the client sees the control connection close: it may
+        // start its next test at once (`--loopback` runs TCP then UDP).
+        drop((running, slot, source));
+        drop(session);
         r.map(|_| true)
     }
 
@@ -179,8 +152,10 @@ impl Session<'_> {
     /// netmeter client this server's own sentence when the failure is about what the
     /// client asked or did), and return `e`. Other failures (this host's I/O errors,
     /// which may name its files and devices) keep to the code.
-    fn fail(&self, ctrl: &mut Ctrl, code: ErrCode, e: TestError) -> TestError {
-        let _ = ctrl.write(&wire::encode_server_error(code, 0), "error");
+    fn fail(&mut self, code: ErrCode, e: TestError) -> TestError {
+        let _ = self
+            .ctrl
+            .write(&wire::encode_server_error(code, 0), "error");
         let note = match &e {
             TestError::Refused(r) => Some(r.message.clone()),
             TestError::LimitReached(m) => Some(m.clone()),
@@ -190,32 +165,26 @@ impl Session<'_> {
             _ => None,
         };
         if let Some(message) = note.filter(|_| self.explain) {
-            let _ = ctrl.send_json(&wire::ExtNote { message }, "the reason");
+            let _ = self
+                .ctrl
+                .send_json(&wire::ExtNote { message }, "the reason");
         }
         e
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn test(
-        &self,
-        ctrl: &mut Ctrl,
-        machine: &mut ServerMachine,
-        peer: SocketAddr,
-        cookie: Cookie,
-        params: &Params,
-        origin: Instant,
-        entry: &mut Entry,
-    ) -> Result<(), TestError> {
+    /// The test the client asked for, checked against the policy and settled with the
+    /// machine; its output, then [`Self::test_inner`].
+    fn test(&mut self, params: &Params, entry: &mut Entry) -> Result<(), TestError> {
         let shared = self.shared;
         let asked = match TestSpec::from_params(params) {
             Ok(s) => s,
-            Err(e) => return Err(self.fail(ctrl, e.code, TestError::Refused(e))),
+            Err(e) => return Err(self.fail(e.code, TestError::Refused(e))),
         };
         entry.test = Some(TestParams::of(&asked));
         if asked.mptcp && !shared.mptcp {
             shared.log(&format!(
                 "{} asked for MPTCP (-m), but this host has none (net.mptcp.enabled?): the data streams fall back to TCP",
-                shown(peer)
+                shown(self.peer)
             ));
         }
         if let Err(r) = shared.cfg.policy.check_test(&asked) {
@@ -229,11 +198,11 @@ impl Session<'_> {
                 message: r.message.clone(),
             };
             entry.refused = Some(r);
-            return Err(self.fail(ctrl, code, TestError::Refused(e)));
+            return Err(self.fail(code, TestError::Refused(e)));
         }
         // The test as both ends agreed on it, fixed from here on.
-        let answer = machine.on_params(params);
-        let mut spec = asked.negotiated(machine.negotiated());
+        let answer = self.machine.on_params(params);
+        let mut spec = asked.negotiated(self.machine.negotiated());
         // --server-bitrate-limit: a test that asked for no rate gets this server's share
         // of the limit for its own sending (the client's is judged while it runs).
         if let Some(own) = shared.cfg.policy.own_side(&spec) {
@@ -242,35 +211,17 @@ impl Session<'_> {
         if let Some(cpu) = spec.server_affinity {
             // This session thread spawns the test's data threads: they inherit the mask.
             if let Err(e) = sock::pin_to_cpu(cpu as usize) {
-                return Err(self.fail(
-                    ctrl,
-                    ErrCode::Affinity,
-                    TestError::io_while(format!("cannot pin this test to CPU {cpu}"), e),
-                ));
+                let e = TestError::io_while(format!("cannot pin this test to CPU {cpu}"), e);
+                return Err(self.fail(ErrCode::Affinity, e));
             }
         }
-        let ctx = TextCtx {
-            bounceback: spec.bounceback.is_some(),
-            connect_only: spec.connect_only,
-            histogram_bin_ms: shared.cfg.histograms,
-            format: shared.cfg.format,
-            protocol: spec.protocol,
-            bidir: spec.direction == Direction::Bidir,
-            client: false,
-            verbose: shared.cfg.verbose,
-            title: None,
-        };
-        let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
-        renderer.json_stream_full = shared.cfg.side.json_stream_full;
-        if spec.get_server_output {
-            renderer.captured = Some(String::new());
-        }
+        let mut renderer = renderer(shared, &spec);
         let mut out = Output::new(&mut renderer);
         // As iperf3's server does, the client's title and extra data go into this side's
         // JSON too (text output is not prefixed with the title on the server).
         out.report.title = spec.title.clone();
         out.report.extra_data = spec.extra_data.clone();
-        let result = self.test_inner(ctrl, machine, &mut out, &spec, peer, cookie, answer, origin);
+        let result = self.test_inner(&mut out, &spec, answer);
         match &result {
             // A stopped test's one text line is the session's log line.
             Err(e) if e.stopped().is_some() && out.obs.mode == Mode::Text => {
@@ -283,46 +234,41 @@ impl Session<'_> {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// From the extension answer to the results: streams, the running test, its end.
     fn test_inner(
-        &self,
-        ctrl: &mut Ctrl,
-        machine: &mut ServerMachine,
+        &mut self,
         out: &mut Output<'_, Renderer>,
         spec: &TestSpec,
-        peer: SocketAddr,
-        cookie: Cookie,
         answer: Option<ExtAnswer>,
-        origin: Instant,
     ) -> Result<(), TestError> {
         let shared = self.shared;
         out.emit(Event::Accepted {
-            host: &canon(peer.ip()).to_string(),
-            port: peer.port(),
+            host: &canon(self.peer.ip()).to_string(),
+            port: self.peer.port(),
         });
-        record_start(out, ctrl, spec, peer, &cookie);
+        record_start(out, &self.ctrl, spec, self.peer, &self.cookie);
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
         if let Some(answer) = &answer {
-            ctrl.send_state(State::NetmeterExt)?;
-            ctrl.send_json(answer, "the extension answer")?;
+            self.ctrl.send_state(State::NetmeterExt)?;
+            self.ctrl.send_json(answer, "the extension answer")?;
             // Asked for and agreed (`TestSpec::negotiated`): the client sends its clock
             // probes now, before we ask for streams.
             if spec.trip_times {
-                clock_est = Some(clock::sync_server(ctrl)?);
+                clock_est = Some(clock::sync_server(&mut self.ctrl)?);
             }
         }
-        let accepted = self.accept_streams(ctrl, machine, spec, peer, &cookie)?;
+        let accepted = self.accept_streams(spec)?;
         // Connect-only: from now on the cookie opens short connections, answered and
         // counted until the test is over (the registration ends when this returns).
         let conn_reg = spec
             .connect_only
-            .then(|| shared.connect_hub.register(cookie.0));
-        let run = self.attach_streams(ctrl, out, spec, peer, accepted)?;
+            .then(|| shared.connect_hub.register(self.cookie.0));
+        let run = self.attach_streams(out, spec, accepted)?;
         run.record_start(
             &mut out.report.start,
             shared.cfg.interval_s,
-            machine.negotiated(),
+            self.machine.negotiated(),
             clock_est,
             Vec::new(),
         );
@@ -335,11 +281,11 @@ impl Session<'_> {
         }
         out.start_done();
 
-        let cpu_start = sock::cpu_sample(origin);
-        ctrl.send_state(State::TestStart)?;
-        let t0 = Instant::now();
-        ctrl.send_state(State::TestRunning)?;
-        machine.streams_open();
+        let cpu_start = sock::cpu_sample(self.origin);
+        self.ctrl.send_state(State::TestStart)?;
+        let t0 = self.clock.now();
+        self.ctrl.send_state(State::TestRunning)?;
+        self.machine.streams_open();
         let mut running = run.start(Launch {
             t0,
             // We receive from the client: raw delay = true + (server − client) clock.
@@ -349,41 +295,17 @@ impl Session<'_> {
             interval_s: shared.cfg.interval_s,
             interval_histograms: shared.cfg.histograms.is_some(),
             cpu_start,
-            origin,
+            origin: self.origin,
         })?;
         if spec.until_interrupted() {
             let ka = socket2::TcpKeepalive::new()
                 .with_time(KEEPALIVE_IDLE)
                 .with_interval(KEEPALIVE_INTERVAL)
                 .with_retries(KEEPALIVE_PROBES);
-            let _ = SockRef::from(&ctrl.sock).set_tcp_keepalive(&ka);
+            let _ = SockRef::from(&self.ctrl.sock).set_tcp_keepalive(&ka);
         }
-        let mut watch = Watch {
-            session: self,
-            ctrl: &mut *ctrl,
-            machine: &mut *machine,
-            t0,
-            judge: {
-                let judge = shared.cfg.policy.running_judge(spec);
-                // `-F` here, sending: the senders stop at the file's end by design and
-                // the test runs on to its -t, moving nothing (as iperf3's does).
-                let sends_file = shared.cfg.side.file.is_some()
-                    && spec.protocol == Protocol::Tcp
-                    && (0..spec.total_streams()).any(|i| !spec.client_sends(i));
-                if sends_file {
-                    judge.without_idle_check()
-                } else {
-                    judge
-                }
-            },
-            connections: conn_reg.as_ref().map(|r| r.counter()),
-            receiving: shared
-                .cfg
-                .side
-                .rcv_timeout
-                .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit)),
-            file_cap_told: false,
-        };
+        let connections = conn_reg.as_ref().map(|r| r.counter());
+        let mut watch = Watch::new(self, spec, &running, t0, connections);
         let ending = match running.run_until(out, &mut watch) {
             Ok(e) => e,
             Err(e) => {
@@ -398,7 +320,7 @@ impl Session<'_> {
             watch.tell_file_cap(&running, ending.at_s);
             // As iperf3: tell a client we are going away, then print what ran so far.
             if matches!(why, Stopped::ServerInterrupted(_)) {
-                let _ = ctrl.send_state(State::ServerTerminate);
+                let _ = self.ctrl.send_state(State::ServerTerminate);
             }
             running.stop_all();
             let (sb, rb, _, _) = running.meter.totals();
@@ -415,28 +337,86 @@ impl Session<'_> {
         let (sb, rb, _, _) = running.meter.totals();
         self.tally.set((sb, rb));
         running.close_streams();
-        self.exchange_results(ctrl, machine, out, &running, &fig)
+        self.exchange_results(out, &running, &fig)
     }
 
     /// `CREATE_STREAMS`, then wait until the client has opened every data stream
-    /// (handed over by the accept loop or the UDP listener). Returns them in the order
-    /// they were accepted, which is the order the client opened them.
-    fn accept_streams(
-        &self,
-        ctrl: &mut Ctrl,
-        machine: &mut ServerMachine,
-        spec: &TestSpec,
-        peer: SocketAddr,
-        cookie: &Cookie,
-    ) -> Result<Vec<(u64, DataSock)>, TestError> {
-        let shared = self.shared;
+    /// (handed over by the accept loop or the UDP listener) or the machine's streams
+    /// deadline passed. Returns them in the order they were accepted, which is the
+    /// order the client opened them.
+    fn accept_streams(&mut self, spec: &TestSpec) -> Result<Vec<(u64, DataSock)>, TestError> {
         let total = spec.total_streams() as usize;
+        let rx = self.register_waiter(spec.protocol, total);
+        self.ctrl.send_state(State::CreateStreams)?;
+        self.machine.streams_requested(total, self.clock.now());
+
+        let mut accepted: Vec<(u64, DataSock)> = Vec::with_capacity(total);
+        while accepted.len() < total {
+            // Take every stream handed over so far, then wait on the control connection
+            // (not on the hand-off channel): a client that gives up is noticed at once.
+            loop {
+                match rx.try_recv() {
+                    Ok(a) => {
+                        accepted.push(a);
+                        self.machine.on_stream();
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
+                }
+            }
+            answer_udp_retries(&accepted);
+            if accepted.len() >= total {
+                break;
+            }
+            let now = self.clock.now();
+            if let Err(t) = self.machine.on_timeout(now) {
+                return Err(self.streams_missing(t, accepted.len(), total));
+            }
+            let left = self
+                .machine
+                .poll_timeout()
+                .map_or(STREAM_POLL, |at| at.saturating_duration_since(now));
+            // A client that gives up closes its control connection: notice it (a closed
+            // or garbled control connection is an error, not "nothing yet"), so the
+            // session frees its test slot now rather than at the stream deadline.
+            match self.ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
+                Ok(None) => {}
+                // No control message is valid while streams open (`AwaitStreams`).
+                Ok(Some(st)) => match self.machine.on_state(st) {
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => return Err(ServerFailure::DuringStreamSetup(st).into()),
+                },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.forget_waiter();
+        // Hand-off threads can deliver out of order; the accept order is the client's.
+        accepted.sort_by_key(|(seq, _)| *seq);
+        Ok(accepted)
+    }
+
+    /// The streams deadline passed: tell the client how many of its streams came.
+    fn streams_missing(&mut self, t: Timeout, accepted: usize, total: usize) -> TestError {
+        let (opened, total) = match t.awaited {
+            Awaited::Streams { opened, total } => (opened, total),
+            _ => (accepted, total),
+        };
+        self.fail(
+            ErrCode::StreamAccept,
+            TestError::StreamsMissing { opened, total },
+        )
+    }
+
+    /// Ask the accept loop (TCP, by cookie) or the UDP listener (by source address)
+    /// to hand this session its data streams.
+    fn register_waiter(&self, protocol: Protocol, total: usize) -> Receiver<(u64, DataSock)> {
+        let shared = self.shared;
         let (tx, rx) = mpsc::channel::<(u64, DataSock)>();
-        match spec.protocol {
+        match protocol {
             Protocol::Tcp => {
                 let (ttx, trx) = mpsc::channel::<(u64, TcpStream)>();
                 if let Ok(mut w) = shared.tcp_waiters.lock() {
-                    w.insert(cookie.0, ttx);
+                    w.insert(self.cookie.0, ttx);
                 }
                 forward(trx, tx, DataSock::Tcp);
             }
@@ -445,7 +425,7 @@ impl Session<'_> {
                 if let Ok(mut w) = shared.udp_waiters.lock() {
                     w.push(UdpWaiter {
                         session: self.id,
-                        peer_ip: canon(peer.ip()),
+                        peer_ip: canon(self.peer.ip()),
                         remaining: total,
                         tx: utx,
                     });
@@ -453,64 +433,25 @@ impl Session<'_> {
                 forward(urx, tx, DataSock::Udp);
             }
         }
-        ctrl.send_state(State::CreateStreams)?;
+        rx
+    }
 
-        let mut accepted: Vec<(u64, DataSock)> = Vec::with_capacity(total);
-        let deadline = Instant::now() + STREAMS_TIMEOUT;
-        while accepted.len() < total {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                let e = TestError::StreamsMissing {
-                    opened: accepted.len(),
-                    total,
-                };
-                return Err(self.fail(ctrl, ErrCode::StreamAccept, e));
-            }
-            // Take every stream handed over so far, then wait on the control connection
-            // (not on the hand-off channel): a client that gives up is noticed at once.
-            loop {
-                match rx.try_recv() {
-                    Ok(a) => accepted.push(a),
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => return Err(TestError::HandOffClosed),
-                }
-            }
-            answer_udp_retries(&accepted);
-            // A client that gives up closes its control connection: notice it (a closed
-            // or garbled control connection is an error, not "nothing yet"), so the
-            // session frees its test slot now rather than at the stream deadline.
-            if accepted.len() >= total {
-                break;
-            }
-            match ctrl.poll_state(left.min(STREAM_POLL), "stream setup") {
-                Ok(None) => {}
-                // No control message is valid while streams open (`AwaitStreams`).
-                Ok(Some(st)) => match machine.on_state(st) {
-                    Err(e) => return Err(e.into()),
-                    Ok(_) => return Err(ServerFailure::DuringStreamSetup(st).into()),
-                },
-                Err(e) => return Err(e.into()),
-            }
+    /// All streams came: no more are handed to this session.
+    fn forget_waiter(&self) {
+        if let Ok(mut w) = self.shared.tcp_waiters.lock() {
+            w.remove(&self.cookie.0);
         }
-        if let Ok(mut w) = shared.tcp_waiters.lock() {
-            w.remove(&cookie.0);
-        }
-        if let Ok(mut w) = shared.udp_waiters.lock() {
+        if let Ok(mut w) = self.shared.udp_waiters.lock() {
             w.retain(|w| w.session != self.id);
         }
-        // Hand-off threads can deliver out of order; the accept order is the client's.
-        accepted.sort_by_key(|(seq, _)| *seq);
-        Ok(accepted)
     }
 
     /// Set each accepted stream's socket options and attach it (the first `-P` with
     /// `--bidir` flow client → server).
     fn attach_streams(
-        &self,
-        ctrl: &mut Ctrl,
+        &mut self,
         out: &mut Output<'_, Renderer>,
         spec: &TestSpec,
-        peer: SocketAddr,
         accepted: Vec<(u64, DataSock)>,
     ) -> Result<TestRun, TestError> {
         let side = &self.shared.cfg.side;
@@ -518,15 +459,12 @@ impl Session<'_> {
         // -F: opened once for the test, as iperf3 tells a client it cannot (IEFILE).
         let mut run = match run.with_file(side.file.as_deref(), side.file_max_bytes) {
             Ok(run) => run,
-            Err(e) => return Err(self.fail(ctrl, ErrCode::File, TestError::Io(e))),
+            Err(e) => return Err(self.fail(ErrCode::File, TestError::Io(e))),
         };
         for (_, sock) in accepted {
-            if let Err(e) = data_sock_opts(&sock, spec, side, peer.is_ipv6()) {
-                return Err(self.fail(
-                    ctrl,
-                    ErrCode::SetBuf,
-                    TestError::io_while("cannot apply socket options", e),
-                ));
+            if let Err(e) = data_sock_opts(&sock, spec, side, self.peer.is_ipv6()) {
+                let e = TestError::io_while("cannot apply socket options", e);
+                return Err(self.fail(ErrCode::SetBuf, e));
             }
             let remote = match &sock {
                 DataSock::Tcp(t) => t.peer_addr()?,
@@ -543,16 +481,15 @@ impl Session<'_> {
     /// (with this side's output for `--get-server-output`), `DISPLAY_RESULTS`, and wait
     /// for `IPERF_DONE`.
     fn exchange_results(
-        &self,
-        ctrl: &mut Ctrl,
-        machine: &mut ServerMachine,
+        &mut self,
         out: &mut Output<'_, Renderer>,
         run: &Running,
         fig: &FinalFigures,
     ) -> Result<(), TestError> {
-        ctrl.send_state(State::ExchangeResults)?;
-        let peer_results: Results =
-            ctrl.read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the client's results")?;
+        self.ctrl.send_state(State::ExchangeResults)?;
+        let wait = self.machine.results_requested(self.clock.now());
+        let peer_results: Results = self.ctrl.read_json_until(wire::MAX_RESULTS_LEN, wait)?;
+        self.machine.on_client_results();
         out.end(run.summary(&out.report.start, fig, Some(&peer_results)));
         let mut mine = run.results(fig);
         if run.spec().get_server_output {
@@ -561,12 +498,12 @@ impl Session<'_> {
                 _ => mine.server_output_json = serde_json::to_value(&out.report).ok(),
             }
         }
-        ctrl.send_json(&mine, "the server's results")?;
-        ctrl.send_state(State::DisplayResults)?;
-        machine.results_sent();
-        match ctrl.read_state(Duration::from_secs(10), "IPERF_DONE") {
+        self.ctrl.send_json(&mine, "the server's results")?;
+        self.ctrl.send_state(State::DisplayResults)?;
+        let wait: Wait = self.machine.results_sent(self.clock.now());
+        match self.ctrl.read_state_until(wait) {
             Ok(st) => {
-                if let Err(e) = machine.on_state(st) {
+                if let Err(e) = self.machine.on_state(st) {
                     self.shared.log(&format!("after the results: {e}"));
                 }
             }
@@ -576,6 +513,89 @@ impl Session<'_> {
         }
         Ok(())
     }
+}
+
+/// Before the session takes a test slot: this side's control-connection options, the
+/// credential (`--authorized-users-path`), a third-party request (served here and
+/// done). `Err` when the connection ends here: refused (`false`), or served as a
+/// third-party request (whether that ran a test).
+fn admit(
+    shared: &Arc<Shared>,
+    ctrl: Ctrl,
+    peer: SocketAddr,
+    params: &Params,
+    authenticated: bool,
+    entry: &mut Entry,
+) -> Result<Ctrl, bool> {
+    // This side's control-connection options (--snd-timeout, --cntl-ka), as iperf3's
+    // server sets them on each control connection it accepts.
+    if let Err(e) = test_common::apply_side_opts(&SockRef::from(&ctrl.sock), &shared.cfg.side, true)
+    {
+        shared.log(&format!(
+            "cannot set up the control connection from {}: {e}",
+            shown(peer)
+        ));
+        return Err(false);
+    }
+    // iperf3 checks the credential where it reads the parameters; a refused client
+    // never takes a test slot, and -1 keeps waiting for one that authenticates.
+    if let Some(auth) = &shared.cfg.auth {
+        match auth.check(params.authtoken.as_deref()) {
+            Ok(user) => {
+                if shared.cfg.verbose {
+                    shared.log(&format!(
+                        "authentication succeeded for user '{user}' from {}",
+                        shown(peer)
+                    ));
+                }
+                entry.user = Some(user);
+            }
+            Err(e) => {
+                let r = Refusal {
+                    reason: Reason::Auth,
+                    answer: Answer::Error(ErrCode::AuthTest),
+                    message: format!("test authorization failed: {e}"),
+                };
+                shared.refuse(ctrl, entry, r);
+                return Err(false);
+            }
+        }
+    }
+    if let Some(req) = params
+        .netmeter
+        .as_ref()
+        .and_then(|r| r.third_party.as_ref())
+    {
+        return Err(super::third_party::serve(
+            shared,
+            ctrl,
+            entry,
+            req,
+            authenticated,
+        ));
+    }
+    Ok(ctrl)
+}
+
+/// The session's renderer for a test as agreed.
+fn renderer(shared: &Shared, spec: &TestSpec) -> Renderer {
+    let ctx = TextCtx {
+        bounceback: spec.bounceback.is_some(),
+        connect_only: spec.connect_only,
+        histogram_bin_ms: shared.cfg.histograms,
+        format: shared.cfg.format,
+        protocol: spec.protocol,
+        bidir: spec.direction == Direction::Bidir,
+        client: false,
+        verbose: shared.cfg.verbose,
+        title: None,
+    };
+    let mut renderer = Renderer::new(shared.cfg.mode, shared.sink.clone(), ctx);
+    renderer.json_stream_full = shared.cfg.side.json_stream_full;
+    if spec.get_server_output {
+        renderer.captured = Some(String::new());
+    }
+    renderer
 }
 
 /// The `start` facts a session knows once it has the client's parameters.
@@ -642,21 +662,53 @@ fn data_sock_opts(
 /// The server's half of the conversation while data flows: it waits for the client's
 /// `TEST_END`, and gives up on a test that overstays or stops moving.
 struct Watch<'a, 's> {
-    session: &'a Session<'s>,
-    ctrl: &'a mut Ctrl,
-    machine: &'a mut ServerMachine,
+    session: &'a mut Session<'s>,
     t0: Instant,
     /// The policy's limits on the running test (duration, idle data, bitrate).
     judge: RunningJudge,
     /// A `--connect-only` test's answered connections: its progress, as bytes are others'.
-    connections: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    connections: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// `--rcv-timeout`: a receiving server gives up on a client that stopped sending.
     receiving: Option<(ReceiveWatch, Duration)>,
     /// `-F`: the log was told that `--server-max-file-size` stopped the writing.
     file_cap_told: bool,
 }
 
-impl Watch<'_, '_> {
+impl<'a, 's> Watch<'a, 's> {
+    /// The watch of a test whose data started at `t0`.
+    fn new(
+        session: &'a mut Session<'s>,
+        spec: &TestSpec,
+        running: &Running,
+        t0: Instant,
+        connections: Option<Arc<std::sync::atomic::AtomicU64>>,
+    ) -> Self {
+        let cfg = &session.shared.cfg;
+        let judge = cfg.policy.running_judge(spec);
+        // `-F` here, sending: the senders stop at the file's end by design and the test
+        // runs on to its -t, moving nothing (as iperf3's does).
+        let sends_file = cfg.side.file.is_some()
+            && spec.protocol == Protocol::Tcp
+            && (0..spec.total_streams()).any(|i| !spec.client_sends(i));
+        let judge = if sends_file {
+            judge.without_idle_check()
+        } else {
+            judge
+        };
+        let receiving = cfg
+            .side
+            .rcv_timeout
+            .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit));
+        Watch {
+            session,
+            t0,
+            judge,
+            connections,
+            receiving,
+            file_cap_told: false,
+        }
+    }
+
     /// `-F`: log once that `--server-max-file-size` stopped the writing (while the test
     /// runs, or after the drain for a test that ended first).
     fn tell_file_cap(&mut self, run: &Running, now_s: f64) {
@@ -697,29 +749,33 @@ impl Control for Watch<'_, '_> {
             .judge(now_s, bytes.saturating_add(connections), bytes)
         {
             let e = TestError::LimitReached(stop.message);
-            return Err(self.session.fail(self.ctrl, stop.code, e));
+            return Err(self.session.fail(stop.code, e));
         }
+        let now = self.session.clock.now();
         if let Some((watch, limit)) = self.receiving.as_mut()
-            && watch.stalled(&run.meter, Instant::now())
+            && watch.stalled(&run.meter, now)
         {
             let e = TestError::ClientSilent {
                 secs: limit.as_secs_f64(),
             };
-            return Err(self.session.fail(self.ctrl, ErrCode::NoMsg, e));
+            return Err(self.session.fail(ErrCode::NoMsg, e));
         }
+        let t0 = self.t0;
+        let clock = self.session.clock.clone();
         let ended = |stopped| {
             Ok(Some(Ending {
-                at_s: self.t0.elapsed().as_secs_f64(),
+                at_s: clock.now().saturating_duration_since(t0).as_secs_f64(),
                 stopped,
             }))
         };
         let wait = (run.next_tick - now_s).clamp(0.001, 0.1);
         match self
+            .session
             .ctrl
             .poll_state(Duration::from_secs_f64(wait), "TEST_END")
         {
             Ok(None) => Ok(None),
-            Ok(Some(st)) => match self.machine.on_state(st) {
+            Ok(Some(st)) => match self.session.machine.on_state(st) {
                 Ok(ServerEvent::TestEnd) => ended(None),
                 // IPERF_DONE is not valid while the test runs: the machine refuses it.
                 Ok(ServerEvent::Done) => Err(ServerFailure::Unexpected(State::IperfDone).into()),
