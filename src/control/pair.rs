@@ -97,6 +97,8 @@ pub enum Vanish {
     BeforeParams,
     /// After opening this many data streams.
     AfterStreams(usize),
+    /// When its data starts: `TEST_END` never comes.
+    MidTest,
     /// After `TEST_END`, when `EXCHANGE_RESULTS` comes: its results never do.
     BeforeResults,
     /// After the results: `IPERF_DONE` never comes.
@@ -442,6 +444,9 @@ impl Pair {
     fn client_timer_fired(&mut self, timer: ClientTimer, now: Instant) {
         match timer {
             ClientTimer::StreamsOpen => self.client.step_done(now),
+            ClientTimer::StartData if self.cs.vanish == Some(Vanish::MidTest) => {
+                self.client_end = Some(End::Vanished);
+            }
             ClientTimer::StartData => {
                 self.data_start = Some(now);
                 self.txstart_late_ns = self.cs.txstart.map(|t| self.clock.wall_ns() - epoch_ns(t));
@@ -948,4 +953,22 @@ fn the_same_script_gives_the_same_transcript() {
         p.transcript
     };
     assert_eq!(run(), run());
+}
+
+#[test]
+fn while_the_test_runs_the_machines_await_nothing() {
+    // A client that vanishes once data flows: no conversation deadline covers the
+    // running test (the server's policy judges it: -t + -O + 40 s, idle data), so the
+    // pair comes to rest with the server still waiting for TEST_END.
+    let mut cs = client(spec(5.0, 1, Direction::Upload), false);
+    cs.vanish = Some(Vanish::MidTest);
+    let mut p = pair(cs, ServerScript::default());
+    p.run(LIMIT);
+    assert_eq!(p.client_end, Some(End::Vanished));
+    assert_eq!(p.server_end, None);
+    assert_eq!(p.server.phase, ServerPhase::Running);
+    assert_eq!(p.server.poll_timeout(), None);
+    assert_eq!(p.client.phase, ClientPhase::Running);
+    assert_eq!(p.client.poll_timeout(), None);
+    assert_eq!(p.elapsed(p.clock.now()), 61 * MS);
 }

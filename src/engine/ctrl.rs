@@ -7,7 +7,9 @@
 //! (`crate::control`), which hand the driver a [`Wait`] for each read (`*_until`). The
 //! reads taking a `Duration` serve exchanges that bound themselves (the clock probes,
 //! the pre-shared-key exchange, the third-party answer). The host's clock is read only
-//! through `clock::mono_now`, to bound the system calls.
+//! through `clock::mono_now`, to bound the system calls: a `Wait` is on the host's
+//! monotonic clock, which is the driver's in production (`clock::system()`); a machine
+//! on virtual time is driven without sockets (`control/pair.rs`).
 
 use crate::clock::mono_now;
 use crate::control::Wait;
