@@ -513,6 +513,10 @@ pub struct StreamResult {
     /// full for the whole send timeout (50 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_send_blocked: Option<u64>,
+    /// netmeter extension: the stream's socket calls on this side (iperf 2's Write/Err
+    /// and Reads=Dist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_calls: Option<crate::stats::SocketCalls>,
 }
 
 impl StreamResult {

@@ -103,6 +103,7 @@ impl Meter {
             bytes: s.bytes.load(Ordering::Relaxed),
             packets: s.packets.load(Ordering::Relaxed),
             udp: s.udp_counts(),
+            calls: s.calls.snapshot(),
         }
     }
 
@@ -148,13 +149,17 @@ impl Meter {
             if let Some(rec) = &s.rtt {
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged.get_or_insert_with(Hist::default).merge(&r.interval);
-                row.netmeter = Some(Box::new(StreamExt {
+                let mut ext = StreamExt {
                     udp: None,
                     transactions: Some(packets),
                     rtt: r.interval.stats(),
                     owd: None,
                     ..StreamExt::default()
-                }));
+                };
+                if let Some((interval, _)) = r.clock_sync_errors.as_mut() {
+                    ext.iperf2.clock_sync_errors = Some(std::mem::take(interval));
+                }
+                row.netmeter = Some(Box::new(ext));
                 r.interval.clear();
             }
             if let Some(rec) = &s.conn {
@@ -169,13 +174,9 @@ impl Meter {
                 .iter()
                 .filter_map(|r| r.netmeter.as_ref().and_then(|n| n.transactions))
                 .sum();
-            iv.sum.netmeter = Some(Box::new(StreamExt {
-                udp: None,
-                transactions: Some(transactions),
-                rtt: merged.as_ref().and_then(Hist::stats),
-                owd: None,
-                ..StreamExt::default()
-            }));
+            let sum = iv.sum.netmeter.get_or_insert_with(Default::default);
+            sum.transactions = Some(transactions);
+            sum.rtt = merged.as_ref().and_then(Hist::stats);
         }
         conn_sum.finish(&mut iv, self.answered.as_mut());
         profile_sum.finish(&mut iv);
@@ -212,6 +213,10 @@ impl Meter {
             l.rtt_idle = s.rtt.as_ref().and_then(|r| {
                 let r = r.lock().unwrap_or_else(|p| p.into_inner());
                 (!r.idle.is_empty()).then(|| r.idle.clone())
+            });
+            l.clock_sync_errors = s.rtt.as_ref().and_then(|r| {
+                let r = r.lock().unwrap_or_else(|p| p.into_inner());
+                r.clock_sync_errors.map(|(_, total)| total)
             });
             l.conn = s
                 .conn

@@ -16,7 +16,7 @@
 //! frames) keep their own interval and total state in the engine; the meter adds their
 //! figures to the rows this module builds (see [`Accountant::tick`]'s `extras`).
 
-use super::{LocalFinal, Sample, TcpTotals, interval, stream_interval};
+use super::{LocalFinal, Sample, TcpTotals, figures, interval, stream_interval};
 use crate::report::{Interval, StreamInterval, TcpExtra, TcpFigures};
 use crate::spec::Protocol;
 use crate::stats::UdpCounts;
@@ -184,6 +184,7 @@ impl Accountant {
                 &mut row,
                 now.packets.saturating_sub(self.prev[i].packets),
             );
+            figures::fill_row(self.protocol, &mut row, &self.prev[i], now);
             rows.push((row, key.forward));
             self.prev[i] = *now;
         }
@@ -267,6 +268,7 @@ impl Accountant {
                         t
                     }),
                     udp,
+                    calls: now.calls.map(|c| c.since(&b.calls.unwrap_or_default())),
                     ..LocalFinal::default()
                 }
             })
@@ -293,6 +295,7 @@ mod tests {
                 bytes,
                 packets,
                 udp: None,
+                calls: None,
             },
             tcp: None,
         }
@@ -304,6 +307,7 @@ mod tests {
                 bytes,
                 packets: 0,
                 udp: None,
+                calls: None,
             },
             tcp: Some(TcpSnapshot {
                 figures: TcpFigures {
@@ -331,6 +335,7 @@ mod tests {
                     duplicates: 0,
                     jitter_s,
                 }),
+                calls: None,
             },
             tcp: None,
         }
