@@ -117,32 +117,37 @@ fn bump(a: &AtomicU64) {
 }
 
 impl CallCounters {
-    /// One send call and what it returned: a write, or a write error (an interrupted
-    /// call, retried at once, is neither).
-    pub fn wrote<T>(&self, r: &io::Result<T>) {
-        match r {
+    /// Count one send call by what it returned (passed through, so a loop wraps its
+    /// call): a write, or a write error (an interrupted call, retried at once, is
+    /// neither).
+    pub fn wrote<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        match &r {
             Ok(_) => bump(&self.writes),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => bump(&self.write_errors),
         }
+        r
     }
 
-    /// One receive call that asked for `asked` bytes: a read when it returned data,
-    /// binned by how much of `asked` it returned.
-    pub fn read(&self, r: &io::Result<usize>, asked: usize) {
+    /// Count one receive call that asked for `asked` bytes (passed through): a read
+    /// when it returned data, binned by how much of `asked` it returned.
+    pub fn read(&self, r: io::Result<usize>, asked: usize) -> io::Result<usize> {
         if let Ok(n) = r
-            && *n > 0
+            && n > 0
         {
             bump(&self.reads);
-            bump(&self.read_bins[read_bin(*n, asked)]);
+            bump(&self.read_bins[read_bin(n, asked)]);
         }
+        r
     }
 
-    /// One batched receive call (`recvmmsg`): a read when it returned messages.
-    pub fn read_batch(&self, r: &io::Result<()>) {
+    /// Count one batched receive call (`recvmmsg`, passed through): a read when it
+    /// returned messages.
+    pub fn read_batch(&self, r: io::Result<()>) -> io::Result<()> {
         if r.is_ok() {
             bump(&self.reads);
         }
+        r
     }
 
     /// The counts so far; `None` before the thread made any call.
@@ -288,16 +293,17 @@ mod tests {
     fn calls_count_writes_errors_and_binned_reads() {
         let c = CallCounters::default();
         assert_eq!(c.snapshot(), None, "no call yet");
-        c.wrote(&Ok::<usize, io::Error>(1000));
-        c.wrote(&Ok::<(), io::Error>(()));
-        c.wrote::<usize>(&Err(io::Error::from(io::ErrorKind::WouldBlock)));
-        c.wrote::<usize>(&Err(io::Error::from(io::ErrorKind::Interrupted)));
-        c.read(&Ok(8), 64);
-        c.read(&Ok(64), 64);
-        c.read(&Ok(0), 64); // end of stream: not a read
-        c.read(&Err(io::Error::from(io::ErrorKind::TimedOut)), 64);
-        c.read_batch(&Ok(()));
-        c.read_batch(&Err(io::Error::from(io::ErrorKind::WouldBlock)));
+        assert_eq!(c.wrote(Ok::<usize, io::Error>(1000)).unwrap(), 1000);
+        c.wrote(Ok::<(), io::Error>(())).unwrap();
+        let e = c.wrote::<usize>(Err(io::Error::from(io::ErrorKind::WouldBlock)));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        let _ = c.wrote::<usize>(Err(io::Error::from(io::ErrorKind::Interrupted)));
+        assert_eq!(c.read(Ok(8), 64).unwrap(), 8);
+        let _ = c.read(Ok(64), 64);
+        let _ = c.read(Ok(0), 64); // end of stream: not a read
+        let _ = c.read(Err(io::Error::from(io::ErrorKind::TimedOut)), 64);
+        let _ = c.read_batch(Ok(()));
+        let _ = c.read_batch(Err(io::Error::from(io::ErrorKind::WouldBlock)));
         let s = c.snapshot().unwrap();
         assert_eq!((s.writes, s.write_errors, s.reads), (2, 1, 3));
         assert_eq!(s.read_bins, [1, 0, 0, 0, 0, 0, 0, 1]);
