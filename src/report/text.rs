@@ -7,6 +7,7 @@
 
 pub mod connect;
 mod end;
+mod figures;
 pub mod profile;
 
 pub use end::{
@@ -352,6 +353,9 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
                     .any(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_none());
             out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
+    }
+    if ctx.verbose {
+        out.push_str(&figures::interval_lines(ctx, iv));
     }
     if let Some(bin) = ctx.histogram_bin_ms {
         // The delays this side received: on a server the client's, on a client the
