@@ -374,6 +374,10 @@ pub struct Interval {
     /// `--histograms`. Not in the JSON (the end object carries the whole test's).
     #[serde(skip)]
     pub owd_histogram_us: Vec<(f64, u64)>,
+    /// The same for the latency of the isochronous frames this side completed in the
+    /// interval (`--isochronous --trip-times` receivers; iperf 2's per-interval F8-PDF).
+    #[serde(skip)]
+    pub frame_latency_histogram_us: Vec<(f64, u64)>,
 }
 
 /// One side (sender or receiver) of a TCP stream's end summary.

@@ -275,6 +275,12 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         if let Some(b) = &x.bounceback {
             t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
         }
+        // Isochronous frames are sent client -> server only.
+        let frames = x.isochronous.as_ref().and_then(|i| i.receiver.as_ref());
+        if let Some(f) = frames {
+            let h = &f.latency_histogram_us;
+            t.push_str(&histogram("Frame latency client->server", h, bin));
+        }
         if let Some(tt) = &x.trip_times {
             for (name, o) in [
                 ("One-way delay client->server", &tt.client_to_server),
