@@ -269,7 +269,7 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
     }
     t.push_str(&profile::summary_text(x));
     if let Some(f) = x.iperf2_figures.as_ref().filter(|_| ctx.verbose) {
-        t.push_str(&super::figures::end_lines(ctx, f));
+        t.push_str(&super::figures::end_lines(ctx, f, local_senders));
     }
     if let Some(bin) = ctx.histogram_bin_ms {
         if let Some(b) = &x.bounceback {
