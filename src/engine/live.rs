@@ -216,6 +216,7 @@ pub(super) fn make_worker(
         zc_copied: AtomicU64::new(0),
         pacing_lag_us: AtomicU64::new(0),
         send_blocked: AtomicU64::new(0),
+        calls: Default::default(),
         finished: AtomicBool::new(false),
         thread_cpu: Mutex::new(None),
         error: Mutex::new(None),

@@ -52,8 +52,9 @@ pub struct Meter {
     acct: Accountant,
     /// `--connect-only` server: connections answered for this test.
     pub answered: Option<super::connect::Answered>,
-    /// `--histograms`: keep each interval's one-way delay buckets for the text
-    /// (`Interval::owd_histogram_us`); otherwise they are not built.
+    /// `--histograms`: keep each interval's one-way delay and frame latency buckets for
+    /// the text (`Interval::owd_histogram_us`, `frame_latency_histogram_us`); otherwise
+    /// they are not built.
     pub interval_histograms: bool,
 }
 
@@ -103,6 +104,7 @@ impl Meter {
             bytes: s.bytes.load(Ordering::Relaxed),
             packets: s.packets.load(Ordering::Relaxed),
             udp: s.udp_counts(),
+            calls: s.calls.snapshot(),
         }
     }
 
@@ -131,6 +133,8 @@ impl Meter {
         // without round trips or one-way delays would allocate twice per interval.
         let mut merged: Option<Hist> = None;
         let mut merged_owd: Option<Hist> = None;
+        let mut merged_frames: Option<Hist> = None;
+        let frame_histograms = self.interval_histograms;
         let mut conn_sum = super::connect::IntervalSum::default();
         let mut profile_sum = super::profile::IntervalSum::default();
         let streams = &self.streams;
@@ -148,18 +152,29 @@ impl Meter {
             if let Some(rec) = &s.rtt {
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 merged.get_or_insert_with(Hist::default).merge(&r.interval);
-                row.netmeter = Some(Box::new(StreamExt {
+                let mut ext = StreamExt {
                     udp: None,
                     transactions: Some(packets),
                     rtt: r.interval.stats(),
                     owd: None,
                     ..StreamExt::default()
-                }));
+                };
+                if let Some((interval, _)) = r.clock_sync_errors.as_mut() {
+                    ext.iperf2.clock_sync_errors = Some(std::mem::take(interval));
+                }
+                row.netmeter = Some(Box::new(ext));
                 r.interval.clear();
             }
             if let Some(rec) = &s.conn {
                 let ext = row.netmeter.get_or_insert_with(Default::default);
                 conn_sum.take(rec, omitting, ext);
+            }
+            if frame_histograms && let Some(rec) = &s.frames {
+                // Before `take` clears the interval's frame latencies.
+                let r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                merged_frames
+                    .get_or_insert_with(Hist::default)
+                    .merge(&r.interval_latency);
             }
             profile_sum.take(s, omitting, row);
         });
@@ -169,13 +184,9 @@ impl Meter {
                 .iter()
                 .filter_map(|r| r.netmeter.as_ref().and_then(|n| n.transactions))
                 .sum();
-            iv.sum.netmeter = Some(Box::new(StreamExt {
-                udp: None,
-                transactions: Some(transactions),
-                rtt: merged.as_ref().and_then(Hist::stats),
-                owd: None,
-                ..StreamExt::default()
-            }));
+            let sum = iv.sum.netmeter.get_or_insert_with(Default::default);
+            sum.transactions = Some(transactions);
+            sum.rtt = merged.as_ref().and_then(Hist::stats);
         }
         conn_sum.finish(&mut iv, self.answered.as_mut());
         profile_sum.finish(&mut iv);
@@ -184,6 +195,9 @@ impl Meter {
             if self.interval_histograms {
                 iv.owd_histogram_us = m.buckets_us();
             }
+        }
+        if let Some(m) = merged_frames.filter(|m| !m.is_empty()) {
+            iv.frame_latency_histogram_us = m.buckets_us();
         }
         iv
     }
@@ -212,6 +226,10 @@ impl Meter {
             l.rtt_idle = s.rtt.as_ref().and_then(|r| {
                 let r = r.lock().unwrap_or_else(|p| p.into_inner());
                 (!r.idle.is_empty()).then(|| r.idle.clone())
+            });
+            l.clock_sync_errors = s.rtt.as_ref().and_then(|r| {
+                let r = r.lock().unwrap_or_else(|p| p.into_inner());
+                r.clock_sync_errors.map(|(_, total)| total)
             });
             l.conn = s
                 .conn

@@ -236,7 +236,7 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
                 } else {
                     sock.write(&w.payload[off..len])
                 };
-                match r {
+                match w.shared.calls.wrote(r) {
                     Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
                     Ok(n) => {
                         off += n;
@@ -329,7 +329,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
                 if w.stop.load(Ordering::Relaxed) {
                     return Ok(()); // cut off mid-unit: not counted as sent
                 }
-                match batch.send(fd, &refs[sent..]) {
+                match w.shared.calls.wrote(batch.send(fd, &refs[sent..])) {
                     Ok(m) => sent += m,
                     Err(e) if is_transient(&e) => {}
                     // ICMP port unreachable bounced back: the datagrams are gone, like

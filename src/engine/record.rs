@@ -9,12 +9,12 @@ use crate::latency::{Hist, OwdRecord};
 use crate::profile::{FrameCounts, FrameRecv, UnitFigures};
 use crate::report::connect::ConnFigures;
 use crate::sock;
-use crate::stats::{UdpCounts, UdpRecv};
+use crate::stats::{READ_BINS, SocketCalls, UdpCounts, UdpRecv, read_bin};
 use crate::wire::IsochHeader;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Per-stream state shared between the data thread and the control thread.
@@ -56,6 +56,9 @@ pub struct StreamShared {
     pub profile: Option<Box<Mutex<ProfileRecord>>>,
     /// Isochronous UDP receiver (netmeter peers): whole frames.
     pub frames: Option<Box<Mutex<FrameRecord>>>,
+    /// The thread's socket calls (iperf 2's Write/Err and Reads=Dist), counted by the
+    /// bulk and profiled data loops.
+    pub calls: CallCounters,
     /// MSG_ZEROCOPY senders: sends the kernel released, and of those the ones it copied
     /// anyway (stored when the thread ends).
     pub zc_sends: AtomicU64,
@@ -98,6 +101,68 @@ impl StreamShared {
     }
 }
 
+/// A stream's socket calls as its thread makes them (see [`SocketCalls`]). The thread is
+/// the only writer, so a count is a load and a store (no locked add in the hot loop);
+/// the meter only loads.
+#[derive(Debug, Default)]
+pub struct CallCounters {
+    writes: AtomicU64,
+    write_errors: AtomicU64,
+    reads: AtomicU64,
+    read_bins: [AtomicU64; READ_BINS],
+}
+
+fn bump(a: &AtomicU64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+impl CallCounters {
+    /// Count one send call by what it returned (passed through, so a loop wraps its
+    /// call): a write, or a write error (an interrupted call, retried at once, is
+    /// neither).
+    pub fn wrote<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        match &r {
+            Ok(_) => bump(&self.writes),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => bump(&self.write_errors),
+        }
+        r
+    }
+
+    /// Count one receive call that asked for `asked` bytes (passed through): a read
+    /// when it returned data, binned by how much of `asked` it returned.
+    pub fn read(&self, r: io::Result<usize>, asked: usize) -> io::Result<usize> {
+        if let Ok(n) = r
+            && n > 0
+        {
+            bump(&self.reads);
+            bump(&self.read_bins[read_bin(n, asked)]);
+        }
+        r
+    }
+
+    /// Count one batched receive call (`recvmmsg`, passed through): a read when it
+    /// returned messages.
+    pub fn read_batch(&self, r: io::Result<()>) -> io::Result<()> {
+        if r.is_ok() {
+            bump(&self.reads);
+        }
+        r
+    }
+
+    /// The counts so far; `None` before the thread made any call.
+    pub fn snapshot(&self) -> Option<SocketCalls> {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = SocketCalls {
+            writes: load(&self.writes),
+            write_errors: load(&self.write_errors),
+            reads: load(&self.reads),
+            read_bins: std::array::from_fn(|i| load(&self.read_bins[i])),
+        };
+        (c != SocketCalls::default()).then_some(c)
+    }
+}
+
 /// Why a data thread ended early: the system call that failed on its socket. Shown as
 /// the call's error alone (`TestError::Stream` adds "a data stream failed: "), the
 /// line users saw before it was typed.
@@ -129,6 +194,36 @@ pub struct RttRecord {
     /// `--working-load`: round trips before the load started.
     pub idle: Hist,
     pub lost: u64,
+    /// Replies whose server timestamps contradict their round trip, this interval's and
+    /// the whole test's; `None` unless the server stamps its replies (an iperf 2 server
+    /// with `--trip-times`): see [`RttRecord::on_stamped_reply`].
+    pub clock_sync_errors: Option<(u64, u64)>,
+}
+
+impl RttRecord {
+    /// A reply that carries the server's receive and send times (ns since the epoch,
+    /// server clock) of a request this side sent at `sent_ns` and saw answered at
+    /// `back_ns` (this side's clock). iperf 2's check (`reporter_handle_packet_bb_client`):
+    /// the request cannot arrive before it was sent, nor the reply before the server
+    /// sent it (iperf 2 writes this as "held longer than the round trip"); either means
+    /// the clocks disagree by more than the round trip.
+    pub fn on_stamped_reply(
+        &mut self,
+        sent_ns: i64,
+        server_rx_ns: i64,
+        server_tx_ns: i64,
+        back_ns: i64,
+    ) {
+        let to_server = server_rx_ns.saturating_sub(sent_ns);
+        let turnaround = server_tx_ns.saturating_sub(server_rx_ns);
+        let since_server_rx = back_ns.saturating_sub(server_rx_ns);
+        let bad = to_server < 0 || since_server_rx.saturating_sub(turnaround) < 0;
+        let c = self.clock_sync_errors.get_or_insert((0, 0));
+        if bad {
+            c.0 += 1;
+            c.1 += 1;
+        }
+    }
 }
 
 /// A client stream's connections, shared with the control thread's meter.
@@ -193,6 +288,40 @@ impl FrameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_count_writes_errors_and_binned_reads() {
+        let c = CallCounters::default();
+        assert_eq!(c.snapshot(), None, "no call yet");
+        assert_eq!(c.wrote(Ok::<usize, io::Error>(1000)).unwrap(), 1000);
+        c.wrote(Ok::<(), io::Error>(())).unwrap();
+        let e = c.wrote::<usize>(Err(io::Error::from(io::ErrorKind::WouldBlock)));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        let _ = c.wrote::<usize>(Err(io::Error::from(io::ErrorKind::Interrupted)));
+        assert_eq!(c.read(Ok(8), 64).unwrap(), 8);
+        let _ = c.read(Ok(64), 64);
+        let _ = c.read(Ok(0), 64); // end of stream: not a read
+        let _ = c.read(Err(io::Error::from(io::ErrorKind::TimedOut)), 64);
+        let _ = c.read_batch(Ok(()));
+        let _ = c.read_batch(Err(io::Error::from(io::ErrorKind::WouldBlock)));
+        let s = c.snapshot().unwrap();
+        assert_eq!((s.writes, s.write_errors, s.reads), (2, 1, 3));
+        assert_eq!(s.read_bins, [1, 0, 0, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn stamped_replies_count_clock_sync_errors() {
+        let mut r = RttRecord::default();
+        assert_eq!(r.clock_sync_errors, None);
+        // Sent at 0, at the server 5..6 (its clock), back at 10: consistent.
+        r.on_stamped_reply(0, 5, 6, 10);
+        assert_eq!(r.clock_sync_errors, Some((0, 0)));
+        // The server's clock 20 behind: the request "arrived" before it was sent.
+        r.on_stamped_reply(0, -15, -14, 10);
+        // The server's clock 20 ahead: the reply "left" after it came back.
+        r.on_stamped_reply(0, 25, 26, 10);
+        assert_eq!(r.clock_sync_errors, Some((2, 2)));
+    }
 
     #[test]
     fn frame_record_reads_headers_and_latency() {

@@ -232,7 +232,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
                 None if framed_now => sock.write(&frame[off..len]),
                 None => sock.write(&w.payload[off..len]),
             };
-            match r {
+            match w.shared.calls.wrote(r) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
                 Ok(n) => {
                     off += n;
@@ -390,7 +390,7 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         } else {
             sock.read(&mut buf)
         };
-        match r {
+        match w.shared.calls.read(r, rx) {
             Ok(0) => break, // the sender closed: normal at the end of a test
             Ok(n) => {
                 if let Some(f) = file {
@@ -513,7 +513,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
         // Set when the kernel refused this round's segmentation before anything went.
         let mut resend = false;
         while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
-            match batch.send(fd, &refs[sent_msgs..]) {
+            match w.shared.calls.wrote(batch.send(fd, &refs[sent_msgs..])) {
                 Ok(k) => sent_msgs += k,
                 Err(e) if is_transient(&e) => {
                     // The send timeout passed with the buffer still full: the socket,
@@ -598,7 +598,11 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let owd = w.shared.owd.as_ref();
     let skew = clock::test_offset_ns();
     while !w.stop.load(Ordering::Relaxed) {
-        match batch.recv_segments(fd, &mut bufs, &mut got) {
+        match w
+            .shared
+            .calls
+            .read_batch(batch.recv_segments(fd, &mut bufs, &mut got))
+        {
             Ok(()) => {
                 let now_ns = clock::wall_ns();
                 let mut acc = match udp.lock() {

@@ -19,6 +19,7 @@ use crate::wire::{Results, StreamResult};
 pub mod accountant;
 pub mod connect;
 mod end;
+pub mod figures;
 mod interval;
 pub mod profile;
 pub use end::{EndInputs, end, end_stream, end_sums};
@@ -105,6 +106,11 @@ pub struct LocalFinal {
     pub frames: Option<crate::profile::FrameSummary>,
     /// `--working-load` probe: round trips before the load started.
     pub rtt_idle: Option<Hist>,
+    /// The stream's socket calls in the measured part (netmeter data loops).
+    pub calls: Option<crate::stats::SocketCalls>,
+    /// Bounceback clients with the server's timestamps: replies whose timestamps
+    /// contradict their round trip.
+    pub clock_sync_errors: Option<u64>,
 }
 
 /// The working-load summary on the client (`None` unless it ran one).
@@ -227,6 +233,10 @@ pub fn bounceback_end(b: &Bounceback, locals: &[LocalFinal]) -> Option<Bouncebac
             0.0
         },
         lost,
+        clock_sync_errors: locals
+            .iter()
+            .filter_map(|l| l.clock_sync_errors)
+            .reduce(|a, b| a.saturating_add(b)),
         rtt: all.stats().unwrap_or_default(),
         rtt_histogram_us: all.buckets_us(),
     })
@@ -292,6 +302,7 @@ pub fn local_results(
                     netmeter_cpu_wait_percent: None,
                     netmeter_owd: l.owd.as_ref().map(|o| o.summary()),
                     netmeter_frames: l.frames.clone(),
+                    netmeter_calls: l.calls,
                 }
             })
             .collect(),
@@ -416,6 +427,7 @@ mod tests {
             bytes: 0,
             packets: 0,
             udp: Some(UdpCounts::default()),
+            calls: None,
         };
         let now = Sample {
             bytes: 4800,
@@ -426,6 +438,7 @@ mod tests {
                 lost: 1,
                 ..UdpCounts::default()
             }),
+            calls: None,
         };
         let r = stream_interval(Protocol::Udp, 5, false, 0.0, 1.0, &prev, &now, None, false);
         let f = r.udp_recv.unwrap();

@@ -19,8 +19,8 @@
 
 use super::observe::{Event, Observer};
 use super::{
-    Connected, End, EndSide, EndSum, EndUdp, Interval, Report, Start, StreamExt, StreamInterval,
-    SumInterval, UdpRecvFigures,
+    Connected, End, EndSide, EndSum, EndUdp, Interval, Iperf2Figures, Report, Start, StreamExt,
+    StreamInterval, SumInterval, UdpRecvFigures,
 };
 use crate::latency::LatencyStats;
 use std::fmt::Write as _;
@@ -62,11 +62,19 @@ pub enum Field {
     OwdP99Us,
     Connections,
     ConnectMeanUs,
+    PacketsPerSecond,
+    Writes,
+    WriteErrors,
+    Reads,
+    InProgressBytes,
+    InProgressPackets,
+    NetPower,
+    ClockSyncErrors,
 }
 
 impl Field {
     /// Every column, in the default order.
-    pub const ALL: [Field; 34] = [
+    pub const ALL: [Field; 42] = [
         Field::Kind,
         Field::Direction,
         Field::Role,
@@ -101,6 +109,14 @@ impl Field {
         Field::OwdP99Us,
         Field::Connections,
         Field::ConnectMeanUs,
+        Field::PacketsPerSecond,
+        Field::Writes,
+        Field::WriteErrors,
+        Field::Reads,
+        Field::InProgressBytes,
+        Field::InProgressPackets,
+        Field::NetPower,
+        Field::ClockSyncErrors,
     ];
 
     /// The header name.
@@ -140,6 +156,14 @@ impl Field {
             Field::OwdP99Us => "owd_p99_us",
             Field::Connections => "connections",
             Field::ConnectMeanUs => "connect_mean_us",
+            Field::PacketsPerSecond => "packets_per_second",
+            Field::Writes => "writes",
+            Field::WriteErrors => "write_errors",
+            Field::Reads => "reads",
+            Field::InProgressBytes => "in_progress_bytes",
+            Field::InProgressPackets => "in_progress_packets",
+            Field::NetPower => "net_power",
+            Field::ClockSyncErrors => "clock_sync_errors",
         }
     }
 }
@@ -265,8 +289,11 @@ struct Row {
     jitter_ms: Option<f64>,
     out_of_order: Option<u64>,
     duplicates: Option<u64>,
-    /// netmeter's per-interval extras (bounceback, trip times, connect-only).
+    /// netmeter's per-interval extras (bounceback, trip times, connect-only, iperf 2's
+    /// figures).
     ext: Option<StreamExt>,
+    /// End rows: iperf 2's figures (`end.netmeter.iperf2_figures`).
+    fig: Option<Iperf2Figures>,
 }
 
 fn role(sender: bool) -> &'static str {
@@ -407,9 +434,19 @@ fn end_sum_row(direction: &'static str, sender: bool, s: &EndSum) -> Row {
 /// merged row per stream), then the sums of each direction, sender before receiver.
 fn end_rows(ctx: &RowCtx, end: &End) -> Vec<Row> {
     let mut rows = Vec::new();
+    let figs = end.netmeter.iperf2_figures.as_ref();
+    // iperf 2's figures of stream `i`, its sender's or its receiver's.
+    let fig = |i: usize, sender: bool| {
+        let s = figs.and_then(|f| f.streams.get(i))?;
+        if sender { s.sender } else { s.receiver }
+    };
     for (i, s) in end.streams.iter().enumerate() {
         if let Some(u) = &s.udp {
-            rows.push(end_udp_row(ctx.direction(u.sender), u));
+            // One merged row per stream, in this side's role: this side's figures.
+            rows.push(Row {
+                fig: fig(i, u.sender),
+                ..end_udp_row(ctx.direction(u.sender), u)
+            });
             continue;
         }
         let socket = s.sender.as_ref().or(s.receiver.as_ref()).map(|x| x.socket);
@@ -418,7 +455,10 @@ fn end_rows(ctx: &RowCtx, end: &End) -> Vec<Row> {
         let dir = sends.map_or("", |b| ctx.direction(b));
         for (sender, side) in [(true, &s.sender), (false, &s.receiver)] {
             if let Some(side) = side {
-                rows.push(end_side_row(dir, sender, side, socket));
+                rows.push(Row {
+                    fig: fig(i, sender),
+                    ..end_side_row(dir, sender, side, socket)
+                });
             }
         }
     }
@@ -426,15 +466,33 @@ fn end_rows(ctx: &RowCtx, end: &End) -> Vec<Row> {
     // --bidir the `_bidir_reverse` sums are the download.
     let forward = if ctx.reverse { "down" } else { "up" };
     let sums = [
-        (forward, true, &end.sum_sent),
-        (forward, false, &end.sum_received),
-        ("down", true, &end.sum_sent_bidir_reverse),
-        ("down", false, &end.sum_received_bidir_reverse),
+        (forward, true, &end.sum_sent, figs.and_then(|f| f.sum_sent)),
+        (
+            forward,
+            false,
+            &end.sum_received,
+            figs.and_then(|f| f.sum_received),
+        ),
+        (
+            "down",
+            true,
+            &end.sum_sent_bidir_reverse,
+            figs.and_then(|f| f.sum_sent_bidir_reverse),
+        ),
+        (
+            "down",
+            false,
+            &end.sum_received_bidir_reverse,
+            figs.and_then(|f| f.sum_received_bidir_reverse),
+        ),
     ];
-    let any = sums.iter().any(|(_, _, s)| s.is_some());
-    for (dir, sender, sum) in sums {
+    let any = sums.iter().any(|(_, _, s, _)| s.is_some());
+    for (dir, sender, sum, fig) in sums {
         if let Some(s) = sum {
-            rows.push(end_sum_row(dir, sender, s));
+            rows.push(Row {
+                fig,
+                ..end_sum_row(dir, sender, s)
+            });
         }
     }
     // Older UDP documents have only the merged `sum`.
@@ -487,6 +545,12 @@ fn render(out: &mut String, cols: &Columns, ctx: &RowCtx, row: &Row) {
     let conn = row
         .stream
         .and_then(|id| ctx.connected.iter().find(|c| c.socket == id));
+    let fig = row.fig.or(row.ext.map(|e| e.iperf2)).unwrap_or_default();
+    let float = |out: &mut String, v: Option<f64>| {
+        if let Some(v) = v {
+            num(out, v)
+        }
+    };
     for (i, f) in cols.fields().iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -545,6 +609,14 @@ fn render(out: &mut String, cols: &Columns, ctx: &RowCtx, row: &Row) {
             Field::OwdP99Us => us(out, row.ext.and_then(|e| e.owd), |l| l.p99_ms),
             Field::Connections => opt(out, row.ext.and_then(|e| e.connections)),
             Field::ConnectMeanUs => us(out, row.ext.and_then(|e| e.connect), |l| l.mean_ms),
+            Field::PacketsPerSecond => float(out, fig.packets_per_second),
+            Field::Writes => opt(out, fig.writes),
+            Field::WriteErrors => opt(out, fig.write_errors),
+            Field::Reads => opt(out, fig.reads),
+            Field::InProgressBytes => float(out, fig.in_progress_bytes),
+            Field::InProgressPackets => float(out, fig.in_progress_packets),
+            Field::NetPower => float(out, fig.net_power),
+            Field::ClockSyncErrors => opt(out, fig.clock_sync_errors),
         }
     }
     out.push('\n');
@@ -664,7 +736,8 @@ mod tests {
              rttvar_us,packets,lost_packets,lost_percent,jitter_ms,out_of_order,duplicates,\
              local_host,local_port,remote_host,remote_port,title,transactions,\
              transaction_rtt_mean_us,transaction_rtt_p99_us,owd_mean_us,owd_p99_us,\
-             connections,connect_mean_us\n"
+             connections,connect_mean_us,packets_per_second,writes,write_errors,reads,\
+             in_progress_bytes,in_progress_packets,net_power,clock_sync_errors\n"
         );
     }
 

@@ -170,6 +170,86 @@ mod tests {
         assert_eq!(back, r);
     }
 
+    /// iperf 2's figures: keys directly in the rows' `netmeter` objects (beside a UDP
+    /// receiver's flattened extras) and under `end.netmeter.iperf2_figures`, read back
+    /// into the same values.
+    #[test]
+    fn iperf2_figure_keys_and_read_back() {
+        use crate::report::{
+            Iperf2End, Iperf2EndStream, Iperf2Figures, StreamExt, SumInterval, UdpExtra,
+            UdpRecvFigures,
+        };
+        let rx = Iperf2Figures {
+            packets_per_second: Some(961.5),
+            in_progress_bytes: Some(12_500.25),
+            in_progress_packets: Some(9.6),
+            net_power: Some(1.5e9),
+            reads: Some(40),
+            ..Iperf2Figures::default()
+        };
+        let tx = Iperf2Figures {
+            writes: Some(7),
+            write_errors: Some(0),
+            read_bins: Some([1, 2, 3, 4, 5, 6, 7, 8]),
+            clock_sync_errors: Some(1),
+            ..Iperf2Figures::default()
+        };
+        let mut r = Report::default();
+        r.intervals.push(Interval {
+            streams: vec![StreamInterval {
+                socket: 5,
+                udp_recv: Some(UdpRecvFigures {
+                    packets: 10,
+                    ..UdpRecvFigures::default()
+                }),
+                netmeter: Some(Box::new(StreamExt {
+                    udp: Some(UdpExtra::default()),
+                    iperf2: rx,
+                    ..StreamExt::default()
+                })),
+                ..StreamInterval::default()
+            }],
+            sum: SumInterval {
+                packets: Some(3),
+                sender: true,
+                netmeter: Some(Box::new(StreamExt {
+                    iperf2: tx,
+                    ..StreamExt::default()
+                })),
+                ..SumInterval::default()
+            },
+            ..Interval::default()
+        });
+        r.end.netmeter.iperf2_figures = Some(Iperf2End {
+            streams: vec![Iperf2EndStream {
+                socket: 5,
+                sender: Some(tx),
+                receiver: Some(rx),
+            }],
+            sum_received: Some(rx),
+            ..Iperf2End::default()
+        });
+        let doc = document(&r);
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let row = &v["intervals"][0]["streams"][0]["netmeter"];
+        assert_eq!(row["packets_per_second"], 961.5);
+        assert_eq!(row["in_progress_bytes"], 12_500.25);
+        assert_eq!(row["reads"], 40);
+        assert_eq!(row["out_of_order"], 0);
+        assert!(row.get("writes").is_none());
+        let sum = &v["intervals"][0]["sum"]["netmeter"];
+        assert_eq!(
+            sum["read_bins"],
+            serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8])
+        );
+        assert_eq!(sum["clock_sync_errors"], 1);
+        let end = &v["end"]["netmeter"]["iperf2_figures"];
+        assert_eq!(end["streams"][0]["sender"]["writes"], 7);
+        assert_eq!(end["sum_received"]["net_power"], 1.5e9);
+        assert!(end.get("sum_sent").is_none());
+        assert_eq!(Report::from_document(&doc).unwrap(), r);
+    }
+
     /// A test that failed before it started (connection refused): iperf3 3.22's short
     /// document, not a start padded with empty values.
     #[test]

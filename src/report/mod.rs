@@ -174,9 +174,10 @@ pub struct StreamInterval {
     pub omitted: bool,
     pub sender: bool,
     /// netmeter: out-of-order and duplicate datagrams (UDP receiver), transactions and
-    /// round-trip times (bounceback client) in this interval. Boxed: the extras are 744
-    /// bytes and most rows (plain TCP) have none, and a report keeps a row per stream per
-    /// interval (920 bytes a row inline, 184 boxed).
+    /// round-trip times (bounceback client), iperf 2's figures in this interval. Boxed:
+    /// the extras are 944 bytes and rows loaded from iperf3's documents (and a plain
+    /// TCP receiver's rows before issue 22) have none, and a report keeps a row per
+    /// stream per interval (1120 bytes a row inline, 184 boxed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter: Option<Box<StreamExt>>,
 }
@@ -220,6 +221,89 @@ pub struct StreamExt {
     /// `--isochronous` UDP receiver (netmeter peers): whole frames in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames_received: Option<profile::FramesInterval>,
+    /// iperf 2's figures (packets per second, inP, NetPwr, socket calls, clock-sync
+    /// errors), each where it applies; its keys sit directly in this object.
+    #[serde(flatten)]
+    pub iperf2: Iperf2Figures,
+}
+
+/// The figures iperf 2 prints that iperf3 has no key for (issue 22), of one stream or a
+/// direction's sum, over an interval (flattened into the row's `netmeter` object) or the
+/// whole test (`end.netmeter.iperf2_figures`). Each is present only where it applies;
+/// definitions and iperf 2's own columns in docs/json.md.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct Iperf2Figures {
+    /// UDP: datagrams sent (sender) or received (receiver) per second (iperf 2's PPS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets_per_second: Option<f64>,
+    /// Receivers with one-way delays (`--trip-times`): bytes in progress on the path by
+    /// Little's law, receive rate (bytes/s) × mean one-way delay (s) (iperf 2's inP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_progress_bytes: Option<f64>,
+    /// UDP receivers with one-way delays: the same in datagrams, datagrams received per
+    /// second × mean one-way delay (iperf 2's UDP `inP` column, "pkts").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_progress_packets: Option<f64>,
+    /// Receivers with one-way delays: network power, receive rate (bits/s) ÷ mean
+    /// one-way delay (s), as `netmeter.tcp.net_power` is for the RTT (iperf 2's NetPwr
+    /// column is bytes/s ÷ s × 10⁻⁶: this value ÷ 8·10⁶).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net_power: Option<f64>,
+    /// Senders: send calls that succeeded (iperf 2's Write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<u64>,
+    /// Senders: send calls that failed (iperf 2's Err).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_errors: Option<u64>,
+    /// Receivers: receive calls that returned data (iperf 2's Reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    /// TCP receivers: the reads by the share of the asked-for length they returned, in
+    /// eighths (iperf 2's `Reads=Dist`, `n=b0:b1:...:b7`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_bins: Option<[u64; crate::stats::READ_BINS]>,
+    /// Bounceback with the server's timestamps (`--trip-times` to an iperf 2 server):
+    /// replies whose timestamps contradict their round trip, the clocks being out of
+    /// sync by more than it (iperf 2's `bb_clocksync_error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_sync_errors: Option<u64>,
+}
+
+impl Iperf2Figures {
+    /// No figure applies.
+    pub fn is_empty(&self) -> bool {
+        *self == Iperf2Figures::default()
+    }
+}
+
+/// `end.netmeter.iperf2_figures`: [`Iperf2Figures`] over the whole test, per stream (in
+/// `end.streams` order) and per direction.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct Iperf2End {
+    pub streams: Vec<Iperf2EndStream>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent: Option<Iperf2Figures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received: Option<Iperf2Figures>,
+    /// `--bidir`: the other direction's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent_bidir_reverse: Option<Iperf2Figures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received_bidir_reverse: Option<Iperf2Figures>,
+}
+
+/// One stream's [`Iperf2Figures`] over the whole test: its sender's (this side's or, from
+/// a netmeter peer's results, the peer's) and its receiver's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct Iperf2EndStream {
+    pub socket: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<Iperf2Figures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<Iperf2Figures>,
 }
 
 /// A TCP sender's state at the end of an interval (from TCP_INFO) and the figures
@@ -271,8 +355,9 @@ pub struct SumInterval {
     pub packets: Option<u64>,
     pub omitted: bool,
     pub sender: bool,
-    /// netmeter: transactions and round-trip times of all streams (bounceback). Boxed,
-    /// as `StreamInterval::netmeter`: most sums have none (128 bytes a sum, not 864).
+    /// netmeter: transactions and round-trip times of all streams (bounceback), iperf 2's
+    /// figures summed. Boxed, as `StreamInterval::netmeter`: an iperf3 document's sums
+    /// have none (128 bytes a sum, not 1064).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter: Option<Box<StreamExt>>,
 }
@@ -291,6 +376,10 @@ pub struct Interval {
     /// `--histograms`. Not in the JSON (the end object carries the whole test's).
     #[serde(skip)]
     pub owd_histogram_us: Vec<(f64, u64)>,
+    /// The same for the latency of the isochronous frames this side completed in the
+    /// interval (`--isochronous --trip-times` receivers; iperf 2's per-interval F8-PDF).
+    #[serde(skip)]
+    pub frame_latency_histogram_us: Vec<(f64, u64)>,
 }
 
 /// One side (sender or receiver) of a TCP stream's end summary.
@@ -594,6 +683,9 @@ pub struct EndExt {
     /// Isochronous results (`--isochronous`): sender (client) and receiver figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isochronous: Option<profile::IsochEnd>,
+    /// iperf 2's figures over the whole test, per stream and direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iperf2_figures: Option<Iperf2End>,
 }
 
 /// The end of a `--working-load` test: the probe's round trips before and during load.
@@ -673,6 +765,11 @@ pub struct BouncebackEnd {
     pub transactions_per_second: f64,
     /// UDP requests whose reply never came (within a second).
     pub lost: u64,
+    /// Replies whose server timestamps contradict their round trip (iperf 2's
+    /// `bb_clocksync_error`); only where the server stamps its replies (iperf 2 with
+    /// `--trip-times`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_sync_errors: Option<u64>,
     /// Round-trip time distribution over all streams.
     pub rtt: LatencyStats,
     /// The full RTT histogram: `[upper bound µs, count]` per non-empty bucket.

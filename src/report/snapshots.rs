@@ -2,7 +2,8 @@
 //!
 //! Each `testdata/<case>.json` is a `-J` document a netmeter client wrote over loopback
 //! (one per mode: TCP, UDP, -R, --bidir, bounceback, connect-only, trip times, working
-//! load). Loading it gives a fixed [`Report`]; the tests check that
+//! load, and `-u -R --trip-times` rendered with `-V` for iperf 2's figures). Loading it
+//! gives a fixed [`Report`]; the tests check that
 //! - the JSON document renders back byte for byte (so the types lose nothing and a saved
 //!   document re-renders as it was written),
 //! - the text renderer, the `--json-stream` events and the CSV rows print exactly
@@ -88,6 +89,13 @@ const CASES: &[Case] = &[
         connect_only: false,
         verbose: false,
         histogram_bin_ms: Some(0.05),
+    },
+    Case {
+        name: "udp_reverse_figures",
+        bounceback: false,
+        connect_only: false,
+        verbose: true,
+        histogram_bin_ms: None,
     },
     Case {
         name: "working_load",
@@ -231,7 +239,7 @@ fn csv_snapshots() {
 
 #[test]
 fn json_stream_snapshots() {
-    for name in ["tcp", "udp_bidir", "bounceback"] {
+    for name in ["tcp", "udp_bidir", "bounceback", "udp_reverse_figures"] {
         let (_, report) = load(name);
         check(&format!("{name}.jsonl"), &render_stream(&report));
     }

@@ -7,6 +7,7 @@
 
 pub mod connect;
 mod end;
+mod figures;
 pub mod profile;
 
 pub use end::{
@@ -353,6 +354,9 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             out.push_str(&sum_line(ctx, &iv.sum, mixed));
         }
     }
+    if ctx.verbose {
+        out.push_str(&figures::interval_lines(ctx, iv));
+    }
     if let Some(bin) = ctx.histogram_bin_ms {
         // The delays this side received: on a server the client's, on a client the
         // server's.
@@ -366,6 +370,11 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             iv.sum.start, iv.sum.end
         );
         out.push_str(&end::histogram(&title, &iv.owd_histogram_us, bin));
+        let title = format!(
+            "Frame latency {dir} {:.2}-{:.2} sec",
+            iv.sum.start, iv.sum.end
+        );
+        out.push_str(&end::histogram(&title, &iv.frame_latency_histogram_us, bin));
     }
     ctx.titled(out)
 }

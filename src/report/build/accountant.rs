@@ -10,13 +10,15 @@
 //!   as iperf3 does;
 //! - the TCP retransmit and D-SACK (spurious retransmit) counters at the last tick and
 //!   where the measured part began, and the TCP summary figures ([`TcpTotals`]);
-//! - the `[SUM]` rows per direction (`sum`, and with `--bidir` `sum_bidir_reverse`).
+//! - the `[SUM]` rows per direction (`sum`, and with `--bidir` `sum_bidir_reverse`);
+//! - iperf 2's figures of each row (`figures::fill_row`: packets per second, socket
+//!   calls, and inP and net power from the one-way delays the extras put in).
 //!
 //! The extension recorders (round trips, one-way delays, connections, profile units and
 //! frames) keep their own interval and total state in the engine; the meter adds their
 //! figures to the rows this module builds (see [`Accountant::tick`]'s `extras`).
 
-use super::{LocalFinal, Sample, TcpTotals, interval, stream_interval};
+use super::{LocalFinal, Sample, TcpTotals, figures, interval, stream_interval};
 use crate::report::{Interval, StreamInterval, TcpExtra, TcpFigures};
 use crate::spec::Protocol;
 use crate::stats::UdpCounts;
@@ -184,6 +186,7 @@ impl Accountant {
                 &mut row,
                 now.packets.saturating_sub(self.prev[i].packets),
             );
+            figures::fill_row(self.protocol, &mut row, &self.prev[i], now);
             rows.push((row, key.forward));
             self.prev[i] = *now;
         }
@@ -267,6 +270,7 @@ impl Accountant {
                         t
                     }),
                     udp,
+                    calls: now.calls.map(|c| c.since(&b.calls.unwrap_or_default())),
                     ..LocalFinal::default()
                 }
             })
@@ -293,6 +297,7 @@ mod tests {
                 bytes,
                 packets,
                 udp: None,
+                calls: None,
             },
             tcp: None,
         }
@@ -304,6 +309,7 @@ mod tests {
                 bytes,
                 packets: 0,
                 udp: None,
+                calls: None,
             },
             tcp: Some(TcpSnapshot {
                 figures: TcpFigures {
@@ -331,6 +337,7 @@ mod tests {
                     duplicates: 0,
                     jitter_s,
                 }),
+                calls: None,
             },
             tcp: None,
         }

@@ -169,6 +169,8 @@ fn extensions(i: &EndInputs) -> EndExt {
         .filter(|_| spec.working_load.is_none())
         .and_then(|b| bounceback_end(b, locals));
     x.connect_only = connect::end_of(locals);
+    let bidir = spec.direction == Direction::Bidir;
+    x.iperf2_figures = super::figures::end(spec.protocol, locals, peer, bidir);
     super::profile::fill_end(&mut x, spec.profile.as_ref(), locals, peer);
     x.connect_only_answered = i.connect_only_answered;
     if i.client {

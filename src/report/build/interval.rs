@@ -13,6 +13,8 @@ pub struct Sample {
     pub bytes: u64,
     pub packets: u64,
     pub udp: Option<UdpCounts>,
+    /// The stream's socket calls, once its thread has made any (netmeter data loops).
+    pub calls: Option<crate::stats::SocketCalls>,
 }
 
 /// One stream's interval row from two cumulative samples.
@@ -99,7 +101,12 @@ pub fn sum_interval(rows: &[&StreamInterval], start: f64, end: f64, sender: bool
         packets,
         omitted: rows.first().is_some_and(|r| r.omitted),
         sender,
-        netmeter: None,
+        netmeter: super::figures::sum_rows(rows).map(|iperf2| {
+            Box::new(StreamExt {
+                iperf2,
+                ..StreamExt::default()
+            })
+        }),
     }
 }
 
@@ -125,5 +132,6 @@ pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: 
         sum,
         sum_bidir_reverse,
         owd_histogram_us: Vec::new(),
+        frame_latency_histogram_us: Vec::new(),
     }
 }

@@ -268,9 +268,18 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         t.push_str(&trip_times_summary(tt));
     }
     t.push_str(&profile::summary_text(x));
+    if let Some(f) = x.iperf2_figures.as_ref().filter(|_| ctx.verbose) {
+        t.push_str(&super::figures::end_lines(ctx, f, local_senders));
+    }
     if let Some(bin) = ctx.histogram_bin_ms {
         if let Some(b) = &x.bounceback {
             t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
+        }
+        // Isochronous frames are sent client -> server only.
+        let frames = x.isochronous.as_ref().and_then(|i| i.receiver.as_ref());
+        if let Some(f) = frames {
+            let h = &f.latency_histogram_us;
+            t.push_str(&histogram("Frame latency client->server", h, bin));
         }
         if let Some(tt) = &x.trip_times {
             for (name, o) in [
@@ -460,6 +469,11 @@ pub fn bounceback_summary(b: &crate::report::BouncebackEnd) -> String {
     }
     if b.lost > 0 {
         s.push_str(&format!("{} requests got no reply within 1 s\n", b.lost));
+    }
+    if let Some(n) = b.clock_sync_errors.filter(|&n| n > 0) {
+        s.push_str(&format!(
+            "Clock sync errors: {n} replies whose server timestamps contradict their round trip (the clocks disagree by more than it)\n"
+        ));
     }
     s
 }
