@@ -796,3 +796,72 @@ impl Drop for ServerHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::mpsc;
+
+    /// Keeps the server's log lines.
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl Observer for Log {
+        fn on(&mut self, event: Event<'_>) {
+            if let (Event::ServerLog(line), Ok(mut l)) = (event, self.0.lock()) {
+                l.push(line.to_string());
+            }
+        }
+    }
+
+    fn one_off_config(clock: ManualClock, idle: Duration) -> ServerConfig {
+        ServerConfig {
+            port: 0,
+            bind: Some([127, 0, 0, 1].into()),
+            family: Family::V4,
+            one_off: true,
+            policy: Default::default(),
+            audit_log: None,
+            metrics: None,
+            idle_timeout: Some(idle),
+            mode: Mode::Text,
+            verbose: false,
+            format: Default::default(),
+            interval_s: 1.0,
+            histograms: None,
+            auth: None,
+            psk: None,
+            third_party: None,
+            side: Default::default(),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// `-1 --idle-timeout 60` counts the idle minute on the server's clock: once that
+    /// clock has moved past it, the server leaves at its next turn, with no minute of
+    /// real time spent (on the host's clock it would wait the whole minute).
+    #[test]
+    fn an_idle_one_off_server_leaves_when_its_own_clock_passes_the_timeout() {
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let cfg = one_off_config(clock.clone(), Duration::from_secs(60));
+        let sink = super::super::output::sink(Box::new(std::io::sink()));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let server = Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))
+            .unwrap()
+            .observed_by(Box::new(Log(lines.clone())));
+        clock.advance(Duration::from_secs(61));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(server.serve().is_ok());
+        });
+        // 30 s only bounds a failure: the server leaves at its first turn.
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(true));
+        let lines = lines.lock().unwrap();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("idle for 60 s; exiting (--idle-timeout)")),
+            "{lines:?}"
+        );
+    }
+}

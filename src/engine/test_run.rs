@@ -674,4 +674,36 @@ mod tests {
         let run = TestRun::new(upload, client).expect("run");
         assert_eq!(run.payload.len(), run.spec.block_len);
     }
+
+    /// Test time is read from the clock the run was given, not the host's.
+    #[test]
+    fn test_seconds_and_the_stall_watch_follow_the_runs_clock() {
+        let clock = crate::clock::ManualClock::at_unix(1_700_000_000);
+        let t0 = clock.now();
+        clock.advance(Duration::from_millis(200));
+        let run = TestRun::new(TestSpec::default(), Side::Server)
+            .expect("run")
+            .with_clock(Arc::new(clock.clone()));
+        let running = run
+            .start(Launch {
+                t0,
+                owd_correction_ns: 0,
+                connect_to: None,
+                answered: None,
+                interval_s: 1.0,
+                interval_histograms: false,
+                cpu_start: sock::cpu_sample(t0),
+                origin: t0,
+            })
+            .expect("start");
+        assert_eq!(running.now_s(), 0.2);
+        clock.advance(Duration::from_millis(2300));
+        assert_eq!(running.now_s(), 2.5);
+        // Nothing arrives on a side that receives: stalled only once past the limit.
+        let mut watch = ReceiveWatch::starting(true, Duration::from_secs(3), clock.now());
+        clock.advance(Duration::from_secs(3));
+        assert!(!watch.stalled(&running.meter, clock.now()));
+        clock.advance(Duration::from_millis(1));
+        assert!(watch.stalled(&running.meter, clock.now()));
+    }
 }
