@@ -30,6 +30,9 @@ pub mod units;
 pub mod version;
 pub mod wire;
 
+#[cfg(test)]
+mod house_rules;
+
 /// A client test's resolved configuration (flags, or a program's own choice).
 pub use engine::TestError;
 pub use engine::client::ClientConfig as TestConfig;

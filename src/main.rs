@@ -31,7 +31,11 @@ fn open_sink(logfile: Option<&Path>, stamps: Option<&str>) -> anyhow::Result<Sin
         None => Box::new(std::io::stdout()),
     };
     Ok(match stamps {
-        Some(f) => output::sink(Box::new(output::Stamped::local_time(w, f.to_string()))),
+        Some(f) => output::sink(Box::new(output::Stamped::local_time(
+            w,
+            f.to_string(),
+            netmeter::clock::system(),
+        ))),
         None => output::sink(w),
     })
 }
@@ -54,31 +58,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             daemon,
             pidfile,
             logfile,
-        } => {
-            // Before any thread: one malloc arena, so memory returns after each test.
-            netmeter::sock::use_one_malloc_arena();
-            if daemon {
-                netmeter::sock::daemonize()
-                    .map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
-            }
-            // From here on a stop signal ends the server through `serve`, so the pid
-            // file is always removed at the end (iperf3 removes it too). SIGHUP does
-            // not stop a server: it reopens the audit log (docs/server.md).
-            catch_stop_signals()?;
-            netmeter::sock::catch_hangup()?;
-            if let Some(p) = &pidfile {
-                std::fs::write(p, format!("{}\n", std::process::id()))
-                    .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
-            }
-            let r = open_sink(logfile.as_deref()).and_then(|sink| {
-                let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
-                Ok(srv.stop_on_signals().serve()?)
-            });
-            if let Some(p) = &pidfile {
-                let _ = std::fs::remove_file(p);
-            }
-            r
-        }
+        } => run_server(cfg, daemon, pidfile.as_deref(), logfile.as_deref(), stamps),
         Command::Client {
             cfg,
             logfile,
@@ -155,48 +135,90 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             )?)
         }
         Command::Loopback { tcp, udp, logfile } => {
-            catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref())?;
-            // The in-process server writes nowhere: its figures come back in the report.
-            let quiet = output::sink(Box::new(std::io::sink()));
-            let (port, _server) = server::spawn(
-                server::ServerConfig {
-                    port: 0,
-                    bind: Some([127, 0, 0, 1].into()),
-                    family: client::Family::V4,
-                    one_off: false,
-                    policy: Default::default(),
-                    audit_log: None,
-                    metrics: None,
-                    idle_timeout: None,
-                    mode: Mode::Text,
-                    verbose: false,
-                    format: Default::default(),
-                    interval_s: tcp.interval_s,
-                    histograms: None,
-                    auth: None,
-                    psk: None,
-                    third_party: None,
-                    side: Default::default(),
-                    clock: netmeter::clock::system(),
-                },
-                quiet,
-            )?;
-            for mut cfg in [tcp, udp] {
-                cfg.port = port;
-                cfg.in_process_server = true;
-                if cfg.mode == Mode::Text {
-                    let proto = format!("{:?}", cfg.spec.protocol).to_uppercase();
-                    if let Ok(mut w) = sink.lock() {
-                        let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
-                    }
-                }
-                let (_, result) = run_rendered(&cfg, sink.clone(), logfile.is_some());
-                result?;
-            }
-            Ok(())
+            run_loopback(tcp, udp, logfile.as_deref(), stamps)
         }
     }
+}
+
+/// `netmeter -s`: become a daemon if asked, write the pid file, serve until stopped.
+fn run_server(
+    cfg: server::ServerConfig,
+    daemon: bool,
+    pidfile: Option<&Path>,
+    logfile: Option<&Path>,
+    stamps: Option<&str>,
+) -> anyhow::Result<()> {
+    // Before any thread: one malloc arena, so memory returns after each test.
+    netmeter::sock::use_one_malloc_arena();
+    if daemon {
+        netmeter::sock::daemonize().map_err(|e| anyhow::anyhow!("cannot become a daemon: {e}"))?;
+    }
+    // From here on a stop signal ends the server through `serve`, so the pid
+    // file is always removed at the end (iperf3 removes it too). SIGHUP does
+    // not stop a server: it reopens the audit log (docs/server.md).
+    catch_stop_signals()?;
+    netmeter::sock::catch_hangup()?;
+    if let Some(p) = pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
+    }
+    let r = open_sink(logfile, stamps).and_then(|sink| {
+        let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
+        Ok(srv.stop_on_signals().serve()?)
+    });
+    if let Some(p) = pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    r
+}
+
+/// `netmeter --loopback`: a TCP and a UDP test against a server in this process.
+fn run_loopback(
+    tcp: client::ClientConfig,
+    udp: client::ClientConfig,
+    logfile: Option<&Path>,
+    stamps: Option<&str>,
+) -> anyhow::Result<()> {
+    catch_stop_signals()?;
+    let sink = open_sink(logfile, stamps)?;
+    // The in-process server writes nowhere: its figures come back in the report.
+    let quiet = output::sink(Box::new(std::io::sink()));
+    let (port, _server) = server::spawn(
+        server::ServerConfig {
+            port: 0,
+            bind: Some([127, 0, 0, 1].into()),
+            family: client::Family::V4,
+            one_off: false,
+            policy: Default::default(),
+            audit_log: None,
+            metrics: None,
+            idle_timeout: None,
+            mode: Mode::Text,
+            verbose: false,
+            format: Default::default(),
+            interval_s: tcp.interval_s,
+            histograms: None,
+            auth: None,
+            psk: None,
+            third_party: None,
+            side: Default::default(),
+            clock: netmeter::clock::system(),
+        },
+        quiet,
+    )?;
+    for mut cfg in [tcp, udp] {
+        cfg.port = port;
+        cfg.in_process_server = true;
+        if cfg.mode == Mode::Text {
+            let proto = format!("{:?}", cfg.spec.protocol).to_uppercase();
+            if let Ok(mut w) = sink.lock() {
+                let _ = writeln!(w, "\n=== netmeter --loopback: {proto} test ===");
+            }
+        }
+        let (_, result) = run_rendered(&cfg, sink.clone(), logfile.is_some());
+        result?;
+    }
+    Ok(())
 }
 
 /// A client test: iperf3's text or JSON, CSV (`--csv`), or text with a status line
@@ -448,6 +470,7 @@ fn run_via(v: cli::third_party::ViaCommand) -> anyhow::Result<()> {
         connect_timeout: std::time::Duration::from_secs(10),
         wait: std::time::Duration::from_secs_f64(v.wait_s),
         stop_on_signal: true,
+        clock: netmeter::clock::system(),
     };
     let report = request(&ctl, &v.request)?;
     if let Some(e) = &report.error {

@@ -9,14 +9,17 @@
 //! with one thread per running test. A host that is down or refuses is a cell with its
 //! error, never a failed run; a stop signal ends the run with what it has.
 
+use crate::clock::Clock;
 use crate::engine::TestError;
 use crate::engine::third_party::{Controller, request};
 use crate::experiment::figures::figures;
+use crate::experiment::repeat::pause;
 use crate::report::Report;
 use crate::wire::ThirdPartyRequest;
 use serde::Serialize;
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One host of the mesh: as the controller reaches its control port, and the name its
 /// peers use to reach it as a test target.
@@ -247,13 +250,14 @@ pub struct MeshPlan {
     /// `--sync-start`: tests are handed out in waves, each test of a wave with the
     /// same `--txstart-time`, this long after the wave is handed out.
     pub sync_start: Option<Duration>,
+    /// Where the mesh reads the time (`crate::clock::system()`).
+    pub clock: Arc<dyn Clock>,
 }
 
-/// The `--txstart-time` of a wave handed out now, `lead` from now (epoch seconds).
-fn wave_start(lead: Duration) -> f64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+/// The `--txstart-time` of a wave handed out at wall time `wall`, `lead` later (epoch
+/// seconds).
+fn wave_start(lead: Duration, wall: SystemTime) -> f64 {
+    let now = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
     (now + lead).as_secs_f64()
 }
 
@@ -278,7 +282,9 @@ pub fn run(plan: &MeshPlan, progress: &mut dyn Progress) -> (Vec<Cell>, bool) {
         }
         // With --sync-start, a new wave only once the last one has ended.
         let hand_out = !interrupted && (plan.sync_start.is_none() || running == 0);
-        let at = plan.sync_start.map(wave_start);
+        let at = plan
+            .sync_start
+            .map(|lead| wave_start(lead, plan.clock.wall()));
         while let Some(i) = hand_out.then(|| sched.take(&pending)).flatten() {
             let pair = pending.remove(i);
             running += 1;
@@ -338,6 +344,7 @@ fn one_pair(plan: &MeshPlan, (s, t): (usize, usize)) -> Cell {
         connect_timeout: Duration::from_secs(5),
         wait: plan.wait,
         stop_on_signal: true,
+        clock: plan.clock.clone(),
     };
     let req = ThirdPartyRequest {
         target: dst.host.clone(),
@@ -355,17 +362,13 @@ fn one_pair(plan: &MeshPlan, (s, t): (usize, usize)) -> Cell {
                 return c;
             }
             Err(e) if e.is_busy() && attempts <= plan.retries => {
-                let until = Instant::now() + plan.retry_gap;
-                while Instant::now() < until {
-                    if crate::sock::stop_signal().is_some() {
-                        return failed_cell(
-                            plan,
-                            (s, t),
-                            attempts,
-                            format!("{e:#} (stopped before a retry)"),
-                        );
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
+                if !pause(plan.retry_gap, &*plan.clock) {
+                    return failed_cell(
+                        plan,
+                        (s, t),
+                        attempts,
+                        format!("{e:#} (stopped before a retry)"),
+                    );
                 }
             }
             Err(e) => {
@@ -392,6 +395,21 @@ fn describe(e: &TestError, attempts: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wave_starts_its_lead_after_the_wall_clock_it_was_handed_out_at() {
+        use crate::clock::ManualClock;
+        let clock = ManualClock::at_unix(1_700_000_000);
+        clock.advance(Duration::from_millis(250));
+        let at = wave_start(Duration::from_secs(3), clock.wall());
+        assert_eq!(format!("{at:.3}"), "1700000003.250");
+        // A host whose wall clock is behind hands out an earlier start, as it reads it.
+        clock.set_wall_offset(-1_000_000_000);
+        assert_eq!(
+            format!("{:.3}", wave_start(Duration::from_secs(3), clock.wall())),
+            "1700000002.250"
+        );
+    }
 
     fn hosts(n: usize) -> Vec<Host> {
         (0..n)

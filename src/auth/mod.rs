@@ -546,17 +546,22 @@ impl ServerAuth {
         })
     }
 
-    /// Check a test's `authtoken` now. The users file is read again for each test (as
-    /// iperf3 does), so edits apply without a restart. Sessions decrypt side by side;
-    /// only the replay check takes the shared lock.
+    /// Check a test's `authtoken` now, on the host's wall clock ([`ServerAuth::check_at`]
+    /// takes the time from the caller's clock instead).
     pub fn check(&self, token: Option<&str>) -> Result<String, AuthError> {
+        self.check_at(token, unix_secs(crate::clock::wall_now()))
+    }
+
+    /// Check a test's `authtoken` at `now` (Unix seconds). The users file is read again
+    /// for each test (as iperf3 does), so edits apply without a restart. Sessions
+    /// decrypt side by side; only the replay check takes the shared lock.
+    pub fn check_at(&self, token: Option<&str>, now: i64) -> Result<String, AuthError> {
         let users = std::fs::read_to_string(&self.users_path)
             .map(|t| Users::parse(&t))
             .map_err(|e| AuthError::UsersFile {
                 path: self.users_path.clone(),
                 reason: e.to_string(),
             })?;
-        let now = unix_now();
         let admitted = self.verifier.admit(token, &users, now)?;
         // A poisoned lock only means another session panicked while holding it; the
         // replay memory stays consistent between calls.
@@ -586,9 +591,10 @@ impl std::fmt::Debug for ClientAuth {
 }
 
 impl ClientAuth {
-    /// The `authtoken` for a test starting now.
+    /// The `authtoken` for a test starting now, on the host's wall clock
+    /// ([`ClientAuth::token_at`] is given the time).
     pub fn token(&self) -> Result<String, AuthError> {
-        self.token_at(unix_now())
+        self.token_at(unix_secs(crate::clock::wall_now()))
     }
 
     /// The `authtoken` stamped `ts` (Unix seconds).
@@ -602,10 +608,10 @@ impl ClientAuth {
     }
 }
 
-/// Unix time in seconds (iperf3 stamps `mktime(localtime(time()))`, which is the same).
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+/// A wall-clock time in Unix seconds (iperf3 stamps `mktime(localtime(time()))`,
+/// which is the same).
+pub fn unix_secs(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
 }

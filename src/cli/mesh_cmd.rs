@@ -157,6 +157,7 @@ pub fn resolve(a: &MeshArgs) -> Result<MeshCommand, UsageError> {
             // A source host waits for the wave's start before its test begins.
             wait: Duration::from_secs_f64(wait_for(&cfg)) + sync_start.unwrap_or_default(),
             sync_start,
+            clock: crate::clock::system(),
         },
         json: a.json,
         output: a.output.clone(),

@@ -2,6 +2,7 @@
 //! `--isochronous`) and of `--txstart-time`, resolved and checked.
 
 use super::{Args, UsageError, usage};
+use crate::clock::{Clock, SystemClock};
 use crate::profile::{self, Profile};
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::units;
@@ -96,10 +97,8 @@ impl Args {
                 "--txstart-time cannot be combined with --loopback or --find-max-rate",
             ));
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
+        // The CLI is the driver: it checks against the clock the test will run on.
+        let now = SystemClock.wall_ns() as f64 / 1e9;
         profile::check_txstart(t, now).map_err(usage)?;
         Ok(Some(t))
     }
@@ -173,7 +172,8 @@ mod tests {
 
     #[test]
     fn bad_values_are_one_sentence_errors() {
-        let now = std::time::SystemTime::now()
+        // The parser checks --txstart-time against the host's clock: so must this.
+        let now = crate::clock::wall_now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs_f64();

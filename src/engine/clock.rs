@@ -6,6 +6,7 @@
 //! clock on purpose; it is read once and is meant for tests only.
 
 use super::ctrl::{Ctrl, CtrlError};
+use crate::clock::Clock;
 use crate::clocksync::{self, ClockEstimate, Probe};
 use crate::report::Timestamp;
 use std::sync::OnceLock;
@@ -29,19 +30,30 @@ pub fn test_offset_ns() -> i64 {
     })
 }
 
-/// Nanoseconds since the Unix epoch on this host's (possibly test-skewed) wall clock.
+/// Nanoseconds since the Unix epoch on this host's (possibly test-skewed) wall clock,
+/// for a data thread not given a [`Clock`]; [`wall_ns_on`] reads the clock it is given.
 pub fn wall_ns() -> i64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    skewed_ns(crate::clock::wall_now())
+}
+
+/// Nanoseconds since the Unix epoch on `clock`'s wall clock, with the test skew.
+pub fn wall_ns_on(clock: &dyn Clock) -> i64 {
+    skewed_ns(clock.wall())
+}
+
+fn skewed_ns(wall: SystemTime) -> i64 {
+    let d = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
     d.as_nanos() as i64 + test_offset_ns()
 }
 
-/// `start.timestamp` for now.
+/// `start.timestamp` for now on the host's wall clock ([`timestamp_at`] is given it).
 pub fn timestamp_now() -> Timestamp {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    timestamp_at(crate::clock::wall_now())
+}
+
+/// `start.timestamp` for the wall-clock time `wall`.
+pub fn timestamp_at(wall: SystemTime) -> Timestamp {
+    let d = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
     Timestamp {
         time: httpdate(d.as_secs()),
         timesecs: d.as_secs(),
@@ -128,5 +140,18 @@ mod tests {
     fn rfc1123_dates() {
         assert_eq!(httpdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
+
+    #[test]
+    fn the_start_timestamp_and_wire_time_come_from_the_clock_given() {
+        let c = crate::clock::ManualClock::at_unix(1_700_000_000);
+        c.advance(Duration::from_millis(1_250));
+        let t = timestamp_at(c.wall());
+        assert_eq!(t.time, "Tue, 14 Nov 2023 22:13:21 GMT");
+        assert_eq!(
+            (t.timesecs, t.timemillisecs),
+            (1_700_000_001, 1_700_000_001_250)
+        );
+        assert_eq!(wall_ns_on(&c) - test_offset_ns(), 1_700_000_001_250_000_000);
     }
 }

@@ -6,6 +6,7 @@
 
 use super::record::{FrameRecord, ProfileRecord, StreamError, StreamShared};
 use super::stream::{self, Budget, Worker};
+use crate::clock::Clock;
 use crate::report::{Connected, build, text};
 use crate::sock;
 use crate::spec::{EndCondition, Protocol, TestSpec};
@@ -30,6 +31,40 @@ pub struct LiveStreams {
     pub keep_udp: Vec<UdpSocket>,
     pub stop_send: Arc<AtomicBool>,
     pub stop_recv: Arc<AtomicBool>,
+}
+
+/// The end-of-test drain's decision (`LiveStreams::drain_receivers`): the receivers
+/// keep counting until nothing has arrived for `idle`, all of them finished, or `max`
+/// passed since the drain began. Pure: the byte totals and `now` are given.
+#[derive(Debug)]
+struct Drain {
+    began: Instant,
+    idle: Duration,
+    max: Duration,
+    last_total: u64,
+    /// When the byte total last moved during the drain.
+    arrived: Option<Instant>,
+}
+
+impl Drain {
+    fn new(total: u64, idle: Duration, max: Duration, now: Instant) -> Drain {
+        Drain {
+            began: now,
+            idle,
+            max,
+            last_total: total,
+            arrived: None,
+        }
+    }
+
+    /// The receivers counted `total` bytes by `now`: is the drain over?
+    fn over(&mut self, total: u64, all_done: bool, now: Instant) -> bool {
+        if total != self.last_total {
+            (self.last_total, self.arrived) = (total, Some(now));
+        }
+        let quiet = now.saturating_duration_since(self.arrived.unwrap_or(self.began)) >= self.idle;
+        all_done || quiet || now.saturating_duration_since(self.began) >= self.max
+    }
 }
 
 /// A test that ends early (an error, a vanished peer) still stops and joins its
@@ -85,7 +120,13 @@ impl LiveStreams {
     /// is counted instead of being mistaken for loss. Returns when data last arrived
     /// during the drain, in seconds since `t0` (to the 2 ms poll), or `None` if none
     /// did: the wait itself is not test time (`meter::receiver_end_s`).
-    pub fn drain_receivers(&mut self, t0: Instant, idle: Duration, max: Duration) -> Option<f64> {
+    pub fn drain_receivers(
+        &mut self,
+        t0: Instant,
+        idle: Duration,
+        max: Duration,
+        clock: &dyn Clock,
+    ) -> Option<f64> {
         let receivers: Vec<Arc<StreamShared>> =
             self.shared.iter().filter(|s| !s.sender).cloned().collect();
         if receivers.is_empty() {
@@ -97,22 +138,16 @@ impl LiveStreams {
                 .map(|s| s.bytes.load(Ordering::Relaxed))
                 .sum()
         };
-        let start = Instant::now();
-        let (mut last, mut arrived) = (total(), None::<Instant>);
+        let mut drain = Drain::new(total(), idle, max, clock.now());
         loop {
             std::thread::sleep(Duration::from_millis(2));
-            let now = total();
-            if now != last {
-                (last, arrived) = (now, Some(Instant::now()));
-            }
             let all_done = receivers.iter().all(|s| s.finished.load(Ordering::Acquire));
-            let quiet = arrived.unwrap_or(start).elapsed() >= idle;
-            if all_done || quiet || start.elapsed() >= max {
+            if drain.over(total(), all_done, clock.now()) {
                 break;
             }
         }
         self.stop(false, true);
-        arrived.map(|a| a.duration_since(t0).as_secs_f64())
+        drain.arrived.map(|a| a.duration_since(t0).as_secs_f64())
     }
 
     /// Read each UDP receiver's kernel drop counter, each UDP stream's messages, each
@@ -401,6 +436,39 @@ mod tests {
     use super::*;
     use crate::engine::bounce;
     use crate::engine::stream::DataSock;
+
+    #[test]
+    fn the_drain_ends_when_quiet_for_idle_or_at_max_and_says_when_data_last_came() {
+        let clock = crate::clock::ManualClock::at_unix(1_700_000_000);
+        let ms = Duration::from_millis;
+        let (idle, max) = (ms(50), ms(1000));
+        // Nothing arrives: over once idle has passed since the drain began.
+        let mut d = Drain::new(100, idle, max, clock.now());
+        clock.advance(ms(48));
+        assert!(!d.over(100, false, clock.now()));
+        clock.advance(ms(2));
+        assert!(d.over(100, false, clock.now()));
+        assert_eq!(d.arrived, None);
+        // Data keeps trickling in every 40 ms: only max ends it, and the last arrival
+        // is the one recorded.
+        let began = clock.now();
+        let mut d = Drain::new(0, idle, max, began);
+        let mut total = 0;
+        let mut turns = 0;
+        loop {
+            clock.advance(ms(40));
+            total += 1;
+            turns += 1;
+            if d.over(total, false, clock.now()) {
+                break;
+            }
+        }
+        assert_eq!(turns, 25, "ended at max, 1000 ms after it began");
+        assert_eq!(d.arrived, Some(began + ms(1000)));
+        // Every receiver finished: over at once.
+        let mut d = Drain::new(0, idle, max, clock.now());
+        assert!(d.over(0, true, clock.now()));
+    }
 
     /// A bounceback spec of `len`-byte messages over `protocol`.
     fn rr_spec(protocol: Protocol, len: u32) -> TestSpec {

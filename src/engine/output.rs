@@ -45,14 +45,16 @@ pub struct Stamped<W> {
 }
 
 impl<W: Write> Stamped<W> {
-    /// Stamp lines with the local time in `format`.
-    pub fn local_time(inner: W, format: String) -> Stamped<W> {
+    /// Stamp lines with the local time in `format`, as `clock`'s wall clock reads it.
+    pub fn local_time(
+        inner: W,
+        format: String,
+        clock: std::sync::Arc<dyn crate::clock::Clock>,
+    ) -> Stamped<W> {
         Stamped::with(
             inner,
             Box::new(move || {
-                let secs = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64);
+                let secs = clock.wall_ns().div_euclid(1_000_000_000);
                 crate::sock::local_time_text(&format, secs)
             }),
         )

@@ -37,7 +37,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Server settings from the flags.
 #[derive(Debug, Clone)]
@@ -175,6 +175,11 @@ impl Drop for LiveSession {
 }
 
 impl Shared {
+    /// The server's monotonic time, from the clock its config carries.
+    fn now(&self) -> Instant {
+        self.cfg.clock.now()
+    }
+
     /// Whether a session from `source` is alive.
     fn runs_from(&self, source: door::budget::Source) -> bool {
         self.running.lock().is_ok_and(|r| r.contains_key(&source))
@@ -212,7 +217,7 @@ impl Shared {
             .record(outcome, entry.bytes_sent, entry.bytes_received);
         if let Some(a) = &self.audit
             && !entry.held
-            && let Err(e) = a.write(&entry.line(outcome, Instant::now()))
+            && let Err(e) = a.write(&entry.line(outcome, self.now()))
         {
             self.log(&format!("cannot write the audit log: {e}"));
         }
@@ -261,7 +266,7 @@ impl Shared {
     /// summary of the period it closes.
     fn refusal_verdict(&self, ip: IpAddr, reason: policy::Reason) -> Verdict {
         let (verdict, closed) = match self.refusals.lock() {
-            Ok(mut t) => t.note(canon(ip), reason, Instant::now()),
+            Ok(mut t) => t.note(canon(ip), reason, self.now()),
             Err(_) => (Verdict::Write, None),
         };
         if let Some(s) = closed {
@@ -274,7 +279,7 @@ impl Shared {
     fn write_summary(&self, s: &refusal_log::Summary) {
         self.log(&s.sentence());
         if let Some(a) = &self.audit
-            && let Err(e) = a.write(&audit::summary_line(s, SystemTime::now(), Instant::now()))
+            && let Err(e) = a.write(&audit::summary_line(s, self.cfg.clock.wall(), self.now()))
         {
             self.log(&format!("cannot write the audit log: {e}"));
         }
@@ -293,7 +298,7 @@ impl Shared {
             }
         }
         let due = match self.refusals.lock() {
-            Ok(mut t) => t.due(Instant::now()),
+            Ok(mut t) => t.due(self.now()),
             Err(_) => Vec::new(),
         };
         for s in &due {
@@ -314,7 +319,7 @@ impl Shared {
 
     fn touch(&self) {
         if let Ok(mut t) = self.last_activity.lock() {
-            *t = Instant::now();
+            *t = self.now();
         }
     }
 }
@@ -458,6 +463,7 @@ impl Server {
         let tcp: TcpListener = tcp.into();
         let udp: UdpSocket = udp.into();
         let local = tcp.local_addr()?;
+        let started = cfg.clock.now();
         Ok(Server {
             shared: Arc::new(Shared {
                 events: Mutex::new(Box::new(server_renderer(&cfg, sink.clone()))),
@@ -473,7 +479,7 @@ impl Server {
                 connect_hub: Default::default(),
                 shutdown,
                 on_signals: AtomicBool::new(false),
-                last_activity: Mutex::new(Instant::now()),
+                last_activity: Mutex::new(started),
                 mptcp,
                 rate_gate,
                 source_slots: Mutex::new(policy::SourceSlots::default()),
@@ -524,10 +530,11 @@ impl Server {
         let metrics_thread = match self.metrics {
             Some(l) => {
                 let (c, stop) = (shared.counters.clone(), shared.shutdown.clone());
+                let clock = shared.cfg.clock.clone();
                 Some(
                     std::thread::Builder::new()
                         .name("nm-metrics".into())
-                        .spawn(move || metrics::serve(l, c, stop))?,
+                        .spawn(move || metrics::serve(l, c, stop, clock))?,
                 )
             }
             None => None,
@@ -553,7 +560,7 @@ impl Server {
                 let since = shared
                     .last_activity
                     .lock()
-                    .map(|t| t.elapsed())
+                    .map(|t| shared.now().saturating_duration_since(*t))
                     .unwrap_or_default();
                 if shared.active.load(Ordering::Relaxed) == 0 && since > idle && shared.cfg.one_off
                 {
@@ -564,7 +571,7 @@ impl Server {
                     break;
                 }
             }
-            let now = Instant::now();
+            let now = shared.now();
             door.expire(now);
             let mut done: Vec<door::Ready> = Vec::new();
             // While a connect-only test accepts in our place, take what it hands back.
@@ -575,8 +582,8 @@ impl Server {
             let hub = shared.connect_hub.accepting();
             let wait = Duration::from_millis(if hub { 20 } else { 100 });
             let (listener_ready, readable) =
-                door.poll((!hub).then_some(listener), wait, Instant::now())?;
-            let now = Instant::now();
+                door.poll((!hub).then_some(listener), wait, shared.now())?;
+            let now = shared.now();
             for id in readable {
                 done.extend(door.readable(id, now));
             }
@@ -655,7 +662,7 @@ impl Server {
 /// was a test session (for `-1`).
 fn handle_session(shared: &Arc<Shared>, ready: door::Ready) -> bool {
     let peer = ready.peer;
-    let mut entry = audit::Entry::new(shown(peer));
+    let mut entry = audit::Entry::begun(shown(peer), shared.now(), shared.cfg.clock.wall());
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
     let r = session::Session::run(shared, ready, id, &mut entry);
     let outcome = audit::Outcome::of(&r, entry.refused.take());
@@ -787,5 +794,74 @@ impl Drop for ServerHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::mpsc;
+
+    /// Keeps the server's log lines.
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl Observer for Log {
+        fn on(&mut self, event: Event<'_>) {
+            if let (Event::ServerLog(line), Ok(mut l)) = (event, self.0.lock()) {
+                l.push(line.to_string());
+            }
+        }
+    }
+
+    fn one_off_config(clock: ManualClock, idle: Duration) -> ServerConfig {
+        ServerConfig {
+            port: 0,
+            bind: Some([127, 0, 0, 1].into()),
+            family: Family::V4,
+            one_off: true,
+            policy: Default::default(),
+            audit_log: None,
+            metrics: None,
+            idle_timeout: Some(idle),
+            mode: Mode::Text,
+            verbose: false,
+            format: Default::default(),
+            interval_s: 1.0,
+            histograms: None,
+            auth: None,
+            psk: None,
+            third_party: None,
+            side: Default::default(),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// `-1 --idle-timeout 60` counts the idle minute on the server's clock: once that
+    /// clock has moved past it, the server leaves at its next turn, with no minute of
+    /// real time spent (on the host's clock it would wait the whole minute).
+    #[test]
+    fn an_idle_one_off_server_leaves_when_its_own_clock_passes_the_timeout() {
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let cfg = one_off_config(clock.clone(), Duration::from_secs(60));
+        let sink = super::super::output::sink(Box::new(std::io::sink()));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let server = Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))
+            .unwrap()
+            .observed_by(Box::new(Log(lines.clone())));
+        clock.advance(Duration::from_secs(61));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(server.serve().is_ok());
+        });
+        // 30 s only bounds a failure: the server leaves at its first turn.
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(true));
+        let lines = lines.lock().unwrap();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("idle for 60 s; exiting (--idle-timeout)")),
+            "{lines:?}"
+        );
     }
 }

@@ -19,6 +19,7 @@ use super::output::Output;
 use super::record::StreamError;
 use super::stream::{self, Budget, DataSock, Worker};
 use super::{Stopped, TestError, test_common};
+use crate::clock::Clock;
 use crate::clocksync::ClockEstimate;
 use crate::control::Negotiated;
 use crate::report::build;
@@ -66,6 +67,8 @@ pub struct TestRun {
     file: Option<Arc<DiskFile>>,
     /// The client's `--line-rate`: the peak the end summary's efficiency is judged against.
     peak: Option<crate::host::facts::Peak>,
+    /// Where the test reads the time ([`TestRun::with_clock`]; the host's by default).
+    clock: Arc<dyn Clock>,
 }
 
 /// Whether `side` sends anything built from the payload: a bulk or profiled stream it
@@ -106,7 +109,14 @@ impl TestRun {
             zerocopy,
             file: None,
             peak: None,
+            clock: crate::clock::system(),
         })
+    }
+
+    /// Read the time from `clock` (the side's config's) instead of the host's clocks.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> TestRun {
+        self.clock = clock;
+        self
     }
 
     /// `--line-rate`: the end summary's efficiency against this peak.
@@ -246,11 +256,12 @@ impl TestRun {
             workers,
             file,
             peak,
+            clock,
             ..
         } = self;
         let t0 = launch.t0;
         // Both ends run from here: the bulk senders' -b schedules start now.
-        let launched = Instant::now();
+        let launched = clock.now();
         for (mut w, sock) in workers {
             w.pace_origin = Some(launched);
             w.owd_correction_ns = launch.owd_correction_ns;
@@ -296,6 +307,7 @@ impl TestRun {
             origin: launch.origin,
             file,
             peak,
+            clock,
         })
     }
 }
@@ -355,6 +367,7 @@ pub struct Running {
     file: Option<Arc<DiskFile>>,
     /// `--line-rate`'s peak (client).
     peak: Option<crate::host::facts::Peak>,
+    clock: Arc<dyn Clock>,
 }
 
 impl Running {
@@ -365,7 +378,10 @@ impl Running {
 
     /// Test seconds since `t0`.
     pub fn now_s(&self) -> f64 {
-        self.t0.elapsed().as_secs_f64()
+        self.clock
+            .now()
+            .saturating_duration_since(self.t0)
+            .as_secs_f64()
     }
 
     /// Whether this side receives on any stream.
@@ -438,7 +454,9 @@ impl Running {
         end_s: f64,
     ) -> FinalFigures {
         self.signal_senders();
-        let last = self.live.drain_receivers(self.t0, DRAIN_IDLE, DRAIN_MAX);
+        let last = self
+            .live
+            .drain_receivers(self.t0, DRAIN_IDLE, DRAIN_MAX, &*self.clock);
         let recv_end_s = receiver_end_s(end_s, last);
         self.live.stop(true, false);
         self.final_figures(out, end_s, recv_end_s)
@@ -551,12 +569,18 @@ pub struct ReceiveWatch {
 }
 
 impl ReceiveWatch {
-    /// A watch on a side that `receives` (else it never stalls), giving up after `limit`.
+    /// A watch on a side that `receives` (else it never stalls), giving up after `limit`,
+    /// started on the host's clock. [`ReceiveWatch::starting`] is given the time instead.
     pub fn new(receives: bool, limit: Duration) -> ReceiveWatch {
+        ReceiveWatch::starting(receives, limit, crate::clock::mono_now())
+    }
+
+    /// As [`ReceiveWatch::new`], started at `now`.
+    pub fn starting(receives: bool, limit: Duration, now: Instant) -> ReceiveWatch {
         ReceiveWatch {
             receives,
             limit,
-            last: (0, Instant::now()),
+            last: (0, now),
         }
     }
 
@@ -649,5 +673,37 @@ mod tests {
         assert!(run.payload.is_empty());
         let run = TestRun::new(upload, client).expect("run");
         assert_eq!(run.payload.len(), run.spec.block_len);
+    }
+
+    /// Test time is read from the clock the run was given, not the host's.
+    #[test]
+    fn test_seconds_and_the_stall_watch_follow_the_runs_clock() {
+        let clock = crate::clock::ManualClock::at_unix(1_700_000_000);
+        let t0 = clock.now();
+        clock.advance(Duration::from_millis(200));
+        let run = TestRun::new(TestSpec::default(), Side::Server)
+            .expect("run")
+            .with_clock(Arc::new(clock.clone()));
+        let running = run
+            .start(Launch {
+                t0,
+                owd_correction_ns: 0,
+                connect_to: None,
+                answered: None,
+                interval_s: 1.0,
+                interval_histograms: false,
+                cpu_start: sock::cpu_sample(t0),
+                origin: t0,
+            })
+            .expect("start");
+        assert_eq!(running.now_s(), 0.2);
+        clock.advance(Duration::from_millis(2300));
+        assert_eq!(running.now_s(), 2.5);
+        // Nothing arrives on a side that receives: stalled only once past the limit.
+        let mut watch = ReceiveWatch::starting(true, Duration::from_secs(3), clock.now());
+        clock.advance(Duration::from_secs(3));
+        assert!(!watch.stalled(&running.meter, clock.now()));
+        clock.advance(Duration::from_millis(1));
+        assert!(watch.stalled(&running.meter, clock.now()));
     }
 }

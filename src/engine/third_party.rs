@@ -7,10 +7,12 @@ use super::client::{ctrl_err, resolve, server_error};
 use super::ctrl::Ctrl;
 use super::{CTRL_TIMEOUT, Family, Stopped, TestError};
 use crate::auth::psk::{self, Psk};
+use crate::clock::Clock;
 use crate::control::{ClientFailure, ClientMachine, ClientStep};
 use crate::report::Report;
 use crate::wire::{self, Cookie, ExtRequest, Params, ThirdPartyAnswer, ThirdPartyRequest};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where to send a third-party request and how long to wait for its answer.
@@ -26,6 +28,8 @@ pub struct Controller {
     /// Give up a wait when a stop signal arrives (the CLI); off for library callers
     /// that stop by other means.
     pub stop_on_signal: bool,
+    /// Where the conversation reads the time (`crate::clock::system()`).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Ask `ctl.host` to run `req`; its report, or why there is none. A busy server (A's
@@ -85,7 +89,7 @@ fn converse(
         let st = ctrl
             .read_state(wait, "the third-party server's answer")
             .map_err(ctrl_err)?;
-        match machine.on_state(st, crate::clock::mono_now()) {
+        match machine.on_state(st, ctl.clock.now()) {
             Ok(ClientStep::SendParams) => {
                 // A test-shaped parameter object: nothing here runs on the control
                 // connection itself, the request is in `netmeter.third_party`.

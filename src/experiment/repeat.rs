@@ -6,6 +6,7 @@
 
 use super::figures::{self, Better};
 use super::stats::{self, ConfInterval, Summary};
+use crate::clock::Clock;
 use crate::engine::output::{Mode, Sink};
 use crate::report::Report;
 use crate::{TestConfig, TestError};
@@ -223,7 +224,7 @@ pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Repo
     let mut failure = None;
     let mut ended = "all runs".to_string();
     for i in 1..=plan.max_runs as usize {
-        if i > 1 && !pause(plan.gap_s) {
+        if i > 1 && !pause(Duration::from_secs_f64(plan.gap_s), &*cfg.clock) {
             ended = "interrupted".to_string();
             break;
         }
@@ -304,24 +305,45 @@ pub fn run(cfg: &TestConfig, plan: &Plan, sink: &Sink) -> Result<(), TestError> 
     done.failure.map_or(Ok(()), Err)
 }
 
-/// Sleep `gap_s` seconds in short steps; false when a stop signal came.
-fn pause(gap_s: f64) -> bool {
-    let until = Instant::now() + Duration::from_secs_f64(gap_s);
+/// Sleep `gap` in short steps on `clock`; false when a stop signal came.
+pub(crate) fn pause(gap: Duration, clock: &dyn Clock) -> bool {
+    let until = clock.now() + gap;
     loop {
         if crate::sock::stop_signal().is_some() {
             return false;
         }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return true;
+        match nap(until, clock.now()) {
+            Some(d) => std::thread::sleep(d),
+            None => return true,
         }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
     }
+}
+
+/// The next sleep of a pause that ends at `until`, at `now`: short enough to notice a
+/// stop signal within 50 ms; `None` once it is over.
+pub(crate) fn nap(until: Instant, now: Instant) -> Option<Duration> {
+    let left = until.saturating_duration_since(now);
+    (!left.is_zero()).then(|| left.min(Duration::from_millis(50)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_naps_in_short_steps_until_its_end() {
+        let clock = crate::clock::ManualClock::at_unix(1_700_000_000);
+        let until = clock.now() + Duration::from_millis(120);
+        let mut naps = Vec::new();
+        while let Some(d) = nap(until, clock.now()) {
+            naps.push(d.as_millis());
+            clock.advance(d);
+        }
+        assert_eq!(naps, [50, 50, 20]);
+        assert_eq!(clock.elapsed(), Duration::from_millis(120));
+        // A pause of nothing does not sleep at all.
+        assert_eq!(nap(clock.now(), clock.now()), None);
+    }
 
     #[test]
     fn flags_resolve() {

@@ -22,7 +22,6 @@ use crate::{TestConfig, TestError};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::time::Instant;
 
 /// The options a sweep can take a list for: (short, long).
 pub const SWEEPABLE: &[(&str, &str)] = &[
@@ -438,7 +437,10 @@ pub fn run(
         .and_then(|k| k.first())
         .map(String::as_str);
     let total = points.len();
-    let started = Instant::now();
+    let clock = points
+        .first()
+        .map_or_else(crate::clock::system, |(_, c, _)| c.clock.clone());
+    let started = clock.now();
     let mut done: Vec<Point> = Vec::new();
     let mut ended = "all points".to_string();
     let mut failure = None;
@@ -446,7 +448,12 @@ pub fn run(
         let series = repeat::series(&cfg, &plan, |_, _| {});
         let statistics = repeat::statistics(&series.runs, plan.level);
         if !series.runs.is_empty() {
-            let eta = eta_s(started.elapsed().as_secs_f64(), i + 1, total).unwrap_or(0.0);
+            let eta = eta_s(
+                clock.now().saturating_duration_since(started).as_secs_f64(),
+                i + 1,
+                total,
+            )
+            .unwrap_or(0.0);
             let runs = match series.runs.len() {
                 1 => String::new(),
                 n => format!(", {n} runs"),

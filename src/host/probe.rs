@@ -4,6 +4,7 @@
 //! degrades to "unknown" (`None`); nothing here fails a test.
 
 use super::facts::{self, HostInfo, Interface};
+use crate::clock::mono_now;
 use crate::sock;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
@@ -168,19 +169,21 @@ pub fn memory_copy_rate(budget: Duration) -> f64 {
     // vec![0; _] maps zero pages lazily: write the destination too.
     let mut dst = vec![0u8; LEN];
     dst.fill(1);
-    let t = Instant::now();
+    // A measurement of this host's memory, so on the host's clock, never a virtual one.
+    let t = mono_now();
     let mut copied = 0usize;
     let mut off = 0usize;
-    while copied < LEN || t.elapsed() < budget {
+    while copied < LEN || mono_now() - t < budget {
         dst[off..off + CHUNK].copy_from_slice(std::hint::black_box(&src[off..off + CHUNK]));
         std::hint::black_box(&mut dst);
         copied += CHUNK;
         off = (off + CHUNK) % LEN;
     }
-    copied as f64 / t.elapsed().as_secs_f64()
+    copied as f64 / (mono_now() - t).as_secs_f64()
 }
 
-/// A thread's CPU clock, started on the thread it measures.
+/// A thread's CPU clock, started on the thread it measures. Its wall time is the
+/// host's monotonic clock too: CPU seconds are judged against real seconds.
 #[derive(Debug, Clone, Copy)]
 pub struct ThreadClock {
     wall: Instant,
@@ -198,7 +201,7 @@ impl ThreadClock {
     /// Start measuring the calling thread.
     pub fn start() -> ThreadClock {
         ThreadClock {
-            wall: Instant::now(),
+            wall: mono_now(),
             cpu_s: sock::thread_cpu_seconds(),
             wait_ns: sched_wait_ns(),
         }
@@ -209,7 +212,7 @@ impl ThreadClock {
     pub fn read(&self) -> (f64, Option<(u64, u64)>, f64) {
         let cpu = sock::thread_cpu_seconds() - self.cpu_s;
         let wait = self.wait_ns.zip(sched_wait_ns());
-        (cpu, wait, self.wall.elapsed().as_secs_f64())
+        (cpu, wait, (mono_now() - self.wall).as_secs_f64())
     }
 }
 
@@ -269,9 +272,9 @@ mod tests {
 
     #[test]
     fn memory_copy_is_bounded_and_positive() {
-        let t = Instant::now();
+        let t = mono_now();
         let r = memory_copy_rate(Duration::from_millis(20));
         assert!(r.is_finite() && r > 1e6, "{r}");
-        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(mono_now() - t < Duration::from_secs(5));
     }
 }

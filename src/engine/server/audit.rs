@@ -142,10 +142,18 @@ struct Line<'a> {
 }
 
 impl Entry {
+    /// A test from `peer` begun now on the host's clocks. For the door's refusals,
+    /// which have no clock to hand yet; everything else uses [`Entry::begun`].
     pub fn new(peer: SocketAddr) -> Entry {
+        Entry::begun(peer, crate::clock::mono_now(), crate::clock::wall_now())
+    }
+
+    /// A test from `peer` begun at monotonic `now`, wall time `wall` (from the server's
+    /// clock).
+    pub fn begun(peer: SocketAddr, now: Instant, wall: SystemTime) -> Entry {
         Entry {
-            started: Instant::now(),
-            wall: SystemTime::now(),
+            started: now,
+            wall,
             peer,
             user: None,
             test: None,
@@ -364,13 +372,14 @@ impl std::fmt::Debug for AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
     use crate::engine::server::policy::Answer;
     use std::time::Duration;
 
+    /// An entry begun on a virtual clock at 2026-11-18T11:06:40.123Z.
     fn entry() -> Entry {
-        let mut e = Entry::new("127.0.0.2:40000".parse().unwrap());
-        e.wall = UNIX_EPOCH + Duration::from_millis(1_795_000_000_123);
-        e
+        let c = ManualClock::new(UNIX_EPOCH + Duration::from_millis(1_795_000_000_123));
+        Entry::begun("127.0.0.2:40000".parse().unwrap(), c.now(), c.wall())
     }
 
     #[test]
@@ -530,7 +539,7 @@ mod tests {
 
     #[test]
     fn a_summary_line_says_how_many_refusals_it_stands_for() {
-        let since = Instant::now();
+        let since = ManualClock::at_unix(951_782_000).now();
         let s = Summary {
             source: super::super::refusal_log::Source::Addr([127, 0, 0, 2].into()),
             reason: Reason::Rate,

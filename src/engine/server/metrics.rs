@@ -17,6 +17,7 @@
 
 use super::audit::Outcome;
 use super::policy::Reason;
+use crate::clock::Clock;
 use crate::sock;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -345,21 +346,20 @@ impl Conn {
 
 /// Answer scrapes on `listener` until `shutdown`: one `ppoll` over the listener and up
 /// to [`MAX_CONNECTIONS`] connections, each dropped at its [`REQUEST_DEADLINE`].
-pub fn serve(listener: TcpListener, counters: Arc<Counters>, shutdown: Arc<AtomicBool>) {
+/// The time is read from `clock`.
+pub fn serve(
+    listener: TcpListener,
+    counters: Arc<Counters>,
+    shutdown: Arc<AtomicBool>,
+    clock: Arc<dyn Clock>,
+) {
     let mut conns: VecDeque<Conn> = VecDeque::with_capacity(MAX_CONNECTIONS);
     let mut ready = Vec::with_capacity(MAX_CONNECTIONS + 1);
     while !shutdown.load(Ordering::Relaxed) {
-        let now = Instant::now();
+        let now = clock.now();
         conns.retain(|c| c.deadline > now);
-        // An answer the socket did not take at once is retried soon (ppoll here waits for
-        // input only); otherwise wake for the next deadline or to look at `shutdown`.
         let writing = conns.iter().any(|c| c.answer.is_some());
-        let next_deadline = conns
-            .iter()
-            .map(|c| c.deadline.saturating_duration_since(now))
-            .min()
-            .unwrap_or(Duration::MAX);
-        let wait = next_deadline.min(Duration::from_millis(if writing { 10 } else { 100 }));
+        let wait = poll_wait(conns.iter().map(|c| c.deadline), writing, now);
         let fds = std::iter::once(listener.as_fd()).chain(conns.iter().map(|c| c.sock.as_fd()));
         if sock::poll_readable(fds, wait, &mut ready).is_err() {
             std::thread::sleep(Duration::from_millis(50));
@@ -372,14 +372,27 @@ pub fn serve(listener: TcpListener, counters: Arc<Counters>, shutdown: Arc<Atomi
             !due || matches!(c.step(&counters), Step::Waiting)
         });
         if ready.first().copied().unwrap_or(false) {
-            accept_waiting(&listener, &mut conns);
+            accept_waiting(&listener, &mut conns, clock.now());
         }
     }
 }
 
+/// How long the serving loop waits at `now` for input, given its connections'
+/// deadlines. An answer the socket did not take at once (`writing`) is retried soon
+/// (the wait is for input only); otherwise it wakes for the next deadline, or every
+/// 100 ms to look at the shutdown flag.
+fn poll_wait(deadlines: impl Iterator<Item = Instant>, writing: bool, now: Instant) -> Duration {
+    let next_deadline = deadlines
+        .map(|d| d.saturating_duration_since(now))
+        .min()
+        .unwrap_or(Duration::MAX);
+    next_deadline.min(Duration::from_millis(if writing { 10 } else { 100 }))
+}
+
 /// Take the connections waiting on `listener` (a bounded number per call), the oldest
 /// connection giving way when all [`MAX_CONNECTIONS`] are taken.
-fn accept_waiting(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
+/// Each is given until `now` + [`REQUEST_DEADLINE`].
+fn accept_waiting(listener: &TcpListener, conns: &mut VecDeque<Conn>, now: Instant) {
     for _ in 0..MAX_CONNECTIONS {
         let sock = match listener.accept() {
             Ok((sock, _)) => sock,
@@ -394,7 +407,7 @@ fn accept_waiting(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
         }
         conns.push_back(Conn {
             sock,
-            deadline: Instant::now() + REQUEST_DEADLINE,
+            deadline: now + REQUEST_DEADLINE,
             received: Vec::new(),
             answer: None,
         });
@@ -404,6 +417,28 @@ fn accept_waiting(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn the_loop_wakes_for_the_nearest_deadline_or_to_look_at_shutdown() {
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let t0 = clock.now();
+        let ms = Duration::from_millis;
+        // Nothing open: every 100 ms, to look at the shutdown flag.
+        assert_eq!(poll_wait(std::iter::empty(), false, t0), ms(100));
+        // A connection accepted now is dropped REQUEST_DEADLINE later: wake then.
+        let deadlines = [t0 + REQUEST_DEADLINE, t0 + ms(30)];
+        clock.advance(ms(25));
+        assert_eq!(poll_wait(deadlines.into_iter(), false, clock.now()), ms(5));
+        // A deadline already passed (dropped before the wait) never waits negative.
+        clock.advance(ms(10));
+        assert_eq!(poll_wait(deadlines.into_iter(), false, clock.now()), ms(0));
+        // An answer the socket did not take is retried within 10 ms.
+        assert_eq!(
+            poll_wait(std::iter::once(t0 + REQUEST_DEADLINE), true, clock.now()),
+            ms(10)
+        );
+    }
 
     #[test]
     fn counters_follow_outcomes() {

@@ -538,13 +538,14 @@ impl RateGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
     use crate::spec::Direction;
 
     #[test]
     fn a_refunded_token_can_be_taken_again_but_never_above_the_burst() {
         let rate = ConnRate::parse("2/min").unwrap();
         let mut g = RateGate::new(rate);
-        let now = Instant::now();
+        let now = ManualClock::at_unix(1_700_000_000).now();
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         g.admit(ip, now).unwrap();
         g.admit(ip, now).unwrap();
@@ -684,7 +685,7 @@ mod tests {
         });
         let a: IpAddr = "127.0.0.2".parse().unwrap();
         let b: IpAddr = "127.0.0.3".parse().unwrap();
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         assert!(g.admit(a, t0).is_ok());
         assert!(g.admit(a, t0).is_ok());
         let r = g.admit(a, t0).unwrap_err();
@@ -709,7 +710,7 @@ mod tests {
             burst: 1,
             period: Duration::from_secs(1),
         });
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         for i in 0..GATE_PRUNE_AT as u32 {
             let _ = g.admit(IpAddr::from(i.to_be_bytes()), t0);
         }

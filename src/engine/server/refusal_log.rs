@@ -176,6 +176,7 @@ impl RefusalLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
@@ -183,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_flood_writes_one_line_then_one_summary_per_period() {
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         let mut l = RefusalLimiter::new(Duration::from_secs(60), 10, 16);
         let mut written = 0;
         let mut summaries = Vec::new();
@@ -206,7 +207,7 @@ mod tests {
 
     #[test]
     fn sources_and_reasons_count_apart() {
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         let mut l = RefusalLimiter::new(PERIOD, 1, MAX_SOURCES);
         assert_eq!(l.note(ip(2), Reason::Address, t0).0, Verdict::Write);
         assert_eq!(l.note(ip(3), Reason::Address, t0).0, Verdict::Write);
@@ -234,7 +235,7 @@ mod tests {
 
     #[test]
     fn sources_beyond_the_table_share_one_entry() {
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         let mut l = RefusalLimiter::new(PERIOD, 1, 4);
         let mut written = 0;
         for i in 0..=255u8 {
@@ -253,7 +254,7 @@ mod tests {
 
     #[test]
     fn an_occasional_refusal_is_always_written() {
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(1_700_000_000).now();
         let mut l = RefusalLimiter::default();
         for i in 0..BURST {
             let at = t0 + Duration::from_secs(u64::from(i));

@@ -8,6 +8,7 @@
 use super::{Chart, HEIGHT, Shape, WIDTH};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -284,6 +285,21 @@ where
             }
         }
     }
+    draw_overlays(&mut chart, c, ytop, labelled > 0)
+}
+
+/// Over the series: the vertical markers (dashed, labelled at the top) and, when
+/// `labelled` (a series has a name), the legend.
+fn draw_overlays<'a, DB, XC>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<XC, RangedCoordf64>>,
+    c: &Chart,
+    ytop: f64,
+    labelled: bool,
+) -> Result<(), DrawError>
+where
+    DB: DrawingBackend + 'a,
+    XC: Ranged<ValueType = f64>,
+{
     for (i, m) in c.markers.iter().enumerate() {
         let style = RGBColor(90, 90, 90).stroke_width(1);
         chart
@@ -303,7 +319,7 @@ where
             )))
             .map_err(err)?;
     }
-    if labelled > 0 {
+    if labelled {
         let pos = if c.kind == "latency_cdf" || c.kind == "working_load" {
             SeriesLabelPosition::LowerRight
         } else {

@@ -185,6 +185,7 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
     use std::time::Duration;
 
     fn src(s: &str) -> Source {
@@ -203,7 +204,7 @@ mod tests {
     /// else's; the count per source never passes the cap.
     #[test]
     fn a_source_over_its_cap_loses_its_own_oldest() {
-        let now = Instant::now();
+        let now = ManualClock::at_unix(1_700_000_000).now();
         let later = now + Duration::from_secs(5);
         let mut b = Budget::new(100, 3);
         assert!(
@@ -245,7 +246,7 @@ mod tests {
     /// parameters, whatever their age.
     #[test]
     fn the_least_advanced_then_the_oldest_is_dropped() {
-        let now = Instant::now();
+        let now = ManualClock::at_unix(1_700_000_000).now();
         let later = now + Duration::from_secs(5);
         let mut b = Budget::new(3, 10);
         b.admit(1, src("10.0.0.1"), Stage::Cookie, later, false);
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_source_with_a_running_test_is_held_to_the_total_only() {
-        let later = Instant::now() + Duration::from_secs(5);
+        let later = ManualClock::at_unix(1_700_000_000).now() + Duration::from_secs(5);
         let mut b = Budget::new(5, 2);
         for id in 0..5 {
             assert!(
@@ -283,7 +284,7 @@ mod tests {
 
     #[test]
     fn deadlines_expire_in_order_and_removal_frees_the_source() {
-        let now = Instant::now();
+        let now = ManualClock::at_unix(1_700_000_000).now();
         let mut b = Budget::new(10, 2);
         let s = src("10.0.0.1");
         b.admit(1, s, Stage::Cookie, now + Duration::from_secs(5), false);
