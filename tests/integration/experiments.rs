@@ -143,6 +143,10 @@ fn svg_texts(svg: &str) -> Vec<String> {
 /// tests both distributions on one CDF; a plot file of the wrong kind is refused
 /// before anything is read.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn compare_plot_overlays_both_results() {
     let s = Scratch::new("cmp-plot");
     let base = repetitions(&s.0, "a.json", &[100.1e6, 99.8e6]);
@@ -246,6 +250,10 @@ fn compare_refuses_mismatched_or_bad_files() {
 /// `--repeat 3 -t 1` over loopback: a line per run, then the statistics table; with
 /// `-J` one document holding every run, which `compare` reads back.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn repeat_reports_each_run_and_the_statistics() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -345,6 +353,10 @@ fn repeat_reports_each_run_and_the_statistics() {
 /// `--confidence 95,50` on a steady paced UDP test: the interval is within ±50 % after
 /// the third run, so the series stops there, not at 10.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn confidence_stops_early() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -440,6 +452,10 @@ fn sweep_stops_on_sigint_and_plots_what_it_has() {
 /// progress line with an ETA each, the 2 × 2 table; `-J` with `--repeat 2`: one document
 /// with every run of every point.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn sweep_runs_the_grid_in_order() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -592,6 +608,10 @@ fn sweep_checks_every_value_first() {
 /// confidence intervals as error bars; `netmeter plot` of the `-J` document draws the
 /// same chart.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn sweep_plots_protocols_with_error_bars() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -703,6 +723,10 @@ fn sweep_plots_protocols_with_error_bars() {
 /// charts, and `--figure` picks which. The figures' values are not judged here (the
 /// renderers' unit tests do that): what is shown is.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn sweep_shows_the_test_types_figures_and_figure_picks() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -777,6 +801,10 @@ fn sweep_shows_the_test_types_figures_and_figure_picks() {
 /// figure of each run and of each point's summary; progress on stderr), and
 /// `netmeter csv` reads a sweep's and a `--repeat`'s `-J` document into the same rows.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn sweep_and_repeat_documents_as_csv() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &[]);

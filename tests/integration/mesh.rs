@@ -43,6 +43,10 @@ fn ok_cells(v: &serde_json::Value) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_loopback_mesh_reports_every_pair_and_a_down_host_as_error_cells() {
     let keys = KeyDir::new("lo");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
@@ -452,6 +456,10 @@ fn a_mesh_over_four_namespace_hosts() {
 /// A target busy with another test (iperf3's access denied, `--max-tests 1`) is tried
 /// again after `--retry-gap` until it is free; the cell counts the tries.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_busy_target_is_retried_until_it_is_free() {
     let keys = KeyDir::new("busy");
     let (a, b) = (free_port(), free_port());

@@ -101,6 +101,10 @@ fn plot_svg(dir: &Scratch, inputs: &[&Path], out: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn tcp_run_plots_each_stream_the_sum_cwnd_and_rtt() {
     let dir = Scratch::new("tcp");
     let run = saved_run(
@@ -130,6 +134,10 @@ fn tcp_run_plots_each_stream_the_sum_cwnd_and_rtt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn udp_run_with_server_output_plots_the_receivers_loss_and_jitter() {
     let dir = Scratch::new("udp");
     let run = saved_run_with_server(&dir, "udp.json", &["-u", "-b", "20M", "-t", "2"]);
@@ -160,6 +168,10 @@ fn udp_run_with_server_output_plots_the_receivers_loss_and_jitter() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn bidir_plots_both_directions() {
     let dir = Scratch::new("bidir");
     let run = saved_run(&dir, "bidir.json", &["-t", "2", "--bidir"]);
@@ -184,6 +196,10 @@ fn bidir_plots_both_directions() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn latency_runs_plot_cdf_histogram_and_percentiles() {
     let dir = Scratch::new("latency");
     let bb = saved_run(&dir, "bb.json", &["-t", "1", "--bounceback"]);
@@ -221,6 +237,10 @@ fn latency_runs_plot_cdf_histogram_and_percentiles() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn traffic_profiles_plot_their_transfer_and_frame_latency() {
     let dir = Scratch::new("profiles");
     let burst = saved_run(
@@ -248,6 +268,10 @@ fn traffic_profiles_plot_their_transfer_and_frame_latency() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn working_load_plots_idle_and_loaded_with_rpm() {
     let dir = Scratch::new("wl");
     let run = saved_run(&dir, "wl.json", &["-t", "3", "--working-load=up,1"]);
@@ -305,6 +329,10 @@ fn client_plot_flag_draws_the_run() {
 /// drawn, and the client ends as an interrupted iperf3 client does (status 0, the
 /// interrupt sentence).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn client_plot_flag_draws_an_interrupted_run() {
     let dir = Scratch::new("flag-int");
     let svg = dir.path("cut.svg");
