@@ -190,16 +190,11 @@ fn an_interrupted_mesh_writes_what_ran() {
         d.text()
     );
     send_sigint(mesh.pid());
-    let start = Instant::now();
+    // That it stopped early is judged by what it wrote (interrupted, fewer than the six
+    // cells), not by a stopwatch; the bound only ends a mesh that ignores the signal.
     assert!(
-        wait_exit(&mut mesh, Duration::from_secs(10)),
+        wait_exit(&mut mesh, EVIDENCE_TIMEOUT),
         "mesh did not stop: {}",
-        d.text()
-    );
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "{:?}: {}",
-        start.elapsed(),
         d.text()
     );
     let text = d.text();

@@ -71,7 +71,7 @@ fn saved_run(dir: &Scratch, name: &str, args: &[&str]) -> PathBuf {
 /// its own document along), saved as `name`.
 fn saved_run_with_server(dir: &Scratch, name: &str, args: &[&str]) -> PathBuf {
     let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1", "-J"]);
+    let (_srv, _out) = netmeter_server_listening(port, &["-1", "-J"]);
     let v = client_json(port, &[&["--get-server-output"], args].concat());
     assert!(
         v["server_output_json"].is_object(),
@@ -337,20 +337,23 @@ fn client_plot_flag_draws_an_interrupted_run() {
     let dir = Scratch::new("flag-int");
     let svg = dir.path("cut.svg");
     let port = free_port();
-    let (_srv, _log) = netmeter_server(port, &["-1"]);
+    let _srv = netmeter_server_watched(port, &["-1"]);
     let c = Proc::spawn(
         "netmeter client",
         Command::new(netmeter())
             .args(["-c", "127.0.0.1", "-p", &port.to_string()])
             .args(["-t", "0", "-b", "100M", "--plot", s(&svg)]),
-    );
-    std::thread::sleep(Duration::from_millis(2300));
+    )
+    .watch();
+    // Two interval rows: a chart with something to draw (the client prints its rows
+    // line by line, piped too).
+    c.out.await_interval_end(0, 2.0, "the client");
     let st = Command::new("kill")
         .args(["-s", "INT", &c.pid().to_string()])
         .status()
         .expect("kill");
     assert!(st.success());
-    let out = c.wait(Duration::from_secs(10));
+    let out = c.finish(EVIDENCE_TIMEOUT);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("interrupt - the client has terminated"),
@@ -472,7 +475,8 @@ fn iperf3_docs(key: &str, args: &[&str]) -> (String, String) {
         "iperf3 server",
         Command::new(&bin).args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port]),
     );
-    std::thread::sleep(Duration::from_millis(400));
+    // Its listening socket (a probe connection would be its one test).
+    await_tcp_listening(server.pid(), port.parse().expect("port"));
     let client = run_bounded(
         Command::new(&bin)
             .args(["-c", "127.0.0.1", "-p", &port, "-J"])

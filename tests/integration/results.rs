@@ -385,7 +385,8 @@ fn csv_of_real_iperf3_results() {
                     "iperf3 server",
                     Command::new(&bin).args(["-s", "-1", "-B", "127.0.0.1", "-p", &port]),
                 );
-                std::thread::sleep(Duration::from_millis(400));
+                // Its listening socket (a probe connection would be its one test).
+                await_tcp_listening(srv.pid(), port.parse().expect("port"));
                 let out = run_bounded(
                     Command::new(&bin)
                         .args(["-c", "127.0.0.1", "-p", &port, "-t", "2", flag])
