@@ -102,7 +102,14 @@ fn forceflush_output_arrives_line_by_line_while_the_test_runs() {
     // The first interval line must be readable from the pipe well before the end.
     while !String::from_utf8_lossy(&got).contains("0.00-1.00") {
         let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "EOF before the first interval");
+        if n == 0 {
+            let out = p.wait(CLIENT_TIMEOUT);
+            panic!(
+                "EOF before the first interval; stdout so far:\n{}\n{}",
+                String::from_utf8_lossy(&got),
+                show(&out)
+            );
+        }
         got.extend_from_slice(&buf[..n]);
     }
     // Read while the test still runs (it has 7 s to go): the line was flushed, not
