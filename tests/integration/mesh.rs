@@ -544,12 +544,14 @@ fn sync_start_starts_a_wave_together() {
         })
         .collect();
     assert_eq!(starts[0].0, starts[1].0, "one wave, one start: {starts:?}");
+    // Judged by the reports' txstart records, with a bound a busy host cannot reach by
+    // being late (only by running the tests one after the other): each started no
+    // earlier than the wave's time and within its one-second test of it, so the two
+    // overlapped; run one after the other they would start a second or more apart.
     for (req, started) in &starts {
-        assert!((started - req).abs() < 0.3, "{starts:?}");
+        assert!(*started >= *req - 1e-5 && started - req < 1.0, "{starts:?}");
     }
-    // Both tests overlapped: the wave is one second long, not two.
-    let spans: Vec<f64> = starts.iter().map(|s| s.1).collect();
-    assert!((spans[0] - spans[1]).abs() < 0.3, "{spans:?}");
+    assert!((starts[0].1 - starts[1].1).abs() < 1.0, "{starts:?}");
     // Its own --txstart-time beside --sync-start is refused in one sentence.
     let both = run(
         Command::new(netmeter())
