@@ -34,7 +34,7 @@ fi
 ./scripts/setup-toolchain.sh  # the toolchain rust-toolchain.toml pins, without a download
 
 stage_start=$(date +%s)
-stage() { echo "test.sh: $1 ($(( $(date +%s) - stage_start )) s so far)"; }
+stage() { echo "test.sh: $* ($(( $(date +%s) - stage_start )) s so far)"; }
 
 # ---------------------------------------------------------------------------------
 # Stage 1: unprivileged
