@@ -81,8 +81,14 @@ quick_start=$(date +%s)
 unprivileged cargo test --locked --no-run
 run_start=$(date +%s)
 unprivileged cargo test --locked
-stage "quick tier passed: tests ran $(( $(date +%s) - run_start )) s" \
-  "(build $(( run_start - quick_start )) s)"
+quick_s=$(( $(date +%s) - run_start ))
+stage "quick tier passed: tests ran $quick_s s (build $(( run_start - quick_start )) s)"
+# Its budget (issue 21): a developer's `cargo test` finishes its tests within 90 s on a
+# 2-CPU machine. Over it is said, not failed: a busy host can stretch any run.
+if [ "$quick_s" -gt 90 ]; then
+  echo "test.sh: warning: the quick tier's tests took $quick_s s, over their 90 s budget;" \
+    "move the slowest to the full tier (tests/integration/main.rs)"
+fi
 
 if [ "$quick_only" = 1 ]; then
   echo "test.sh: quick stage passed"
