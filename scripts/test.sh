@@ -54,8 +54,9 @@ unprivileged cargo clippy --locked --features full-tests --all-targets -- -D war
 # No broken intra-doc links.
 unprivileged env RUSTDOCFLAGS="-D warnings" cargo doc --locked --features full-tests --no-deps
 
-# Licences and duplicate versions (deny.toml). cargo-deny is not installed here: it
-# takes ~7 minutes to compile on a 2-CPU machine, more than the rest of this stage.
+# Licences and duplicate versions (deny.toml), where cargo-deny is installed. This
+# script does not install it: compiling it took ~7 minutes on a 2-CPU machine, more than
+# the rest of this stage.
 if cargo deny --version >/dev/null 2>&1; then
   cargo fetch --locked  # every platform's crates, which --offline reads (no advisories)
   unprivileged cargo deny --offline check licenses bans
