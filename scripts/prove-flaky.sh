@@ -33,6 +33,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     profiles::txstart_time_in_json
     interrupt::ctrl_c_with_json_writes_the_whole_document
     trip_times::skewed_sender_clock_is_recovered_and_counted
+    latency_accuracy::skewed_client_clock_is_estimated_and_corrected
     experiments::confidence_stops_early
     memory::server_memory_returns_to_idle_after_p128
   )
