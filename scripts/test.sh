@@ -54,6 +54,13 @@ unprivileged cargo clippy --locked --features full-tests --all-targets -- -D war
 # No broken intra-doc links.
 unprivileged env RUSTDOCFLAGS="-D warnings" cargo doc --locked --features full-tests --no-deps
 
+# Line counts written into file headers ("Length: about N lines") go stale with the
+# first edit; none is kept.
+if grep -rnE "Length: about [0-9,]+ lines" src tests scripts; then
+  echo "test.sh: a file header states its length; remove it (it goes stale)" >&2
+  exit 1
+fi
+
 # Licences and duplicate versions (deny.toml), where cargo-deny is installed. This
 # script does not install it: compiling it took ~7 minutes on a 2-CPU machine, more than
 # the rest of this stage.
