@@ -219,7 +219,17 @@ pub struct Series {
 /// Run `cfg` up to `plan.max_runs` times, `plan.gap_s` apart, stopping early as
 /// `--confidence` says, at a stop signal (the partial run is dropped) or at a failed
 /// run. `on_run(i, report)` is told of each completed run (1-based).
-pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Report)) -> Series {
+pub fn series(cfg: &TestConfig, plan: &Plan, on_run: impl FnMut(usize, &Report)) -> Series {
+    series_of(plan, || super::series_step(cfg), on_run)
+}
+
+/// [`series`] with the test run by `step` (the engine's test, or a test's fixed reports):
+/// the pause, the early stop and how the series ended, decided on what `step` returned.
+fn series_of(
+    plan: &Plan,
+    mut step: impl FnMut() -> Result<Report, (String, Option<TestError>)>,
+    mut on_run: impl FnMut(usize, &Report),
+) -> Series {
     let mut runs: Vec<Report> = Vec::new();
     let mut failure = None;
     let mut ended = "all runs".to_string();
@@ -228,7 +238,7 @@ pub fn series(cfg: &TestConfig, plan: &Plan, mut on_run: impl FnMut(usize, &Repo
             ended = "interrupted".to_string();
             break;
         }
-        match super::series_step(cfg) {
+        match step() {
             Ok(r) => {
                 on_run(i, &r);
                 runs.push(r);
@@ -379,6 +389,64 @@ mod tests {
                 .unwrap()
                 .tight_enough(&[1.0; 5])
         );
+    }
+
+    /// Reports of the tcp.json fixture whose receiver throughput is each of `bps`.
+    fn runs_at(bps: &[f64]) -> Vec<Report> {
+        let path = format!(
+            "{}/src/report/testdata/tcp.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Report::from_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+        bps.iter()
+            .map(|&b| {
+                let mut x = r.clone();
+                if let Some(s) = x.end.sum_received.as_mut() {
+                    s.bits_per_second = b;
+                }
+                x
+            })
+            .collect()
+    }
+
+    /// The series as `--repeat 10 --confidence LEVEL,WIDTH` runs it, on fixed reports
+    /// instead of real tests: how many runs it took and how it ended.
+    fn series_over(bps: &[f64], confidence: &str) -> (usize, String) {
+        let plan = Plan::from_flags(10, 0.0, Some(confidence)).unwrap();
+        let mut fixed = runs_at(bps).into_iter();
+        let mut told = Vec::new();
+        let s = series_of(
+            &plan,
+            || fixed.next().ok_or(("no more fixed runs".to_string(), None)),
+            |i, _| told.push(i),
+        );
+        assert_eq!(told, (1..=s.runs.len()).collect::<Vec<_>>());
+        (s.runs.len(), s.ended)
+    }
+
+    /// `--confidence 95,50` on steady runs (what the integration test's paced 10 Mbit/s
+    /// UDP gives): the interval is within ±50 % at the third run, the first that may
+    /// stop; a spread series goes on until its interval is tight, and one that never is
+    /// runs them all.
+    #[test]
+    fn confidence_stops_the_series_at_the_first_tight_interval() {
+        let steady = [10.0e6, 9.9e6, 10.1e6, 10.0e6, 10.0e6];
+        assert_eq!(
+            series_over(&steady, "95,50"),
+            (3, "confidence reached".into())
+        );
+        // [10, 20, 5] Mbit/s: mean 11.67, s = 7.64, half width 4.303 · 7.64/√3 = 18.97
+        // (163 %); a fourth run at 10: mean 11.25, s = 6.29, 3.182 · 6.29/2 = 10.01
+        // (89 %); a fifth: mean 11, s = 5.48, 2.776 · 5.48/√5 = 6.80 (62 %); a sixth:
+        // mean 10.83, s = 4.92, 2.571 · 4.92/√6 = 5.16 (47.6 %): stops at six.
+        let spread = [10e6, 20e6, 5e6, 10e6, 10e6, 10e6, 10e6];
+        assert_eq!(
+            series_over(&spread, "95,50"),
+            (6, "confidence reached".into())
+        );
+        // Never tight within ±1 %: every run of the fixed ones, then the step's end.
+        let (n, ended) = series_over(&[10e6, 12e6, 8e6, 11e6, 9e6], "95,1");
+        assert_eq!((n, ended.as_str()), (5, "no more fixed runs"));
     }
 
     #[test]

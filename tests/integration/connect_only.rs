@@ -65,6 +65,10 @@ fn check_consistent(v: &serde_json::Value, streams: usize) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn loopback_counts_agree_and_the_server_serves_on() {
     let port = free_port();
     let (_srv, srv_out) = netmeter_server(port, &[]);
@@ -123,6 +127,10 @@ fn text_report() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn the_server_stays_available_during_a_test() {
     // While a connect-only test owns the listener, other connections are handed to the
     // ordinary path: a silent one holds nothing, and a second client is told at once

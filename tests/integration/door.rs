@@ -85,6 +85,10 @@ fn flood(port: u16, stop: Arc<AtomicBool>, opened: Arc<AtomicU64>) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_stalled_handshake_flood_holds_no_threads_and_real_tests_run() {
     let port = free_port();
     let mut srv = Proc::spawn(

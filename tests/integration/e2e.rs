@@ -356,6 +356,10 @@ fn tcp_omit() {
 /// second only: with 3 s omitted, one that counted them would span over 4 s, which a
 /// stalled host does not reach.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn tcp_omit_without_intervals() {
     let (v, _) = pair(&["-t", "1", "-O", "3", "-i", "0"]);
     assert!(intervals(&v).is_empty(), "no interval rows with -i 0");
@@ -583,6 +587,10 @@ fn get_server_output_text() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn get_server_output_in_json() {
     let (v, _) = pair(&["-t", "1", "--get-server-output"]);
     let t = v["server_output_text"]
@@ -599,6 +607,10 @@ fn get_server_output_in_json() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn zerocopy() {
     // MSG_ZEROCOPY where the socket accepts it; every byte sent arrives.
     let (v, _) = pair(&["-t", "1", "-Z"]);
@@ -736,6 +748,10 @@ fn v6_pair(args: &[&str]) -> (Value, String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn ipv6_loopback() {
     if std::net::TcpListener::bind("[::1]:0").is_err() {
         eprintln!("no IPv6 loopback here; skipping");
@@ -769,6 +785,10 @@ fn bind_client_address() {
 /// now and then: each case must pass once in three runs (`passes_once_in`); the defect
 /// it guards (the receiver ~45 ms long) is there on every run.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn paced_receiver_ends_with_sender() {
     for args in [
         &["-b", "10M", "-P", "2"][..],
@@ -852,6 +872,10 @@ fn udp_data_paths(args: &[&str]) -> (String, String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn no_gso_and_no_gro_reach_the_side_that_sends_or_receives() {
     // Loopback offers both offloads: by default the sender segments, the receiver coalesces.
     let (c, s) = udp_data_paths(&[]);
@@ -884,6 +908,10 @@ fn no_gso_and_no_gro_reach_the_side_that_sends_or_receives() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn verbose_text_shows_the_udp_data_path() {
     let s = Server::start(&["-V"]);
     let out = client(
@@ -912,6 +940,10 @@ fn verbose_text_shows_the_udp_data_path() {
 /// Target Bitrate) and "Test Complete. Summary Results:"; `-P 2` printed two
 /// separator lines in a row before the summary.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn verbose_text_has_iperf3s_lines_and_one_separator_at_a_time() {
     let (text, _) = pair_text(&["-V", "-t", "2", "-P", "2"]);
     let lines: Vec<&str> = text.lines().collect();
@@ -960,6 +992,10 @@ fn udp_bidir() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn working_load_text_heads_bulk_rows_with_bulk_columns() {
     let (text, _) = pair_text(&["-t", "2", "--working-load"]);
     let header = text
@@ -1109,6 +1145,10 @@ pub(crate) fn answer_params(args: &[&str], envs: &[(&str, &str)], reply: &[u8]) 
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn client_sends_the_iperf3_parameter_of_each_flag() {
     let cases: &[(&[&str], &str, Value)] = &[
         (&["-N"], "nodelay", Value::Bool(true)),

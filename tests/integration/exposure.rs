@@ -76,6 +76,10 @@ fn closed_by_peer(s: &TcpStream) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_slow_or_silent_metrics_client_does_not_hold_up_a_scrape() {
     let port = free_port();
     let mport = free_port();
@@ -159,6 +163,10 @@ fn audit_lines(path: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_refusal_flood_writes_a_few_lines_that_count_every_refusal() {
     const FLOOD: u64 = 300;
     let port = free_port();

@@ -111,6 +111,10 @@ fn doctor_json_tells_what_proc_sys_says() {
 /// net.core.rmem_default (iperf3 keeps the default), on the client and on the server,
 /// with -V too; with -w nothing was raised and nothing is said.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn udp_start_lines_say_the_receive_buffer_was_raised() {
     // What the kernel grants netmeter's 4 MiB request: twice it, capped at rmem_max.
     let default: u64 = proc_sys("net.core.rmem_default").parse().unwrap();
@@ -196,6 +200,10 @@ fn doctor_text_and_bad_input() {
 /// uses the rate for its advice. The share is checked against the document's own
 /// receiver figure, not a stopwatch.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn line_rate_gives_the_peak_on_loopback() {
     let port = crate::support::free_port();
     let (_srv, log) = netmeter_server(port, &[]);
@@ -314,6 +322,10 @@ fn cpu_bound_warning(doc: &Value) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn an_unpaced_udp_sender_is_cpu_bound_a_paced_one_is_not() {
     let port = crate::support::free_port();
     let (_srv, _out) = netmeter_server(port, &[]);

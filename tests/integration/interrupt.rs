@@ -110,6 +110,10 @@ fn summary_seconds(text: &str, role: &str) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn ctrl_c_on_a_t0_client_prints_the_partial_summary_and_the_server_serves_on() {
     let (_srv, log, port) = server();
     let out = interrupt_client(port, &["-t", "0", "-b", "200M"], &log, 3.0, "INT");
@@ -144,6 +148,10 @@ fn ctrl_c_on_a_t0_client_prints_the_partial_summary_and_the_server_serves_on() {
 /// pacer's bucket plus its catch-up window, 10 + 100 ms. Once the client sends (its own
 /// figure), once the server (`-R`, the figure from its results).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_stopped_paced_sender_reports_how_far_behind_it_fell() {
     let (srv, log, port) = server();
     for reverse in [false, true] {
@@ -199,6 +207,10 @@ fn a_stopped_paced_sender_reports_how_far_behind_it_fell() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn ctrl_c_with_json_writes_the_whole_document() {
     let (_srv, log, port) = server();
     for args in [
@@ -235,6 +247,10 @@ fn ctrl_c_with_json_writes_the_whole_document() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn sigterm_and_sighup_end_a_json_stream_with_error_then_end() {
     let (_srv, log, port) = server();
     for (sig, args) in [
@@ -401,6 +417,10 @@ fn a_netmeter_client_interrupted_against_an_iperf3_server() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn ctrl_c_ends_find_max_rate_with_the_best_rate_so_far() {
     let (_srv, log, port) = server();
     // Against a netmeter server the first trial runs twice (again with one-way delay),

@@ -234,10 +234,15 @@ fn hist_split(hist: &Value, cut_ms: f64) -> (f64, f64, f64) {
 /// server→client.
 ///
 /// Truth: 10 ms plus the line's lateness and the path outside it (together ~0.1–0.3
-/// ms), plus the offset estimate's error (tens of µs): the median must be 10 ms within
-/// 0.5 ms. The mean is checked the same way over the datagrams below `STALL_MS`, of
-/// which there must be at least 98 %, and the reported mean must be the raw mean
-/// corrected by the offset (so the raw figures are right too).
+/// ms), plus the offset estimate's error, `sign · (true_offset_ms − offset_ms)`: the
+/// median must be 10 ms plus that error within 0.5 ms. The error is the estimate's, and
+/// [`check_offset`] judges it against the estimate's own uncertainty; here it is taken
+/// as the estimate gave it (tens of µs on a quiet host, over a millisecond when a busy
+/// one delayed a probe on one way: seen 1.08 ms, ± 11.9 ms claimed, with the median
+/// 11.2 ms where a fixed 10 ± 0.5 ms failed the test). The mean is checked the same way
+/// over the datagrams below `STALL_MS`, of which there must be at least 98 %, and the
+/// reported mean must be the raw mean corrected by the offset (so the raw figures are
+/// right too).
 /// The one-way delays (ms) the datagrams of `dir` really had up to the line's egress:
 /// from their sender's timestamp (ns, `--trip-times`) to the moment the line wrote
 /// them out, with `skew_ms` added back where the sender's clock was skewed on purpose.
@@ -253,7 +258,14 @@ fn line_owd_ms(bed: &Netbed, dir: Dir, skew_ms: f64) -> Vec<f64> {
         .collect()
 }
 
-fn check_corrected_owd(what: &str, d: &Value, offset_ms: f64, sign: f64, line: &[f64]) -> f64 {
+fn check_corrected_owd(
+    what: &str,
+    d: &Value,
+    (offset_ms, true_offset_ms): (f64, f64),
+    sign: f64,
+    line: &[f64],
+) -> f64 {
+    let est_err = sign * (true_offset_ms - offset_ms);
     let samples = f64_at(d, "/samples");
     let owd = &d["owd"];
     let (p50, mean) = (f64_at(owd, "/p50_ms"), f64_at(owd, "/mean_ms"));
@@ -274,7 +286,7 @@ fn check_corrected_owd(what: &str, d: &Value, offset_ms: f64, sign: f64, line: &
     assert_eq!(f64_at(d, "/negative_corrected"), 0.0, "{what}");
     assert_eq!(f64_at(owd, "/count"), samples, "{what}: histogram count");
     assert_eq!(n_hist, samples, "{what}: histogram_us total");
-    assert_near(&format!("{what} OWD p50"), p50, FIXED_MS, 0.5);
+    assert_near(&format!("{what} OWD p50"), p50, FIXED_MS + est_err, 0.5);
     assert!(
         n_ok >= 0.98 * samples,
         "{what}: {} of {samples} datagrams took over {STALL_MS} ms",
@@ -290,11 +302,14 @@ fn check_corrected_owd(what: &str, d: &Value, offset_ms: f64, sign: f64, line: &
         line_ok.len()
     );
     let line_mean = line_ok.iter().sum::<f64>() / line_ok.len() as f64;
-    eprintln!("{what}: the line's own mean to egress {line_mean:.4} ms");
+    eprintln!(
+        "{what}: the line's own mean to egress {line_mean:.4} ms; the offset estimate's \
+         error moves the corrected delays by {est_err:.4} ms"
+    );
     assert_near(
         &format!("{what} OWD mean below stalls (against the line's)"),
         mean_ok,
-        line_mean,
+        line_mean + est_err,
         0.5,
     );
     assert_near(
@@ -314,7 +329,7 @@ fn check_fixed_direction(what: &str, d: &Value, offset_ms: f64, sign: f64, line:
     let samples = f64_at(d, "/samples");
     // 2 Mbit/s of 1000-byte datagrams for 3 s: 750 datagrams.
     assert!(samples >= 700.0, "{what}: only {samples} samples");
-    check_corrected_owd(what, d, offset_ms, sign, line);
+    check_corrected_owd(what, d, (offset_ms, 0.0), sign, line);
     assert_eq!(f64_at(d, "/clock_errors"), 0.0, "{what}: clock errors");
     let raw_min = f64_at(d, "/raw_min_ms");
     assert!(
@@ -324,7 +339,10 @@ fn check_fixed_direction(what: &str, d: &Value, offset_ms: f64, sign: f64, line:
 }
 
 /// Per-interval OWD of the receiving side (`intervals[].streams[0].netmeter.owd`).
-fn check_fixed_intervals(what: &str, receiver: &Value) {
+/// `offset_ms` and `sign` as for [`check_corrected_owd`] (the true offset is 0): each
+/// interval's median is 10 ms plus the estimate's error within 0.5 ms.
+fn check_fixed_intervals(what: &str, receiver: &Value, offset_ms: f64, sign: f64) {
+    let est_err = sign * (0.0 - offset_ms);
     let ivs = receiver["intervals"].as_array().expect("intervals");
     assert!(ivs.len() >= 3, "{what}: {} intervals", ivs.len());
     for (i, iv) in ivs.iter().enumerate() {
@@ -335,7 +353,7 @@ fn check_fixed_intervals(what: &str, receiver: &Value) {
         assert_near(
             &format!("{what} interval {i} OWD p50"),
             f64_at(owd, "/p50_ms"),
-            FIXED_MS,
+            FIXED_MS + est_err,
             0.5,
         );
     }
@@ -511,7 +529,7 @@ fn udp_one_way_delay_matches_fixed_delay() {
         let off = check_offset(&b, tt, 0.0, 0.5);
         let line = line_owd_ms(&b, Dir::H1ToH2, 0.0);
         check_fixed_direction("client→server", &tt["client_to_server"], off, 1.0, &line);
-        check_fixed_intervals("client→server (server's intervals)", &s);
+        check_fixed_intervals("client→server (server's intervals)", &s, off, 1.0);
         let st = b.delay_stats().unwrap();
         eprintln!(
             "delay line h1→h2: lateness max {:?} mean {:?}",
@@ -527,7 +545,7 @@ fn udp_one_way_delay_matches_fixed_delay() {
         let off = check_offset(&b, tt, 0.0, 0.5);
         let line = line_owd_ms(&b, Dir::H2ToH1, 0.0);
         check_fixed_direction("server→client", &tt["server_to_client"], off, -1.0, &line);
-        check_fixed_intervals("server→client (client's intervals)", &c);
+        check_fixed_intervals("server→client (client's intervals)", &c, off, -1.0);
         let st = b.delay_stats().unwrap();
         eprintln!(
             "delay line h2→h1: lateness max {:?} mean {:?}",
@@ -854,7 +872,7 @@ fn skewed_client_clock_is_estimated_and_corrected() {
         assert!(samples >= 450.0, "{samples} samples in 2 s at 250/s");
         // The client's clock runs 25 ms ahead: its stamps are 25 ms late.
         let line = line_owd_ms(&b, Dir::H1ToH2, 25.0);
-        let n_ok = check_corrected_owd("skewed client→server", d, off, 1.0, &line);
+        let n_ok = check_corrected_owd("skewed client→server", d, (off, -25.0), 1.0, &line);
         // Every datagram that took less than 25 ms (all but host stalls, which
         // `check_corrected_owd` bounds to 2 %) arrived with a raw delay of about
         // 10 − 25 = −15 ms: a clock error.

@@ -7,9 +7,12 @@
 //! * **quick** (plain `cargo test`): everything that runs on any Linux machine with Rust,
 //!   as a normal user, without the peers: the client modes end to end over loopback,
 //!   the control protocol's robustness, interrupts, profiles, renderers' output.
-//! * **full** (`cargo test --features full-tests`, which `scripts/test.sh` and CI turn
-//!   on): adds the tests that need root (network namespaces for the emulated link of
-//!   [`support::netbed`], real-time priority, socket options only root may set) or the
+//! * **full** (`cargo test --features full-tests`; `scripts/test.sh` and CI run these
+//!   tests from the quick build with `--ignored`): adds the tests that run for seconds
+//!   (a multi-second run, many runs, a ramp; so that the quick tier's tests finish in
+//!   about a minute on a 2-CPU machine) and the tests that need root (network
+//!   namespaces for the emulated link of [`support::netbed`], real-time priority,
+//!   socket options only root may set) or the
 //!   real peers installed by `scripts/setup-peers.sh` (iperf3 3.12/3.18/3.22, iperf 2,
 //!   netperf). Without the feature they are compiled but marked ignored, with the reason
 //!   (`cargo test` lists them as `ignored, full tier: ...`); with it they run, and a
@@ -18,9 +21,10 @@
 //! A full-tier test carries
 //! `#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: ...")]`.
 //!
-//! `scripts/test.sh` runs one module at a time, as when each was a binary of its own, so
-//! the accuracy modules' measurements and the interop and end-to-end byte counts never
-//! share the CPU with another module's tests; plain `cargo test` runs them all at once.
+//! `scripts/test.sh` runs the full tier one module at a time, as when each was a binary
+//! of its own, so the accuracy modules' measurements and the interop and end-to-end byte
+//! counts never share the CPU with another module's tests; plain `cargo test` runs the
+//! quick tier all at once.
 
 mod support;
 

@@ -86,6 +86,10 @@ fn settled_rss(pid: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn server_memory_returns_to_idle_after_p128() {
     let port = free_port();
     // Waited for by its banner, not a probe connection (which would start a session

@@ -43,6 +43,10 @@ fn ok_cells(v: &serde_json::Value) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_loopback_mesh_reports_every_pair_and_a_down_host_as_error_cells() {
     let keys = KeyDir::new("lo");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
@@ -186,16 +190,11 @@ fn an_interrupted_mesh_writes_what_ran() {
         d.text()
     );
     send_sigint(mesh.pid());
-    let start = Instant::now();
+    // That it stopped early is judged by what it wrote (interrupted, fewer than the six
+    // cells), not by a stopwatch; the bound only ends a mesh that ignores the signal.
     assert!(
-        wait_exit(&mut mesh, Duration::from_secs(10)),
+        wait_exit(&mut mesh, EVIDENCE_TIMEOUT),
         "mesh did not stop: {}",
-        d.text()
-    );
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "{:?}: {}",
-        start.elapsed(),
         d.text()
     );
     let text = d.text();
@@ -452,6 +451,10 @@ fn a_mesh_over_four_namespace_hosts() {
 /// A target busy with another test (iperf3's access denied, `--max-tests 1`) is tried
 /// again after `--retry-gap` until it is free; the cell counts the tries.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_busy_target_is_retried_until_it_is_free() {
     let keys = KeyDir::new("busy");
     let (a, b) = (free_port(), free_port());
@@ -541,12 +544,14 @@ fn sync_start_starts_a_wave_together() {
         })
         .collect();
     assert_eq!(starts[0].0, starts[1].0, "one wave, one start: {starts:?}");
+    // Judged by the reports' txstart records, with a bound a busy host cannot reach by
+    // being late (only by running the tests one after the other): each started no
+    // earlier than the wave's time and within its one-second test of it, so the two
+    // overlapped; run one after the other they would start a second or more apart.
     for (req, started) in &starts {
-        assert!((started - req).abs() < 0.3, "{starts:?}");
+        assert!(*started >= *req - 1e-5 && started - req < 1.0, "{starts:?}");
     }
-    // Both tests overlapped: the wave is one second long, not two.
-    let spans: Vec<f64> = starts.iter().map(|s| s.1).collect();
-    assert!((spans[0] - spans[1]).abs() < 0.3, "{spans:?}");
+    assert!((starts[0].1 - starts[1].1).abs() < 1.0, "{starts:?}");
     // Its own --txstart-time beside --sync-start is refused in one sentence.
     let both = run(
         Command::new(netmeter())

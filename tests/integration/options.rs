@@ -22,6 +22,10 @@ fn now_secs() -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn timestamps_start_every_text_line_with_the_time() {
     let port = free_port();
     let (_srv, _) = netmeter_server(port, &[]);
@@ -98,7 +102,14 @@ fn forceflush_output_arrives_line_by_line_while_the_test_runs() {
     // The first interval line must be readable from the pipe well before the end.
     while !String::from_utf8_lossy(&got).contains("0.00-1.00") {
         let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "EOF before the first interval");
+        if n == 0 {
+            let out = p.wait(CLIENT_TIMEOUT);
+            panic!(
+                "EOF before the first interval; stdout so far:\n{}\n{}",
+                String::from_utf8_lossy(&got),
+                show(&out)
+            );
+        }
         got.extend_from_slice(&buf[..n]);
     }
     // Read while the test still runs (it has 7 s to go): the line was flushed, not
@@ -171,6 +182,10 @@ const IPERF3_DURATION_MSG: &str = "the requested test duration exceeds the serve
 const IPERF3_RATE_MSG: &str = "the requested total bitrate exceeds the server's limit";
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn server_max_duration_refuses_long_and_open_ended_tests() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &["--server-max-duration", "3"]);
@@ -188,6 +203,10 @@ fn server_max_duration_refuses_long_and_open_ended_tests() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn server_bitrate_limit_refuses_and_ends_too_fast_tests() {
     let port = free_port();
     let (_srv, log) = netmeter_server(port, &["--server-bitrate-limit", "100M/1"]);
@@ -1034,6 +1053,10 @@ fn flowlabel_marks_the_client_data_packets() {
 const TRICKLE: &[&str] = &["-t", "10", "-b", "1k", "-l", "1K"];
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn rcv_timeout_gives_up_on_a_silent_sender() {
     // Server side: it receives, the client goes quiet.
     let port = free_port();
@@ -1118,6 +1141,10 @@ fn arg(p: &std::path::Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn file_option_sends_the_files_bytes_and_the_receiver_writes_them() {
     let len = 3 * 1024 * 1024 + 123;
     let (dir, data) = file_with("f", len);
@@ -1185,6 +1212,10 @@ fn byte_counts(data: &[u8]) -> Vec<usize> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn file_option_with_parallel_streams_keeps_every_byte() {
     let (dir, data) = file_with("fp", 3 * 1024 * 1024 + 321);
     let (src, dst) = (dir.join("in"), dir.join("out"));

@@ -71,7 +71,7 @@ fn saved_run(dir: &Scratch, name: &str, args: &[&str]) -> PathBuf {
 /// its own document along), saved as `name`.
 fn saved_run_with_server(dir: &Scratch, name: &str, args: &[&str]) -> PathBuf {
     let port = free_port();
-    let (_srv, _out) = netmeter_server(port, &["-1", "-J"]);
+    let (_srv, _out) = netmeter_server_listening(port, &["-1", "-J"]);
     let v = client_json(port, &[&["--get-server-output"], args].concat());
     assert!(
         v["server_output_json"].is_object(),
@@ -101,6 +101,10 @@ fn plot_svg(dir: &Scratch, inputs: &[&Path], out: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn tcp_run_plots_each_stream_the_sum_cwnd_and_rtt() {
     let dir = Scratch::new("tcp");
     let run = saved_run(
@@ -130,6 +134,10 @@ fn tcp_run_plots_each_stream_the_sum_cwnd_and_rtt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn udp_run_with_server_output_plots_the_receivers_loss_and_jitter() {
     let dir = Scratch::new("udp");
     let run = saved_run_with_server(&dir, "udp.json", &["-u", "-b", "20M", "-t", "2"]);
@@ -160,6 +168,10 @@ fn udp_run_with_server_output_plots_the_receivers_loss_and_jitter() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn bidir_plots_both_directions() {
     let dir = Scratch::new("bidir");
     let run = saved_run(&dir, "bidir.json", &["-t", "2", "--bidir"]);
@@ -184,6 +196,10 @@ fn bidir_plots_both_directions() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn latency_runs_plot_cdf_histogram_and_percentiles() {
     let dir = Scratch::new("latency");
     let bb = saved_run(&dir, "bb.json", &["-t", "1", "--bounceback"]);
@@ -221,6 +237,10 @@ fn latency_runs_plot_cdf_histogram_and_percentiles() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn traffic_profiles_plot_their_transfer_and_frame_latency() {
     let dir = Scratch::new("profiles");
     let burst = saved_run(
@@ -248,6 +268,10 @@ fn traffic_profiles_plot_their_transfer_and_frame_latency() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn working_load_plots_idle_and_loaded_with_rpm() {
     let dir = Scratch::new("wl");
     let run = saved_run(&dir, "wl.json", &["-t", "3", "--working-load=up,1"]);
@@ -305,24 +329,31 @@ fn client_plot_flag_draws_the_run() {
 /// drawn, and the client ends as an interrupted iperf3 client does (status 0, the
 /// interrupt sentence).
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn client_plot_flag_draws_an_interrupted_run() {
     let dir = Scratch::new("flag-int");
     let svg = dir.path("cut.svg");
     let port = free_port();
-    let (_srv, _log) = netmeter_server(port, &["-1"]);
+    let _srv = netmeter_server_watched(port, &["-1"]);
     let c = Proc::spawn(
         "netmeter client",
         Command::new(netmeter())
             .args(["-c", "127.0.0.1", "-p", &port.to_string()])
             .args(["-t", "0", "-b", "100M", "--plot", s(&svg)]),
-    );
-    std::thread::sleep(Duration::from_millis(2300));
+    )
+    .watch();
+    // Two interval rows: a chart with something to draw (the client prints its rows
+    // line by line, piped too).
+    c.out.await_interval_end(0, 2.0, "the client");
     let st = Command::new("kill")
         .args(["-s", "INT", &c.pid().to_string()])
         .status()
         .expect("kill");
     assert!(st.success());
-    let out = c.wait(Duration::from_secs(10));
+    let out = c.finish(EVIDENCE_TIMEOUT);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("interrupt - the client has terminated"),
@@ -444,7 +475,8 @@ fn iperf3_docs(key: &str, args: &[&str]) -> (String, String) {
         "iperf3 server",
         Command::new(&bin).args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port]),
     );
-    std::thread::sleep(Duration::from_millis(400));
+    // Its listening socket (a probe connection would be its one test).
+    await_tcp_listening(server.pid(), port.parse().expect("port"));
     let client = run_bounded(
         Command::new(&bin)
             .args(["-c", "127.0.0.1", "-p", &port, "-J"])

@@ -245,6 +245,10 @@ fn sample(body: &str, series: &str) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn metrics_scrape_counts_what_the_tests_did() {
     let port = free_port();
     let mport = free_port();
@@ -617,6 +621,10 @@ fn audit_lines_within(path: &PathBuf, n: usize, within: Duration) -> Vec<serde_j
 /// server's audit line says it sent at its paced 8 Mbit/s; and a longer request is
 /// refused exactly (`-t 2.99`), a netmeter client told the limit in the server's words.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn max_duration_stops_a_client_that_never_ends_its_test() {
     let port = free_port();
     let audit = scratch("duration.jsonl");
@@ -683,6 +691,10 @@ fn max_duration_stops_a_client_that_never_ends_its_test() {
 /// (the 5 s averaging window never filled before); an unpaced download is paced by the
 /// server to the limit; a client paced at the limit runs to its end.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn bitrate_limit_holds_from_the_first_second() {
     let port = free_port();
     let audit = scratch("bitrate.jsonl");
@@ -727,6 +739,10 @@ fn bitrate_limit_holds_from_the_first_second() {
 /// second test away, so a client from elsewhere gets a slot; `--test-idle-timeout`
 /// ends the silent test, so its slot comes back.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn one_silent_source_cannot_hold_every_slot() {
     let port = free_port();
     let audit = scratch("source.jsonl");

@@ -75,6 +75,10 @@ fn check_bursts(v: &serde_json::Value, t: f64, period: f64, burst: f64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn tcp_bursts_have_the_right_count_and_size() {
     let v = against_netmeter(&["-t", "3", "--burst-size", "256K", "--burst-period", "0.25"]);
     check_bursts(&v, 3.0, 0.25, 262_144.0);
@@ -182,6 +186,10 @@ fn no_unit_is_sent_at_or_after_the_end_of_the_test() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn udp_isochronous_frames_count_size_and_receiver() {
     // 60 fps, mean 20 Mbit/s, stdev 5 Mbit/s: mean frame 20e6 / 60 / 8 = 41 667 bytes.
     let v = against_netmeter(&["-u", "-t", "3", "--isochronous", "60:20m,5m"]);
@@ -293,6 +301,10 @@ fn check_txstart(v: &serde_json::Value, at: f64) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn txstart_time_delays_the_start() {
     let at = epoch_now() + TXSTART_LEAD_S;
     // Small writes (16 KiB): the first is counted as soon as it is made, not when a
@@ -334,6 +346,10 @@ fn txstart_time_delays_the_start() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn txstart_time_is_recorded_and_announced() {
     let at = epoch_now() + TXSTART_LEAD_S;
     let out = client_vs_fresh_server(
@@ -353,6 +369,10 @@ fn txstart_time_is_recorded_and_announced() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn txstart_time_in_json() {
     let at = epoch_now() + TXSTART_LEAD_S;
     let v = against_netmeter(&["-t", "0.5", "--txstart-time", &format!("{at:.6}")]);

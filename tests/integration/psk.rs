@@ -49,6 +49,10 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn a_server_with_a_key_takes_only_clients_that_prove_it() {
     let keys = Keys::new("server");
     let port = free_port();

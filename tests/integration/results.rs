@@ -90,6 +90,10 @@ fn csv_client_run_over_loopback() {
 /// A title or host name that a spreadsheet would run as a formula is written as text
 /// (OWASP's CSV injection), in `--csv` and in `netmeter csv`; numbers stay numbers.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn csv_text_cells_cannot_inject_formulas() {
     let port = free_port();
     let (_srv, _log) = netmeter_server(port, &[]);
@@ -190,6 +194,10 @@ fn csv_usage_errors() {
 /// A saved `-J` document and `--json-stream` lines of live runs, as CSV: one row per
 /// stream per interval plus sums, bytes as the JSON says.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn csv_of_saved_netmeter_results() {
     let dir = scratch("saved");
     let port = free_port();
@@ -321,6 +329,10 @@ fn csv_refuses_bad_inputs() {
 /// one sentence, by every command that reads results. (The file is sparse: it takes no
 /// disk and no time to make.)
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn result_files_over_the_size_limit_are_refused() {
     let dir = scratch("huge");
     let huge = dir.join("huge.json");
@@ -373,7 +385,8 @@ fn csv_of_real_iperf3_results() {
                     "iperf3 server",
                     Command::new(&bin).args(["-s", "-1", "-B", "127.0.0.1", "-p", &port]),
                 );
-                std::thread::sleep(Duration::from_millis(400));
+                // Its listening socket (a probe connection would be its one test).
+                await_tcp_listening(srv.pid(), port.parse().expect("port"));
                 let out = run_bounded(
                     Command::new(&bin)
                         .args(["-c", "127.0.0.1", "-p", &port, "-t", "2", flag])
@@ -465,6 +478,10 @@ fn has_status_line(terminal: &str, total: &str) -> bool {
 /// `-i 0` on a terminal: the status line is drawn and redrawn while the test runs, and
 /// erased before the summary, which is iperf3's.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn progress_line_on_a_terminal_with_i0() {
     let port = free_port();
     let (_srv, _log) = netmeter_server(port, &[]);
@@ -493,6 +510,10 @@ fn progress_line_on_a_terminal_with_i0() {
 
 /// Never without a terminal, nor with interval lines, -J, --csv or --logfile.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn no_progress_line_when_piped_or_not_text() {
     let port = free_port();
     let (_srv, _log) = netmeter_server(port, &[]);
@@ -542,6 +563,10 @@ fn progress_line_for_loopback() {
 
 /// `--find-max-rate` on a terminal: each trial shows its step and offered rate.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn progress_line_for_find_max_rate() {
     let port = free_port();
     let (_srv, _log) = netmeter_server(port, &[]);

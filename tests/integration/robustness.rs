@@ -444,6 +444,10 @@ fn udp_flood(port: u16, seed: u64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn malformed_control_traffic_then_real_tests() {
     let t0 = Instant::now();
     let port = free_port();
@@ -535,6 +539,10 @@ fn malformed_control_traffic_then_real_tests() {
 /// session gives up after its 20 s stream-setup deadline with `IESTREAMACCEPT`, and the
 /// server goes on serving.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn stream_setup_deadline_with_wrong_cookies() {
     let port = free_port();
     let (mut server, log) = netmeter_server(port, &[]);
@@ -665,6 +673,10 @@ fn max_tests_two_runs_two_clients_at_once() {
 /// Default `--max-tests 1`: a second client while a test runs is told the server is
 /// busy; the first completes.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn max_tests_one_turns_a_second_client_away() {
     let port = free_port();
     let (mut server, log) = netmeter_server(port, &[]);

@@ -105,7 +105,11 @@ fn skewed_sender_clock_is_recovered_and_counted() {
     let (off, unc) = check_offset(tt, -50.0);
     let c2s = &tt["client_to_server"];
     let received = num(&v, "end.sum_received.packets");
-    assert!(received > 100.0, "{received} datagrams");
+    assert!(
+        received > 100.0,
+        "{received} datagrams\n{}",
+        serde_json::to_string_pretty(&v["end"]).unwrap_or_default()
+    );
     check_corrected(c2s, received, off, unc, 50.0);
     // Intervals carry the corrected one-way delays of what the server received; the
     // client shows them through the results only at the end, so check the histogram.

@@ -12,6 +12,10 @@ fn wl(v: &serde_json::Value) -> &serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
 fn loopback_probes_idle_then_loaded() {
     let out = client_vs_fresh_server(
         &["-J", "-t", "4", "--working-load=up,2"],

@@ -758,6 +758,22 @@ pub fn netmeter_server_watched(port: u16, extra: &[&str]) -> Watched {
     w
 }
 
+/// Start `netmeter -s -B 127.0.0.1 -p PORT` plus `extra` flags, drain its output, and
+/// wait until its listening socket shows in `/proc` ([`await_tcp_listening`]): for a
+/// `-J` server, which prints no banner, without the probe connection of
+/// [`netmeter_server`].
+pub fn netmeter_server_listening(port: u16, extra: &[&str]) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        "netmeter server",
+        Command::new(netmeter())
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra),
+    );
+    let d = p.drain();
+    await_tcp_listening(p.pid(), port);
+    (p, d)
+}
+
 /// Start an iperf3 server (`peer_key` from peers.env) on 127.0.0.1 with `extra` flags,
 /// its output read from the start, and wait until it listens: its banner when it
 /// prints text (with `--forceflush`: piped, iperf3 buffers its output), its listening
