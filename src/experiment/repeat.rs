@@ -220,13 +220,14 @@ pub struct Series {
 /// `--confidence` says, at a stop signal (the partial run is dropped) or at a failed
 /// run. `on_run(i, report)` is told of each completed run (1-based).
 pub fn series(cfg: &TestConfig, plan: &Plan, on_run: impl FnMut(usize, &Report)) -> Series {
-    series_of(plan, || super::series_step(cfg), on_run)
+    series_of(plan, &*cfg.clock, || super::series_step(cfg), on_run)
 }
 
 /// [`series`] with the test run by `step` (the engine's test, or a test's fixed reports):
 /// the pause, the early stop and how the series ended, decided on what `step` returned.
 fn series_of(
     plan: &Plan,
+    clock: &dyn Clock,
     mut step: impl FnMut() -> Result<Report, (String, Option<TestError>)>,
     mut on_run: impl FnMut(usize, &Report),
 ) -> Series {
@@ -234,7 +235,7 @@ fn series_of(
     let mut failure = None;
     let mut ended = "all runs".to_string();
     for i in 1..=plan.max_runs as usize {
-        if i > 1 && !pause(Duration::from_secs_f64(plan.gap_s), &*cfg.clock) {
+        if i > 1 && !pause(Duration::from_secs_f64(plan.gap_s), clock) {
             ended = "interrupted".to_string();
             break;
         }
@@ -415,8 +416,10 @@ mod tests {
         let plan = Plan::from_flags(10, 0.0, Some(confidence)).unwrap();
         let mut fixed = runs_at(bps).into_iter();
         let mut told = Vec::new();
+        let clock = crate::clock::ManualClock::at_unix(1_700_000_000);
         let s = series_of(
             &plan,
+            &clock,
             || fixed.next().ok_or(("no more fixed runs".to_string(), None)),
             |i, _| told.push(i),
         );
