@@ -39,6 +39,8 @@ pub struct UdpTest {
     pub burst: Option<u32>,
     /// `-t`, `-n` or `-k`.
     pub end: EndCondition,
+    /// `-O`: the first part of the test, not counted (a `-t` test runs this much longer).
+    pub omit: Duration,
     /// `-i` (None: `-i 0`).
     pub interval: Option<Duration>,
     /// How fast the sender's host puts datagrams on the wire.
@@ -68,6 +70,7 @@ impl Default for UdpTest {
             rate_bps: 1_000_000,
             burst: None,
             end: EndCondition::Time(10.0),
+            omit: Duration::ZERO,
             interval: Some(Duration::from_secs(1)),
             nic_bps: 1_000_000_000,
             trip_times: false,
@@ -120,6 +123,7 @@ fn spec_of(t: &UdpTest) -> TestSpec {
     TestSpec {
         protocol: Protocol::Udp,
         end: t.end,
+        omit_s: t.omit.as_secs_f64(),
         block_len: t.len,
         rate_bps: t.rate_bps,
         burst: t.burst,
@@ -142,7 +146,7 @@ fn shared(sender: bool, t: &UdpTest) -> Arc<StreamShared> {
 
 fn sender_of(t: &UdpTest) -> UdpSender {
     let (budget, end) = match t.end {
-        EndCondition::Time(s) => (None, Some(Duration::from_secs_f64(s))),
+        EndCondition::Time(s) => (None, Some(Duration::from_secs_f64(s) + t.omit)),
         EndCondition::Bytes(n) => (Some(Arc::new(Budget::new(n, false))), None),
         EndCondition::Blocks(k) => (Some(Arc::new(Budget::new(k, true))), None),
     };
@@ -180,8 +184,8 @@ pub fn run(t: &UdpTest) -> UdpOutcome {
     let mut s = Sides {
         sender: sender_of(t),
         receiver: UdpReceiver::new(false, t.trip_times, t.owd_correction_ns),
-        client: Meter::new(Protocol::Udp, false, vec![tx.clone()], 0.0),
-        server: Meter::new(Protocol::Udp, false, vec![rx.clone()], 0.0),
+        client: Meter::new(Protocol::Udp, false, vec![tx.clone()], t.omit.as_secs_f64()),
+        server: Meter::new(Protocol::Udp, false, vec![rx.clone()], t.omit.as_secs_f64()),
         tx,
         rx,
         client_rows: Vec::new(),
@@ -192,11 +196,13 @@ pub fn run(t: &UdpTest) -> UdpOutcome {
     let mut buf = vec![0u8; t.len * t.max_batch];
     let mut next_send = Some(Duration::ZERO);
     let mut next_tick = t.interval;
+    // Without interval rows a silent tick ends the omit period, as in `test_run`.
+    let mut omit_end = (t.interval.is_none() && !t.omit.is_zero()).then_some(t.omit);
     let mut send_end = None;
     // Bounded: a test that never ends is a harness bug, not a hang.
     for _ in 0..50_000_000u64 {
         let recv_stop = send_end.map(|e: Duration| e + t.drain);
-        let now = [next_send, sim.next_event(), next_tick, recv_stop]
+        let now = [next_send, sim.next_event(), next_tick, omit_end, recv_stop]
             .into_iter()
             .flatten()
             .min()
@@ -216,6 +222,12 @@ pub fn run(t: &UdpTest) -> UdpOutcome {
                 tx_ns: h.send_ns(t.trip_times, rx_ns),
             });
             receive(&mut s, &d.payload, rx_ns);
+        }
+        if omit_end == Some(now) {
+            let now_s = now.as_secs_f64();
+            s.client.tick(now_s);
+            s.server.tick(now_s);
+            omit_end = None;
         }
         if next_tick == Some(now) {
             let now_s = now.as_secs_f64();

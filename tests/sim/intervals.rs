@@ -113,3 +113,41 @@ fn interval_sums_add_up_to_the_end_totals() {
     let sums: u64 = o.client.intervals.iter().map(|i| i.sum.bytes).sum();
     assert_eq!(sums, sent);
 }
+
+#[test]
+fn omit_marks_its_intervals_and_restarts_the_test_clock() {
+    // -O 1 -t 3 -i 1: one omitted row, then three on a clock that starts again at 0;
+    // the end counts only what was sent after the omit period.
+    let mut t = paced(2_000_000, 3.0, Some(Duration::from_secs(1)));
+    t.omit = Duration::from_secs(1);
+    let o = run(&t);
+    assert_eq!(o.send_end, Duration::from_secs(4));
+    let got: Vec<(f64, f64, bool)> = o
+        .client
+        .intervals
+        .iter()
+        .map(|i| (i.sum.start, i.sum.end, i.sum.omitted))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0.0, 1.0, true),
+            (0.0, 1.0, false),
+            (1.0, 2.0, false),
+            (2.0, 3.0, false)
+        ]
+    );
+    let c = v(&o.client);
+    assert_eq!(c["end"]["sum_sent"]["seconds"].as_f64(), Some(3.0));
+    let measured: u64 = o
+        .record
+        .iter()
+        .filter(|r| r.sent >= Duration::from_secs(1))
+        .map(|r| r.bytes)
+        .sum();
+    assert_eq!(u(&c["end"]["sum_sent"]["bytes"]), measured);
+    // The same without rows: the omit period still ends at 1 s.
+    t.interval = None;
+    let quiet = run(&t);
+    assert_eq!(v(&quiet.client)["end"]["sum_sent"], c["end"]["sum_sent"]);
+}
