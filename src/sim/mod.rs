@@ -62,6 +62,25 @@ pub struct PacketRecord {
     pub fate: Fate,
 }
 
+/// What a link did, counted from the record ([`Sim::counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct LinkCounts {
+    /// Packets sent into the link.
+    pub sent: u64,
+    /// Lost by the random-loss model.
+    pub lost: u64,
+    /// Tail-dropped by the queue.
+    pub queue_dropped: u64,
+    /// Delivered at least once.
+    pub delivered: u64,
+    /// Delivered a second time.
+    pub duplicated: u64,
+    /// Held back by the reordering delay (copies).
+    pub held_back: u64,
+    /// Arrived marked Congestion Experienced (copies).
+    pub ce_marked: u64,
+}
+
 /// A packet arriving at a host.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Arrival {
@@ -238,6 +257,25 @@ impl Sim {
         &self.record
     }
 
+    /// What `link` has done so far, counted from the record.
+    pub fn counts(&self, link: LinkId) -> LinkCounts {
+        let mut c = LinkCounts::default();
+        for r in self.record.iter().filter(|r| r.link == link) {
+            c.sent += 1;
+            match &r.fate {
+                Fate::Lost => c.lost += 1,
+                Fate::QueueDropped => c.queue_dropped += 1,
+                Fate::Delivered(copies) => {
+                    c.delivered += 1;
+                    c.duplicated += copies.iter().filter(|d| d.duplicate).count() as u64;
+                    c.held_back += copies.iter().filter(|d| d.held_back).count() as u64;
+                    c.ce_marked += copies.iter().filter(|d| d.ecn == Ecn::Ce).count() as u64;
+                }
+            }
+        }
+        c
+    }
+
     /// Host `h`'s wall clock at virtual time `t`, ns since the Unix epoch.
     pub fn wall_ns(&self, h: HostId, t: Duration) -> i64 {
         let c = self.hosts[h.0];
@@ -338,6 +376,38 @@ mod tests {
             .count();
         assert!(lost > 100 && lost < 200, "{lost}");
         assert!(dropped > 0);
+    }
+
+    #[test]
+    fn counts_add_up_and_match_the_probabilities() {
+        let mut sim = Sim::new(21);
+        let a = sim.add_host(HostConfig::default());
+        let b = sim.add_host(HostConfig::default());
+        let cfg = LinkConfig {
+            loss: Loss::Bernoulli { p: 0.1 },
+            duplicate_p: 0.05,
+            reorder_p: 0.2,
+            reorder_delay: ms(1),
+            ecn: EcnMark::Prob { p: 0.3 },
+            ..LinkConfig::default()
+        };
+        let l = sim.add_link(a, b, cfg);
+        let quiet = sim.add_link(b, a, LinkConfig::default());
+        for i in 0..20_000u32 {
+            let ecn = if i % 2 == 0 { Ecn::Ect } else { Ecn::NotEct };
+            sim.send(l, i.to_be_bytes().to_vec(), ecn);
+        }
+        let c = sim.counts(l);
+        assert_eq!(c.sent, 20_000);
+        assert_eq!(c.lost + c.queue_dropped + c.delivered, c.sent);
+        let near = |n: u64, p: f64, of: u64| (n as f64 / of as f64 - p).abs() < 0.015;
+        assert!(near(c.lost, 0.1, c.sent), "{c:?}");
+        assert!(near(c.duplicated, 0.05, c.delivered), "{c:?}");
+        let copies = c.delivered + c.duplicated;
+        assert!(near(c.held_back, 0.2, copies), "{c:?}");
+        // Only the ECT half can be marked.
+        assert!(near(c.ce_marked, 0.15, copies), "{c:?}");
+        assert_eq!(sim.counts(quiet), LinkCounts::default());
     }
 
     #[test]
