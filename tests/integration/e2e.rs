@@ -841,6 +841,25 @@ fn udp_rate() {
 }
 
 #[test]
+fn udp_blocks_and_bytes_exact() {
+    // The sender machine's -k/-n budget, over the real sockets: whole datagrams only.
+    let (v, _) = pair(&["-u", "-b", "50M", "-l", "1000", "-k", "300"]);
+    assert_eq!(
+        f(&v, "end.sum_sent.bytes"),
+        300_000.0,
+        "{}",
+        v["end"]["sum_sent"]
+    );
+    let (v, _) = pair(&["-u", "-b", "50M", "-l", "1000", "-n", "250500"]);
+    assert_eq!(
+        f(&v, "end.sum_sent.bytes"),
+        250_000.0,
+        "{}",
+        v["end"]["sum_sent"]
+    );
+}
+
+#[test]
 fn udp_reverse() {
     let s = Server::start(&["-J"]);
     let v = ok_json(&client(s.port, &["-J", "-t", "1", "-u", "-b", "20M", "-R"]));
