@@ -14,6 +14,7 @@ pub mod connect;
 pub mod ctrl;
 pub mod disk_file;
 pub mod live;
+pub mod machine;
 pub mod max_rate;
 pub mod meter;
 pub mod output;
