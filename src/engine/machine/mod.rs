@@ -23,6 +23,7 @@ pub mod connect;
 pub mod profile_send;
 pub mod tcp_recv;
 pub mod tcp_send;
+pub mod txstart;
 
 /// A sender's `-n` / `-k` budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
