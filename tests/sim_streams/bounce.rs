@@ -62,7 +62,11 @@ pub fn run(
         if let Some(due) = holding
             && due <= now
         {
-            assert_eq!(rev.write(now, &reply), reply.len(), "replies fit the buffer");
+            assert_eq!(
+                rev.write(now, &reply),
+                reply.len(),
+                "replies fit the buffer"
+            );
             holding = None;
         }
         while let Some(d) = fwd.read(now, req_len - got) {
@@ -124,13 +128,20 @@ fn a_round_trip_is_both_delays_and_both_serializations() {
     let (f, r) = pipes();
     let run = run(cfg(1, 200), 100, Duration::ZERO, f, r, 1_000_000_000);
     // 100 µs out, 2 ms, 200 µs back, 2 ms.
-    assert!(run.rtts.iter().all(|t| t.ns == 4_300_000), "{:?}", &run.rtts[..3]);
+    assert!(
+        run.rtts.iter().all(|t| t.ns == 4_300_000),
+        "{:?}",
+        &run.rtts[..3]
+    );
     assert_eq!(run.rtts.len(), 232, "back to back: ⌊1 s / 4.3 ms⌋");
     assert_eq!(run.server.counts(), (233 * 100, 233));
     let mut h = Hist::default();
     run.rtts.iter().for_each(|t| h.record_ns(t.ns));
     let st = h.stats().expect("round trips");
-    assert!((st.min_ms - 4.3).abs() < 0.005 && (st.mean_ms - 4.3).abs() < 0.005, "{st:?}");
+    assert!(
+        (st.min_ms - 4.3).abs() < 0.005 && (st.mean_ms - 4.3).abs() < 0.005,
+        "{st:?}"
+    );
 }
 
 #[test]
@@ -138,7 +149,11 @@ fn the_server_hold_is_added_to_every_round_trip() {
     let (f, r) = pipes();
     let hold = Duration::from_micros(250);
     let run = run(cfg(1, 200), 100, hold, f, r, 100_000_000);
-    assert!(run.rtts.iter().all(|t| t.ns == 4_550_000), "{:?}", &run.rtts[..3]);
+    assert!(
+        run.rtts.iter().all(|t| t.ns == 4_550_000),
+        "{:?}",
+        &run.rtts[..3]
+    );
     assert_eq!(run.rtts.len(), 21);
 }
 

@@ -7,5 +7,7 @@
 
 mod bounce;
 mod pipe;
+mod profile;
 mod tcp;
+mod txstart;
 mod world;

@@ -63,10 +63,13 @@ pub fn run(cfg: TcpSendConfig, mut pipe: Pipe, a: &Host, b: &Host, correction_ns
             }
             last_read_ns = now;
         }
-        let next = [pipe.next_event(now), (sending && wake > now).then_some(wake)]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [
+            pipe.next_event(now),
+            (sending && wake > now).then_some(wake),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         match next {
             Some(t) if t <= limit_ns => now = t,
             _ => panic!("the run did not end by {limit_ns} ns (now {now})"),
@@ -97,7 +100,11 @@ fn bytes_end_is_exact_and_the_link_never_idles() {
     c.limit = Some(Limit::Bytes(1_000_000));
     let run = run(c, link(), &a, &b, 0);
     assert_eq!(run.sender.bytes(), 1_000_000);
-    assert_eq!(run.sender.blocks(), 8, "7 whole blocks and one of 82 496 bytes");
+    assert_eq!(
+        run.sender.blocks(),
+        8,
+        "7 whole blocks and one of 82 496 bytes"
+    );
     assert_eq!(run.receiver.bytes(), 1_000_000);
     // The pipe was never idle: the last byte left at 1e6 × 100 ns and arrived 5 ms on.
     assert_eq!(run.last_read_ns, 105_000_000);
@@ -130,7 +137,11 @@ fn a_paced_timed_sender_sends_its_rate_for_its_time() {
     assert_eq!(run.sender.blocks(), 100);
     assert_eq!(run.receiver.bytes(), 1_000_000);
     // Never further behind than the one block the pacer grants ahead.
-    assert!(run.sender.max_lag_s() < 0.0101, "{}", run.sender.max_lag_s());
+    assert!(
+        run.sender.max_lag_s() < 0.0101,
+        "{}",
+        run.sender.max_lag_s()
+    );
     // The last block was written at 990 ms: 1 ms on the wire, 5 ms on the way.
     assert_eq!(run.last_read_ns, 996_000_000);
 }
@@ -147,7 +158,10 @@ fn trip_times_give_the_link_delay_plus_the_clock_offset() {
     assert_eq!(owd.clock_errors, 0);
     // With the offset removed, the corrected delays are the link's own.
     let st = owd.total.stats().expect("delays");
-    assert!((st.min_ms - 6.0).abs() < 0.01 && (st.max_ms - 6.0).abs() < 0.01, "{st:?}");
+    assert!(
+        (st.min_ms - 6.0).abs() < 0.01 && (st.max_ms - 6.0).abs() < 0.01,
+        "{st:?}"
+    );
 }
 
 #[test]

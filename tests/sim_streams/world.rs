@@ -26,7 +26,8 @@ impl Host {
 
     /// Move this host's clocks to `ns` after time zero; its monotonic time then.
     pub fn at(&self, ns: u64) -> Instant {
-        self.clock.advance_to(self.origin + Duration::from_nanos(ns));
+        self.clock
+            .advance_to(self.origin + Duration::from_nanos(ns));
         self.clock.now()
     }
 
