@@ -6,6 +6,7 @@
 //! the host's clocks.
 
 mod bounce;
+mod experiment;
 mod pipe;
 mod profile;
 mod tcp;

@@ -18,8 +18,9 @@ pub struct Pipe {
     busy_until: u64,
     /// Chunks on their way: (left the sender, arrives, bytes).
     chunks: VecDeque<(u64, u64, Vec<u8>)>,
-    /// Arrived and not yet read.
-    arrived: VecDeque<u8>,
+    /// Arrived and not yet read (chunks; the first read from `read_off` on).
+    arrived: VecDeque<Vec<u8>>,
+    read_off: usize,
     closed: bool,
 }
 
@@ -32,6 +33,7 @@ impl Pipe {
             busy_until: 0,
             chunks: VecDeque::new(),
             arrived: VecDeque::new(),
+            read_off: 0,
             closed: false,
         }
     }
@@ -68,7 +70,7 @@ impl Pipe {
     fn deliver(&mut self, now: u64) {
         while self.chunks.front().is_some_and(|c| c.1 <= now) {
             let (_, _, b) = self.chunks.pop_front().unwrap();
-            self.arrived.extend(b);
+            self.arrived.push_back(b);
         }
     }
 
@@ -79,8 +81,19 @@ impl Pipe {
         if self.arrived.is_empty() {
             return (self.closed && self.chunks.is_empty()).then(Vec::new);
         }
-        let n = max.min(self.arrived.len());
-        Some(self.arrived.drain(..n).collect())
+        let mut out = Vec::new();
+        while out.len() < max
+            && let Some(front) = self.arrived.front()
+        {
+            let take = (front.len() - self.read_off).min(max - out.len());
+            out.extend_from_slice(&front[self.read_off..self.read_off + take]);
+            self.read_off += take;
+            if self.read_off == front.len() {
+                self.arrived.pop_front();
+                self.read_off = 0;
+            }
+        }
+        Some(out)
     }
 
     /// The next time something changes: a chunk leaves (room) or arrives.
