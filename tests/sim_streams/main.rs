@@ -6,6 +6,7 @@
 //! the host's clocks.
 
 mod bounce;
+mod connect;
 mod experiment;
 mod pipe;
 mod profile;
