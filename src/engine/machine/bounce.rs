@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn tcp_replies_complete_requests_in_order() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut c = BounceClient::new(cfg());
         assert_eq!(c.poll(t0), BounceStep::Send { count: 2 });
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn udp_replies_by_sequence_and_lost_after_the_timeout() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut c = BounceClient::new(BounceConfig {
             reply_timeout: Some(UDP_REPLY_TIMEOUT),
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn probes_keep_their_period_and_know_the_idle_phase() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut c = BounceClient::new(BounceConfig {
             burst: 1,
@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn the_server_holds_each_request() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut s = BounceServer::new(Duration::from_micros(250));
         assert_eq!(s.on_request(100, t0), t0 + Duration::from_micros(250));
         assert_eq!(s.counts(), (100, 1));

@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_refusal_pauses_and_a_late_end_is_not_counted() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = ConnectLoop::new();
         assert_eq!(c.poll(t0, false), ConnStep::Connect);
         let r = c.on_outcome(Outcome::Refused("refused".into()), t0, false);

@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn bursts_on_the_grid_cut_into_blocks() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let p = Profile::Burst {
             bytes: 2500,
             period_s: 0.1,
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn frames_split_into_datagrams_no_shorter_than_the_headers() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let p = Profile::Isochronous {
             params: Isochronous {
                 fps: 10,

@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn bytes_limit_ends_exactly_with_a_short_last_block() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = cfg(1000);
         c.limit = Some(Limit::Bytes(2500));
         let mut s = TcpSender::new(c, t0);
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn blocks_limit_finishes_each_block_across_short_writes() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = cfg(1000);
         c.limit = Some(Limit::Blocks(2));
         let mut s = TcpSender::new(c, t0);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_time_end_stops_between_blocks() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = cfg(10);
         c.end = Some(Duration::from_secs(1));
         let mut s = TcpSender::new(c, t0);
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn trip_times_frame_only_new_blocks_long_enough() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = cfg(20);
         c.trip_times = true;
         c.limit = Some(Limit::Bytes(30));
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_paced_sender_waits_for_its_rate() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::mono_now();
         let mut c = cfg(1000);
         c.rate_bps = 80_000; // 10 000 bytes/s: a block every 100 ms
         let mut s = TcpSender::new(c, t0);
