@@ -7,9 +7,12 @@
 
 mod bounce;
 mod connect;
+mod dgram;
 mod experiment;
+mod frames;
 mod pipe;
 mod profile;
 mod tcp;
 mod txstart;
+mod udp_bounce;
 mod world;
