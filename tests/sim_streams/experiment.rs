@@ -70,6 +70,7 @@ fn the_same_seeds_give_the_same_repeat_table() {
     assert!(t.contains("5 runs (all runs)"), "{t}");
     assert!(t.contains("Receiver throughput"), "{t}");
     assert_ne!(t, table(6..11), "other seeds, other links");
+    crate::snapshot::check("repeat_seeds_1_5.txt", &t);
 }
 
 #[test]
@@ -113,6 +114,7 @@ fn compare_of_two_seeded_series_is_deterministic() {
     let first = text(&b, &n);
     assert_eq!(first, text(&run(1..6), &run(11..16)));
     assert!(first.contains("Receiver throughput"), "{first}");
+    crate::snapshot::check("compare_seeds_1_5_vs_11_15.txt", &first);
     // A series against itself: no change.
     let same = compare::compare(&b, &b).expect("same kind");
     assert!(same.worse_beyond(0.0).is_empty());

@@ -134,6 +134,7 @@ fn every_frame_arrives_whole_on_a_clean_link_and_its_latency_is_the_link_s() {
 
 #[test]
 fn frames_lost_are_the_frames_the_link_dropped_a_datagram_of() {
+    let mut table = String::from("seed dgrams dropped frames complete lost\n");
     for seed in 1..=4 {
         let (a, b) = (Host::new(0), Host::new(0));
         // 1 % loss: about one frame in seven loses a datagram.
@@ -158,7 +159,16 @@ fn frames_lost_are_the_frames_the_link_dropped_a_datagram_of() {
         );
         let delivered = r.link.record.iter().filter(|d| !**d).count() as u64;
         assert_eq!(r.rx_dgrams, delivered, "seed {seed}");
+        table += &format!(
+            "{seed} {} {} {} {} {}\n",
+            r.frame_of.len(),
+            r.frame_of.len() as u64 - delivered,
+            r.units,
+            c.complete,
+            c.lost
+        );
     }
+    crate::snapshot::check("isochronous_loss_seeds_1_4.txt", &table);
 }
 
 #[test]

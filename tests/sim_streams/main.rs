@@ -12,6 +12,7 @@ mod experiment;
 mod frames;
 mod pipe;
 mod profile;
+mod snapshot;
 mod tcp;
 mod txstart;
 mod udp_bounce;
