@@ -105,7 +105,7 @@ fn client_loop(w: &Worker, t: &Target) {
         match m.poll(now, w.stop.load(Ordering::Relaxed)) {
             ConnStep::Stop => break,
             ConnStep::Pause(until) => {
-                std::thread::sleep((until - now).min(STOP_POLL));
+                std::thread::sleep(until.saturating_duration_since(now).min(STOP_POLL));
                 continue;
             }
             ConnStep::Connect => {}

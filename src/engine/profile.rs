@@ -168,7 +168,9 @@ fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> O
         }
         let now = mono_now();
         match m.poll(now) {
-            ProfileStep::Wait(t) => std::thread::sleep((t - now).min(STOP_POLL)),
+            ProfileStep::Wait(t) => {
+                std::thread::sleep(t.saturating_duration_since(now).min(STOP_POLL))
+            }
             ProfileStep::Over => return None,
             ProfileStep::Send(u) => {
                 if u.skipped > 0 {
