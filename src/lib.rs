@@ -23,6 +23,7 @@ pub mod profile;
 pub mod report;
 pub mod search;
 pub mod session;
+pub mod sim;
 pub mod sock;
 pub mod spec;
 pub mod stats;
