@@ -7,9 +7,10 @@
 
 mod bounce;
 mod connect;
-mod dgram;
+
 mod experiment;
 mod frames;
+mod net;
 mod pipe;
 mod profile;
 mod snapshot;
