@@ -6,6 +6,7 @@ use crate::world::Host;
 use netmeter::engine::machine::Limit;
 use netmeter::engine::machine::tcp_recv::{TcpReceiver, TcpRecvStep};
 use netmeter::engine::machine::tcp_send::{TcpSendConfig, TcpSendStep, TcpSender};
+use netmeter::sim::{HostConfig, Sim};
 use netmeter::wire::write_tcp_frame_header;
 use std::time::Duration;
 
@@ -19,8 +20,31 @@ pub struct TcpRun {
 }
 
 /// Run a sender on host `a` to a receiver on host `b` over `pipe` until the receiver
-/// sees the end of the stream (or `limit_ns`, a bound that only stops a failure).
-pub fn run(cfg: TcpSendConfig, mut pipe: Pipe, a: &Host, b: &Host, correction_ns: i64) -> TcpRun {
+/// sees the end of the stream.
+pub fn run(cfg: TcpSendConfig, pipe: Pipe, a: &Host, b: &Host, correction_ns: i64) -> TcpRun {
+    let walls = Walls {
+        a: &|ns| a.wall_ns(ns),
+        b: &|ns| b.wall_ns(ns),
+    };
+    run_with(cfg, pipe, a, walls, correction_ns)
+}
+
+/// The sender's and the receiver's wall clocks at a virtual time (ns since the epoch).
+pub struct Walls<'a> {
+    pub a: &'a dyn Fn(u64) -> i64,
+    pub b: &'a dyn Fn(u64) -> i64,
+}
+
+/// As [`run`], the hosts' wall clocks given (the monotonic one is `a`'s), until the
+/// receiver sees the end of the stream (or `limit_ns`, a bound that only stops a
+/// failure).
+pub fn run_with(
+    cfg: TcpSendConfig,
+    mut pipe: Pipe,
+    a: &Host,
+    walls: Walls,
+    correction_ns: i64,
+) -> TcpRun {
     let limit_ns = 60_000_000_000;
     let trip_times = cfg.trip_times;
     let mut block = vec![0x5a; cfg.block_len.max(1)];
@@ -30,7 +54,7 @@ pub fn run(cfg: TcpSendConfig, mut pipe: Pipe, a: &Host, b: &Host, correction_ns
     let mut sending = true;
     loop {
         while sending && wake <= now {
-            match s.poll(a.at(now), a.wall_ns(now)) {
+            match s.poll(a.at(now), (walls.a)(now)) {
                 TcpSendStep::Write {
                     offset,
                     len,
@@ -54,7 +78,7 @@ pub fn run(cfg: TcpSendConfig, mut pipe: Pipe, a: &Host, b: &Host, correction_ns
             }
         }
         while let Some(data) = pipe.read(now, 128 * 1024) {
-            if r.on_read(&data, b.wall_ns(now), correction_ns) == TcpRecvStep::Stop {
+            if r.on_read(&data, (walls.b)(now), correction_ns) == TcpRecvStep::Stop {
                 return TcpRun {
                     sender: s,
                     receiver: r,
@@ -174,4 +198,27 @@ fn a_sender_clock_ahead_of_the_delay_shows_as_clock_errors() {
     assert_eq!(owd.raw_max_ns, -14_000_000);
     assert_eq!(owd.negative_corrected, 100);
     assert_eq!(owd.total.len(), 0);
+}
+
+#[test]
+fn trip_times_follow_a_drifting_receiver_clock() {
+    // The simulator's hosts: the receiver's clock runs 100 ppm fast, so the raw delay
+    // of the block sent at 10k ms (in 6 ms later) reads 6 ms + (10k + 6) ms × 1e-4.
+    let mut sim = Sim::new(1);
+    let ha = sim.add_host(HostConfig::default());
+    let hb = sim.add_host(HostConfig {
+        offset_ns: 0,
+        drift_ppb: 100_000,
+    });
+    let wall = |h, ns| sim.wall_ns(h, Duration::from_nanos(ns));
+    let walls = Walls {
+        a: &|ns| wall(ha, ns),
+        b: &|ns| wall(hb, ns),
+    };
+    let run = run_with(paced(true), link(), &Host::new(0), walls, 0);
+    let owd = run.receiver.owd().expect("trip times recorded");
+    assert_eq!(owd.samples, 100);
+    assert_eq!((owd.raw_min_ns, owd.raw_max_ns), (6_000_600, 6_099_600));
+    // The mean of 6 000 600 + 1 000 k over k = 0..99.
+    assert_eq!(owd.raw_sum_ns, 100 * 6_000_600 + 1000 * 4950);
 }
