@@ -23,7 +23,6 @@ pub fn seeded_run(seed: u64) -> Report {
         rate_bps: 0,
         burst: None,
         end: Some(Duration::from_secs(1)),
-        limit: None,
         trip_times: false,
     };
     let (a, b) = (Host::new(0), Host::new(0));

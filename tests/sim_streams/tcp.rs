@@ -22,11 +22,23 @@ pub struct TcpRun {
 /// Run a sender on host `a` to a receiver on host `b` over `pipe` until the receiver
 /// sees the end of the stream.
 pub fn run(cfg: TcpSendConfig, pipe: Pipe, a: &Host, b: &Host, correction_ns: i64) -> TcpRun {
+    run_limited(cfg, None, pipe, a, b, correction_ns)
+}
+
+/// As [`run`], with a `-n`/`-k` budget.
+pub fn run_limited(
+    cfg: TcpSendConfig,
+    limit: Option<Limit>,
+    pipe: Pipe,
+    a: &Host,
+    b: &Host,
+    correction_ns: i64,
+) -> TcpRun {
     let walls = Walls {
         a: &|ns| a.wall_ns(ns),
         b: &|ns| b.wall_ns(ns),
     };
-    run_with(cfg, pipe, a, walls, correction_ns)
+    run_with(cfg, limit, pipe, a, walls, correction_ns)
 }
 
 /// The sender's and the receiver's wall clocks at a virtual time (ns since the epoch).
@@ -40,6 +52,7 @@ pub struct Walls<'a> {
 /// failure).
 pub fn run_with(
     cfg: TcpSendConfig,
+    mut limit: Option<Limit>,
     mut pipe: Pipe,
     a: &Host,
     walls: Walls,
@@ -54,7 +67,8 @@ pub fn run_with(
     let mut sending = true;
     loop {
         while sending && wake <= now {
-            match s.poll(a.at(now), (walls.a)(now)) {
+            let mut take = |n| limit.as_mut().map_or(n, |l| l.take(n));
+            match s.poll(a.at(now), (walls.a)(now), &mut take) {
                 TcpSendStep::Write {
                     offset,
                     len,
@@ -107,7 +121,6 @@ fn cfg(block_len: usize) -> TcpSendConfig {
         rate_bps: 0,
         burst: None,
         end: None,
-        limit: None,
         trip_times: false,
     }
 }
@@ -120,9 +133,8 @@ fn link() -> Pipe {
 #[test]
 fn bytes_end_is_exact_and_the_link_never_idles() {
     let (a, b) = (Host::new(0), Host::new(0));
-    let mut c = cfg(128 * 1024);
-    c.limit = Some(Limit::Bytes(1_000_000));
-    let run = run(c, link(), &a, &b, 0);
+    let limit = Some(Limit::Bytes(1_000_000));
+    let run = run_limited(cfg(128 * 1024), limit, link(), &a, &b, 0);
     assert_eq!(run.sender.bytes(), 1_000_000);
     assert_eq!(
         run.sender.blocks(),
@@ -137,9 +149,8 @@ fn bytes_end_is_exact_and_the_link_never_idles() {
 #[test]
 fn blocks_end_is_exact() {
     let (a, b) = (Host::new(0), Host::new(0));
-    let mut c = cfg(1000);
-    c.limit = Some(Limit::Blocks(7));
-    let run = run(c, link(), &a, &b, 0);
+    let limit = Some(Limit::Blocks(7));
+    let run = run_limited(cfg(1000), limit, link(), &a, &b, 0);
     assert_eq!((run.sender.blocks(), run.sender.bytes()), (7, 7000));
     assert_eq!(run.receiver.bytes(), 7000);
     assert_eq!(run.last_read_ns, 7000 * 100 + 5_000_000);
@@ -215,7 +226,7 @@ fn trip_times_follow_a_drifting_receiver_clock() {
         a: &|ns| wall(ha, ns),
         b: &|ns| wall(hb, ns),
     };
-    let run = run_with(paced(true), link(), &Host::new(0), walls, 0);
+    let run = run_with(paced(true), None, link(), &Host::new(0), walls, 0);
     let owd = run.receiver.owd().expect("trip times recorded");
     assert_eq!(owd.samples, 100);
     assert_eq!((owd.raw_min_ns, owd.raw_max_ns), (6_000_600, 6_099_600));

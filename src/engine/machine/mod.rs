@@ -25,11 +25,51 @@ pub mod tcp_recv;
 pub mod tcp_send;
 pub mod txstart;
 
-/// A sender's `-n` / `-k` budget.
+/// A sender's `-n` / `-k` budget, as what is left of it.
+///
+/// A sender asks its budget before each block through a `take` callback, so one stream
+/// can keep its own (a `Limit`) and the engine's parallel streams can share one
+/// (`stream::Budget`, the same rule on an atomic counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// `-n`: this many bytes in all.
+    /// `-n`: this many bytes left.
     Bytes(u64),
-    /// `-k`: this many blocks (writes) in all.
+    /// `-k`: this many blocks (writes) left.
     Blocks(u64),
+}
+
+impl Limit {
+    /// Take a block of up to `want` bytes: how many may be sent (0: the budget is
+    /// spent). A byte budget's last block is what is left; a block budget gives whole
+    /// blocks.
+    pub fn take(&mut self, want: usize) -> usize {
+        match self {
+            Limit::Bytes(left) => {
+                let n = (*left).min(want as u64);
+                *left -= n;
+                n as usize
+            }
+            Limit::Blocks(0) => 0,
+            Limit::Blocks(left) => {
+                *left -= 1;
+                want
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_is_taken_as_the_engine_takes_its_budget() {
+        let mut b = Limit::Bytes(2500);
+        assert_eq!(
+            [b.take(1000), b.take(1000), b.take(1000), b.take(1000)],
+            [1000, 1000, 500, 0]
+        );
+        let mut k = Limit::Blocks(2);
+        assert_eq!([k.take(10), k.take(10), k.take(10)], [10, 10, 0]);
+    }
 }

@@ -7,7 +7,6 @@
 //! always finished before the next decision, as the engine's loop does: the stream's
 //! bytes stay whole frames for the receiver's parser.
 
-use super::Limit;
 use crate::pacing::Pacer;
 use crate::wire::TCP_FRAME_HDR;
 use std::time::{Duration, Instant};
@@ -23,8 +22,6 @@ pub struct TcpSendConfig {
     pub burst: Option<u32>,
     /// `-t`: no block starts at or after this long after the origin.
     pub end: Option<Duration>,
-    /// `-n` / `-k`.
-    pub limit: Option<Limit>,
     /// `--trip-times`: each block of at least a header's length starts with one.
     pub trip_times: bool,
 }
@@ -55,8 +52,8 @@ pub struct TcpSender {
     pacer: Option<Pacer>,
     /// The block being written: its length and how much of it is out.
     block: Option<(usize, usize)>,
-    /// Budget left: bytes or blocks.
-    left: Option<u64>,
+    /// The budget is spent.
+    done: bool,
     bytes: u64,
     blocks: u64,
 }
@@ -72,22 +69,27 @@ impl TcpSender {
                 None => p,
             }
         });
-        let left = cfg.limit.map(|l| match l {
-            Limit::Bytes(n) | Limit::Blocks(n) => n,
-        });
         TcpSender {
             cfg: TcpSendConfig { block_len, ..cfg },
             origin,
             pacer,
             block: None,
-            left,
+            done: false,
             bytes: 0,
             blocks: 0,
         }
     }
 
     /// The next step at `now` (`wall_ns`: the wall clock, for a frame header).
-    pub fn poll(&mut self, now: Instant, wall_ns: i64) -> TcpSendStep {
+    /// `take(want)` asks the `-n`/`-k` budget for a block of `want` bytes and returns
+    /// how many may go, 0 when it is spent ([`super::Limit::take`]; without a budget,
+    /// `|n| n`).
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        wall_ns: i64,
+        take: &mut dyn FnMut(usize) -> usize,
+    ) -> TcpSendStep {
         if let Some((len, done)) = self.block {
             return TcpSendStep::Write {
                 offset: done,
@@ -97,7 +99,7 @@ impl TcpSender {
             };
         }
         let since = now.saturating_duration_since(self.origin);
-        if self.cfg.end.is_some_and(|end| since >= end) || self.left == Some(0) {
+        if self.done || self.cfg.end.is_some_and(|end| since >= end) {
             return TcpSendStep::Stop;
         }
         if let Some(p) = self.pacer.as_mut() {
@@ -106,18 +108,11 @@ impl TcpSender {
                 return TcpSendStep::Wait(now + wait);
             }
         }
-        let len = match (self.cfg.limit, self.left.as_mut()) {
-            (Some(Limit::Bytes(_)), Some(left)) => {
-                let len = (*left).min(self.cfg.block_len as u64) as usize;
-                *left -= len as u64;
-                len
-            }
-            (Some(Limit::Blocks(_)), Some(left)) => {
-                *left -= 1;
-                self.cfg.block_len
-            }
-            _ => self.cfg.block_len,
-        };
+        let len = take(self.cfg.block_len);
+        if len == 0 {
+            self.done = true;
+            return TcpSendStep::Stop;
+        }
         self.block = Some((len, 0));
         let framed = self.cfg.trip_times && len >= TCP_FRAME_HDR;
         TcpSendStep::Write {
@@ -161,6 +156,12 @@ impl TcpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::machine::Limit;
+
+    /// No budget.
+    fn all(n: usize) -> usize {
+        n
+    }
 
     fn cfg(block_len: usize) -> TcpSendConfig {
         TcpSendConfig {
@@ -168,15 +169,14 @@ mod tests {
             rate_bps: 0,
             burst: None,
             end: None,
-            limit: None,
             trip_times: false,
         }
     }
 
     /// Write everything asked for, `chunk` bytes a write at most; the writes' lengths.
-    fn drain(s: &mut TcpSender, now: Instant, chunk: usize) -> Vec<usize> {
+    fn drain(s: &mut TcpSender, l: &mut Limit, now: Instant, chunk: usize) -> Vec<usize> {
         let mut out = Vec::new();
-        while let TcpSendStep::Write { len, .. } = s.poll(now, 0) {
+        while let TcpSendStep::Write { len, .. } = s.poll(now, 0, &mut |n| l.take(n)) {
             let n = len.min(chunk);
             s.on_written(n);
             out.push(n);
@@ -188,22 +188,23 @@ mod tests {
     #[test]
     fn bytes_limit_ends_exactly_with_a_short_last_block() {
         let t0 = crate::clock::mono_now();
-        let mut c = cfg(1000);
-        c.limit = Some(Limit::Bytes(2500));
-        let mut s = TcpSender::new(c, t0);
-        assert_eq!(drain(&mut s, t0, usize::MAX), vec![1000, 1000, 500]);
+        let mut s = TcpSender::new(cfg(1000), t0);
+        let mut l = Limit::Bytes(2500);
+        assert_eq!(drain(&mut s, &mut l, t0, usize::MAX), vec![1000, 1000, 500]);
         assert_eq!((s.bytes(), s.blocks()), (2500, 3));
-        assert_eq!(s.poll(t0, 0), TcpSendStep::Stop);
+        assert_eq!(
+            s.poll(t0, 0, &mut all),
+            TcpSendStep::Stop,
+            "spent stays spent"
+        );
     }
 
     #[test]
     fn blocks_limit_finishes_each_block_across_short_writes() {
         let t0 = crate::clock::mono_now();
-        let mut c = cfg(1000);
-        c.limit = Some(Limit::Blocks(2));
-        let mut s = TcpSender::new(c, t0);
+        let mut s = TcpSender::new(cfg(1000), t0);
         assert_eq!(
-            drain(&mut s, t0, 300),
+            drain(&mut s, &mut Limit::Blocks(2), t0, 300),
             vec![300, 300, 300, 100, 300, 300, 300, 100]
         );
         assert_eq!((s.bytes(), s.blocks()), (2000, 2));
@@ -215,15 +216,15 @@ mod tests {
         let mut c = cfg(10);
         c.end = Some(Duration::from_secs(1));
         let mut s = TcpSender::new(c, t0);
-        assert!(matches!(s.poll(t0, 0), TcpSendStep::Write { .. }));
+        assert!(matches!(s.poll(t0, 0, &mut all), TcpSendStep::Write { .. }));
         let late = t0 + Duration::from_secs(2);
         // The block under way is finished first.
         assert!(matches!(
-            s.poll(late, 0),
+            s.poll(late, 0, &mut all),
             TcpSendStep::Write { offset: 0, .. }
         ));
         s.on_written(10);
-        assert_eq!(s.poll(late, 0), TcpSendStep::Stop);
+        assert_eq!(s.poll(late, 0, &mut all), TcpSendStep::Stop);
     }
 
     #[test]
@@ -231,10 +232,11 @@ mod tests {
         let t0 = crate::clock::mono_now();
         let mut c = cfg(20);
         c.trip_times = true;
-        c.limit = Some(Limit::Bytes(30));
         let mut s = TcpSender::new(c, t0);
+        let mut l = Limit::Bytes(30);
+        let mut take = |n| l.take(n);
         assert!(matches!(
-            s.poll(t0, 7),
+            s.poll(t0, 7, &mut take),
             TcpSendStep::Write {
                 frame_ns: Some(7),
                 len: 20,
@@ -243,7 +245,7 @@ mod tests {
         ));
         s.on_written(5);
         assert!(matches!(
-            s.poll(t0, 8),
+            s.poll(t0, 8, &mut take),
             TcpSendStep::Write {
                 frame_ns: None,
                 offset: 5,
@@ -253,7 +255,7 @@ mod tests {
         s.on_written(15);
         // 10 bytes left: shorter than a header, sent unframed.
         assert!(matches!(
-            s.poll(t0, 9),
+            s.poll(t0, 9, &mut take),
             TcpSendStep::Write {
                 frame_ns: None,
                 len: 10,
@@ -271,7 +273,7 @@ mod tests {
         let mut now = t0;
         let mut sent = 0;
         while now < t0 + Duration::from_secs(1) {
-            match s.poll(now, 0) {
+            match s.poll(now, 0, &mut all) {
                 TcpSendStep::Write { len, .. } => {
                     s.on_written(len);
                     sent += 1;
