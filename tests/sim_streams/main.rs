@@ -17,4 +17,5 @@ mod snapshot;
 mod tcp;
 mod txstart;
 mod udp_bounce;
+mod working_load;
 mod world;

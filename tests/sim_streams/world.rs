@@ -31,6 +31,11 @@ impl Host {
         self.clock.now()
     }
 
+    /// The monotonic instant `ns` after time zero, without moving the clock.
+    pub fn instant(&self, ns: u64) -> Instant {
+        self.origin + Duration::from_nanos(ns)
+    }
+
     /// Its wall clock at `ns`, ns since the epoch.
     pub fn wall_ns(&self, ns: u64) -> i64 {
         self.at(ns);
