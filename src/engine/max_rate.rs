@@ -66,7 +66,7 @@ fn step_json(t: &Trial) -> StepJson {
 }
 
 /// The judge's figures from one trial's report.
-fn figures(report: &Report, rate: u64, streams: u32, seconds: f64) -> Figures {
+pub fn figures(report: &Report, rate: u64, streams: u32, seconds: f64) -> Figures {
     let e = &report.end;
     let tt = e.netmeter.trip_times.as_ref();
     let growth = tt

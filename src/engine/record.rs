@@ -17,7 +17,9 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, Weak};
 
-/// Per-stream state shared between the data thread and the control thread.
+/// Per-stream state shared between the data thread and the control thread. (`Default`:
+/// for drivers other than `live`, such as the simulator tests.)
+#[derive(Default)]
 pub struct StreamShared {
     /// iperf3 stream id (1, 3, 4, ...).
     pub id: i64,

@@ -8,6 +8,9 @@
 
 use super::clock;
 use super::disk_file::DiskFile;
+use super::machine::udp::{
+    RecvSinks, SendAction, UdpReceiver, UdpSender, UdpSenderConfig, header_time,
+};
 use super::record::StreamShared;
 use crate::pacing::Pacer;
 use crate::sock::{self, Batch};
@@ -17,7 +20,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,27 +35,7 @@ pub const TCP_READ_LEN: usize = 128 * 1024;
 /// Messages per `sendmmsg` / `recvmmsg` call (each up to 128 datagrams with GSO/GRO).
 pub(super) const UDP_BATCH: usize = 32;
 
-/// A shared byte or block budget for `-n` / `-k` tests, per direction.
-#[derive(Debug)]
-pub struct Budget {
-    pub remaining: AtomicI64,
-    pub blocks: bool,
-}
-
-impl Budget {
-    /// Take up to `want` units; returns how many may be sent (0 = budget exhausted).
-    pub(super) fn take(&self, want: usize) -> usize {
-        let want_units = if self.blocks { 1 } else { want as i64 };
-        let before = self.remaining.fetch_sub(want_units, Ordering::Relaxed);
-        if before <= 0 {
-            0
-        } else if self.blocks || before >= want_units {
-            want
-        } else {
-            before as usize
-        }
-    }
-}
+pub use super::machine::Budget;
 
 /// What a data thread needs besides its socket.
 pub struct Worker {
@@ -122,12 +105,7 @@ pub fn make_payload(len: usize, repeating: bool) -> Vec<u8> {
 /// Wall-clock timestamp for the UDP header: seconds and microseconds (iperf3's format),
 /// or seconds and nanoseconds when both ends are netmeter with `--trip-times`.
 pub(super) fn wall_now(ns: bool) -> (u32, u32) {
-    let t = clock::wall_ns();
-    let (sec, sub) = (t.div_euclid(1_000_000_000), t.rem_euclid(1_000_000_000));
-    (
-        sec as u32,
-        if ns { sub as u32 } else { (sub / 1000) as u32 },
-    )
+    header_time(clock::wall_ns(), ns)
 }
 
 pub(super) fn is_transient(e: &io::Error) -> bool {
@@ -438,140 +416,158 @@ pub fn gso_segments(len: usize) -> usize {
 /// `UDP_MAX_SEGMENTS` before Linux 6.13.
 pub const GSO_SEGMENTS_OLD_KERNEL: usize = 64;
 
-fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
-    sock.set_write_timeout(Some(STOP_POLL))?;
-    let fd = sock.as_fd();
-    let hdr_len = UdpHeader::len(w.udp_seq64);
-    let len = w.block_len.max(hdr_len);
-    // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
-    // stream was set up; dropped here if the first send says the path cannot do it.
-    let mut segs = if w.caps.gso { gso_segments(len) } else { 1 };
-    let burst = w.burst.map(|b| b as usize).unwrap_or(1).max(1);
-    let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH)
+/// The sender machine of a UDP stream whose `-b` schedule starts at `origin`.
+fn udp_sender(w: &Worker, origin: Instant) -> UdpSender {
+    let pace_end = match (w.schedule_origin, w.schedule_end) {
+        (Some(o), Some(e)) => Some((o + e).saturating_duration_since(origin)),
+        _ => None,
+    };
+    let cfg = UdpSenderConfig {
+        len: w.block_len,
+        seq64: w.udp_seq64,
+        ts_ns: w.ts_ns,
+        rate_bps: w.rate_bps,
+        burst: w.burst,
+        pace_end,
+        // The control thread ends the test (`w.stop`).
+        stop_at: None,
+    };
+    UdpSender::new(cfg, w.budget.clone())
+}
+
+/// Send buffers for `segs` datagrams of `len` bytes each, filled with the payload.
+fn udp_send_bufs(payload: &[u8], len: usize, segs: usize) -> Vec<Vec<u8>> {
+    (0..UDP_BATCH)
         .map(|_| {
             let mut b = Vec::with_capacity(len * segs);
             while b.len() < len * segs {
-                let take = (len * segs - b.len()).min(w.payload.len().max(1));
-                b.extend_from_slice(&w.payload[..take.min(w.payload.len())]);
-                if w.payload.is_empty() {
+                let take = (len * segs - b.len()).min(payload.len().max(1));
+                b.extend_from_slice(&payload[..take.min(payload.len())]);
+                if payload.is_empty() {
                     b.resize(len * segs, 0);
                 }
             }
             b
         })
-        .collect();
-    let mut batch = Batch::new(UDP_BATCH);
+        .collect()
+}
+
+/// What one round of `sendmmsg` calls came to.
+enum Sent {
+    /// This many messages went (all, or fewer when stopped).
+    Messages(usize),
+    /// The kernel refused this segmentation before anything went: send again with
+    /// `segs` datagrams per message.
+    Retry { segs: usize },
+}
+
+/// Send `refs` (messages of `segs` datagrams each) until all went or the stream stops.
+/// `first`: nothing has been sent on this socket yet (a refused segmentation can still
+/// be changed).
+fn udp_send_round(
+    w: &Worker,
+    fd: std::os::fd::BorrowedFd<'_>,
+    batch: &mut Batch,
+    refs: &[&[u8]],
+    segs: usize,
+    first: bool,
+) -> io::Result<Sent> {
+    let msgs = refs.len();
+    let mut sent_msgs = 0;
+    while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
+        match batch.send(fd, &refs[sent_msgs..]) {
+            Ok(k) => sent_msgs += k,
+            Err(e) if is_transient(&e) => {
+                // The send timeout passed with the buffer still full: the socket,
+                // not the pacer, held the sender back (the shortfall rule's cause).
+                if e.kind() != io::ErrorKind::Interrupted {
+                    w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // A receiver that has not started yet or an ICMP error bounced back:
+            // the datagram is gone, like any other loss; keep going.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,
+            Err(e)
+                if segs > GSO_SEGMENTS_OLD_KERNEL
+                    && first
+                    && e.raw_os_error() == Some(libc::EINVAL) =>
+            {
+                // A kernel older than 6.13 takes at most 64 segments per send.
+                return Ok(Sent::Retry {
+                    segs: GSO_SEGMENTS_OLD_KERNEL,
+                });
+            }
+            Err(_) if segs > 1 && first => {
+                // The path refused segmentation offload (EIO/EINVAL): plain sends.
+                sock::set_udp_gso(fd, 0);
+                return Ok(Sent::Retry { segs: 1 });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Sent::Messages(sent_msgs))
+}
+
+/// A UDP sender's thread: the machine ([`UdpSender`]) decides how many datagrams go
+/// and numbers them; this loop sleeps, stamps and makes the system calls.
+fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let fd = sock.as_fd();
     // The schedule starts with the side's launch: what a late thread start missed is
     // made up, paced (`pacing`), like any stall.
-    let origin = w.pace_origin.unwrap_or_else(Instant::now);
-    let mut pacer = pacer(w, len, origin);
-    let mut seq: u64 = 0;
-    let mut bytes = 0u64;
-    let mut messages = 0u64;
+    let origin = w.pace_origin.unwrap_or_else(crate::clock::mono_now);
+    let mut m = udp_sender(w, origin);
+    let len = m.datagram_len();
+    // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
+    // stream was set up; dropped here if the first send says the path cannot do it.
+    let mut segs = if w.caps.gso { gso_segments(len) } else { 1 };
+    let mut bufs = udp_send_bufs(&w.payload, len, segs);
+    let mut batch = Batch::new(UDP_BATCH);
     let mut fell_back = false;
     while !w.stop.load(Ordering::Relaxed) {
-        let max_now = UDP_BATCH * segs;
-        // How many datagrams may go now: what the pacer grants, or a full batch.
-        let mut n = match pacer.as_mut() {
-            Some(p) => match p.grant(origin.elapsed().as_secs_f64(), len, burst, max_now) {
-                Ok(k) => k,
-                Err(wait) => {
-                    std::thread::sleep(wait.min(STOP_POLL));
-                    continue;
-                }
-            },
-            None => max_now,
+        let now = crate::clock::mono_now().saturating_duration_since(origin);
+        let n = match m.poll(now, UDP_BATCH * segs) {
+            SendAction::Send(n) => n,
+            SendAction::Wait(wait) => {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+            SendAction::Stop => break,
         };
-        if let Some(b) = &w.budget {
-            let mut allowed = 0;
-            while allowed < n && b.take(len) == len {
-                allowed += 1;
-            }
-            if allowed == 0 {
-                break;
-            }
-            n = allowed;
-        }
         // Pack n datagrams into messages of up to `segs` datagrams each.
-        let (sec, usec) = wall_now(w.ts_ns);
+        let wall = clock::wall_ns();
         let msgs = n.div_ceil(segs);
         let mut counts = [0usize; UDP_BATCH];
-        for (m, buf) in bufs.iter_mut().take(msgs).enumerate() {
-            let k = segs.min(n - m * segs);
-            counts[m] = k;
-            for j in 0..k {
-                UdpHeader {
-                    sec,
-                    usec,
-                    seq: seq + 1 + (m * segs + j) as u64,
-                }
-                .write(&mut buf[j * len..], w.udp_seq64);
-            }
+        for (i, buf) in bufs.iter_mut().take(msgs).enumerate() {
+            counts[i] = segs.min(n - i * segs);
+            m.write_headers(buf, i * segs, counts[i], wall);
         }
-        let refs: Vec<&[u8]> = (0..msgs).map(|m| &bufs[m][..counts[m] * len]).collect();
-        let mut sent_msgs = 0;
-        // Set when the kernel refused this round's segmentation before anything went.
-        let mut resend = false;
-        while sent_msgs < msgs && !w.stop.load(Ordering::Relaxed) {
-            match batch.send(fd, &refs[sent_msgs..]) {
-                Ok(k) => sent_msgs += k,
-                Err(e) if is_transient(&e) => {
-                    // The send timeout passed with the buffer still full: the socket,
-                    // not the pacer, held the sender back (the shortfall rule's cause).
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                // A receiver that has not started yet or an ICMP error bounced back:
-                // the datagram is gone, like any other loss; keep going.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => sent_msgs = msgs,
-                Err(e)
-                    if segs > GSO_SEGMENTS_OLD_KERNEL
-                        && bytes == 0
-                        && e.raw_os_error() == Some(libc::EINVAL) =>
-                {
-                    // A kernel older than 6.13 takes at most 64 segments per send.
-                    segs = GSO_SEGMENTS_OLD_KERNEL;
-                    resend = true;
-                    break;
-                }
-                Err(e) if segs > 1 && !fell_back && bytes == 0 => {
-                    // The path refused segmentation offload (EIO/EINVAL): plain sends.
-                    let _ = e;
-                    sock::set_udp_gso(fd, 0);
-                    segs = 1;
-                    fell_back = true;
-                    resend = true;
-                    break;
-                }
-                Err(e) => return Err(e),
+        let refs: Vec<&[u8]> = (0..msgs).map(|i| &bufs[i][..counts[i] * len]).collect();
+        let first = m.bytes() == 0 && !fell_back;
+        let sent_msgs = match udp_send_round(w, fd, &mut batch, &refs, segs, first)? {
+            Sent::Messages(k) => k,
+            Sent::Retry { segs: fewer } => {
+                // Send this round again with fewer segments per send or without GSO;
+                // its sequence numbers were not used.
+                fell_back = fewer == 1;
+                segs = fewer;
+                m.unsend(n);
+                continue;
             }
-        }
-        if resend {
-            // Re-send this round with fewer segments per send or without GSO; the
-            // sequence numbers were not used.
-            if let Some(b) = &w.budget {
-                b.remaining.fetch_add(n as i64, Ordering::Relaxed);
-            }
-            continue;
-        }
-        let sent: usize = counts[..sent_msgs].iter().sum();
-        seq += sent as u64;
-        bytes += (sent * len) as u64;
-        messages += sent_msgs as u64;
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(seq, Ordering::Relaxed);
-        w.shared.messages.store(messages, Ordering::Relaxed);
-        if let Some(p) = &pacer {
-            let lag_us = (p.max_lag_s() * 1e6) as u64;
-            w.shared
-                .pacing_lag_us
-                .store(lag_us.max(1), Ordering::Relaxed);
+        };
+        m.on_sent(counts[..sent_msgs].iter().sum(), sent_msgs);
+        w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
+        w.shared.packets.store(m.datagrams(), Ordering::Relaxed);
+        w.shared.messages.store(m.messages(), Ordering::Relaxed);
+        if let Some(lag_us) = m.pacing_lag_us() {
+            w.shared.pacing_lag_us.store(lag_us, Ordering::Relaxed);
         }
     }
     Ok(())
 }
 
+/// A UDP receiver's thread: `recvmmsg` batches handed to the machine
+/// ([`UdpReceiver`]) with their arrival times.
 fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     let hdr_len = UdpHeader::len(w.udp_seq64);
@@ -585,68 +581,41 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut got = Vec::with_capacity(UDP_BATCH);
     let mut batch = Batch::new(UDP_BATCH);
     let fd = sock.as_fd();
-    let mut bytes = 0u64;
-    let mut datagrams = 0u64;
-    let mut messages = 0u64;
     let Some(udp) = w.shared.udp.as_ref() else {
         return Ok(());
     };
+    let mut m = UdpReceiver::new(w.udp_seq64, w.ts_ns, w.owd_correction_ns);
     // Per-datagram kernel arrival times for jitter (`caps.rx_timestamps`, switched on
     // when the stream was set up): one clock read after `recvmmsg` returns would give
     // every datagram of a batch the same time and add this thread's wake-up latency to
     // its transit. That read remains the fallback.
     let owd = w.shared.owd.as_ref();
+    let frames = w.shared.frames.as_ref();
     let skew = clock::test_offset_ns();
     while !w.stop.load(Ordering::Relaxed) {
         match batch.recv_segments(fd, &mut bufs, &mut got) {
             Ok(()) => {
                 let now_ns = clock::wall_ns();
-                let mut acc = match udp.lock() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                let mut acc = udp.lock().unwrap_or_else(|p| p.into_inner());
                 let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-                let frames = w.shared.frames.as_ref();
                 let mut frame_rec = frames.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+                let mut sinks = RecvSinks {
+                    acc: &mut acc,
+                    owd: owd_rec.as_deref_mut(),
+                    frames: frame_rec.as_deref_mut(),
+                };
                 for (buf, r) in bufs.iter().zip(got.iter()) {
                     // The kernel's arrival stamp (on the same, possibly test-skewed,
                     // clock as our own readings), else the time recvmmsg returned.
                     let rx_ns = r.stamp.map_or(now_ns, |t| t.as_nanos() as i64 + skew);
-                    let stride = if r.segment > 0 {
-                        r.segment
-                    } else {
-                        r.len.max(1)
-                    };
-                    let before = datagrams;
-                    let mut off = 0;
-                    while off < r.len {
-                        let end = (off + stride).min(r.len);
-                        // Short datagrams are repeated connect messages, not data.
-                        if let Ok(h) = UdpHeader::read(&buf[off..end], w.udp_seq64) {
-                            bytes += (end - off) as u64;
-                            datagrams += 1;
-                            let raw_ns = rx_ns.saturating_sub(h.send_ns(w.ts_ns, rx_ns));
-                            acc.on_datagram(h.seq, raw_ns as f64 / 1e9);
-                            if let Some(o) = owd_rec.as_mut() {
-                                o.record_at(rx_ns, raw_ns, w.owd_correction_ns);
-                            }
-                            if let Some(f) = frame_rec.as_mut() {
-                                f.on_datagram(&buf[off + hdr_len..end], rx_ns, w.owd_correction_ns);
-                            }
-                        }
-                        off = end;
-                    }
-                    // A message that held only repeated connect datagrams carried no data.
-                    if datagrams > before {
-                        messages += 1;
-                    }
+                    m.on_message(&buf[..r.len.min(buf.len())], r.segment, rx_ns, &mut sinks);
                 }
                 drop(frame_rec);
                 drop(owd_rec);
                 drop(acc);
-                w.shared.bytes.store(bytes, Ordering::Relaxed);
-                w.shared.packets.store(datagrams, Ordering::Relaxed);
-                w.shared.messages.store(messages, Ordering::Relaxed);
+                w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
+                w.shared.packets.store(m.datagrams(), Ordering::Relaxed);
+                w.shared.messages.store(m.messages(), Ordering::Relaxed);
             }
             Err(e) if is_transient(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
@@ -693,23 +662,6 @@ mod tests {
         assert_eq!(gso_segments(1448), 44);
         assert_eq!(gso_segments(65_000), 1);
         assert_eq!(gso_segments(0), 128);
-    }
-
-    #[test]
-    fn budget_splits_bytes_exactly() {
-        let b = Budget {
-            remaining: AtomicI64::new(250),
-            blocks: false,
-        };
-        assert_eq!(b.take(100), 100);
-        assert_eq!(b.take(100), 100);
-        assert_eq!(b.take(100), 50);
-        assert_eq!(b.take(100), 0);
-        let k = Budget {
-            remaining: AtomicI64::new(2),
-            blocks: true,
-        };
-        assert_eq!((k.take(10), k.take(10), k.take(10)), (10, 10, 0));
     }
 
     #[test]

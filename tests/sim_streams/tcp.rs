@@ -3,7 +3,7 @@
 
 use crate::pipe::Pipe;
 use crate::world::Host;
-use netmeter::engine::machine::Limit;
+use netmeter::engine::machine::Budget;
 use netmeter::engine::machine::tcp_recv::{TcpReceiver, TcpRecvStep};
 use netmeter::engine::machine::tcp_send::{TcpSendConfig, TcpSendStep, TcpSender};
 use netmeter::sim::{HostConfig, Sim};
@@ -25,10 +25,10 @@ pub fn run(cfg: TcpSendConfig, pipe: Pipe, a: &Host, b: &Host, correction_ns: i6
     run_limited(cfg, None, pipe, a, b, correction_ns)
 }
 
-/// As [`run`], with a `-n`/`-k` budget.
+/// As [`run`], with a `-n`/`-k` budget (the engine's, as its streams share it).
 pub fn run_limited(
     cfg: TcpSendConfig,
-    limit: Option<Limit>,
+    limit: Option<Budget>,
     pipe: Pipe,
     a: &Host,
     b: &Host,
@@ -52,7 +52,7 @@ pub struct Walls<'a> {
 /// failure).
 pub fn run_with(
     cfg: TcpSendConfig,
-    mut limit: Option<Limit>,
+    limit: Option<Budget>,
     mut pipe: Pipe,
     a: &Host,
     walls: Walls,
@@ -67,7 +67,7 @@ pub fn run_with(
     let mut sending = true;
     loop {
         while sending && wake <= now {
-            let mut take = |n| limit.as_mut().map_or(n, |l| l.take(n));
+            let mut take = |n| limit.as_ref().map_or(n, |b| b.take(n));
             match s.poll(a.at(now), (walls.a)(now), &mut take) {
                 TcpSendStep::Write {
                     offset,
@@ -133,7 +133,7 @@ fn link() -> Pipe {
 #[test]
 fn bytes_end_is_exact_and_the_link_never_idles() {
     let (a, b) = (Host::new(0), Host::new(0));
-    let limit = Some(Limit::Bytes(1_000_000));
+    let limit = Some(Budget::new(1_000_000, false));
     let run = run_limited(cfg(128 * 1024), limit, link(), &a, &b, 0);
     assert_eq!(run.sender.bytes(), 1_000_000);
     assert_eq!(
@@ -149,7 +149,7 @@ fn bytes_end_is_exact_and_the_link_never_idles() {
 #[test]
 fn blocks_end_is_exact() {
     let (a, b) = (Host::new(0), Host::new(0));
-    let limit = Some(Limit::Blocks(7));
+    let limit = Some(Budget::new(7, true));
     let run = run_limited(cfg(1000), limit, link(), &a, &b, 0);
     assert_eq!((run.sender.blocks(), run.sender.bytes()), (7, 7000));
     assert_eq!(run.receiver.bytes(), 7000);

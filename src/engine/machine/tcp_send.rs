@@ -82,8 +82,8 @@ impl TcpSender {
 
     /// The next step at `now` (`wall_ns`: the wall clock, for a frame header).
     /// `take(want)` asks the `-n`/`-k` budget for a block of `want` bytes and returns
-    /// how many may go, 0 when it is spent ([`super::Limit::take`]; without a budget,
-    /// `|n| n`).
+    /// how many may go, 0 when it is spent ([`super::Budget::take`], shared by the
+    /// direction's streams; without a budget, `|n| n`).
     pub fn poll(
         &mut self,
         now: Instant,
@@ -156,7 +156,7 @@ impl TcpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::machine::Limit;
+    use crate::engine::machine::Budget;
 
     /// No budget.
     fn all(n: usize) -> usize {
@@ -174,9 +174,9 @@ mod tests {
     }
 
     /// Write everything asked for, `chunk` bytes a write at most; the writes' lengths.
-    fn drain(s: &mut TcpSender, l: &mut Limit, now: Instant, chunk: usize) -> Vec<usize> {
+    fn drain(s: &mut TcpSender, b: &Budget, now: Instant, chunk: usize) -> Vec<usize> {
         let mut out = Vec::new();
-        while let TcpSendStep::Write { len, .. } = s.poll(now, 0, &mut |n| l.take(n)) {
+        while let TcpSendStep::Write { len, .. } = s.poll(now, 0, &mut |n| b.take(n)) {
             let n = len.min(chunk);
             s.on_written(n);
             out.push(n);
@@ -189,8 +189,8 @@ mod tests {
     fn bytes_limit_ends_exactly_with_a_short_last_block() {
         let t0 = crate::clock::mono_now();
         let mut s = TcpSender::new(cfg(1000), t0);
-        let mut l = Limit::Bytes(2500);
-        assert_eq!(drain(&mut s, &mut l, t0, usize::MAX), vec![1000, 1000, 500]);
+        let b = Budget::new(2500, false);
+        assert_eq!(drain(&mut s, &b, t0, usize::MAX), vec![1000, 1000, 500]);
         assert_eq!((s.bytes(), s.blocks()), (2500, 3));
         assert_eq!(
             s.poll(t0, 0, &mut all),
@@ -204,7 +204,7 @@ mod tests {
         let t0 = crate::clock::mono_now();
         let mut s = TcpSender::new(cfg(1000), t0);
         assert_eq!(
-            drain(&mut s, &mut Limit::Blocks(2), t0, 300),
+            drain(&mut s, &Budget::new(2, true), t0, 300),
             vec![300, 300, 300, 100, 300, 300, 300, 100]
         );
         assert_eq!((s.bytes(), s.blocks()), (2000, 2));
@@ -233,8 +233,8 @@ mod tests {
         let mut c = cfg(20);
         c.trip_times = true;
         let mut s = TcpSender::new(c, t0);
-        let mut l = Limit::Bytes(30);
-        let mut take = |n| l.take(n);
+        let b = Budget::new(30, false);
+        let mut take = |n| b.take(n);
         assert!(matches!(
             s.poll(t0, 7, &mut take),
             TcpSendStep::Write {
