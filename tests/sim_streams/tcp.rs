@@ -6,6 +6,7 @@ use crate::world::Host;
 use netmeter::engine::machine::Budget;
 use netmeter::engine::machine::tcp_recv::{TcpReceiver, TcpRecvStep};
 use netmeter::engine::machine::tcp_send::{TcpSendConfig, TcpSendStep, TcpSender};
+use netmeter::latency::OwdRecord;
 use netmeter::sim::{HostConfig, Sim};
 use netmeter::wire::write_tcp_frame_header;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use std::time::Duration;
 pub struct TcpRun {
     pub sender: TcpSender,
     pub receiver: TcpReceiver,
+    /// The one-way delays of its `--trip-times` frames (recorded as the engine does).
+    pub owd: OwdRecord,
     /// When the receiver read its last byte (virtual ns).
     pub last_read_ns: u64,
 }
@@ -63,6 +66,7 @@ pub fn run_with(
     let mut block = vec![0x5a; cfg.block_len.max(1)];
     let mut s = TcpSender::new(cfg, a.at(0));
     let mut r = TcpReceiver::new(trip_times);
+    let mut owd = OwdRecord::default();
     let (mut now, mut wake, mut last_read_ns) = (0u64, 0u64, 0u64);
     let mut sending = true;
     loop {
@@ -92,10 +96,13 @@ pub fn run_with(
             }
         }
         while let Some(data) = pipe.read(now, 128 * 1024) {
-            if r.on_read(&data, (walls.b)(now), correction_ns) == TcpRecvStep::Stop {
+            let rx_ns = (walls.b)(now);
+            let step = r.on_read(&data, |sent| owd.record_write(rx_ns, sent, correction_ns));
+            if step == TcpRecvStep::Stop {
                 return TcpRun {
                     sender: s,
                     receiver: r,
+                    owd,
                     last_read_ns,
                 };
             }
@@ -186,7 +193,7 @@ fn trip_times_give_the_link_delay_plus_the_clock_offset() {
     // The receiver's clock is 3 ms ahead of the sender's.
     let (a, b) = (Host::new(0), Host::new(3_000_000));
     let run = run(paced(true), link(), &a, &b, -3_000_000);
-    let owd = run.receiver.owd().expect("trip times recorded");
+    let owd = &run.owd;
     assert_eq!(owd.samples, 100);
     // Each 10 000-byte block: 1 ms on the wire, 5 ms on the way, +3 ms of clock.
     assert_eq!((owd.raw_min_ns, owd.raw_max_ns), (9_000_000, 9_000_000));
@@ -204,7 +211,7 @@ fn a_sender_clock_ahead_of_the_delay_shows_as_clock_errors() {
     // The sender's clock is 20 ms ahead: every raw delay is 6 − 20 = −14 ms.
     let (a, b) = (Host::new(20_000_000), Host::new(0));
     let run = run(paced(true), link(), &a, &b, 0);
-    let owd = run.receiver.owd().expect("trip times recorded");
+    let owd = &run.owd;
     assert_eq!((owd.samples, owd.clock_errors), (100, 100));
     assert_eq!(owd.raw_max_ns, -14_000_000);
     assert_eq!(owd.negative_corrected, 100);
@@ -227,7 +234,7 @@ fn trip_times_follow_a_drifting_receiver_clock() {
         b: &|ns| wall(hb, ns),
     };
     let run = run_with(paced(true), None, link(), &Host::new(0), walls, 0);
-    let owd = run.receiver.owd().expect("trip times recorded");
+    let owd = &run.owd;
     assert_eq!(owd.samples, 100);
     assert_eq!((owd.raw_min_ns, owd.raw_max_ns), (6_000_600, 6_099_600));
     // The mean of 6 000 600 + 1 000 k over k = 0..99.

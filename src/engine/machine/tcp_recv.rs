@@ -1,8 +1,11 @@
 //! The TCP receiver's decisions and accounting: count what each read brought, find the
-//! `--trip-times` frames in the byte stream and time each one's last byte against its
-//! header's send time, stop when the sender closes.
+//! `--trip-times` frames in the byte stream and hand over each one's send time as its
+//! last byte arrives, stop when the sender closes.
+//!
+//! The one-way delays themselves go where the driver keeps them (the engine: the
+//! stream's shared `OwdRecord`, which the meter reads each interval), so the machine
+//! holds no recorder of its own.
 
-use crate::latency::OwdRecord;
 use crate::wire::TcpFrameParser;
 
 /// What to do next.
@@ -17,31 +20,32 @@ pub enum TcpRecvStep {
 /// A TCP receiver's state.
 #[derive(Debug, Default)]
 pub struct TcpReceiver {
-    /// `--trip-times`: the frames and the one-way delays they give.
-    frames: Option<(TcpFrameParser, OwdRecord)>,
+    /// `--trip-times`: the frames in the byte stream.
+    frames: Option<TcpFrameParser>,
     bytes: u64,
     reads: u64,
 }
 
 impl TcpReceiver {
-    /// A receiver; `trip_times`: parse frame headers and record one-way delays.
+    /// A receiver; `trip_times`: parse frame headers.
     pub fn new(trip_times: bool) -> TcpReceiver {
         TcpReceiver {
-            frames: trip_times.then(Default::default),
+            frames: trip_times.then(TcpFrameParser::default),
             ..TcpReceiver::default()
         }
     }
 
-    /// A read returned `data` (empty: end of stream) at `rx_ns` on this host's wall
-    /// clock; `correction_ns` removes the estimated offset between the two clocks.
-    pub fn on_read(&mut self, data: &[u8], rx_ns: i64, correction_ns: i64) -> TcpRecvStep {
+    /// A read returned `data` (empty: end of stream). `frame_done(send_ns)` is called
+    /// for each `--trip-times` frame whose last byte is in it, with the send time its
+    /// header carries (the sender's clock: any value).
+    pub fn on_read(&mut self, data: &[u8], frame_done: impl FnMut(i64)) -> TcpRecvStep {
         if data.is_empty() {
             return TcpRecvStep::Stop;
         }
         self.bytes += data.len() as u64;
         self.reads += 1;
-        if let Some((parser, owd)) = self.frames.as_mut() {
-            parser.feed(data, |sent| owd.record_write(rx_ns, sent, correction_ns));
+        if let Some(parser) = self.frames.as_mut() {
+            parser.feed(data, frame_done);
         }
         TcpRecvStep::Read
     }
@@ -55,11 +59,6 @@ impl TcpReceiver {
     pub fn reads(&self) -> u64 {
         self.reads
     }
-
-    /// The one-way delays (`--trip-times`), if recorded.
-    pub fn owd(&self) -> Option<&OwdRecord> {
-        self.frames.as_ref().map(|f| &f.1)
-    }
 }
 
 #[cfg(test)]
@@ -68,17 +67,32 @@ mod tests {
     use crate::wire::write_tcp_frame_header;
 
     #[test]
-    fn frames_split_across_reads_give_one_delay_each() {
+    fn frames_split_across_reads_are_handed_over_once_each() {
         let mut stream = [0u8; 64];
         write_tcp_frame_header(&mut stream[..32], 32, 1_000);
         write_tcp_frame_header(&mut stream[32..], 32, 2_000);
         let mut r = TcpReceiver::new(true);
-        assert_eq!(r.on_read(&stream[..40], 5_000, 0), TcpRecvStep::Read);
-        assert_eq!(r.on_read(&stream[40..], 9_000, -500), TcpRecvStep::Read);
-        let owd = r.owd().unwrap();
-        assert_eq!(owd.samples, 2);
-        assert_eq!((owd.raw_min_ns, owd.raw_max_ns), (4_000, 7_000));
+        let mut sent = Vec::new();
+        assert_eq!(
+            r.on_read(&stream[..40], |t| sent.push(t)),
+            TcpRecvStep::Read
+        );
+        assert_eq!(sent, vec![1_000]);
+        assert_eq!(
+            r.on_read(&stream[40..], |t| sent.push(t)),
+            TcpRecvStep::Read
+        );
+        assert_eq!(sent, vec![1_000, 2_000]);
         assert_eq!((r.bytes(), r.reads()), (64, 2));
-        assert_eq!(r.on_read(&[], 9_500, 0), TcpRecvStep::Stop);
+        assert_eq!(r.on_read(&[], |_| {}), TcpRecvStep::Stop);
+    }
+
+    #[test]
+    fn without_trip_times_nothing_is_parsed() {
+        let mut r = TcpReceiver::new(false);
+        let mut stream = [0u8; 32];
+        write_tcp_frame_header(&mut stream, 32, 1_000);
+        r.on_read(&stream, |_| panic!("not parsed"));
+        assert_eq!(r.bytes(), 32);
     }
 }
