@@ -1,9 +1,15 @@
 //! Request/response streams (`--bounceback`, and the probe of `--working-load`): the
 //! client writes requests and times each reply, the server answers them. One thread per
 //! stream like the bulk loops of `stream`, whose `Worker` they run on; round trips go
-//! to the stream's `RttRecord`.
+//! to the stream's `RttRecord`. The decisions (bursts, which reply completes which
+//! request, the probe period, lost replies, the server's hold) are the sans-IO
+//! `machine::bounce`'s; here are the sockets, the sleeps and the records.
 
+use super::machine::bounce::{
+    BounceClient, BounceConfig, BounceServer, BounceStep, PROBE_PERIOD, UDP_REPLY_TIMEOUT,
+};
 use super::stream::{self, DataSock, STOP_POLL, Worker, is_transient, write_full};
+use crate::clock::mono_now;
 use crate::sock;
 use crate::wire::Bounceback;
 use std::io::{self, Read};
@@ -47,11 +53,11 @@ fn poll_recv(fd: impl AsFd, buf: &mut [u8], spin: Duration) -> Option<io::Result
     if spin.is_zero() {
         return None;
     }
-    let t0 = Instant::now();
+    let t0 = mono_now();
     loop {
         match sock::recv_nowait(fd.as_fd(), buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if t0.elapsed() >= spin {
+                if mono_now().saturating_duration_since(t0) >= spin {
                     return None;
                 }
                 std::thread::yield_now();
@@ -127,95 +133,75 @@ fn rr_socket(sock: &TcpStream, b: &Bounceback) -> io::Result<Duration> {
     Ok(rr_spin(b))
 }
 
-/// Time between round-trip probes under `--working-load` (100 probes per second).
-pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
+/// The client's machine for `b` (TCP: replies awaited without a deadline; the
+/// `--working-load` probe keeps its period).
+fn client_machine(w: &Worker, b: &Bounceback, udp: bool) -> BounceClient {
+    BounceClient::new(BounceConfig {
+        burst: b.burst,
+        reply_len: b.reply_len as usize,
+        period: w.load_start.map(|_| PROBE_PERIOD),
+        load_start: w.load_start,
+        reply_timeout: udp.then_some(UDP_REPLY_TIMEOUT),
+    })
+}
+
+/// Sleep towards `t` (at most [`STOP_POLL`], so a stop is seen).
+fn sleep_until(t: Instant) {
+    let left = t.saturating_duration_since(mono_now());
+    if !left.is_zero() {
+        std::thread::sleep(left.min(STOP_POLL));
+    }
+}
 
 /// TCP bounceback client: `burst` requests back to back, then their replies, each
-/// timed from its request's write to the arrival of its last reply byte.
+/// timed from its request's write to the arrival of its last reply byte; the
+/// decisions are [`BounceClient`]'s.
 fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
     let spin = rr_socket(&sock, &b)?;
-    let (req_len, rep_len, burst) = (
-        b.request_len as usize,
-        b.reply_len as usize,
-        b.burst as usize,
-    );
-    let req: Vec<u8> = repeat_payload(&w.payload, req_len);
-    let mut replies = vec![0u8; rep_len * burst];
-    let mut sent_at = Vec::with_capacity(burst);
-    let mut rtts = Vec::with_capacity(burst);
-    let (mut bytes, mut done) = (0u64, 0u64);
+    let req: Vec<u8> = repeat_payload(&w.payload, b.request_len as usize);
+    let mut replies = vec![0u8; b.reply_len as usize * b.burst.max(1) as usize];
+    let mut rtts = Vec::with_capacity(b.burst.max(1) as usize);
     let Some(rec) = w.shared.rtt.as_ref() else {
         return Ok(());
     };
-    // A --working-load probe measures the path, it must not load it: one round trip
-    // every PROBE_PERIOD. A plain bounceback test runs back to back.
-    let period = w.load_start.map(|_| PROBE_PERIOD);
-    if burst == 1 && period.is_none() {
-        // The common case on its own lean loop (same figures as the general one
-        // below): on loopback a transaction takes a few µs, so per-transaction
-        // bookkeeping shows in the rate, most of all in unoptimised (test) builds.
-        while !w.stop.load(Ordering::Relaxed) {
-            let sent = Instant::now();
-            if !write_full(&mut sock, &req, &w.stop)? {
-                return Ok(());
-            }
-            if !read_full(&mut sock, &mut replies, &w.stop, spin, |_| {})? {
-                break;
-            }
-            let ns = sent.elapsed().as_nanos() as u64;
-            {
-                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                r.interval.record_ns(ns);
-                r.total.record_ns(ns);
-            }
-            bytes += req_len as u64;
-            done += 1;
-            w.shared.bytes.store(bytes, Ordering::Relaxed);
-            w.shared.packets.store(done, Ordering::Relaxed);
-        }
-        return Ok(());
-    }
-    let mut next = Instant::now();
+    let mut m = client_machine(w, &b, false);
     while !w.stop.load(Ordering::Relaxed) {
-        if let Some(p) = period {
-            let now = Instant::now();
-            if now < next {
-                std::thread::sleep((next - now).min(STOP_POLL));
+        let count = match m.poll(mono_now()) {
+            BounceStep::Wait(t) => {
+                sleep_until(t);
                 continue;
             }
-            next = (next + p).max(now);
-        }
-        sent_at.clear();
-        for _ in 0..burst {
-            sent_at.push(Instant::now());
+            BounceStep::Send { count } => count,
+            // Every burst's replies are read in full below: nothing is left to await.
+            BounceStep::Await(_) | BounceStep::Lost(_) => break,
+        };
+        for _ in 0..count {
+            m.on_sent(mono_now());
             if !write_full(&mut sock, &req, &w.stop)? {
                 return Ok(());
             }
         }
         rtts.clear();
+        let mut prev = 0;
         let complete = read_full(&mut sock, &mut replies, &w.stop, spin, |got| {
-            // Each reply is complete when its last byte is in.
-            while rtts.len() < got / rep_len {
-                let i = rtts.len();
-                rtts.push(sent_at[i].elapsed().as_nanos() as u64);
-            }
+            m.on_reply_bytes(got - prev, mono_now(), &mut rtts);
+            prev = got;
         })?;
         {
-            let idle = w.load_start.is_some_and(|at| sent_at[0] < at);
             let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-            for &ns in &rtts {
-                r.interval.record_ns(ns);
-                if idle {
-                    r.idle.record_ns(ns);
+            for t in &rtts {
+                r.interval.record_ns(t.ns);
+                if t.idle {
+                    r.idle.record_ns(t.ns);
                 } else {
-                    r.total.record_ns(ns);
+                    r.total.record_ns(t.ns);
                 }
             }
         }
-        bytes += (req_len * burst) as u64;
-        done += rtts.len() as u64;
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(done, Ordering::Relaxed);
+        w.shared
+            .bytes
+            .store(m.sent() * req.len() as u64, Ordering::Relaxed);
+        w.shared.packets.store(m.done(), Ordering::Relaxed);
         if !complete {
             break;
         }
@@ -223,33 +209,34 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
     Ok(())
 }
 
-/// TCP bounceback server: read a request, hold, answer.
+/// TCP bounceback server: read a request, hold, answer ([`BounceServer`]).
 fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Result<()> {
     let spin = rr_socket(&sock, &b)?;
     let mut req = vec![0u8; b.request_len as usize];
     let reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
-    let hold = Duration::from_micros(b.hold_us as u64);
-    let (mut bytes, mut done) = (0u64, 0u64);
+    let mut m = BounceServer::new(Duration::from_micros(b.hold_us as u64));
     while !w.stop.load(Ordering::Relaxed) {
         if !read_full(&mut sock, &mut req, &w.stop, spin, |_| {})? {
             break;
         }
-        if !hold.is_zero() {
-            std::thread::sleep(hold);
-        }
+        hold_until(m.on_request(req.len(), mono_now()));
         if !write_full(&mut sock, &reply, &w.stop)? {
             break;
         }
-        bytes += req.len() as u64;
-        done += 1;
+        let (bytes, done) = m.counts();
         w.shared.bytes.store(bytes, Ordering::Relaxed);
         w.shared.packets.store(done, Ordering::Relaxed);
     }
     Ok(())
 }
 
-/// How long a UDP bounceback client waits for the replies of a burst.
-const UDP_REPLY_TIMEOUT: Duration = Duration::from_secs(1);
+/// The server's hold: sleep until the reply is due (no sleep without a hold).
+fn hold_until(t: Instant) {
+    let left = t.saturating_duration_since(mono_now());
+    if !left.is_zero() {
+        std::thread::sleep(left);
+    }
+}
 
 /// UDP bounceback client: requests carry an 8-byte sequence number that the reply
 /// echoes; a reply that does not come within a second counts as lost.
@@ -258,58 +245,56 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
     // Set once: a reply's 1 s deadline is checked between reads.
     sock.set_read_timeout(Some(STOP_POLL))?;
     let spin = rr_spin(&b);
-    let (req_len, burst) = (b.request_len as usize, b.burst as usize);
+    let req_len = b.request_len as usize;
     let mut req: Vec<u8> = repeat_payload(&w.payload, req_len);
     let mut buf = vec![0u8; (b.reply_len as usize).max(8) + 64];
-    let mut outstanding: Vec<(u64, Instant)> = Vec::with_capacity(burst);
-    let (mut seq, mut bytes, mut done) = (0u64, 0u64, 0u64);
     let Some(rec) = w.shared.rtt.as_ref() else {
         return Ok(());
     };
+    let mut m = client_machine(w, &b, true);
     while !w.stop.load(Ordering::Relaxed) {
-        outstanding.clear();
-        for _ in 0..burst {
-            seq += 1;
-            req[..8].copy_from_slice(&seq.to_be_bytes());
-            let t = Instant::now();
-            match sock.send(&req) {
-                Ok(_) => outstanding.push((seq, t)),
-                Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e),
+        match m.poll(mono_now()) {
+            BounceStep::Wait(t) => sleep_until(t),
+            BounceStep::Send { count } => {
+                for _ in 0..count {
+                    let seq = m.on_sent(mono_now());
+                    req[..8].copy_from_slice(&seq.to_be_bytes());
+                    match sock.send(&req) {
+                        Ok(_) => {}
+                        Err(e)
+                            if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused =>
+                        {
+                            m.on_send_failed(seq)
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                m.burst_sent(mono_now());
             }
-            bytes += req_len as u64;
-        }
-        let deadline = Instant::now() + UDP_REPLY_TIMEOUT;
-        while !outstanding.is_empty() && !w.stop.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match recv_polled(sock, &mut buf, spin) {
+            BounceStep::Await(_) => match recv_polled(sock, &mut buf, spin) {
                 Ok(n) if n >= 8 => {
                     let mut s = [0u8; 8];
                     s.copy_from_slice(&buf[..8]);
-                    let got = u64::from_be_bytes(s);
-                    if let Some(i) = outstanding.iter().position(|o| o.0 == got) {
-                        let (_, t) = outstanding.swap_remove(i);
-                        let ns = t.elapsed().as_nanos() as u64;
+                    if let Some(t) = m.on_reply(u64::from_be_bytes(s), mono_now()) {
                         let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                        r.interval.record_ns(ns);
-                        r.total.record_ns(ns);
-                        done += 1;
+                        r.interval.record_ns(t.ns);
+                        r.total.record_ns(t.ns);
                     }
                 }
                 Ok(_) => {}
                 Err(e) if is_transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
                 Err(e) => return Err(e),
+            },
+            BounceStep::Lost(n) => {
+                if !w.stop.load(Ordering::Relaxed) {
+                    rec.lock().unwrap_or_else(|p| p.into_inner()).lost += n;
+                }
             }
         }
-        if !w.stop.load(Ordering::Relaxed) && !outstanding.is_empty() {
-            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-            r.lost += outstanding.len() as u64;
-        }
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(done, Ordering::Relaxed);
+        w.shared
+            .bytes
+            .store(m.sent() * req_len as u64, Ordering::Relaxed);
+        w.shared.packets.store(m.done(), Ordering::Relaxed);
     }
     Ok(())
 }
@@ -322,19 +307,15 @@ fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
     let spin = rr_spin(&b);
     let mut buf = vec![0u8; (b.request_len as usize).max(8) + 64];
     let mut reply: Vec<u8> = repeat_payload(&w.payload, b.reply_len as usize);
-    let hold = Duration::from_micros(b.hold_us as u64);
-    let (mut bytes, mut done) = (0u64, 0u64);
+    let mut m = BounceServer::new(Duration::from_micros(b.hold_us as u64));
     while !w.stop.load(Ordering::Relaxed) {
         match recv_polled(sock, &mut buf, spin) {
             // Shorter datagrams are repeated connect messages.
             Ok(n) if n >= 8 => {
-                if !hold.is_zero() {
-                    std::thread::sleep(hold);
-                }
+                hold_until(m.on_request(n, mono_now()));
                 reply[..8].copy_from_slice(&buf[..8]);
                 let _ = sock.send(&reply);
-                bytes += n as u64;
-                done += 1;
+                let (bytes, done) = m.counts();
                 w.shared.bytes.store(bytes, Ordering::Relaxed);
                 w.shared.packets.store(done, Ordering::Relaxed);
             }

@@ -21,9 +21,11 @@
 //! against any server. The cost: the close is an abort, so the transaction time does
 //! not include a graceful FIN exchange.
 
+use super::machine::connect::{ConnStep, ConnectLoop, Outcome, Record};
 use super::record::ConnRecord;
-use super::stream::Worker;
+use super::stream::{STOP_POLL, Worker};
 use super::test_common::{self, SideOpts};
+use crate::clock::mono_now;
 use crate::report::connect::{ConnFigures, ConnFinal};
 use crate::sock;
 use crate::spec::TestSpec;
@@ -43,8 +45,6 @@ use std::time::{Duration, Instant};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long the client waits for the server's one-byte answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
-/// Pause after a refused connection, so a vanished listener is not hammered.
-const REFUSED_PAUSE: Duration = Duration::from_millis(10);
 /// The server's answer to a short connection.
 const ANSWER: [u8; 1] = [b'1'];
 
@@ -93,38 +93,57 @@ pub fn spawn_client(w: Worker, data: TcpStream, target: Arc<Target>) -> io::Resu
     })
 }
 
+/// Open short connections until the test ends; the decisions (again, pause after a
+/// refusal, a connection that ended after the test left out) are [`ConnectLoop`]'s.
 fn client_loop(w: &Worker, t: &Target) {
     let Some(rec) = w.shared.conn.as_ref() else {
         return;
     };
-    let mut done = 0u64;
-    while !w.stop.load(Ordering::Relaxed) {
-        let start = Instant::now();
-        let r = one_connection(t);
-        let total_ns = start.elapsed().as_nanos() as u64;
-        // Finished after the end of the test: not part of it.
-        if w.stop.load(Ordering::Relaxed) {
-            break;
+    let mut m = ConnectLoop::new();
+    loop {
+        let now = mono_now();
+        match m.poll(now, w.stop.load(Ordering::Relaxed)) {
+            ConnStep::Stop => break,
+            ConnStep::Pause(until) => {
+                std::thread::sleep(until.saturating_duration_since(now).min(STOP_POLL));
+                continue;
+            }
+            ConnStep::Connect => {}
         }
-        let refused = matches!(&r, Err(e) if e.kind() == io::ErrorKind::ConnectionRefused);
+        let start = mono_now();
+        let r = one_connection(t);
+        let end = mono_now();
+        let outcome = match r {
+            Ok(connect_ns) => Outcome::Answered {
+                connect_ns,
+                total_ns: (end - start).as_nanos() as u64,
+            },
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                Outcome::Refused(describe(&e))
+            }
+            Err(e) => Outcome::Failed(describe(&e)),
+        };
+        // Finished after the end of the test: not part of it.
+        let Some(record) = m.on_outcome(outcome, end, w.stop.load(Ordering::Relaxed)) else {
+            break;
+        };
         {
             let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
-            match r {
-                Ok(connect_ns) => {
+            match record {
+                Record::Answered {
+                    connect_ns,
+                    total_ns,
+                } => {
                     g.interval.connect.record_ns(connect_ns);
                     g.interval.transaction.record_ns(total_ns);
-                    done += 1;
                 }
-                Err(e) => {
+                Record::Failed(e) => {
                     g.interval.failed += 1;
-                    g.last_error = Some(describe(&e));
+                    g.last_error = Some(e);
                 }
             }
         }
-        w.shared.packets.store(done, Ordering::Relaxed);
-        if refused {
-            std::thread::sleep(REFUSED_PAUSE);
-        }
+        w.shared.packets.store(m.counts().0, Ordering::Relaxed);
     }
 }
 
@@ -153,9 +172,9 @@ fn one_connection(t: &Target) -> io::Result<u64> {
     if let Some(b) = &t.bind {
         s.bind(b)?;
     }
-    let t0 = Instant::now();
+    let t0 = mono_now();
     s.connect(&t.server)?;
-    let connect_ns = t0.elapsed().as_nanos() as u64;
+    let connect_ns = mono_now().saturating_duration_since(t0).as_nanos() as u64;
     (&s).write_all(&t.cookie)?;
     let mut b = [0u8; 1];
     if (&s).read(&mut b)? == 0 {
@@ -486,8 +505,9 @@ impl Inner {
             }
             // Pending connections first (backwards: swap_remove only moves entries that
             // were already looked at).
+            let now = mono_now();
             for i in (0..pending.len()).rev() {
-                let expired = pending[i].2.elapsed() > PENDING_MAX;
+                let expired = now.saturating_duration_since(pending[i].2) > PENDING_MAX;
                 if !ready[i + 1] && !expired {
                     continue;
                 }
@@ -512,7 +532,7 @@ impl Inner {
                                 let (old, old_peer, _) = pending.remove(0);
                                 self.hand_back(old, old_peer);
                             }
-                            pending.push((c, peer, Instant::now()));
+                            pending.push((c, peer, mono_now()));
                         }
                     },
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -596,9 +616,9 @@ mod tests {
             assert_eq!(b, ANSWER);
         }
         // The acceptor counts right after writing the answer: give it a moment.
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = mono_now() + Duration::from_secs(2);
         let mut n = answered.take(false);
-        while n < 20 && Instant::now() < deadline {
+        while n < 20 && mono_now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
             n += answered.take(false);
         }
@@ -614,11 +634,11 @@ mod tests {
         assert_eq!(got, [b'b'; COOKIE_LEN]);
         // A silent one too, after PENDING_MAX.
         let silent = TcpStream::connect(addr).unwrap();
-        let t = Instant::now();
+        let t = mono_now();
         let (back, peer) = hub
             .handed_back(Duration::from_secs(2))
             .expect("handed back");
-        assert!(t.elapsed() >= PENDING_MAX / 2);
+        assert!(mono_now() - t >= PENDING_MAX / 2);
         assert_eq!(peer, silent.local_addr().unwrap());
         drop(back);
         drop(reg);

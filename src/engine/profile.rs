@@ -2,16 +2,20 @@
 //! frames, TCP and UDP), the isochronous receiver's frame record, the meter's interval
 //! extras, and the `--txstart-time` waits.
 //!
-//! The scheduling math lives in `crate::profile`; here are the threads and clocks. A
+//! The scheduling math lives in `crate::profile`, the loops' decisions in the sans-IO
+//! `machine::profile_send` and `machine::txstart`; here are the threads and clocks. A
 //! profiled sender is a separate loop chosen once when the stream thread starts, so the
 //! bulk loops in `stream` carry no profile checks.
 
 use super::clock;
+use super::machine::profile_send::{Carrier, ProfileSender, ProfileStep, Unit};
+use super::machine::txstart;
 use super::output::Output;
 use super::record::{ProfileRecord, StreamShared};
 use super::stream::{self, DataSock, STOP_POLL, UDP_BATCH, Worker, is_transient, wall_now};
+use crate::clock::mono_now;
 use crate::latency::Hist;
-use crate::profile::{Due, FrameSummary, Profile, Schedule, UnitFigures, split_datagrams};
+use crate::profile::{FrameSummary, Profile, UnitFigures};
 use crate::report::observe::Event;
 use crate::report::profile::{FramesInterval, TxStart, UnitsInterval};
 use crate::report::{Interval, StreamInterval};
@@ -23,7 +27,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, UNIX_EPOCH};
 
 /// Per-interval profile extras, stream by stream, and their `[SUM]`.
 #[derive(Default)]
@@ -147,45 +151,40 @@ pub fn spawn(w: Worker, p: Profile, sock: DataSock) -> io::Result<JoinHandle<()>
     }
 }
 
-/// The unit grid of a profiled sender, ending where the test does (`-t`).
-fn schedule(w: &Worker, p: &Profile) -> Schedule {
-    let (num, den) = p.grid();
-    let s = Schedule::every(num, den);
-    match w.schedule_end {
-        Some(end) => s.ending_at(end.as_nanos() as u64),
-        None => s,
-    }
+/// A profiled sender's machine: the unit grid from the test's start (`origin`),
+/// ending where the test does (`-t`), units carried as `carrier` says.
+fn machine(w: &Worker, p: &Profile, carrier: Carrier, origin: Instant) -> ProfileSender {
+    ProfileSender::new(p, w.shared.id, carrier, origin, w.schedule_end)
 }
 
 /// Sleep until the next unit is due; `None` when asked to stop first or when no unit is
 /// due before the end of the test. The grid starts at
 /// the test's start, so the units of parallel streams (and, with `--txstart-time`, of
 /// several clients) line up, and a thread that starts late shows slips.
-fn next_unit(
-    w: &Worker,
-    sched: &mut Schedule,
-    origin: Instant,
-    rec: &Mutex<ProfileRecord>,
-) -> Option<()> {
+fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> Option<Unit> {
     loop {
         if w.stop.load(Ordering::Relaxed) {
             return None;
         }
-        match sched.poll(origin.elapsed().as_nanos() as u64) {
-            Due::Wait(ns) => std::thread::sleep(Duration::from_nanos(ns).min(STOP_POLL)),
-            Due::Over => return None,
-            Due::Send { skipped, .. } => {
-                if skipped > 0 {
-                    rec.lock().unwrap_or_else(|p| p.into_inner()).interval.slips += skipped;
+        let now = mono_now();
+        match m.poll(now) {
+            ProfileStep::Wait(t) => {
+                std::thread::sleep(t.saturating_duration_since(now).min(STOP_POLL))
+            }
+            ProfileStep::Over => return None,
+            ProfileStep::Send(u) => {
+                if u.skipped > 0 {
+                    rec.lock().unwrap_or_else(|p| p.into_inner()).interval.slips += u.skipped;
                 }
-                return Some(());
+                return Some(u);
             }
         }
     }
 }
 
-fn record_unit(rec: &Mutex<ProfileRecord>, started: Instant, bytes: u64) {
-    let ns = started.elapsed().as_nanos() as u64;
+/// The unit under way is sent: record its transfer time and bytes.
+fn record_unit(rec: &Mutex<ProfileRecord>, m: &mut ProfileSender, bytes: u64) {
+    let ns = m.unit_done(mono_now());
     rec.lock()
         .unwrap_or_else(|p| p.into_inner())
         .interval
@@ -205,16 +204,15 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
     } else {
         Vec::new()
     };
-    let mut sched = schedule(w, p);
-    let mut sizer = p.sizer(w.shared.id);
-    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
+    let origin = w.schedule_origin.unwrap_or_else(mono_now);
+    let block_len = w.block_len.max(1);
+    let mut m = machine(w, p, Carrier::Tcp { block_len }, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
-    'units: while next_unit(w, &mut sched, origin, rec).is_some() {
-        let size = sizer.next_bytes();
-        let started = Instant::now();
+    'units: while let Some(unit) = next_unit(w, &mut m, rec) {
+        let size = unit.size;
         let mut left = size;
         while left > 0 {
-            let want = (left as usize).min(w.block_len.max(1));
+            let want = (left as usize).min(block_len);
             let len = match &w.budget {
                 Some(b) => match b.take(want) {
                     0 => break 'units,
@@ -252,7 +250,7 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
             w.shared.packets.store(blocks, Ordering::Relaxed);
         }
         if left == 0 {
-            record_unit(rec, started, size);
+            record_unit(rec, &mut m, size);
         }
     }
     Ok(())
@@ -279,16 +277,11 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
         .collect();
     let mut lens = [0usize; UDP_BATCH];
     let mut batch = Batch::new(UDP_BATCH);
-    let mut sched = schedule(w, p);
-    let mut sizer = p.sizer(w.shared.id);
-    let origin = w.schedule_origin.unwrap_or_else(Instant::now);
-    let (mut seq, mut bytes, mut frame_id) = (0u64, 0u64, 0u64);
-    while next_unit(w, &mut sched, origin, rec).is_some() {
-        let size = sizer.next_bytes();
-        let (n, last_len) = split_datagrams(size, len, min_len);
-        let unit_bytes = (n - 1) * len as u64 + last_len as u64;
-        frame_id += 1;
-        let started = Instant::now();
+    let origin = w.schedule_origin.unwrap_or_else(mono_now);
+    let mut m = machine(w, p, Carrier::Udp { len, min_len }, origin);
+    let (mut seq, mut bytes) = (0u64, 0u64);
+    while let Some(unit) = next_unit(w, &mut m, rec) {
+        let (n, frame_id) = (unit.pieces, unit.id);
         let start_ns = clock::wall_ns();
         let mut i = 0u64;
         while i < n {
@@ -306,7 +299,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
             let (sec, usec) = wall_now(w.ts_ns);
             for (j, buf) in bufs.iter_mut().take(k).enumerate() {
                 let idx = i + j as u64;
-                lens[j] = if idx + 1 == n { last_len } else { len };
+                lens[j] = unit.piece(idx);
                 UdpHeader {
                     sec,
                     usec,
@@ -346,7 +339,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
             // One datagram per message: the profiled sender does not use GSO.
             w.shared.messages.store(seq, Ordering::Relaxed);
         }
-        record_unit(rec, started, unit_bytes);
+        record_unit(rec, &mut m, unit.bytes());
     }
     Ok(())
 }
@@ -354,22 +347,20 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
 // ---------------------------------------------------------------------------------
 // --txstart-time.
 
+/// This host's wall clock, seconds since the epoch.
 fn epoch_now() -> f64 {
-    SystemTime::now()
+    crate::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64()
 }
 
 /// Sleep until `lead_s` before the wall-clock instant `at` (seconds since the epoch),
-/// re-reading the clock at least once a second so a clock step is followed.
+/// re-reading the clock at least once a second so a clock step is followed
+/// (`machine::txstart::wait`).
 fn sleep_until(at: f64, lead_s: f64) {
-    loop {
-        let left = at - lead_s - epoch_now();
-        if left <= 0.0 {
-            return;
-        }
-        std::thread::sleep(Duration::from_secs_f64(left.min(1.0)));
+    while let Some(d) = txstart::wait(at, lead_s, epoch_now()) {
+        std::thread::sleep(d);
     }
 }
 
@@ -404,12 +395,7 @@ pub fn txstart_before_streams(at: f64, ctrl_fd: BorrowedFd<'_>, streams: u32) {
 /// Right before the data threads start: sleep until the instant itself.
 pub fn txstart_now(at: f64) -> TxStart {
     sleep_until(at, 0.0);
-    let started = epoch_now();
-    TxStart {
-        requested: at,
-        started,
-        late_ms: (started - at) * 1000.0,
-    }
+    txstart::started(at, epoch_now())
 }
 
 /// A start later than this (ms) gets a warning.
@@ -419,10 +405,10 @@ pub const TXSTART_LATE_WARN_MS: f64 = 10.0;
 /// instant itself (waited for here; recorded in `start.netmeter.txstart`).
 pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Output) -> Instant {
     let Some(at) = txstart else {
-        return test_start.unwrap_or_else(Instant::now);
+        return test_start.unwrap_or_else(mono_now);
     };
     let ts = txstart_now(at);
-    let t0 = Instant::now();
+    let t0 = mono_now();
     if ts.late_ms > TXSTART_LATE_WARN_MS {
         let w = format!(
             "data started {:.0} ms after --txstart-time: the time had passed, or setup took longer than allowed for",

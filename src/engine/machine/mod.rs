@@ -1,14 +1,36 @@
 //! Sans-IO stream machines: each per-stream loop's decisions, apart from its system calls
 //! (issue 21, item 2).
 //!
-//! A machine is given `now` (and what the last I/O did) and says what to do next: send
-//! these datagrams with these headers, wait until a time, stop. The engine's data threads
-//! drive machines over real sockets (`engine::stream`); tests drive the same machines over
-//! the simulated network of [`crate::sim`] on virtual time. Pacing ([`crate::pacing`]),
-//! the UDP header ([`crate::wire::UdpHeader`]) and the receive accounting
-//! ([`crate::stats::UdpRecv`], the one-way-delay and frame recorders) stay the pure
-//! modules they are; a machine holds the loop's state between them.
+//! A machine is given `now` (monotonic; a wall-clock reading where bytes carry one) and
+//! what the last I/O did, and says what to do next: send these datagrams with these
+//! headers, write N bytes, send this unit, wait until a time, stop. It opens no socket,
+//! reads no clock and never sleeps. The engine's data threads drive machines over real
+//! sockets; tests drive the same machines over the simulated network of [`crate::sim`]
+//! on virtual time (`tests/sim/`, `tests/sim_streams/`). Pacing ([`crate::pacing`]), the
+//! schedules of [`crate::profile`], the UDP header ([`crate::wire::UdpHeader`]) and the
+//! receive accounting ([`crate::stats::UdpRecv`], the one-way-delay and frame recorders)
+//! stay the pure modules they are; a machine holds the loop's state between them.
+//!
+//! | machine | loop it decides | driven by |
+//! |---|---|---|
+//! | [`udp::UdpSender`], [`udp::UdpReceiver`] | bulk and paced UDP: datagrams per round, headers; receive accounting | `engine::stream` |
+//! | [`tcp_send::TcpSender`] | bulk and `-b`-paced TCP sender: block sizes, `-t`/`-n`/`-k` ends, `--trip-times` frames | simulator tests (the engine's loop is still `stream::tcp_send`) |
+//! | [`tcp_recv::TcpReceiver`] | TCP receiver: byte and read counts, `--trip-times` frames (each one's send time handed to the driver) | simulator tests (the engine's loop is still `stream::tcp_recv`) |
+//! | [`profile_send::ProfileSender`] | burst and isochronous senders: the unit grid, frame sizes, the split into writes or datagrams | `engine::profile` |
+//! | [`bounce::BounceClient`], [`bounce::BounceServer`] | bounceback client (requests, replies, period) and server (hold, reply); the `--working-load` probe schedule | `engine::bounce` |
+//! | [`connect::ConnectLoop`] | `--connect-only`: connect again, pause after a refusal, ignore what ends after the test | `engine::connect` |
+//! | [`txstart`] | `--txstart-time`: how long to sleep towards a wall-clock instant | `engine::profile` |
+//!
+//! The isochronous frame receiver needs no machine of its own: `profile::FrameRecv`
+//! (behind `record::FrameRecord::on_datagram`) already takes the datagram and its
+//! arrival time and keeps the counts.
 
+pub mod bounce;
+pub mod connect;
+pub mod profile_send;
+pub mod tcp_recv;
+pub mod tcp_send;
+pub mod txstart;
 pub mod udp;
 
 use std::sync::atomic::{AtomicI64, Ordering};
