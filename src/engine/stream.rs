@@ -174,8 +174,11 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     if let Some(at) = w.load_start {
         // --working-load: stay quiet while the probe measures the idle path.
-        while Instant::now() < at && !w.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(at.saturating_duration_since(Instant::now()).min(STOP_POLL));
+        while crate::clock::mono_now() < at && !w.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(
+                at.saturating_duration_since(crate::clock::mono_now())
+                    .min(STOP_POLL),
+            );
         }
     }
     // --trip-times: every write starts with a frame header carrying its send time.
@@ -186,7 +189,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         Vec::new()
     };
     // --working-load: the schedule starts with the load, not with the idle phase.
-    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(Instant::now);
+    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(crate::clock::mono_now);
     let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut zc = ZeroCopyState::default();
@@ -238,8 +241,8 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     if w.caps.msg_zerocopy {
         // The payload must outlive the kernel's use of its pages: wait (bounded) for
         // the last completions before the thread lets go of it.
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while zc.done.sends < zc.sent && Instant::now() < deadline {
+        let deadline = crate::clock::mono_now() + Duration::from_secs(1);
+        while zc.done.sends < zc.sent && crate::clock::mono_now() < deadline {
             if zc.reap(&sock)? == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -299,7 +302,7 @@ fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
 fn tcp_send_file(w: &Worker, file: &DiskFile, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let mut buf = vec![0u8; w.block_len];
-    let origin = w.pace_origin.unwrap_or_else(Instant::now);
+    let origin = w.pace_origin.unwrap_or_else(crate::clock::mono_now);
     let mut pacer = pacer(w, w.block_len, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
     while !w.stop.load(Ordering::Relaxed) {
@@ -323,8 +326,8 @@ fn tcp_send_file(w: &Worker, file: &DiskFile, mut sock: TcpStream) -> io::Result
     // The client's test ends when this thread does (`client::test_should_end`): first
     // let the peer's kernel have the file's last bytes, which an iperf3 server that
     // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s).
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && Instant::now() < deadline {
+    let deadline = crate::clock::mono_now() + Duration::from_secs(1);
+    while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && crate::clock::mono_now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
