@@ -1,0 +1,134 @@
+use super::*;
+
+fn cmd(args: &[&str]) -> Result<Iperf2Command, UsageError> {
+    let v: Vec<OsString> = args.iter().map(OsString::from).collect();
+    parse(&v)
+}
+
+fn client(args: &[&str]) -> (ClientConfig, Iperf2Ctx) {
+    match cmd(args) {
+        Ok(Iperf2Command::Client { cfg, ctx, .. }) => (cfg, ctx),
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn refused(args: &[&str]) -> String {
+    match cmd(args) {
+        Err(e) => e.0,
+        Ok(c) => panic!("{args:?} was taken: {c:?}"),
+    }
+}
+
+#[test]
+fn iperf2_defaults_port_5001_no_intervals_and_its_lengths() {
+    let (cfg, ctx) = client(&["-c", "127.0.0.1"]);
+    assert_eq!(cfg.port, 5001);
+    assert_eq!(cfg.interval_s, 0.0);
+    assert_eq!(cfg.spec.block_len, 128 * 1024);
+    assert_eq!(ctx.layout, Layout::Plain);
+    let (cfg, ctx) = client(&["-c", "h", "-u", "-e", "-i", "1"]);
+    assert_eq!(cfg.spec.block_len, 1470);
+    assert_eq!(cfg.interval_s, 1.0);
+    assert_eq!(ctx.layout, Layout::Enhanced);
+    assert!(ctx.udp);
+}
+
+#[test]
+fn invoked_by_subcommand_or_by_the_name_iperf() {
+    let argv = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    assert!(invoked(&argv(&["netmeter", "iperf2", "-c", "h"])).is_some());
+    assert!(invoked(&argv(&["/usr/bin/iperf", "-c", "h"])).is_some());
+    assert!(invoked(&argv(&["netmeter", "-c", "h"])).is_none());
+    assert!(invoked(&argv(&["/usr/bin/iperf3", "-c", "h"])).is_none());
+}
+
+#[test]
+fn bandwidth_in_packets_per_second_is_packets_times_length() {
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "100pps"]);
+    assert_eq!(cfg.spec.rate_bps, 100 * 1470 * 8);
+    let (cfg, _) = client(&["-c", "h", "-u", "-l", "1000", "-b", "2k pps"]);
+    assert_eq!(cfg.spec.rate_bps, 2000 * 1000 * 8);
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10M"]);
+    assert_eq!(cfg.spec.rate_bps, 10_000_000);
+}
+
+#[test]
+fn mean_stdev_bandwidth_is_refused_naming_the_option() {
+    let e = refused(&["-c", "h", "-u", "-b", "10M,1M"]);
+    assert!(e.contains("-b 10M,1M"), "{e}");
+}
+
+#[test]
+fn full_duplex_and_dualtest_run_both_directions() {
+    use crate::spec::Direction;
+    for f in ["--full-duplex", "-d"] {
+        let (cfg, _) = client(&["-c", "h", f]);
+        assert_eq!(cfg.spec.direction, Direction::Bidir, "{f}");
+    }
+    let (cfg, _) = client(&["-c", "h", "-R"]);
+    assert_eq!(cfg.spec.direction, Direction::Reverse);
+}
+
+#[test]
+fn tos_takes_dscp_names() {
+    let (cfg, _) = client(&["-c", "h", "-S", "af11"]);
+    assert_eq!(cfg.spec.tos, Some(0x28));
+    let (cfg, _) = client(&["-c", "h", "-S", "0x10"]);
+    assert_eq!(cfg.spec.tos, Some(0x10));
+}
+
+#[test]
+fn bounceback_takes_iperf2s_burst_count() {
+    let (cfg, ctx) = client(&["-c", "h", "--bounceback"]);
+    assert_eq!(cfg.spec.bounceback.unwrap().burst, 10);
+    assert!(ctx.nodelay);
+    let (cfg, _) = client(&["-c", "h", "--bounceback=3", "--bounceback-hold", "2"]);
+    let b = cfg.spec.bounceback.unwrap();
+    assert_eq!((b.burst, b.hold_us), (3, 2000));
+}
+
+#[test]
+fn csv_and_trip_times_layouts() {
+    let (_, ctx) = client(&["-c", "h", "-y", "C"]);
+    assert_eq!(ctx.layout, Layout::Csv);
+    let (cfg, ctx) = client(&["-c", "h", "--trip-times"]);
+    assert_eq!(ctx.layout, Layout::Enhanced);
+    assert!(cfg.spec.trip_times);
+    assert!(refused(&["-c", "h", "-y", "J"]).contains("-y J"));
+}
+
+#[test]
+fn unsupported_options_are_one_sentence_naming_them() {
+    for (args, name) in [
+        (&["-c", "h", "-r"][..], "-r"),
+        (&["-c", "h", "-T", "4"][..], "-T 4"),
+        (&["-c", "h", "-x", "S"][..], "-x S"),
+        (&["-c", "h", "--sum-only"][..], "--sum-only"),
+        (
+            &["-c", "h", "--bounceback", "--bounceback-period", "0.1"][..],
+            "--bounceback-period",
+        ),
+        (&["-c", "h", "--no-such"][..], "--no-such"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn help_version_and_server() {
+    assert!(matches!(cmd(&["-h"]), Ok(Iperf2Command::Help)));
+    assert!(matches!(cmd(&["-v"]), Ok(Iperf2Command::Version)));
+    assert!(version_text().starts_with("iperf version 2"));
+    match cmd(&["-s", "-u", "-p", "5002", "-e", "-i", "1"]) {
+        Ok(Iperf2Command::Server { cfg, .. }) => assert_eq!(cfg.port, 5002),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn histogram_bin_widths_in_iperf2s_units() {
+    assert_eq!(histogram_bin_ms("100u").unwrap(), 0.1);
+    assert_eq!(histogram_bin_ms("1m,1000").unwrap(), 1.0);
+    assert!(histogram_bin_ms("x").is_err());
+}
