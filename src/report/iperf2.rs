@@ -19,6 +19,7 @@ use crate::latency::LatencyStats;
 pub mod csv;
 pub mod lines;
 pub mod render;
+pub mod shape;
 #[cfg(test)]
 mod tests;
 
