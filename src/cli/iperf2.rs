@@ -166,14 +166,93 @@ fn bandwidth(b: &str, len_bytes: u64) -> Result<String, UsageError> {
         )));
     }
     if let Some(n) = t.strip_suffix("pps").map(str::trim) {
-        let pps: f64 = crate::units::parse_rate(n).map(|v| v as f64).map_err(|_| {
+        let pps = quantity(n).ok_or_else(|| {
             usage(format!(
                 "iperf2: -b {b} is not a packet rate such as 100pps"
             ))
         })?;
         return Ok(format!("{}", (pps * len_bytes as f64 * 8.0).round() as u64));
     }
-    Ok(t.to_string())
+    whole(
+        "-b",
+        t,
+        "a rate such as 10m (10^6 bits/s) or 10M (10 x 2^20)",
+    )
+}
+
+/// iperf 2's `byte_atoi`: a number with an optional unit letter, lower case 10³-based
+/// (`k`, `m`, `g`), upper case 2¹⁰-based (`K`, `M`, `G`): `-b 10M` is 10·2²⁰ bits/s in
+/// iperf 2, unlike iperf3. `None` for anything else.
+pub fn quantity(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last()? {
+        'k' => (&t[..t.len() - 1], 1e3),
+        'm' => (&t[..t.len() - 1], 1e6),
+        'g' => (&t[..t.len() - 1], 1e9),
+        'K' => (&t[..t.len() - 1], 1024.0),
+        'M' => (&t[..t.len() - 1], 1024.0 * 1024.0),
+        'G' => (&t[..t.len() - 1], 1024.0 * 1024.0 * 1024.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
+}
+
+/// An iperf 2 quantity option's value as the whole number netmeter's flag takes.
+fn whole(flag: &str, v: &str, what: &str) -> Result<String, UsageError> {
+    quantity(v)
+        .filter(|q| *q <= u64::MAX as f64)
+        .map(|q| (q.round() as u64).to_string())
+        .ok_or_else(|| usage(format!("iperf2: {flag} {v} is not {what}")))
+}
+
+/// iperf 2's `-S` names (`src/dscp.c`, `ipqos[]`): the TOS byte each stands for;
+/// otherwise a number (decimal, 0x hex, 0 octal) up to 255.
+fn tos_byte(s: &str) -> Result<u8, UsageError> {
+    const NAMES: &[(&str, u8)] = &[
+        ("af11", 0x28),
+        ("af12", 0x30),
+        ("af13", 0x38),
+        ("af21", 0x48),
+        ("af22", 0x50),
+        ("af23", 0x58),
+        ("af31", 0x68),
+        ("af32", 0x70),
+        ("af33", 0x78),
+        ("af41", 0x88),
+        ("af42", 0x90),
+        ("af43", 0x98),
+        ("cs0", 0x00),
+        ("cs1", 0x20),
+        ("cs2", 0x40),
+        ("cs3", 0x60),
+        ("cs4", 0x80),
+        ("cs5", 0xa0),
+        ("cs6", 0xc0),
+        ("cs7", 0xe0),
+        ("ef", 0xb8),
+        ("le", 0x04),
+        ("nqb", 0x2c),
+        ("nqb2", 0x14),
+        ("ac_be", 0x00),
+        ("ac_bk", 0x20),
+        ("ac_vi", 0xa0),
+        ("ac_vo", 0xc0),
+        ("lowdelay", 0x10),
+        ("throughput", 0x08),
+        ("reliability", 0x04),
+    ];
+    if let Some(&(_, v)) = NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s.trim())) {
+        return Ok(v);
+    }
+    super::parse_int(s)
+        .filter(|&v| v <= 255)
+        .map(|v| v as u8)
+        .ok_or_else(|| {
+            usage(format!(
+                "iperf2: -S {s} is not a TOS byte 0..255 or a name such as af11, ef or ac_vo"
+            ))
+        })
 }
 
 impl Iperf2Args {
@@ -281,7 +360,11 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     n.interval = a.interval.unwrap_or(0.0);
     n.format = a.format.clone();
     n.time = a.time;
-    n.bytes = a.num.clone();
+    n.bytes = a
+        .num
+        .as_deref()
+        .map(|v| whole("-n", v, "a byte count such as 10M"))
+        .transpose()?;
     n.parallel = a.parallel;
     n.reverse = a.reverse;
     // --full-duplex and -d: both directions at once (netmeter's --bidir).
@@ -291,11 +374,8 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
         .len
         .clone()
         .unwrap_or_else(|| if a.udp { "1470" } else { "128K" }.to_string());
-    let len_bytes = crate::units::parse_bytes(&len).map_err(|_| {
-        usage(format!(
-            "iperf2: -l {len} is not a length such as 1470 or 128K"
-        ))
-    })?;
+    let len = whole("-l", &len, "a length such as 1470 or 128K")?;
+    let len_bytes: u64 = len.parse().unwrap_or(0);
     // A server reads what the client sends (netmeter's server takes no length).
     n.length = a.client.is_some().then_some(len);
     n.bitrate = a
@@ -303,8 +383,16 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
         .as_deref()
         .map(|b| bandwidth(b, len_bytes))
         .transpose()?;
-    n.tos = a.tos.clone();
-    n.window = a.window.clone();
+    n.tos = a
+        .tos
+        .as_deref()
+        .map(|t| tos_byte(t).map(|v| v.to_string()))
+        .transpose()?;
+    n.window = a
+        .window
+        .as_deref()
+        .map(|v| whole("-w", v, "a window size such as 256K"))
+        .transpose()?;
     n.mss = a.mss;
     n.nodelay = a.nodelay;
     n.logfile = None;

@@ -46,10 +46,13 @@ fn invoked_by_subcommand_or_by_the_name_iperf() {
 fn bandwidth_in_packets_per_second_is_packets_times_length() {
     let (cfg, _) = client(&["-c", "h", "-u", "-b", "100pps"]);
     assert_eq!(cfg.spec.rate_bps, 100 * 1470 * 8);
-    let (cfg, _) = client(&["-c", "h", "-u", "-l", "1000", "-b", "2k pps"]);
+    let (cfg, _) = client(&["-c", "h", "-u", "-l", "1000", "-b", "2kpps"]);
     assert_eq!(cfg.spec.rate_bps, 2000 * 1000 * 8);
-    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10M"]);
+    // iperf 2's units: lower case 10³, upper case 2¹⁰.
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10m"]);
     assert_eq!(cfg.spec.rate_bps, 10_000_000);
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10M"]);
+    assert_eq!(cfg.spec.rate_bps, 10 * 1024 * 1024);
 }
 
 #[test]
@@ -75,6 +78,11 @@ fn tos_takes_dscp_names() {
     assert_eq!(cfg.spec.tos, Some(0x28));
     let (cfg, _) = client(&["-c", "h", "-S", "0x10"]);
     assert_eq!(cfg.spec.tos, Some(0x10));
+    let (cfg, _) = client(&["-c", "h", "-S", "ac_vo"]);
+    assert_eq!(cfg.spec.tos, Some(0xc0));
+    let (cfg, _) = client(&["-c", "h", "-S", "EF"]);
+    assert_eq!(cfg.spec.tos, Some(0xb8));
+    assert!(refused(&["-c", "h", "-S", "gold"]).contains("-S gold"));
 }
 
 #[test]
