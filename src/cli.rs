@@ -100,7 +100,8 @@ pub struct Args {
     /// link speed where the kernel knows it.
     #[arg(long = "line-rate", value_name = "RATE|memcpy")]
     pub line_rate: Option<String>,
-    /// More detail: CPU utilisation, congestion control, test settings.
+    /// More detail: CPU utilisation, congestion control, test settings, iperf 2's
+    /// figures (packets/s, Write/Err, Reads, inP, NetPwr).
     #[arg(short = 'V', long = "verbose")]
     pub verbose: bool,
     /// Print the version and exit.

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 mod calls;
-pub use calls::{READ_BINS, SocketCalls, read_bin};
+pub use calls::{READ_BINS, SocketCalls, lenient_calls, read_bin};
 
 /// RFC 3550 (§6.4.1, A.8) interarrival jitter, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -515,7 +515,11 @@ pub struct StreamResult {
     pub netmeter_send_blocked: Option<u64>,
     /// netmeter extension: the stream's socket calls on this side (iperf 2's Write/Err
     /// and Reads=Dist).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::stats::lenient_calls",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub netmeter_calls: Option<crate::stats::SocketCalls>,
 }
 

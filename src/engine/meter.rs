@@ -52,8 +52,9 @@ pub struct Meter {
     acct: Accountant,
     /// `--connect-only` server: connections answered for this test.
     pub answered: Option<super::connect::Answered>,
-    /// `--histograms`: keep each interval's one-way delay buckets for the text
-    /// (`Interval::owd_histogram_us`); otherwise they are not built.
+    /// `--histograms`: keep each interval's one-way delay and frame latency buckets for
+    /// the text (`Interval::owd_histogram_us`, `frame_latency_histogram_us`); otherwise
+    /// they are not built.
     pub interval_histograms: bool,
 }
 
@@ -132,6 +133,8 @@ impl Meter {
         // without round trips or one-way delays would allocate twice per interval.
         let mut merged: Option<Hist> = None;
         let mut merged_owd: Option<Hist> = None;
+        let mut merged_frames: Option<Hist> = None;
+        let frame_histograms = self.interval_histograms;
         let mut conn_sum = super::connect::IntervalSum::default();
         let mut profile_sum = super::profile::IntervalSum::default();
         let streams = &self.streams;
@@ -166,6 +169,13 @@ impl Meter {
                 let ext = row.netmeter.get_or_insert_with(Default::default);
                 conn_sum.take(rec, omitting, ext);
             }
+            if frame_histograms && let Some(rec) = &s.frames {
+                // Before `take` clears the interval's frame latencies.
+                let r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                merged_frames
+                    .get_or_insert_with(Hist::default)
+                    .merge(&r.interval_latency);
+            }
             profile_sum.take(s, omitting, row);
         });
         if self.streams.iter().any(|s| s.rtt.is_some()) {
@@ -185,6 +195,9 @@ impl Meter {
             if self.interval_histograms {
                 iv.owd_histogram_us = m.buckets_us();
             }
+        }
+        if let Some(m) = merged_frames.filter(|m| !m.is_empty()) {
+            iv.frame_latency_histogram_us = m.buckets_us();
         }
         iv
     }

@@ -177,6 +177,7 @@ mod tests {
             },
             sum_bidir_reverse: None,
             owd_histogram_us: Vec::new(),
+            frame_latency_histogram_us: Vec::new(),
         }
     }
 

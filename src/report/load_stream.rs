@@ -137,7 +137,7 @@ mod tests {
     /// what `--json-stream` does not carry (title, extra data).
     #[test]
     fn netmeter_stream_matches_its_document() {
-        for case in ["tcp", "udp_bidir", "bounceback"] {
+        for case in ["tcp", "udp_bidir", "bounceback", "udp_reverse_figures"] {
             let doc = Report::from_document(&fixture(&format!("{case}.json"))).unwrap();
             let stream = Report::from_json_stream(&fixture(&format!("{case}.jsonl"))).unwrap();
             assert_eq!(stream.start, doc.start, "{case}");

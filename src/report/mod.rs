@@ -175,9 +175,10 @@ pub struct StreamInterval {
     pub omitted: bool,
     pub sender: bool,
     /// netmeter: out-of-order and duplicate datagrams (UDP receiver), transactions and
-    /// round-trip times (bounceback client) in this interval. Boxed: the extras are 744
-    /// bytes and most rows (plain TCP) have none, and a report keeps a row per stream per
-    /// interval (920 bytes a row inline, 184 boxed).
+    /// round-trip times (bounceback client), iperf 2's figures in this interval. Boxed:
+    /// the extras are 944 bytes and rows loaded from iperf3's documents (and a plain
+    /// TCP receiver's rows before issue 22) have none, and a report keeps a row per
+    /// stream per interval (1120 bytes a row inline, 184 boxed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter: Option<Box<StreamExt>>,
 }
@@ -355,8 +356,9 @@ pub struct SumInterval {
     pub packets: Option<u64>,
     pub omitted: bool,
     pub sender: bool,
-    /// netmeter: transactions and round-trip times of all streams (bounceback). Boxed,
-    /// as `StreamInterval::netmeter`: most sums have none (128 bytes a sum, not 864).
+    /// netmeter: transactions and round-trip times of all streams (bounceback), iperf 2's
+    /// figures summed. Boxed, as `StreamInterval::netmeter`: an iperf3 document's sums
+    /// have none (128 bytes a sum, not 1064).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub netmeter: Option<Box<StreamExt>>,
 }
@@ -375,6 +377,10 @@ pub struct Interval {
     /// `--histograms`. Not in the JSON (the end object carries the whole test's).
     #[serde(skip)]
     pub owd_histogram_us: Vec<(f64, u64)>,
+    /// The same for the latency of the isochronous frames this side completed in the
+    /// interval (`--isochronous --trip-times` receivers; iperf 2's per-interval F8-PDF).
+    #[serde(skip)]
+    pub frame_latency_histogram_us: Vec<(f64, u64)>,
 }
 
 /// One side (sender or receiver) of a TCP stream's end summary.

@@ -239,7 +239,7 @@ fn csv_snapshots() {
 
 #[test]
 fn json_stream_snapshots() {
-    for name in ["tcp", "udp_bidir", "bounceback"] {
+    for name in ["tcp", "udp_bidir", "bounceback", "udp_reverse_figures"] {
         let (_, report) = load(name);
         check(&format!("{name}.jsonl"), &render_stream(&report));
     }

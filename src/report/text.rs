@@ -370,6 +370,11 @@ pub fn interval(ctx: &TextCtx, iv: &Interval) -> String {
             iv.sum.start, iv.sum.end
         );
         out.push_str(&end::histogram(&title, &iv.owd_histogram_us, bin));
+        let title = format!(
+            "Frame latency {dir} {:.2}-{:.2} sec",
+            iv.sum.start, iv.sum.end
+        );
+        out.push_str(&end::histogram(&title, &iv.frame_latency_histogram_us, bin));
     }
     ctx.titled(out)
 }

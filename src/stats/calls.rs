@@ -8,7 +8,7 @@
 //! the same way: a `sendmmsg` or `recvmmsg` is one call however many datagrams it
 //! carried, and a read's bin is taken against the length that read asked for.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// How many read-size bins (iperf 2's `TCPREADBINCOUNT`).
 pub const READ_BINS: usize = 8;
@@ -67,6 +67,14 @@ impl SocketCalls {
     }
 }
 
+/// A peer's `netmeter_calls` (results message), or `None` when it is not one: a value
+/// the peer got wrong (a ninth bin, a negative count) costs this figure, not the whole
+/// results message.
+pub fn lenient_calls<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketCalls>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
+}
+
 /// The bin of a read that returned `len` bytes of the `asked` it asked for: iperf 2's
 /// `(len - 1) / (asked / 8)`, here `(len - 1) * 8 / asked` so a length under 8 bytes
 /// still has bins; a read longer than asked (it cannot be) goes to the last bin.
@@ -93,6 +101,24 @@ mod tests {
         // Tiny lengths and nothing asked never index out of the bins.
         assert_eq!(read_bin(3, 4), 4);
         assert_eq!(read_bin(5, 0), 0);
+    }
+
+    #[test]
+    fn a_malformed_peer_count_is_dropped_not_fatal() {
+        #[derive(Deserialize)]
+        struct R {
+            #[serde(default, deserialize_with = "lenient_calls")]
+            c: Option<SocketCalls>,
+        }
+        let read = |s: &str| serde_json::from_str::<R>(s).unwrap().c;
+        assert_eq!(read(r#"{"c": {"writes": 3}}"#).unwrap().writes, 3);
+        assert_eq!(
+            read(r#"{"c": {"read_bins": [1, 2, 3, 4, 5, 6, 7, 8, 9]}}"#),
+            None
+        );
+        assert_eq!(read(r#"{"c": {"reads": -1}}"#), None);
+        assert_eq!(read(r#"{"c": "many"}"#), None);
+        assert_eq!(read("{}"), None);
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod door;
 mod e2e;
 mod experiments;
 mod exposure;
+mod figures;
 mod host;
 mod host_load;
 mod interop;

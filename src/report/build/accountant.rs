@@ -10,7 +10,9 @@
 //!   as iperf3 does;
 //! - the TCP retransmit and D-SACK (spurious retransmit) counters at the last tick and
 //!   where the measured part began, and the TCP summary figures ([`TcpTotals`]);
-//! - the `[SUM]` rows per direction (`sum`, and with `--bidir` `sum_bidir_reverse`).
+//! - the `[SUM]` rows per direction (`sum`, and with `--bidir` `sum_bidir_reverse`);
+//! - iperf 2's figures of each row (`figures::fill_row`: packets per second, socket
+//!   calls, and inP and net power from the one-way delays the extras put in).
 //!
 //! The extension recorders (round trips, one-way delays, connections, profile units and
 //! frames) keep their own interval and total state in the engine; the meter adds their

@@ -132,5 +132,6 @@ pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: 
         sum,
         sum_bidir_reverse,
         owd_histogram_us: Vec::new(),
+        frame_latency_histogram_us: Vec::new(),
     }
 }

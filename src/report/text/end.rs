@@ -269,11 +269,17 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
     }
     t.push_str(&profile::summary_text(x));
     if let Some(f) = x.iperf2_figures.as_ref().filter(|_| ctx.verbose) {
-        t.push_str(&super::figures::end_lines(ctx, f));
+        t.push_str(&super::figures::end_lines(ctx, f, local_senders));
     }
     if let Some(bin) = ctx.histogram_bin_ms {
         if let Some(b) = &x.bounceback {
             t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
+        }
+        // Isochronous frames are sent client -> server only.
+        let frames = x.isochronous.as_ref().and_then(|i| i.receiver.as_ref());
+        if let Some(f) = frames {
+            let h = &f.latency_histogram_us;
+            t.push_str(&histogram("Frame latency client->server", h, bin));
         }
         if let Some(tt) = &x.trip_times {
             for (name, o) in [

@@ -95,27 +95,33 @@ pub fn interval_lines(ctx: &TextCtx, iv: &Interval) -> String {
     out
 }
 
-/// The lines under the end table: each stream's sender and receiver, then the sums.
-pub fn end_lines(ctx: &TextCtx, e: &Iperf2End) -> String {
+/// The lines under the end table: each stream's sender and receiver, then the sums,
+/// tagged as the end table's rows are (`local_senders[i]`: this side sends on stream
+/// `i`; with `--bidir` a direction's rows carry its tag, `[TX-C]`...).
+pub fn end_lines(ctx: &TextCtx, e: &Iperf2End, local_senders: &[bool]) -> String {
     let mut out = String::new();
     let mut line = |id: String, role: &str, f: &Option<Iperf2Figures>| {
         if let Some(f) = f.filter(|f| !f.is_empty()) {
             let _ = writeln!(out, "iperf2 {id} {role:<8}{}", parts(&f));
         }
     };
-    for s in &e.streams {
-        line(format!("[{:>3}]", s.socket), "sender", &s.sender);
-        line(format!("[{:>3}]", s.socket), "receiver", &s.receiver);
+    for (i, s) in e.streams.iter().enumerate() {
+        let local_sender = local_senders.get(i).copied().unwrap_or(s.sender.is_some());
+        line(ctx.id(s.socket, local_sender), "sender", &s.sender);
+        line(ctx.id(s.socket, local_sender), "receiver", &s.receiver);
     }
-    if e.streams.len() > 1 || ctx.bidir {
-        line(ctx.sum_id(ctx.client), "sender", &e.sum_sent);
-        line(ctx.sum_id(!ctx.client), "receiver", &e.sum_received);
-        line(ctx.sum_id(!ctx.client), "sender", &e.sum_sent_bidir_reverse);
-        line(
-            ctx.sum_id(ctx.client),
-            "receiver",
-            &e.sum_received_bidir_reverse,
-        );
+    let per_dir = if ctx.bidir {
+        e.streams.len() / 2
+    } else {
+        e.streams.len()
+    };
+    if per_dir > 1 {
+        // The client -> server direction is this side's sending one on the client.
+        let (fwd, rev) = (ctx.sum_id(ctx.client), ctx.sum_id(!ctx.client));
+        line(fwd.clone(), "sender", &e.sum_sent);
+        line(fwd, "receiver", &e.sum_received);
+        line(rev.clone(), "sender", &e.sum_sent_bidir_reverse);
+        line(rev, "receiver", &e.sum_received_bidir_reverse);
     }
     out
 }
@@ -198,6 +204,26 @@ mod tests {
             }],
             ..Iperf2End::default()
         };
-        assert_eq!(end_lines(&c, &e), "iperf2 [  5] sender    Write/Err 3/0\n");
+        assert_eq!(
+            end_lines(&c, &e, &[true]),
+            "iperf2 [  5] sender    Write/Err 3/0\n"
+        );
+        // --bidir on the server: the streams it receives on are tagged [RX-S], and each
+        // direction's sums carry that direction's tag.
+        let mut s = ctx(Protocol::Tcp);
+        (s.bidir, s.client) = (true, false);
+        let two = Iperf2End {
+            streams: vec![e.streams[0]; 4],
+            sum_sent: e.streams[0].sender,
+            sum_received_bidir_reverse: e.streams[0].sender,
+            ..Iperf2End::default()
+        };
+        let t = end_lines(&s, &two, &[false, false, true, true]);
+        assert!(t.starts_with("iperf2 [  5][RX-S] sender"), "{t}");
+        assert!(t.contains("iperf2 [SUM][RX-S] sender"), "{t}");
+        assert!(
+            t.ends_with("iperf2 [SUM][TX-S] receiver  Write/Err 3/0\n"),
+            "{t}"
+        );
     }
 }
