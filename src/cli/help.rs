@@ -189,7 +189,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "show this host's limits, with the sysctls to change",
     ),
     ("generate", "write a man page or a shell completion script"),
-    ("iperf2", "iperf 2's options and output (also as a link named iperf)"),
+    (
+        "iperf2",
+        "iperf 2's options and output (also as a link named iperf)",
+    ),
 ];
 
 /// `--help`'s examples and the man page's: the command, what it does.

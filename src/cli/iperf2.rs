@@ -13,7 +13,7 @@ use crate::engine::client::ClientConfig;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;
-use crate::report::iperf2::{Iperf2Ctx, Layout};
+use crate::report::iperf2::{Bounceback, Iperf2Ctx, Layout};
 use clap::Parser;
 use std::ffi::OsString;
 use std::io::Write;
@@ -274,7 +274,15 @@ impl Iperf2Args {
             }
         };
         let layout = match layout {
-            Layout::Plain if self.enhanced || self.trip_times => Layout::Enhanced,
+            // As iperf 2: these turn the enhanced layout on.
+            Layout::Plain
+                if self.enhanced
+                    || self.trip_times
+                    || self.bounceback.is_some()
+                    || self.histograms.is_some() =>
+            {
+                Layout::Enhanced
+            }
             l => l,
         };
         let n = netmeter_args(self)?;
@@ -295,6 +303,11 @@ impl Iperf2Args {
                     parallel: self.parallel.unwrap_or(1),
                     trip_times: self.trip_times,
                     datagram_len: cfg.spec.block_len as u64,
+                    bounceback: cfg.spec.bounceback.map(|b| Bounceback {
+                        request_len: b.request_len,
+                        reply_len: b.reply_len,
+                        hold_us: b.hold_us,
+                    }),
                 };
                 Ok(Iperf2Command::Client {
                     cfg,

@@ -56,6 +56,16 @@ pub struct Iperf2Ctx {
     pub trip_times: bool,
     /// `-u` client: the datagram size it sends (`-l`).
     pub datagram_len: u64,
+    /// `--bounceback`: the request and reply sizes and the server's hold, µs.
+    pub bounceback: Option<Bounceback>,
+}
+
+/// A bounceback test's sizes, as its header and rows print them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounceback {
+    pub request_len: u32,
+    pub reply_len: u32,
+    pub hold_us: u32,
 }
 
 /// iperf 2's `byte_snprintf`: `v` bytes in `fmt`'s unit (`A`/`a` adaptive bytes/bits,
@@ -206,6 +216,9 @@ pub struct Row {
     pub retransmits: Option<u64>,
     /// UDP receivers: datagrams that arrived out of order.
     pub out_of_order: Option<u64>,
+    /// Bounceback: requests answered, and their round trips.
+    pub transactions: Option<u64>,
+    pub rtt: Option<LatencyStats>,
     pub figures: Iperf2Figures,
 }
 
@@ -224,6 +237,8 @@ impl Row {
             owd: ext.and_then(|e| e.owd),
             retransmits: s.tcp.map(|t| t.retransmits),
             out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
+            transactions: ext.and_then(|e| e.transactions),
+            rtt: ext.and_then(|e| e.rtt),
             figures: ext.map(|e| e.iperf2).unwrap_or_default(),
         }
     }
@@ -242,6 +257,8 @@ impl Row {
             owd: ext.and_then(|e| e.owd),
             retransmits: s.retransmits,
             out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
+            transactions: ext.and_then(|e| e.transactions),
+            rtt: ext.and_then(|e| e.rtt),
             figures: ext.map(|e| e.iperf2).unwrap_or_default(),
         }
     }

@@ -61,6 +61,12 @@ fn udp_trip_times_has_iperf2s_layout_with_the_server_report() {
 }
 
 #[test]
+fn bounceback_has_iperf2s_layout() {
+    let out = iperf2_client(&["--bounceback", "-i", "1", "-t", "2"]);
+    assert_shape("bb.client", &out);
+}
+
+#[test]
 fn csv_has_iperf2s_columns() {
     let out = iperf2_client(&["-y", "C", "-i", "1", "-t", "2"]);
     assert_shape("tcp_csv.client", &out);

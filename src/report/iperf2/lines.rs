@@ -33,8 +33,16 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
         (false, false) => out.push(format!("Server listening on {proto} port {}", ctx.port)),
     }
     let blk = start.test_start.blksize;
+    if let (Some(b), true, true) = (ctx.bounceback, enhanced, ctx.client) {
+        out.push(format!(
+            "Bounceback test (req/reply size ={}/{}) (server hold req={} usecs & tcp_quickack)",
+            byte_fmt(f64::from(b.request_len), 'A'),
+            byte_fmt(f64::from(b.reply_len), 'A'),
+            b.hold_us
+        ));
+    }
     if enhanced {
-        if ctx.client && !ctx.udp {
+        if ctx.client && !ctx.udp && ctx.bounceback.is_none() {
             out.push(format!("Write buffer size: {} Byte", blk));
         } else if !ctx.client && ctx.udp {
             out.push(format!("Read buffer size: {} ", byte_fmt(blk as f64, 'B')));
@@ -108,6 +116,12 @@ pub fn connection(ctx: &Iperf2Ctx, no: usize, c: &Connected, start: &Start) -> S
         if ctx.trip_times {
             s.push_str(" (trip-times)");
         }
+        if let Some(b) = ctx.bounceback {
+            s.push_str(&format!(
+                " (bb w/quickack req/reply/hold={}/{}/{})",
+                b.request_len, b.reply_len, b.hold_us
+            ));
+        }
         let t = &start.timestamp;
         if let Some(ts) = utc_ms(t.timesecs, t.timemillisecs % 1000) {
             s.push_str(&format!(" on {ts} (UTC)"));
@@ -144,11 +158,15 @@ pub enum Kind {
     UdpWrite,
     UdpRead,
     UdpReadTrip,
+    BounceClient,
 }
 
 /// The row kind of a side: what it does on the stream (`sender`) in which layout.
 pub fn kind(ctx: &Iperf2Ctx, sender: bool) -> Kind {
     match (ctx.layout, ctx.udp, sender) {
+        (Layout::Enhanced, false, true) if ctx.client && ctx.bounceback.is_some() => {
+            Kind::BounceClient
+        }
         (Layout::Enhanced, false, true) => Kind::TcpWrite,
         (Layout::Enhanced, false, false) if ctx.trip_times => Kind::TcpReadTrip,
         (Layout::Enhanced, false, false) => Kind::TcpRead,
@@ -181,6 +199,9 @@ pub fn column_header(kind: Kind) -> &'static str {
             "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total  Latency avg/min/max/stdev PPS Read/Timeo/NA NetPwr"
         }
         Kind::UdpReadTrip => UDP_TRIP_HEADER,
+        Kind::BounceClient => {
+            "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd(pkts)/RTT(var)   Tx/Rx bytes  RPS(avg)"
+        }
     }
 }
 
@@ -202,14 +223,27 @@ pub fn sum_header(kind: Kind) -> &'static str {
         Kind::UdpRead | Kind::UdpReadTrip => {
             "[SUM-cnt] Interval            Transfer     Bandwidth      Lost/Total  PPS"
         }
-        Kind::Plain | Kind::PlainUdpRecv => "",
+        Kind::Plain | Kind::PlainUdpRecv | Kind::BounceClient => "",
     }
 }
 
-/// One row: `prefix` is `[  1] ` for a stream, `[SUM-2] ` or `[SUM] ` for a sum; `sum`
-/// selects iperf 2's shorter sum format. `mss` turns TCP's window bytes into packets;
-/// `len` is the write size (the trip-time reader's "size").
-pub fn row(kind: Kind, prefix: &str, r: &Row, sum: bool, mss: Option<u32>, len: u64) -> String {
+/// What a row needs beyond its figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Facts {
+    /// iperf 2's shorter sum format (`[SUM-N]` rows).
+    pub sum: bool,
+    /// The whole test's row (a bounceback client's has no TCP state).
+    pub at_end: bool,
+    /// Turns TCP's window bytes into packets.
+    pub mss: Option<u32>,
+    /// The write size (the trip-time reader's "size").
+    pub len: u64,
+    pub bounceback: Option<super::Bounceback>,
+}
+
+/// One row: `prefix` is `[  1] ` for a stream, `[SUM-2] ` or `[SUM] ` for a sum.
+pub fn row(kind: Kind, prefix: &str, r: &Row, facts: &Facts) -> String {
+    let Facts { sum, mss, len, .. } = *facts;
     let head = format!(
         "{prefix}{}  {}",
         span(r.start, r.end),
@@ -280,7 +314,49 @@ pub fn row(kind: Kind, prefix: &str, r: &Row, sum: bool, mss: Option<u32>, len: 
             ),
         },
         Kind::UdpReadTrip => udp_trip(&head, r),
+        Kind::BounceClient => bounce(&head, r, facts),
     }
+}
+
+/// A bounceback client's row: `    10=0.148/0.008/1.325/0.414 ms    0   0K/(0)/0(0) us
+/// Tx=1000 Byte Rx=1000 Byte  RPS=6739`; the whole test's row has no TCP state.
+fn bounce(head: &str, r: &Row, facts: &Facts) -> String {
+    let b = facts.bounceback.unwrap_or_default();
+    let (req, reply) = (u64::from(b.request_len), u64::from(b.reply_len));
+    let (last, mss) = (facts.at_end, facts.mss);
+    let (cnt, lat, rps) = match (&r.rtt, r.transactions) {
+        (Some(l), Some(n)) => (
+            n.to_string(),
+            latency4(l),
+            if l.mean_ms > 0.0 {
+                format!("{:.0}", 1e3 / l.mean_ms)
+            } else {
+                "NA".into()
+            },
+        ),
+        _ => ("NA".into(), "-/-/-/-".into(), "NA".into()),
+    };
+    let bytes = |each: u64| {
+        r.transactions
+            .map_or("NA".into(), |n| byte_fmt((n * each) as f64, 'A'))
+    };
+    let tcp = match (r.tcp, mss.filter(|&m| m > 0).map(u64::from)) {
+        _ if last => "   -(-)/-(-)  ".to_string(),
+        (Some(t), Some(mss)) => format!(
+            "{:>4}K/({})/{}({}) us",
+            t.snd_cwnd / 1024,
+            t.snd_cwnd / mss,
+            t.rtt,
+            t.rttvar
+        ),
+        _ => "  NAK/(NA)/NA(NA) us".to_string(),
+    };
+    format!(
+        "{head}    {cnt}={lat} ms {:>4}{tcp}  Tx={} Rx={}  RPS={rps}",
+        or_na(r.retransmits),
+        bytes(req),
+        bytes(reply)
+    )
 }
 
 /// `15347/0        35` is before this: `     127K(2)/1534K(24)/196(293) us  10262403`.
@@ -385,6 +461,6 @@ pub fn server_report(no: usize, sent: Option<u64>, layout: Layout, server: &Row)
         Kind::PlainUdpRecv
     };
     out.push(column_header(kind).to_string());
-    out.push(row(kind, &id, server, false, None, 0));
+    out.push(row(kind, &id, server, &Facts::default()));
     out
 }

@@ -82,7 +82,6 @@ impl Iperf2Renderer {
             }
             return;
         }
-        let len = self.len();
         for s in &iv.streams {
             let kind = lines::kind(&self.ctx, s.sender);
             self.header_once(lines::column_header(kind));
@@ -90,9 +89,7 @@ impl Iperf2Renderer {
                 kind,
                 &super::id(self.no(s.socket)),
                 &Row::of_stream(s),
-                false,
-                self.mss(),
-                len,
+                &self.facts(false, false),
             );
             self.line(&l);
         }
@@ -108,18 +105,23 @@ impl Iperf2Renderer {
                 kind,
                 &format!("[SUM-{n}] "),
                 &Row::of_sum(&iv.sum),
-                true,
-                None,
-                len,
+                &self.facts(true, false),
             );
             self.line(&l);
         }
     }
 
-    fn len(&self) -> u64 {
-        self.start
-            .as_ref()
-            .map_or(self.ctx.datagram_len, |s| s.test_start.blksize)
+    fn facts(&self, sum: bool, at_end: bool) -> lines::Facts {
+        lines::Facts {
+            sum,
+            at_end,
+            mss: self.mss(),
+            len: self
+                .start
+                .as_ref()
+                .map_or(self.ctx.datagram_len, |s| s.test_start.blksize),
+            bounceback: self.ctx.bounceback,
+        }
     }
 
     fn end(&mut self, end: &End) {
@@ -129,7 +131,6 @@ impl Iperf2Renderer {
             }
             return;
         }
-        let len = self.len();
         let mut sent_streams = 0;
         for (i, st) in end.streams.iter().enumerate() {
             let sends = end.local.senders.get(i).copied().unwrap_or(self.ctx.client);
@@ -143,7 +144,7 @@ impl Iperf2Renderer {
             let kind = lines::kind(&self.ctx, sends);
             self.header_once(lines::column_header(kind));
             let id = super::id(self.no(socket));
-            let l = lines::row(kind, &id, &row, false, self.mss(), len);
+            let l = lines::row(kind, &id, &row, &self.facts(false, true));
             self.line(&l);
             if self.ctx.udp && sends {
                 let server = end_row(end, i, st, (false, client_sends), &self.last).map(|(_, r)| r);
@@ -165,7 +166,7 @@ impl Iperf2Renderer {
             if let Some(row) = end_sum_row(end, sends) {
                 let kind = lines::kind(&self.ctx, sends);
                 self.header_once(lines::sum_header(kind));
-                let l = lines::row(kind, &format!("[SUM-{n}] "), &row, true, None, len);
+                let l = lines::row(kind, &format!("[SUM-{n}] "), &row, &self.facts(true, true));
                 self.line(&l);
             }
         }
@@ -226,12 +227,20 @@ pub fn end_row(
     let side = if sender { &st.sender } else { &st.receiver };
     let s = side.as_ref()?;
     let prev = last.get(&s.socket).copied().unwrap_or_default();
+    // A bounceback test's totals are the stream's when it ran one.
+    let bb = end
+        .netmeter
+        .bounceback
+        .as_ref()
+        .filter(|_| sender && end.streams.len() == 1);
     let row = Row {
         start: s.start,
         end: s.end,
         seconds: s.seconds,
         bytes: s.bytes,
         retransmits: s.retransmits,
+        transactions: bb.map(|b| b.transactions),
+        rtt: bb.map(|b| b.rtt),
         tcp: prev.tcp,
         tcp_extra: prev.tcp_extra,
         figures: figs,

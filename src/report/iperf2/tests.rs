@@ -164,6 +164,18 @@ fn csv_matches_iperf2() {
 }
 
 #[test]
+fn bounceback_client_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.nodelay = true;
+    c.bounceback = Some(Bounceback {
+        request_len: 100,
+        reply_len: 100,
+        hold_us: 0,
+    });
+    assert_same_shape("bb.client", &render(c, &load("bounceback")));
+}
+
+#[test]
 fn byte_fmt_is_iperf2s_byte_snprintf() {
     assert_eq!(byte_fmt(1.87 * 1024.0 * 1024.0 * 1024.0, 'A'), "1.87 GByte");
     assert_eq!(byte_fmt(862.0 * 1024.0 * 1024.0, 'A'), " 862 MByte");
