@@ -308,6 +308,7 @@ impl Iperf2Args {
                         reply_len: b.reply_len,
                         hold_us: b.hold_us,
                     }),
+                    isochronous: cfg.spec.profile.as_ref().and_then(|p| p.isochronous()),
                 };
                 Ok(Iperf2Command::Client {
                     cfg,

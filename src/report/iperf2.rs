@@ -58,6 +58,8 @@ pub struct Iperf2Ctx {
     pub datagram_len: u64,
     /// `--bounceback`: the request and reply sizes and the server's hold, µs.
     pub bounceback: Option<Bounceback>,
+    /// `--isochronous`: frames per second and the per-frame rate's mean and deviation.
+    pub isochronous: Option<crate::wire::Isochronous>,
 }
 
 /// A bounceback test's sizes, as its header and rows print them.
@@ -219,6 +221,8 @@ pub struct Row {
     /// Bounceback: requests answered, and their round trips.
     pub transactions: Option<u64>,
     pub rtt: Option<LatencyStats>,
+    /// Isochronous senders: frames sent and schedule slips.
+    pub frames: Option<(u64, u64)>,
     pub figures: Iperf2Figures,
 }
 
@@ -239,6 +243,7 @@ impl Row {
             out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
             transactions: ext.and_then(|e| e.transactions),
             rtt: ext.and_then(|e| e.rtt),
+            frames: ext.and_then(|e| e.frames).map(|f| (f.sent, f.slips)),
             figures: ext.map(|e| e.iperf2).unwrap_or_default(),
         }
     }
@@ -259,6 +264,7 @@ impl Row {
             out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
             transactions: ext.and_then(|e| e.transactions),
             rtt: ext.and_then(|e| e.rtt),
+            frames: ext.and_then(|e| e.frames).map(|f| (f.sent, f.slips)),
             figures: ext.map(|e| e.iperf2).unwrap_or_default(),
         }
     }

@@ -41,6 +41,15 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
             b.hold_us
         ));
     }
+    if let (Some(i), true, true) = (ctx.isochronous, enhanced, ctx.client) {
+        out.push(format!(
+            "Isochronous: {:.2} frames/sec mean={}/s, stddev={}/s, Period/IPG={:.2}/0.000 ms",
+            f64::from(i.fps),
+            byte_fmt(i.mean_bps as f64 / 8.0, 'a'),
+            byte_fmt(i.stdev_bps as f64 / 8.0, 'a'),
+            1e3 / f64::from(i.fps.max(1))
+        ));
+    }
     if enhanced {
         if ctx.client && !ctx.udp && ctx.bounceback.is_none() {
             out.push(format!("Write buffer size: {} Byte", blk));
@@ -67,7 +76,7 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
                 tos & 3
             ));
         }
-        if ctx.client && ctx.udp {
+        if ctx.client && ctx.udp && ctx.isochronous.is_none() {
             out.push(format!(
                 "Sending {} byte datagrams, IPG target: {:.2} us (kalman adjust)",
                 blk,
@@ -116,6 +125,9 @@ pub fn connection(ctx: &Iperf2Ctx, no: usize, c: &Connected, start: &Start) -> S
         if ctx.trip_times {
             s.push_str(" (trip-times)");
         }
+        if ctx.isochronous.is_some() {
+            s.push_str(" (isoch)");
+        }
         if let Some(b) = ctx.bounceback {
             s.push_str(&format!(
                 " (bb w/quickack req/reply/hold={}/{}/{})",
@@ -159,6 +171,7 @@ pub enum Kind {
     UdpRead,
     UdpReadTrip,
     BounceClient,
+    UdpWriteIsoch,
 }
 
 /// The row kind of a side: what it does on the stream (`sender`) in which layout.
@@ -170,6 +183,9 @@ pub fn kind(ctx: &Iperf2Ctx, sender: bool) -> Kind {
         (Layout::Enhanced, false, true) => Kind::TcpWrite,
         (Layout::Enhanced, false, false) if ctx.trip_times => Kind::TcpReadTrip,
         (Layout::Enhanced, false, false) => Kind::TcpRead,
+        (Layout::Enhanced, true, true) if ctx.client && ctx.isochronous.is_some() => {
+            Kind::UdpWriteIsoch
+        }
         (Layout::Enhanced, true, true) => Kind::UdpWrite,
         (Layout::Enhanced, true, false) if ctx.trip_times => Kind::UdpReadTrip,
         (Layout::Enhanced, true, false) => Kind::UdpRead,
@@ -199,6 +215,9 @@ pub fn column_header(kind: Kind) -> &'static str {
             "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total  Latency avg/min/max/stdev PPS Read/Timeo/NA NetPwr"
         }
         Kind::UdpReadTrip => UDP_TRIP_HEADER,
+        Kind::UdpWriteIsoch => {
+            "[ ID] Interval            Transfer     Bandwidth      Write/Err  PPS  isoch:tx/miss/slip"
+        }
         Kind::BounceClient => {
             "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd(pkts)/RTT(var)   Tx/Rx bytes  RPS(avg)"
         }
@@ -217,7 +236,7 @@ pub fn sum_header(kind: Kind) -> &'static str {
         Kind::TcpRead | Kind::TcpReadTrip => {
             "[SUM-cnt] Interval            Transfer    Bandwidth       Reads=Dist"
         }
-        Kind::UdpWrite => {
+        Kind::UdpWrite | Kind::UdpWriteIsoch => {
             "[SUM-cnt] Interval            Transfer     Bandwidth      Write/Err  PPS"
         }
         Kind::UdpRead | Kind::UdpReadTrip => {
@@ -281,7 +300,7 @@ pub fn row(kind: Kind, prefix: &str, r: &Row, facts: &Facts) -> String {
             )
         }
         Kind::TcpReadTrip => format!("{head}  {}", reads(r)),
-        Kind::UdpWrite if sum => format!(
+        Kind::UdpWrite | Kind::UdpWriteIsoch if sum => format!(
             "{head}  {}/{} {} pps",
             or_na(f.writes),
             or_na(f.write_errors),
@@ -315,6 +334,15 @@ pub fn row(kind: Kind, prefix: &str, r: &Row, facts: &Facts) -> String {
         },
         Kind::UdpReadTrip => udp_trip(&head, r),
         Kind::BounceClient => bounce(&head, r, facts),
+        // `miss` (frames whose writes overran the next frame's start) is not counted.
+        Kind::UdpWriteIsoch => format!(
+            "{head}  {}/{}{} pps  {}",
+            or_na(f.writes),
+            or_na(f.write_errors),
+            pps(8),
+            r.frames
+                .map_or("NA/NA/NA".into(), |(tx, slip)| format!("{tx:3}/NA/{slip}"))
+        ),
     }
 }
 

@@ -219,6 +219,13 @@ pub fn end_row(
             }),
             owd,
             out_of_order: (!sender).then_some(u.out_of_order),
+            frames: end
+                .netmeter
+                .isochronous
+                .as_ref()
+                .and_then(|i| i.sender.as_ref())
+                .filter(|_| sender && end.streams.len() == 1)
+                .map(|s| (s.sent, s.slips)),
             figures: figs,
             ..Row::default()
         };

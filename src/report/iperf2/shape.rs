@@ -13,6 +13,8 @@ pub const NOT_RENDERED: &[&str] = &[
     "Bursting request",
     // Histogram lines (`BB8(f)-PDF`, `T8-PDF`): not rendered in iperf 2's layout yet.
     "-PDF:",
+    // The isochronous sender's schedule errors: netmeter keeps slips, not the errors.
+    "Isoch schedule errors",
 ];
 
 fn drop_parts(line: &str) -> String {

@@ -176,6 +176,32 @@ fn bounceback_client_matches_iperf2() {
 }
 
 #[test]
+fn isochronous_client_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.isochronous = Some(crate::wire::Isochronous {
+        fps: 60,
+        mean_bps: 10_000_000,
+        stdev_bps: 1_000_000,
+    });
+    // No isochronous fixture yet: the trip-times one (iperf 2's Server Report has
+    // latencies, see above) with a sender's frame figures set here.
+    let mut r = load("trip_times");
+    for iv in &mut r.intervals {
+        let s = &mut iv.streams[0];
+        let ext = s.netmeter.get_or_insert_with(Default::default);
+        ext.frames = Some(crate::report::profile::UnitsInterval {
+            sent: 60,
+            bytes: s.bytes,
+            slips: 0,
+            transfer: None,
+        });
+    }
+    let out = render(c, &r);
+    assert_same_shape("iso.client", &out);
+    assert!(out.contains(" 60/NA/0"), "{out}");
+}
+
+#[test]
 fn byte_fmt_is_iperf2s_byte_snprintf() {
     assert_eq!(byte_fmt(1.87 * 1024.0 * 1024.0 * 1024.0, 'A'), "1.87 GByte");
     assert_eq!(byte_fmt(862.0 * 1024.0 * 1024.0, 'A'), " 862 MByte");
