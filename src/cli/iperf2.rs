@@ -27,85 +27,132 @@ use std::sync::atomic::AtomicBool;
     name = "iperf",
     disable_help_flag = true,
     disable_version_flag = true,
-    allow_negative_numbers = true
+    allow_negative_numbers = true,
+    after_help = "iperf 2's defaults and units: port 5001, no interval reports without -i, \
+1470-byte datagrams and 128 KByte writes; in -b, -l, -n and -w k m g are powers of ten and \
+K M G powers of two. -e, --trip-times, --bounceback and --histograms print iperf 2's \
+enhanced layout, -y C its CSV. Run under the name iperf (a link), netmeter takes the same \
+command line. Every iperf 2 option, supported or not: docs/iperf2.md.\n\n\
+Examples:\n  netmeter iperf2 -s\n  netmeter iperf2 -c HOST -e -i 1 -t 10\n  \
+netmeter iperf2 -c HOST -u -b 100pps -e --trip-times\n  netmeter iperf2 -c HOST -y C -i 1\n\n\
+Exit status: 0 when the test ran, 1 on a usage error or a failed test."
 )]
 pub struct Iperf2Args {
-    #[arg(short = 'c', long = "client")]
+    /// Run as a client connecting to HOST.
+    #[arg(short = 'c', long = "client", value_name = "HOST")]
     client: Option<String>,
+    /// Run as a server (a netmeter server: it serves TCP and UDP at once).
     #[arg(short = 's', long = "server")]
     server: bool,
+    /// Port to listen on or connect to.
     #[arg(short = 'p', long = "port", default_value_t = 5001)]
     port: u16,
+    /// Use UDP rather than TCP.
     #[arg(short = 'u', long = "udp")]
     udp: bool,
+    /// Rate in bits/s (k m g = 10^3, K M G = 2^10), or N pps: datagrams (writes) per second. MEAN,STDEV is refused.
     #[arg(short = 'b', long = "bandwidth", allow_hyphen_values = true)]
     bandwidth: Option<String>,
+    /// Read/write length (default 128K, UDP 1470).
     #[arg(short = 'l', long = "len")]
     len: Option<String>,
+    /// Seconds to transmit for (default 10).
     #[arg(short = 't', long = "time", allow_hyphen_values = true)]
     time: Option<f64>,
+    /// Bytes to transmit (instead of -t).
     #[arg(short = 'n', long = "num")]
     num: Option<String>,
+    /// Seconds between interval reports (default none).
     #[arg(short = 'i', long = "interval")]
     interval: Option<f64>,
+    /// Parallel streams.
     #[arg(short = 'P', long = "parallel")]
     parallel: Option<u32>,
+    /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long = "reverse")]
     reverse: bool,
+    /// Both directions at once (netmeter's --bidir).
     #[arg(long = "full-duplex")]
     full_duplex: bool,
+    /// Both directions at once (netmeter's --bidir; iperf 2's server connects back).
     #[arg(short = 'd', long = "dualtest")]
     dualtest: bool,
+    /// iperf 2's tradeoff test: refused (run the test, then with -R).
     #[arg(short = 'r', long = "tradeoff")]
     tradeoff: bool,
+    /// Enhanced reports: iperf 2's -e columns.
     #[arg(short = 'e', long = "enhanced")]
     enhanced: bool,
+    /// Detect the peer's version (netmeter always does).
     #[arg(short = 'X', long = "peer-detect")]
     peer_detect: bool,
+    /// IP TOS byte, or a name: af11..af43, cs0..cs7, ef, le, nqb, nqb2, ac_be, ac_bk, ac_vi, ac_vo, lowdelay, throughput, reliability.
     #[arg(short = 'S', long = "tos")]
     tos: Option<String>,
+    /// Multicast TTL: refused (netmeter does not test multicast).
     #[arg(short = 'T', long = "ttl")]
     ttl: Option<String>,
+    /// Leave report types out: refused (netmeter prints them all).
     #[arg(short = 'x', long = "reportexclude")]
     exclude: Option<String>,
+    /// Report style: C for comma-separated values.
     #[arg(short = 'y', long = "reportstyle")]
     style: Option<String>,
-    #[arg(short = 'o', long = "output")]
+    /// Append the output to FILE.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Report format letter (accepted; the rows keep iperf 2's adaptive units).
     #[arg(short = 'f', long = "format")]
     format: Option<String>,
+    /// One-way delays (the latency columns); needs synchronised clocks.
     #[arg(long = "trip-times")]
     trip_times: bool,
+    /// Bounceback test, N requests a burst (default 10); bursts follow each other.
     #[arg(long = "bounceback", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     bounceback: Option<String>,
+    /// iperf 2's bounceback period: refused (not supported yet).
     #[arg(long = "bounceback-period")]
     bounceback_period: Option<String>,
+    /// Server delay before each reply, milliseconds.
     #[arg(long = "bounceback-hold")]
     bounceback_hold: Option<f64>,
+    /// Bounceback request size.
     #[arg(long = "bounceback-request")]
     bounceback_request: Option<String>,
+    /// Bounceback reply size (default: the request size).
     #[arg(long = "bounceback-reply")]
     bounceback_reply: Option<String>,
+    /// Isochronous frames: FPS:MEAN,STDEV (default 60:20m,0).
     #[arg(long = "isochronous", num_args = 0..=1, require_equals = true, default_missing_value = "60:20m,0")]
     isochronous: Option<String>,
+    /// Start sending at this Unix time (seconds).
     #[arg(long = "txstart-time")]
     txstart_time: Option<f64>,
+    /// Latency histograms, bin width as 100u or 1m (default 100u).
     #[arg(long = "histograms", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     histograms: Option<String>,
+    /// Sum reports only: refused (netmeter prints each stream and the sum).
     #[arg(long = "sum-only")]
     sum_only: bool,
+    /// Socket buffer size (TCP window).
     #[arg(short = 'w', long = "window")]
     window: Option<String>,
+    /// TCP maximum segment size.
     #[arg(short = 'M', long = "mss")]
     mss: Option<u32>,
+    /// TCP_NODELAY: Nagle's algorithm off.
     #[arg(short = 'N', long = "nodelay")]
     nodelay: bool,
-    #[arg(short = 'B', long = "bind")]
+    /// Bind to this local address.
+    #[arg(short = 'B', long = "bind", value_name = "HOST")]
     bind: Option<String>,
+    /// IPv6 only.
     #[arg(short = 'V', long = "ipv6_domain")]
     ipv6: bool,
+    /// Print the version and exit.
     #[arg(short = 'v', long = "version")]
     version: bool,
+    /// Print iperf 2's usage and exit.
     #[arg(short = 'h', long = "help")]
     help: bool,
 }
