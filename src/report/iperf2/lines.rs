@@ -76,13 +76,14 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
                 tos & 3
             ));
         }
-        if ctx.client && ctx.udp && ctx.isochronous.is_none() {
-            out.push(format!(
-                "Sending {} byte datagrams, IPG target: {:.2} us (kalman adjust)",
-                blk,
-                ipg_us(blk, start.target_bitrate)
-            ));
-        }
+    }
+    // Also without -e.
+    if ctx.client && ctx.udp && ctx.isochronous.is_none() {
+        out.push(format!(
+            "Sending {} byte datagrams, IPG target: {:.2} us (kalman adjust)",
+            blk,
+            ipg_us(blk, start.target_bitrate)
+        ));
     }
     let buf = if ctx.client {
         start.sndbuf_actual
@@ -365,8 +366,9 @@ fn bounce(head: &str, r: &Row, facts: &Facts) -> String {
         _ => ("NA".into(), "-/-/-/-".into(), "NA".into()),
     };
     let bytes = |each: u64| {
-        r.transactions
-            .map_or("NA".into(), |n| byte_fmt((n * each) as f64, 'A'))
+        r.transactions.map_or("NA".into(), |n| {
+            byte_fmt(n.saturating_mul(each) as f64, 'A')
+        })
     };
     let tcp = match (r.tcp, mss.filter(|&m| m > 0).map(u64::from)) {
         _ if last => "   -(-)/-(-)  ".to_string(),

@@ -122,6 +122,20 @@ fn tcp_plain_matches_iperf2() {
 }
 
 #[test]
+fn udp_plain_matches_iperf2() {
+    let r = load("udp");
+    assert_same_shape(
+        "udp_plain.client",
+        &render(ctx(Layout::Plain, true, true), &r),
+    );
+    let r = load("udp_reverse_figures");
+    assert_same_shape(
+        "udp_plain.server",
+        &render(ctx(Layout::Plain, false, true), &r),
+    );
+}
+
+#[test]
 fn udp_client_enhanced_matches_iperf2() {
     // iperf 2 timestamps every datagram; netmeter's report has one-way delays with
     // --trip-times, so the shape of iperf 2's plain -u run is the trip-times fixture's.
