@@ -190,21 +190,22 @@ pub fn end_row(
         .and_then(|f| f.streams.get(i))
         .and_then(|f| if sender { f.sender } else { f.receiver })
         .unwrap_or_default();
+    // The receiver's one-way delays over the whole test.
+    let owd = end
+        .netmeter
+        .trip_times
+        .as_ref()
+        .and_then(|t| {
+            if client_sends {
+                t.client_to_server.as_ref()
+            } else {
+                t.server_to_client.as_ref()
+            }
+        })
+        .and_then(|o| o.owd)
+        .filter(|_| !sender && end.streams.len() == 1);
     if let Some(u) = &st.udp {
         let ext = u.netmeter.filter(|_| !sender);
-        let owd = end
-            .netmeter
-            .trip_times
-            .as_ref()
-            .and_then(|t| {
-                if client_sends {
-                    t.client_to_server.as_ref()
-                } else {
-                    t.server_to_client.as_ref()
-                }
-            })
-            .and_then(|o| o.owd)
-            .filter(|_| !sender);
         let row = Row {
             start: u.start,
             end: ext.map_or(u.end, |x| u.start + x.receiver_seconds),
@@ -248,6 +249,7 @@ pub fn end_row(
         retransmits: s.retransmits,
         transactions: bb.map(|b| b.transactions),
         rtt: bb.map(|b| b.rtt),
+        owd,
         tcp: prev.tcp,
         tcp_extra: prev.tcp_extra,
         figures: figs,

@@ -122,6 +122,21 @@ fn tcp_plain_matches_iperf2() {
 }
 
 #[test]
+fn tcp_trip_times_receiver_matches_iperf2() {
+    // A netmeter client's `-R --trip-times -t 2 -i 1 -J` on loopback (histograms
+    // emptied), seen as the server would see it: delays went client to server.
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/report/testdata/iperf2/tcp_reverse_trip_times.json");
+    let mut r = Report::from_document(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let tt = r.end.netmeter.trip_times.as_mut().unwrap();
+    tt.client_to_server = tt.server_to_client.take();
+    let mut c = ctx(Layout::Enhanced, false, false);
+    c.trip_times = true;
+    let out = render(c, &r);
+    assert_same_shape("tcp_tt.server", &out);
+}
+
+#[test]
 fn udp_plain_matches_iperf2() {
     let r = load("udp");
     assert_same_shape(
