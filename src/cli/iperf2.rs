@@ -13,7 +13,7 @@ use crate::engine::client::ClientConfig;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;
-use crate::report::iperf2::{Bounceback, Iperf2Ctx, Layout};
+use crate::report::iperf2::{Bounceback, Exclude, Iperf2Ctx, Layout};
 use clap::Parser;
 use std::ffi::OsString;
 use std::io::Write;
@@ -92,7 +92,7 @@ pub struct Iperf2Args {
     /// Multicast TTL: refused (netmeter does not test multicast).
     #[arg(short = 'T', long = "ttl")]
     ttl: Option<String>,
-    /// Leave report types out: refused (netmeter prints them all).
+    /// Leave report types out: C connections, D data, M multicast, S settings, V server.
     #[arg(short = 'x', long = "reportexclude")]
     exclude: Option<String>,
     /// Report style: C for comma-separated values.
@@ -131,7 +131,7 @@ pub struct Iperf2Args {
     /// Latency histograms, bin width as 100u or 1m (default 100u).
     #[arg(long = "histograms", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     histograms: Option<String>,
-    /// Sum reports only: refused (netmeter prints each stream and the sum).
+    /// With several streams, only the sum rows.
     #[arg(long = "sum-only")]
     sum_only: bool,
     /// Socket buffer size (TCP window).
@@ -356,6 +356,8 @@ impl Iperf2Args {
                         hold_us: b.hold_us,
                     }),
                     isochronous: cfg.spec.profile.as_ref().and_then(|p| p.isochronous()),
+                    exclude: self.excluded(),
+                    sum_only: self.sum_only,
                 };
                 Ok(Iperf2Command::Client {
                     cfg,
@@ -368,6 +370,17 @@ impl Iperf2Args {
                 output: self.output.clone(),
             }),
             _ => Err(usage("iperf2: choose -s (server) or -c HOST (client)")),
+        }
+    }
+
+    /// `-x`'s letters (checked by `refuse_unsupported`).
+    fn excluded(&self) -> Exclude {
+        let x = self.exclude.as_deref().unwrap_or("").to_ascii_uppercase();
+        Exclude {
+            connections: x.contains('C'),
+            data: x.contains('D'),
+            settings: x.contains('S'),
+            server_reports: x.contains('V'),
         }
     }
 
@@ -388,20 +401,14 @@ impl Iperf2Args {
                 "iperf2: --bounceback-period is not supported yet: netmeter's bounceback sends its bursts back to back",
             ));
         }
-        if let Some(x) = &self.exclude {
-            if let Some(c) = x.chars().find(|c| !"CDMSVcdmsv".contains(*c)) {
-                return Err(usage(format!(
-                    "iperf2: -x {x}: '{c}' is not a report type (C, D, M, S or V)"
-                )));
-            }
+        if let Some((x, c)) = self.exclude.as_ref().and_then(|x| {
+            x.chars()
+                .find(|c| !"CDMSVcdmsv".contains(*c))
+                .map(|c| (x, c))
+        }) {
             return Err(usage(format!(
-                "iperf2: -x {x} (leaving report types out) is not supported; netmeter prints them all"
+                "iperf2: -x {x}: '{c}' is not a report type (C, D, M, S or V)"
             )));
-        }
-        if self.sum_only {
-            return Err(usage(
-                "iperf2: --sum-only is not supported; netmeter prints each stream and the sum",
-            ));
         }
         Ok(())
     }
@@ -533,7 +540,9 @@ Client/Server:
   -w, --window    #[KM]    TCP window size (socket buffer size)
   -B, --bind      <host>   bind to <host>, an interface address
   -V, --ipv6_domain        set the domain to IPv6
+  -x, --reportexclude [CDMSV]  exclude C(connection) D(data) M(multicast) S(settings) V(server) reports
   -y, --reportstyle C      report as a Comma-Separated Values
+      --sum-only           output sum only reports
       --histograms[=binwidth]  latency histograms (with --trip-times)
       --trip-times         enable end to end measurements (requires client and server clock sync)
 
@@ -560,7 +569,7 @@ Miscellaneous:
   -v, --version            print version information and quit
   -X, --peer-detect        detect the peer's version (netmeter always does)
 
-Not supported (refused with the reason): -r, -T, -x, --sum-only, --bounceback-period.
+Not supported (refused with the reason): -r, -T, --bounceback-period, -b MEAN,STDEV.
 See docs/iperf2.md.
 ";
 

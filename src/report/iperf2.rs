@@ -60,6 +60,24 @@ pub struct Iperf2Ctx {
     pub bounceback: Option<Bounceback>,
     /// `--isochronous`: frames per second and the per-frame rate's mean and deviation.
     pub isochronous: Option<crate::wire::Isochronous>,
+    /// `-x`: the report types left out.
+    pub exclude: Exclude,
+    /// `--sum-only`: with several streams, only the `[SUM-N]` rows.
+    pub sum_only: bool,
+}
+
+/// iperf 2's `-x [CDMSV]`: report types left out (M, multicast, has nothing to leave out
+/// here).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exclude {
+    /// `C`: the connection lines.
+    pub connections: bool,
+    /// `D`: the data rows (intervals and the whole test's).
+    pub data: bool,
+    /// `S`: the settings header.
+    pub settings: bool,
+    /// `V`: the server's report a UDP client prints.
+    pub server_reports: bool,
 }
 
 /// A bounceback test's sizes, as its header and rows print them.

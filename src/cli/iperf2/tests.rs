@@ -110,8 +110,7 @@ fn unsupported_options_are_one_sentence_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-r"][..], "-r"),
         (&["-c", "h", "-T", "4"][..], "-T 4"),
-        (&["-c", "h", "-x", "S"][..], "-x S"),
-        (&["-c", "h", "--sum-only"][..], "--sum-only"),
+        (&["-c", "h", "-x", "SQ"][..], "-x SQ"),
         (
             &["-c", "h", "--bounceback", "--bounceback-period", "0.1"][..],
             "--bounceback-period",
@@ -121,6 +120,13 @@ fn unsupported_options_are_one_sentence_naming_them() {
         let e = refused(args);
         assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
     }
+}
+
+#[test]
+fn report_exclusions_and_sum_only_reach_the_renderer() {
+    let (_, ctx) = client(&["-c", "h", "-x", "SCv", "--sum-only", "-P", "2"]);
+    assert!(ctx.exclude.settings && ctx.exclude.connections && ctx.exclude.server_reports);
+    assert!(!ctx.exclude.data && ctx.sum_only);
 }
 
 #[test]

@@ -477,13 +477,21 @@ fn udp_trip(head: &str, r: &Row) -> String {
 }
 
 /// The UDP client's lines after its own final row: what it sent, then what the server
-/// reported (`Sent N datagrams`, `Server Report:`, a header and a row).
-pub fn server_report(no: usize, sent: Option<u64>, layout: Layout, server: &Row) -> Vec<String> {
+/// reported (`Sent N datagrams`, `Server Report:`, a header and a row), when known.
+pub fn server_report(
+    no: usize,
+    sent: Option<u64>,
+    layout: Layout,
+    server: Option<&Row>,
+) -> Vec<String> {
     let id = super::id(no);
     let mut out = Vec::new();
     if let Some(n) = sent {
         out.push(format!("{id}Sent {n} datagrams"));
     }
+    let Some(server) = server else {
+        return out;
+    };
     out.push(format!("[{no:3}] Server Report:"));
     let kind = if layout == Layout::Enhanced {
         Kind::UdpReadTrip

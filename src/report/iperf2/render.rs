@@ -59,8 +59,13 @@ impl Iperf2Renderer {
         if self.ctx.layout == Layout::Csv {
             return;
         }
-        for l in lines::header(&self.ctx, s) {
-            self.line(&l);
+        if !self.ctx.exclude.settings {
+            for l in lines::header(&self.ctx, s) {
+                self.line(&l);
+            }
+        }
+        if self.ctx.exclude.connections {
+            return;
         }
         for (i, c) in s.connected.iter().enumerate() {
             let l = lines::connection(&self.ctx, i + 1, c, s);
@@ -72,7 +77,7 @@ impl Iperf2Renderer {
         for s in &iv.streams {
             self.last.insert(s.socket, Row::of_stream(s));
         }
-        if iv.streams.iter().all(|s| s.omitted) {
+        if iv.streams.iter().all(|s| s.omitted) || self.ctx.exclude.data {
             return;
         }
         if self.ctx.layout == Layout::Csv {
@@ -82,7 +87,8 @@ impl Iperf2Renderer {
             }
             return;
         }
-        for s in &iv.streams {
+        let hide_streams = self.ctx.sum_only && iv.streams.len() > 1;
+        for s in iv.streams.iter().filter(|_| !hide_streams) {
             let kind = lines::kind(&self.ctx, s.sender);
             self.header_once(lines::column_header(kind));
             let l = lines::row(
@@ -131,7 +137,11 @@ impl Iperf2Renderer {
             }
             return;
         }
+        if self.ctx.exclude.data {
+            return;
+        }
         let mut sent_streams = 0;
+        let streams_shown = !(self.ctx.sum_only && end.streams.len() > 1);
         for (i, st) in end.streams.iter().enumerate() {
             let sends = end.local.senders.get(i).copied().unwrap_or(self.ctx.client);
             sent_streams += usize::from(sends);
@@ -142,17 +152,21 @@ impl Iperf2Renderer {
                 continue;
             };
             let kind = lines::kind(&self.ctx, sends);
-            self.header_once(lines::column_header(kind));
-            let id = super::id(self.no(socket));
-            let l = lines::row(kind, &id, &row, &self.facts(false, true));
-            self.line(&l);
+            if streams_shown {
+                self.header_once(lines::column_header(kind));
+                let id = super::id(self.no(socket));
+                let l = lines::row(kind, &id, &row, &self.facts(false, true));
+                self.line(&l);
+            }
             if self.ctx.udp && sends {
-                let server = end_row(end, i, st, (false, client_sends), &self.last).map(|(_, r)| r);
+                // -x V leaves the server's part out, not what this side sent.
+                let server = end_row(end, i, st, (false, client_sends), &self.last)
+                    .map(|(_, r)| r)
+                    .filter(|_| !self.ctx.exclude.server_reports);
                 let sent = st.udp.as_ref().map(|u| u.packets);
-                if let Some(server) = server {
-                    for l in lines::server_report(self.no(socket), sent, self.ctx.layout, &server) {
-                        self.line(&l);
-                    }
+                let no = self.no(socket);
+                for l in lines::server_report(no, sent, self.ctx.layout, server.as_ref()) {
+                    self.line(&l);
                 }
             }
         }

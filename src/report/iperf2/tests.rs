@@ -231,6 +231,41 @@ fn isochronous_client_matches_iperf2() {
 }
 
 #[test]
+fn report_exclusions_and_sum_only() {
+    let r = load("tcp");
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.exclude = Exclude {
+        settings: true,
+        connections: true,
+        ..Exclude::default()
+    };
+    let out = render(c.clone(), &r);
+    assert!(
+        !out.contains("Client connecting") && !out.contains("connected with"),
+        "{out}"
+    );
+    assert!(out.contains("[  1] 0.0000-"), "{out}");
+    c.exclude = Exclude::default();
+    c.sum_only = true;
+    let out = render(c.clone(), &r);
+    assert!(
+        !out.contains("[  1] 0.0000-") && out.contains("[SUM-2] 0.0000-"),
+        "{out}"
+    );
+    c.sum_only = false;
+    c.exclude.data = true;
+    let out = render(c, &r);
+    assert!(!out.contains(" sec "), "{out}");
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.exclude.server_reports = true;
+    let out = render(c, &load("udp"));
+    assert!(
+        !out.contains("Server Report") && out.contains("Sent "),
+        "{out}"
+    );
+}
+
+#[test]
 fn byte_fmt_is_iperf2s_byte_snprintf() {
     assert_eq!(byte_fmt(1.87 * 1024.0 * 1024.0 * 1024.0, 'A'), "1.87 GByte");
     assert_eq!(byte_fmt(862.0 * 1024.0 * 1024.0, 'A'), " 862 MByte");
