@@ -37,14 +37,26 @@ pub fn end(ctx: &Iperf2Ctx, start: Option<&Start>, end: &End) -> Vec<String> {
     for (i, st) in end.streams.iter().enumerate() {
         let sends = end.local.senders.get(i).copied().unwrap_or(ctx.client);
         if let Some((socket, row)) = end_row(end, i, st, (sends, sends == ctx.client), &none) {
-            out.push(line(
-                ctx,
-                start,
-                socket,
-                stream_no(start, socket) as i64,
-                &row,
-            ));
+            let id = stream_no(start, socket) as i64;
+            out.push(line(ctx, start, socket, id, &row));
         }
+    }
+    // Several streams: their sum, as the interval rows have it.
+    let sum = if ctx.client {
+        &end.sum_sent
+    } else {
+        &end.sum_received
+    };
+    if let (true, Some(s)) = (end.streams.len() > 1, sum.as_ref().or(end.sum.as_ref())) {
+        let row = Row {
+            start: s.start,
+            end: s.end,
+            seconds: s.seconds,
+            bytes: s.bytes,
+            udp_recv: s.udp_recv,
+            ..Row::default()
+        };
+        out.push(line(ctx, start, -1, -1, &row));
     }
     out
 }

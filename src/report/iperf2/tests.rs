@@ -266,6 +266,15 @@ fn report_exclusions_and_sum_only() {
 }
 
 #[test]
+fn csv_sums_several_streams_with_id_minus_one() {
+    let out = render(ctx(Layout::Csv, true, false), &load("tcp"));
+    let sums: Vec<&str> = out.lines().filter(|l| l.contains(",-1,")).collect();
+    // Two intervals and the whole test.
+    assert_eq!(sums.len(), 3, "{out}");
+    assert!(sums[2].contains(",0.0-2.0,"), "{out}");
+}
+
+#[test]
 fn byte_fmt_is_iperf2s_byte_snprintf() {
     assert_eq!(byte_fmt(1.87 * 1024.0 * 1024.0 * 1024.0, 'A'), "1.87 GByte");
     assert_eq!(byte_fmt(862.0 * 1024.0 * 1024.0, 'A'), " 862 MByte");
