@@ -61,6 +61,12 @@ fn udp_trip_times_has_iperf2s_layout_with_the_server_report() {
 }
 
 #[test]
+fn parallel_streams_have_iperf2s_sum_rows() {
+    let out = iperf2_client(&["-P", "2", "-e", "-i", "1", "-t", "2"]);
+    assert_shape("tcp_p2.client", &out);
+}
+
+#[test]
 fn bounceback_has_iperf2s_layout() {
     let out = iperf2_client(&["--bounceback", "-i", "1", "-t", "2"]);
     assert_shape("bb.client", &out);
