@@ -310,6 +310,11 @@ impl Iperf2Args {
         if self.version {
             return Ok(Iperf2Command::Version);
         }
+        if self.server == self.client.is_some() {
+            return Err(usage(
+                "iperf2: choose one of -s (server) and -c HOST (client); see netmeter iperf2 -h",
+            ));
+        }
         self.refuse_unsupported()?;
         let layout = match self.style.as_deref() {
             None => Layout::Plain,

@@ -130,6 +130,12 @@ fn report_exclusions_and_sum_only_reach_the_renderer() {
 }
 
 #[test]
+fn a_role_is_needed_and_only_one() {
+    assert!(refused(&[]).contains("-s"));
+    assert!(refused(&["-s", "-c", "h"]).contains("-c HOST"));
+}
+
+#[test]
 fn help_version_and_server() {
     assert!(matches!(cmd(&["-h"]), Ok(Iperf2Command::Help)));
     assert!(matches!(cmd(&["-v"]), Ok(Iperf2Command::Version)));
