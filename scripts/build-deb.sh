@@ -77,6 +77,7 @@ install -d "$STAGE/usr/share/man/man1"
 "$NM" generate man-mesh | gzip -9n >"$STAGE/usr/share/man/man1/netmeter-mesh.1.gz"
 "$NM" generate man-doctor | gzip -9n >"$STAGE/usr/share/man/man1/netmeter-doctor.1.gz"
 "$NM" generate man-generate | gzip -9n >"$STAGE/usr/share/man/man1/netmeter-generate.1.gz"
+"$NM" generate man-iperf2 | gzip -9n >"$STAGE/usr/share/man/man1/netmeter-iperf2.1.gz"
 install -d "$STAGE/usr/share/bash-completion/completions" \
     "$STAGE/usr/share/zsh/vendor-completions" \
     "$STAGE/usr/share/fish/vendor_completions.d" \

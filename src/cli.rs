@@ -28,6 +28,7 @@ pub mod csv_cmd;
 pub mod doctor_cmd;
 pub mod generate;
 mod help;
+pub mod iperf2;
 mod manpage;
 pub mod mesh_cmd;
 mod parse_error;

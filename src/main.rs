@@ -363,6 +363,12 @@ fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(i2) = cli::iperf2::invoked(&argv) {
+        return match i2 {
+            Ok(c) => finish(cli::iperf2::run(c).map_err(Into::into)),
+            Err(e) => args_error(cli::ArgsError::Usage(e)),
+        };
+    }
     if let Some(sub) = cli::compare_cmd::subcommand(&argv) {
         return run_experiment(sub);
     }

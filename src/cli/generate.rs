@@ -34,6 +34,8 @@ pub enum Asset {
     ManDoctor,
     /// netmeter-generate(1)
     ManGenerate,
+    /// netmeter-iperf2(1)
+    ManIperf2,
     Bash,
     Zsh,
     Fish,
@@ -53,6 +55,7 @@ pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
     (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
     (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
     (Asset::ManGenerate, "netmeter-generate", Some("generate")),
+    (Asset::ManIperf2, "netmeter-iperf2", Some("iperf2")),
 ];
 
 /// Write a man page or a shell completion script to standard output.
@@ -96,6 +99,13 @@ pub fn command() -> clap::Command {
                 .version(env!("CARGO_PKG_VERSION")),
         )
         .subcommand(doctor_command())
+        .subcommand(
+            super::iperf2::Iperf2Args::command()
+                .name("iperf2")
+                .bin_name("netmeter iperf2")
+                .about("iperf 2's command line and output (also as a link named iperf); see docs/iperf2.md")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
         .subcommand(
             GenerateArgs::command()
                 .name("generate")

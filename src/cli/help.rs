@@ -189,6 +189,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "show this host's limits, with the sysctls to change",
     ),
     ("generate", "write a man page or a shell completion script"),
+    (
+        "iperf2",
+        "iperf 2's options and output (also as a link named iperf)",
+    ),
 ];
 
 /// `--help`'s examples and the man page's: the command, what it does.
@@ -424,7 +428,8 @@ mod tests {
                 .map(Into::into)
                 .collect();
             let known = super::super::subcommand(&argv).is_some()
-                || super::super::compare_cmd::subcommand(&argv).is_some();
+                || super::super::compare_cmd::subcommand(&argv).is_some()
+                || super::super::iperf2::invoked(&argv).is_some();
             assert!(known, "{name} is listed but not parsed");
         }
     }

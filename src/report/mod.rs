@@ -13,6 +13,7 @@ pub mod csv;
 pub mod escape;
 pub mod html;
 pub mod input;
+pub mod iperf2;
 pub mod json;
 mod load;
 pub mod load_stream;

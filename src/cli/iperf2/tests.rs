@@ -1,0 +1,154 @@
+use super::*;
+
+fn cmd(args: &[&str]) -> Result<Iperf2Command, UsageError> {
+    let v: Vec<OsString> = args.iter().map(OsString::from).collect();
+    parse(&v)
+}
+
+fn client(args: &[&str]) -> (ClientConfig, Iperf2Ctx) {
+    match cmd(args) {
+        Ok(Iperf2Command::Client { cfg, ctx, .. }) => (cfg, ctx),
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn refused(args: &[&str]) -> String {
+    match cmd(args) {
+        Err(e) => e.0,
+        Ok(c) => panic!("{args:?} was taken: {c:?}"),
+    }
+}
+
+#[test]
+fn iperf2_defaults_port_5001_no_intervals_and_its_lengths() {
+    let (cfg, ctx) = client(&["-c", "127.0.0.1"]);
+    assert_eq!(cfg.port, 5001);
+    assert_eq!(cfg.interval_s, 0.0);
+    assert_eq!(cfg.spec.block_len, 128 * 1024);
+    assert_eq!(ctx.layout, Layout::Plain);
+    let (cfg, ctx) = client(&["-c", "h", "-u", "-e", "-i", "1"]);
+    assert_eq!(cfg.spec.block_len, 1470);
+    assert_eq!(cfg.interval_s, 1.0);
+    assert_eq!(ctx.layout, Layout::Enhanced);
+    assert!(ctx.udp);
+}
+
+#[test]
+fn invoked_by_subcommand_or_by_the_name_iperf() {
+    let argv = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    assert!(invoked(&argv(&["netmeter", "iperf2", "-c", "h"])).is_some());
+    assert!(invoked(&argv(&["/usr/bin/iperf", "-c", "h"])).is_some());
+    assert!(invoked(&argv(&["netmeter", "-c", "h"])).is_none());
+    assert!(invoked(&argv(&["/usr/bin/iperf3", "-c", "h"])).is_none());
+}
+
+#[test]
+fn bandwidth_in_packets_per_second_is_packets_times_length() {
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "100pps"]);
+    assert_eq!(cfg.spec.rate_bps, 100 * 1470 * 8);
+    let (cfg, _) = client(&["-c", "h", "-u", "-l", "1000", "-b", "2kpps"]);
+    assert_eq!(cfg.spec.rate_bps, 2000 * 1000 * 8);
+    // iperf 2's units: lower case 10³, upper case 2¹⁰.
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10m"]);
+    assert_eq!(cfg.spec.rate_bps, 10_000_000);
+    let (cfg, _) = client(&["-c", "h", "-u", "-b", "10M"]);
+    assert_eq!(cfg.spec.rate_bps, 10 * 1024 * 1024);
+}
+
+#[test]
+fn mean_stdev_bandwidth_is_refused_naming_the_option() {
+    let e = refused(&["-c", "h", "-u", "-b", "10M,1M"]);
+    assert!(e.contains("-b 10M,1M"), "{e}");
+}
+
+#[test]
+fn full_duplex_and_dualtest_run_both_directions() {
+    use crate::spec::Direction;
+    for f in ["--full-duplex", "-d"] {
+        let (cfg, _) = client(&["-c", "h", f]);
+        assert_eq!(cfg.spec.direction, Direction::Bidir, "{f}");
+    }
+    let (cfg, _) = client(&["-c", "h", "-R"]);
+    assert_eq!(cfg.spec.direction, Direction::Reverse);
+}
+
+#[test]
+fn tos_takes_dscp_names() {
+    let (cfg, _) = client(&["-c", "h", "-S", "af11"]);
+    assert_eq!(cfg.spec.tos, Some(0x28));
+    let (cfg, _) = client(&["-c", "h", "-S", "0x10"]);
+    assert_eq!(cfg.spec.tos, Some(0x10));
+    let (cfg, _) = client(&["-c", "h", "-S", "ac_vo"]);
+    assert_eq!(cfg.spec.tos, Some(0xc0));
+    let (cfg, _) = client(&["-c", "h", "-S", "EF"]);
+    assert_eq!(cfg.spec.tos, Some(0xb8));
+    assert!(refused(&["-c", "h", "-S", "gold"]).contains("-S gold"));
+}
+
+#[test]
+fn bounceback_takes_iperf2s_burst_count() {
+    let (cfg, ctx) = client(&["-c", "h", "--bounceback"]);
+    assert_eq!(cfg.spec.bounceback.unwrap().burst, 10);
+    assert!(ctx.nodelay);
+    let (cfg, _) = client(&["-c", "h", "--bounceback=3", "--bounceback-hold", "2"]);
+    let b = cfg.spec.bounceback.unwrap();
+    assert_eq!((b.burst, b.hold_us), (3, 2000));
+}
+
+#[test]
+fn csv_and_trip_times_layouts() {
+    let (_, ctx) = client(&["-c", "h", "-y", "C"]);
+    assert_eq!(ctx.layout, Layout::Csv);
+    let (cfg, ctx) = client(&["-c", "h", "--trip-times"]);
+    assert_eq!(ctx.layout, Layout::Enhanced);
+    assert!(cfg.spec.trip_times);
+    assert!(refused(&["-c", "h", "-y", "J"]).contains("-y J"));
+}
+
+#[test]
+fn unsupported_options_are_one_sentence_naming_them() {
+    for (args, name) in [
+        (&["-c", "h", "-r"][..], "-r"),
+        (&["-c", "h", "-T", "4"][..], "-T 4"),
+        (&["-c", "h", "-x", "SQ"][..], "-x SQ"),
+        (
+            &["-c", "h", "--bounceback", "--bounceback-period", "0.1"][..],
+            "--bounceback-period",
+        ),
+        (&["-c", "h", "--no-such"][..], "--no-such"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn report_exclusions_and_sum_only_reach_the_renderer() {
+    let (_, ctx) = client(&["-c", "h", "-x", "SCv", "--sum-only", "-P", "2"]);
+    assert!(ctx.exclude.settings && ctx.exclude.connections && ctx.exclude.server_reports);
+    assert!(!ctx.exclude.data && ctx.sum_only);
+}
+
+#[test]
+fn a_role_is_needed_and_only_one() {
+    assert!(refused(&[]).contains("-s"));
+    assert!(refused(&["-s", "-c", "h"]).contains("-c HOST"));
+}
+
+#[test]
+fn help_version_and_server() {
+    assert!(matches!(cmd(&["-h"]), Ok(Iperf2Command::Help)));
+    assert!(matches!(cmd(&["-v"]), Ok(Iperf2Command::Version)));
+    assert!(version_text().starts_with("iperf version 2"));
+    match cmd(&["-s", "-u", "-p", "5002", "-e", "-i", "1"]) {
+        Ok(Iperf2Command::Server { cfg, .. }) => assert_eq!(cfg.port, 5002),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn histogram_bin_widths_in_iperf2s_units() {
+    assert_eq!(histogram_bin_ms("100u").unwrap(), 0.1);
+    assert_eq!(histogram_bin_ms("1m,1000").unwrap(), 1.0);
+    assert!(histogram_bin_ms("x").is_err());
+}

@@ -1,0 +1,305 @@
+//! The observer printing a test in iperf 2's layout as it runs: the settings header and
+//! connection lines once the `start` is known, a row per stream per interval (and the
+//! `[SUM-N]` row with several streams), the whole test's rows at the end, and on a UDP
+//! client what the server reported.
+
+use super::csv;
+use super::lines;
+use super::{Iperf2Ctx, Layout, Row};
+use crate::report::observe::{Event, Observer};
+use crate::report::{End, EndStream, Interval, Start};
+use std::collections::HashMap;
+
+/// Writes iperf 2's lines through `write` (one call per line, newline included).
+pub struct Iperf2Renderer {
+    ctx: Iperf2Ctx,
+    write: Box<dyn FnMut(&str) + Send>,
+    start: Option<Start>,
+    /// Column headers already printed (iperf 2 prints each once).
+    headers: Vec<&'static str>,
+    /// Each stream's last interval row: its TCP state is the end row's.
+    last: HashMap<i64, Row>,
+}
+
+impl Iperf2Renderer {
+    pub fn new(ctx: Iperf2Ctx, write: Box<dyn FnMut(&str) + Send>) -> Iperf2Renderer {
+        Iperf2Renderer {
+            ctx,
+            write,
+            start: None,
+            headers: Vec::new(),
+            last: HashMap::new(),
+        }
+    }
+
+    fn line(&mut self, s: &str) {
+        (self.write)(&format!("{s}\n"));
+    }
+
+    /// A column header, the first time it is due.
+    fn header_once(&mut self, h: &'static str) {
+        if !h.is_empty() && !self.headers.contains(&h) {
+            self.headers.push(h);
+            self.line(h);
+        }
+    }
+
+    fn mss(&self) -> Option<u32> {
+        self.start
+            .as_ref()
+            .and_then(|s| s.tcp_mss.or(s.tcp_mss_default))
+    }
+
+    fn no(&self, socket: i64) -> usize {
+        super::stream_no(self.start.as_ref(), socket)
+    }
+
+    fn started(&mut self, s: &Start) {
+        self.start = Some(s.clone());
+        if self.ctx.layout == Layout::Csv {
+            return;
+        }
+        if !self.ctx.exclude.settings {
+            for l in lines::header(&self.ctx, s) {
+                self.line(&l);
+            }
+        }
+        if self.ctx.exclude.connections {
+            return;
+        }
+        for (i, c) in s.connected.iter().enumerate() {
+            let l = lines::connection(&self.ctx, i + 1, c, s);
+            self.line(&l);
+        }
+    }
+
+    fn interval(&mut self, iv: &Interval) {
+        for s in &iv.streams {
+            self.last.insert(s.socket, Row::of_stream(s));
+        }
+        if iv.streams.iter().all(|s| s.omitted) || self.ctx.exclude.data {
+            return;
+        }
+        if self.ctx.layout == Layout::Csv {
+            let ls = csv::interval(&self.ctx, self.start.as_ref(), iv);
+            for l in ls {
+                self.line(&l);
+            }
+            return;
+        }
+        let hide_streams = self.ctx.sum_only && iv.streams.len() > 1;
+        for s in iv.streams.iter().filter(|_| !hide_streams) {
+            let kind = lines::kind(&self.ctx, s.sender);
+            self.header_once(lines::column_header(kind));
+            let l = lines::row(
+                kind,
+                &super::id(self.no(s.socket)),
+                &Row::of_stream(s),
+                &self.facts(false, false),
+            );
+            self.line(&l);
+        }
+        let n = iv
+            .streams
+            .iter()
+            .filter(|s| s.sender == iv.sum.sender)
+            .count();
+        if n > 1 {
+            let kind = lines::kind(&self.ctx, iv.sum.sender);
+            self.header_once(lines::sum_header(kind));
+            let l = lines::row(
+                kind,
+                &format!("[SUM-{n}] "),
+                &Row::of_sum(&iv.sum),
+                &self.facts(true, false),
+            );
+            self.line(&l);
+        }
+    }
+
+    fn facts(&self, sum: bool, at_end: bool) -> lines::Facts {
+        lines::Facts {
+            sum,
+            at_end,
+            mss: self.mss(),
+            len: self
+                .start
+                .as_ref()
+                .map_or(self.ctx.datagram_len, |s| s.test_start.blksize),
+            bounceback: self.ctx.bounceback,
+        }
+    }
+
+    fn end(&mut self, end: &End) {
+        if self.ctx.layout == Layout::Csv {
+            for l in csv::end(&self.ctx, self.start.as_ref(), end) {
+                self.line(&l);
+            }
+            return;
+        }
+        if self.ctx.exclude.data {
+            return;
+        }
+        let mut sent_streams = 0;
+        let streams_shown = !(self.ctx.sum_only && end.streams.len() > 1);
+        for (i, st) in end.streams.iter().enumerate() {
+            let sends = end.local.senders.get(i).copied().unwrap_or(self.ctx.client);
+            sent_streams += usize::from(sends);
+            // The client sends on this stream when this side is the client and sends,
+            // or the server and receives.
+            let client_sends = sends == self.ctx.client;
+            let Some((socket, row)) = end_row(end, i, st, (sends, client_sends), &self.last) else {
+                continue;
+            };
+            let kind = lines::kind(&self.ctx, sends);
+            if streams_shown {
+                self.header_once(lines::column_header(kind));
+                let id = super::id(self.no(socket));
+                let l = lines::row(kind, &id, &row, &self.facts(false, true));
+                self.line(&l);
+            }
+            if self.ctx.udp && sends {
+                // -x V leaves the server's part out, not what this side sent.
+                let server = end_row(end, i, st, (false, client_sends), &self.last)
+                    .map(|(_, r)| r)
+                    .filter(|_| !self.ctx.exclude.server_reports);
+                let sent = st.udp.as_ref().map(|u| u.packets);
+                let no = self.no(socket);
+                for l in lines::server_report(no, sent, self.ctx.layout, server.as_ref()) {
+                    self.line(&l);
+                }
+            }
+        }
+        let n = if self.ctx.client {
+            sent_streams
+        } else {
+            end.streams.len() - sent_streams
+        };
+        if n > 1 {
+            let sends = self.ctx.client;
+            if let Some(row) = end_sum_row(end, sends) {
+                let kind = lines::kind(&self.ctx, sends);
+                self.header_once(lines::sum_header(kind));
+                let l = lines::row(kind, &format!("[SUM-{n}] "), &row, &self.facts(true, true));
+                self.line(&l);
+            }
+        }
+    }
+}
+
+/// Stream `i`'s whole-test row for the side that sends on it (`sender`) or receives;
+/// `client_sends`: the client is the stream's sender (which way its one-way delays
+/// went).
+pub fn end_row(
+    end: &End,
+    i: usize,
+    st: &EndStream,
+    (sender, client_sends): (bool, bool),
+    last: &HashMap<i64, Row>,
+) -> Option<(i64, Row)> {
+    let figs = end
+        .netmeter
+        .iperf2_figures
+        .as_ref()
+        .and_then(|f| f.streams.get(i))
+        .and_then(|f| if sender { f.sender } else { f.receiver })
+        .unwrap_or_default();
+    // The receiver's one-way delays over the whole test.
+    let owd = end
+        .netmeter
+        .trip_times
+        .as_ref()
+        .and_then(|t| {
+            if client_sends {
+                t.client_to_server.as_ref()
+            } else {
+                t.server_to_client.as_ref()
+            }
+        })
+        .and_then(|o| o.owd)
+        .filter(|_| !sender && end.streams.len() == 1);
+    if let Some(u) = &st.udp {
+        let ext = u.netmeter.filter(|_| !sender);
+        let row = Row {
+            start: u.start,
+            end: ext.map_or(u.end, |x| u.start + x.receiver_seconds),
+            seconds: ext.map_or(u.seconds, |x| x.receiver_seconds),
+            bytes: ext.map_or(u.bytes, |x| x.receiver_bytes),
+            packets: Some(ext.map_or(u.packets, |x| x.receiver_packets)),
+            udp_recv: (!sender).then_some(crate::report::UdpRecvFigures {
+                jitter_ms: u.jitter_ms,
+                lost_packets: u.lost_packets,
+                packets: u.packets,
+                lost_percent: u.lost_percent,
+            }),
+            owd,
+            out_of_order: (!sender).then_some(u.out_of_order),
+            frames: end
+                .netmeter
+                .isochronous
+                .as_ref()
+                .and_then(|i| i.sender.as_ref())
+                .filter(|_| sender && end.streams.len() == 1)
+                .map(|s| (s.sent, s.slips)),
+            figures: figs,
+            ..Row::default()
+        };
+        return Some((u.socket, row));
+    }
+    let side = if sender { &st.sender } else { &st.receiver };
+    let s = side.as_ref()?;
+    let prev = last.get(&s.socket).copied().unwrap_or_default();
+    // A bounceback test's totals are the stream's when it ran one.
+    let bb = end
+        .netmeter
+        .bounceback
+        .as_ref()
+        .filter(|_| sender && end.streams.len() == 1);
+    let row = Row {
+        start: s.start,
+        end: s.end,
+        seconds: s.seconds,
+        bytes: s.bytes,
+        retransmits: s.retransmits,
+        transactions: bb.map(|b| b.transactions),
+        rtt: bb.map(|b| b.rtt),
+        owd,
+        tcp: prev.tcp,
+        tcp_extra: prev.tcp_extra,
+        figures: figs,
+        ..Row::default()
+    };
+    Some((s.socket, row))
+}
+
+/// The whole test's sum row of one direction.
+fn end_sum_row(end: &End, sender: bool) -> Option<Row> {
+    let f = end.netmeter.iperf2_figures.as_ref();
+    let (sum, figs) = if sender {
+        (end.sum_sent.as_ref(), f.and_then(|f| f.sum_sent))
+    } else {
+        (end.sum_received.as_ref(), f.and_then(|f| f.sum_received))
+    };
+    let s = sum.or(end.sum.as_ref())?;
+    Some(Row {
+        start: s.start,
+        end: s.end,
+        seconds: s.seconds,
+        bytes: s.bytes,
+        retransmits: s.retransmits,
+        udp_recv: s.udp_recv,
+        figures: figs.unwrap_or_default(),
+        ..Row::default()
+    })
+}
+
+impl Observer for Iperf2Renderer {
+    fn on(&mut self, event: Event<'_>) {
+        match event {
+            Event::Started(s) => self.started(s),
+            Event::Interval(iv) => self.interval(iv),
+            Event::End(e) => self.end(e),
+            _ => {}
+        }
+    }
+}
