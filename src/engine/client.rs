@@ -285,7 +285,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let pre = crate::report::text::verbose_preamble(
             &format!("netmeter {}", env!("CARGO_PKG_VERSION")),
             &sock::system_info(),
-            &clock::timestamp_now().time,
+            &clock::timestamp_at(cfg.clock.wall()).time,
         );
         out.emit(Event::Info(&pre));
     }
@@ -378,9 +378,10 @@ fn converse(
     let mut watch = Watch {
         ctrl: &mut *talk.ctrl,
         clock: cfg.clock.as_ref(),
-        receiving: ReceiveWatch::new(
+        receiving: ReceiveWatch::starting(
             running.receives(),
             cfg.side.rcv_timeout.unwrap_or(RCV_TIMEOUT),
+            cfg.clock.now(),
         ),
         rcv_timeout: cfg.side.rcv_timeout,
     };
@@ -431,7 +432,7 @@ fn record_start(
     let start = &mut out.report.start;
     start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
     start.system_info = sock::system_info();
-    start.timestamp = clock::timestamp_now();
+    start.timestamp = clock::timestamp_at(cfg.clock.wall());
     start.connecting_to = Some(HostPort {
         host: cfg.host.clone(),
         port: cfg.port,
@@ -500,7 +501,8 @@ impl Talk<'_> {
                 ClientStep::SendParams => {
                     let mut params = self.asked.to_params(self.ext_req.clone());
                     if let Some(auth) = &self.cfg.auth {
-                        params.authtoken = Some(auth.token().map_err(TestError::AuthToken)?);
+                        let now = crate::auth::unix_secs(self.cfg.clock.wall());
+                        params.authtoken = Some(auth.token_at(now).map_err(TestError::AuthToken)?);
                         sent_token = true;
                     }
                     self.ctrl
@@ -580,7 +582,9 @@ impl Talk<'_> {
     /// The test as negotiated, without streams (a server that skipped `CREATE_STREAMS`).
     fn unattached(&self) -> Result<TestRun, TestError> {
         let spec = self.asked.negotiated(self.machine.negotiated());
-        Ok(TestRun::new(spec, self.side())?.with_peak(self.peak()))
+        Ok(TestRun::new(spec, self.side())?
+            .with_clock(self.cfg.clock.clone())
+            .with_peak(self.peak()))
     }
 
     /// `--line-rate`'s peak, measured already if it is the memory copy rate.
@@ -606,6 +610,7 @@ impl Talk<'_> {
         }
         self.warnings.extend(negotiated.client_warnings(&cfg.host));
         let mut run = TestRun::new(self.asked.negotiated(negotiated), self.side())?
+            .with_clock(cfg.clock.clone())
             .with_file(cfg.side.file.as_deref(), cfg.side.file_max_bytes)?
             .with_peak(self.peak());
         for w in &self.warnings {

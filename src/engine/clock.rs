@@ -46,11 +46,6 @@ fn skewed_ns(wall: SystemTime) -> i64 {
     d.as_nanos() as i64 + test_offset_ns()
 }
 
-/// `start.timestamp` for now on the host's wall clock ([`timestamp_at`] is given it).
-pub fn timestamp_now() -> Timestamp {
-    timestamp_at(crate::clock::wall_now())
-}
-
 /// `start.timestamp` for the wall-clock time `wall`.
 pub fn timestamp_at(wall: SystemTime) -> Timestamp {
     let d = wall.duration_since(UNIX_EPOCH).unwrap_or_default();

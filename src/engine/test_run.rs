@@ -570,12 +570,7 @@ pub struct ReceiveWatch {
 
 impl ReceiveWatch {
     /// A watch on a side that `receives` (else it never stalls), giving up after `limit`,
-    /// started on the host's clock. [`ReceiveWatch::starting`] is given the time instead.
-    pub fn new(receives: bool, limit: Duration) -> ReceiveWatch {
-        ReceiveWatch::starting(receives, limit, crate::clock::mono_now())
-    }
-
-    /// As [`ReceiveWatch::new`], started at `now`.
+    /// started at `now`.
     pub fn starting(receives: bool, limit: Duration, now: Instant) -> ReceiveWatch {
         ReceiveWatch {
             receives,

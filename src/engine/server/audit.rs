@@ -142,12 +142,6 @@ struct Line<'a> {
 }
 
 impl Entry {
-    /// A test from `peer` begun now on the host's clocks. For the door's refusals,
-    /// which have no clock to hand yet; everything else uses [`Entry::begun`].
-    pub fn new(peer: SocketAddr) -> Entry {
-        Entry::begun(peer, crate::clock::mono_now(), crate::clock::wall_now())
-    }
-
     /// A test from `peer` begun at monotonic `now`, wall time `wall` (from the server's
     /// clock).
     pub fn begun(peer: SocketAddr, now: Instant, wall: SystemTime) -> Entry {

@@ -323,7 +323,7 @@ impl Door {
                     answer: Answer::Error(ErrCode::AuthTest),
                     message: format!("pre-shared-key authentication failed: {why}"),
                 };
-                let mut entry = Entry::new(peer);
+                let mut entry = Entry::begun(peer, shared.now(), shared.cfg.clock.wall());
                 shared.log_refusal(&mut entry, &r);
                 shared.record(&entry, &audit::Outcome::Refused(r.reason, r.message));
             }
@@ -348,7 +348,11 @@ impl Door {
             Answer::Busy => send(&mut conn.sock, &[State::AccessDenied.to_byte()]),
         };
         let _ = conn.sock.shutdown(std::net::Shutdown::Write);
-        let mut entry = Entry::new(shown(conn.peer));
+        let mut entry = Entry::begun(
+            shown(conn.peer),
+            self.shared.now(),
+            self.shared.cfg.clock.wall(),
+        );
         self.shared.log_refusal(&mut entry, &r);
         if let Some(p) = &conn.params {
             entry.test = crate::spec::TestSpec::from_params(p)

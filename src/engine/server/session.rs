@@ -246,7 +246,14 @@ impl<'a> Session<'a> {
             host: &canon(self.peer.ip()).to_string(),
             port: self.peer.port(),
         });
-        record_start(out, &self.ctrl, spec, self.peer, &self.cookie);
+        record_start(
+            out,
+            &self.ctrl,
+            spec,
+            self.peer,
+            &self.cookie,
+            self.clock.wall(),
+        );
         // Extensions: answered only to a client that asked, so iperf3 never sees this.
         let mut clock_est: Option<crate::clocksync::ClockEstimate> = None;
         if let Some(answer) = &answer {
@@ -455,7 +462,7 @@ impl<'a> Session<'a> {
         accepted: Vec<(u64, DataSock)>,
     ) -> Result<TestRun, TestError> {
         let side = &self.shared.cfg.side;
-        let run = TestRun::new(spec.clone(), Side::Server)?;
+        let run = TestRun::new(spec.clone(), Side::Server)?.with_clock(self.clock.clone());
         // -F: opened once for the test, as iperf3 tells a client it cannot (IEFILE).
         let mut run = match run.with_file(side.file.as_deref(), side.file_max_bytes) {
             Ok(run) => run,
@@ -540,7 +547,10 @@ fn admit(
     // iperf3 checks the credential where it reads the parameters; a refused client
     // never takes a test slot, and -1 keeps waiting for one that authenticates.
     if let Some(auth) = &shared.cfg.auth {
-        match auth.check(params.authtoken.as_deref()) {
+        match auth.check_at(
+            params.authtoken.as_deref(),
+            crate::auth::unix_secs(shared.cfg.clock.wall()),
+        ) {
             Ok(user) => {
                 if shared.cfg.verbose {
                     shared.log(&format!(
@@ -605,11 +615,12 @@ fn record_start(
     spec: &TestSpec,
     peer: SocketAddr,
     cookie: &Cookie,
+    wall: std::time::SystemTime,
 ) {
     let start = &mut out.report.start;
     start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
     start.system_info = sock::system_info();
-    start.timestamp = clock::timestamp_now();
+    start.timestamp = clock::timestamp_at(wall);
     start.accepted_connection = Some(HostPort {
         host: canon(peer.ip()).to_string(),
         port: peer.port(),
@@ -695,10 +706,10 @@ impl<'a, 's> Watch<'a, 's> {
         } else {
             judge
         };
-        let receiving = cfg
-            .side
-            .rcv_timeout
-            .map(|limit| (ReceiveWatch::new(running.receives(), limit), limit));
+        let receiving = cfg.side.rcv_timeout.map(|limit| {
+            let watch = ReceiveWatch::starting(running.receives(), limit, cfg.clock.now());
+            (watch, limit)
+        });
         Watch {
             session,
             t0,
