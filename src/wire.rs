@@ -15,6 +15,8 @@
 mod data;
 mod errcode;
 mod ext;
+/// iperf 2's bytes as its client sends and reads them (`--iperf2`).
+pub mod iperf2_client;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use errcode::ErrCode;
