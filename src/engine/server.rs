@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod door;
+mod iperf2;
 pub mod metrics;
 pub mod policy;
 pub mod refusal_log;
@@ -127,6 +128,8 @@ struct Shared {
     /// Sessions alive per source: such a source's data streams and short connections
     /// are not held to the per-source handshake cap nor charged `--max-conn-rate`.
     running: Mutex<HashMap<door::budget::Source, usize>>,
+    /// iperf 2 tests open to more of their `-P` connections or flows.
+    iperf2: iperf2::Groups,
 }
 
 /// A taken test slot (`--max-tests`), given back when dropped.
@@ -480,6 +483,7 @@ impl Server {
                 counters: Default::default(),
                 sessions_live: AtomicUsize::new(0),
                 running: Mutex::new(HashMap::new()),
+                iperf2: Default::default(),
             }),
             tcp,
             udp,

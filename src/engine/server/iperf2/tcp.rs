@@ -1,0 +1,205 @@
+//! One iperf 2 TCP connection, once the door has read its header: the header
+//! acknowledgement when the client waits for one (with `--trip-times`' timestamps),
+//! then the data: read and counted, or (`-R`) sent on the same socket, or both
+//! (`--full-duplex`), until the client's `-t`/`-n`, the client's close, or this
+//! server's limits (deadline, idle, rate, shutdown).
+
+use super::{Flow, Group, Plan, over_limit};
+use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often a blocked read or write looks at the deadline and the shutdown flag.
+const TICK: Duration = Duration::from_millis(100);
+/// After sending (`-R`), how long to wait for the client to close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Seconds and microseconds since the epoch, as iperf 2's timestamps are.
+fn sec_usec(t: SystemTime) -> (u32, u32) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as u32, d.subsec_micros())
+}
+
+/// The version this server names in its acknowledgement (iperf 2.1.8, as netmeter's
+/// client does: the release whose layouts it writes).
+pub fn our_version() -> Version {
+    Version::from_words(VERSION_U, VERSION_L).unwrap_or(Version {
+        major: 2,
+        minor: 1,
+        patch: 8,
+        kind: 3,
+    })
+}
+
+/// Why a connection's loop stopped, when it was not the test's own end.
+fn stop_reason(g: &Group, plan: &Plan, started: Instant, last_move: Instant) -> Option<String> {
+    let now = crate::clock::mono_now();
+    if g.shared().shutdown.load(Ordering::Relaxed) || g.shared().signalled() {
+        return Some("the server is stopping".into());
+    }
+    if let Some(d) = plan.deadline
+        && now.duration_since(started) > d
+    {
+        return Some(format!(
+            "ended after {} s (its -t with grace, or --server-max-duration)",
+            d.as_secs()
+        ));
+    }
+    if now.duration_since(last_move) > plan.idle {
+        return Some(format!("no data moved for {} s", plan.idle.as_secs()));
+    }
+    if let Some(limit) = plan.limit_bps
+        && over_limit(g.total(), now.duration_since(g.started), limit)
+    {
+        return Some(format!(
+            "its rate exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+        ));
+    }
+    None
+}
+
+/// Serve one connection. `early` counts the bytes the door read (the header and any
+/// data after it).
+pub(in crate::engine::server) fn serve(
+    g: Arc<Group>,
+    mut sock: TcpStream,
+    h: &TestHdr,
+    plan: &Plan,
+    early: usize,
+    accepted: SystemTime,
+) {
+    g.received.fetch_add(early as u64, Ordering::Relaxed);
+    let _ = sock.set_read_timeout(Some(TICK));
+    let _ = sock.set_write_timeout(Some(TICK));
+    if h.wants_ack() {
+        let times = h.start.filter(|_| h.trip_times()).map(|sent| AckTimes {
+            sent,
+            sent_rx: sec_usec(accepted),
+            ack: sec_usec(crate::clock::wall_now()),
+        });
+        let ack = HdrAck {
+            version: our_version(),
+            times,
+        };
+        let _ = sock.set_nodelay(true);
+        if let Err(e) = sock.write_all(&ack.encode()) {
+            g.failed(format!("cannot send the header acknowledgement: {e}"));
+            return;
+        }
+        let _ = sock.set_nodelay(false);
+    }
+    let result = match plan.flow {
+        Flow::Receive => receive(&g, &mut sock, plan),
+        Flow::Send => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
+        Flow::Both => match sock.try_clone() {
+            Ok(mut tx) => std::thread::scope(|s| {
+                let sender = s.spawn(|| send(&g, &mut tx, plan));
+                let r = receive(&g, &mut sock, plan);
+                let w = sender.join().unwrap_or(Ok(()));
+                r.and(w)
+            }),
+            Err(e) => Err(format!("cannot clone the socket: {e}")),
+        },
+    };
+    if let Err(why) = result {
+        g.failed(why);
+    }
+    let _ = sock.shutdown(Shutdown::Both);
+}
+
+/// Read and count until the client closes (or a limit ends the test).
+fn receive(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
+    let mut buf = vec![0u8; 128 * 1024];
+    let started = crate::clock::mono_now();
+    let mut last_move = started;
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                g.received.fetch_add(n as u64, Ordering::Relaxed);
+                last_move = crate::clock::mono_now();
+            }
+            Err(e) if is_timeout(&e) => {}
+            // The client ends a test by closing; a reset at the end is no error.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(format!("read failed: {e}")),
+        }
+        if let Some(why) = stop_reason(g, plan, started, last_move) {
+            return Err(why);
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Send until the client's `-t` or `-n` (paced under `plan.send_bps`), then close our
+/// side of the connection.
+fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
+    // iperf 2's payload pattern: the digits, repeated.
+    let block: Vec<u8> = (0..plan.block).map(|i| b'0' + (i % 10) as u8).collect();
+    let started = crate::clock::mono_now();
+    let mut last_move = started;
+    let mut sent: u64 = 0;
+    loop {
+        let now = crate::clock::mono_now();
+        let elapsed = now.duration_since(started);
+        if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        if let Some(bps) = plan.send_bps {
+            let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
+            if due > elapsed {
+                std::thread::sleep((due - elapsed).min(TICK));
+                continue;
+            }
+        }
+        let len = plan
+            .bytes
+            .map_or(block.len(), |n| (n - sent).min(block.len() as u64) as usize);
+        match sock.write(&block[..len]) {
+            Ok(n) => {
+                sent += n as u64;
+                g.sent.fetch_add(n as u64, Ordering::Relaxed);
+                last_move = crate::clock::mono_now();
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                // The client stopped reading (its own -t is over): the test ended.
+                return Ok(());
+            }
+            Err(e) => return Err(format!("write failed: {e}")),
+        }
+        if let Some(why) = stop_reason(g, plan, started, last_move) {
+            return Err(why);
+        }
+    }
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// After sending: wait (bounded) for the client to close, discarding what it sends.
+fn linger(sock: &mut TcpStream) {
+    let until = crate::clock::mono_now() + LINGER;
+    let mut buf = [0u8; 4096];
+    while crate::clock::mono_now() < until {
+        match sock.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}

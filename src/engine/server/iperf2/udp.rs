@@ -1,0 +1,1 @@
+//! iperf 2 UDP tests (filled in by the next step).

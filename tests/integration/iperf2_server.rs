@@ -1,0 +1,290 @@
+//! Real iperf 2 clients (2.1.8 and 2.2.1, from `scripts/setup-peers.sh`) against a
+//! netmeter server on its own port: each mode is judged by what the iperf 2 client
+//! itself prints (its `-y C` byte counts, its UDP "Server Report") against the netmeter
+//! server's own figures (its log's "ended: received N bytes, sent M bytes" line), and
+//! hostile iperf 2-shaped input leaves the server serving.
+
+use crate::support::*;
+use std::io::Write;
+use std::net::{TcpStream, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+const V218: &str = "NETMETER_IPERF2_218";
+const V221: &str = "NETMETER_IPERF2_221";
+const IPERF2_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Run an iperf 2 client against 127.0.0.1:PORT with `-y C` (exact byte counts).
+fn iperf2(key: &str, port: u16, args: &[&str]) -> std::process::Output {
+    run_bounded(
+        Command::new(peer(key))
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-y", "C"])
+            .args(args),
+        IPERF2_TIMEOUT,
+        "iperf 2 client",
+    )
+}
+
+/// The client's bytes from its CSV lines: (sent, received). A line whose source port
+/// is the server's is data the client received; per-thread lines only (no sums).
+fn csv_bytes(out: &std::process::Output, port: u16) -> (u64, u64) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut sent, mut received) = (0, 0);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() < 9 || f[5] == "-1" || f[0] == "time" {
+            continue;
+        }
+        // 2.2.1 splits the interval into two columns.
+        let bytes_at = if f[6].contains('-') { 7 } else { 8 };
+        let Ok(b) = f[bytes_at].parse::<u64>() else {
+            continue;
+        };
+        if f[2] == port.to_string() {
+            received += b;
+        } else if f[4] == port.to_string() {
+            sent += b;
+        }
+    }
+    (sent, received)
+}
+
+/// The server's "ended" line for the `nth` iperf 2 test (1-based): (received, sent).
+fn server_bytes(d: &Drained, nth: usize) -> (u64, u64) {
+    let needle = "iperf 2 test from";
+    assert!(
+        d.wait_for(" ended: received ", nth, Duration::from_secs(60)),
+        "no end line for iperf 2 test {nth}:\n{}",
+        d.text()
+    );
+    let text = d.text();
+    let line = text
+        .lines()
+        .filter(|l| l.contains(needle) && l.contains(" ended: received "))
+        .nth(nth - 1)
+        .expect("the end line");
+    let num = |after: &str| -> u64 {
+        let rest = &line[line.find(after).expect(after) + after.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    (num("received "), num("sent "))
+}
+
+fn no_errors(out: &std::process::Output, what: &str) {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for bad in ["failed", "WARN", "error", "refused"] {
+        assert!(!all.contains(bad), "{what}: {bad:?} in\n{}", show(out));
+    }
+    assert!(out.status.success(), "{what}:\n{}", show(out));
+}
+
+/// Every TCP mode against one server: the bytes the client counts are the server's.
+fn tcp_modes(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &["--max-tests", "4"]);
+    let cases: [(&[&str], bool, bool); 6] = [
+        (&["-n", "4M"], true, false),
+        (&["-t", "1"], true, false),
+        (&["-t", "1", "--trip-times"], true, false),
+        (&["-t", "1", "-P", "2"], true, false),
+        (&["-t", "1", "-R"], false, true),
+        (&["-t", "1", "--full-duplex"], true, true),
+    ];
+    for (i, (args, up, down)) in cases.iter().enumerate() {
+        let out = iperf2(key, port, args);
+        no_errors(&out, &format!("{key} {args:?}"));
+        let (sent, received) = csv_bytes(&out, port);
+        let (srv_received, srv_sent) = server_bytes(&d, i + 1);
+        let what = format!(
+            "{key} {args:?}: client sent {sent} received {received}; server received {srv_received} sent {srv_sent}"
+        );
+        assert_eq!(*up, sent > 0, "{what}");
+        assert_eq!(*down, received > 0, "{what}");
+        if *up {
+            assert_eq!(sent, srv_received, "{what}");
+        }
+        if *down {
+            assert_eq!(received, srv_sent, "{what}");
+        }
+        if args[0] == "-n" {
+            assert_eq!(srv_received, 4 << 20, "{what}");
+        }
+    }
+    let log = d.text();
+    assert!(log.contains("iperf 2 test from 127.0.0.1:"), "{log}");
+    let version = if key == V218 {
+        "iperf 2.1.8 client"
+    } else {
+        "iperf 2.2.1-rc client"
+    };
+    assert!(
+        log.contains(version),
+        "the log names the peer's version:\n{log}"
+    );
+    assert_eq!(
+        log.matches(" ended: received ").count(),
+        cases.len(),
+        "one end line per test, -P 2 included:\n{log}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn tcp_modes_218() {
+    tcp_modes(V218);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn tcp_modes_221() {
+    tcp_modes(V221);
+}
+
+/// A limit refuses an iperf 2 test on its header, with a log line naming the option,
+/// and an audit line; the client gets no data through.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2 peers"
+)]
+fn limits_refuse_iperf2_clients_with_a_logged_reason() {
+    let dir = std::env::temp_dir().join(format!("nm-iperf2-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit = dir.join("audit.jsonl");
+    let port = free_port();
+    let (_srv, d) = netmeter_server(
+        port,
+        &[
+            "--server-max-duration",
+            "2",
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+    );
+    let _ = iperf2(V218, port, &["-t", "5"]);
+    assert!(
+        d.wait_for("--server-max-duration", 1, Duration::from_secs(30)),
+        "{}",
+        d.text()
+    );
+    let log = d.text();
+    assert!(log.contains("refused a test from 127.0.0.1:"), "{log}");
+    assert!(log.contains("iperf 2 client"), "{log}");
+    assert!(
+        !log.contains(" ended: received "),
+        "refused, not served:\n{log}"
+    );
+    // A test within the limit is served, and both are audited.
+    let out = iperf2(V221, port, &["-t", "1"]);
+    no_errors(&out, "within the limit");
+    let (sent, _) = csv_bytes(&out, port);
+    assert_eq!(server_bytes(&d, 1).0, sent);
+    await_evidence(
+        "two audit lines",
+        || std::fs::read_to_string(&audit).is_ok_and(|t| t.lines().count() >= 2),
+        || std::fs::read_to_string(&audit).unwrap_or_default(),
+    );
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        lines.contains("\"result\":\"refused\"") && lines.contains("\"reason\":\"duration\""),
+        "{lines}"
+    );
+    assert!(lines.contains("\"result\":\"ok\""), "{lines}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2 peers"
+)]
+fn a_server_requiring_a_key_refuses_iperf2_clients() {
+    let dir = std::env::temp_dir().join(format!("nm-iperf2-psk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    // As `head -c 32 /dev/urandom | base64` makes them.
+    std::fs::write(&key, "7y0Y1hQ3u7m0o2a8v5cXg7J4e0LrT+Kq9s/ZpD6bWfE=\n").unwrap();
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &["--psk-file", key.to_str().unwrap()]);
+    let _ = iperf2(V221, port, &["-t", "1"]);
+    assert!(
+        d.wait_for("pre-shared key", 1, Duration::from_secs(30)),
+        "{}",
+        d.text()
+    );
+    assert!(!d.text().contains(" ended: received "), "{}", d.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Truncated and absurd iperf 2 headers are dropped (each with one line), and a netmeter
+/// (iperf3-protocol) client is served meanwhile.
+#[test]
+fn hostile_iperf2_headers_leave_the_server_serving() {
+    let port = free_port();
+    let (mut srv, d) = netmeter_server(
+        port,
+        &["--max-tests", "8", "--server-bitrate-limit", "100M"],
+    );
+    // Absurd: a length of 255 with no settings after it, then a close; thread counts
+    // and rates past every cap; the bounceback bit with a 4 GiB size.
+    let mut hostile: Vec<Vec<u8>> = Vec::new();
+    let mut absurd = vec![0u8; 255];
+    absurd[..4].copy_from_slice(&0x4001_01FEu32.to_be_bytes());
+    absurd[4..8].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
+    hostile.push(absurd);
+    let mut fast = vec![0u8; 60];
+    fast[..4].copy_from_slice(&0x4001_0078u32.to_be_bytes());
+    fast[4..8].copy_from_slice(&1u32.to_be_bytes());
+    fast[20..24].copy_from_slice(&(-100i32).to_be_bytes());
+    fast[48..52].copy_from_slice(&u32::MAX.to_be_bytes());
+    fast[52..56].copy_from_slice(&0xFFFF_FF00u32.to_be_bytes());
+    hostile.push(fast);
+    let mut bb = vec![0u8; 64];
+    bb[..4].copy_from_slice(&0x0080_0000u32.to_be_bytes());
+    bb[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+    hostile.push(bb);
+    // Truncated: 40 bytes of a 60-byte header, then a close.
+    let mut short = vec![0u8; 40];
+    short[..4].copy_from_slice(&0x4001_0078u32.to_be_bytes());
+    hostile.push(short);
+    for h in &hostile {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = s.write_all(h);
+        drop(s);
+    }
+    // A burst of fake UDP headers from one socket.
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..2000u32 {
+        let mut dgram = vec![0u8; 100];
+        dgram[..4].copy_from_slice(&i.to_be_bytes());
+        dgram[16..20].copy_from_slice(&(0x1234_5678u32 ^ i).to_be_bytes());
+        let _ = u.send_to(&dgram, ("127.0.0.1", port));
+    }
+    let v = client_json(port, &["-t", "1"]);
+    assert_receiver_ends_with_sender(&v, "an iperf3-protocol client after the hostile input");
+    assert!(srv.alive(), "the server died:\n{}", d.text());
+    let log = d.text();
+    for why in [
+        "--max-streams",
+        "--server-bitrate-limit",
+        "--bounceback",
+        "the rest of its iperf 2 header",
+    ] {
+        assert!(log.contains(why), "a line saying {why:?}:\n{log}");
+    }
+    assert!(
+        !log.contains(" ended: received "),
+        "none was served:\n{log}"
+    );
+    assert!(log.lines().count() < 100, "no line per datagram:\n{log}");
+}
