@@ -719,6 +719,7 @@ fn handle_session(shared: &Arc<Shared>, ready: door::Ready) -> bool {
 fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
     let _ = listener.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65536];
+    let mut iperf2 = iperf2::udp::UdpDoor::default();
     while !shared.shutdown.load(Ordering::Relaxed) {
         let (n, from) = match listener.recv_from(&mut buf) {
             Ok(x) => x,
@@ -737,6 +738,10 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
                 .iter_mut()
                 .find(|w| w.peer_ip == from_ip && w.remaining > 0)
             else {
+                // Not an iperf3 test's: an iperf 2 UDP test's, or dropped and counted.
+                if iperf2.offer(shared, &buf[..n], from) {
+                    continue;
+                }
                 if shared.cfg.verbose {
                     shared.log(&format!(
                         "ignored a UDP datagram from {from}: no test expects it"

@@ -16,9 +16,14 @@ const IPERF2_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Run an iperf 2 client against 127.0.0.1:PORT with `-y C` (exact byte counts).
 fn iperf2(key: &str, port: u16, args: &[&str]) -> std::process::Output {
+    iperf2_text(key, port, &[&["-y", "C"], args].concat())
+}
+
+/// Run an iperf 2 client against 127.0.0.1:PORT, its usual text output.
+fn iperf2_text(key: &str, port: u16, args: &[&str]) -> std::process::Output {
     run_bounded(
         Command::new(peer(key))
-            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-y", "C"])
+            .args(["-c", "127.0.0.1", "-p", &port.to_string()])
             .args(args),
         IPERF2_TIMEOUT,
         "iperf 2 client",
@@ -270,7 +275,7 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
         dgram[16..20].copy_from_slice(&(0x1234_5678u32 ^ i).to_be_bytes());
         let _ = u.send_to(&dgram, ("127.0.0.1", port));
     }
-    let v = client_json(port, &["-t", "1"]);
+    let v = client_json(port, &["-t", "1", "-b", "10M"]);
     assert_receiver_ends_with_sender(&v, "an iperf3-protocol client after the hostile input");
     assert!(srv.alive(), "the server died:\n{}", d.text());
     let log = d.text();
@@ -287,4 +292,135 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
         "none was served:\n{log}"
     );
     assert!(log.lines().count() < 100, "no line per datagram:\n{log}");
+}
+
+/// The client's UDP "Server Report" (lost, total, jitter ms) and its "Sent N datagrams",
+/// summed over its threads.
+fn server_reports(out: &std::process::Output) -> Vec<(u64, u64, f64)> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rows = Vec::new();
+    let mut next_is_report = 0;
+    for l in text.lines() {
+        if l.contains("Server Report:") {
+            next_is_report = 2;
+            continue;
+        }
+        if next_is_report > 0 {
+            next_is_report -= 1;
+            if let Some(ms) = l.find(" ms ") {
+                let jitter: f64 = l[..ms].split_whitespace().last().unwrap().parse().unwrap();
+                let lt = l[ms + 4..].split_whitespace().next().unwrap();
+                let (lost, total) = lt.split_once('/').unwrap();
+                rows.push((lost.parse().unwrap(), total.parse().unwrap(), jitter));
+                next_is_report = 0;
+            }
+        }
+    }
+    rows
+}
+
+fn sent_datagrams(out: &std::process::Output) -> u64 {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" Sent ") && l.contains(" datagrams") && !l.contains("SUM"))
+        .map(|l| {
+            let after = &l[l.find(" Sent ").unwrap() + 6..];
+            after
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// The server's "UDP flow" lines: (lost, total) each.
+fn server_flows(d: &Drained) -> Vec<(u64, u64)> {
+    d.text()
+        .lines()
+        .filter(|l| l.contains("iperf 2 UDP flow from") && l.contains(" lost "))
+        .map(|l| {
+            let after = &l[l.find(" lost ").unwrap() + 6..];
+            let mut w = after.split_whitespace();
+            let lost = w.next().unwrap().parse().unwrap();
+            let _of = w.next();
+            let total = w.next().unwrap().parse().unwrap();
+            (lost, total)
+        })
+        .collect()
+}
+
+/// UDP: the Server Report the iperf 2 client prints carries the server's true figures
+/// (its loss and total equal what the netmeter server logged; the total is what the
+/// client sent, its FIN counted as iperf 2's own server counts it), jitter plausible.
+fn udp_modes(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    let cases: [&[&str]; 3] = [
+        &["-u", "-t", "1", "-b", "10M"],
+        &["-u", "-t", "1", "-b", "10M", "--trip-times", "-e"],
+        &["-u", "-t", "1", "-b", "4M", "-P", "2"],
+    ];
+    let mut flows_before = 0;
+    for args in cases {
+        let out = iperf2_text(key, port, args);
+        let what = format!("{key} {args:?}:\n{}\n{}", show(&out), d.text());
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !all.contains("WARNING") && !all.contains("failed"),
+            "{what}"
+        );
+        let reports = server_reports(&out);
+        let threads = if args.contains(&"-P") { 2 } else { 1 };
+        assert_eq!(
+            reports.len(),
+            threads,
+            "one Server Report per thread: {what}"
+        );
+        await_evidence(
+            "the server's flow lines",
+            || server_flows(&d).len() >= flows_before + threads,
+            || d.text(),
+        );
+        let mut flows = server_flows(&d)[flows_before..].to_vec();
+        flows_before += threads;
+        let mut got: Vec<(u64, u64)> = reports.iter().map(|r| (r.0, r.1)).collect();
+        flows.sort();
+        got.sort();
+        assert_eq!(
+            got, flows,
+            "the client's Server Report is the server's count: {what}"
+        );
+        let total: u64 = got.iter().map(|r| r.1).sum();
+        assert_eq!(total + threads as u64, sent_datagrams(&out), "{what}");
+        for r in &reports {
+            assert!(r.2 >= 0.0 && r.2 < 100.0, "jitter {} ms: {what}", r.2);
+        }
+        if args.contains(&"--trip-times") {
+            assert!(all.contains("Latency avg/min/max/stdev"), "{what}");
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn udp_modes_218() {
+    udp_modes(V218);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn udp_modes_221() {
+    udp_modes(V221);
 }
