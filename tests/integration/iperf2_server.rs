@@ -282,7 +282,7 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
     for why in [
         "--max-streams",
         "--server-bitrate-limit",
-        "--bounceback",
+        "bounceback size of 4294967295",
         "the rest of its iperf 2 header",
     ] {
         assert!(log.contains(why), "a line saying {why:?}:\n{log}");
@@ -423,4 +423,70 @@ fn udp_modes_218() {
 )]
 fn udp_modes_221() {
     udp_modes(V221);
+}
+
+/// The bounceback count of the client's final line (`BB cnt=avg/...`: `11=0.106/...`).
+fn bounce_count(out: &std::process::Output) -> u64 {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rfind(|l| l.contains(" sec ") && !l.contains("PDF") && l.contains('='))
+        .unwrap_or_else(|| panic!("no bounceback line:\n{}", show(out)));
+    line.split_whitespace()
+        .find_map(|w| {
+            let (n, rest) = w.split_once('=')?;
+            (rest.contains('/') && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| n.parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("no count in {line:?}"))
+}
+
+/// `--bounceback`: every request the client counts was answered with its reply size,
+/// as the server's own byte counts say.
+fn bounceback(key: &str, args: &[&str], request: u64, reply: u64) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    let out = iperf2_text(key, port, &[&["--bounceback", "-t", "1"], args].concat());
+    no_errors(&out, &format!("{key} --bounceback {args:?}"));
+    let n = bounce_count(&out);
+    assert!(
+        n >= 5,
+        "a second of bounces at iperf 2's 10 a second:\n{}",
+        show(&out)
+    );
+    let (received, sent) = server_bytes(&d, 1);
+    let what = format!(
+        "{key}: {n} bounces; server received {received} sent {sent}\n{}",
+        d.text()
+    );
+    // The client may have one request in flight when its time is up.
+    assert!(
+        received == n * request || received == (n + 1) * request,
+        "{what}"
+    );
+    assert_eq!(sent, n * reply, "{what}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn bounceback_218() {
+    bounceback(V218, &[], 100, 100);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn bounceback_221_with_request_and_reply_sizes() {
+    bounceback(
+        V221,
+        &["--bounceback-request", "1000", "--bounceback-reply", "5000"],
+        1000,
+        5000,
+    );
 }

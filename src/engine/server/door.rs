@@ -606,16 +606,6 @@ impl Door {
             return None;
         }
         let first = conn.cookie.to_vec();
-        if wire::iperf2::is_bounceback([first[0], first[1], first[2], first[3]]) {
-            let r = Refusal {
-                reason: Reason::Params,
-                answer: Answer::Busy,
-                message: "iperf 2's --bounceback is not supported".into(),
-            };
-            super::iperf2::refused(&shared, peer, None, r);
-            self.forget(id);
-            return None;
-        }
         if header_len > COOKIE_LEN {
             conn.hs.expect_raw(header_len - COOKIE_LEN);
             conn.iperf2 = Some(first);
@@ -637,6 +627,10 @@ impl Door {
         let peer = conn.peer;
         let mut bytes = conn.iperf2.take().unwrap_or_default();
         bytes.extend_from_slice(more);
+        if wire::iperf2::is_bounceback([bytes[0], bytes[1], bytes[2], bytes[3]]) {
+            self.iperf2_bounceback(id, bytes, now);
+            return;
+        }
         let parsed = wire::iperf2::TestHdr::parse_tcp(&bytes);
         let h = match parsed {
             Ok(h) => h,
@@ -686,6 +680,64 @@ impl Door {
         let spawned = std::thread::Builder::new()
             .name("nm-iperf2".into())
             .spawn(move || super::iperf2::tcp::serve(group, conn.sock, &h, &plan, early, accepted));
+        match spawned {
+            Ok(t) => {
+                self.iperf2_threads.retain(|t| !t.is_finished());
+                self.iperf2_threads.push(t);
+            }
+            Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
+        }
+    }
+}
+
+impl Door {
+    /// An iperf 2 bounceback request's header is in: judge it as a one-thread TCP test
+    /// of its run time and serve it.
+    fn iperf2_bounceback(&mut self, id: u64, bytes: Vec<u8>, now: Instant) {
+        let shared = self.shared.clone();
+        let Some(peer) = self.conns.get(&id).map(|c| c.peer) else {
+            return;
+        };
+        let refuse = |this: &mut Door, h: Option<&wire::iperf2::TestHdr>, r: Refusal| {
+            super::iperf2::refused(&shared, peer, h, r);
+            this.forget(id);
+        };
+        let bb = match wire::iperf2::BbHdr::parse(&bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                let r = Refusal {
+                    reason: Reason::Params,
+                    answer: Answer::Busy,
+                    message: format!("unreadable bounceback header: {e}"),
+                };
+                return refuse(self, None, r);
+            }
+        };
+        let h = super::iperf2::bounceback_as_test(&bb);
+        let plan = match super::iperf2::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some()) {
+            Ok(p) => p,
+            Err(r) => return refuse(self, Some(&h), r),
+        };
+        let group = match shared.iperf2.join(&shared, peer, &h, &plan, now) {
+            Ok(g) => g,
+            Err(r) => return refuse(self, Some(&h), r),
+        };
+        self.budget.remove(id);
+        let Some(conn) = self.conns.remove(&id) else {
+            return;
+        };
+        if conn.sock.set_nonblocking(false).is_err() {
+            return;
+        }
+        shared.log(&format!(
+            "iperf 2 test from {}: iperf 2 client, TCP, --bounceback of {} bytes (replies of {})",
+            shown(peer),
+            bb.size,
+            bb.reply_size
+        ));
+        let spawned = std::thread::Builder::new()
+            .name("nm-iperf2-bb".into())
+            .spawn(move || super::iperf2::bounce::serve(group, conn.sock, bytes, &plan));
         match spawned {
             Ok(t) => {
                 self.iperf2_threads.retain(|t| !t.is_finished());

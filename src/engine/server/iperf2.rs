@@ -17,18 +17,20 @@
 //!   refused, logged). iperf 2 has no way to tell a client why: it is closed and the
 //!   server's log says why.
 //! * Not served (refused with a logged reason): `-d`/`-r` (the server would connect
-//!   back), `--permit-key`, bounceback.
+//!   back), `--permit-key`. A bounceback test (`iperf2/bounce.rs`) is judged as a
+//!   one-thread TCP test of its run time.
 //!
 //! [`plan`] is pure (header and policy in, what to do out); `iperf2/tcp.rs` and
 //! `iperf2/udp.rs` are the I/O.
 
+pub mod bounce;
 pub mod tcp;
 pub mod udp;
 
 use super::audit::{self, TestParams};
 use super::policy::{Answer, MAX_DURATION_GRACE, Policy, Reason, Refusal, TEST_GRACE};
 use super::{LiveSession, Shared, SlotGuard, canon, shown};
-use crate::wire::iperf2::{Amount, Legacy, TestHdr};
+use crate::wire::iperf2::{Amount, BB_HDR_LEN, BbHdr, HEADER_EXTEND, Legacy, TestHdr};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -203,6 +205,32 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         limit_bps,
         block,
     })
+}
+
+/// The test header a bounceback request stands for (its run time, one thread), so that
+/// [`plan`] and [`Groups`] judge it as any other TCP test.
+pub fn bounceback_as_test(bb: &BbHdr) -> TestHdr {
+    TestHdr {
+        flags: HEADER_EXTEND,
+        udp: false,
+        threads: 1,
+        port: 0,
+        buf_len: bb.size,
+        win_band: 0,
+        amount: if bb.run_time_centis > 0 {
+            Amount::TimeCentis(bb.run_time_centis)
+        } else {
+            Amount::Bytes(0)
+        },
+        upper: 0,
+        lower: 0,
+        version: None,
+        tos: bb.tos,
+        rate: 0,
+        start: None,
+        legacy: None,
+        len: BB_HDR_LEN,
+    }
 }
 
 /// The audit log's view of an iperf 2 test.

@@ -18,7 +18,7 @@ const TICK: Duration = Duration::from_millis(100);
 const LINGER: Duration = Duration::from_secs(2);
 
 /// Seconds and microseconds since the epoch, as iperf 2's timestamps are.
-fn sec_usec(t: SystemTime) -> (u32, u32) {
+pub(super) fn sec_usec(t: SystemTime) -> (u32, u32) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     (d.as_secs() as u32, d.subsec_micros())
 }
@@ -35,7 +35,12 @@ pub fn our_version() -> Version {
 }
 
 /// Why a connection's loop stopped, when it was not the test's own end.
-fn stop_reason(g: &Group, plan: &Plan, started: Instant, last_move: Instant) -> Option<String> {
+pub(super) fn stop_reason(
+    g: &Group,
+    plan: &Plan,
+    started: Instant,
+    last_move: Instant,
+) -> Option<String> {
     let now = crate::clock::mono_now();
     if g.shared().shutdown.load(Ordering::Relaxed) || g.shared().signalled() {
         return Some("the server is stopping".into());
@@ -133,7 +138,7 @@ fn receive(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
     }
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+pub(super) fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
