@@ -490,3 +490,65 @@ fn bounceback_221_with_request_and_reply_sizes() {
         5000,
     );
 }
+
+/// `-d` and `-r`: the server connects back to the client's listener (`-L`, since the
+/// client shares the host) and sends; each side's bytes as the client counts them are
+/// the server's.
+fn legacy(key: &str) {
+    let port = free_port();
+    let listen = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    for (i, flag) in ["-d", "-r"].into_iter().enumerate() {
+        let out = iperf2(key, port, &["-t", "1", "-L", &listen.to_string(), flag]);
+        no_errors(&out, &format!("{key} {flag}"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (mut sent, mut received) = (0u64, 0u64);
+        for l in text.lines() {
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() < 9 || f[5] == "-1" || f[0] == "time" {
+                continue;
+            }
+            let bytes_at = if f[6].contains('-') { 7 } else { 8 };
+            let b: u64 = f[bytes_at].parse().unwrap_or(0);
+            if f[4] == port.to_string() {
+                sent += b;
+            } else if f[4] == listen.to_string() {
+                received += b;
+            }
+        }
+        let (srv_received, srv_sent) = server_bytes(&d, i + 1);
+        let what = format!(
+            "{key} {flag}: client sent {sent} received {received}; server received {srv_received} sent {srv_sent}\n{}",
+            d.text()
+        );
+        assert!(sent > 0 && received > 0, "{what}");
+        assert_eq!((sent, received), (srv_received, srv_sent), "{what}");
+    }
+    let log = d.text();
+    assert!(
+        log.contains(&format!("-d (back to its port {listen})")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("-r (back to its port {listen})")),
+        "{log}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn legacy_dual_and_tradeoff_218() {
+    legacy(V218);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn legacy_dual_and_tradeoff_221() {
+    legacy(V221);
+}

@@ -16,8 +16,10 @@
 //!   server's own sending is paced under it), `--psk-file` (iperf 2 cannot prove a key:
 //!   refused, logged). iperf 2 has no way to tell a client why: it is closed and the
 //!   server's log says why.
-//! * Not served (refused with a logged reason): `-d`/`-r` (the server would connect
-//!   back), `--permit-key`. A bounceback test (`iperf2/bounce.rs`) is judged as a
+//! * `-d`/`-r` (TCP): this server connects back to the client's own address, at the
+//!   port its header names, and sends (at once, or after the client's test); never to
+//!   another address. Not served (refused with a logged reason): `-d`/`-r` over UDP,
+//!   `--permit-key`. A bounceback test (`iperf2/bounce.rs`) is judged as a
 //!   one-thread TCP test of its run time.
 //!
 //! [`plan`] is pure (header and policy in, what to do out); `iperf2/tcp.rs` and
@@ -87,6 +89,9 @@ pub struct Plan {
     pub limit_bps: Option<u64>,
     /// Bytes per write when sending.
     pub block: usize,
+    /// `-d`/`-r`: this server connects back to the client's port and sends, at once
+    /// or after the client's test.
+    pub legacy: Option<Legacy>,
 }
 
 fn refusal(reason: Reason, message: String) -> Refusal {
@@ -113,11 +118,15 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
             "iperf 2's --permit-key is not supported".into(),
         ));
     }
-    if let Some(l) = h.legacy {
+    if let Some(l) = h.legacy
+        && (h.udp || h.port == 0)
+    {
         let flag = if l == Legacy::Dual { "-d" } else { "-r" };
         return Err(refusal(
             Reason::Params,
-            format!("iperf 2's {flag} (the server connects back to the client) is not supported"),
+            format!(
+                "iperf 2's {flag} over UDP (the server connects back to the client) is not supported"
+            ),
         ));
     }
     let flow = if h.full_duplex() {
@@ -128,7 +137,8 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         Flow::Receive
     };
     let threads = h.threads.max(1);
-    let streams = threads.saturating_mul(if flow == Flow::Both { 2 } else { 1 });
+    let both_ways = flow == Flow::Both || h.legacy.is_some();
+    let streams = threads.saturating_mul(if both_ways { 2 } else { 1 });
     if threads > MAX_THREADS || policy.max_streams.is_some_and(|m| streams > m) {
         let max = policy.max_streams.unwrap_or(MAX_THREADS).min(MAX_THREADS);
         return Err(refusal(
@@ -142,7 +152,14 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         Amount::TimeCentis(c) => (Some(Duration::from_millis(u64::from(c) * 10)), None),
         Amount::Bytes(n) => (None, Some(n)),
     };
-    if let (Some(t), Some(max)) = (time, policy.max_duration_s)
+    // -r: the server's test follows the client's, twice the time in all.
+    let legs = if h.legacy == Some(Legacy::Tradeoff) {
+        2
+    } else {
+        1
+    };
+    let whole = time.map(|t| t * legs);
+    if let (Some(t), Some(max)) = (whole, policy.max_duration_s)
         && t.as_secs_f64() > max as f64
     {
         return Err(refusal(
@@ -172,7 +189,7 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
             ),
         ));
     }
-    let own = time.map(|t| t + TEST_GRACE);
+    let own = whole.map(|t| t + TEST_GRACE);
     let cap = policy
         .max_duration_s
         .map(|m| Duration::from_secs(m) + MAX_DURATION_GRACE);
@@ -204,6 +221,7 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         send_bps,
         limit_bps,
         block,
+        legacy: h.legacy,
     })
 }
 
@@ -273,6 +291,11 @@ pub fn describe(h: &TestHdr, plan: &Plan) -> String {
         Flow::Receive => {}
         Flow::Send => s += ", -R",
         Flow::Both => s += ", --full-duplex",
+    }
+    match plan.legacy {
+        Some(Legacy::Dual) => s += &format!(", -d (back to its port {})", h.port),
+        Some(Legacy::Tradeoff) => s += &format!(", -r (back to its port {})", h.port),
+        None => {}
     }
     if h.trip_times() {
         s += ", --trip-times";
@@ -554,15 +577,31 @@ mod tests {
     }
 
     #[test]
-    fn legacy_dual_and_tradeoff_are_refused_with_their_flag() {
-        let mut h = hdr(Amount::TimeCentis(100));
+    fn legacy_dual_and_tradeoff_connect_back_over_tcp_only() {
+        let mut h = hdr(Amount::TimeCentis(300));
         h.flags |= HEADER_VERSION1;
         h.legacy = Some(Legacy::Dual);
-        let r = plan(&h, &Policy::default(), false).unwrap_err();
-        assert!(r.message.contains("-d"), "{}", r.message);
+        let p = plan(&h, &Policy::default(), false).unwrap();
+        assert_eq!(p.legacy, Some(Legacy::Dual));
+        assert_eq!(p.deadline, Some(Duration::from_secs(3) + TEST_GRACE));
         h.legacy = Some(Legacy::Tradeoff);
+        let policy = Policy {
+            max_duration_s: Some(5),
+            ..Policy::default()
+        };
+        let r = plan(&h, &policy, false).unwrap_err();
+        assert_eq!(
+            r.reason,
+            Reason::Duration,
+            "-r runs twice the time: {}",
+            r.message
+        );
+        h.udp = true;
         let r = plan(&h, &Policy::default(), false).unwrap_err();
-        assert!(r.message.contains("-r"), "{}", r.message);
+        assert!(r.message.contains("-r over UDP"), "{}", r.message);
+        h.udp = false;
+        h.port = 0;
+        assert!(plan(&h, &Policy::default(), false).is_err());
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! server's limits (deadline, idle, rate, shutdown).
 
 use super::{Flow, Group, Plan, over_limit};
+use crate::wire::iperf2::Legacy;
 use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
 use std::io::{self, Read, Write};
+use std::net::SocketAddr;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -96,10 +98,20 @@ pub(in crate::engine::server) fn serve(
         }
         let _ = sock.set_nodelay(false);
     }
-    let result = match plan.flow {
-        Flow::Receive => receive(&g, &mut sock, plan),
-        Flow::Send => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
-        Flow::Both => match sock.try_clone() {
+    let peer = sock.peer_addr().ok();
+    let result = match (plan.flow, plan.legacy, peer) {
+        (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
+            let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
+            let r = receive(&g, &mut sock, plan);
+            let b = back.join().unwrap_or(Ok(()));
+            r.and(b)
+        }),
+        (_, Some(Legacy::Tradeoff), Some(peer)) => {
+            receive(&g, &mut sock, plan).and_then(|()| connect_back(&g, peer, h.port, plan))
+        }
+        (Flow::Receive, _, _) => receive(&g, &mut sock, plan),
+        (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
+        (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
                 let sender = s.spawn(|| send(&g, &mut tx, plan));
                 let r = receive(&g, &mut sock, plan);
@@ -207,4 +219,24 @@ fn linger(sock: &mut TcpStream) {
             Err(_) => return,
         }
     }
+}
+
+/// How long connecting back to a `-d`/`-r` client may take.
+const CONNECT_BACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `-d`/`-r`: connect to the client's own address at `port` (the port its header
+/// names, where its listener waits) and send for its `-t`/`-n`. The first four bytes
+/// are zero: flags naming no header, so the client's listener takes the rest as data.
+fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(), String> {
+    let to = SocketAddr::new(peer.ip(), port);
+    let mut back = TcpStream::connect_timeout(&to, CONNECT_BACK_TIMEOUT)
+        .map_err(|e| format!("cannot connect back to {to} (-d/-r): {e}"))?;
+    let _ = back.set_write_timeout(Some(TICK));
+    let _ = back.set_read_timeout(Some(TICK));
+    back.write_all(&[0u8; 4])
+        .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
+    g.sent.fetch_add(4, Ordering::Relaxed);
+    let r = send(g, &mut back, plan);
+    linger(&mut back);
+    r
 }
