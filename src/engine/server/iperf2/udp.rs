@@ -7,7 +7,8 @@
 //!
 //! Bounded: datagrams that are not an iperf 2 header are dropped and counted (one log
 //! line a period, not one per datagram); a refused flow's further datagrams are dropped
-//! for [`REFUSED_HOLD`] without another line; flows are capped in total
+//! for [`REFUSED_HOLD`] without another line; only a datagram with a sequence number
+//! up to [`MAX_FIRST_SEQ`] starts a flow (not a FIN, not the middle of a stream); flows are capped in total
 //! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
 //! flow with no datagram for the test's idle time ends.
 
@@ -38,6 +39,8 @@ const ACK_SILENCE: Duration = Duration::from_millis(250);
 const ACK_TRIES: usize = 10;
 /// A flow's receive tick (deadline and shutdown checks).
 const TICK: Duration = Duration::from_millis(50);
+/// The highest sequence number a flow's first datagram may carry.
+pub const MAX_FIRST_SEQ: i64 = 1000;
 /// Datagrams queued for a flow before its socket took over (a few at most).
 const MAX_QUEUED: usize = 64;
 
@@ -80,10 +83,13 @@ impl UdpDoor {
         }
         self.refused
             .retain(|_, t| now.duration_since(*t) < REFUSED_HOLD);
-        // A FIN with no flow: the client repeating its FIN after its flow ended, or
-        // refused; nothing to start.
-        let fin = DatagramId::parse(d, DatagramId::flags_seq64(d)).is_some_and(|i| i.seq < 0);
-        if fin || self.refused.contains_key(&from) {
+        // A flow starts at its first datagrams (sequence 1, or a little later when the
+        // first were lost): a FIN with no flow (the client repeating it after its flow
+        // ended, or was refused) or a datagram from the middle of a stream starts
+        // nothing, so stray or forged datagrams cannot take a test slot as easily.
+        let starts = DatagramId::parse(d, DatagramId::flags_seq64(d))
+            .is_some_and(|i| (1..=MAX_FIRST_SEQ).contains(&i.seq));
+        if !starts || self.refused.contains_key(&from) {
             self.drop_counted(shared, now);
             return true;
         }
