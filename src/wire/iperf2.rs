@@ -657,6 +657,78 @@ impl ServerReport {
     }
 }
 
+/// `struct TCP_burst_payload`: what opens every write of a `--trip-times` TCP client
+/// (`Client.cpp` `WriteTcpTxHdr`), and the least such a write carries.
+pub const TCP_BURST_LEN: usize = 92;
+/// netmeter's cap on one such write's `burst_size` (iperf 2's `-l` tops out well below).
+pub const MAX_TCP_BURST: u32 = 16 << 20;
+/// The part of `TCP_burst_payload` the framer reads: through `burst_size`.
+const BURST_HEAD: usize = 52;
+
+/// Splits a `--trip-times` TCP stream (after its test header) into the client's writes:
+/// each opens with `TCP_burst_payload`, whose `burst_size` is the write's length and
+/// whose `send_tt.write_tv_sec/usec` is when the client wrote it. Pure: bytes in, the
+/// send times of the writes that completed out. A size outside
+/// [`TCP_BURST_LEN`]`..=`[`MAX_TCP_BURST`] loses the framing for good
+/// ([`BurstFramer::lost`]): the bytes are still the client's, just not timed.
+#[derive(Debug, Clone)]
+pub struct BurstFramer {
+    head: [u8; BURST_HEAD],
+    have: usize,
+    /// Bytes of the current write still to come (after its head).
+    left: u64,
+    sent: (u32, u32),
+    lost: bool,
+}
+
+impl Default for BurstFramer {
+    fn default() -> Self {
+        BurstFramer {
+            head: [0; BURST_HEAD],
+            have: 0,
+            left: 0,
+            sent: (0, 0),
+            lost: false,
+        }
+    }
+}
+
+impl BurstFramer {
+    /// Take bytes as they were read; `done(sec, usec)` for each write they complete.
+    pub fn feed(&mut self, mut b: &[u8], mut done: impl FnMut(u32, u32)) {
+        while !b.is_empty() && !self.lost {
+            if self.have < BURST_HEAD {
+                let n = (BURST_HEAD - self.have).min(b.len());
+                self.head[self.have..self.have + n].copy_from_slice(&b[..n]);
+                self.have += n;
+                b = &b[n..];
+                if self.have < BURST_HEAD {
+                    return;
+                }
+                let size = be32(&self.head, 48);
+                if !(TCP_BURST_LEN as u32..=MAX_TCP_BURST).contains(&size) {
+                    self.lost = true;
+                    return;
+                }
+                self.sent = (be32(&self.head, 20), be32(&self.head, 24));
+                self.left = u64::from(size) - BURST_HEAD as u64;
+            }
+            let n = (self.left.min(b.len() as u64)) as usize;
+            self.left -= n as u64;
+            b = &b[n..];
+            if self.left == 0 {
+                done(self.sent.0, self.sent.1);
+                self.have = 0;
+            }
+        }
+    }
+
+    /// The framing was lost (a write size out of range): no more send times.
+    pub fn lost(&self) -> bool {
+        self.lost
+    }
+}
+
 /// What the first bytes of a TCP connection on netmeter's port are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TcpOpening {

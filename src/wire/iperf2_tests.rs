@@ -301,3 +301,39 @@ fn version_words_round_trip() {
     let (u, l) = V221.words();
     assert_eq!(Version::from_words(u, l), Some(V221));
 }
+
+#[test]
+fn trip_times_writes_are_framed_in_any_slicing() {
+    // The 2.1.8 --trip-times capture: the 80-byte header, then 1000-byte writes.
+    let b = capture("2.1.8-tcp_tt_256");
+    let first = &b[80..];
+    assert_eq!(be32(first, 48), 1000, "-l 1000: each write is 1000 bytes");
+    let mut stream = Vec::new();
+    for i in 0..3u32 {
+        let mut w = vec![0u8; 1000];
+        w[..first.len().min(1000)].copy_from_slice(&first[..first.len().min(1000)]);
+        put32(&mut w, 24, 100 + i);
+        stream.extend_from_slice(&w);
+    }
+    for chunk in [1, 7, 52, 999, 4096] {
+        let mut f = BurstFramer::default();
+        let mut got = Vec::new();
+        for c in stream.chunks(chunk) {
+            f.feed(c, |s, us| got.push((s, us)));
+        }
+        assert!(!f.lost());
+        assert_eq!(got.len(), 3, "chunk {chunk}");
+        assert_eq!(got[2].1, 102);
+        assert!(got[0].0 > 0x6000_0000);
+    }
+    let mut f = BurstFramer::default();
+    let mut bad = vec![0u8; 100];
+    put32(&mut bad, 48, 10);
+    f.feed(&bad, |_, _| panic!("no write from a bad size"));
+    assert!(f.lost());
+    let mut huge = vec![0u8; 100];
+    put32(&mut huge, 48, u32::MAX);
+    let mut f = BurstFramer::default();
+    f.feed(&huge, |_, _| {});
+    assert!(f.lost(), "sizes are capped");
+}

@@ -75,6 +75,26 @@ fn server_bytes(d: &Drained, nth: usize) -> (u64, u64) {
     (num("received "), num("sent "))
 }
 
+/// The server's one-way delay line: (writes, min ms, avg ms).
+fn one_way(d: &Drained) -> (u64, f64, f64) {
+    let text = d.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("one-way delay (--trip-times)"))
+        .unwrap_or_else(|| panic!("no one-way delay line:\n{text}"));
+    let figures = line.split("stdev ").nth(1).unwrap();
+    let v: Vec<f64> = figures
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split('/')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let writes = line.split("over ").nth(1).unwrap();
+    let writes = writes.split_whitespace().next().unwrap().parse().unwrap();
+    (writes, v[0], v[1])
+}
+
 fn no_errors(out: &std::process::Output, what: &str) {
     let all = format!(
         "{}{}",
@@ -94,7 +114,11 @@ fn tcp_modes(key: &str) {
     let cases: [(&[&str], bool, bool); 6] = [
         (&["-n", "4M"], true, false),
         (&["-t", "1"], true, false),
-        (&["-t", "1", "--trip-times"], true, false),
+        (
+            &["-t", "1", "--trip-times", "-l", "1000", "-b", "10M"],
+            true,
+            false,
+        ),
         (&["-t", "1", "-P", "2"], true, false),
         (&["-t", "1", "-R"], false, true),
         (&["-t", "1", "--full-duplex"], true, true),
@@ -117,6 +141,15 @@ fn tcp_modes(key: &str) {
         }
         if args[0] == "-n" {
             assert_eq!(srv_received, 4 << 20, "{what}");
+        }
+        if args.contains(&"--trip-times") {
+            // Every 1000-byte write after the 80-byte header was timed.
+            let (writes, min_ms, avg_ms) = one_way(&d);
+            assert_eq!(writes * 1000 + 80, srv_received, "{what}");
+            assert!(
+                min_ms > -1.0 && avg_ms >= min_ms && avg_ms < 1000.0,
+                "{what}"
+            );
         }
     }
     let log = d.text();

@@ -4,9 +4,10 @@
 //! (`--full-duplex`), until the client's `-t`/`-n`, the client's close, or this
 //! server's limits (deadline, idle, rate, shutdown).
 
+use super::udp::TransitStats;
 use super::{Flow, Group, Plan, over_limit};
-use crate::wire::iperf2::Legacy;
 use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
+use crate::wire::iperf2::{BurstFramer, Legacy};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::net::{Shutdown, TcpStream};
@@ -99,36 +100,73 @@ pub(in crate::engine::server) fn serve(
         let _ = sock.set_nodelay(false);
     }
     let peer = sock.peer_addr().ok();
+    let mut owd = h.trip_times().then(Owd::default);
     let result = match (plan.flow, plan.legacy, peer) {
         (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
             let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
-            let r = receive(&g, &mut sock, plan);
+            let r = receive(&g, &mut sock, plan, owd.as_mut());
             let b = back.join().unwrap_or(Ok(()));
             r.and(b)
         }),
-        (_, Some(Legacy::Tradeoff), Some(peer)) => {
-            receive(&g, &mut sock, plan).and_then(|()| connect_back(&g, peer, h.port, plan))
-        }
-        (Flow::Receive, _, _) => receive(&g, &mut sock, plan),
+        (_, Some(Legacy::Tradeoff), Some(peer)) => receive(&g, &mut sock, plan, owd.as_mut())
+            .and_then(|()| connect_back(&g, peer, h.port, plan)),
+        (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut()),
         (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
                 let sender = s.spawn(|| send(&g, &mut tx, plan));
-                let r = receive(&g, &mut sock, plan);
+                let r = receive(&g, &mut sock, plan, owd.as_mut());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
             }),
             Err(e) => Err(format!("cannot clone the socket: {e}")),
         },
     };
+    if let Some(t) = owd.as_ref().and_then(|o| o.delays.transit()) {
+        let sd = if t.count > 1 {
+            (t.m2_s2 / f64::from(t.count - 1)).sqrt()
+        } else {
+            0.0
+        };
+        g.shared().log(&format!(
+            "iperf 2 test from {}: one-way delay (--trip-times) min/avg/max/stdev {:.3}/{:.3}/{:.3}/{:.3} ms over {} writes",
+            super::shown(peer.unwrap_or(g.peer)),
+            t.min_s * 1e3,
+            t.mean_s * 1e3,
+            t.max_s * 1e3,
+            sd * 1e3,
+            t.count
+        ));
+    }
     if let Err(why) = result {
         g.failed(why);
     }
     let _ = sock.shutdown(Shutdown::Both);
 }
 
-/// Read and count until the client closes (or a limit ends the test).
-fn receive(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
+fn wall_s() -> f64 {
+    crate::clock::wall_now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// With `--trip-times`: the client's writes, framed, and their one-way delays.
+#[derive(Default)]
+struct Owd {
+    framer: BurstFramer,
+    delays: TransitStats,
+}
+
+/// Read and count until the client closes (or a limit ends the test); with `owd`, each
+/// completed write's one-way delay (this host's wall clock at its last byte minus the
+/// client's write time).
+fn receive(
+    g: &Group,
+    sock: &mut TcpStream,
+    plan: &Plan,
+    mut owd: Option<&mut Owd>,
+) -> Result<(), String> {
     let mut buf = vec![0u8; 128 * 1024];
     let started = crate::clock::mono_now();
     let mut last_move = started;
@@ -138,6 +176,13 @@ fn receive(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
             Ok(n) => {
                 g.received.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = crate::clock::mono_now();
+                if let Some(o) = owd.as_deref_mut() {
+                    let now_s = wall_s();
+                    let Owd { framer, delays } = o;
+                    framer.feed(&buf[..n], |sec, usec| {
+                        delays.add(now_s - (f64::from(sec) + f64::from(usec) / 1e6));
+                    });
+                }
             }
             Err(e) if is_timeout(&e) => {}
             // The client ends a test by closing; a reset at the end is no error.
