@@ -1,15 +1,16 @@
 //! iperf 2's bytes as netmeter's server and client read them (`wire::iperf2`,
 //! `wire::iperf2_client`): the first-bytes classification, the TCP and UDP test
-//! headers, datagram ids, the header acknowledgement, the bounceback header and the
-//! server report datagram. Whatever the bytes, parsing returns a value or a typed error,
-//! never panics, and what parses re-encodes to something that parses the same.
+//! headers, datagram ids, the header acknowledgement, the bounceback header, the
+//! server report datagram and the `--trip-times` TCP write framing. Whatever the
+//! bytes, parsing returns a value or a typed error, never panics, and what parses
+//! re-encodes to something that parses the same.
 //! Input: the bytes a peer sent, as they arrived.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use netmeter::wire::iperf2::{
-    self, BbHdr, DatagramId, HdrAck, MAX_BB_LEN, MAX_HEADER_LEN, ServerReport, TcpOpening,
-    TestHdr,
+    self, BbHdr, BurstFramer, DatagramId, HdrAck, MAX_BB_LEN, MAX_HEADER_LEN, ServerReport,
+    TcpOpening, TestHdr,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -40,6 +41,15 @@ fuzz_target!(|data: &[u8]| {
     if let Some(a) = HdrAck::parse(data) {
         assert_eq!(HdrAck::parse(&a.encode()), Some(a));
     }
+    // A --trip-times TCP stream: the same writes whatever the read sizes.
+    let (mut whole, mut bytewise) = (BurstFramer::default(), BurstFramer::default());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    whole.feed(data, |s, us| a.push((s, us)));
+    for c in data.chunks(7) {
+        bytewise.feed(c, |s, us| b.push((s, us)));
+    }
+    assert_eq!(a, b);
+    assert_eq!(whole.lost(), bytewise.lost());
     if let Ok(r) = ServerReport::parse(data) {
         let fin = DatagramId::parse(data, true).expect("a report holds its datagram id");
         let again = ServerReport::parse(&r.encode(&fin)).expect("our report parses");
