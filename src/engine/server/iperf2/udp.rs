@@ -16,6 +16,7 @@ use super::{Flow, Group, Plan, over_limit};
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
     DatagramId, HEADER_SEQNO64B, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
+    write_datagram_id,
 };
 use socket2::{SockAddr, Type};
 use std::collections::HashMap;
@@ -134,10 +135,10 @@ impl UdpDoor {
         shared.cfg.policy.check_address(super::canon(from.ip()))?;
         let h = TestHdr::parse_udp(d).map_err(|e| refusal(Reason::Params, e.to_string()))?;
         let plan = super::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some())?;
-        if plan.flow != Flow::Receive {
+        if plan.flow == Flow::Both {
             return Err(refusal(
                 Reason::Params,
-                "iperf 2's -R and --full-duplex over UDP are not supported".into(),
+                "iperf 2's --full-duplex over UDP is not supported".into(),
             ));
         }
         let ip = super::canon(from.ip());
@@ -169,7 +170,10 @@ impl UdpDoor {
         let first = d.to_vec();
         let thread = std::thread::Builder::new()
             .name("nm-iperf2-udp".into())
-            .spawn(move || serve(group, sock, from, h, plan, first, rx))
+            .spawn(move || match plan.flow {
+                Flow::Send => send(group, sock, from, &h, &plan),
+                _ => serve(group, sock, from, h, plan, first, rx),
+            })
             .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
         self.flows.insert(
             from,
@@ -379,6 +383,78 @@ fn serve(
         shared.log(&format!(
             "iperf 2 UDP flow from {peer}: the client kept sending after {ACK_TRIES} server reports"
         ));
+    }
+}
+
+/// iperf 2's UDP rate when the client gives none (`-b` default, 1 Mbit/s).
+const DEFAULT_UDP_BPS: u64 = 1024 * 1024;
+/// iperf 2's UDP datagram size when the client gives none (`-l` default).
+const DEFAULT_UDP_LEN: usize = 1470;
+
+/// `-R` over UDP: send the client datagrams (sequence numbers from 1, send times) on
+/// the flow's socket at its `-b` (paced, and under `--server-bitrate-limit`) for its
+/// `-t`/`-n`, then a negative sequence number (the end). The client counts loss and
+/// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
+/// reverse test).
+fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan) {
+    let len = match h.buf_len {
+        0 => DEFAULT_UDP_LEN,
+        n => (n as usize).clamp(
+            crate::wire::iperf2::UDP_DATAGRAM_LEN,
+            crate::wire::UDP_MAX_LEN,
+        ),
+    };
+    let bps = plan.send_bps.unwrap_or(DEFAULT_UDP_BPS).max(1);
+    let mut d: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+    let started = crate::clock::mono_now();
+    let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
+    loop {
+        let now = crate::clock::mono_now();
+        let elapsed = now.duration_since(started);
+        if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
+        if due > elapsed {
+            std::thread::sleep((due - elapsed).min(TICK));
+            continue;
+        }
+        let t = crate::clock::wall_now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        write_datagram_id(&mut d, seq, t.as_secs() as u32, t.subsec_micros());
+        // An error (the client gone, ICMP unreachable; a full buffer) loses the
+        // datagram, as on any link.
+        if let Ok(n) = sock.send(&d) {
+            sent += n as u64;
+            seq += 1;
+            g.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some(w) = stop_reason(&g, plan, started, now, now) {
+            why = Some(w);
+            break;
+        }
+    }
+    // The end: the next sequence number negated, as iperf 2's sender ends (its reader
+    // counts it as the last datagram and stops at once rather than on a timeout);
+    // sent three times against loss, the copies ignored once it stopped.
+    if why.is_none() {
+        let t = crate::clock::wall_now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        write_datagram_id(&mut d, -seq, t.as_secs() as u32, t.subsec_micros());
+        for _ in 0..3 {
+            let _ = sock.send(&d);
+        }
+        seq += 1;
+    }
+    g.shared().log(&format!(
+        "iperf 2 UDP flow to {}: sent {} datagrams (the last its end), {sent} bytes",
+        super::shown(to),
+        seq - 1
+    ));
+    if let Some(w) = why {
+        g.failed(w);
     }
 }
 
