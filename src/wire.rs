@@ -15,6 +15,10 @@
 mod data;
 mod errcode;
 mod ext;
+/// iperf 2's bytes as its server reads and writes them, and the first-bytes test.
+pub mod iperf2;
+/// iperf 2's bytes as its client sends and reads them (`--iperf2`).
+pub mod iperf2_client;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use errcode::ErrCode;
@@ -24,6 +28,7 @@ pub use ext::{
     MAX_NOTE_LEN, MAX_THIRD_PARTY_ARGS, PskChallenge, PskConfirm, PskHello, PskResponse,
     ThirdPartyAnswer, ThirdPartyRequest, WorkingLoad,
 };
+pub use iperf2::{TcpOpening, UdpOpening, classify_tcp, classify_udp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

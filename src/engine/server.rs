@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod door;
+mod iperf2;
 pub mod metrics;
 pub mod policy;
 pub mod refusal_log;
@@ -129,6 +130,8 @@ struct Shared {
     /// Sessions alive per source: such a source's data streams and short connections
     /// are not held to the per-source handshake cap nor charged `--max-conn-rate`.
     running: Mutex<HashMap<door::budget::Source, usize>>,
+    /// iperf 2 tests open to more of their `-P` connections or flows.
+    iperf2: iperf2::Groups,
 }
 
 /// A taken test slot (`--max-tests`), given back when dropped.
@@ -488,6 +491,7 @@ impl Server {
                 counters: Default::default(),
                 sessions_live: AtomicUsize::new(0),
                 running: Mutex::new(HashMap::new()),
+                iperf2: Default::default(),
             }),
             tcp,
             udp,
@@ -706,6 +710,7 @@ fn handle_session(shared: &Arc<Shared>, ready: door::Ready) -> bool {
 fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
     let _ = listener.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65536];
+    let mut iperf2 = iperf2::udp::UdpDoor::default();
     while !shared.shutdown.load(Ordering::Relaxed) {
         let (n, from) = match listener.recv_from(&mut buf) {
             Ok(x) => x,
@@ -724,6 +729,10 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
                 .iter_mut()
                 .find(|w| w.peer_ip == from_ip && w.remaining > 0)
             else {
+                // Not an iperf3 test's: an iperf 2 UDP test's, or dropped and counted.
+                if iperf2.offer(shared, &buf[..n], from) {
+                    continue;
+                }
                 if shared.cfg.verbose {
                     shared.log(&format!(
                         "ignored a UDP datagram from {from}: no test expects it"

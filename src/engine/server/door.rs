@@ -73,6 +73,11 @@ struct Conn {
     charged: bool,
     /// The peer has sent at least one byte.
     heard: bool,
+    /// An iperf 2 test header, as far as it came (`wire::classify_tcp` told it from a
+    /// cookie by its first bytes).
+    iperf2: Option<Vec<u8>>,
+    /// When it was accepted, wall clock (iperf 2's `--trip-times` acknowledgement).
+    accepted_wall: std::time::SystemTime,
 }
 
 /// The pending handshakes.
@@ -80,6 +85,17 @@ pub(super) struct Door {
     shared: Arc<Shared>,
     budget: Budget,
     conns: HashMap<u64, Conn>,
+    /// iperf 2 connections' threads (`iperf2::tcp`), joined when the door closes.
+    iperf2_threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Door {
+    /// The server is stopping: iperf 2 connections notice at their next tick.
+    fn drop(&mut self) {
+        for h in self.iperf2_threads.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Write a few bytes to a fresh non-blocking socket; its send buffer is empty, so
@@ -94,6 +110,7 @@ impl Door {
             shared,
             budget: Budget::new(MAX_PENDING, MAX_PENDING_PER_SOURCE),
             conns: HashMap::new(),
+            iperf2_threads: Vec::new(),
         }
     }
 
@@ -164,6 +181,8 @@ impl Door {
             proof: None,
             charged: false,
             heard: false,
+            iperf2: None,
+            accepted_wall: crate::clock::wall_now(),
         };
         let dropped = self
             .budget
@@ -244,8 +263,16 @@ impl Door {
                 Step::More => {}
                 Step::Cookie(c) => {
                     conn.cookie = c;
+                    if let wire::TcpOpening::Iperf2 { header_len } = wire::classify_tcp(&c) {
+                        self.iperf2_opening(id, header_len, now)?;
+                        continue;
+                    }
                     self.on_cookie(id, now)?;
                     // Handed on, or waiting for its parameters: read on (they may be in).
+                }
+                Step::Message(body) if conn.iperf2.is_some() => {
+                    self.iperf2_header(id, &body, now);
+                    return None;
                 }
                 Step::Message(body) => return self.on_message(id, &body, now),
                 Step::Bad(e) => {
@@ -260,6 +287,9 @@ impl Door {
 
     /// What connection `id` owes, for messages.
     fn waiting_for(&self, id: u64) -> &'static str {
+        if self.conns.get(&id).is_some_and(|c| c.iperf2.is_some()) {
+            return "the rest of its iperf 2 header";
+        }
         match self.budget.stage(id) {
             Some(Stage::Params) => "the parameters",
             Some(Stage::Proof) => "the pre-shared-key proof",
@@ -563,5 +593,161 @@ impl Door {
             params,
             authenticated,
         })
+    }
+}
+
+/// iperf 2 TCP clients: their header instead of a cookie.
+impl Door {
+    /// The first [`COOKIE_LEN`] bytes are an iperf 2 header of `header_len` bytes: read
+    /// the rest, or serve it if it is all in. `None` when the connection is gone.
+    fn iperf2_opening(&mut self, id: u64, header_len: usize, now: Instant) -> Option<()> {
+        let shared = self.shared.clone();
+        let conn = self.conns.get_mut(&id)?;
+        let peer = conn.peer;
+        if let Err(r) = shared.cfg.policy.check_address(canon(peer.ip())) {
+            super::iperf2::refused(&shared, peer, None, r);
+            self.forget(id);
+            return None;
+        }
+        let first = conn.cookie.to_vec();
+        if header_len > COOKIE_LEN {
+            conn.hs.expect_raw(header_len - COOKIE_LEN);
+            conn.iperf2 = Some(first);
+            self.budget.advance(id, Stage::Params, now + PARAMS_TIMEOUT);
+            return Some(());
+        }
+        conn.iperf2 = Some(Vec::new());
+        self.iperf2_header(id, &first, now);
+        None
+    }
+
+    /// More of an iperf 2 header arrived (the whole of it, as the handshake counts):
+    /// parse it, check it against the server's limits, and start serving it.
+    fn iperf2_header(&mut self, id: u64, more: &[u8], now: Instant) {
+        let shared = self.shared.clone();
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let peer = conn.peer;
+        let mut bytes = conn.iperf2.take().unwrap_or_default();
+        bytes.extend_from_slice(more);
+        if wire::iperf2::is_bounceback([bytes[0], bytes[1], bytes[2], bytes[3]]) {
+            self.iperf2_bounceback(id, bytes, now);
+            return;
+        }
+        let parsed = wire::iperf2::TestHdr::parse_tcp(&bytes);
+        let h = match parsed {
+            Ok(h) => h,
+            Err(e) => {
+                let r = Refusal {
+                    reason: Reason::Params,
+                    answer: Answer::Busy,
+                    message: format!("unreadable test header: {e}"),
+                };
+                super::iperf2::refused(&shared, peer, None, r);
+                self.forget(id);
+                return;
+            }
+        };
+        let plan = match super::iperf2::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some()) {
+            Ok(p) => p,
+            Err(r) => {
+                super::iperf2::refused(&shared, peer, Some(&h), r);
+                self.forget(id);
+                return;
+            }
+        };
+        let group = match shared.iperf2.join(&shared, peer, &h, &plan, now) {
+            Ok(g) => g,
+            Err(r) => {
+                super::iperf2::refused(&shared, peer, Some(&h), r);
+                self.forget(id);
+                return;
+            }
+        };
+        self.budget.remove(id);
+        let Some(conn) = self.conns.remove(&id) else {
+            return;
+        };
+        if conn.sock.set_nonblocking(false).is_err() {
+            return;
+        }
+        shared.log(&format!(
+            "iperf 2 test from {}: {}",
+            shown(peer),
+            super::iperf2::describe(&h, &plan)
+        ));
+        // The header counts as the test's first bytes, as iperf 2's server (and its
+        // client's -n) count them; with what the door read past it.
+        let early = bytes.len();
+        let accepted = conn.accepted_wall;
+        let spawned = std::thread::Builder::new()
+            .name("nm-iperf2".into())
+            .spawn(move || super::iperf2::tcp::serve(group, conn.sock, &h, &plan, early, accepted));
+        match spawned {
+            Ok(t) => {
+                self.iperf2_threads.retain(|t| !t.is_finished());
+                self.iperf2_threads.push(t);
+            }
+            Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
+        }
+    }
+}
+
+impl Door {
+    /// An iperf 2 bounceback request's header is in: judge it as a one-thread TCP test
+    /// of its run time and serve it.
+    fn iperf2_bounceback(&mut self, id: u64, bytes: Vec<u8>, now: Instant) {
+        let shared = self.shared.clone();
+        let Some(peer) = self.conns.get(&id).map(|c| c.peer) else {
+            return;
+        };
+        let refuse = |this: &mut Door, h: Option<&wire::iperf2::TestHdr>, r: Refusal| {
+            super::iperf2::refused(&shared, peer, h, r);
+            this.forget(id);
+        };
+        let bb = match wire::iperf2::BbHdr::parse(&bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                let r = Refusal {
+                    reason: Reason::Params,
+                    answer: Answer::Busy,
+                    message: format!("unreadable bounceback header: {e}"),
+                };
+                return refuse(self, None, r);
+            }
+        };
+        let h = super::iperf2::bounceback_as_test(&bb);
+        let plan = match super::iperf2::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some()) {
+            Ok(p) => p,
+            Err(r) => return refuse(self, Some(&h), r),
+        };
+        let group = match shared.iperf2.join(&shared, peer, &h, &plan, now) {
+            Ok(g) => g,
+            Err(r) => return refuse(self, Some(&h), r),
+        };
+        self.budget.remove(id);
+        let Some(conn) = self.conns.remove(&id) else {
+            return;
+        };
+        if conn.sock.set_nonblocking(false).is_err() {
+            return;
+        }
+        shared.log(&format!(
+            "iperf 2 test from {}: iperf 2 client, TCP, --bounceback of {} bytes (replies of {})",
+            shown(peer),
+            bb.size,
+            bb.reply_size
+        ));
+        let spawned = std::thread::Builder::new()
+            .name("nm-iperf2-bb".into())
+            .spawn(move || super::iperf2::bounce::serve(group, conn.sock, bytes, &plan));
+        match spawned {
+            Ok(t) => {
+                self.iperf2_threads.retain(|t| !t.is_finished());
+                self.iperf2_threads.push(t);
+            }
+            Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
+        }
     }
 }

@@ -27,6 +27,8 @@ enum Reading {
         max: u32,
     },
     Body,
+    /// A fixed number of raw bytes (the rest of an iperf 2 test header).
+    Raw,
     /// Between messages: the server owes the next word.
     Idle,
 }
@@ -60,6 +62,14 @@ impl Handshake {
         self.reading = Reading::Length { max };
         self.buf.clear();
         self.need = 4;
+    }
+
+    /// The peer owes `n` raw bytes (the rest of an iperf 2 header, its length already
+    /// capped by `wire::iperf2`); they come back as one [`Step::Message`].
+    pub fn expect_raw(&mut self, n: usize) {
+        self.reading = Reading::Raw;
+        self.buf = Vec::with_capacity(n);
+        self.need = n;
     }
 
     /// How many bytes to read next (0 between messages).
@@ -99,7 +109,7 @@ impl Handshake {
                     }
                 }
             }
-            Reading::Body => {
+            Reading::Body | Reading::Raw => {
                 let body = std::mem::take(&mut self.buf);
                 self.idle();
                 Step::Message(body)
@@ -168,6 +178,16 @@ mod tests {
             ));
             assert_eq!(h.wanted(), 0);
         }
+    }
+
+    #[test]
+    fn raw_bytes_come_back_whole_and_no_more() {
+        let mut h = Handshake::new();
+        h.expect_raw(5);
+        assert_eq!(h.feed(b"abc"), Step::More);
+        assert_eq!(h.wanted(), 2);
+        assert_eq!(h.feed(b"defgh"), Step::Message(b"abcde".to_vec()));
+        assert_eq!(h.wanted(), 0);
     }
 
     #[test]

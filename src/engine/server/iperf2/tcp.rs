@@ -1,0 +1,287 @@
+//! One iperf 2 TCP connection, once the door has read its header: the header
+//! acknowledgement when the client waits for one (with `--trip-times`' timestamps),
+//! then the data: read and counted, or (`-R`) sent on the same socket, or both
+//! (`--full-duplex`), until the client's `-t`/`-n`, the client's close, or this
+//! server's limits (deadline, idle, rate, shutdown).
+
+use super::udp::TransitStats;
+use super::{Flow, Group, Plan, over_limit};
+use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
+use crate::wire::iperf2::{BurstFramer, Legacy};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often a blocked read or write looks at the deadline and the shutdown flag.
+const TICK: Duration = Duration::from_millis(100);
+/// After sending (`-R`), how long to wait for the client to close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Seconds and microseconds since the epoch, as iperf 2's timestamps are.
+pub(super) fn sec_usec(t: SystemTime) -> (u32, u32) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as u32, d.subsec_micros())
+}
+
+/// The version this server names in its acknowledgement (iperf 2.1.8, as netmeter's
+/// client does: the release whose layouts it writes).
+pub fn our_version() -> Version {
+    Version::from_words(VERSION_U, VERSION_L).unwrap_or(Version {
+        major: 2,
+        minor: 1,
+        patch: 8,
+        kind: 3,
+    })
+}
+
+/// Why a connection's loop stopped, when it was not the test's own end.
+pub(super) fn stop_reason(
+    g: &Group,
+    plan: &Plan,
+    started: Instant,
+    last_move: Instant,
+) -> Option<String> {
+    let now = crate::clock::mono_now();
+    if g.shared().shutdown.load(Ordering::Relaxed) || g.shared().signalled() {
+        return Some("the server is stopping".into());
+    }
+    if let Some(d) = plan.deadline
+        && now.duration_since(started) > d
+    {
+        return Some(format!(
+            "ended after {} s (its -t with grace, or --server-max-duration)",
+            d.as_secs()
+        ));
+    }
+    if now.duration_since(last_move) > plan.idle {
+        return Some(format!("no data moved for {} s", plan.idle.as_secs()));
+    }
+    if let Some(limit) = plan.limit_bps
+        && over_limit(g.total(), now.duration_since(g.started), limit)
+    {
+        return Some(format!(
+            "its rate exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+        ));
+    }
+    None
+}
+
+/// Serve one connection. `early` counts the bytes the door read (the header and any
+/// data after it).
+pub(in crate::engine::server) fn serve(
+    g: Arc<Group>,
+    mut sock: TcpStream,
+    h: &TestHdr,
+    plan: &Plan,
+    early: usize,
+    accepted: SystemTime,
+) {
+    g.received.fetch_add(early as u64, Ordering::Relaxed);
+    let _ = sock.set_read_timeout(Some(TICK));
+    let _ = sock.set_write_timeout(Some(TICK));
+    if h.wants_ack() {
+        let times = h.start.filter(|_| h.trip_times()).map(|sent| AckTimes {
+            sent,
+            sent_rx: sec_usec(accepted),
+            ack: sec_usec(crate::clock::wall_now()),
+        });
+        let ack = HdrAck {
+            version: our_version(),
+            times,
+        };
+        let _ = sock.set_nodelay(true);
+        if let Err(e) = sock.write_all(&ack.encode()) {
+            g.failed(format!("cannot send the header acknowledgement: {e}"));
+            return;
+        }
+        let _ = sock.set_nodelay(false);
+    }
+    let peer = sock.peer_addr().ok();
+    let mut owd = h.trip_times().then(Owd::default);
+    let result = match (plan.flow, plan.legacy, peer) {
+        (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
+            let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
+            let r = receive(&g, &mut sock, plan, owd.as_mut());
+            let b = back.join().unwrap_or(Ok(()));
+            r.and(b)
+        }),
+        (_, Some(Legacy::Tradeoff), Some(peer)) => receive(&g, &mut sock, plan, owd.as_mut())
+            .and_then(|()| connect_back(&g, peer, h.port, plan)),
+        (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut()),
+        (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
+        (Flow::Both, _, _) => match sock.try_clone() {
+            Ok(mut tx) => std::thread::scope(|s| {
+                let sender = s.spawn(|| send(&g, &mut tx, plan));
+                let r = receive(&g, &mut sock, plan, owd.as_mut());
+                let w = sender.join().unwrap_or(Ok(()));
+                r.and(w)
+            }),
+            Err(e) => Err(format!("cannot clone the socket: {e}")),
+        },
+    };
+    if let Some(t) = owd.as_ref().and_then(|o| o.delays.transit()) {
+        let sd = if t.count > 1 {
+            (t.m2_s2 / f64::from(t.count - 1)).sqrt()
+        } else {
+            0.0
+        };
+        g.shared().log(&format!(
+            "iperf 2 test from {}: one-way delay (--trip-times) min/avg/max/stdev {:.3}/{:.3}/{:.3}/{:.3} ms over {} writes",
+            super::shown(peer.unwrap_or(g.peer)),
+            t.min_s * 1e3,
+            t.mean_s * 1e3,
+            t.max_s * 1e3,
+            sd * 1e3,
+            t.count
+        ));
+    }
+    if let Err(why) = result {
+        g.failed(why);
+    }
+    let _ = sock.shutdown(Shutdown::Both);
+}
+
+fn wall_s() -> f64 {
+    crate::clock::wall_now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// With `--trip-times`: the client's writes, framed, and their one-way delays.
+#[derive(Default)]
+struct Owd {
+    framer: BurstFramer,
+    delays: TransitStats,
+}
+
+/// Read and count until the client closes (or a limit ends the test); with `owd`, each
+/// completed write's one-way delay (this host's wall clock at its last byte minus the
+/// client's write time).
+fn receive(
+    g: &Group,
+    sock: &mut TcpStream,
+    plan: &Plan,
+    mut owd: Option<&mut Owd>,
+) -> Result<(), String> {
+    let mut buf = vec![0u8; 128 * 1024];
+    let started = crate::clock::mono_now();
+    let mut last_move = started;
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                g.received.fetch_add(n as u64, Ordering::Relaxed);
+                last_move = crate::clock::mono_now();
+                if let Some(o) = owd.as_deref_mut() {
+                    let now_s = wall_s();
+                    let Owd { framer, delays } = o;
+                    framer.feed(&buf[..n], |sec, usec| {
+                        delays.add(now_s - (f64::from(sec) + f64::from(usec) / 1e6));
+                    });
+                }
+            }
+            Err(e) if is_timeout(&e) => {}
+            // The client ends a test by closing; a reset at the end is no error.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(format!("read failed: {e}")),
+        }
+        if let Some(why) = stop_reason(g, plan, started, last_move) {
+            return Err(why);
+        }
+    }
+}
+
+pub(super) fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Send until the client's `-t` or `-n` (paced under `plan.send_bps`), then close our
+/// side of the connection.
+fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
+    // iperf 2's payload pattern: the digits, repeated.
+    let block: Vec<u8> = (0..plan.block).map(|i| b'0' + (i % 10) as u8).collect();
+    let started = crate::clock::mono_now();
+    let mut last_move = started;
+    let mut sent: u64 = 0;
+    loop {
+        let now = crate::clock::mono_now();
+        let elapsed = now.duration_since(started);
+        if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        if let Some(bps) = plan.send_bps {
+            let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
+            if due > elapsed {
+                std::thread::sleep((due - elapsed).min(TICK));
+                continue;
+            }
+        }
+        let len = plan
+            .bytes
+            .map_or(block.len(), |n| (n - sent).min(block.len() as u64) as usize);
+        match sock.write(&block[..len]) {
+            Ok(n) => {
+                sent += n as u64;
+                g.sent.fetch_add(n as u64, Ordering::Relaxed);
+                last_move = crate::clock::mono_now();
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                // The client stopped reading (its own -t is over): the test ended.
+                return Ok(());
+            }
+            Err(e) => return Err(format!("write failed: {e}")),
+        }
+        if let Some(why) = stop_reason(g, plan, started, last_move) {
+            return Err(why);
+        }
+    }
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// After sending: wait (bounded) for the client to close, discarding what it sends.
+fn linger(sock: &mut TcpStream) {
+    let until = crate::clock::mono_now() + LINGER;
+    let mut buf = [0u8; 4096];
+    while crate::clock::mono_now() < until {
+        match sock.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// How long connecting back to a `-d`/`-r` client may take.
+const CONNECT_BACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `-d`/`-r`: connect to the client's own address at `port` (the port its header
+/// names, where its listener waits) and send for its `-t`/`-n`. The first four bytes
+/// are zero: flags naming no header, so the client's listener takes the rest as data.
+fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(), String> {
+    let to = SocketAddr::new(peer.ip(), port);
+    let mut back = TcpStream::connect_timeout(&to, CONNECT_BACK_TIMEOUT)
+        .map_err(|e| format!("cannot connect back to {to} (-d/-r): {e}"))?;
+    let _ = back.set_write_timeout(Some(TICK));
+    let _ = back.set_read_timeout(Some(TICK));
+    back.write_all(&[0u8; 4])
+        .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
+    g.sent.fetch_add(4, Ordering::Relaxed);
+    let r = send(g, &mut back, plan);
+    linger(&mut back);
+    r
+}

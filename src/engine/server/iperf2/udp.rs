@@ -1,0 +1,555 @@
+//! iperf 2 UDP tests: the UDP listener offers every datagram from a source no iperf3
+//! test expects ([`UdpDoor::offer`]); one carrying an iperf 2 test header starts a flow
+//! on a socket connected to the client (as iperf 2's own server does, on the same
+//! port), which accounts each datagram (loss, out-of-order, jitter, transit with
+//! `--trip-times`) and answers the client's FIN (a negative sequence number) with the
+//! server report, sent again for each FIN the client repeats, as iperf 2 expects.
+//!
+//! Bounded: datagrams that are not an iperf 2 header are dropped and counted (one log
+//! line a period, not one per datagram); a refused flow's further datagrams are dropped
+//! for [`REFUSED_HOLD`] without another line; only a datagram with a sequence number
+//! up to [`MAX_FIRST_SEQ`] starts a flow (not a FIN, not the middle of a stream); flows are capped in total
+//! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
+//! flow with no datagram for the test's idle time ends.
+
+use super::{Flow, Group, Plan, over_limit};
+use crate::stats::UdpRecv;
+use crate::wire::iperf2::{
+    DatagramId, HEADER_SEQNO64B, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
+    write_datagram_id,
+};
+use socket2::{SockAddr, Type};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+/// Concurrent iperf 2 UDP flows, all sources.
+pub const MAX_FLOWS: usize = 256;
+/// Concurrent iperf 2 UDP flows from one source address.
+pub const MAX_FLOWS_PER_SOURCE: usize = 32;
+/// How long a refused flow's datagrams are dropped without another log line.
+pub const REFUSED_HOLD: Duration = Duration::from_secs(10);
+/// At most one "dropped N datagrams" line this often.
+const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
+/// How long the server report waits for silence before it counts as received
+/// (`write_UDP_AckFIN`: 250 ms, 10 tries).
+const ACK_SILENCE: Duration = Duration::from_millis(250);
+const ACK_TRIES: usize = 10;
+/// A flow's receive tick (deadline and shutdown checks).
+const TICK: Duration = Duration::from_millis(50);
+/// The highest sequence number a flow's first datagram may carry.
+pub const MAX_FIRST_SEQ: i64 = 1000;
+/// Datagrams queued for a flow before its socket took over (a few at most).
+const MAX_QUEUED: usize = 64;
+
+/// A running flow, as the listener knows it.
+struct Running {
+    tx: Sender<Vec<u8>>,
+    queued: usize,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// The UDP listener's view of iperf 2: running flows, refused ones, dropped counts.
+#[derive(Default)]
+pub(in crate::engine::server) struct UdpDoor {
+    flows: HashMap<SocketAddr, Running>,
+    refused: HashMap<SocketAddr, Instant>,
+    dropped: u64,
+    last_drop_log: Option<Instant>,
+}
+
+impl UdpDoor {
+    /// A datagram from `from` that no iperf3 test expects. Returns false when it is not
+    /// iperf 2's either (the caller's business, e.g. iperf3's connect datagram).
+    pub fn offer(&mut self, shared: &Arc<super::Shared>, d: &[u8], from: SocketAddr) -> bool {
+        let now = crate::clock::mono_now();
+        self.flows.retain(|_, r| !r.thread.is_finished());
+        if let Some(r) = self.flows.get_mut(&from) {
+            // Arrived before the flow's connected socket took over.
+            if r.queued < MAX_QUEUED && r.tx.send(d.to_vec()).is_ok() {
+                r.queued += 1;
+            }
+            return true;
+        }
+        match classify_udp(d) {
+            UdpOpening::Iperf3Connect => return false,
+            UdpOpening::Unknown => {
+                self.drop_counted(shared, now);
+                return true;
+            }
+            UdpOpening::Iperf2 => {}
+        }
+        self.refused
+            .retain(|_, t| now.duration_since(*t) < REFUSED_HOLD);
+        // A flow starts at its first datagrams (sequence 1, or a little later when the
+        // first were lost): a FIN with no flow (the client repeating it after its flow
+        // ended, or was refused) or a datagram from the middle of a stream starts
+        // nothing, so stray or forged datagrams cannot take a test slot as easily.
+        let starts = DatagramId::parse(d, DatagramId::flags_seq64(d))
+            .is_some_and(|i| (1..=MAX_FIRST_SEQ).contains(&i.seq));
+        if !starts || self.refused.contains_key(&from) {
+            self.drop_counted(shared, now);
+            return true;
+        }
+        if let Err(r) = self.start(shared, d, from, now) {
+            super::refused(shared, from, TestHdr::parse_udp(d).ok().as_ref(), r);
+            if self.refused.len() < 4096 {
+                self.refused.insert(from, now);
+            }
+        }
+        true
+    }
+
+    fn drop_counted(&mut self, shared: &super::Shared, now: Instant) {
+        self.dropped += 1;
+        if self
+            .last_drop_log
+            .is_none_or(|t| now.duration_since(t) >= DROP_LOG_EVERY)
+        {
+            shared.log(&format!(
+                "dropped {} UDP datagram(s) that no test takes (no iperf 2 test header, a refused flow's, or a FIN after its flow)",
+                self.dropped
+            ));
+            self.dropped = 0;
+            self.last_drop_log = Some(now);
+        }
+    }
+
+    /// Start a flow for the first datagram `d` of an iperf 2 UDP test.
+    fn start(
+        &mut self,
+        shared: &Arc<super::Shared>,
+        d: &[u8],
+        from: SocketAddr,
+        now: Instant,
+    ) -> Result<(), super::Refusal> {
+        let refusal = |reason, message: String| super::Refusal {
+            reason,
+            answer: super::Answer::Busy,
+            message,
+        };
+        use super::super::policy::Reason;
+        shared.cfg.policy.check_address(super::canon(from.ip()))?;
+        let h = TestHdr::parse_udp(d).map_err(|e| refusal(Reason::Params, e.to_string()))?;
+        let plan = super::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some())?;
+        if plan.flow == Flow::Both {
+            return Err(refusal(
+                Reason::Params,
+                "iperf 2's --full-duplex over UDP is not supported".into(),
+            ));
+        }
+        let ip = super::canon(from.ip());
+        let same_source = self
+            .flows
+            .keys()
+            .filter(|a| super::canon(a.ip()) == ip)
+            .count();
+        if self.flows.len() >= MAX_FLOWS || same_source >= MAX_FLOWS_PER_SOURCE {
+            return Err(refusal(
+                Reason::Busy,
+                format!(
+                    "{} iperf 2 UDP flows running ({same_source} from {ip}; at most {MAX_FLOWS}, {MAX_FLOWS_PER_SOURCE} per source)",
+                    self.flows.len()
+                ),
+            ));
+        }
+        let group = shared.iperf2.join(shared, from, &h, &plan, now)?;
+        let sock = connected(shared, from)
+            .map_err(|e| refusal(Reason::Params, format!("cannot open its UDP socket: {e}")))?;
+        if h.threads <= 1 || group.total() == 0 {
+            shared.log(&format!(
+                "iperf 2 test from {}: {}",
+                super::shown(from),
+                super::describe(&h, &plan)
+            ));
+        }
+        let (tx, rx) = channel();
+        let first = d.to_vec();
+        let thread = std::thread::Builder::new()
+            .name("nm-iperf2-udp".into())
+            .spawn(move || match plan.flow {
+                Flow::Send => send(group, sock, from, &h, &plan),
+                _ => serve(group, sock, from, h, plan, first, rx),
+            })
+            .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
+        self.flows.insert(
+            from,
+            Running {
+                tx,
+                queued: 0,
+                thread,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Drop for UdpDoor {
+    /// The listener is stopping: flows notice the shutdown at their next tick.
+    fn drop(&mut self) {
+        for (_, r) in self.flows.drain() {
+            let _ = r.thread.join();
+        }
+    }
+}
+
+/// A socket on the server's port connected to the client: the kernel hands it the
+/// flow's datagrams from now on.
+fn connected(shared: &super::Shared, to: SocketAddr) -> std::io::Result<UdpSocket> {
+    let local = shared.local;
+    let s = super::super::make_listener(local, Type::DGRAM, shared.cfg.family, &shared.cfg.side)?;
+    let to = match (local.is_ipv6(), to) {
+        (true, SocketAddr::V4(v4)) => {
+            SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        _ => to,
+    };
+    s.connect(&SockAddr::from(to))?;
+    let sock: UdpSocket = s.into();
+    sock.set_read_timeout(Some(TICK))?;
+    Ok(sock)
+}
+
+/// Transit times (receiver wall clock minus the client's send time), Welford's running
+/// mean and sum of squares, as iperf 2's server report carries them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TransitStats {
+    pub count: u32,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub mean_s: f64,
+    pub m2_s2: f64,
+}
+
+impl TransitStats {
+    pub fn add(&mut self, t: f64) {
+        self.count += 1;
+        if self.count == 1 {
+            self.min_s = t;
+            self.max_s = t;
+        }
+        self.min_s = self.min_s.min(t);
+        self.max_s = self.max_s.max(t);
+        let d = t - self.mean_s;
+        self.mean_s += d / f64::from(self.count);
+        self.m2_s2 += d * (t - self.mean_s);
+    }
+
+    pub fn transit(&self) -> Option<Transit> {
+        (self.count > 0).then_some(Transit {
+            min_s: self.min_s,
+            max_s: self.max_s,
+            mean_s: self.mean_s,
+            m2_s2: self.m2_s2,
+            count: self.count,
+        })
+    }
+}
+
+/// One flow's accounting: pure, `now` (wall seconds) passed in.
+#[derive(Debug, Default)]
+pub struct FlowCount {
+    pub recv: UdpRecv,
+    pub bytes: u64,
+    pub transit: TransitStats,
+    /// The FIN's sequence number, once it came.
+    pub fin: Option<DatagramId>,
+}
+
+impl FlowCount {
+    /// Account datagram `d` received at wall time `now_s`. The first FIN is counted as
+    /// the last datagram (iperf 2's server counts it; its client does not count its
+    /// first, so the two agree); later FINs (the client repeating it) are not.
+    pub fn on_datagram(&mut self, d: &[u8], seq64: bool, now_s: f64) {
+        let Some(id) = DatagramId::parse(d, seq64) else {
+            return;
+        };
+        if self.fin.is_some() {
+            return;
+        }
+        let sent_s = f64::from(id.sec) + f64::from(id.usec) / 1e6;
+        let transit = now_s - sent_s;
+        let seq = if id.seq < 0 {
+            self.fin = Some(id);
+            id.seq.unsigned_abs()
+        } else {
+            id.seq as u64
+        };
+        self.recv.on_datagram(seq, transit);
+        self.bytes += d.len() as u64;
+        self.transit.add(transit);
+    }
+
+    /// The server report for this flow, `elapsed_s` after its first datagram.
+    pub fn report(&self, elapsed_s: f64, with_transit: bool) -> ServerReport {
+        let c = self.recv.counts();
+        ServerReport {
+            bytes: self.bytes,
+            stop_s: elapsed_s,
+            lost: c.lost,
+            out_of_order: c.out_of_order,
+            datagrams: c.highest_seq,
+            jitter_s: c.jitter_s,
+            transit: if with_transit {
+                self.transit.transit()
+            } else {
+                None
+            },
+        }
+    }
+}
+
+fn wall_s() -> f64 {
+    crate::clock::wall_now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// Serve one flow until its FIN (then the report) or a limit.
+fn serve(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    from: SocketAddr,
+    h: TestHdr,
+    plan: Plan,
+    first: Vec<u8>,
+    queued: Receiver<Vec<u8>>,
+) {
+    let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
+    let started = crate::clock::mono_now();
+    let mut last_move = started;
+    let mut count = FlowCount::default();
+    count.on_datagram(&first, seq64, wall_s());
+    g.received.fetch_add(count.bytes, Ordering::Relaxed);
+    let mut buf = vec![0u8; 65536];
+    let mut why = None;
+    while count.fin.is_none() {
+        let mut got = Vec::new();
+        while let Ok(d) = queued.try_recv() {
+            got.push(d);
+        }
+        match sock.recv(&mut buf) {
+            Ok(n) => got.push(buf[..n].to_vec()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                why = Some(format!("UDP receive failed: {e}"));
+                break;
+            }
+        }
+        let now_s = wall_s();
+        for d in &got {
+            let before = count.bytes;
+            count.on_datagram(d, seq64, now_s);
+            g.received
+                .fetch_add(count.bytes - before, Ordering::Relaxed);
+        }
+        let now = crate::clock::mono_now();
+        if !got.is_empty() {
+            last_move = now;
+        }
+        why = stop_reason(&g, &plan, started, last_move, now);
+        if why.is_some() {
+            break;
+        }
+    }
+    let c = count.recv.counts();
+    if let Some(why) = why {
+        g.failed(why);
+        return;
+    }
+    let report = count.report(started.elapsed().as_secs_f64(), h.trip_times());
+    let shared = g.shared().clone();
+    let peer = super::shown(from);
+    shared.log(&format!(
+        "iperf 2 UDP flow from {peer}: {} bytes, lost {} of {} datagrams, {} out of order, jitter {:.3} ms",
+        count.bytes,
+        c.lost,
+        c.highest_seq,
+        c.out_of_order,
+        c.jitter_s * 1e3,
+    ));
+    // The test is over: its slot is free while the report waits for the client.
+    drop(g);
+    if !send_report(&sock, &report, count.fin.as_ref()) {
+        shared.log(&format!(
+            "iperf 2 UDP flow from {peer}: the client kept sending after {ACK_TRIES} server reports"
+        ));
+    }
+}
+
+/// iperf 2's UDP rate when the client gives none (`-b` default, 1 Mbit/s).
+const DEFAULT_UDP_BPS: u64 = 1024 * 1024;
+/// iperf 2's UDP datagram size when the client gives none (`-l` default).
+const DEFAULT_UDP_LEN: usize = 1470;
+
+/// `-R` over UDP: send the client datagrams (sequence numbers from 1, send times) on
+/// the flow's socket at its `-b` (paced, and under `--server-bitrate-limit`) for its
+/// `-t`/`-n`, then a negative sequence number (the end). The client counts loss and
+/// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
+/// reverse test).
+fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan) {
+    let len = match h.buf_len {
+        0 => DEFAULT_UDP_LEN,
+        n => (n as usize).clamp(
+            crate::wire::iperf2::UDP_DATAGRAM_LEN,
+            crate::wire::UDP_MAX_LEN,
+        ),
+    };
+    let bps = plan.send_bps.unwrap_or(DEFAULT_UDP_BPS).max(1);
+    let mut d: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+    let started = crate::clock::mono_now();
+    let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
+    loop {
+        let now = crate::clock::mono_now();
+        let elapsed = now.duration_since(started);
+        if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
+        if due > elapsed {
+            std::thread::sleep((due - elapsed).min(TICK));
+            continue;
+        }
+        let t = crate::clock::wall_now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        write_datagram_id(&mut d, seq, t.as_secs() as u32, t.subsec_micros());
+        // An error (the client gone, ICMP unreachable; a full buffer) loses the
+        // datagram, as on any link.
+        if let Ok(n) = sock.send(&d) {
+            sent += n as u64;
+            seq += 1;
+            g.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some(w) = stop_reason(&g, plan, started, now, now) {
+            why = Some(w);
+            break;
+        }
+    }
+    // The end: the next sequence number negated, as iperf 2's sender ends (its reader
+    // counts it as the last datagram and stops at once rather than on a timeout);
+    // sent three times against loss, the copies ignored once it stopped.
+    if why.is_none() {
+        let t = crate::clock::wall_now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        write_datagram_id(&mut d, -seq, t.as_secs() as u32, t.subsec_micros());
+        for _ in 0..3 {
+            let _ = sock.send(&d);
+        }
+        seq += 1;
+    }
+    g.shared().log(&format!(
+        "iperf 2 UDP flow to {}: sent {} datagrams (the last its end), {sent} bytes",
+        super::shown(to),
+        seq - 1
+    ));
+    if let Some(w) = why {
+        g.failed(w);
+    }
+}
+
+fn stop_reason(
+    g: &Group,
+    plan: &Plan,
+    started: Instant,
+    last_move: Instant,
+    now: Instant,
+) -> Option<String> {
+    if g.shared().shutdown.load(Ordering::Relaxed) {
+        return Some("the server is stopping".into());
+    }
+    if let Some(d) = plan.deadline
+        && now.duration_since(started) > d
+    {
+        return Some(format!("ended after {} s", d.as_secs()));
+    }
+    if now.duration_since(last_move) > plan.idle {
+        return Some(format!("no datagram for {} s", plan.idle.as_secs()));
+    }
+    if let Some(limit) = plan.limit_bps
+        && over_limit(g.total(), now.duration_since(g.started), limit)
+    {
+        return Some(format!(
+            "its rate exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
+        ));
+    }
+    None
+}
+
+/// Send the report, again each time the client repeats its FIN, until it is quiet for
+/// [`ACK_SILENCE`] (at most [`ACK_TRIES`] times). Whether the client went quiet.
+fn send_report(sock: &UdpSocket, r: &ServerReport, fin: Option<&DatagramId>) -> bool {
+    let zero = DatagramId {
+        seq: 0,
+        sec: 0,
+        usec: 0,
+    };
+    let bytes = r.encode(fin.unwrap_or(&zero));
+    let _ = sock.set_read_timeout(Some(ACK_SILENCE));
+    let mut buf = [0u8; 2048];
+    for _ in 0..ACK_TRIES {
+        let _ = sock.send(&bytes);
+        if sock.recv(&mut buf).is_err() {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::iperf2::write_datagram_id;
+
+    fn dgram(seq: i64, sec: u32, usec: u32) -> Vec<u8> {
+        let mut d = vec![0u8; 100];
+        write_datagram_id(&mut d, seq, sec, usec);
+        d
+    }
+
+    #[test]
+    fn loss_reorder_and_the_fin_counted_once() {
+        let mut f = FlowCount::default();
+        for s in [1, 2, 4, 3, 6] {
+            f.on_datagram(&dgram(s, 100, 0), true, 100.001);
+        }
+        f.on_datagram(&dgram(-7, 100, 0), true, 100.001);
+        f.on_datagram(&dgram(-8, 100, 0), true, 100.001);
+        let r = f.report(1.0, true);
+        assert_eq!(r.datagrams, 7);
+        assert_eq!((r.lost, r.out_of_order), (1, 1), "5 lost, 3 late");
+        assert_eq!(r.bytes, 600, "the repeated FIN is not counted");
+        let t = r.transit.unwrap();
+        assert!((t.mean_s - 0.001).abs() < 1e-6 && t.count == 6);
+        assert_eq!(f.fin.unwrap().seq, -7);
+    }
+
+    #[test]
+    fn jitter_follows_the_transit_changes() {
+        let mut f = FlowCount::default();
+        for (i, extra) in [0.0, 0.002, 0.0, 0.002].iter().enumerate() {
+            let seq = i as i64 + 1;
+            f.on_datagram(&dgram(seq, 10, 0), false, 10.0 + extra);
+        }
+        let j = f.report(1.0, false).jitter_s;
+        assert!(j > 0.0 && j < 0.002, "{j}");
+        assert_eq!(f.report(1.0, false).transit, None);
+    }
+
+    #[test]
+    fn short_datagrams_are_ignored() {
+        let mut f = FlowCount::default();
+        f.on_datagram(&[0u8; 8], true, 1.0);
+        assert_eq!((f.bytes, f.recv.counts().received), (0, 0));
+    }
+}

@@ -1,0 +1,353 @@
+//! iperf 2's bytes as an iperf 2 *client* sends and reads them: the test header that
+//! opens a TCP connection and rides in every UDP datagram, the UDP datagram's sequence
+//! number and send time, and the server report datagram that answers a UDP test's FIN.
+//!
+//! iperf 2 has no control connection: the test's settings travel with the data
+//! ("test information passed in every packet per being stateless", `Settings.cpp`
+//! `Settings_GenerateClientHdr`). All fields are big-endian. Layouts from iperf 2.1.8 and
+//! 2.2.1 `include/payloads.h`; the header netmeter sends is 2.1.8's (a 36-byte
+//! `client_hdrext`), which 2.2.1 servers read too: the header's length travels in its
+//! flags. Bytes checked against what the real 2.1.8 client sends (tests below).
+
+/// `client_hdr_v1.flags`: a `client_hdrext` follows the base header.
+pub const HEADER_EXTEND: u32 = 0x4000_0000;
+/// `client_hdr_v1.flags`: UDP sequence numbers are 64 bits (`id` low, `id2` high).
+pub const HEADER_SEQNO64B: u32 = 0x0800_0000;
+/// `client_hdr_v1.flags`: the header's length is in `HEADER_LEN_MASK`.
+pub const HEADER_LEN_BIT: u32 = 0x0001_0000;
+/// `client_hdr_v1.flags`: the header's length, shifted left by one.
+pub const HEADER_LEN_MASK: u32 = 0x0000_01FE;
+/// `server_hdr_v1.flags`: the report carries `server_hdr_extension` (transit times).
+pub const SERVER_HEADER_EXTEND: u32 = 0x4000_0000;
+/// `client_hdr_ack.typelen.type`: CLIENTHDRACK (`enum MsgType`), a header
+/// acknowledgement a server may send before its report; the client drops it.
+pub const CLIENTHDRACK: u32 = 2;
+
+/// `struct UDP_datagram`: `id`, `tv_sec`, `tv_usec`, `id2`.
+pub const UDP_DATAGRAM_LEN: usize = 16;
+/// `struct client_hdr_v1`: flags, numThreads, mPort, mBufLen, mWinBand, mAmount.
+pub const CLIENT_HDR_V1_LEN: usize = 24;
+/// `struct client_hdrext` as iperf 2.1.8 lays it out.
+pub const CLIENT_HDREXT_LEN: usize = 36;
+/// The TCP test header netmeter sends: base and extension.
+pub const TCP_HDR_LEN: usize = CLIENT_HDR_V1_LEN + CLIENT_HDREXT_LEN;
+/// The UDP test header netmeter sends, from the datagram's first byte.
+pub const UDP_HDR_LEN: usize = UDP_DATAGRAM_LEN + CLIENT_HDR_V1_LEN + CLIENT_HDREXT_LEN;
+/// `struct server_hdr`: base (40), extension (60), 64-bit counts (12).
+pub const SERVER_HDR_LEN: usize = 40 + 60 + 12;
+/// The server report datagram: a `UDP_datagram` then the `server_hdr`.
+pub const SERVER_REPORT_LEN: usize = UDP_DATAGRAM_LEN + SERVER_HDR_LEN;
+/// The smallest server report an old server sends: the datagram and `server_hdr_v1`.
+pub const SERVER_REPORT_MIN_LEN: usize = UDP_DATAGRAM_LEN + 40;
+/// `client_hdr_ack` without its timestamps (a header acknowledgement).
+pub const HDR_ACK_LEN: usize = 28;
+
+/// The version netmeter's header names: iperf 2.1.8 final
+/// (`IPERF_VERSION_MAJORHEX`/`MINORHEX`: major << 16 | minor, patch << 16 | kind,
+/// kind 3 = final), the older of the two servers this was checked against.
+pub const VERSION_U: u32 = 0x0002_0001;
+pub const VERSION_L: u32 = 0x0008_0003;
+
+/// `mAmount`: how a test ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// `-t`: hundredths of a second (sent negated).
+    TimeCentis(u32),
+    /// `-n`: bytes (31 bits on the wire, as iperf 2 masks them).
+    Bytes(u64),
+}
+
+/// The test as an iperf 2 client announces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHdr {
+    pub udp: bool,
+    /// `numThreads`: the client's parallel streams (`-P`).
+    pub threads: u32,
+    /// `mPort`: the server's port.
+    pub port: u16,
+    /// `mBufLen`: `-l` when given (0: not given).
+    pub buf_len: u32,
+    pub amount: Amount,
+    /// `lRate`/`uRate`: the sender's `-b`, bits per second (0: none).
+    pub rate_bps: u64,
+    pub tos: u8,
+}
+
+fn put(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+fn get(buf: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
+impl ClientHdr {
+    /// The header's bytes: a TCP test's first write ([`TCP_HDR_LEN`]) or a UDP
+    /// datagram's start ([`UDP_HDR_LEN`], its sequence and time fields zero: see
+    /// [`write_datagram_id`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let (lead, len) = if self.udp {
+            (UDP_DATAGRAM_LEN, UDP_HDR_LEN)
+        } else {
+            (0, TCP_HDR_LEN)
+        };
+        let mut b = vec![0u8; len];
+        let mut flags = HEADER_EXTEND | HEADER_LEN_BIT | (((len as u32) << 1) & HEADER_LEN_MASK);
+        if self.udp {
+            flags |= HEADER_SEQNO64B;
+        }
+        let amount = match self.amount {
+            Amount::TimeCentis(c) => (c.min(i32::MAX as u32) as i32).wrapping_neg() as u32,
+            Amount::Bytes(n) => (n as u32) & 0x7FFF_FFFF,
+        };
+        let base = [
+            flags,
+            self.threads,
+            u32::from(self.port),
+            self.buf_len,
+            0,
+            amount,
+        ];
+        for (i, v) in base.iter().enumerate() {
+            put(&mut b, lead + 4 * i, *v);
+        }
+        let ext = lead + CLIENT_HDR_V1_LEN;
+        // type, length, upper/lower flags stay 0; then the version, reserved and tos.
+        put(&mut b, ext + 12, VERSION_U);
+        put(&mut b, ext + 16, VERSION_L);
+        put(&mut b, ext + 20, u32::from(self.tos));
+        // lRate, and uRate's odd encoding: the high 32 bits shifted left by 8.
+        put(&mut b, ext + 24, self.rate_bps as u32);
+        put(&mut b, ext + 28, ((self.rate_bps >> 32) as u32) << 8);
+        b
+    }
+}
+
+/// Put a datagram's sequence number and send time into its first 16 bytes: `id` the
+/// low 32 bits, `id2` the high 32 bits of the signed 64-bit sequence (negative: the
+/// FIN). `buf` must hold [`UDP_DATAGRAM_LEN`] bytes.
+pub fn write_datagram_id(buf: &mut [u8], seq: i64, sec: u32, usec: u32) {
+    put(buf, 0, seq as u32);
+    put(buf, 4, sec);
+    put(buf, 8, usec);
+    put(buf, 12, ((seq as u64) >> 32) as u32);
+}
+
+/// What an iperf 2 server reported at the end of a UDP test (`write_UDP_AckFIN`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerReport {
+    pub bytes: u64,
+    /// When the server's test ended, seconds after its start.
+    pub stop_s: f64,
+    /// `cntError`: datagrams lost (gaps in the sequence).
+    pub lost: u64,
+    pub out_of_order: u64,
+    /// `cntDatagrams`: the datagrams the server counted (lost ones included).
+    pub datagrams: u64,
+    pub jitter_s: f64,
+    /// Transit (one-way delay, sender clock to server clock), when the server sent its
+    /// extension.
+    pub transit: Option<Transit>,
+}
+
+/// The server's transit times (`server_hdr_extension`), seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transit {
+    pub min_s: f64,
+    pub max_s: f64,
+    pub mean_s: f64,
+    /// The variance's sum of squares (`m2`), seconds squared.
+    pub m2_s2: f64,
+    pub count: u32,
+}
+
+/// An iperf 2 answer netmeter's client cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Iperf2Error {
+    #[error(
+        "an iperf 2 server report of {0} bytes is too short (at least {SERVER_REPORT_MIN_LEN})"
+    )]
+    ShortReport(usize),
+    #[error(
+        "a datagram of {0} bytes from the iperf 2 server is a header acknowledgement, not its report"
+    )]
+    HeaderAck(usize),
+}
+
+/// `intN` and its microsecond part (`…1`, `…2` pairs), as seconds.
+fn seconds(whole: u32, micros: u32) -> f64 {
+    f64::from(whole as i32) + f64::from(micros as i32) / 1e6
+}
+
+impl ServerReport {
+    /// Read the server report datagram. A datagram of [`HDR_ACK_LEN`] or 52 bytes
+    /// typed CLIENTHDRACK is a stale header acknowledgement (iperf 2's client drops
+    /// those too).
+    pub fn parse(d: &[u8]) -> Result<ServerReport, Iperf2Error> {
+        if (d.len() == HDR_ACK_LEN || d.len() == HDR_ACK_LEN + 24) && get(d, 0) == CLIENTHDRACK {
+            return Err(Iperf2Error::HeaderAck(d.len()));
+        }
+        if d.len() < SERVER_REPORT_MIN_LEN {
+            return Err(Iperf2Error::ShortReport(d.len()));
+        }
+        let h = &d[UDP_DATAGRAM_LEN..];
+        let f = |i: usize| get(h, 4 * i);
+        let flags = f(0);
+        let wide = |low: u32, high_at: usize| {
+            let high = if flags & HEADER_SEQNO64B != 0 && h.len() >= SERVER_HDR_LEN {
+                u64::from(f(high_at))
+            } else {
+                0
+            };
+            high << 32 | u64::from(low)
+        };
+        let transit = (flags & SERVER_HEADER_EXTEND != 0 && h.len() >= 100).then(|| Transit {
+            min_s: seconds(f(10), f(11)),
+            max_s: seconds(f(12), f(13)),
+            mean_s: seconds(f(16), f(17)),
+            m2_s2: seconds(f(18), f(19)) * 1e-12,
+            count: f(22),
+        });
+        Ok(ServerReport {
+            bytes: u64::from(f(1)) << 32 | u64::from(f(2)),
+            stop_s: seconds(f(3), f(4)),
+            lost: wide(f(5), 25),
+            out_of_order: wide(f(6), 26),
+            datagrams: wide(f(7), 27),
+            jitter_s: seconds(f(8), f(9)),
+            transit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// `iperf -c 127.0.0.1 -p 15102 -t 3 -l 1000` (2.1.8): its first write.
+    #[test]
+    fn tcp_header_is_what_iperf_2_1_8_sends() {
+        let h = ClientHdr {
+            udp: false,
+            threads: 1,
+            port: 15102,
+            buf_len: 1000,
+            amount: Amount::TimeCentis(300),
+            rate_bps: 0,
+            tos: 0,
+        };
+        let want = hex(concat!(
+            "400100780000000100003afe000003e800000000fffffed4",
+            "000000000000000000000000000200010008000300000000",
+            "000000000000000000000000"
+        ));
+        assert_eq!(h.encode(), want);
+        let n = ClientHdr {
+            amount: Amount::Bytes(5000),
+            rate_bps: 10_485_760,
+            ..h
+        };
+        assert_eq!(&n.encode()[20..24], &5000u32.to_be_bytes());
+        assert_eq!(&n.encode()[48..52], &hex("00a00000")[..]);
+    }
+
+    /// `iperf -c 127.0.0.1 -p 15103 -u -t 1 -l 1000 -b 1M` (2.1.8): its first datagram.
+    #[test]
+    fn udp_header_is_what_iperf_2_1_8_sends() {
+        let h = ClientHdr {
+            udp: true,
+            threads: 1,
+            port: 15103,
+            buf_len: 1000,
+            amount: Amount::TimeCentis(100),
+            rate_bps: 1_048_576,
+            tos: 0,
+        };
+        let mut b = h.encode();
+        write_datagram_id(&mut b, 1, 0x6b08_8171, 0x0003_8580);
+        let want = hex(concat!(
+            "000000016b0881710003858000000000",
+            "480100980000000100003aff000003e800000000ffffff9c",
+            "000000000000000000000000000200010008000300000000",
+            "001000000000000000000000"
+        ));
+        assert_eq!(b, want);
+    }
+
+    #[test]
+    fn fin_sequence_is_negative_across_both_words() {
+        let mut b = [0u8; UDP_DATAGRAM_LEN];
+        write_datagram_id(&mut b, -5, 0, 0);
+        assert_eq!(&b[0..4], &(-5i32).to_be_bytes());
+        assert_eq!(&b[12..16], &[0xff; 4]);
+        write_datagram_id(&mut b, (7i64 << 32) | 3, 0, 0);
+        assert_eq!((get(&b, 0), get(&b, 12)), (3, 7));
+    }
+
+    fn report(flags: u32, fields: &[(usize, u32)]) -> Vec<u8> {
+        let mut d = vec![0u8; SERVER_REPORT_LEN];
+        put(&mut d, UDP_DATAGRAM_LEN, flags);
+        for (i, v) in fields {
+            put(&mut d, UDP_DATAGRAM_LEN + 4 * i, *v);
+        }
+        d
+    }
+
+    #[test]
+    fn server_report_fields_and_64_bit_counts() {
+        let d = report(
+            0x8000_0000 | SERVER_HEADER_EXTEND | HEADER_SEQNO64B,
+            &[
+                (1, 1),
+                (2, 5),
+                (3, 10),
+                (4, 500_000),
+                (5, 7),
+                (6, 2),
+                (7, 1000),
+                (8, 0),
+                (9, 1500),
+                (10, 0),
+                (11, 120),
+                (16, 0),
+                (17, 300),
+                (22, 993),
+                (27, 1),
+            ],
+        );
+        let r = ServerReport::parse(&d).unwrap();
+        assert_eq!(r.bytes, (1 << 32) + 5);
+        assert_eq!(r.stop_s, 10.5);
+        assert_eq!((r.lost, r.out_of_order), (7, 2));
+        assert_eq!(r.datagrams, (1 << 32) + 1000);
+        assert!((r.jitter_s - 0.0015).abs() < 1e-12);
+        let t = r.transit.unwrap();
+        assert!((t.min_s - 120e-6).abs() < 1e-12 && (t.mean_s - 300e-6).abs() < 1e-12);
+        assert_eq!(t.count, 993);
+    }
+
+    #[test]
+    fn short_reports_and_header_acks_are_refused() {
+        assert_eq!(
+            ServerReport::parse(&[0u8; 20]),
+            Err(Iperf2Error::ShortReport(20))
+        );
+        let mut ack = vec![0u8; HDR_ACK_LEN];
+        put(&mut ack, 0, CLIENTHDRACK);
+        assert_eq!(
+            ServerReport::parse(&ack),
+            Err(Iperf2Error::HeaderAck(HDR_ACK_LEN))
+        );
+        // An old server's report without the extension: no transit, 32-bit counts.
+        let d = report(0x8000_0000, &[(7, 9)]);
+        let r = ServerReport::parse(&d[..SERVER_REPORT_MIN_LEN]).unwrap();
+        assert_eq!((r.datagrams, r.transit), (9, None));
+    }
+}
