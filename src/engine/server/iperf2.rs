@@ -443,13 +443,13 @@ fn new_group(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take(peer.ip(), shared.cfg.policy.max_tests_per_source)?;
-    let mut entry = audit::Entry::new(shown(peer));
+    let mut entry = audit::Entry::begun(shown(peer), shared.now(), shared.cfg.clock.wall());
     entry.test = Some(audit_params(h, plan));
     shared.touch();
     Ok(Group {
         shared: shared.clone(),
         peer,
-        started: crate::clock::mono_now(),
+        started: shared.now(),
         sent: AtomicU64::new(0),
         received: AtomicU64::new(0),
         entry: Mutex::new(entry),
@@ -463,7 +463,7 @@ fn new_group(
 
 /// A refused iperf 2 test: logged (or counted, as `refusal_log` decides) and audited.
 pub(super) fn refused(shared: &Shared, peer: SocketAddr, h: Option<&TestHdr>, r: Refusal) {
-    let mut entry = audit::Entry::new(shown(peer));
+    let mut entry = audit::Entry::begun(shown(peer), shared.now(), shared.cfg.clock.wall());
     if let Some(h) = h
         && let Ok(p) = plan(h, &Policy::default(), false)
     {
