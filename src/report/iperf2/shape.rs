@@ -74,6 +74,9 @@ pub fn mask(line: &str) -> String {
             i += 1;
         }
     }
+    // The retry count and the congestion window run together when the window outgrows
+    // its width (iperf 2's own `%4u%4dK` prints 0 and 1151K as `01151K`).
+    out = out.replace("# #K/(", "#K/(");
     // iperf 2's UDP client ends its CSV with `-nan,0,-1,-0.000`: a sign is no shape.
     out = out.replace(",-#", ",#");
     for p in ["K", "M", "G", "T"] {
