@@ -15,9 +15,7 @@
 mod data;
 mod errcode;
 mod ext;
-/// iperf 2's bytes as its server reads and writes them, and the first-bytes test.
 pub mod iperf2;
-/// iperf 2's bytes as its client sends and reads them (`--iperf2`).
 pub mod iperf2_client;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};

@@ -175,7 +175,7 @@ pub enum Iperf2Command {
 }
 
 /// iperf 2's command line when netmeter was asked for it: `netmeter iperf2 ARGS…`, or
-/// argv[0] names `iperf`. `None`: netmeter's own command line.
+/// `argv[0]` names `iperf`. `None`: netmeter's own command line.
 pub fn invoked(argv: &[OsString]) -> Option<Result<Iperf2Command, UsageError>> {
     let name = argv.first().map(Path::new).and_then(Path::file_name)?;
     let rest = if name == "iperf" {

@@ -1,7 +1,7 @@
 //! iperf 2's output, so scripts written for iperf 2 read netmeter's (`netmeter iperf2`,
 //! netmeter invoked as `iperf`): its plain layout, its enhanced (`-e`) layout and its
 //! CSV (`-y C`), line for line with iperf 2.2.1 (`src/Locale.c`'s format strings,
-//! `src/ReportOutputs.c`), rendered from a [`Report`]'s parts.
+//! `src/ReportOutputs.c`), rendered from a [`Report`](crate::report::Report)'s parts.
 //!
 //! Pure: every line is a function of the report and of an [`Iperf2Ctx`] holding the few
 //! facts the report does not (the process id, the command line's host). A figure
@@ -19,6 +19,7 @@ use crate::latency::LatencyStats;
 pub mod csv;
 pub mod lines;
 pub mod render;
+pub mod rows;
 pub mod shape;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 //! UDP `,jitter_ms,lost,total,lost_percent,out_of_order`. The addresses are the client's
 //! then the server's on both sides, as iperf 2.2.1 prints them.
 
-use super::render::end_row;
+use super::rows::end_row;
 use super::{Iperf2Ctx, Row, connection, csv_time, stream_no};
 use crate::report::{End, Interval, Start};
 use std::collections::HashMap;
