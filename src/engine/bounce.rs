@@ -9,7 +9,7 @@ use super::machine::bounce::{
     BounceClient, BounceConfig, BounceServer, BounceStep, PROBE_PERIOD, UDP_REPLY_TIMEOUT,
 };
 use super::stream::{self, DataSock, STOP_POLL, Worker, is_transient, write_full};
-use crate::clock::mono_now;
+use crate::clock::{Clock, mono_now};
 use crate::sock;
 use crate::wire::Bounceback;
 use std::io::{self, Read};
@@ -146,8 +146,8 @@ fn client_machine(w: &Worker, b: &Bounceback, udp: bool) -> BounceClient {
 }
 
 /// Sleep towards `t` (at most [`STOP_POLL`], so a stop is seen).
-fn sleep_until(t: Instant) {
-    let left = t.saturating_duration_since(mono_now());
+fn sleep_until(clock: &dyn Clock, t: Instant) {
+    let left = t.saturating_duration_since(clock.now());
     if !left.is_zero() {
         std::thread::sleep(left.min(STOP_POLL));
     }
@@ -166,9 +166,9 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
     };
     let mut m = client_machine(w, &b, false);
     while !w.stop.load(Ordering::Relaxed) {
-        let count = match m.poll(mono_now()) {
+        let count = match m.poll(w.clock.now()) {
             BounceStep::Wait(t) => {
-                sleep_until(t);
+                sleep_until(&*w.clock, t);
                 continue;
             }
             BounceStep::Send { count } => count,
@@ -176,7 +176,7 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
             BounceStep::Await(_) | BounceStep::Lost(_) => break,
         };
         for _ in 0..count {
-            m.on_sent(mono_now());
+            m.on_sent(w.clock.now());
             if !write_full(&mut sock, &req, &w.stop)? {
                 return Ok(());
             }
@@ -184,7 +184,7 @@ fn tcp_bounce_client(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
         rtts.clear();
         let mut prev = 0;
         let complete = read_full(&mut sock, &mut replies, &w.stop, spin, |got| {
-            m.on_reply_bytes(got - prev, mono_now(), &mut rtts);
+            m.on_reply_bytes(got - prev, w.clock.now(), &mut rtts);
             prev = got;
         })?;
         {
@@ -219,7 +219,7 @@ fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
         if !read_full(&mut sock, &mut req, &w.stop, spin, |_| {})? {
             break;
         }
-        hold_until(m.on_request(req.len(), mono_now()));
+        hold_until(&*w.clock, m.on_request(req.len(), w.clock.now()));
         if !write_full(&mut sock, &reply, &w.stop)? {
             break;
         }
@@ -231,8 +231,8 @@ fn tcp_bounce_server(w: &Worker, b: Bounceback, mut sock: TcpStream) -> io::Resu
 }
 
 /// The server's hold: sleep until the reply is due (no sleep without a hold).
-fn hold_until(t: Instant) {
-    let left = t.saturating_duration_since(mono_now());
+fn hold_until(clock: &dyn Clock, t: Instant) {
+    let left = t.saturating_duration_since(clock.now());
     if !left.is_zero() {
         std::thread::sleep(left);
     }
@@ -253,11 +253,11 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
     };
     let mut m = client_machine(w, &b, true);
     while !w.stop.load(Ordering::Relaxed) {
-        match m.poll(mono_now()) {
-            BounceStep::Wait(t) => sleep_until(t),
+        match m.poll(w.clock.now()) {
+            BounceStep::Wait(t) => sleep_until(&*w.clock, t),
             BounceStep::Send { count } => {
                 for _ in 0..count {
-                    let seq = m.on_sent(mono_now());
+                    let seq = m.on_sent(w.clock.now());
                     req[..8].copy_from_slice(&seq.to_be_bytes());
                     match sock.send(&req) {
                         Ok(_) => {}
@@ -269,13 +269,13 @@ fn udp_bounce_client(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
                         Err(e) => return Err(e),
                     }
                 }
-                m.burst_sent(mono_now());
+                m.burst_sent(w.clock.now());
             }
             BounceStep::Await(_) => match recv_polled(sock, &mut buf, spin) {
                 Ok(n) if n >= 8 => {
                     let mut s = [0u8; 8];
                     s.copy_from_slice(&buf[..8]);
-                    if let Some(t) = m.on_reply(u64::from_be_bytes(s), mono_now()) {
+                    if let Some(t) = m.on_reply(u64::from_be_bytes(s), w.clock.now()) {
                         let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                         r.interval.record_ns(t.ns);
                         r.total.record_ns(t.ns);
@@ -312,7 +312,7 @@ fn udp_bounce_server(w: &Worker, b: Bounceback, sock: &UdpSocket) -> io::Result<
         match recv_polled(sock, &mut buf, spin) {
             // Shorter datagrams are repeated connect messages.
             Ok(n) if n >= 8 => {
-                hold_until(m.on_request(n, mono_now()));
+                hold_until(&*w.clock, m.on_request(n, w.clock.now()));
                 reply[..8].copy_from_slice(&buf[..8]);
                 let _ = sock.send(&reply);
                 let (bytes, done) = m.counts();

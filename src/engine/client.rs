@@ -359,7 +359,7 @@ fn converse(
         warnings: Vec::new(),
     };
     let (run, test_start) = talk.setup(out)?;
-    let t0 = super::profile::client_t0(cfg.txstart, test_start, out);
+    let t0 = super::profile::client_t0(cfg.txstart, test_start, &*cfg.clock, out);
     let connect_to = run
         .spec()
         .connect_only

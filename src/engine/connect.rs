@@ -101,7 +101,7 @@ fn client_loop(w: &Worker, t: &Target) {
     };
     let mut m = ConnectLoop::new();
     loop {
-        let now = mono_now();
+        let now = w.clock.now();
         match m.poll(now, w.stop.load(Ordering::Relaxed)) {
             ConnStep::Stop => break,
             ConnStep::Pause(until) => {
@@ -110,9 +110,9 @@ fn client_loop(w: &Worker, t: &Target) {
             }
             ConnStep::Connect => {}
         }
-        let start = mono_now();
+        let start = w.clock.now();
         let r = one_connection(t);
-        let end = mono_now();
+        let end = w.clock.now();
         let outcome = match r {
             Ok(connect_ns) => Outcome::Answered {
                 connect_ns,

@@ -258,6 +258,8 @@ pub(super) fn make_worker(
     });
     Worker {
         shared,
+        // The run's own clock replaces it at the start (`TestRun::start`).
+        clock: crate::clock::system(),
         stop: if sender {
             live.stop_send.clone()
         } else {

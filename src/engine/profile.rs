@@ -13,7 +13,6 @@ use super::machine::txstart;
 use super::output::Output;
 use super::record::{ProfileRecord, StreamShared};
 use super::stream::{self, DataSock, STOP_POLL, UDP_BATCH, Worker, is_transient, wall_now};
-use crate::clock::mono_now;
 use crate::latency::Hist;
 use crate::profile::{FrameSummary, Profile, UnitFigures};
 use crate::report::observe::Event;
@@ -166,7 +165,7 @@ fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> O
         if w.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let now = mono_now();
+        let now = w.clock.now();
         match m.poll(now) {
             ProfileStep::Wait(t) => {
                 std::thread::sleep(t.saturating_duration_since(now).min(STOP_POLL))
@@ -183,8 +182,8 @@ fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> O
 }
 
 /// The unit under way is sent: record its transfer time and bytes.
-fn record_unit(rec: &Mutex<ProfileRecord>, m: &mut ProfileSender, bytes: u64) {
-    let ns = m.unit_done(mono_now());
+fn record_unit(w: &Worker, rec: &Mutex<ProfileRecord>, m: &mut ProfileSender, bytes: u64) {
+    let ns = m.unit_done(w.clock.now());
     rec.lock()
         .unwrap_or_else(|p| p.into_inner())
         .interval
@@ -204,7 +203,7 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
     } else {
         Vec::new()
     };
-    let origin = w.schedule_origin.unwrap_or_else(mono_now);
+    let origin = w.schedule_origin.unwrap_or_else(|| w.clock.now());
     let block_len = w.block_len.max(1);
     let mut m = machine(w, p, Carrier::Tcp { block_len }, origin);
     let (mut bytes, mut blocks) = (0u64, 0u64);
@@ -250,7 +249,7 @@ fn tcp_send(w: &Worker, p: &Profile, mut sock: TcpStream) -> io::Result<()> {
             w.shared.packets.store(blocks, Ordering::Relaxed);
         }
         if left == 0 {
-            record_unit(rec, &mut m, size);
+            record_unit(w, rec, &mut m, size);
         }
     }
     Ok(())
@@ -277,7 +276,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
         .collect();
     let mut lens = [0usize; UDP_BATCH];
     let mut batch = Batch::new(UDP_BATCH);
-    let origin = w.schedule_origin.unwrap_or_else(mono_now);
+    let origin = w.schedule_origin.unwrap_or_else(|| w.clock.now());
     let mut m = machine(w, p, Carrier::Udp { len, min_len }, origin);
     let (mut seq, mut bytes) = (0u64, 0u64);
     while let Some(unit) = next_unit(w, &mut m, rec) {
@@ -339,7 +338,7 @@ fn udp_send(w: &Worker, p: &Profile, sock: &UdpSocket) -> io::Result<()> {
             // One datagram per message: the profiled sender does not use GSO.
             w.shared.messages.store(seq, Ordering::Relaxed);
         }
-        record_unit(rec, &mut m, unit.bytes());
+        record_unit(w, rec, &mut m, unit.bytes());
     }
     Ok(())
 }
@@ -403,12 +402,18 @@ pub const TXSTART_LATE_WARN_MS: f64 = 10.0;
 
 /// The client's test clock origin: TEST_START, or with `--txstart-time` the start
 /// instant itself (waited for here; recorded in `start.netmeter.txstart`).
-pub fn client_t0(txstart: Option<f64>, test_start: Option<Instant>, out: &mut Output) -> Instant {
+/// `clock`: the test's monotonic clock (the client's config's).
+pub fn client_t0(
+    txstart: Option<f64>,
+    test_start: Option<Instant>,
+    clock: &dyn crate::clock::Clock,
+    out: &mut Output,
+) -> Instant {
     let Some(at) = txstart else {
-        return test_start.unwrap_or_else(mono_now);
+        return test_start.unwrap_or_else(|| clock.now());
     };
     let ts = txstart_now(at);
-    let t0 = mono_now();
+    let t0 = clock.now();
     if ts.late_ms > TXSTART_LATE_WARN_MS {
         let w = format!(
             "data started {:.0} ms after --txstart-time: the time had passed, or setup took longer than allowed for",

@@ -8,11 +8,13 @@
 
 use super::clock;
 use super::disk_file::DiskFile;
+use super::machine::tcp_recv::{TcpReceiver, TcpRecvStep};
+use super::machine::tcp_send::{TcpSendConfig, TcpSendStep, TcpSender};
 use super::machine::udp::{
     RecvSinks, SendAction, UdpReceiver, UdpSender, UdpSenderConfig, header_time,
 };
 use super::record::StreamShared;
-use crate::pacing::Pacer;
+use crate::clock::Clock;
 use crate::sock::{self, Batch};
 use crate::wire::UdpHeader;
 use crate::wire::{self, Bounceback};
@@ -40,6 +42,10 @@ pub use super::machine::Budget;
 /// What a data thread needs besides its socket.
 pub struct Worker {
     pub shared: Arc<StreamShared>,
+    /// The test's monotonic clock ([`crate::engine::test_run::TestRun`]'s): every
+    /// decision of the loop (a pacing time, a schedule, a deadline) reads it. The host's
+    /// clock through `clock::mono_now` only bounds a wait on the kernel.
+    pub clock: Arc<dyn Clock>,
     pub stop: Arc<AtomicBool>,
     pub block_len: usize,
     pub rate_bps: u64,
@@ -170,17 +176,13 @@ pub fn spawn_tcp(w: Worker, sock: TcpStream) -> io::Result<JoinHandle<()>> {
     })
 }
 
+/// A bulk TCP sender's thread: the machine ([`TcpSender`]) decides how long each block
+/// is, when `-b` says wait and when the `-n`/`-k` budget or the file ends the stream;
+/// this loop sleeps, stamps the `--trip-times` header and makes the system calls. Per
+/// write: one `write`/`sendmsg`/`sendfile`, the budget taken for a new block and, only
+/// when paced (or before `--working-load`'s start), one read of the worker's clock.
 fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
-    if let Some(at) = w.load_start {
-        // --working-load: stay quiet while the probe measures the idle path.
-        while crate::clock::mono_now() < at && !w.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(
-                at.saturating_duration_since(crate::clock::mono_now())
-                    .min(STOP_POLL),
-            );
-        }
-    }
     // --trip-times: every write starts with a frame header carrying its send time.
     let framed = w.ts_ns && w.zerocopy.is_none() && w.block_len >= wire::TCP_FRAME_HDR;
     let mut frame = if framed {
@@ -188,59 +190,67 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     } else {
         Vec::new()
     };
-    // --working-load: the schedule starts with the load, not with the idle phase.
-    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(crate::clock::mono_now);
-    let mut pacer = pacer(w, w.block_len, origin);
-    let (mut bytes, mut blocks) = (0u64, 0u64);
+    // --working-load: the schedule starts with the load, not with the idle phase, and
+    // nothing goes before it.
+    let origin = (w.load_start.or(w.pace_origin)).unwrap_or_else(|| w.clock.now());
+    let mut m = tcp_sender(w, origin, w.load_start.is_some(), framed);
     let mut zc = ZeroCopyState::default();
+    let mut framed_now = false;
     while !w.stop.load(Ordering::Relaxed) {
-        let len = match next_block(w, &mut pacer, origin) {
-            Next::Wait => continue,
-            Next::Done => break,
-            Next::Block(n) => n,
-        };
-        let framed_now = framed && len >= wire::TCP_FRAME_HDR;
-        if framed_now {
-            wire::write_tcp_frame_header(&mut frame, len as u32, clock::wall_ns());
-        }
-        let mut off = 0;
-        while off < len && !w.stop.load(Ordering::Relaxed) {
-            let r = match &w.zerocopy {
-                Some(_) if w.caps.msg_zerocopy => {
-                    sock::send_msg_zerocopy(sock.as_fd(), &w.payload[off..len])
+        let (off, end) = match poll_sender(w, &mut m) {
+            TcpSendStep::Write {
+                offset,
+                len,
+                block_len,
+                fresh,
+                frame_ns,
+            } => {
+                if fresh {
+                    framed_now = frame_ns.is_some();
                 }
-                Some(f) => sock::sendfile(sock.as_fd(), f.as_fd(), off as i64, len - off),
-                None if framed_now => sock.write(&frame[off..len]),
-                None => sock.write(&w.payload[off..len]),
-            };
-            match w.shared.calls.wrote(r) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
-                Ok(n) => {
-                    off += n;
-                    bytes += n as u64;
-                    w.shared.bytes.store(bytes, Ordering::Relaxed);
-                    if w.caps.msg_zerocopy {
-                        zc.sent += 1;
-                        zc.reap(&sock)?;
-                    }
+                if let Some(ns) = frame_ns {
+                    wire::write_tcp_frame_header(&mut frame, block_len as u32, ns);
                 }
-                // MSG_ZEROCOPY: too many sends await release (optmem_max); take the
-                // completions and give the kernel a moment before sending again.
-                Err(e) if w.caps.msg_zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    if zc.reap(&sock)? == 0 {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                }
-                Err(e) if is_transient(&e) => {}
-                Err(e) => return Err(e),
+                (offset, offset + len)
             }
+            TcpSendStep::Wait(_) => continue,
+            TcpSendStep::Stop => break,
+        };
+        let r = match &w.zerocopy {
+            Some(_) if w.caps.msg_zerocopy => {
+                sock::send_msg_zerocopy(sock.as_fd(), &w.payload[off..end])
+            }
+            Some(f) => sock::sendfile(sock.as_fd(), f.as_fd(), off as i64, end - off),
+            None if framed_now => sock.write(&frame[off..end]),
+            None => sock.write(&w.payload[off..end]),
+        };
+        match w.shared.calls.wrote(r) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+            Ok(n) => {
+                if m.on_written(n) {
+                    w.shared.packets.store(m.blocks(), Ordering::Relaxed);
+                }
+                w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
+                if w.caps.msg_zerocopy {
+                    zc.sent += 1;
+                    zc.reap(&sock)?;
+                }
+            }
+            // MSG_ZEROCOPY: too many sends await release (optmem_max); take the
+            // completions and give the kernel a moment before sending again.
+            Err(e) if w.caps.msg_zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
+                if zc.reap(&sock)? == 0 {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
         }
-        blocks += 1;
-        w.shared.packets.store(blocks, Ordering::Relaxed);
     }
     if w.caps.msg_zerocopy {
         // The payload must outlive the kernel's use of its pages: wait (bounded) for
-        // the last completions before the thread lets go of it.
+        // the last completions before the thread lets go of it. The host's clock: this
+        // bounds waiting on the kernel, it decides nothing about the test.
         let deadline = crate::clock::mono_now() + Duration::from_secs(1);
         while zc.done.sends < zc.sent && crate::clock::mono_now() < deadline {
             if zc.reap(&sock)? == 0 {
@@ -253,79 +263,92 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// The `-b` pacer of a bulk sender (none unpaced) whose clock starts at `origin`, told
-/// when a timed test ends.
-fn pacer(w: &Worker, unit: usize, origin: Instant) -> Option<Pacer> {
-    (w.rate_bps > 0).then(|| {
-        let p = Pacer::new(w.rate_bps, unit, w.burst, 0.0);
-        match (w.schedule_origin, w.schedule_end) {
-            (Some(o), Some(e)) => {
-                let end = (o + e).saturating_duration_since(origin);
-                p.ending_at(end.as_secs_f64())
-            }
-            _ => p,
-        }
-    })
+/// The sender machine of a bulk TCP stream whose `-b` schedule starts at `origin`
+/// (`hold`: nothing before it), its pacer told when a timed test ends. No `-t` end of
+/// its own: the control thread ends the test (`w.stop`).
+fn tcp_sender(w: &Worker, origin: Instant, hold: bool, trip_times: bool) -> TcpSender {
+    let pace_end = match (w.schedule_origin, w.schedule_end) {
+        (Some(o), Some(e)) => Some((o + e).saturating_duration_since(origin)),
+        _ => None,
+    };
+    let cfg = TcpSendConfig {
+        block_len: w.block_len,
+        rate_bps: w.rate_bps,
+        burst: w.burst,
+        end: None,
+        pace_end,
+        trip_times,
+        hold_until_origin: hold,
+    };
+    TcpSender::new(cfg, origin)
 }
 
-/// A bulk TCP sender's next step ([`next_block`]).
-enum Next {
-    /// The pacer said wait (slept for up to [`STOP_POLL`]): ask again.
-    Wait,
-    /// Send a block of this many bytes.
-    Block(usize),
-    /// The `-n`/`-k` budget is spent.
-    Done,
-}
-
-/// Pace (`-b`) and budget (`-n`/`-k`) the next block of a bulk TCP sender.
-fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant) -> Next {
-    if let Some(p) = pacer.as_mut() {
-        let wait = p.poll(origin.elapsed().as_secs_f64(), w.block_len);
-        if !wait.is_zero() {
-            std::thread::sleep(wait.min(STOP_POLL));
-            return Next::Wait;
-        }
+/// The sender machine's next step: the worker's clock read only when the machine asks
+/// (pacing, the start), the wall clock only for a frame header, a new block taken from
+/// the `-n`/`-k` budget. A wait is slept here, at most [`STOP_POLL`].
+fn poll_sender(w: &Worker, m: &mut TcpSender) -> TcpSendStep {
+    let mut read = None;
+    let step = m.poll(
+        || *read.insert(w.clock.now()),
+        clock::wall_ns,
+        |n| w.budget.as_ref().map_or(n, |b| b.take(n)),
+    );
+    if let TcpSendStep::Wait(until) = step {
+        let now = read.unwrap_or(until);
+        std::thread::sleep(until.saturating_duration_since(now).min(STOP_POLL));
     }
-    match &w.budget {
-        Some(b) => match b.take(w.block_len) {
-            0 => Next::Done,
-            n => Next::Block(n),
-        },
-        None => Next::Block(w.block_len),
-    }
+    step
 }
 
 /// `-F`: send the file's next bytes (the streams share the file: each byte goes out
 /// once), `-b`-paced and within the `-n`/`-k` budget like any block, and stop at the end
-/// of the file (iperf3's `diskfile_send`).
+/// of the file (iperf3's `diskfile_send`). The machine decides as for any block; the
+/// file fills each new one and says how long it is.
 fn tcp_send_file(w: &Worker, file: &DiskFile, mut sock: TcpStream) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
-    let mut buf = vec![0u8; w.block_len];
-    let origin = w.pace_origin.unwrap_or_else(crate::clock::mono_now);
-    let mut pacer = pacer(w, w.block_len, origin);
-    let (mut bytes, mut blocks) = (0u64, 0u64);
+    let mut buf = vec![0u8; w.block_len.max(1)];
+    let origin = w.pace_origin.unwrap_or_else(|| w.clock.now());
+    let mut m = tcp_sender(w, origin, false, false);
     while !w.stop.load(Ordering::Relaxed) {
-        let want = match next_block(w, &mut pacer, origin) {
-            Next::Wait => continue,
-            Next::Done => break,
-            Next::Block(n) => n,
+        let (off, end) = match poll_sender(w, &mut m) {
+            TcpSendStep::Write {
+                offset, len, fresh, ..
+            } if fresh => {
+                let n = file.read_next(&mut buf[..len])?;
+                m.source_gave(n);
+                if n == 0 {
+                    break; // the end of the file ends this sender
+                }
+                (offset, offset + n)
+            }
+            TcpSendStep::Write { offset, len, .. } => (offset, offset + len),
+            TcpSendStep::Wait(_) => continue,
+            TcpSendStep::Stop => break,
         };
-        let n = file.read_next(&mut buf[..want])?;
-        if n == 0 {
-            break; // the end of the file ends this sender
+        match sock.write(&buf[off..end]) {
+            Ok(0) => break,
+            Ok(n) => {
+                if m.on_written(n) {
+                    w.shared.packets.store(m.blocks(), Ordering::Relaxed);
+                }
+                w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                break;
+            }
+            Err(e) => return Err(e),
         }
-        if !write_full(&mut sock, &buf[..n], &w.stop)? {
-            break;
-        }
-        bytes += n as u64;
-        blocks += 1;
-        w.shared.bytes.store(bytes, Ordering::Relaxed);
-        w.shared.packets.store(blocks, Ordering::Relaxed);
     }
     // The client's test ends when this thread does (`client::test_should_end`): first
     // let the peer's kernel have the file's last bytes, which an iperf3 server that
-    // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s).
+    // stops reading at TEST_END would otherwise miss if still in flight (bounded: 1 s,
+    // on the host's clock, as it bounds waiting on the kernel).
     let deadline = crate::clock::mono_now() + Duration::from_secs(1);
     while sock::tcp_outq(sock.as_fd()).is_ok_and(|n| n > 0) && crate::clock::mono_now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
@@ -350,6 +373,10 @@ impl ZeroCopyState {
     }
 }
 
+/// A bulk TCP receiver's thread: each read handed to the machine ([`TcpReceiver`]),
+/// which counts it, finds the `--trip-times` frames and says when the sender closed.
+/// Per read: one `read` (or `MSG_TRUNC` `recv`) and, only with `--trip-times`, one
+/// wall-clock read for the frames it completes.
 fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     sock.set_read_timeout(Some(STOP_POLL))?;
     // MSG_TRUNC reads copy nothing, so they take as much as the block (fewer calls).
@@ -361,8 +388,8 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
     // MSG_TRUNC reads need no buffer (the kernel writes nothing to it). The buffer is
     // page-aligned (the copy to user space is much faster) and exactly its own pages.
     let mut buf = sock::PageBuf::new(if w.skip_rx_copy { 0 } else { rx })?;
-    let (mut bytes, mut reads) = (0u64, 0u64);
-    let mut frames = wire::TcpFrameParser::default();
+    // The stream has a one-way-delay record only with --trip-times (and a copy).
+    let mut m = TcpReceiver::new(w.shared.owd.is_some());
     // -F: what arrives goes to the file (a source, with --bidir, is not written).
     let file = w.file.as_deref().filter(|f| !f.is_source());
     while !w.stop.load(Ordering::Relaxed) {
@@ -371,29 +398,31 @@ fn tcp_recv(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
         } else {
             sock.read(&mut buf)
         };
-        match w.shared.calls.read(r, rx) {
-            Ok(0) => break, // the sender closed: normal at the end of a test
-            Ok(n) => {
-                if let Some(f) = file {
-                    f.write_next(&buf[..n])?;
-                }
-                bytes += n as u64;
-                reads += 1;
-                w.shared.bytes.store(bytes, Ordering::Relaxed);
-                w.shared.packets.store(reads, Ordering::Relaxed);
-                if let Some(owd) = &w.shared.owd {
-                    // Write-to-read delay: from the write's start to its last byte here.
-                    let now = clock::wall_ns();
-                    let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
-                    frames.feed(&buf[..n], |sent| {
-                        rec.record_write(now, sent, w.owd_correction_ns)
-                    });
-                }
-            }
-            Err(e) if is_transient(&e) => {}
+        let n = match w.shared.calls.read(r, rx) {
+            Ok(n) => n,
+            Err(e) if is_transient(&e) => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
             Err(e) => return Err(e),
+        };
+        let step = match &w.shared.owd {
+            Some(owd) => {
+                // Write-to-read delay: from the write's start to its last byte here.
+                let now = clock::wall_ns();
+                let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
+                m.on_read(&buf[..n], |sent| {
+                    rec.record_write(now, sent, w.owd_correction_ns)
+                })
+            }
+            None => m.on_count(n),
+        };
+        if step == TcpRecvStep::Stop {
+            break; // the sender closed: normal at the end of a test
         }
+        if let Some(f) = file {
+            f.write_next(&buf[..n])?;
+        }
+        w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
+        w.shared.packets.store(m.reads(), Ordering::Relaxed);
     }
     Ok(())
 }
@@ -518,7 +547,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let fd = sock.as_fd();
     // The schedule starts with the side's launch: what a late thread start missed is
     // made up, paced (`pacing`), like any stall.
-    let origin = w.pace_origin.unwrap_or_else(crate::clock::mono_now);
+    let origin = w.pace_origin.unwrap_or_else(|| w.clock.now());
     let mut m = udp_sender(w, origin);
     let len = m.datagram_len();
     // UDP GSO: the kernel cuts each send into `len`-byte datagrams. Probed when the
@@ -528,7 +557,7 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut batch = Batch::new(UDP_BATCH);
     let mut fell_back = false;
     while !w.stop.load(Ordering::Relaxed) {
-        let now = crate::clock::mono_now().saturating_duration_since(origin);
+        let now = w.clock.now().saturating_duration_since(origin);
         let n = match m.poll(now, UDP_BATCH * segs) {
             SendAction::Send(n) => n,
             SendAction::Wait(wait) => {

@@ -264,6 +264,7 @@ impl TestRun {
         let launched = clock.now();
         for (mut w, sock) in workers {
             w.pace_origin = Some(launched);
+            w.clock = clock.clone();
             w.owd_correction_ns = launch.owd_correction_ns;
             w.load_start = load_start(&spec, t0);
             w.schedule_origin = Some(t0);

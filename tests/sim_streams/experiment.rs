@@ -24,6 +24,7 @@ pub fn seeded_run(seed: u64) -> Report {
         burst: None,
         end: Some(Duration::from_secs(1)),
         trip_times: false,
+        ..TcpSendConfig::default()
     };
     let (a, b) = (Host::new(0), Host::new(0));
     let run = tcp::run(cfg, Pipe::new(ns_per_byte, delay_ns, 64 * 1024), &a, &b, 0);

@@ -71,13 +71,14 @@ pub fn run_with(
     let mut sending = true;
     loop {
         while sending && wake <= now {
-            let mut take = |n| limit.as_ref().map_or(n, |b| b.take(n));
-            match s.poll(a.at(now), (walls.a)(now), &mut take) {
+            let take = |n| limit.as_ref().map_or(n, |b| b.take(n));
+            match s.poll(|| a.at(now), || (walls.a)(now), take) {
                 TcpSendStep::Write {
                     offset,
                     len,
                     block_len,
                     frame_ns,
+                    ..
                 } => {
                     if let Some(ns) = frame_ns {
                         write_tcp_frame_header(&mut block, block_len as u32, ns);
@@ -129,6 +130,7 @@ fn cfg(block_len: usize) -> TcpSendConfig {
         burst: None,
         end: None,
         trip_times: false,
+        ..TcpSendConfig::default()
     }
 }
 

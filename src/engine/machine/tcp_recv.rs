@@ -39,14 +39,21 @@ impl TcpReceiver {
     /// for each `--trip-times` frame whose last byte is in it, with the send time its
     /// header carries (the sender's clock: any value).
     pub fn on_read(&mut self, data: &[u8], frame_done: impl FnMut(i64)) -> TcpRecvStep {
-        if data.is_empty() {
-            return TcpRecvStep::Stop;
-        }
-        self.bytes += data.len() as u64;
-        self.reads += 1;
+        let step = self.on_count(data.len());
         if let Some(parser) = self.frames.as_mut() {
             parser.feed(data, frame_done);
         }
+        step
+    }
+
+    /// A read took `n` bytes the driver did not copy (`MSG_TRUNC`, `--skip-rx-copy`,
+    /// which leaves no frames to parse); 0: end of stream.
+    pub fn on_count(&mut self, n: usize) -> TcpRecvStep {
+        if n == 0 {
+            return TcpRecvStep::Stop;
+        }
+        self.bytes += n as u64;
+        self.reads += 1;
         TcpRecvStep::Read
     }
 
@@ -94,5 +101,14 @@ mod tests {
         write_tcp_frame_header(&mut stream, 32, 1_000);
         r.on_read(&stream, |_| panic!("not parsed"));
         assert_eq!(r.bytes(), 32);
+    }
+
+    #[test]
+    fn uncopied_reads_are_counted_and_zero_ends_the_stream() {
+        let mut r = TcpReceiver::new(false);
+        assert_eq!(r.on_count(4096), TcpRecvStep::Read);
+        assert_eq!(r.on_count(10), TcpRecvStep::Read);
+        assert_eq!((r.bytes(), r.reads()), (4106, 2));
+        assert_eq!(r.on_count(0), TcpRecvStep::Stop);
     }
 }

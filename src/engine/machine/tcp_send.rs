@@ -1,18 +1,23 @@
 //! The bulk TCP sender's decisions: how long the next block is, whether `-b` says
-//! wait, when `-t`, `-n` or `-k` ends the stream, and which blocks carry a
-//! `--trip-times` frame header.
+//! wait, when `-t`, `-n` or `-k` ends the stream, which blocks carry a `--trip-times`
+//! frame header, and (`--working-load`) that nothing goes before the schedule's start.
 //!
 //! The driver writes what [`TcpSender::poll`] asks for (a block, or the rest of one a
 //! short write left) and reports each write with [`TcpSender::on_written`]. A block is
 //! always finished before the next decision, as the engine's loop does: the stream's
 //! bytes stay whole frames for the receiver's parser.
+//!
+//! The times are asked for, not handed over: `poll` calls its `now` only when a decision
+//! needs the time (pacing, a `-t` end, the start not reached yet) and its `wall_ns` only
+//! for a new framed block, so an unpaced, untimed sender (the engine's bulk stream, which
+//! the control thread stops) costs no clock read per block, as before it had a machine.
 
 use crate::pacing::Pacer;
 use crate::wire::TCP_FRAME_HDR;
 use std::time::{Duration, Instant};
 
 /// What a TCP sender is asked to do.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TcpSendConfig {
     /// `-l`: bytes per block (write).
     pub block_len: usize,
@@ -22,23 +27,31 @@ pub struct TcpSendConfig {
     pub burst: Option<u32>,
     /// `-t`: no block starts at or after this long after the origin.
     pub end: Option<Duration>,
+    /// Where the `-b` schedule ends after the origin (a timed test's end), so the pacer
+    /// makes up what it owes before it; `None`: at `end`.
+    pub pace_end: Option<Duration>,
     /// `--trip-times`: each block of at least a header's length starts with one.
     pub trip_times: bool,
+    /// Nothing goes before the origin (`--working-load`: the bulk senders stay quiet
+    /// through the idle phase).
+    pub hold_until_origin: bool,
 }
 
 /// What to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TcpSendStep {
-    /// Write bytes `offset..offset + len` of the current block. `frame_ns`: a new
-    /// framed block; write its header (`wire::write_tcp_frame_header` with this block
-    /// length and send time) into the block's first bytes first.
+    /// Write bytes `offset..offset + len` of the current block. `fresh`: the block is
+    /// new (a driver with a source, `-F`, fills it now). `frame_ns`: a new framed block;
+    /// write its header (`wire::write_tcp_frame_header` with this block length and send
+    /// time) into the block's first bytes first.
     Write {
         offset: usize,
         len: usize,
         block_len: usize,
+        fresh: bool,
         frame_ns: Option<i64>,
     },
-    /// The pacer allows nothing before this instant.
+    /// Nothing may go before this instant (the pacer, or the schedule's start).
     Wait(Instant),
     /// The stream has sent all it will.
     Stop,
@@ -52,7 +65,9 @@ pub struct TcpSender {
     pacer: Option<Pacer>,
     /// The block being written: its length and how much of it is out.
     block: Option<(usize, usize)>,
-    /// The budget is spent.
+    /// Still before the origin (`hold_until_origin`).
+    holding: bool,
+    /// The budget (or the source) is spent.
     done: bool,
     bytes: u64,
     blocks: u64,
@@ -64,12 +79,13 @@ impl TcpSender {
         let block_len = cfg.block_len.max(1);
         let pacer = (cfg.rate_bps > 0).then(|| {
             let p = Pacer::new(cfg.rate_bps, block_len, cfg.burst, 0.0);
-            match cfg.end {
+            match cfg.pace_end.or(cfg.end) {
                 Some(e) => p.ending_at(e.as_secs_f64()),
                 None => p,
             }
         });
         TcpSender {
+            holding: cfg.hold_until_origin,
             cfg: TcpSendConfig { block_len, ..cfg },
             origin,
             pacer,
@@ -80,32 +96,51 @@ impl TcpSender {
         }
     }
 
-    /// The next step at `now` (`wall_ns`: the wall clock, for a frame header).
+    /// Whether a decision reads the time: pacing, a `-t` end, or the start to wait for.
+    fn clocked(&self) -> bool {
+        self.holding || self.pacer.is_some() || self.cfg.end.is_some()
+    }
+
+    /// The next step. `now()` is the monotonic clock and `wall_ns()` the wall clock
+    /// (for a frame header), each called only when the decision needs it.
     /// `take(want)` asks the `-n`/`-k` budget for a block of `want` bytes and returns
     /// how many may go, 0 when it is spent ([`super::Budget::take`], shared by the
     /// direction's streams; without a budget, `|n| n`).
     pub fn poll(
         &mut self,
-        now: Instant,
-        wall_ns: i64,
-        take: &mut dyn FnMut(usize) -> usize,
+        now: impl FnOnce() -> Instant,
+        wall_ns: impl FnOnce() -> i64,
+        take: impl FnOnce(usize) -> usize,
     ) -> TcpSendStep {
         if let Some((len, done)) = self.block {
             return TcpSendStep::Write {
                 offset: done,
                 len: len - done,
                 block_len: len,
+                fresh: false,
                 frame_ns: None,
             };
         }
-        let since = now.saturating_duration_since(self.origin);
-        if self.done || self.cfg.end.is_some_and(|end| since >= end) {
+        if self.done {
             return TcpSendStep::Stop;
         }
-        if let Some(p) = self.pacer.as_mut() {
-            let wait = p.poll(since.as_secs_f64(), self.cfg.block_len);
-            if !wait.is_zero() {
-                return TcpSendStep::Wait(now + wait);
+        if self.clocked() {
+            let now = now();
+            if self.holding {
+                if now < self.origin {
+                    return TcpSendStep::Wait(self.origin);
+                }
+                self.holding = false;
+            }
+            let since = now.saturating_duration_since(self.origin);
+            if self.cfg.end.is_some_and(|end| since >= end) {
+                return TcpSendStep::Stop;
+            }
+            if let Some(p) = self.pacer.as_mut() {
+                let wait = p.poll(since.as_secs_f64(), self.cfg.block_len);
+                if !wait.is_zero() {
+                    return TcpSendStep::Wait(now + wait);
+                }
             }
         }
         let len = take(self.cfg.block_len);
@@ -119,14 +154,28 @@ impl TcpSender {
             offset: 0,
             len,
             block_len: len,
-            frame_ns: framed.then_some(wall_ns),
+            fresh: true,
+            frame_ns: framed.then(wall_ns),
         }
     }
 
-    /// `n` bytes of the current block were written.
-    pub fn on_written(&mut self, n: usize) {
+    /// The new block's source had only `n` of its bytes (`-F`: the file's end is near):
+    /// the block is `n` bytes long, and with `n` = 0 the stream is over.
+    pub fn source_gave(&mut self, n: usize) {
+        if let Some((len, 0)) = self.block.as_mut() {
+            if n == 0 {
+                self.block = None;
+                self.done = true;
+            } else {
+                *len = n.min(*len);
+            }
+        }
+    }
+
+    /// `n` bytes of the current block were written; true when that finished the block.
+    pub fn on_written(&mut self, n: usize) -> bool {
         let Some((len, done)) = self.block.as_mut() else {
-            return;
+            return false;
         };
         let n = n.min(*len - *done);
         *done += n;
@@ -134,7 +183,9 @@ impl TcpSender {
         if *done == *len {
             self.block = None;
             self.blocks += 1;
+            return true;
         }
+        false
     }
 
     /// Bytes written so far.
@@ -168,15 +219,14 @@ mod tests {
             block_len,
             rate_bps: 0,
             burst: None,
-            end: None,
-            trip_times: false,
+            ..TcpSendConfig::default()
         }
     }
 
     /// Write everything asked for, `chunk` bytes a write at most; the writes' lengths.
     fn drain(s: &mut TcpSender, b: &Budget, now: Instant, chunk: usize) -> Vec<usize> {
         let mut out = Vec::new();
-        while let TcpSendStep::Write { len, .. } = s.poll(now, 0, &mut |n| b.take(n)) {
+        while let TcpSendStep::Write { len, .. } = s.poll(|| now, || 0, |n| b.take(n)) {
             let n = len.min(chunk);
             s.on_written(n);
             out.push(n);
@@ -193,7 +243,7 @@ mod tests {
         assert_eq!(drain(&mut s, &b, t0, usize::MAX), vec![1000, 1000, 500]);
         assert_eq!((s.bytes(), s.blocks()), (2500, 3));
         assert_eq!(
-            s.poll(t0, 0, &mut all),
+            s.poll(|| t0, || 0, all),
             TcpSendStep::Stop,
             "spent stays spent"
         );
@@ -216,15 +266,18 @@ mod tests {
         let mut c = cfg(10);
         c.end = Some(Duration::from_secs(1));
         let mut s = TcpSender::new(c, t0);
-        assert!(matches!(s.poll(t0, 0, &mut all), TcpSendStep::Write { .. }));
+        assert!(matches!(
+            s.poll(|| t0, || 0, all),
+            TcpSendStep::Write { .. }
+        ));
         let late = t0 + Duration::from_secs(2);
         // The block under way is finished first.
         assert!(matches!(
-            s.poll(late, 0, &mut all),
+            s.poll(|| late, || 0, all),
             TcpSendStep::Write { offset: 0, .. }
         ));
         s.on_written(10);
-        assert_eq!(s.poll(late, 0, &mut all), TcpSendStep::Stop);
+        assert_eq!(s.poll(|| late, || 0, all), TcpSendStep::Stop);
     }
 
     #[test]
@@ -234,9 +287,9 @@ mod tests {
         c.trip_times = true;
         let mut s = TcpSender::new(c, t0);
         let b = Budget::new(30, false);
-        let mut take = |n| b.take(n);
+        let take = |n| b.take(n);
         assert!(matches!(
-            s.poll(t0, 7, &mut take),
+            s.poll(|| t0, || 7, take),
             TcpSendStep::Write {
                 frame_ns: Some(7),
                 len: 20,
@@ -245,7 +298,7 @@ mod tests {
         ));
         s.on_written(5);
         assert!(matches!(
-            s.poll(t0, 8, &mut take),
+            s.poll(|| t0, || 8, take),
             TcpSendStep::Write {
                 frame_ns: None,
                 offset: 5,
@@ -255,7 +308,7 @@ mod tests {
         s.on_written(15);
         // 10 bytes left: shorter than a header, sent unframed.
         assert!(matches!(
-            s.poll(t0, 9, &mut take),
+            s.poll(|| t0, || 9, take),
             TcpSendStep::Write {
                 frame_ns: None,
                 len: 10,
@@ -273,7 +326,7 @@ mod tests {
         let mut now = t0;
         let mut sent = 0;
         while now < t0 + Duration::from_secs(1) {
-            match s.poll(now, 0, &mut all) {
+            match s.poll(|| now, || 0, all) {
                 TcpSendStep::Write { len, .. } => {
                     s.on_written(len);
                     sent += 1;
@@ -283,5 +336,108 @@ mod tests {
             }
         }
         assert!((10..=11).contains(&sent), "{sent} blocks in 1 s");
+    }
+
+    /// The engine's bulk stream (unpaced, no `-t` end: the control thread stops it)
+    /// reads no clock per block; a framed block reads the wall clock once.
+    #[test]
+    fn an_unpaced_untimed_sender_never_asks_the_time() {
+        let t0 = crate::clock::mono_now();
+        let mut c = cfg(100);
+        c.trip_times = true;
+        let mut s = TcpSender::new(c, t0);
+        for _ in 0..3 {
+            let step = s.poll(|| panic!("no clock read"), || 5, all);
+            assert!(matches!(
+                step,
+                TcpSendStep::Write {
+                    fresh: true,
+                    frame_ns: Some(5),
+                    ..
+                }
+            ));
+            s.on_written(60);
+            let step = s.poll(|| panic!("no clock read"), || panic!("no wall read"), all);
+            assert!(matches!(
+                step,
+                TcpSendStep::Write {
+                    fresh: false,
+                    offset: 60,
+                    len: 40,
+                    ..
+                }
+            ));
+            assert!(s.on_written(40), "the block is finished");
+        }
+        assert_eq!((s.bytes(), s.blocks()), (300, 3));
+    }
+
+    /// `--working-load`: nothing goes before the origin; then the schedule runs from it.
+    #[test]
+    fn a_held_sender_waits_for_its_origin() {
+        let t0 = crate::clock::mono_now();
+        let start = t0 + Duration::from_millis(500);
+        let mut c = cfg(10);
+        c.hold_until_origin = true;
+        let mut s = TcpSender::new(c, start);
+        assert_eq!(s.poll(|| t0, || 0, all), TcpSendStep::Wait(start));
+        assert!(matches!(
+            s.poll(|| start, || 0, all),
+            TcpSendStep::Write { len: 10, .. }
+        ));
+        s.on_written(10);
+        // Past the start it no longer reads the time (unpaced, untimed).
+        assert!(matches!(
+            s.poll(|| panic!("no clock read"), || 0, all),
+            TcpSendStep::Write { .. }
+        ));
+    }
+
+    /// `-F`: a block the file filled only partly is that long; an empty one ends the
+    /// stream, and the budget's `-n` still counts whole blocks.
+    #[test]
+    fn a_short_source_shortens_the_block_and_an_empty_one_stops() {
+        let t0 = crate::clock::mono_now();
+        let mut s = TcpSender::new(cfg(100), t0);
+        assert!(matches!(
+            s.poll(|| t0, || 0, all),
+            TcpSendStep::Write {
+                fresh: true,
+                len: 100,
+                ..
+            }
+        ));
+        s.source_gave(30);
+        assert!(matches!(
+            s.poll(|| t0, || 0, all),
+            TcpSendStep::Write {
+                fresh: false,
+                len: 30,
+                ..
+            }
+        ));
+        assert!(s.on_written(30));
+        assert!(matches!(
+            s.poll(|| t0, || 0, all),
+            TcpSendStep::Write { fresh: true, .. }
+        ));
+        s.source_gave(0);
+        assert_eq!(s.poll(|| t0, || 0, all), TcpSendStep::Stop);
+        assert_eq!((s.bytes(), s.blocks()), (30, 1));
+    }
+
+    /// The pacer's schedule may end at the test's end while the driver stops the stream.
+    #[test]
+    fn the_pace_end_alone_does_not_stop_the_sender() {
+        let t0 = crate::clock::mono_now();
+        let mut c = cfg(1000);
+        c.rate_bps = 80_000;
+        c.pace_end = Some(Duration::from_secs(1));
+        let mut s = TcpSender::new(c, t0);
+        let late = t0 + Duration::from_secs(5);
+        assert!(matches!(
+            s.poll(|| late, || 0, all),
+            TcpSendStep::Write { .. }
+        ));
     }
 }
