@@ -17,5 +17,7 @@ mod snapshot;
 mod tcp;
 mod txstart;
 mod udp_bounce;
+mod whole;
+mod whole_tests;
 mod working_load;
 mod world;
