@@ -66,6 +66,9 @@ pub struct WholeTest {
     pub ctrl_delay: Duration,
     /// Each data connection's send buffer.
     pub buffer: u64,
+    /// A client that opens only this many of its data connections (a stall: the
+    /// server's stream deadline passes).
+    pub opens: Option<usize>,
 }
 
 impl Default for WholeTest {
@@ -83,6 +86,7 @@ impl Default for WholeTest {
             client_offset_ns: 0,
             ctrl_delay: Duration::from_millis(5),
             buffer: 64 * 1024,
+            opens: None,
         }
     }
 }
@@ -209,6 +213,8 @@ struct World {
     client_running: bool,
     /// `start.netmeter.txstart`, the client's.
     txstart: Option<netmeter::report::profile::TxStart>,
+    /// A control deadline passed: when, and what the machine said.
+    timed_out: Option<(u64, String)>,
     done: bool,
 }
 
@@ -228,14 +234,25 @@ fn spec_of(t: &WholeTest) -> TestSpec {
 /// Run `t` to its end (bounded: a run that does not finish in 120 virtual seconds, or
 /// a control deadline that passes, is a failure).
 pub fn run(t: &WholeTest) -> WholeRun {
+    match play(t) {
+        Ok(r) => r,
+        Err((at, e)) => panic!("a control deadline passed at {at} ns: {e}"),
+    }
+}
+
+/// Run `t` to its end or to a control deadline that passes: when, and the timeout.
+pub fn play(t: &WholeTest) -> Result<WholeRun, (u64, String)> {
     let mut w = World::new(t);
     w.send_c2s(0, Msg::Cookie, "cookie");
     w.cm.step_done(w.a.at(0));
     let mut now = 0u64;
     for _ in 0..20_000_000u64 {
         w.step(now);
+        if let Some(e) = w.timed_out.take() {
+            return Err(e);
+        }
         if w.done {
-            return w.finish();
+            return Ok(w.finish());
         }
         match w.next_event(now) {
             Some(n) if n <= 120_000_000_000 => now = n,
@@ -337,6 +354,7 @@ impl World {
             data_start: None,
             client_running: false,
             txstart: None,
+            timed_out: None,
             done: false,
         }
     }
@@ -378,6 +396,9 @@ impl World {
 
     fn step(&mut self, now: u64) {
         self.check_deadlines(now);
+        if self.timed_out.is_some() {
+            return;
+        }
         while let Some(m) = self.c2s.pop(now) {
             self.server_hears(now, m);
         }
@@ -399,10 +420,9 @@ impl World {
 
     fn check_deadlines(&mut self, now: u64) {
         if let Err(e) = self.cm.on_timeout(self.a.at(now)) {
-            panic!("the client timed out at {now} ns: {e:?}");
-        }
-        if let Err(e) = self.sm.on_timeout(self.b.at(now)) {
-            panic!("the server timed out at {now} ns: {e:?}");
+            self.timed_out = Some((now, format!("client: {e}")));
+        } else if let Err(e) = self.sm.on_timeout(self.b.at(now)) {
+            self.timed_out = Some((now, format!("server: {e}")));
         }
     }
 
@@ -488,7 +508,7 @@ impl World {
                 self.send_c2s(now, Msg::Json(json), "parameters");
             }
             ClientStep::CreateStreams => {
-                for i in 0..self.streams.len() {
+                for i in 0..self.t.opens.unwrap_or(self.streams.len()) {
                     self.send_c2s(now, Msg::StreamOpen, &format!("stream {}", i + 1));
                 }
             }

@@ -7,7 +7,8 @@
 //! on seeded runs).
 
 use crate::snapshot;
-use crate::whole::{WholeRun, WholeTest, run};
+use crate::whole::{WholeRun, WholeTest, play, run};
+use netmeter::control::STREAMS_TIMEOUT;
 use netmeter::experiment::compare;
 use netmeter::experiment::repeat::{self, Plan, RepeatInfo};
 use netmeter::report::{EndSum, Report};
@@ -263,4 +264,97 @@ fn repeat_and_compare_of_seeded_whole_runs() {
         "the same seeds, the same tables"
     );
     snapshot::check("whole_repeat_compare.txt", &text);
+}
+
+/// A client that opens one of its two data connections: the server's machine gives up
+/// exactly [`STREAMS_TIMEOUT`] after it asked for them, and says what it waited for.
+#[test]
+fn a_missing_stream_times_the_server_out_at_its_deadline() {
+    let t = WholeTest {
+        parallel: 2,
+        opens: Some(1),
+        ..WholeTest::default()
+    };
+    let (at, e) = play(&t).expect_err("the server gives up");
+    // CREATE_STREAMS went out when the parameters arrived: 3 control delays in.
+    let asked = 3 * t.ctrl_delay.as_nanos() as u64;
+    assert_eq!(at, asked + STREAMS_TIMEOUT.as_nanos() as u64);
+    assert_eq!(e, "server: timed out after 20.0 s waiting for stream setup");
+}
+
+/// `-O 1 -t 2`: the omitted second is rowed and flagged, the end sums count the
+/// measured two seconds only.
+#[test]
+fn omit_rows_are_flagged_and_left_out_of_the_end() {
+    let t = WholeTest {
+        omit: Duration::from_secs(1),
+        ..WholeTest::default()
+    };
+    let r = run(&t);
+    let flags: Vec<bool> = r.client.intervals.iter().map(|i| i.sum.omitted).collect();
+    assert_eq!(flags, [true, false, false]);
+    let measured: u64 = r.client.intervals[1..].iter().map(|i| i.sum.bytes).sum();
+    let sent = sum(&r.client.end.sum_sent);
+    assert_eq!(sent.bytes, measured);
+    assert_eq!(sent.seconds, 2.0);
+    snapshot::check("whole_omit_1_t2.txt", &r.rendered());
+}
+
+/// `-i 0`: no rows, the end summary alone.
+#[test]
+fn no_interval_rows_with_interval_zero() {
+    let t = WholeTest {
+        interval: None,
+        end: EndCondition::Time(1.0),
+        ..WholeTest::default()
+    };
+    let r = run(&t);
+    assert!(r.client.intervals.is_empty() && r.server.intervals.is_empty());
+    assert_eq!(sum(&r.client.end.sum_sent).seconds, 1.0);
+}
+
+/// `--bidir -n`: each direction spends a budget of its own.
+#[test]
+fn bidir_bytes_end_spends_each_directions_budget() {
+    let t = WholeTest {
+        direction: Direction::Bidir,
+        parallel: 2,
+        end: EndCondition::Bytes(2_000_000),
+        interval: Some(Duration::from_millis(100)),
+        ..WholeTest::default()
+    };
+    let r = run(&t);
+    let v = serde_json::to_value(&r.server).expect("serializes");
+    let end = &v["end"];
+    // The test ends when the first direction is done (iperf3: either total reaches
+    // -n); the client's own direction sent its budget whole.
+    assert_eq!(end["sum_received"]["bytes"], 2_000_000, "{end}");
+    assert_eq!(
+        r.client.end.sum_sent.as_ref().map(|s| s.bytes),
+        Some(2_000_000)
+    );
+}
+
+/// `-R -P 4 -k 10`: the server's four senders share ten blocks.
+#[test]
+fn reverse_parallel_blocks_share_one_budget() {
+    let t = WholeTest {
+        direction: Direction::Reverse,
+        parallel: 4,
+        end: EndCondition::Blocks(10),
+        block_len: 50_000,
+        ..WholeTest::default()
+    };
+    let r = run(&t);
+    assert_eq!(sum(&r.server.end.sum_sent).bytes, 500_000);
+    assert_eq!(sum(&r.client.end.sum_received).bytes, 500_000);
+    let per: Vec<u64> = r
+        .server
+        .end
+        .streams
+        .iter()
+        .map(|s| s.sender.as_ref().map_or(0, |x| x.bytes))
+        .collect();
+    assert_eq!(per.iter().sum::<u64>(), 500_000, "{per:?}");
+    assert!(per.iter().all(|b| b % 50_000 == 0), "whole blocks: {per:?}");
 }
