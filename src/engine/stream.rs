@@ -1,5 +1,10 @@
 //! Data-stream threads: one per stream, moving bytes as fast as allowed.
 //!
+//! Each loop is the driver of a stream machine (`engine::machine`: `TcpSender`,
+//! `TcpReceiver`, `UdpSender`, `UdpReceiver`): the machine decides what goes next and
+//! when, the loop makes the system call and reports what it did. The times the machines
+//! are given come from the test's clock (`Worker::clock`).
+//!
 //! The hot loops touch only their own socket, their own buffer and their own counters:
 //! cumulative totals are *stored* (not added) into per-stream atomics after each
 //! write/read batch, so the control thread can sample them at any time without locks or
