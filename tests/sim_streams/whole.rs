@@ -1,9 +1,10 @@
-//! A whole TCP test on one virtual clock: the client's and the server's control machines
+//! A whole test on one virtual clock: the client's and the server's control machines
 //! (`control::ClientMachine`, `control::ServerMachine`, each deadline taken from its
 //! `poll_timeout`) talking over a simulated control connection, the stream machines of
-//! every stream (`TcpSender` → [`Pipe`] → `TcpReceiver`), and each side's meter, ending
-//! in the two `Report`s a real run makes, rendered by the usual renderers
-//! (`report::text::whole`, `report::json::document`).
+//! every stream (TCP: `TcpSender` → [`Pipe`] → `TcpReceiver`; `-u`: `UdpSender` → a
+//! seeded `sim::Sim` link → `UdpReceiver`, drained as `LiveStreams::drain_receivers`
+//! waits), and each side's meter, ending in the two `Report`s a real run makes, rendered
+//! by the usual renderers (`report::text::whole`, `report::json::document`).
 //!
 //! The conversation is iperf3's, with its bytes: the cookie, `PARAM_EXCHANGE`, the
 //! parameters as length-prefixed JSON (`TestSpec::to_params` on the client,
@@ -19,8 +20,8 @@
 //! the client's end, senders, the client's end again (a budget just spent), the drains. Everything is a function of the test and its seed.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::pipe::Pipe;
@@ -30,13 +31,19 @@ use netmeter::engine::machine::Budget;
 use netmeter::engine::machine::tcp_recv::{TcpReceiver, TcpRecvStep};
 use netmeter::engine::machine::tcp_send::{TcpSendConfig, TcpSendStep, TcpSender};
 use netmeter::engine::machine::txstart;
+use netmeter::engine::machine::udp::{
+    RecvSinks, SendAction, UdpReceiver, UdpSender, UdpSenderConfig,
+};
 use netmeter::engine::meter::{Meter, receiver_end_s};
 use netmeter::engine::record::StreamShared;
 use netmeter::engine::test_common::{end_inputs, test_start};
+use netmeter::engine::test_run::{DRAIN_IDLE, DRAIN_MAX};
 use netmeter::profile::Rng;
 use netmeter::report::build::local_results;
 use netmeter::report::{Interval, Report, Start};
+use netmeter::sim::{Ecn, HostConfig, LinkConfig, LinkId, Sim};
 use netmeter::spec::{Direction, EndCondition, Protocol, TestSpec};
+use netmeter::stats::UdpRecv;
 use netmeter::wire::{self, Params, Results, State};
 
 /// What to run.
@@ -69,6 +76,8 @@ pub struct WholeTest {
     /// A client that opens only this many of its data connections (a stall: the
     /// server's stream deadline passes).
     pub opens: Option<usize>,
+    /// `-u`: the streams are UDP, each over a link of the seeded simulator.
+    pub udp: Option<LinkConfig>,
 }
 
 impl Default for WholeTest {
@@ -87,6 +96,7 @@ impl Default for WholeTest {
             ctrl_delay: Duration::from_millis(5),
             buffer: 64 * 1024,
             opens: None,
+            udp: None,
         }
     }
 }
@@ -168,6 +178,29 @@ struct Stream {
     last_read: Option<u64>,
     eof: bool,
     budget: Option<Arc<Budget>>,
+    /// `-u`: the UDP machines and their simulator link (the TCP fields then idle).
+    udp: Option<UdpIo>,
+}
+
+/// A UDP stream's machines: datagrams go over a link of the simulator.
+struct UdpIo {
+    link: LinkId,
+    len: usize,
+    sender: Option<UdpSender>,
+    /// Where the sender's `-b` schedule starts, virtual ns.
+    origin: u64,
+    receiver: UdpReceiver,
+    /// Arrived before the receiving side's thread runs (the kernel holds them).
+    held: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl Stream {
+    fn sending(&self) -> bool {
+        match &self.udp {
+            Some(u) => u.sender.is_some(),
+            None => self.sender.is_some(),
+        }
+    }
 }
 
 /// One side: its meter, rows, test clock.
@@ -191,6 +224,8 @@ impl Side {
 /// The whole state of one run.
 struct World {
     t: WholeTest,
+    /// The UDP streams' network.
+    sim: Sim,
     spec: TestSpec,
     a: Host,
     b: Host,
@@ -220,7 +255,11 @@ struct World {
 
 fn spec_of(t: &WholeTest) -> TestSpec {
     TestSpec {
-        protocol: Protocol::Tcp,
+        protocol: if t.udp.is_some() {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        },
         parallel: t.parallel,
         direction: t.direction,
         end: t.end,
@@ -275,6 +314,12 @@ impl World {
             EndCondition::Time(_) => None,
         };
         let (up_budget, down_budget) = (budget(true), budget(false));
+        let mut sim = Sim::new(t.seed);
+        let (ha, hb) = (
+            sim.add_host(HostConfig::default()),
+            sim.add_host(HostConfig::default()),
+        );
+        let protocol = spec_of(t).protocol;
         let mut streams = Vec::new();
         let total = t.parallel * if bidir { 2 } else { 1 };
         for i in 0..total {
@@ -284,15 +329,30 @@ impl World {
                 Direction::Reverse => false,
                 Direction::Bidir => i < t.parallel,
             };
+            let udp_recv = |sender: bool| {
+                (t.udp.is_some() && !sender).then(|| Box::new(Mutex::new(UdpRecv::default())))
+            };
             let shared = |sender| {
                 Arc::new(StreamShared {
                     id,
                     socket: 5 + i as i64,
                     sender,
                     forward: upload,
+                    udp: udp_recv(sender),
                     ..StreamShared::default()
                 })
             };
+            let udp = t.udp.as_ref().map(|cfg| {
+                let (from, to) = if upload { (ha, hb) } else { (hb, ha) };
+                UdpIo {
+                    link: sim.add_link(from, to, cfg.clone()),
+                    len: t.block_len,
+                    sender: None,
+                    origin: 0,
+                    receiver: UdpReceiver::new(false, false, 0),
+                    held: VecDeque::new(),
+                }
+            });
             streams.push(Stream {
                 upload,
                 pipe: Pipe::new(ns_per_byte, delay_ns, t.buffer),
@@ -309,6 +369,7 @@ impl World {
                 } else {
                     down_budget.clone()
                 },
+                udp,
             });
         }
         let side_of = |client: bool| {
@@ -320,7 +381,7 @@ impl World {
                 })
                 .collect();
             Side {
-                meter: Meter::new(Protocol::Tcp, bidir, shared, t.omit.as_secs_f64()),
+                meter: Meter::new(protocol, bidir, shared, t.omit.as_secs_f64()),
                 rows: Vec::new(),
                 t0: None,
                 next_tick: None,
@@ -330,6 +391,7 @@ impl World {
         };
         let delay = t.ctrl_delay.as_nanos() as u64;
         World {
+            sim,
             client: side_of(true),
             server: side_of(false),
             t: t.clone(),
@@ -387,9 +449,13 @@ impl World {
         }
         for s in &self.streams {
             next.push(s.pipe.next_event(now));
-            if s.sender.is_some() && s.wake > now {
+            if s.sending() && s.wake > now {
                 next.push(Some(s.wake));
             }
+        }
+        next.push(self.sim.next_event().map(|d| d.as_nanos() as u64));
+        for client in [true, false] {
+            next.push(self.udp_drained_at(client));
         }
         next.into_iter().flatten().filter(|&n| n > now).min()
     }
@@ -410,6 +476,7 @@ impl World {
             self.client_starts(now);
         }
         self.read_streams(now);
+        self.read_datagrams(now);
         self.ticks(now);
         self.client_end(now);
         self.send_streams(now);
@@ -565,6 +632,21 @@ impl World {
         };
         let host = if upload { &self.a } else { &self.b };
         for s in self.streams.iter_mut().filter(|s| s.upload == upload) {
+            s.wake = now;
+            if let Some(u) = s.udp.as_mut() {
+                let cfg = UdpSenderConfig {
+                    len: u.len,
+                    seq64: false,
+                    ts_ns: false,
+                    rate_bps: self.t.rate_bps,
+                    burst: None,
+                    pace_end,
+                    stop_at: None,
+                };
+                u.sender = Some(UdpSender::new(cfg, s.budget.clone()));
+                u.origin = now;
+                continue;
+            }
             let cfg = TcpSendConfig {
                 block_len: self.t.block_len,
                 rate_bps: self.t.rate_bps,
@@ -582,6 +664,9 @@ impl World {
         for s in self.streams.iter_mut().filter(|s| s.upload == upload) {
             if s.sender.take().is_some() {
                 s.pipe.close();
+            }
+            if let Some(u) = s.udp.as_mut() {
+                u.sender = None;
             }
         }
     }
@@ -630,7 +715,7 @@ impl World {
             return;
         }
         let mut senders = self.streams.iter().filter(|s| s.upload).peekable();
-        let all_senders_done = senders.peek().is_some() && senders.all(|s| s.sender.is_none());
+        let all_senders_done = senders.peek().is_some() && senders.all(|s| !s.sending());
         let (sb, rb, sp, rp) = self.client.meter.totals();
         let end = match self.t.end {
             EndCondition::Time(secs) => {
@@ -660,7 +745,11 @@ impl World {
                 continue;
             }
             let mine = |s: &&Stream| s.upload != client;
-            if !self.streams.iter().filter(mine).all(|s| s.eof) {
+            let drained = match self.udp_drained_at(client) {
+                Some(at) => now >= at,
+                None => self.streams.iter().filter(mine).all(|s| s.eof),
+            };
+            if !drained {
                 continue;
             }
             let last = self
@@ -702,7 +791,8 @@ impl World {
     }
 
     fn send_streams(&mut self, now: u64) {
-        for s in &mut self.streams {
+        self.send_datagrams(now);
+        for s in self.streams.iter_mut().filter(|s| s.udp.is_none()) {
             let host = if s.upload { &self.a } else { &self.b };
             while s.wake <= now {
                 let Some(m) = s.sender.as_mut() else { break };
@@ -729,6 +819,100 @@ impl World {
                         s.pipe.close();
                     }
                 }
+            }
+        }
+    }
+
+    /// A UDP side that ended is drained once no datagram came for `DRAIN_IDLE` (from
+    /// the end, or from the last arrival), at most `DRAIN_MAX` after the end, as
+    /// `LiveStreams::drain_receivers` waits; `None` for TCP or a side still running.
+    fn udp_drained_at(&self, client: bool) -> Option<u64> {
+        self.t.udp.as_ref()?;
+        let side = if client { &self.client } else { &self.server };
+        let ended = side.ended.filter(|_| side.results.is_none())?;
+        let mine = self.streams.iter().filter(|s| s.upload != client);
+        let last = mine
+            .filter_map(|s| s.last_read)
+            .max()
+            .unwrap_or(0)
+            .max(ended);
+        let idle = last + DRAIN_IDLE.as_nanos() as u64;
+        Some(idle.min(ended + DRAIN_MAX.as_nanos() as u64))
+    }
+
+    /// Datagrams that arrived by `now`, to their receivers (held until the receiving
+    /// side's thread runs).
+    fn read_datagrams(&mut self, now: u64) {
+        if self.t.udp.is_none() {
+            return;
+        }
+        self.sim.advance_to(Duration::from_nanos(now));
+        while let Some(d) = self.sim.pop_delivery() {
+            let s = self
+                .streams
+                .iter_mut()
+                .find(|s| s.udp.as_ref().is_some_and(|u| u.link == d.link))
+                .expect("a stream's link");
+            let u = s.udp.as_mut().expect("UDP");
+            u.held.push_back((d.at.as_nanos() as u64, d.payload));
+        }
+        let (client_running, server_running) = (self.client_running, self.server.t0.is_some());
+        for s in &mut self.streams {
+            let running = if s.upload {
+                server_running
+            } else {
+                client_running
+            };
+            let (Some(u), true) = (s.udp.as_mut(), running) else {
+                continue;
+            };
+            let host = if s.upload { &self.b } else { &self.a };
+            let mut acc = s.rx.udp.as_ref().expect("a receiver").lock().expect("lock");
+            while let Some((at, payload)) = u.held.pop_front() {
+                let mut sinks = RecvSinks {
+                    acc: &mut acc,
+                    owd: None,
+                    frames: None,
+                };
+                u.receiver
+                    .on_message(&payload, 0, host.wall_ns(now), &mut sinks);
+                s.last_read = Some(now.max(at));
+            }
+            drop(acc);
+            s.rx.bytes.store(u.receiver.bytes(), Ordering::Relaxed);
+            s.rx.packets
+                .store(u.receiver.datagrams(), Ordering::Relaxed);
+            s.rx.messages
+                .store(u.receiver.messages(), Ordering::Relaxed);
+        }
+    }
+
+    /// UDP senders due at `now`: a `sendmmsg` batch of up to 32 datagrams, the next
+    /// when a 1 Gbit/s interface has put them on the wire.
+    fn send_datagrams(&mut self, now: u64) {
+        for s in &mut self.streams {
+            let Some(u) = s.udp.as_mut() else { continue };
+            let host = if s.upload { &self.a } else { &self.b };
+            if s.wake > now {
+                continue;
+            }
+            let Some(m) = u.sender.as_mut() else { continue };
+            let since = Duration::from_nanos(now - u.origin);
+            match m.poll(since, 32) {
+                SendAction::Send(n) => {
+                    let mut buf = vec![0x5a; u.len * n];
+                    m.write_headers(&mut buf, 0, n, host.wall_ns(now));
+                    for d in buf.chunks(u.len).take(n) {
+                        self.sim.send(u.link, d.to_vec(), Ecn::NotEct);
+                    }
+                    m.on_sent(n, n);
+                    s.tx.bytes.store(m.bytes(), Ordering::Relaxed);
+                    s.tx.packets.store(m.datagrams(), Ordering::Relaxed);
+                    s.tx.messages.store(m.messages(), Ordering::Relaxed);
+                    s.wake = now + (n * u.len * 8) as u64;
+                }
+                SendAction::Wait(d) => s.wake = now + (d.as_nanos() as u64).max(1),
+                SendAction::Stop => u.sender = None,
             }
         }
     }

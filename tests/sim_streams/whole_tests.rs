@@ -12,6 +12,7 @@ use netmeter::control::STREAMS_TIMEOUT;
 use netmeter::experiment::compare;
 use netmeter::experiment::repeat::{self, Plan, RepeatInfo};
 use netmeter::report::{EndSum, Report};
+use netmeter::sim::{LinkConfig, Loss};
 use netmeter::spec::{Direction, EndCondition};
 use std::time::Duration;
 
@@ -357,4 +358,74 @@ fn reverse_parallel_blocks_share_one_budget() {
         .collect();
     assert_eq!(per.iter().sum::<u64>(), 500_000, "{per:?}");
     assert!(per.iter().all(|b| b % 50_000 == 0), "whole blocks: {per:?}");
+}
+
+/// `-u -b 10M -l 1400` over a 100 Mbit/s simulated link, 5 ms one way.
+fn udp(loss: Loss) -> WholeTest {
+    WholeTest {
+        udp: Some(LinkConfig {
+            rate_bps: 100_000_000,
+            delay: Duration::from_millis(5),
+            loss,
+            ..LinkConfig::default()
+        }),
+        block_len: 1400,
+        rate_bps: 10_000_000,
+        ..WholeTest::default()
+    }
+}
+
+/// A UDP test end to end: the loss the client reports (from the server's results)
+/// is what the simulator dropped, below the highest number that arrived.
+#[test]
+fn udp_upload_loss_comes_back_in_the_servers_results() {
+    let r = run(&udp(Loss::Bernoulli { p: 0.01 }));
+    let v = serde_json::to_value(&r.client).expect("serializes");
+    let e = &v["end"]["streams"][0]["udp"];
+    let sent = e["packets"].as_u64().expect("packets");
+    let lost = e["lost_packets"].as_u64().expect("lost");
+    let got = v["end"]["sum_received"]["bytes"].as_u64().expect("bytes") / 1400;
+    // -b 10M for 2 s of 1400-byte datagrams: 1786 (the pacer's last is due before 2 s).
+    assert!(sent.abs_diff(1786) <= 1, "{sent}");
+    assert!(lost > 0 && lost < sent / 20, "{lost} of {sent}");
+    assert_eq!(sent - lost, got, "what was not lost arrived: {e}");
+    assert_eq!(r.client.intervals.len(), 2);
+    check_rows(&r.client, 1.0, 2.0);
+    snapshot::check("whole_udp_loss.txt", &r.rendered());
+}
+
+/// `-u -R` and `-u --bidir`: the receiving side's counts, and each direction's.
+#[test]
+fn udp_reverse_and_bidir_deliver_every_datagram_of_a_clean_link() {
+    for direction in [Direction::Reverse, Direction::Bidir] {
+        let t = WholeTest {
+            direction,
+            end: EndCondition::Time(1.0),
+            ..udp(Loss::None)
+        };
+        let r = run(&t);
+        let v = serde_json::to_value(&r.client).expect("serializes");
+        let s = &v["end"]["streams"];
+        for st in s.as_array().expect("streams") {
+            assert_eq!(st["udp"]["lost_packets"], 0, "{direction:?}: {st}");
+            assert!(
+                st["udp"]["packets"].as_u64().expect("packets") > 800,
+                "{st}"
+            );
+        }
+        let name = format!("whole_udp_{direction:?}.txt").to_lowercase();
+        snapshot::check(&name, &r.rendered());
+    }
+}
+
+/// `-u -n`: the budget ends the test; every byte of it arrives on a clean link.
+#[test]
+fn udp_bytes_end_is_exact() {
+    let t = WholeTest {
+        end: EndCondition::Bytes(140_000),
+        ..udp(Loss::None)
+    };
+    let r = run(&t);
+    assert_eq!(sum(&r.client.end.sum_sent).bytes, 140_000);
+    assert_eq!(sum(&r.server.end.sum_received).bytes, 140_000);
 }
