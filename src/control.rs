@@ -129,11 +129,15 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn after(now: Instant, after: Duration, awaited: Awaited) -> Option<Deadline> {
-        Some(Deadline {
+    fn new(now: Instant, after: Duration, awaited: Awaited) -> Deadline {
+        Deadline {
             at: now + after,
             timeout: Timeout { awaited, after },
-        })
+        }
+    }
+
+    fn after(now: Instant, after: Duration, awaited: Awaited) -> Option<Deadline> {
+        Some(Deadline::new(now, after, awaited))
     }
 
     fn wait(&self) -> Wait {
@@ -143,6 +147,28 @@ impl Deadline {
             what: self.timeout.awaited.what(),
         }
     }
+}
+
+/// The deadline accessors both machines share (`poll_timeout`, `wait`, `on_timeout`),
+/// written once: `$peer` names who is awaited, `$done` is the machine's end phase.
+macro_rules! deadline_accessors {
+    ($peer:literal, $done:expr) => {
+        #[doc = concat!("When the ", $peer, "'s next word is due (`None`: nothing awaited).")]
+        pub fn poll_timeout(&self) -> Option<Instant> {
+            self.deadline.map(|d| d.at)
+        }
+
+        /// The read the driver is to make: until the deadline, for what is awaited.
+        pub fn wait(&self) -> Option<Wait> {
+            self.deadline.map(|d| d.wait())
+        }
+
+        /// Time passed: `Err` with what was awaited once `now` reached the deadline (the
+        /// conversation is over then).
+        pub fn on_timeout(&mut self, now: Instant) -> Result<(), Timeout> {
+            fire(&mut self.deadline, now).inspect_err(|_| self.phase = $done)
+        }
+    };
 }
 
 /// `on_timeout`'s answer for an armed deadline: the timeout once `now` reached it
@@ -348,21 +374,7 @@ impl ClientMachine {
         self.deadline = None;
     }
 
-    /// When the server's next word is due (`None`: nothing awaited).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline.map(|d| d.at)
-    }
-
-    /// The read the driver is to make: until the deadline, for what is awaited.
-    pub fn wait(&self) -> Option<Wait> {
-        self.deadline.map(|d| d.wait())
-    }
-
-    /// Time passed: `Err` with what was awaited once `now` reached the deadline (the
-    /// conversation is over then).
-    pub fn on_timeout(&mut self, now: Instant) -> Result<(), Timeout> {
-        fire(&mut self.deadline, now).inspect_err(|_| self.phase = ClientPhase::Done)
-    }
+    deadline_accessors!("server", ClientPhase::Done);
 
     /// The server's extension answer (after [`ClientStep::ReadExtAnswer`]): the features
     /// in use are those it accepted of the ones asked for.
@@ -565,10 +577,7 @@ impl ServerMachine {
     }
 
     fn arm(&mut self, now: Instant, after: Duration, awaited: Awaited) -> Wait {
-        let d = Deadline {
-            at: now + after,
-            timeout: Timeout { awaited, after },
-        };
+        let d = Deadline::new(now, after, awaited);
         self.deadline = Some(d);
         d.wait()
     }
@@ -578,21 +587,7 @@ impl ServerMachine {
         self.deadline = None;
     }
 
-    /// When the client's next word is due (`None`: nothing awaited).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline.map(|d| d.at)
-    }
-
-    /// The read the driver is to make: until the deadline, for what is awaited.
-    pub fn wait(&self) -> Option<Wait> {
-        self.deadline.map(|d| d.wait())
-    }
-
-    /// Time passed: `Err` with what was awaited once `now` reached the deadline (the
-    /// session is over then).
-    pub fn on_timeout(&mut self, now: Instant) -> Result<(), Timeout> {
-        fire(&mut self.deadline, now).inspect_err(|_| self.phase = ServerPhase::Done)
-    }
+    deadline_accessors!("client", ServerPhase::Done);
 
     /// The client's parameters arrived: settle the features and return the extension
     /// answer to send (after [`State::NetmeterExt`]), `None` for a client that did not

@@ -206,6 +206,12 @@ fn whole(v: f64, max: f64, code: ErrCode, what: &str) -> Result<u64, SpecError> 
 }
 
 impl TestSpec {
+    /// The socket buffer size to set (`-w`): `None` leaves the system's default, as
+    /// `-w 0` does in iperf3 (its `socket_bufsize` 0 means "not set").
+    pub fn socket_buffer(&self) -> Option<u64> {
+        self.window.filter(|&w| w > 0)
+    }
+
     /// Number of data streams the client opens in total.
     pub fn total_streams(&self) -> u32 {
         if let Some(w) = &self.working_load {

@@ -253,6 +253,11 @@ fn whole(flag: &str, v: &str, what: &str) -> Result<String, UsageError> {
         .ok_or_else(|| usage(format!("iperf2: {flag} {v} is not {what}")))
 }
 
+/// [`whole`] of an option given or not.
+fn whole_opt(flag: &str, v: &Option<String>, what: &str) -> Result<Option<String>, UsageError> {
+    v.as_deref().map(|v| whole(flag, v, what)).transpose()
+}
+
 /// iperf 2's `-S` names (`src/dscp.c`, `ipqos[]`): the TOS byte each stands for;
 /// otherwise a number (decimal, 0x hex, 0 octal) up to 255.
 fn tos_byte(s: &str) -> Result<u8, UsageError> {
@@ -432,11 +437,7 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     n.interval = a.interval.unwrap_or(0.0);
     n.format = a.format.clone();
     n.time = a.time;
-    n.bytes = a
-        .num
-        .as_deref()
-        .map(|v| whole("-n", v, "a byte count such as 10M"))
-        .transpose()?;
+    n.bytes = whole_opt("-n", &a.num, "a byte count such as 10M")?;
     n.parallel = a.parallel;
     n.reverse = a.reverse;
     // --full-duplex and -d: both directions at once (netmeter's --bidir).
@@ -460,11 +461,7 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
         .as_deref()
         .map(|t| tos_byte(t).map(|v| v.to_string()))
         .transpose()?;
-    n.window = a
-        .window
-        .as_deref()
-        .map(|v| whole("-w", v, "a window size such as 256K"))
-        .transpose()?;
+    n.window = whole_opt("-w", &a.window, "a window size such as 256K")?;
     n.mss = a.mss;
     n.nodelay = a.nodelay;
     n.logfile = None;

@@ -487,9 +487,15 @@ mod tests {
         }
     }
 
-    /// Start one stream thread on `sock` (blocked on a silent peer), then require
+    /// Start one stream thread on `sock`, wait until `reached_read` has seen the
+    /// evidence that the thread is at its blocking read on a silent peer, then require
     /// `stop` for its role to end it within 2 s.
-    fn assert_stop_ends_blocked_thread(spec: &TestSpec, sender: bool, sock: Sock) {
+    fn assert_stop_ends_blocked_thread(
+        spec: &TestSpec,
+        sender: bool,
+        sock: Sock,
+        reached_read: impl FnOnce(),
+    ) {
         let mut live = LiveStreams::default();
         let payload = Arc::new(vec![0u8; 16]);
         let (fd, kind) = match &sock {
@@ -519,8 +525,7 @@ mod tests {
             }
         };
         live.handles.push((sender, handle.unwrap()));
-        // Let the thread reach its blocking read.
-        std::thread::sleep(Duration::from_millis(100));
+        reached_read();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             live.stop(sender, !sender);
@@ -543,13 +548,33 @@ mod tests {
     fn stop_wakes_bounceback_reads_that_have_no_timeout() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (_silent_server, _) = listener.accept().unwrap();
-        assert_stop_ends_blocked_thread(&rr_spec(Protocol::Tcp, 1), true, Sock::Tcp(tcp));
+        let (silent_server, _) = listener.accept().unwrap();
+        // The client writes its request, then blocks reading the reply that never comes:
+        // the request's arrival is the evidence (10 s only bounds a failure).
+        let request_written = || {
+            silent_server
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            assert_eq!(silent_server.peek(&mut [0u8; 1]).unwrap(), 1, "no request");
+        };
+        let spec = rr_spec(Protocol::Tcp, 1);
+        assert_stop_ends_blocked_thread(&spec, true, Sock::Tcp(tcp), request_written);
 
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let silent_client = UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.connect(silent_client.local_addr().unwrap()).unwrap();
-        assert_stop_ends_blocked_thread(&rr_spec(Protocol::Udp, 8), false, Sock::Udp(udp));
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.connect(client.local_addr().unwrap()).unwrap();
+        client.connect(udp.local_addr().unwrap()).unwrap();
+        // The server answers one request and goes back to its read; the client then
+        // stays silent. The reply is the evidence.
+        let answered = || {
+            client
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            client.send(&[1u8; 8]).unwrap();
+            assert_eq!(client.recv(&mut [0u8; 64]).unwrap(), 8, "no reply");
+        };
+        let spec = rr_spec(Protocol::Udp, 8);
+        assert_stop_ends_blocked_thread(&spec, false, Sock::Udp(udp), answered);
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub fn apply_sock_opts(
     if spec.dont_fragment && spec.protocol == Protocol::Udp && !is_ipv6 {
         sock::set_dont_fragment(s.as_fd())?;
     }
-    if let Some(w) = spec.window {
+    if let Some(w) = spec.socket_buffer() {
         let w = w as usize;
         s.set_send_buffer_size(w)?;
         s.set_recv_buffer_size(w)?;
@@ -186,7 +186,7 @@ pub fn apply_sock_opts(
 /// by `net.core.rmem_max` and `net.core.wmem_max`). Refusals are ignored: the kernel's
 /// default still works.
 pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
-    if spec.window.is_none() {
+    if spec.socket_buffer().is_none() {
         let _ = s.set_recv_buffer_size(4 << 20);
         let _ = s.set_send_buffer_size(4 << 20);
     }
@@ -195,7 +195,7 @@ pub fn udp_default_buffers(s: &Socket, spec: &TestSpec) {
 /// The start line saying netmeter raised this side's UDP receive buffers above
 /// `net.core.rmem_default` (`host::advice::udp_buffer_note`): UDP without `-w`.
 pub fn udp_buffer_line(spec: &TestSpec, start: &Start) -> Option<String> {
-    if spec.protocol != Protocol::Udp || spec.window.is_some() {
+    if spec.protocol != Protocol::Udp || spec.socket_buffer().is_some() {
         return None;
     }
     let note = crate::host::advice::udp_buffer_note(
@@ -292,5 +292,39 @@ pub fn end_inputs<'a>(
         peak: None,
         threads: Vec::new(),
         disk_file: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-w 0` leaves the kernel's buffer sizes as they are (iperf3's meaning), where it
+    /// once asked for a zero-byte buffer and ran at the kernel's minimum.
+    #[test]
+    fn window_zero_keeps_the_default_buffers() {
+        let fresh = || Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let default = fresh();
+        let spec = TestSpec {
+            window: Some(0),
+            ..Default::default()
+        };
+        let s = fresh();
+        apply_sock_opts(&s, &spec, &SideOpts::default(), false).unwrap();
+        assert_eq!(
+            s.send_buffer_size().unwrap(),
+            default.send_buffer_size().unwrap()
+        );
+        assert_eq!(
+            s.recv_buffer_size().unwrap(),
+            default.recv_buffer_size().unwrap()
+        );
+        // A size given is still set (the kernel doubles it).
+        let spec = TestSpec {
+            window: Some(64 << 10),
+            ..Default::default()
+        };
+        apply_sock_opts(&s, &spec, &SideOpts::default(), false).unwrap();
+        assert_eq!(s.send_buffer_size().unwrap(), 128 << 10);
     }
 }

@@ -11,7 +11,7 @@
 //! snapshot tests compare against are in `report/testdata/iperf2/`.
 
 use super::{
-    Connected, Iperf2Figures, Start, StreamInterval, SumInterval, TcpExtra, TcpFigures,
+    Connected, Iperf2Figures, Start, StreamExt, StreamInterval, SumInterval, TcpExtra, TcpFigures,
     UdpRecvFigures,
 };
 use crate::latency::LatencyStats;
@@ -249,37 +249,56 @@ impl Row {
     pub fn of_stream(s: &StreamInterval) -> Row {
         let ext = s.netmeter.as_deref();
         Row {
-            start: s.start,
-            end: s.end,
-            seconds: s.seconds,
-            bytes: s.bytes,
-            packets: s.packets,
             tcp: s.tcp,
             tcp_extra: ext.and_then(|e| e.tcp),
-            udp_recv: s.udp_recv,
-            owd: ext.and_then(|e| e.owd),
             retransmits: s.tcp.map(|t| t.retransmits),
-            out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
-            transactions: ext.and_then(|e| e.transactions),
-            rtt: ext.and_then(|e| e.rtt),
-            frames: ext.and_then(|e| e.frames).map(|f| (f.sent, f.slips)),
-            figures: ext.map(|e| e.iperf2).unwrap_or_default(),
+            ..Row::common(
+                s.start,
+                s.end,
+                s.seconds,
+                (s.bytes, s.packets),
+                s.udp_recv,
+                ext,
+            )
         }
     }
 
     pub fn of_sum(s: &SumInterval) -> Row {
         let ext = s.netmeter.as_deref();
         Row {
-            start: s.start,
-            end: s.end,
-            seconds: s.seconds,
-            bytes: s.bytes,
-            packets: s.packets,
+            retransmits: s.retransmits,
+            ..Row::common(
+                s.start,
+                s.end,
+                s.seconds,
+                (s.bytes, s.packets),
+                s.udp_recv,
+                ext,
+            )
+        }
+    }
+
+    /// What a stream's and a sum's rows share: the span, the counts, the UDP receive
+    /// figures and netmeter's extension (no TCP figures).
+    fn common(
+        start: f64,
+        end: f64,
+        seconds: f64,
+        (bytes, packets): (u64, Option<u64>),
+        udp_recv: Option<UdpRecvFigures>,
+        ext: Option<&StreamExt>,
+    ) -> Row {
+        Row {
+            start,
+            end,
+            seconds,
+            bytes,
+            packets,
             tcp: None,
             tcp_extra: None,
-            udp_recv: s.udp_recv,
+            udp_recv,
             owd: ext.and_then(|e| e.owd),
-            retransmits: s.retransmits,
+            retransmits: None,
             out_of_order: ext.and_then(|e| e.udp).map(|u| u.out_of_order),
             transactions: ext.and_then(|e| e.transactions),
             rtt: ext.and_then(|e| e.rtt),

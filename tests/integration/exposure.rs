@@ -106,6 +106,7 @@ fn a_slow_or_silent_metrics_client_does_not_hold_up_a_scrape() {
                 if slow.write_all(&[b]).is_err() || closed_by_peer(&slow) {
                     return Some(started.elapsed());
                 }
+                // Not a synchronisation: the slow client the test is about.
                 std::thread::sleep(Duration::from_millis(200));
             }
             None

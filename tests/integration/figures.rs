@@ -32,24 +32,10 @@ fn server_prints_frame_latency_histograms_per_interval() {
         "server output:\n{}",
         out.text()
     );
-    let text = out.text();
-    let samples = |from: &str| -> u64 {
-        let rest = &from[from.find(" ms bins, ").expect("bins") + 10..];
-        rest[..rest.find(' ').expect("count")]
-            .parse()
-            .expect("samples")
-    };
-    let per_interval: Vec<u64> = text
-        .match_indices("Frame latency client->server 0.")
-        .chain(text.match_indices("Frame latency client->server 1."))
-        .map(|(i, _)| samples(&text[i..]))
-        .collect();
-    assert!(!per_interval.is_empty(), "no interval histograms:\n{text}");
-    let whole = samples(&text[text.find(end).expect("end")..]);
     // 30 frames in 1 s: the intervals' histograms hold the frames completed in them,
     // never more than the whole test's.
-    assert!(whole > 0, "{text}");
-    assert!(per_interval.iter().sum::<u64>() <= whole, "{text}");
+    let label = "Frame latency client->server";
+    assert_interval_histograms_within_whole(&out.text(), label, end);
 }
 
 /// The client's calls of `syscall` as `strace -c` counted them: (calls, errors).

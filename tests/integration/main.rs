@@ -50,6 +50,7 @@ mod mesh;
 mod netbed_selftest;
 mod options;
 mod package;
+mod peer_figures;
 mod plots;
 mod policy;
 mod profiles;

@@ -641,7 +641,16 @@ fn namespaces_removed_after_drop_and_after_panic() {
     let names: Vec<String> = [b.h1_ns(), b.r_ns(), b.h2_ns()].map(String::from).to_vec();
     // A process left running in the bed is killed on drop.
     let mut child = b.cmd(Side::H2, "sleep").arg("30").spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // In the namespace once `ip netns exec` has become `sleep` (10 s bounds a failure).
+    let comm = format!("/proc/{}/comm", child.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+        assert!(
+            Instant::now() < deadline,
+            "the process never entered the bed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(b.delay_line_running());
     drop(b);
     for ns in &names {
@@ -650,8 +659,9 @@ fn namespaces_removed_after_drop_and_after_panic() {
             "{ns} left behind"
         );
     }
-    // Bounded poll; we only kill it ourselves (and fail) if the bed did not.
-    let exited = (0..100).any(|_| {
+    // Bounded poll (10 s bounds a failure); we only kill it ourselves (and fail) if the
+    // bed did not.
+    let exited = (0..1000).any(|_| {
         std::thread::sleep(Duration::from_millis(10));
         child.try_wait().unwrap().is_some()
     });

@@ -181,21 +181,7 @@ fn server_prints_one_way_delay_histograms() {
         "server output:\n{}",
         out.text()
     );
-    let text = out.text();
-    let samples = |from: &str| -> u64 {
-        let rest = &from[from.find(" ms bins, ").expect("bins") + 10..];
-        rest[..rest.find(' ').expect("count")]
-            .parse()
-            .expect("samples")
-    };
-    let per_interval: Vec<u64> = text
-        .match_indices("One-way delay client->server 0.")
-        .chain(text.match_indices("One-way delay client->server 1."))
-        .map(|(i, _)| samples(&text[i..]))
-        .collect();
-    assert!(!per_interval.is_empty(), "no interval histograms:\n{text}");
-    let whole = samples(&text[text.find(end).expect("end")..]);
-    assert!(whole > 0, "{text}");
     // The intervals' histograms hold no more than the whole test's.
-    assert!(per_interval.iter().sum::<u64>() <= whole, "{text}");
+    let label = "One-way delay client->server";
+    assert_interval_histograms_within_whole(&out.text(), label, end);
 }

@@ -665,13 +665,9 @@ impl Door {
                 return;
             }
         };
-        self.budget.remove(id);
-        let Some(conn) = self.conns.remove(&id) else {
+        let Some(conn) = self.hand_over(id) else {
             return;
         };
-        if conn.sock.set_nonblocking(false).is_err() {
-            return;
-        }
         shared.log(&format!(
             "iperf 2 test from {}: {}",
             shown(peer),
@@ -684,6 +680,29 @@ impl Door {
         let spawned = std::thread::Builder::new()
             .name("nm-iperf2".into())
             .spawn(move || super::iperf2::tcp::serve(group, conn.sock, &h, &plan, early, accepted));
+        self.keep_iperf2_thread(&shared, peer, spawned);
+    }
+}
+
+impl Door {
+    /// Take a connection out of the door's care for a thread of its own: off the
+    /// budget and the list, back to blocking reads (`None`: it is gone or the socket
+    /// refused).
+    fn hand_over(&mut self, id: u64) -> Option<Conn> {
+        self.budget.remove(id);
+        let conn = self.conns.remove(&id)?;
+        conn.sock.set_nonblocking(false).ok()?;
+        Some(conn)
+    }
+
+    /// Keep an iperf 2 test's thread (pruning the finished ones), or log why there is
+    /// none.
+    fn keep_iperf2_thread(
+        &mut self,
+        shared: &Shared,
+        peer: SocketAddr,
+        spawned: std::io::Result<std::thread::JoinHandle<()>>,
+    ) {
         match spawned {
             Ok(t) => {
                 self.iperf2_threads.retain(|t| !t.is_finished());
@@ -692,9 +711,7 @@ impl Door {
             Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
         }
     }
-}
 
-impl Door {
     /// An iperf 2 bounceback request's header is in: judge it as a one-thread TCP test
     /// of its run time and serve it.
     fn iperf2_bounceback(&mut self, id: u64, bytes: Vec<u8>, now: Instant) {
@@ -726,13 +743,9 @@ impl Door {
             Ok(g) => g,
             Err(r) => return refuse(self, Some(&h), r),
         };
-        self.budget.remove(id);
-        let Some(conn) = self.conns.remove(&id) else {
+        let Some(conn) = self.hand_over(id) else {
             return;
         };
-        if conn.sock.set_nonblocking(false).is_err() {
-            return;
-        }
         shared.log(&format!(
             "iperf 2 test from {}: iperf 2 client, TCP, --bounceback of {} bytes (replies of {})",
             shown(peer),
@@ -742,12 +755,6 @@ impl Door {
         let spawned = std::thread::Builder::new()
             .name("nm-iperf2-bb".into())
             .spawn(move || super::iperf2::bounce::serve(group, conn.sock, bytes, &plan));
-        match spawned {
-            Ok(t) => {
-                self.iperf2_threads.retain(|t| !t.is_finished());
-                self.iperf2_threads.push(t);
-            }
-            Err(e) => shared.log(&format!("cannot start a thread for {}: {e}", shown(peer))),
-        }
+        self.keep_iperf2_thread(&shared, peer, spawned);
     }
 }

@@ -357,6 +357,14 @@ impl Proc {
 /// Start `netmeter -s -B 127.0.0.1 -p PORT` plus `extra` flags, wait until it listens,
 /// and drain its output.
 pub fn netmeter_server(port: u16, extra: &[&str]) -> (Proc, Drained) {
+    let (p, d) = spawn_netmeter_server(port, extra);
+    wait_listening(port);
+    (p, d)
+}
+
+/// Start `netmeter -s -B 127.0.0.1 -p PORT` plus `extra` flags and drain its output
+/// (the callers differ in how they wait for it to listen).
+fn spawn_netmeter_server(port: u16, extra: &[&str]) -> (Proc, Drained) {
     let mut p = Proc::spawn(
         "netmeter server",
         Command::new(netmeter())
@@ -364,8 +372,28 @@ pub fn netmeter_server(port: u16, extra: &[&str]) -> (Proc, Drained) {
             .args(extra),
     );
     let d = p.drain();
-    wait_listening(port);
     (p, d)
+}
+
+/// The server's per-interval histogram lines for `label` (those of intervals starting
+/// at 0.x and 1.x s) hold no more samples than its whole-test line (`end`, found in
+/// `text`), which holds some.
+pub fn assert_interval_histograms_within_whole(text: &str, label: &str, end: &str) {
+    let samples = |from: &str| -> u64 {
+        let rest = &from[from.find(" ms bins, ").expect("bins") + 10..];
+        rest[..rest.find(' ').expect("count")]
+            .parse()
+            .expect("samples")
+    };
+    let per_interval: Vec<u64> = text
+        .match_indices(&format!("{label} 0."))
+        .chain(text.match_indices(&format!("{label} 1.")))
+        .map(|(i, _)| samples(&text[i..]))
+        .collect();
+    assert!(!per_interval.is_empty(), "no interval histograms:\n{text}");
+    let whole = samples(&text[text.find(end).expect("end")..]);
+    assert!(whole > 0, "{text}");
+    assert!(per_interval.iter().sum::<u64>() <= whole, "{text}");
 }
 
 /// Text of a finished process: stdout and stderr, labelled, for assertion messages.
@@ -763,13 +791,7 @@ pub fn netmeter_server_watched(port: u16, extra: &[&str]) -> Watched {
 /// `-J` server, which prints no banner, without the probe connection of
 /// [`netmeter_server`].
 pub fn netmeter_server_listening(port: u16, extra: &[&str]) -> (Proc, Drained) {
-    let mut p = Proc::spawn(
-        "netmeter server",
-        Command::new(netmeter())
-            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
-            .args(extra),
-    );
-    let d = p.drain();
+    let (p, d) = spawn_netmeter_server(port, extra);
     await_tcp_listening(p.pid(), port);
     (p, d)
 }
