@@ -253,9 +253,7 @@ impl Row {
             tcp_extra: ext.and_then(|e| e.tcp),
             retransmits: s.tcp.map(|t| t.retransmits),
             ..Row::common(
-                s.start,
-                s.end,
-                s.seconds,
+                (s.start, s.end, s.seconds),
                 (s.bytes, s.packets),
                 s.udp_recv,
                 ext,
@@ -268,9 +266,7 @@ impl Row {
         Row {
             retransmits: s.retransmits,
             ..Row::common(
-                s.start,
-                s.end,
-                s.seconds,
+                (s.start, s.end, s.seconds),
                 (s.bytes, s.packets),
                 s.udp_recv,
                 ext,
@@ -281,9 +277,7 @@ impl Row {
     /// What a stream's and a sum's rows share: the span, the counts, the UDP receive
     /// figures and netmeter's extension (no TCP figures).
     fn common(
-        start: f64,
-        end: f64,
-        seconds: f64,
+        (start, end, seconds): (f64, f64, f64),
         (bytes, packets): (u64, Option<u64>),
         udp_recv: Option<UdpRecvFigures>,
         ext: Option<&StreamExt>,
