@@ -84,6 +84,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             }
         }
         Command::Mesh(m) => run_mesh(m),
+        Command::Scenario(s) => run_scenario(s),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -461,6 +462,28 @@ fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
     // key, no host reachable): say so in the exit status too.
     if !interrupted && !cells.is_empty() && cells.iter().all(|c| c.report.is_none()) {
         anyhow::bail!("no pair of the mesh ran a test (each cell says why)");
+    }
+    Ok(())
+}
+
+/// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.
+fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
+    use netmeter::scenario::{output, run};
+    catch_stop_signals()?;
+    let (epoch, flows) = run::run(&s.plan);
+    let doc = output::document(epoch, &flows);
+    if let Some(p) = &s.output {
+        write_whole(p, doc.as_bytes())?;
+    }
+    let out = if s.json {
+        doc + "\n"
+    } else {
+        output::text(&flows)
+    };
+    write_stdout(out.as_bytes())?;
+    // A flow with an error is a result; a scenario in which no flow ran is a failure.
+    if flows.iter().all(|f| f.report.is_none()) {
+        anyhow::bail!("no flow of the scenario ran a test (each flow says why)");
     }
     Ok(())
 }
