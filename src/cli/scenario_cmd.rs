@@ -115,6 +115,7 @@ fn client_config(host: &str, port: u16, args: &[String]) -> Result<ClientConfig,
 pub fn check_flows(s: &Scenario) -> Result<FlowChecks, String> {
     let mut local = Vec::new();
     let mut waits = Vec::new();
+    let mut udp = Vec::new();
     for f in &s.flows {
         let to = &s.hosts[f.to];
         let bad = |e: String| format!("line {}: args of flow '{}': {e}", f.line, f.name);
@@ -126,7 +127,11 @@ pub fn check_flows(s: &Scenario) -> Result<FlowChecks, String> {
             }
         };
         waits.push(Duration::from_secs_f64(wait_for(&cfg)));
+        udp.push(cfg.spec.protocol == crate::spec::Protocol::Udp);
         local.push((f.from == Origin::Local).then_some(cfg));
+    }
+    if let Some(e) = s.udp_collision(&udp) {
+        return Err(e);
     }
     Ok((local, waits))
 }
