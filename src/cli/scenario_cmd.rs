@@ -22,7 +22,7 @@ use std::time::Duration;
     name = "netmeter scenario",
     bin_name = "netmeter scenario",
     disable_version_flag = true,
-    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Exit status 1 when no flow ran.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario -J -o run.json call.toml"
+    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Exit status 1 when no flow ran; 2 with --fail-if-worse when a flow got worse than the baseline.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario -J -o run.json call.toml\n  netmeter scenario --baseline run.json --fail-if-worse 10 call.toml"
 )]
 pub struct ScenarioArgs {
     /// The scenario file (TOML).
@@ -38,6 +38,14 @@ pub struct ScenarioArgs {
     /// set its test up).
     #[arg(long = "lead", value_name = "SEC", default_value_t = 3.0)]
     pub lead: f64,
+    /// Judge each flow against the same-named flow of a previous run of this scenario
+    /// (its -J document), figure by figure as `netmeter compare` does.
+    #[arg(long = "baseline", value_name = "OLD.json")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit with status 2 when a flow's figure got worse than the
+    /// baseline's by more than PCT percent, with significance.
+    #[arg(long = "fail-if-worse", value_name = "PCT", requires = "baseline")]
+    pub fail_if_worse: Option<f64>,
 }
 
 /// What `netmeter scenario` runs.
@@ -46,6 +54,9 @@ pub struct ScenarioCommand {
     pub plan: RunPlan,
     pub json: bool,
     pub output: Option<PathBuf>,
+    /// `--baseline`: the previous run's flows that ran, by name.
+    pub baseline: Option<Vec<(String, crate::report::Report)>>,
+    pub fail_if_worse: Option<f64>,
 }
 
 /// Parse `scenario ...` (the arguments after the program name).
@@ -170,10 +181,30 @@ pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
     let s = Scenario::parse(&text).map_err(|e| at(e.0))?;
     let base = a.file.parent().unwrap_or(Path::new("."));
     let plan = plan_of(s, base, Duration::from_secs_f64(a.lead)).map_err(at)?;
+    if let Some(p) = a.fail_if_worse
+        && !(0.0..=1000.0).contains(&p)
+    {
+        return Err(usage(format!(
+            "--fail-if-worse must be a percentage from 0 to 1000, not {p}"
+        )));
+    }
+    let baseline = match &a.baseline {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| usage(format!("--baseline: cannot read {}: {e}", p.display())))?;
+            Some(
+                crate::scenario::judge::baseline_flows(&text)
+                    .map_err(|e| usage(format!("--baseline {}: {e}", p.display())))?,
+            )
+        }
+        None => None,
+    };
     Ok(ScenarioCommand {
         plan,
         json: a.json,
         output: a.output.clone(),
+        baseline,
+        fail_if_worse: a.fail_if_worse,
     })
 }
 
@@ -218,6 +249,10 @@ mod tests {
             c.plan.waits,
             [Duration::from_secs(62), Duration::from_secs(61)]
         );
+        let e = parse_words(&[f, "--fail-if-worse", "5"]).err().unwrap();
+        assert!(e.contains("--baseline"), "{e}");
+        let e = parse_words(&[f, "--baseline", f]).err().unwrap();
+        assert!(e.contains("--baseline") && e.contains("not JSON"), "{e}");
         for (flows, says) in [
             (
                 "[[flow]]\nname = \"v\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-F /etc/passwd\"\n",

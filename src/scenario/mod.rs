@@ -9,6 +9,7 @@
 //! flow's options with the command line's parser (`cli::scenario_cmd`) and running the
 //! flows (`scenario::run`) are elsewhere.
 
+pub mod judge;
 pub mod output;
 pub mod run;
 pub mod words;

@@ -2,6 +2,7 @@
 //! under a label) with a closing table and total, and the one JSON document with its
 //! `flows` list.
 
+use super::judge::{AgainstBaseline, KsRow, ks_table, ks_text};
 use super::run::FlowOutcome;
 use crate::mesh::cell_figures;
 use serde::Serialize;
@@ -27,6 +28,11 @@ pub struct Document<'a> {
     pub start_epoch: f64,
     pub flows: &'a [FlowOutcome],
     pub total: Total,
+    /// The flows' latencies compared pairwise (Kolmogorov-Smirnov).
+    pub latency_ks: Vec<KsRow>,
+    /// `--baseline`: each flow against the previous run's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<&'a [AgainstBaseline]>,
 }
 
 /// When a flow's data started, relative to the scenario's start instant as planned
@@ -59,11 +65,17 @@ pub fn total(flows: &[FlowOutcome]) -> Total {
 }
 
 /// The `-J` document's text.
-pub fn document(start_epoch: f64, flows: &[FlowOutcome]) -> String {
+pub fn document(
+    start_epoch: f64,
+    flows: &[FlowOutcome],
+    baseline: Option<&[AgainstBaseline]>,
+) -> String {
     let doc = Document {
         start_epoch,
         flows,
         total: total(flows),
+        latency_ks: ks_table(flows),
+        baseline,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
@@ -131,6 +143,7 @@ pub fn text(flows: &[FlowOutcome]) -> String {
             .map(|s| format!(", starts within {s:.1} ms"))
             .unwrap_or_default(),
     ));
+    out.push_str(&ks_text(&ks_table(flows)));
     out
 }
 
@@ -183,12 +196,14 @@ mod tests {
             text.contains("2 of 3 flows ran, starts within 3.0 ms"),
             "{text}"
         );
-        let doc: serde_json::Value = serde_json::from_str(&document(100.0, &flows)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&document(100.0, &flows, None)).unwrap();
         assert_eq!(doc["flows"].as_array().unwrap().len(), 3);
         assert_eq!(doc["flows"][1]["name"], "b");
         assert_eq!(doc["flows"][2]["error"], "connection refused");
         assert!(doc["flows"][2].get("report").is_none());
         assert_eq!(doc["total"]["failed"], 1);
         assert_eq!(doc["start_epoch"], 100.0);
+        assert_eq!(doc["latency_ks"], serde_json::json!([]));
+        assert!(doc.get("baseline").is_none());
     }
 }

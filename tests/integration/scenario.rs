@@ -332,3 +332,97 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
     eprintln!("facetime: starts {spread_ms:.3} ms apart");
     assert!(spread_ms < 500.0, "starts {spread_ms} ms apart");
 }
+
+/// Scale every latency in a saved `-J` document's flows by `f` (a baseline that was
+/// that much faster).
+fn scale_latencies(v: &mut serde_json::Value, f: f64) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k.ends_with("histogram_us") {
+                    for b in x.as_array_mut().into_iter().flatten() {
+                        b[0] = serde_json::json!(b[0].as_f64().unwrap_or(0.0) * f);
+                    }
+                } else if k.ends_with("_ms") && x.is_number() {
+                    *x = serde_json::json!(x.as_f64().unwrap_or(0.0) * f);
+                } else {
+                    scale_latencies(x, f);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| scale_latencies(x, f)),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_run_is_judged_against_a_baseline_and_fails_if_worse() {
+    let dir = Dir::new("baseline");
+    let port = free_port();
+    let key = dir.0.join("key").display().to_string();
+    let _srv = netmeter_server(port, &["--psk-file", &key, "--max-tests", "4"]);
+    let file = dir.write(
+        "s.toml",
+        &format!(
+            "psk_file = \"key\"\n[hosts.a]\naddress = \"127.0.0.1:{port}\"\n\
+             [[flow]]\nname = \"rr\"\nfrom = \"local\"\nto = \"a\"\nargs = \"--bounceback -t 0.5\"\n"
+        ),
+    );
+    let base = dir.0.join("base.json");
+    let out = run(
+        Command::new(netmeter())
+            .arg("scenario")
+            .arg(&file)
+            .args(["--lead", "0.5", "-J", "-o"])
+            .arg(&base),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "scenario");
+    assert!(v["latency_ks"].is_array(), "{v:#}");
+    // Against itself: a comparison per flow, and no flow 1000 % worse.
+    let out = run(
+        Command::new(netmeter())
+            .arg("scenario")
+            .arg(&file)
+            .args([
+                "--lead",
+                "0.5",
+                "-J",
+                "--fail-if-worse",
+                "1000",
+                "--baseline",
+            ])
+            .arg(&base),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "scenario");
+    assert_eq!(v["baseline"][0]["name"], "rr", "{v:#}");
+    assert!(
+        v["baseline"][0]["comparison"]["figures"].is_array(),
+        "{v:#}"
+    );
+    // A baseline a hundred times faster: this run is worse, exit status 2.
+    let mut fast: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    scale_latencies(&mut fast["flows"], 0.01);
+    let fast_file = dir.write("fast.json", &fast.to_string());
+    let out = run(
+        Command::new(netmeter())
+            .arg("scenario")
+            .arg(&file)
+            .args(["--lead", "0.5", "--fail-if-worse", "5", "--baseline"])
+            .arg(&fast_file),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Flow rr against the baseline:"), "{text}");
+    assert!(text.contains("worse, significant"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rr"),
+        "{}",
+        show(&out)
+    );
+}
