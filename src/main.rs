@@ -485,6 +485,16 @@ fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
     if let Some(p) = &s.output {
         write_whole(p, doc.as_bytes())?;
     }
+    if let Some(p) = &s.plot {
+        let charts = netmeter::scenario::judge::cdf_charts(&flows);
+        if charts.is_empty() {
+            eprintln!(
+                "netmeter: --plot: no flow recorded a latency to draw (--trip-times, --bounceback or --isochronous)"
+            );
+        } else {
+            plot::write_charts(&charts, p)?;
+        }
+    }
     let mut out = if s.json {
         doc + "\n"
     } else {

@@ -46,6 +46,9 @@ pub struct ScenarioArgs {
     /// baseline's by more than PCT percent, with significance.
     #[arg(long = "fail-if-worse", value_name = "PCT", requires = "baseline")]
     pub fail_if_worse: Option<f64>,
+    /// Draw the flows' latency CDFs, one line per flow on a shared chart (.svg or .png).
+    #[arg(long = "plot", value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// What `netmeter scenario` runs.
@@ -57,6 +60,7 @@ pub struct ScenarioCommand {
     /// `--baseline`: the previous run's flows that ran, by name.
     pub baseline: Option<Vec<(String, crate::report::Report)>>,
     pub fail_if_worse: Option<f64>,
+    pub plot: Option<PathBuf>,
 }
 
 /// Parse `scenario ...` (the arguments after the program name).
@@ -176,6 +180,9 @@ pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
     if !(0.5..=60.0).contains(&a.lead) {
         return Err(usage("--lead must be 0.5 to 60 seconds"));
     }
+    if let Some(p) = &a.plot {
+        super::tools::check_plot_file(p, "--plot")?;
+    }
     let text = read_file(&a.file)?;
     let at = |e: String| usage(format!("{}: {e}", a.file.display()));
     let s = Scenario::parse(&text).map_err(|e| at(e.0))?;
@@ -205,6 +212,7 @@ pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
         output: a.output.clone(),
         baseline,
         fail_if_worse: a.fail_if_worse,
+        plot: a.plot.clone(),
     })
 }
 

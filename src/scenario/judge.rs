@@ -39,6 +39,59 @@ pub fn latency_of(r: &Report) -> Option<Latency<'_>> {
     None
 }
 
+/// The flows' latencies as charts, one per kind of latency, each flow a CDF line on it.
+pub fn cdf_charts(flows: &[FlowOutcome]) -> Vec<crate::report::plot::Chart> {
+    let mut kinds: Vec<(&'static str, Vec<crate::report::plot::Dist>)> = Vec::new();
+    for f in flows {
+        let Some(r) = &f.report else { continue };
+        let Some((kind, buckets)) = latency_of(r) else {
+            continue;
+        };
+        let dist = crate::report::plot::Dist {
+            name: f.name.clone(),
+            buckets_us: buckets.to_vec(),
+            stats: stats_of(r),
+        };
+        match kinds.iter_mut().find(|k| k.0 == kind) {
+            Some(k) => k.1.push(dist),
+            None => kinds.push((kind, vec![dist])),
+        }
+    }
+    kinds
+        .iter()
+        .map(|(kind, dists)| {
+            let mut title = String::from(*kind);
+            if let Some(c) = title.get_mut(0..1) {
+                c.make_ascii_uppercase();
+            }
+            crate::report::plot::latency_cdfs(&format!("{title} per flow"), dists)
+        })
+        .collect()
+}
+
+/// The summary of the latency [`latency_of`] picks.
+fn stats_of(r: &Report) -> Option<crate::latency::LatencyStats> {
+    let n = &r.end.netmeter;
+    let tt = n
+        .trip_times
+        .as_ref()
+        .and_then(|t| t.client_to_server.as_ref());
+    if let Some(s) = tt
+        && s.histogram_us.iter().any(|b| b.1 > 0)
+    {
+        return s.owd;
+    }
+    if let Some(b) = &n.bounceback
+        && b.rtt_histogram_us.iter().any(|x| x.1 > 0)
+    {
+        return Some(b.rtt);
+    }
+    n.isochronous
+        .as_ref()
+        .and_then(|i| i.receiver.as_ref())
+        .and_then(|r| r.latency)
+}
+
 /// Two flows' latency distributions compared.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KsRow {
@@ -250,6 +303,21 @@ mod tests {
         assert_eq!((rows[0].a.as_str(), rows[0].b.as_str()), ("a", "b"));
         assert!(!rows[0].different, "{rows:?}");
         assert!(rows[1].different && rows[2].different, "{rows:?}");
+        let charts = cdf_charts(&flows);
+        assert_eq!(charts.len(), 1);
+        assert_eq!(charts[0].series.len(), 3);
+        assert!(
+            charts[0]
+                .title
+                .starts_with("Bounceback round trip per flow"),
+            "{}",
+            charts[0].title
+        );
+        assert!(
+            charts[0].series[2].name.starts_with("c (p50"),
+            "{}",
+            charts[0].series[2].name
+        );
         let t = ks_text(&rows);
         assert!(t.contains("a vs b"), "{t}");
         assert!(t.contains("no significant difference"), "{t}");

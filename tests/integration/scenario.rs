@@ -356,7 +356,7 @@ fn scale_latencies(v: &mut serde_json::Value, f: f64) {
 }
 
 #[test]
-fn a_run_is_judged_against_a_baseline_and_fails_if_worse() {
+fn a_run_is_judged_against_a_baseline_plotted_and_fails_if_worse() {
     let dir = Dir::new("baseline");
     let port = free_port();
     let key = dir.0.join("key").display().to_string();
@@ -368,16 +368,21 @@ fn a_run_is_judged_against_a_baseline_and_fails_if_worse() {
              [[flow]]\nname = \"rr\"\nfrom = \"local\"\nto = \"a\"\nargs = \"--bounceback -t 0.5\"\n"
         ),
     );
-    let base = dir.0.join("base.json");
+    let (base, png) = (dir.0.join("base.json"), dir.0.join("cdf.png"));
     let out = run(
         Command::new(netmeter())
             .arg("scenario")
             .arg(&file)
             .args(["--lead", "0.5", "-J", "-o"])
-            .arg(&base),
+            .arg(&base)
+            .arg("--plot")
+            .arg(&png),
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}", show(&out));
+    // The flows' latency CDFs, drawn.
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG"), "{} bytes", bytes.len());
     let v = json_of(&out, "scenario");
     assert!(v["latency_ks"].is_array(), "{v:#}");
     // Against itself: a comparison per flow, and no flow 1000 % worse.
