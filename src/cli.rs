@@ -44,6 +44,7 @@ mod output_flags;
 mod parse_error;
 mod profile_flags;
 mod resolve;
+pub mod scenario_cmd;
 mod server_flags;
 pub mod sweep_cmd;
 pub mod third_party;
@@ -133,6 +134,8 @@ pub enum Command {
     },
     /// `netmeter mesh HOST...`: every pair's test, run by its source host.
     Mesh(mesh_cmd::MeshCommand),
+    /// `netmeter scenario FILE`: named flows started together (`cli/scenario_cmd.rs`).
+    Scenario(scenario_cmd::ScenarioCommand),
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
     /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
@@ -174,6 +177,7 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "generate" => Some(generate::parse(&argv[1..])),
         "doctor" => Some(doctor_cmd::parse(&argv[1..])),
         "mesh" => Some(mesh_cmd::parse(&argv[1..])),
+        "scenario" => Some(scenario_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

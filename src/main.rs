@@ -84,6 +84,7 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             }
         }
         Command::Mesh(m) => run_mesh(m),
+        Command::Scenario(s) => run_scenario(s),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -465,6 +466,61 @@ fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `scenario --fail-if-worse`: a flow got worse than the baseline (exit status 2, as
+/// `compare`'s).
+#[derive(Debug, thiserror::Error)]
+#[error("a flow got worse than the baseline")]
+struct WorseThanBaseline;
+
+/// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.
+fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
+    use netmeter::scenario::{output, run};
+    catch_stop_signals()?;
+    let (epoch, flows) = run::run(&s.plan);
+    let judged = s
+        .baseline
+        .as_ref()
+        .map(|b| netmeter::scenario::judge::against_baseline(b, &flows));
+    let doc = output::document(epoch, &flows, judged.as_deref());
+    if let Some(p) = &s.output {
+        write_whole(p, doc.as_bytes())?;
+    }
+    if let Some(p) = &s.plot {
+        let charts = netmeter::scenario::judge::cdf_charts(&flows);
+        if charts.is_empty() {
+            eprintln!(
+                "netmeter: --plot: no flow recorded a latency to draw (--trip-times, --bounceback or --isochronous)"
+            );
+        } else {
+            plot::write_charts(&charts, p)?;
+        }
+    }
+    let mut out = if s.json {
+        doc + "\n"
+    } else {
+        output::text(&flows)
+    };
+    if let (false, Some(j)) = (s.json, &judged) {
+        out.push_str(&netmeter::scenario::judge::baseline_text(j));
+    }
+    write_stdout(out.as_bytes())?;
+    if let (Some(pct), Some(j)) = (s.fail_if_worse, &judged) {
+        let worse = netmeter::scenario::judge::worse_beyond(j, pct);
+        if !worse.is_empty() {
+            eprintln!(
+                "netmeter: flows worse than the baseline by more than {pct}%: {}",
+                worse.join(", ")
+            );
+            return Err(anyhow::Error::new(WorseThanBaseline));
+        }
+    }
+    // A flow with an error is a result; a scenario in which no flow ran is a failure.
+    if flows.iter().all(|f| f.report.is_none()) {
+        anyhow::bail!("no flow of the scenario ran a test (each flow says why)");
+    }
+    Ok(())
+}
+
 /// `netmeter -c B --via A`: A runs the test and sends its report here.
 fn run_via(v: cli::third_party::ViaCommand) -> anyhow::Result<()> {
     use netmeter::engine::third_party::{Controller, request};
@@ -568,6 +624,9 @@ fn finish(result: anyhow::Result<()>) -> ExitCode {
         Err(e) if stopped(&e).is_some_and(Stopped::by_signal) => {
             eprintln!("netmeter: {e:#}");
             ExitCode::SUCCESS
+        }
+        Err(e) if e.is::<WorseThanBaseline>() => {
+            ExitCode::from(netmeter::cli::compare_cmd::EXIT_WORSE)
         }
         Err(e) => {
             // An error can quote the peer (a third-party server's refusal, a name in a

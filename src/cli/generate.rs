@@ -30,6 +30,8 @@ pub enum Asset {
     ManSweep,
     /// netmeter-mesh(1)
     ManMesh,
+    /// netmeter-scenario(1)
+    ManScenario,
     /// netmeter-doctor(1)
     ManDoctor,
     /// netmeter-generate(1)
@@ -53,6 +55,7 @@ pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
     (Asset::ManCompare, "netmeter-compare", Some("compare")),
     (Asset::ManSweep, "netmeter-sweep", Some("sweep")),
     (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
+    (Asset::ManScenario, "netmeter-scenario", Some("scenario")),
     (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
     (Asset::ManGenerate, "netmeter-generate", Some("generate")),
     (Asset::ManIperf2, "netmeter-iperf2", Some("iperf2")),
@@ -96,6 +99,12 @@ pub fn command() -> clap::Command {
             super::mesh_cmd::MeshArgs::command()
                 .name("mesh")
                 .bin_name("netmeter mesh")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
+        .subcommand(
+            super::scenario_cmd::ScenarioArgs::command()
+                .name("scenario")
+                .bin_name("netmeter scenario")
                 .version(env!("CARGO_PKG_VERSION")),
         )
         .subcommand(doctor_command())

@@ -185,6 +185,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
     ("sweep", "run a client test over a grid of option values"),
     ("mesh", "test every pair of a list of netmeter servers"),
     (
+        "scenario",
+        "run named flows together, locally and from netmeter servers",
+    ),
+    (
         "doctor",
         "show this host's limits, with the sysctls to change",
     ),

@@ -219,6 +219,20 @@ fn exit_status(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
                 "An error: a usage mistake, or no pair of the mesh ran a test.",
             ),
         ],
+        Some("scenario") => &[
+            (
+                "0",
+                "The scenario ran (a flow that failed is a flow with its error).",
+            ),
+            (
+                "1",
+                "An error: a usage mistake, a bad scenario file, or no flow of the scenario ran a test.",
+            ),
+            (
+                "2",
+                "With --fail-if-worse: a flow's figure got worse than the baseline's beyond PCT with significance.",
+            ),
+        ],
         Some("sweep") => &[
             ("0", "Every point of the sweep ran."),
             (

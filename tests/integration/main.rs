@@ -57,5 +57,6 @@ mod profiles;
 mod psk;
 mod results;
 mod robustness;
+mod scenario;
 mod trip_times;
 mod working_load;

@@ -201,6 +201,14 @@ pub fn write_file(inputs: &[Input], path: &std::path::Path) -> Result<(), PlotEr
     write_charts(&charts, path)
 }
 
+/// CDFs of several latency distributions on one chart (`scenario --plot`: one line per
+/// flow), each legend entry with its p50 and p99.
+pub fn latency_cdfs(title: &str, dists: &[latency::Dist]) -> Chart {
+    latency::cdf_chart(title, dists, false)
+}
+
+pub use latency::Dist;
+
 /// Draw `charts` into `path` (.svg or .png), whole or not at all.
 pub fn write_charts(charts: &[Chart], path: &std::path::Path) -> Result<(), PlotError> {
     let format = Format::of(path).ok_or_else(|| PlotError::Format(path.to_path_buf()))?;

@@ -1,0 +1,179 @@
+//! Running a scenario: every flow in its own thread, all given one `--txstart-time`
+//! (the scenario's start instant plus the flow's `start`), a flow from "local" as a
+//! client test in this process (`engine::client`), a flow from a host as a third-party
+//! test through that host's netmeter server (`engine::third_party::request`). A flow
+//! that cannot run (a host down, a refusal, a failed test) is an outcome with its
+//! error; the others run on.
+
+use super::{FlowPlan, Origin, Scenario};
+use crate::auth::psk::Psk;
+use crate::clock::Clock;
+use crate::engine::client::{ClientConfig, run_keeping_report};
+use crate::engine::third_party::{Controller, request};
+use crate::report::Report;
+use crate::report::observe::Quiet;
+use crate::wire::ThirdPartyRequest;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Everything a run needs, resolved (`cli::scenario_cmd`).
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub scenario: Scenario,
+    /// Per flow: the client test a local flow runs toward its target (`None` for a
+    /// flow from a host); its `txstart` is set at the start.
+    pub local: Vec<Option<ClientConfig>>,
+    /// Per flow: how long its test may take (setup, the test, the results).
+    pub waits: Vec<Duration>,
+    /// The hosts' key (`psk_file`).
+    pub psk: Option<Psk>,
+    /// From the moment the flows are handed out to the scenario's start instant: time
+    /// for every host to set its test up.
+    pub lead: Duration,
+    pub connect_timeout: Duration,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// One flow's outcome: its report, its error, or both (a test that failed part way).
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowOutcome {
+    pub name: String,
+    /// Where its client ran: "local" or a host name.
+    pub from: String,
+    /// The target host's name and address.
+    pub to: String,
+    pub address: String,
+    /// Seconds after the scenario's start instant.
+    pub start_offset_s: f64,
+    /// The `--txstart-time` it was given, seconds since the Unix epoch.
+    pub txstart: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The scenario's start instant: `lead` after wall time `wall` (epoch seconds, to the
+/// millisecond that `--txstart-time` carries).
+pub fn start_instant(lead: Duration, wall: SystemTime) -> f64 {
+    let now = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+    ((now + lead).as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// Run every flow; the start instant and the outcomes, in the file's order.
+pub fn run(plan: &RunPlan) -> (f64, Vec<FlowOutcome>) {
+    let epoch = start_instant(plan.lead, plan.clock.wall());
+    let plans = plan.scenario.plan(epoch);
+    let outcomes = std::thread::scope(|s| {
+        let running: Vec<_> = plans
+            .iter()
+            .map(|p| {
+                std::thread::Builder::new()
+                    .name("nm-flow".into())
+                    .spawn_scoped(s, move || one_flow(plan, p))
+            })
+            .collect();
+        running
+            .into_iter()
+            .zip(&plans)
+            .map(|(h, p)| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    outcome(plan, p, None, Some("the flow's thread failed".into()))
+                }),
+                Err(e) => outcome(plan, p, None, Some(format!("cannot start a thread: {e}"))),
+            })
+            .collect()
+    });
+    (epoch, outcomes)
+}
+
+fn outcome(
+    plan: &RunPlan,
+    p: &FlowPlan,
+    report: Option<Report>,
+    error: Option<String>,
+) -> FlowOutcome {
+    let s = &plan.scenario;
+    let f = &s.flows[p.flow];
+    let to = &s.hosts[f.to];
+    FlowOutcome {
+        name: f.name.clone(),
+        from: s.from_name(f).to_string(),
+        to: to.name.clone(),
+        address: crate::mesh::Host {
+            host: to.host.clone(),
+            port: to.port,
+        }
+        .to_string(),
+        start_offset_s: f.start_s,
+        txstart: p.txstart,
+        report,
+        error,
+    }
+}
+
+fn one_flow(plan: &RunPlan, p: &FlowPlan) -> FlowOutcome {
+    let s = &plan.scenario;
+    let f = &s.flows[p.flow];
+    let to = &s.hosts[f.to];
+    match f.from {
+        Origin::Local => {
+            let Some(Some(cfg)) = plan.local.get(p.flow) else {
+                return outcome(plan, p, None, Some("no client test was prepared".into()));
+            };
+            let mut cfg = cfg.clone();
+            cfg.txstart = Some(p.txstart);
+            if cfg.psk.is_none() {
+                cfg.psk = plan.psk.clone();
+            }
+            let (report, r) = run_keeping_report(&cfg, &mut Quiet);
+            let ran = r.is_ok() || !report.intervals.is_empty();
+            let error = r.err().map(|e| e.to_string()).or(report.error.clone());
+            outcome(plan, p, ran.then_some(report), error)
+        }
+        Origin::Host(h) => {
+            let Some(psk) = plan.psk.clone() else {
+                return outcome(plan, p, None, Some("no psk_file for the hosts".into()));
+            };
+            let ctl = Controller {
+                host: s.hosts[h].host.clone(),
+                port: s.hosts[h].port,
+                psk,
+                connect_timeout: plan.connect_timeout,
+                wait: plan.waits.get(p.flow).copied().unwrap_or_default()
+                    + plan.lead
+                    + Duration::from_secs_f64(f.start_s),
+                stop_on_signal: true,
+                clock: plan.clock.clone(),
+            };
+            let req = ThirdPartyRequest {
+                target: to.host.clone(),
+                port: to.port,
+                args: p.args.clone(),
+            };
+            match request(&ctl, &req) {
+                Ok(r) => {
+                    let error = r.error.clone();
+                    outcome(plan, p, Some(r), error)
+                }
+                Err(e) => outcome(plan, p, None, Some(e.to_string())),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_instant_is_the_lead_after_the_wall_clock_to_the_millisecond() {
+        let wall = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
+        assert_eq!(
+            start_instant(Duration::from_secs(3), wall),
+            1_700_000_003.123
+        );
+        assert_eq!(start_instant(Duration::ZERO, UNIX_EPOCH), 0.0);
+    }
+}
