@@ -1745,6 +1745,7 @@ impl Args {
             mss: self.mss.filter(|&m| m != 0),
             nodelay: self.nodelay,
             tos,
+            ecn: None,
             congestion: self.congestion.clone(),
             fq_rate_bps,
             udp_seq64: self.udp_counters_64bit,
