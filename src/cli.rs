@@ -260,6 +260,9 @@ pub struct Args {
     /// DSCP value (0..63) or name (ef, af11..af43, cs0..cs7).
     #[arg(long = "dscp", allow_hyphen_values = true)]
     pub dscp: Option<String>,
+    /// ECN codepoint for UDP data (ect0 or ect1), kept beside -S/--dscp (docs/ecn.md).
+    #[arg(long = "ecn", value_name = "ect0|ect1")]
+    pub ecn: Option<String>,
     /// Bind data streams to this client port (stream k uses PORT+k).
     #[arg(long = "cport", value_name = "PORT", value_parser = ranged::<u16>("--cport", 1, 65535))]
     pub cport: Option<u16>,
@@ -1731,6 +1734,15 @@ impl Args {
         let end = self.end_condition(protocol, direction)?;
         let (parallel, block_len, rate_bps, burst) = self.streams_and_rate(protocol)?;
         let (window, tos, omit, fq_rate_bps) = self.socket_and_timing()?;
+        let ecn = self
+            .ecn
+            .as_deref()
+            .map(|e| {
+                crate::stats::EcnMark::parse(e)
+                    .ok_or_else(|| usage(format!("--ecn takes ect0 or ect1, not '{e}'")))
+            })
+            .transpose()?;
+        let tos = ecn.map_or(tos, |m| Some(m.on_tos(tos)));
         self.check_switches(protocol, direction)?;
         let spec = TestSpec {
             protocol,
@@ -1745,7 +1757,7 @@ impl Args {
             mss: self.mss.filter(|&m| m != 0),
             nodelay: self.nodelay,
             tos,
-            ecn: None,
+            ecn,
             congestion: self.congestion.clone(),
             fq_rate_bps,
             udp_seq64: self.udp_counters_64bit,
@@ -2051,6 +2063,19 @@ mod tests {
             Some(56 << 2)
         );
         assert!(sentence(&["-c", "h", "--dscp", "cs8"]).contains("not a valid DSCP"));
+    }
+
+    #[test]
+    fn ecn_marks_the_low_bits_beside_the_dscp() {
+        let c = client(&["-c", "h", "-u", "--dscp", "ef", "--ecn", "ect1"]);
+        assert_eq!(c.spec.tos, Some(0xb9));
+        assert_eq!(c.spec.ecn, Some(crate::stats::EcnMark::Ect1));
+        assert_eq!(
+            client(&["-c", "h", "-u", "--ecn", "ect0"]).spec.tos,
+            Some(2)
+        );
+        let e = sentence(&["-c", "h", "--ecn", "ce"]);
+        assert!(e.starts_with("--ecn takes ect0 or ect1"), "{e}");
     }
 
     #[test]
