@@ -62,8 +62,12 @@ pub struct TestSpec {
     pub mss: Option<u32>,
     /// TCP_NODELAY on data sockets (`-N`).
     pub nodelay: bool,
-    /// IP TOS byte (`-S` / `--dscp`).
+    /// IP TOS byte (`-S` / `--dscp`), with `--ecn`'s codepoint in its two low bits.
     pub tos: Option<u8>,
+    /// `--ecn ect0|ect1`: the codepoint this side's UDP datagrams carry (already in
+    /// `tos`, which is what reaches the socket and the peer); kept for the TCP note and
+    /// the reports (docs/ecn.md).
+    pub ecn: Option<crate::stats::EcnMark>,
     /// Congestion control (`-C`).
     pub congestion: Option<String>,
     /// SO_MAX_PACING_RATE in bits/s (`--fq-rate`).
@@ -123,6 +127,7 @@ impl Default for TestSpec {
             mss: None,
             nodelay: false,
             tos: None,
+            ecn: None,
             congestion: None,
             fq_rate_bps: None,
             udp_seq64: false,
@@ -503,6 +508,8 @@ impl TestSpec {
             mss,
             nodelay: p.nodelay.is_some(),
             tos,
+            // The codepoint reaches the server inside `tos`.
+            ecn: None,
             congestion: short(&p.congestion),
             fq_rate_bps,
             udp_seq64: on(p.udp_counters_64bit),

@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 mod calls;
+pub mod ecn;
 pub use calls::{READ_BINS, SocketCalls, lenient_calls, read_bin};
+pub use ecn::{EcnCounts, EcnFigures, EcnMark};
 
 /// RFC 3550 (§6.4.1, A.8) interarrival jitter, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -50,6 +52,9 @@ pub struct UdpCounts {
     pub duplicates: u64,
     /// Jitter, seconds.
     pub jitter_s: f64,
+    /// Datagrams per ECN codepoint, once the receive loop reads the TOS byte
+    /// ([`UdpRecv::on_ecn`]); `None` where it does not.
+    pub ecn: Option<EcnCounts>,
 }
 
 /// Receive-side accounting for one UDP stream.
@@ -118,6 +123,15 @@ impl UdpRecv {
         }
         self.jitter.on_transit(transit_s);
         self.counts.jitter_s = self.jitter.jitter_s;
+    }
+
+    /// Count `datagrams` data datagrams that arrived in one message with TOS (traffic
+    /// class) byte `tos`: under GRO a message's datagrams share its TOS ([`ecn`]).
+    pub fn on_ecn(&mut self, tos: u8, datagrams: u64) {
+        self.counts
+            .ecn
+            .get_or_insert_with(EcnCounts::default)
+            .add(tos, datagrams);
     }
 
     /// The cumulative counters so far.

@@ -508,6 +508,9 @@ pub struct StreamResult {
     /// netmeter extension: UDP datagrams and the kernel messages that carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmeter_udp_io: Option<crate::stats::UdpIo>,
+    /// netmeter extension: the receiver's datagrams per ECN codepoint (docs/ecn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmeter_ecn: Option<crate::stats::EcnCounts>,
     /// netmeter extension: a paced UDP sender's furthest lag behind its `-b` schedule,
     /// ms (see [`crate::pacing::Pacer::max_lag_s`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

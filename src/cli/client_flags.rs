@@ -87,6 +87,9 @@ pub struct ClientFlags {
     /// DSCP value (0..63) or name (ef, af11..af43, cs0..cs7).
     #[arg(long = "dscp", allow_hyphen_values = true)]
     pub dscp: Option<String>,
+    /// ECN codepoint for UDP data (ect0 or ect1), kept beside -S/--dscp (docs/ecn.md).
+    #[arg(long = "ecn", value_name = "ect0|ect1")]
+    pub ecn: Option<String>,
     /// Bind data streams to this client port (stream k uses PORT+k).
     #[arg(long = "cport", value_name = "PORT", value_parser = ranged::<u16>("--cport", 1, 65535))]
     pub cport: Option<u16>,

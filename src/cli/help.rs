@@ -76,6 +76,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "congestion",
             "tos",
             "dscp",
+            "ecn",
             "cport",
             "omit",
             "connect_timeout",

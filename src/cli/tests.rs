@@ -224,6 +224,19 @@ fn tos_takes_dscp_names_as_iperf2() {
 }
 
 #[test]
+fn ecn_marks_the_low_bits_beside_the_dscp() {
+    let c = client(&["-c", "h", "-u", "--dscp", "ef", "--ecn", "ect1"]);
+    assert_eq!(c.spec.tos, Some(0xb9));
+    assert_eq!(c.spec.ecn, Some(crate::stats::EcnMark::Ect1));
+    assert_eq!(
+        client(&["-c", "h", "-u", "--ecn", "ect0"]).spec.tos,
+        Some(2)
+    );
+    let e = sentence(&["-c", "h", "--ecn", "ce"]);
+    assert!(e.starts_with("--ecn takes ect0 or ect1"), "{e}");
+}
+
+#[test]
 fn idle_timeout_without_one_off_is_refused_not_ignored() {
     let e = sentence(&["-s", "--idle-timeout", "5"]);
     assert!(e.starts_with("--idle-timeout needs -1"), "{e}");

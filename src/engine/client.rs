@@ -675,6 +675,13 @@ impl Talk<'_> {
         if let Some(line) = test_common::udp_buffer_line(spec, &out.report.start) {
             out.emit(Event::Info(&line));
         }
+        if spec.ecn.is_some() && spec.protocol == crate::spec::Protocol::Tcp {
+            let line = crate::stats::ecn::tcp_ecn_note(
+                crate::host::probe::tcp_ecn(),
+                spec.congestion.as_deref(),
+            );
+            out.emit(Event::Info(&line));
+        }
         out.start_done();
     }
 

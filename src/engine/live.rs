@@ -330,6 +330,9 @@ pub(super) fn probe_capabilities(w: &mut Worker, spec: &TestSpec, fd: BorrowedFd
         && !sender
         && w.bounceback.is_none()
         && w.shared.udp.is_some();
+    // The same loop counts ECN codepoints (`stats::ecn`): always on, as the kernel
+    // hands the TOS byte over in the control message it already fills.
+    want.recv_tos = want.rx_timestamps;
     w.caps = sock::Capabilities::probe(fd, &want);
 }
 

@@ -42,6 +42,9 @@ fn tcp_snapshot(i: sock::TcpInfo) -> TcpSnapshot {
         total_retrans: i.total_retrans as u64,
         bytes_in_flight: i.bytes_in_flight(),
         dsack_dups: i.dsack_dups as u64,
+        ecn: i.ecn(),
+        delivered: i.delivered as u64,
+        delivered_ce: i.delivered_ce as u64,
     }
 }
 

@@ -649,7 +649,11 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                     // The kernel's arrival stamp (on the same, possibly test-skewed,
                     // clock as our own readings), else the time recvmmsg returned.
                     let rx_ns = r.stamp.map_or(now_ns, |t| t.as_nanos() as i64 + skew);
-                    m.on_message(&buf[..r.len.min(buf.len())], r.segment, rx_ns, &mut sinks);
+                    let n =
+                        m.on_message(&buf[..r.len.min(buf.len())], r.segment, rx_ns, &mut sinks);
+                    if let Some(tos) = r.tos {
+                        sinks.acc.on_ecn(tos, n);
+                    }
                 }
                 drop(frame_rec);
                 drop(owd_rec);

@@ -153,6 +153,11 @@ pub fn apply_sock_opts(
     if let Some(tos) = spec.tos {
         if is_ipv6 {
             s.set_tclass_v6(tos as u32)?;
+            // A dual-stack socket (a server listening on `::`) talks to IPv4 peers
+            // through mapped addresses, and those packets take IP_TOS, not the traffic
+            // class: without it `-S`/`--dscp`/`--ecn` never reached an IPv4 client of
+            // such a server (`-R`). A socket that cannot carry IPv4 refuses; no matter.
+            let _ = s.set_tos(tos as u32);
         } else {
             s.set_tos(tos as u32)?;
         }

@@ -23,6 +23,12 @@ pub fn rmem_default() -> Option<u64> {
     sysctl("net.core.rmem_default").and_then(|t| facts::parse_number(&t))
 }
 
+/// `net.ipv4.tcp_ecn`: whether this host's TCP connections request ECN
+/// (`stats::ecn::tcp_ecn_note`).
+pub fn tcp_ecn() -> Option<u32> {
+    sysctl("net.ipv4.tcp_ecn").and_then(|t| t.trim().parse().ok())
+}
+
 /// The facts that do not depend on an interface (sysctls, CPUs, governor).
 pub fn system() -> HostInfo {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);

@@ -295,6 +295,7 @@ pub fn local_results(
                     netmeter_duplicates: dup,
                     netmeter_host_drops: l.host_drops,
                     netmeter_udp_io: l.udp_io,
+                    netmeter_ecn: l.udp.filter(|_| !l.sender).and_then(|u| u.ecn),
                     netmeter_pacing_lag_ms: l.pacing_lag_ms,
                     netmeter_send_blocked: l.send_blocked,
                     // Filled in by the engine, which measured the threads.

@@ -70,11 +70,15 @@ pub enum Field {
     InProgressPackets,
     NetPower,
     ClockSyncErrors,
+    EcnNotEct,
+    EcnEct1,
+    EcnEct0,
+    EcnCe,
 }
 
 impl Field {
     /// Every column, in the default order.
-    pub const ALL: [Field; 42] = [
+    pub const ALL: [Field; 46] = [
         Field::Kind,
         Field::Direction,
         Field::Role,
@@ -117,6 +121,10 @@ impl Field {
         Field::InProgressPackets,
         Field::NetPower,
         Field::ClockSyncErrors,
+        Field::EcnNotEct,
+        Field::EcnEct1,
+        Field::EcnEct0,
+        Field::EcnCe,
     ];
 
     /// The header name.
@@ -164,6 +172,10 @@ impl Field {
             Field::InProgressPackets => "in_progress_packets",
             Field::NetPower => "net_power",
             Field::ClockSyncErrors => "clock_sync_errors",
+            Field::EcnNotEct => "ecn_not_ect",
+            Field::EcnEct1 => "ecn_ect1",
+            Field::EcnEct0 => "ecn_ect0",
+            Field::EcnCe => "ecn_ce",
         }
     }
 }
@@ -289,6 +301,8 @@ struct Row {
     jitter_ms: Option<f64>,
     out_of_order: Option<u64>,
     duplicates: Option<u64>,
+    /// A UDP receiver's datagrams per ECN codepoint (docs/ecn.md).
+    ecn: Option<crate::stats::EcnCounts>,
     /// netmeter's per-interval extras (bounceback, trip times, connect-only, iperf 2's
     /// figures).
     ext: Option<StreamExt>,
@@ -316,6 +330,7 @@ impl Row {
         self.jitter_ms = recv.map(|u| u.jitter_ms);
         self.out_of_order = extra.map(|u| u.out_of_order);
         self.duplicates = extra.map(|u| u.duplicates);
+        self.ecn = extra.and_then(|u| u.ecn).map(|e| e.counts);
         self.ext = ext;
         self
     }
@@ -409,6 +424,7 @@ fn end_udp_row(direction: &'static str, u: &EndUdp) -> Row {
         jitter_ms: Some(u.jitter_ms),
         out_of_order: Some(u.out_of_order),
         duplicates: u.netmeter.map(|n| n.duplicates),
+        ecn: u.netmeter.and_then(|n| n.ecn).map(|e| e.counts),
         ..Row::default()
     }
 }
@@ -617,6 +633,10 @@ fn render(out: &mut String, cols: &Columns, ctx: &RowCtx, row: &Row) {
             Field::InProgressPackets => float(out, fig.in_progress_packets),
             Field::NetPower => float(out, fig.net_power),
             Field::ClockSyncErrors => opt(out, fig.clock_sync_errors),
+            Field::EcnNotEct => opt(out, row.ecn.map(|e| e.not_ect)),
+            Field::EcnEct1 => opt(out, row.ecn.map(|e| e.ect1)),
+            Field::EcnEct0 => opt(out, row.ecn.map(|e| e.ect0)),
+            Field::EcnCe => opt(out, row.ecn.map(|e| e.ce)),
         }
     }
     out.push('\n');
@@ -737,8 +757,49 @@ mod tests {
              local_host,local_port,remote_host,remote_port,title,transactions,\
              transaction_rtt_mean_us,transaction_rtt_p99_us,owd_mean_us,owd_p99_us,\
              connections,connect_mean_us,packets_per_second,writes,write_errors,reads,\
-             in_progress_bytes,in_progress_packets,net_power,clock_sync_errors\n"
+             in_progress_bytes,in_progress_packets,net_power,clock_sync_errors,\
+             ecn_not_ect,ecn_ect1,ecn_ect0,ecn_ce\n"
         );
+    }
+
+    #[test]
+    fn ecn_columns_carry_a_receivers_counts() {
+        let mut r = fixture("udp_bidir.json");
+        let counts = crate::stats::EcnCounts {
+            not_ect: 1,
+            ect1: 2,
+            ect0: 3,
+            ce: 4,
+        };
+        let i = r.intervals[0]
+            .streams
+            .iter()
+            .position(|s| s.udp_recv.is_some())
+            .expect("a receiver row");
+        let row = &mut r.intervals[0].streams[i];
+        let ext = row.netmeter.get_or_insert_with(Default::default);
+        ext.udp.get_or_insert_with(Default::default).ecn = Some(counts.figures());
+        let socket = row.socket.to_string();
+        let (head, rows) = table(&rows(&r, &Columns::default()));
+        let got = rows
+            .iter()
+            .find(|x| {
+                x[0] == "interval"
+                    && col(&head, x, "stream") == socket
+                    && col(&head, x, "role") == "receiver"
+            })
+            .expect("the row");
+        let cells: Vec<_> = ["ecn_not_ect", "ecn_ect1", "ecn_ect0", "ecn_ce"]
+            .iter()
+            .map(|c| col(&head, got, c))
+            .collect();
+        assert_eq!(cells, ["1", "2", "3", "4"]);
+        // A sender row has none.
+        let sender = rows
+            .iter()
+            .find(|x| col(&head, x, "role") == "sender")
+            .unwrap();
+        assert_eq!(col(&head, sender, "ecn_ce"), "");
     }
 
     /// TCP with -P 2 (iperf3 3.22 lines): per interval two stream rows and a sum row,

@@ -321,6 +321,36 @@ pub struct TcpExtra {
     /// duplicates (D-SACK, `tcpi_dsack_dups`): retransmissions that were not needed.
     #[serde(default)]
     pub spurious_retransmits: u64,
+    /// ECN on this connection, where it was negotiated (docs/ecn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<TcpEcn>,
+}
+
+/// A TCP sender's ECN feedback over an interval, from TCP_INFO: present only when the
+/// handshake negotiated ECN (`tcpi_options`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpEcn {
+    /// Segments delivered in the interval (`tcpi_delivered`).
+    pub delivered: u64,
+    /// Of those, the ones the receiver echoed as CE-marked (`tcpi_delivered_ce`; with
+    /// classic ECN the echo repeats until the sender's CWR, so an upper bound).
+    pub ce_delivered: u64,
+    pub ce_percent: f64,
+}
+
+impl TcpEcn {
+    /// The figures from the interval's deltas.
+    pub fn new(delivered: u64, ce_delivered: u64) -> TcpEcn {
+        TcpEcn {
+            delivered,
+            ce_delivered,
+            ce_percent: if delivered > 0 {
+                100.0 * ce_delivered as f64 / delivered as f64
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// netmeter's extras for a TCP sender's end summary (`end.streams[].sender.netmeter`,
@@ -337,6 +367,10 @@ pub struct TcpEndExtra {
 pub struct UdpExtra {
     pub out_of_order: u64,
     pub duplicates: u64,
+    /// Datagrams per ECN codepoint in the interval, with their shares (docs/ecn.md);
+    /// present where the receiver read the TOS byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<crate::stats::EcnFigures>,
 }
 
 /// Sum over the streams of one direction in one interval.
@@ -445,6 +479,9 @@ pub struct UdpEndExtra {
     pub receiver_seconds: f64,
     /// Datagrams the receiver counted.
     pub receiver_packets: u64,
+    /// The receiver's datagrams per ECN codepoint with their shares (docs/ecn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<crate::stats::EcnFigures>,
 }
 
 /// One element of `end.streams`.

@@ -6,6 +6,7 @@
 //! to print; nothing here writes to a terminal.
 
 pub mod connect;
+mod ecn;
 mod end;
 mod figures;
 pub mod profile;
@@ -200,7 +201,8 @@ fn row_line(ctx: &TextCtx, id: String, r: &StreamInterval) -> String {
         None => String::new(),
     };
     let profile = profile::row_suffix(r.netmeter.as_deref().copied());
-    format!("{head}{tail}{owd}{profile}{}\n", omitted(r.omitted))
+    let ecn = ecn::row_suffix(ctx, r);
+    format!("{head}{tail}{owd}{profile}{ecn}{}\n", omitted(r.omitted))
 }
 
 fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
@@ -305,13 +307,17 @@ pub fn first_interval_header(ctx: &TextCtx, iv: &Interval) -> String {
         .first()
         .is_none_or(|r| r.netmeter.as_ref().and_then(|n| n.transactions).is_some());
     let h = interval_header(&ctx, sender);
+    let ecn = ecn::header_suffix(&ctx, &iv.streams);
     // `--trip-times` receivers end each row with the interval's one-way delays.
     if iv
         .streams
         .iter()
         .any(|r| r.netmeter.as_ref().is_some_and(|n| n.owd.is_some()))
     {
-        return format!("{}  OWD min/mean/max\n", h.trim_end());
+        return format!("{}  OWD min/mean/max{ecn}\n", h.trim_end());
+    }
+    if !ecn.is_empty() {
+        return format!("{}{ecn}\n", h.trim_end());
     }
     h
 }

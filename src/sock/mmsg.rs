@@ -33,6 +33,17 @@ pub fn set_rx_timestamps(fd: BorrowedFd<'_>) -> bool {
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &v).is_ok()
 }
 
+/// Have the kernel hand over every received datagram's TOS byte (IP_RECVTOS) or IPv6
+/// traffic class (IPV6_RECVTCLASS), read back by [`Batch::recv_segments`] for ECN
+/// counting (`stats::ecn`). Both are asked for: an IPv6 socket receives IPv4-mapped
+/// traffic with an IPv4 header. Returns false where neither is taken.
+pub fn set_recv_tos(fd: BorrowedFd<'_>) -> bool {
+    let v: libc::c_int = 1;
+    let v4 = setsockopt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, &v).is_ok();
+    let v6 = setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, &v).is_ok();
+    v4 || v6
+}
+
 /// One received message: its length and, with GRO, the size of the datagrams in it
 /// (0 when the message is a single datagram).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,16 +52,22 @@ pub struct Received {
     pub segment: usize,
     /// Kernel arrival time since the Unix epoch, with [`set_rx_timestamps`] on.
     pub stamp: Option<std::time::Duration>,
+    /// The TOS byte (IPv4) or traffic class (IPv6) the message arrived with, with
+    /// [`set_recv_tos`] on; under GRO one for all of the message's datagrams.
+    pub tos: Option<u8>,
 }
 
 /// Batched UDP I/O over a connected socket: one syscall for many datagrams.
 pub struct Batch {
     iov: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Control-message space per message, for the GRO segment size (24 bytes) and the
-    /// receive timestamp (32 bytes).
-    cmsg: Vec<[u64; 8]>,
+    /// Control-message space per message, for the GRO segment size (24 bytes), the
+    /// receive timestamp (32 bytes) and the TOS byte or traffic class (24 bytes).
+    cmsg: Vec<[u64; CMSG_WORDS]>,
 }
+
+/// 8-byte words of control-message space per received message (96 bytes: 80 used).
+const CMSG_WORDS: usize = 12;
 
 // SAFETY: the raw pointers inside point into buffers owned by the caller for the
 // duration of each call only; a Batch carries no references between calls.
@@ -64,7 +81,7 @@ impl Batch {
             iov: vec![unsafe { std::mem::zeroed() }; n],
             // SAFETY: as above.
             hdrs: vec![unsafe { std::mem::zeroed() }; n],
-            cmsg: vec![[0u64; 8]; n],
+            cmsg: vec![[0u64; CMSG_WORDS]; n],
         }
     }
 
@@ -106,7 +123,7 @@ impl Batch {
             self.hdrs[i].msg_hdr.msg_iov = &mut self.iov[i];
             self.hdrs[i].msg_hdr.msg_iovlen = 1;
             self.hdrs[i].msg_hdr.msg_control = self.cmsg[i].as_mut_ptr() as *mut libc::c_void;
-            self.hdrs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
+            self.hdrs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; CMSG_WORDS]>() as _;
             self.hdrs[i].msg_len = 0;
         }
         // SAFETY: hdrs[..n] point at iovecs describing writable buffers owned by `bufs`
@@ -125,6 +142,7 @@ impl Batch {
         for h in &self.hdrs[..got] {
             let mut segment = 0usize;
             let mut stamp = None;
+            let mut tos = None;
             // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* walk only
             // within that length.
             unsafe {
@@ -142,6 +160,16 @@ impl Batch {
                             ts.tv_sec.max(0) as u64,
                             ts.tv_nsec.clamp(0, 999_999_999) as u32,
                         ));
+                    } else if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS
+                    {
+                        // One byte (ip_cmsg_recv_tos).
+                        tos = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c)));
+                    } else if (*c).cmsg_level == libc::IPPROTO_IPV6
+                        && (*c).cmsg_type == libc::IPV6_TCLASS
+                    {
+                        // An int holding the traffic class (ip6_datagram_recv_specific_ctl).
+                        let p = libc::CMSG_DATA(c) as *const libc::c_int;
+                        tos = Some((std::ptr::read_unaligned(p) & 0xff) as u8);
                     }
                     c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
                 }
@@ -150,6 +178,7 @@ impl Batch {
                 len: h.msg_len as usize,
                 segment,
                 stamp,
+                tos,
             });
         }
         Ok(())
@@ -207,6 +236,49 @@ mod tests {
             }
         }
         assert_eq!((bytes, datagrams), (1000, 10));
+    }
+
+    #[test]
+    fn tos_byte_comes_with_each_message_v4_and_v6() {
+        for (any, tos) in [("127.0.0.1:0", 0x2a_u32), ("[::1]:0", 0xb9)] {
+            let Ok(b) = std::net::UdpSocket::bind(any) else {
+                continue; // no IPv6 here
+            };
+            let a = std::net::UdpSocket::bind(any).unwrap();
+            a.connect(b.local_addr().unwrap()).unwrap();
+            let s = socket2::SockRef::from(&a);
+            if b.local_addr().unwrap().is_ipv6() {
+                s.set_tclass_v6(tos).unwrap();
+            } else {
+                s.set_tos(tos).unwrap();
+            }
+            assert!(set_recv_tos(b.as_fd()));
+            a.send(&[1u8; 20]).unwrap();
+            let mut batch = Batch::new(1);
+            let (mut bufs, mut got) = (vec![vec![0u8; 64]], Vec::new());
+            batch.recv_segments(b.as_fd(), &mut bufs, &mut got).unwrap();
+            assert_eq!(got[0].tos, Some(tos as u8), "{any}");
+        }
+    }
+
+    #[test]
+    fn gro_keeps_the_tos_with_timestamps_on() {
+        // All three control messages at once fit the per-message space.
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        socket2::SockRef::from(&a).set_tos(0x01).unwrap();
+        if !set_udp_gso(a.as_fd(), 100) || !set_udp_gro(b.as_fd()) {
+            return;
+        }
+        assert!(set_recv_tos(b.as_fd()) && set_rx_timestamps(b.as_fd()));
+        let mut batch = Batch::new(2);
+        assert_eq!(batch.send(a.as_fd(), &[&[7u8; 1000]]).unwrap(), 1);
+        let (mut bufs, mut got) = (vec![vec![0u8; 65536]; 2], Vec::new());
+        batch.recv_segments(b.as_fd(), &mut bufs, &mut got).unwrap();
+        assert_eq!(got[0].tos, Some(0x01), "{got:?}");
+        assert_eq!(got[0].segment, 100, "{got:?}");
+        assert!(got[0].stamp.is_some(), "{got:?}");
     }
 
     #[test]

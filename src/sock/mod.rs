@@ -25,7 +25,7 @@ pub mod process;
 pub mod tcp_info;
 pub mod zerocopy;
 
-pub use mmsg::{Batch, Received, set_rx_timestamps, set_udp_gro, set_udp_gso};
+pub use mmsg::{Batch, Received, set_recv_tos, set_rx_timestamps, set_udp_gro, set_udp_gso};
 pub use options::{
     mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
 };
@@ -304,6 +304,9 @@ pub struct Capabilities {
     pub rx_timestamps: bool,
     /// SO_BUSY_POLL: blocking reads poll the device queue first.
     pub busy_poll: bool,
+    /// IP_RECVTOS / IPV6_RECVTCLASS: every received message carries its TOS byte, for
+    /// the ECN counts.
+    pub recv_tos: bool,
 }
 
 /// What this kernel offers this process, probed on fresh sockets that are never
@@ -362,6 +365,7 @@ pub struct Wanted {
     pub rx_timestamps: bool,
     /// SO_BUSY_POLL for this many µs.
     pub busy_poll_us: Option<u32>,
+    pub recv_tos: bool,
 }
 
 impl Capabilities {
@@ -377,6 +381,7 @@ impl Capabilities {
             busy_poll: want
                 .busy_poll_us
                 .is_some_and(|us| set_busy_poll(fd, us).is_ok()),
+            recv_tos: want.recv_tos && set_recv_tos(fd),
         }
     }
 }

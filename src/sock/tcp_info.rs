@@ -134,9 +134,26 @@ pub struct TcpInfo {
     pub reord_seen: u32,
     /// `tcpi_snd_wnd` (Linux 5.4+): the peer's advertised receive window, bytes.
     pub snd_wnd: u32,
+    /// `tcpi_options`: TCPI_OPT_* bits the connection negotiated ([`TcpInfo::ecn`]).
+    pub options: u8,
+    /// `tcpi_delivered` (Linux 4.18+): segments delivered to the peer, retransmits
+    /// included.
+    pub delivered: u32,
+    /// `tcpi_delivered_ce` (Linux 4.18+): of those, the segments the peer echoed as
+    /// CE-marked (ECE on the ACK; with classic ECN the echo repeats until CWR, so an
+    /// upper bound; with AccECN exact).
+    pub delivered_ce: u32,
 }
 
+/// `tcpi_options` bit: ECN was negotiated on the connection (`linux/tcp.h`).
+const TCPI_OPT_ECN: u8 = 0x08;
+
 impl TcpInfo {
+    /// ECN was negotiated in the handshake (`TCPI_OPT_ECN`).
+    pub fn ecn(&self) -> bool {
+        self.options & TCPI_OPT_ECN != 0
+    }
+
     /// Congestion window in bytes (segments × MSS).
     pub fn snd_cwnd_bytes(&self) -> u64 {
         self.snd_cwnd as u64 * self.snd_mss as u64
@@ -170,6 +187,9 @@ impl TcpInfo {
             dsack_dups: field!(dsack_dups),
             reord_seen: field!(reord_seen),
             snd_wnd: field!(snd_wnd),
+            options: field!(options),
+            delivered: field!(delivered),
+            delivered_ce: field!(delivered_ce),
         }
     }
 
@@ -239,6 +259,9 @@ mod tests {
             reord_seen: 2,
             snd_wnd: 65535,
             pacing_rate: u64::MAX,
+            options: 0x08 | 0x04,
+            delivered: 900,
+            delivered_ce: 45,
             ..RawTcpInfo::default()
         }
     }
@@ -259,8 +282,13 @@ mod tests {
                 dsack_dups: 3,
                 reord_seen: 2,
                 snd_wnd: 65535,
+                options: 0x0c,
+                delivered: 900,
+                delivered_ce: 45,
             }
         );
+        assert!(info.ecn());
+        assert!(!TcpInfo::default().ecn());
         assert_eq!(info.snd_cwnd_bytes(), 20 * 1448);
         assert_eq!(info.bytes_in_flight(), 10 * 1448);
         // Bytes past the known struct (a newer kernel) change nothing.
@@ -279,8 +307,13 @@ mod tests {
         // A length that cuts a field in half leaves that field out too.
         let cut = TcpInfo::parse(&all[..offset_of!(RawTcpInfo, snd_wnd) + 2]);
         assert_eq!((cut.reord_seen, cut.snd_wnd), (2, 0));
-        // Only the first 8 bytes: nothing netmeter reads.
-        assert_eq!(TcpInfo::parse(&all[..8]), TcpInfo::default());
+        // Only the first 8 bytes: of what netmeter reads, the option bits.
+        let first = TcpInfo {
+            options: 0x0c,
+            ..TcpInfo::default()
+        };
+        assert_eq!(TcpInfo::parse(&all[..8]), first);
+        assert_eq!(TcpInfo::parse(&all[..5]), TcpInfo::default());
         assert_eq!(TcpInfo::parse(&[]), TcpInfo::default());
     }
 

@@ -35,6 +35,7 @@ mod cli;
 mod connect_only;
 mod door;
 mod e2e;
+mod ecn;
 mod experiments;
 mod exposure;
 mod figures;

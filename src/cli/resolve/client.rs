@@ -559,6 +559,16 @@ impl Args {
         let end = self.end_condition(protocol, direction)?;
         let (parallel, block_len, rate_bps, burst) = self.streams_and_rate(protocol)?;
         let (window, tos, omit, fq_rate_bps) = self.socket_and_timing()?;
+        let ecn = self
+            .client
+            .ecn
+            .as_deref()
+            .map(|e| {
+                crate::stats::EcnMark::parse(e)
+                    .ok_or_else(|| usage(format!("--ecn takes ect0 or ect1, not '{e}'")))
+            })
+            .transpose()?;
+        let tos = ecn.map_or(tos, |m| Some(m.on_tos(tos)));
         self.check_switches(protocol, direction)?;
         let spec = TestSpec {
             protocol,
@@ -573,6 +583,7 @@ impl Args {
             mss: self.client.mss.filter(|&m| m != 0),
             nodelay: self.client.nodelay,
             tos,
+            ecn,
             congestion: self.client.congestion.clone(),
             fq_rate_bps,
             udp_seq64: self.udp.udp_counters_64bit,

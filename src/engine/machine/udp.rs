@@ -225,8 +225,16 @@ impl UdpReceiver {
     }
 
     /// One received message `buf` that arrived at `rx_ns` (this host's wall clock, ns):
-    /// one datagram, or with GRO several of `segment` bytes each (0: one).
-    pub fn on_message(&mut self, buf: &[u8], segment: usize, rx_ns: i64, sinks: &mut RecvSinks) {
+    /// one datagram, or with GRO several of `segment` bytes each (0: one). Returns how
+    /// many data datagrams it held (for the ECN counts, which the message's TOS byte
+    /// gives for all of them).
+    pub fn on_message(
+        &mut self,
+        buf: &[u8],
+        segment: usize,
+        rx_ns: i64,
+        sinks: &mut RecvSinks,
+    ) -> u64 {
         let hdr_len = UdpHeader::len(self.seq64);
         let stride = if segment > 0 {
             segment
@@ -254,6 +262,7 @@ impl UdpReceiver {
         if self.datagrams > before {
             self.messages += 1;
         }
+        self.datagrams - before
     }
 
     /// Data bytes received.
@@ -361,8 +370,8 @@ mod tests {
             owd: Some(&mut owd),
             frames: None,
         };
-        r.on_message(&buf, 1000, 2_001_000_000, &mut sinks);
-        r.on_message(b"9876", 0, 2_001_000_000, &mut sinks);
+        assert_eq!(r.on_message(&buf, 1000, 2_001_000_000, &mut sinks), 3);
+        assert_eq!(r.on_message(b"9876", 0, 2_001_000_000, &mut sinks), 0);
         assert_eq!((r.datagrams(), r.bytes(), r.messages()), (3, 3000, 1));
         let c = acc.counts();
         assert_eq!((c.highest_seq, c.received, c.lost), (3, 3, 0));

@@ -19,7 +19,7 @@
 //! figures to the rows this module builds (see [`Accountant::tick`]'s `extras`).
 
 use super::{LocalFinal, Sample, TcpTotals, figures, interval, stream_interval};
-use crate::report::{Interval, StreamInterval, TcpExtra, TcpFigures};
+use crate::report::{Interval, StreamInterval, TcpEcn, TcpExtra, TcpFigures};
 use crate::spec::Protocol;
 use crate::stats::UdpCounts;
 
@@ -49,6 +49,12 @@ pub struct TcpSnapshot {
     /// `tcpi_dsack_dups`, cumulative: retransmissions the receiver reported as not
     /// needed (0 where the kernel is too old to say).
     pub dsack_dups: u64,
+    /// ECN was negotiated on the connection (`tcpi_options`).
+    pub ecn: bool,
+    /// `tcpi_delivered`, cumulative: segments delivered.
+    pub delivered: u64,
+    /// `tcpi_delivered_ce`, cumulative: of those, echoed as CE-marked.
+    pub delivered_ce: u64,
 }
 
 /// One stream's cumulative counters at one instant.
@@ -78,6 +84,8 @@ pub struct Accountant {
     prev_retrans: Vec<(u64, u64)>,
     /// The same where the measured part began.
     retrans_base: Vec<(u64, u64)>,
+    /// (`tcpi_delivered`, `tcpi_delivered_ce`) at the last interval's end.
+    prev_delivered: Vec<(u64, u64)>,
     tcp_totals: Vec<TcpTotals>,
 }
 
@@ -99,8 +107,18 @@ impl Accountant {
         let prev_retrans: Vec<(u64, u64)> = (0..n)
             .map(|i| retrans_of(first_tcp.get(i).unwrap_or(&None)))
             .collect();
+        let prev_delivered = (0..n)
+            .map(|i| {
+                first_tcp
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map_or((0, 0), |t| (t.delivered, t.delivered_ce))
+            })
+            .collect();
         Accountant {
             retrans_base: prev_retrans.clone(),
+            prev_delivered,
             protocol,
             bidir,
             streams,
@@ -174,11 +192,19 @@ impl Accountant {
             if let Some(info) = snap.tcp {
                 let rtt_s = info.figures.rtt as f64 / 1e6;
                 let bps = row.bits_per_second;
+                let (prev_delivered, prev_ce) = self.prev_delivered[i];
+                self.prev_delivered[i] = (info.delivered, info.delivered_ce);
                 row.netmeter.get_or_insert_with(Default::default).tcp = Some(TcpExtra {
                     bytes_in_flight: info.bytes_in_flight,
                     inp_bytes: bps / 8.0 * rtt_s,
                     net_power: if rtt_s > 0.0 { bps / rtt_s } else { 0.0 },
                     spurious_retransmits: spurious,
+                    ecn: info.ecn.then(|| {
+                        TcpEcn::new(
+                            info.delivered.saturating_sub(prev_delivered),
+                            info.delivered_ce.saturating_sub(prev_ce),
+                        )
+                    }),
                 });
             }
             extras(
@@ -244,6 +270,7 @@ impl Accountant {
                         out_of_order: u.out_of_order.saturating_sub(bu.out_of_order),
                         duplicates: u.duplicates.saturating_sub(bu.duplicates),
                         jitter_s: u.jitter_s,
+                        ecn: u.ecn.map(|e| e.since(&bu.ecn.unwrap_or_default())),
                     }
                 });
                 let end = if key.sender { send_end_s } else { recv_end_s };
@@ -320,6 +347,7 @@ mod tests {
                 total_retrans,
                 bytes_in_flight: 5_000,
                 dsack_dups,
+                ..TcpSnapshot::default()
             }),
         }
     }
@@ -336,6 +364,7 @@ mod tests {
                     out_of_order: 0,
                     duplicates: 0,
                     jitter_s,
+                    ecn: None,
                 }),
                 calls: None,
             },

@@ -451,6 +451,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                     duplicates: p.netmeter_duplicates.unwrap_or(0),
                     jitter_s: p.jitter,
                     received: 0,
+                    ecn: p.netmeter_ecn,
                 });
                 (
                     l.bytes,
@@ -484,6 +485,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 receiver_bits_per_second: bits_per_second(b, rcv_secs.unwrap_or(0.0)),
                 receiver_seconds: rcv_secs.unwrap_or(0.0),
                 receiver_packets: rcv.received,
+                ecn: rcv.ecn.map(|e| e.figures()),
             });
             EndStream {
                 sender: None,

@@ -62,6 +62,7 @@ pub fn stream_interval(
                 udp: Some(UdpExtra {
                     out_of_order: u.out_of_order.saturating_sub(p.out_of_order),
                     duplicates: u.duplicates.saturating_sub(p.duplicates),
+                    ecn: u.ecn.map(|e| e.since(&p.ecn.unwrap_or_default()).figures()),
                 }),
                 ..StreamExt::default()
             }));

@@ -824,6 +824,7 @@ mod tests {
             udp: Some(crate::report::UdpExtra {
                 out_of_order: 7,
                 duplicates: 2,
+                ecn: None,
             }),
             ..Default::default()
         }));

@@ -268,6 +268,7 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         t.push_str(&trip_times_summary(tt));
     }
     t.push_str(&profile::summary_text(x));
+    t.push_str(&super::ecn::end_lines(ctx, e));
     if let Some(f) = x.iperf2_figures.as_ref().filter(|_| ctx.verbose) {
         t.push_str(&super::figures::end_lines(ctx, f, local_senders));
     }

@@ -1,0 +1,159 @@
+//! The ECN column of the text report (docs/ecn.md): a UDP receiver's datagrams per
+//! codepoint on each interval row, and the whole test's counts with their shares after
+//! the end table. Shown with `-V`, or wherever ECN-capable or CE-marked datagrams
+//! arrived (which `--ecn` on the sender makes so): a test with no marks at all stays in
+//! iperf3's layout.
+
+use super::TextCtx;
+use crate::report::{End, StreamInterval, TcpEcn};
+use crate::stats::{EcnCounts, EcnFigures};
+use std::fmt::Write;
+
+fn shown(ctx: &TextCtx, c: &EcnCounts) -> bool {
+    ctx.verbose || c.total() > c.not_ect
+}
+
+/// The row's ECN suffix: `  ECN 0/980/0/20 (CE 2%)`, counts in the order Not-ECT,
+/// ECT(1), ECT(0), CE; for a TCP sender that negotiated ECN, the CE it was echoed.
+pub fn row_suffix(ctx: &TextCtx, r: &StreamInterval) -> String {
+    let Some(x) = r.netmeter.as_deref() else {
+        return String::new();
+    };
+    if let Some(e) = x.udp.and_then(|u| u.ecn).filter(|e| shown(ctx, &e.counts)) {
+        let c = e.counts;
+        return format!(
+            "  ECN {}/{}/{}/{} (CE {}%)",
+            c.not_ect,
+            c.ect1,
+            c.ect0,
+            c.ce,
+            short_pct(e.ce_percent)
+        );
+    }
+    match x.tcp.and_then(|t| t.ecn) {
+        Some(TcpEcn {
+            ce_delivered,
+            ce_percent,
+            ..
+        }) => format!("  ECN CE {ce_delivered} ({}%)", short_pct(ce_percent)),
+        None => String::new(),
+    }
+}
+
+/// The header's words for the suffix, when the first interval's rows carry it.
+pub fn header_suffix(ctx: &TextCtx, rows: &[StreamInterval]) -> &'static str {
+    if rows.iter().any(|r| !row_suffix(ctx, r).is_empty()) {
+        "  ECN N/E1/E0/CE"
+    } else {
+        ""
+    }
+}
+
+/// After the end table: each UDP receiver's codepoint counts with their shares.
+pub fn end_lines(ctx: &TextCtx, e: &End) -> String {
+    let mut t = String::new();
+    for u in e.streams.iter().filter_map(|s| s.udp.as_ref()) {
+        let Some(f) = u.netmeter.as_ref().and_then(|n| n.ecn) else {
+            continue;
+        };
+        if !shown(ctx, &f.counts) {
+            continue;
+        }
+        let _ = writeln!(
+            t,
+            "[{:>3}] ECN at the receiver: {}",
+            u.socket,
+            counts_text(&f)
+        );
+    }
+    t
+}
+
+fn counts_text(f: &EcnFigures) -> String {
+    let c = f.counts;
+    format!(
+        "Not-ECT {} ({}%), ECT(1) {} ({}%), ECT(0) {} ({}%), CE {} ({}%)",
+        c.not_ect,
+        short_pct(f.not_ect_percent),
+        c.ect1,
+        short_pct(f.ect1_percent),
+        c.ect0,
+        short_pct(f.ect0_percent),
+        c.ce,
+        short_pct(f.ce_percent)
+    )
+}
+
+fn short_pct(p: f64) -> String {
+    let s = format!("{p:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{StreamExt, UdpExtra};
+    use crate::spec::Protocol;
+    use crate::units::Format;
+
+    fn ctx(verbose: bool) -> TextCtx {
+        TextCtx {
+            format: Format::Auto,
+            protocol: Protocol::Udp,
+            bidir: false,
+            client: true,
+            verbose,
+            title: None,
+            bounceback: false,
+            connect_only: false,
+            histogram_bin_ms: None,
+        }
+    }
+
+    fn row(c: EcnCounts) -> StreamInterval {
+        StreamInterval {
+            netmeter: Some(Box::new(StreamExt {
+                udp: Some(UdpExtra {
+                    ecn: Some(c.figures()),
+                    ..UdpExtra::default()
+                }),
+                ..StreamExt::default()
+            })),
+            ..StreamInterval::default()
+        }
+    }
+
+    #[test]
+    fn marked_rows_show_the_column_unmarked_ones_only_with_v() {
+        let marked = row(EcnCounts {
+            not_ect: 0,
+            ect1: 980,
+            ect0: 0,
+            ce: 20,
+        });
+        assert_eq!(row_suffix(&ctx(false), &marked), "  ECN 0/980/0/20 (CE 2%)");
+        let plain = row(EcnCounts {
+            not_ect: 50,
+            ..EcnCounts::default()
+        });
+        assert_eq!(row_suffix(&ctx(false), &plain), "");
+        assert_eq!(row_suffix(&ctx(true), &plain), "  ECN 50/0/0/0 (CE 0%)");
+        assert_eq!(header_suffix(&ctx(false), &[plain]), "");
+        assert_eq!(row_suffix(&ctx(true), &StreamInterval::default()), "");
+    }
+
+    #[test]
+    fn tcp_rows_show_the_echoed_ce() {
+        let r = StreamInterval {
+            netmeter: Some(Box::new(StreamExt {
+                tcp: Some(crate::report::TcpExtra {
+                    ecn: Some(TcpEcn::new(400, 10)),
+                    ..Default::default()
+                }),
+                ..StreamExt::default()
+            })),
+            ..StreamInterval::default()
+        };
+        assert_eq!(row_suffix(&ctx(false), &r), "  ECN CE 10 (2.5%)");
+    }
+}

@@ -1,0 +1,247 @@
+//! ECN end to end (issue 23 items 5-7, docs/ecn.md): the codepoint `--ecn` puts on
+//! UDP datagrams arrives and is counted per codepoint by the receiver, per interval and
+//! in the end summary, whichever side receives; the DSCP beside it is kept.
+
+use crate::support::*;
+
+/// The receiver's ECN counts in an interval row or an end object.
+fn ecn_of(v: &serde_json::Value) -> Option<(u64, u64, u64, u64)> {
+    let e = v.get("ecn")?;
+    let n = |k: &str| e[k].as_u64().unwrap_or(u64::MAX);
+    Some((n("not_ect"), n("ect1"), n("ect0"), n("ce")))
+}
+
+#[test]
+fn upload_ect1_arrives_as_ect1_and_the_server_sends_its_counts_back() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let v = client_json(
+        port,
+        &[
+            "-u", "-b", "2M", "-t", "1", "--dscp", "af11", "--ecn", "ect1",
+        ],
+    );
+    assert_eq!(v["start"]["test_start"]["tos"], 0x29, "{v}");
+    let udp = &v["end"]["streams"][0]["udp"];
+    let end = &udp["netmeter"];
+    // The datagrams that arrived, as the server's results told the client.
+    let packets = udp["packets"].as_u64().unwrap_or(0) - udp["lost_packets"].as_u64().unwrap_or(0);
+    assert!(packets > 0, "{udp}");
+    // Every datagram the server counted arrived ECT(1); none lost its mark.
+    assert_eq!(ecn_of(end), Some((0, packets, 0, 0)), "{end}");
+    assert_eq!(end["ecn"]["ect1_percent"], 100.0, "{end}");
+}
+
+#[test]
+fn reverse_ect0_is_counted_per_interval_by_the_client() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &["-1"]);
+    let v = client_json(port, &["-u", "-b", "2M", "-t", "2", "-R", "--ecn", "ect0"]);
+    let mut sum = 0;
+    for iv in v["intervals"].as_array().expect("intervals") {
+        let row = &iv["streams"][0];
+        let udp = &row["netmeter"];
+        // Every row has counts; each interval's ECT(0) count is its datagrams.
+        let got = ecn_of(udp).unwrap_or_else(|| panic!("no ecn in {row}"));
+        let received =
+            row["packets"].as_u64().unwrap_or(0) - row["lost_packets"].as_u64().unwrap_or(0);
+        assert_eq!(got, (0, 0, received, 0), "{row}");
+        sum += got.2;
+    }
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    assert_eq!(ecn_of(end).map(|e| e.2), Some(sum), "{end}");
+    assert!(sum > 0, "{v}");
+}
+
+/// A server listening on `::` (no `-B`) serves an IPv4 client through a dual-stack
+/// socket, whose IPv4 packets take IP_TOS rather than the traffic class: it used to set
+/// only the traffic class, so `-R` datagrams went out unmarked (the DSCP of `-S` too).
+#[test]
+fn a_dual_stack_server_marks_its_ipv4_datagrams() {
+    let port = free_port();
+    let mut srv = Proc::spawn(
+        "netmeter server on ::",
+        std::process::Command::new(netmeter()).args(["-s", "-1", "-p", &port.to_string()]),
+    );
+    let _out = srv.drain();
+    wait_listening(port);
+    let v = client_json(
+        port,
+        &[
+            "-u", "-b", "1M", "-t", "1", "-R", "--dscp", "af11", "--ecn", "ect1",
+        ],
+    );
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    let packets = end["receiver_packets"].as_u64().expect("receiver_packets");
+    assert!(packets > 0, "{end}");
+    assert_eq!(ecn_of(end), Some((0, packets, 0, 0)), "{end}");
+}
+
+#[test]
+fn unmarked_datagrams_count_as_not_ect_and_keep_iperf3s_columns() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &[]);
+    let out = client(port, &["-u", "-b", "1M", "-t", "1", "-R"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // No marks: the rows stay in iperf3's layout.
+    assert!(!text.contains("ECN"), "{text}");
+    let v = client_json(port, &["-u", "-b", "1M", "-t", "1", "-R"]);
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    let packets = end["receiver_packets"].as_u64().expect("receiver_packets");
+    assert_eq!(ecn_of(end), Some((packets, 0, 0, 0)), "{end}");
+}
+
+// ---------------------------------------------------------------------------------
+// On the network-namespace bed: the router marks CE and counts what it marked.
+
+use crate::support::netbed::{LinkConfig, Netbed, R_H1_IF, R_H2_IF, Side, bed, tcp_listening};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Bound for one netmeter run on the bed (tests last 3 s plus the end exchange).
+const BED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// nftables in the router: of the packets arriving on `iif` that `matching` selects, every
+/// `n`th is set CE (counter `ce`); the ones left alone are counted by `rest`.
+fn add_ce_marking(bed: &Netbed, iif: &str, matching: &str, n: u32) {
+    let script = format!(
+        "table inet nmecn {{\n  chain cemark {{\n    type filter hook forward priority -10; policy accept;\n    \
+         iifname \"{iif}\" {matching} numgen inc mod {n} == 0 ip ecn set ce counter comment \"ce\"\n    \
+         iifname \"{iif}\" {matching} counter comment \"rest\"\n  }}\n}}\n"
+    );
+    let path = std::env::temp_dir().join(format!("nmecn-{}-{}.nft", std::process::id(), bed.id()));
+    std::fs::write(&path, script).expect("writing the nft script");
+    let r = bed.run_in(
+        Side::R,
+        "nft",
+        &["-f", path.to_str().expect("path")],
+        BED_TIMEOUT,
+    );
+    let _ = std::fs::remove_file(&path);
+    r.expect("adding the CE marking rule");
+}
+
+/// The packets counted by the rule commented `name` of [`add_ce_marking`].
+fn nft_count(bed: &Netbed, name: &str) -> u64 {
+    let out = bed
+        .run_in(
+            Side::R,
+            "nft",
+            &["-j", "list", "table", "inet", "nmecn"],
+            BED_TIMEOUT,
+        )
+        .expect("reading the nft counters");
+    let v: Value = serde_json::from_str(&out).expect("nft -j output");
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["rule"]["comment"].as_str() == Some(name))
+        .find_map(|i| {
+            i["rule"]["expr"]
+                .as_array()?
+                .iter()
+                .find_map(|e| e["counter"]["packets"].as_u64())
+        })
+        .unwrap_or_else(|| panic!("no counter {name}: {out}"))
+}
+
+/// A one-test netmeter server in h2 and a client in h1 with `args`: the client's `-J`.
+fn run_on_bed(bed: &Netbed, args: &[&str]) -> Value {
+    let server = bed
+        .spawn_in(Side::H2, netmeter(), &["-s", "-1"])
+        .expect("starting the server");
+    wait_until("the server to listen", || {
+        bed.in_ns(Side::H2, || tcp_listening(5201)).expect("in h2")
+    });
+    let h2 = bed.h2_addr().to_string();
+    let mut cli = vec!["-c", h2.as_str(), "-J"];
+    cli.extend_from_slice(args);
+    let out = bed.run_in(Side::H1, netmeter(), &cli, BED_TIMEOUT);
+    server.terminate();
+    let out = out.unwrap_or_else(|e| panic!("client {cli:?}: {e:#}"));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("client -J: {e}: {out}"))
+}
+
+/// The router sets CE on every 5th ECT(1) data datagram from the server (h2) to the
+/// client (h1, `-R`): the client's CE count equals the rule's counter, its ECT(1) count
+/// the datagrams left alone, nothing arrives Not-ECT or ECT(0), and in every interval
+/// the CE count is a fifth of the interval's datagrams (numgen marks every 5th in
+/// arrival order, so within one of it). The bed carries each datagram as its own packet
+/// (offloads off), so nftables counts datagrams.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables)"
+)]
+fn router_ce_marks_are_counted_exactly() {
+    let b = bed(LinkConfig::new());
+    add_ce_marking(
+        &b,
+        R_H2_IF,
+        "meta l4proto udp udp length > 100 ip ecn ect1",
+        5,
+    );
+    let v = run_on_bed(
+        &b,
+        &[
+            "-u", "-b", "4M", "-l", "1000", "-t", "3", "--ecn", "ect1", "-R",
+        ],
+    );
+    let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
+    assert!(
+        ce > 0 && rest > 0,
+        "the rule saw nothing: ce {ce}, rest {rest}; bed {:?}; {}; client {}",
+        b.counters(),
+        b.run_in(Side::R, "nft", &["list", "ruleset"], BED_TIMEOUT)
+            .unwrap_or_default(),
+        v["end"]["streams"]
+    );
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    assert_eq!(ecn_of(end), Some((0, rest, 0, ce)), "{end}");
+    let mut sum = (0, 0);
+    for iv in v["intervals"].as_array().expect("intervals") {
+        let row = &iv["streams"][0];
+        let (not_ect, e1, e0, c) = ecn_of(&row["netmeter"]).unwrap_or_else(|| panic!("{row}"));
+        assert_eq!((not_ect, e0), (0, 0), "{row}");
+        let n = e1 + c;
+        assert!(
+            5 * c + 5 > n && 5 * c < n + 5,
+            "CE {c} of {n} is not a fifth: {row}"
+        );
+        sum = (sum.0 + e1, sum.1 + c);
+    }
+    assert_eq!(sum, (rest, ce), "intervals add up to the router's counters");
+}
+
+/// TCP with `net.ipv4.tcp_ecn=1` on both hosts negotiates ECN; the router sets CE on
+/// every 7th ECT(0) data segment from the sender (h1), and the sender's TCP_INFO shows
+/// the echoed marks: every interval row says ECN, and CE was echoed.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables, sysctls)"
+)]
+fn tcp_negotiates_ecn_and_reports_the_echoed_marks() {
+    let b = bed(LinkConfig::new());
+    for side in [Side::H1, Side::H2] {
+        b.sysctls(side, &[("net/ipv4/tcp_ecn", "1")])
+            .expect("tcp_ecn=1");
+    }
+    add_ce_marking(&b, R_H1_IF, "meta l4proto tcp ip ecn ect0", 7);
+    let v = run_on_bed(&b, &["-b", "20M", "-t", "3", "--ecn", "ect0"]);
+    let ce = nft_count(&b, "ce");
+    assert!(ce > 0, "the rule marked nothing");
+    let mut echoed = 0;
+    for iv in v["intervals"].as_array().expect("intervals") {
+        let row = &iv["streams"][0];
+        let e = &row["netmeter"]["tcp"]["ecn"];
+        assert!(e.is_object(), "no ECN on {row}");
+        echoed += e["ce_delivered"].as_u64().unwrap_or(0);
+    }
+    assert!(
+        echoed > 0,
+        "no CE echoed though the router marked {ce}: {v}"
+    );
+}
