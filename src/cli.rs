@@ -95,6 +95,8 @@ pub enum Command {
         daemon: bool,
         pidfile: Option<PathBuf>,
         logfile: Option<PathBuf>,
+        /// `--timestamps`: the strftime format each text line starts with.
+        stamps: Option<String>,
     },
     Client {
         cfg: ClientConfig,
@@ -103,23 +105,27 @@ pub enum Command {
         plot: Option<PathBuf>,
         /// `--csv`: CSV with these columns instead of text.
         csv: Option<crate::report::csv::Columns>,
+        stamps: Option<String>,
     },
     FindMaxRate {
         cfg: ClientConfig,
         loss_target: f64,
         start_bps: u64,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     Loopback {
         tcp: ClientConfig,
         udp: ClientConfig,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     /// `--repeat N`: the client test several times, with statistics.
     Repeat {
         cfg: ClientConfig,
         plan: crate::experiment::repeat::Plan,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     /// `netmeter plot RESULT.json... -o FILE` (see `cli/tools.rs`).
     Plot {
@@ -148,6 +154,12 @@ pub enum Command {
         columns: csv_cmd::CsvColumns,
         output: Option<PathBuf>,
     },
+    /// `netmeter iperf2 ARGS` or a netmeter run as `iperf`: iperf 2's command line.
+    Iperf2(iperf2::Iperf2Command),
+    /// `netmeter compare ...` / `netmeter sweep ...` (see `cli/compare_cmd.rs`).
+    Experiment(compare_cmd::Subcommand),
+    /// `netmeter -c B --via A`: a third-party test (see `cli/third_party.rs`).
+    Via(third_party::ViaCommand),
 }
 
 /// CPUs this process may run on (1 when unknown).
@@ -176,6 +188,27 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "mesh" => Some(mesh_cmd::parse(&argv[1..])),
         _ => None,
     }
+}
+
+/// The whole command line (program name first), read once into the [`Command`] to
+/// run: iperf 2's personality (`netmeter iperf2 ARGS`, or netmeter run as `iperf`),
+/// then the experiment subcommands (`compare`, `sweep`), the other subcommands
+/// ([`subcommand`]), a `--via` third-party test, and last iperf3's flat command line,
+/// parsed into [`Args`] and resolved.
+pub fn parse(argv: &[std::ffi::OsString]) -> Result<Command, ArgsError> {
+    if let Some(i2) = iperf2::invoked(argv) {
+        return i2.map(Command::Iperf2).map_err(ArgsError::Usage);
+    }
+    if let Some(exp) = compare_cmd::subcommand(argv) {
+        return exp.map(Command::Experiment).map_err(ArgsError::Clap);
+    }
+    if let Some(sub) = subcommand(argv) {
+        return sub;
+    }
+    if let Some(via) = third_party::parse_via(argv) {
+        return via.map(Command::Via).map_err(ArgsError::Usage);
+    }
+    parse_args(argv)?.resolve().map_err(ArgsError::Usage)
 }
 
 /// A user mistake, as one sentence.

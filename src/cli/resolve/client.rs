@@ -30,6 +30,7 @@ impl Args {
             tcp,
             udp,
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
         }
     }
 
@@ -70,6 +71,7 @@ impl Args {
             loss_target: self.experiments.loss_target,
             start_bps,
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
         })
     }
 

@@ -197,6 +197,7 @@ impl Args {
             daemon: self.server.daemon,
             pidfile: self.server.pidfile.clone(),
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
         })
     }
 }
