@@ -9,8 +9,14 @@
 //! (`common_flags.rs` for the untitled first group, then `server_flags.rs`,
 //! `client_flags.rs`, `output_flags.rs`, `udp_flags.rs`, `latency_flags.rs`,
 //! `experiment_flags.rs`, `auth_flags.rs`, `hosts_flags.rs`); [`Args`] flattens them. A
-//! new flag goes into its group's file, its id into `help::SECTIONS`. The resolution
-//! into configs is `resolve.rs` (shared), `resolve/client.rs` and `resolve/server.rs`.
+//! new flag goes into its group's file, its id into `help::SECTIONS`.
+//!
+//! As ripgrep keeps its low-level arguments apart from the resolved ones: [`Args`] is
+//! what the user said, typed but not judged; the resolution turns it into what runs,
+//! one function per side (`Args::client_config` in `resolve/client.rs`,
+//! `Args::server_config` in `resolve/server.rs`), with `Args::resolve` (`resolve.rs`)
+//! choosing the role and the experiment plans around them. Each takes an `Args` a
+//! test builds from [`Args::default`] (the empty command line) without any argv.
 
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
@@ -55,7 +61,7 @@ use client_flags::{MIN_MSS, parse_dscp, parse_int, parse_tos};
 use common_flags::{libc_ifnamsiz, split_dev};
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
-#[derive(Debug, Parser, Default)]
+#[derive(Debug, Parser)]
 #[command(
     name = "netmeter",
     disable_version_flag = true,
@@ -83,6 +89,33 @@ pub struct Args {
     pub auth: auth_flags::AuthFlags,
     #[command(flatten)]
     pub hosts: hosts_flags::HostsFlags,
+}
+
+/// What the user says by saying nothing: every flag at its default, clap's
+/// `default_value`s included (`-p 5201`, `-i 1`, `--max-tests 1`), read from the same
+/// definitions the parser uses. A test states the flags it means on top of it and
+/// resolves them ([`Args::client_config`], [`Args::server_config`]) without an argv.
+impl Default for Args {
+    fn default() -> Self {
+        use clap::FromArgMatches;
+        help::command()
+            .try_get_matches_from(["netmeter"])
+            .ok()
+            .and_then(|m| Args::from_arg_matches(&m).ok())
+            // No flag is required, so the empty command line always parses; were one
+            // ever required, each group's own (zero) defaults stand in.
+            .unwrap_or_else(|| Args {
+                common: Default::default(),
+                server: Default::default(),
+                client: Default::default(),
+                output: Default::default(),
+                udp: Default::default(),
+                latency: Default::default(),
+                experiments: Default::default(),
+                auth: Default::default(),
+                hosts: Default::default(),
+            })
+    }
 }
 
 /// What to run.
