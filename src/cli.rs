@@ -94,7 +94,7 @@ pub struct Args {
 /// What the user says by saying nothing: every flag at its default, clap's
 /// `default_value`s included (`-p 5201`, `-i 1`, `--max-tests 1`), read from the same
 /// definitions the parser uses. A test states the flags it means on top of it and
-/// resolves them ([`Args::client_config`], [`Args::server_config`]) without an argv.
+/// resolves them (`Args::client_config`, `Args::server_config`) without an argv.
 impl Default for Args {
     fn default() -> Self {
         use clap::FromArgMatches;
