@@ -9,8 +9,14 @@
 //! (`common_flags.rs` for the untitled first group, then `server_flags.rs`,
 //! `client_flags.rs`, `output_flags.rs`, `udp_flags.rs`, `latency_flags.rs`,
 //! `experiment_flags.rs`, `auth_flags.rs`, `hosts_flags.rs`); [`Args`] flattens them. A
-//! new flag goes into its group's file, its id into `help::SECTIONS`. The resolution
-//! into configs is `resolve.rs` (shared), `resolve/client.rs` and `resolve/server.rs`.
+//! new flag goes into its group's file, its id into `help::SECTIONS`.
+//!
+//! As ripgrep keeps its low-level arguments apart from the resolved ones: [`Args`] is
+//! what the user said, typed but not judged; the resolution turns it into what runs,
+//! one function per side (`Args::client_config` in `resolve/client.rs`,
+//! `Args::server_config` in `resolve/server.rs`), with `Args::resolve` (`resolve.rs`)
+//! choosing the role and the experiment plans around them. Each takes an `Args` a
+//! test builds from [`Args::default`] (the empty command line) without any argv.
 
 use crate::engine::client::{ClientConfig, Family};
 use crate::engine::output::Mode;
@@ -56,7 +62,7 @@ use client_flags::{MIN_MSS, parse_dscp, parse_int, parse_tos};
 use common_flags::{libc_ifnamsiz, split_dev};
 
 /// netmeter: TCP and UDP throughput, loss and jitter, wire-compatible with iperf3.
-#[derive(Debug, Parser, Default)]
+#[derive(Debug, Parser)]
 #[command(
     name = "netmeter",
     disable_version_flag = true,
@@ -86,6 +92,33 @@ pub struct Args {
     pub hosts: hosts_flags::HostsFlags,
 }
 
+/// What the user says by saying nothing: every flag at its default, clap's
+/// `default_value`s included (`-p 5201`, `-i 1`, `--max-tests 1`), read from the same
+/// definitions the parser uses. A test states the flags it means on top of it and
+/// resolves them (`Args::client_config`, `Args::server_config`) without an argv.
+impl Default for Args {
+    fn default() -> Self {
+        use clap::FromArgMatches;
+        help::command()
+            .try_get_matches_from(["netmeter"])
+            .ok()
+            .and_then(|m| Args::from_arg_matches(&m).ok())
+            // No flag is required, so the empty command line always parses; were one
+            // ever required, each group's own (zero) defaults stand in.
+            .unwrap_or_else(|| Args {
+                common: Default::default(),
+                server: Default::default(),
+                client: Default::default(),
+                output: Default::default(),
+                udp: Default::default(),
+                latency: Default::default(),
+                experiments: Default::default(),
+                auth: Default::default(),
+                hosts: Default::default(),
+            })
+    }
+}
+
 /// What to run.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // built once per process
@@ -96,6 +129,8 @@ pub enum Command {
         daemon: bool,
         pidfile: Option<PathBuf>,
         logfile: Option<PathBuf>,
+        /// `--timestamps`: the strftime format each text line starts with.
+        stamps: Option<String>,
     },
     Client {
         cfg: ClientConfig,
@@ -104,23 +139,27 @@ pub enum Command {
         plot: Option<PathBuf>,
         /// `--csv`: CSV with these columns instead of text.
         csv: Option<crate::report::csv::Columns>,
+        stamps: Option<String>,
     },
     FindMaxRate {
         cfg: ClientConfig,
         loss_target: f64,
         start_bps: u64,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     Loopback {
         tcp: ClientConfig,
         udp: ClientConfig,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     /// `--repeat N`: the client test several times, with statistics.
     Repeat {
         cfg: ClientConfig,
         plan: crate::experiment::repeat::Plan,
         logfile: Option<PathBuf>,
+        stamps: Option<String>,
     },
     /// `netmeter plot RESULT.json... -o FILE` (see `cli/tools.rs`).
     Plot {
@@ -151,6 +190,12 @@ pub enum Command {
         columns: csv_cmd::CsvColumns,
         output: Option<PathBuf>,
     },
+    /// `netmeter iperf2 ARGS` or a netmeter run as `iperf`: iperf 2's command line.
+    Iperf2(iperf2::Iperf2Command),
+    /// `netmeter compare ...` / `netmeter sweep ...` (see `cli/compare_cmd.rs`).
+    Experiment(compare_cmd::Subcommand),
+    /// `netmeter -c B --via A`: a third-party test (see `cli/third_party.rs`).
+    Via(third_party::ViaCommand),
 }
 
 /// CPUs this process may run on (1 when unknown).
@@ -180,6 +225,27 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "scenario" => Some(scenario_cmd::parse(&argv[1..])),
         _ => None,
     }
+}
+
+/// The whole command line (program name first), read once into the [`Command`] to
+/// run: iperf 2's personality (`netmeter iperf2 ARGS`, or netmeter run as `iperf`),
+/// then the experiment subcommands (`compare`, `sweep`), the other subcommands
+/// ([`subcommand`]), a `--via` third-party test, and last iperf3's flat command line,
+/// parsed into [`Args`] and resolved.
+pub fn parse(argv: &[std::ffi::OsString]) -> Result<Command, ArgsError> {
+    if let Some(i2) = iperf2::invoked(argv) {
+        return i2.map(Command::Iperf2).map_err(ArgsError::Usage);
+    }
+    if let Some(exp) = compare_cmd::subcommand(argv) {
+        return exp.map(Command::Experiment).map_err(ArgsError::Clap);
+    }
+    if let Some(sub) = subcommand(argv) {
+        return sub;
+    }
+    if let Some(via) = third_party::parse_via(argv) {
+        return via.map(Command::Via).map_err(ArgsError::Usage);
+    }
+    parse_args(argv)?.resolve().map_err(ArgsError::Usage)
 }
 
 /// A user mistake, as one sentence.

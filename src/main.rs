@@ -40,9 +40,9 @@ fn open_sink(logfile: Option<&Path>, stamps: Option<&str>) -> anyhow::Result<Sin
     })
 }
 
-fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
-    let open_sink = |logfile: Option<&Path>| open_sink(logfile, stamps);
-    match cmd {
+/// Run what the command line asked for; the exit code unless it failed.
+fn run(cmd: Command) -> anyhow::Result<ExitCode> {
+    let done = match cmd {
         Command::Version => {
             print!(
                 "{}",
@@ -58,13 +58,31 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             daemon,
             pidfile,
             logfile,
-        } => run_server(cfg, daemon, pidfile.as_deref(), logfile.as_deref(), stamps),
+            stamps,
+        } => run_server(
+            cfg,
+            daemon,
+            pidfile.as_deref(),
+            logfile.as_deref(),
+            stamps.as_deref(),
+        ),
         Command::Client {
             cfg,
             logfile,
             csv,
             plot,
-        } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
+            stamps,
+        } => run_client(
+            &cfg,
+            logfile.as_deref(),
+            stamps.as_deref(),
+            csv,
+            plot.as_deref(),
+        ),
+        Command::Iperf2(c) => Ok(cli::iperf2::run(c)?),
+        Command::Via(v) => run_via(v),
+        // `compare`'s verdict and `sweep` choose their own exit codes.
+        Command::Experiment(sub) => return Ok(run_experiment(sub)),
         Command::Plot { inputs, output } => {
             // A sweep's -J document draws the sweep's chart.
             match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
@@ -111,9 +129,14 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             };
             write_stdout(text.as_bytes())
         }
-        Command::Repeat { cfg, plan, logfile } => {
+        Command::Repeat {
+            cfg,
+            plan,
+            logfile,
+            stamps,
+        } => {
             catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref())?;
+            let sink = open_sink(logfile.as_deref(), stamps.as_deref())?;
             Ok(netmeter::experiment::repeat::run(&cfg, &plan, &sink)?)
         }
         Command::FindMaxRate {
@@ -121,9 +144,10 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             loss_target,
             start_bps,
             logfile,
+            stamps,
         } => {
             catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref())?;
+            let sink = open_sink(logfile.as_deref(), stamps.as_deref())?;
             // Trials print nothing while they run: a status line shows each one.
             let progress =
                 progress::wanted(cfg.mode == Mode::Text, 0.0, logfile.is_some(), stdout_tty());
@@ -135,10 +159,14 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
                 progress,
             )?)
         }
-        Command::Loopback { tcp, udp, logfile } => {
-            run_loopback(tcp, udp, logfile.as_deref(), stamps)
-        }
-    }
+        Command::Loopback {
+            tcp,
+            udp,
+            logfile,
+            stamps,
+        } => run_loopback(tcp, udp, logfile.as_deref(), stamps.as_deref()),
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 /// `netmeter -s`: become a daemon if asked, write the pid file, serve until stopped.
@@ -364,43 +392,10 @@ fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(i2) = cli::iperf2::invoked(&argv) {
-        return match i2 {
-            Ok(c) => finish(cli::iperf2::run(c).map_err(Into::into)),
-            Err(e) => args_error(cli::ArgsError::Usage(e)),
-        };
+    match cli::parse(&argv) {
+        Ok(cmd) => finish(run(cmd)),
+        Err(e) => args_error(e),
     }
-    if let Some(sub) = cli::compare_cmd::subcommand(&argv) {
-        return run_experiment(sub);
-    }
-    if let Some(parsed) = cli::subcommand(&argv) {
-        return match parsed {
-            Ok(cmd) => finish(run(cmd, None)),
-            Err(e) => args_error(e),
-        };
-    }
-    if let Some(via) = cli::third_party::parse_via(&argv) {
-        return match via {
-            Ok(v) => finish(run_via(v)),
-            Err(e) => {
-                eprintln!("netmeter: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    let args = match cli::parse_args(argv) {
-        Ok(a) => a,
-        Err(e) => return args_error(e),
-    };
-    let stamps = args.text_timestamps().map(str::to_string);
-    let cmd = match args.resolve() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("netmeter: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    finish(run(cmd, stamps.as_deref()))
 }
 
 /// Progress of `netmeter mesh` on stderr, one line per pair.
@@ -573,19 +568,15 @@ fn args_error(e: cli::ArgsError) -> ExitCode {
 
 /// An experiment subcommand (`compare`, `sweep`): clap's help and errors, one line
 /// otherwise.
-fn run_experiment(sub: Result<cli::compare_cmd::Subcommand, clap::Error>) -> ExitCode {
+fn run_experiment(sub: cli::compare_cmd::Subcommand) -> ExitCode {
     use cli::compare_cmd::{self as exp, ExperimentError, Subcommand};
     let r = match sub {
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
-        }
-        Ok(Subcommand::Compare(a)) => exp::run_compare(&a, &mut std::io::stdout().lock()),
-        Ok(Subcommand::Sweep(None)) => {
+        Subcommand::Compare(a) => exp::run_compare(&a, &mut std::io::stdout().lock()),
+        Subcommand::Sweep(None) => {
             print!("{}", cli::sweep_cmd::SWEEP_HELP);
             return ExitCode::SUCCESS;
         }
-        Ok(Subcommand::Sweep(Some(a))) => {
+        Subcommand::Sweep(Some(a)) => {
             if let Err(e) = catch_stop_signals() {
                 eprintln!("netmeter: {e:#}");
                 return ExitCode::from(1);
@@ -615,9 +606,9 @@ fn run_experiment(sub: Result<cli::compare_cmd::Subcommand, clap::Error>) -> Exi
 }
 
 /// The exit status of a command's result, with its one error line.
-fn finish(result: anyhow::Result<()>) -> ExitCode {
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         // Stopped by a signal after the partial report: iperf3 3.19+ says "interrupt -
         // the client has terminated by signal Interrupt(2)" and exits 0, as for a test
         // that ended normally (the user asked for the stop).

@@ -1,8 +1,9 @@
 //! The experiment subcommands, `netmeter compare` and `netmeter sweep`: which one the
-//! first argument names ([`subcommand`], which `main.rs` asks first; the client and
-//! server flags never see these), and `compare` itself: its flags, reading the result
-//! files, what it prints and its exit status. `sweep`'s help, clap command and per-point
-//! parser are [`super::sweep_cmd`]; its list syntax is `experiment::sweep::split_args`.
+//! first argument names ([`subcommand`], which `cli::parse` asks before the flat
+//! command line; the client and server flags never see these), and `compare` itself:
+//! its flags, reading the result files, what it prints and its exit status. `sweep`'s
+//! help, clap command and per-point parser are [`super::sweep_cmd`]; its list syntax
+//! is `experiment::sweep::split_args`.
 
 use crate::experiment::compare::{self, Comparison, Mismatch};
 use crate::experiment::sweep::{self, SweepArgs};

@@ -2,8 +2,9 @@
 //! iperf3 command line: the options in groups, the subcommands, the examples.
 //!
 //! The groups are a table of argument ids ([`SECTIONS`]) applied to the clap command
-//! that [`super::Args`] derives, rather than attributes on each field: the flags stay in
-//! one table beside their resolution, and a new flag is one line here (a unit test fails
+//! that [`super::Args`] derives, rather than attributes on each field. Each heading's
+//! flags are defined in their group's own file (`cli/server_flags.rs` for "Server
+//! options", ...); a new flag is a field there and one line here (a unit test fails
 //! until it has its group). Each group's options keep the order they are declared in.
 //!
 //! `-h` prints each option's first sentence, `--help` the whole text.

@@ -284,6 +284,7 @@ impl Args {
                 cfg,
                 plan,
                 logfile: self.output.logfile.clone(),
+                stamps: self.text_timestamps().map(str::to_string),
             });
         }
         if self.experiments.confidence.is_some() {
@@ -294,6 +295,7 @@ impl Args {
         Ok(Command::Client {
             cfg,
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
             plot: self.output.plot.clone(),
             csv,
         })

@@ -745,3 +745,55 @@ fn loopback_runs_tcp_then_udp() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `cli::parse` reads every personality of the command line into one `Command`:
+/// iperf 2's, the experiment subcommands, the other subcommands, `--via` and the flat
+/// iperf3 line (with its `--timestamps`); a mistake is a usage sentence, help clap's.
+#[test]
+fn one_parse_reads_every_personality() {
+    let run = |args: &[&str]| {
+        let argv: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        super::parse(&argv)
+    };
+    assert!(matches!(
+        run(&["netmeter", "iperf2", "-s"]),
+        Ok(Command::Iperf2(_))
+    ));
+    assert!(matches!(
+        run(&["/usr/bin/iperf", "-s"]),
+        Ok(Command::Iperf2(_))
+    ));
+    assert!(matches!(
+        run(&["netmeter", "compare", "a.json", "b.json"]),
+        Ok(Command::Experiment(compare_cmd::Subcommand::Compare(_)))
+    ));
+    assert!(matches!(
+        run(&["netmeter", "sweep", "--help"]),
+        Ok(Command::Experiment(compare_cmd::Subcommand::Sweep(None)))
+    ));
+    assert!(matches!(
+        run(&["netmeter", "csv", "run.json"]),
+        Ok(Command::Csv { .. })
+    ));
+    // --via without --psk-file: the --via parser's own sentence, not clap's.
+    match run(&["netmeter", "-c", "b", "--via", "a"]) {
+        Err(ArgsError::Usage(e)) => assert!(e.0.contains("--via needs --psk-file"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    match run(&["netmeter", "-c", "h", "--timestamps=%T "]) {
+        Ok(Command::Client { stamps, .. }) => assert_eq!(stamps.as_deref(), Some("%T ")),
+        other => panic!("{other:?}"),
+    }
+    match run(&["netmeter", "-s"]) {
+        Ok(Command::Server { stamps, .. }) => assert_eq!(stamps, None),
+        other => panic!("{other:?}"),
+    }
+    match run(&["netmeter"]) {
+        Err(ArgsError::Usage(e)) => assert!(e.0.starts_with("choose a role"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        run(&["netmeter", "--help"]),
+        Err(ArgsError::Clap(e)) if !e.use_stderr()
+    ));
+}

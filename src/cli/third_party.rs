@@ -156,6 +156,7 @@ pub fn config_for(req: &ThirdPartyRequest, ip: IpAddr) -> Result<ClientConfig, S
             logfile: None,
             plot: None,
             csv: None,
+            stamps: _,
         } if cfg.spec.until_interrupted() => Err(
             "a third-party test must end by itself; -t 0 would run until its host is stopped"
                 .into(),
@@ -165,6 +166,7 @@ pub fn config_for(req: &ThirdPartyRequest, ip: IpAddr) -> Result<ClientConfig, S
             logfile: None,
             plot: None,
             csv: None,
+            stamps: _,
         } => Ok(cfg),
         _ => Err("a third-party test is one plain client test".into()),
     }

@@ -30,6 +30,7 @@ impl Args {
             tcp,
             udp,
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
         }
     }
 
@@ -70,6 +71,7 @@ impl Args {
             loss_target: self.experiments.loss_target,
             start_bps,
             logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
         })
     }
 
@@ -544,6 +546,9 @@ impl Args {
         Ok(())
     }
 
+    /// The client side resolved: the flags as typed into a [`ClientConfig`] (its
+    /// `TestSpec` and the client's own settings), or the one sentence saying which
+    /// option does not go. `--loopback`, `--find-max-rate` and `--repeat` build on it.
     pub(in crate::cli) fn client_config(&self, format: Format) -> Result<ClientConfig, UsageError> {
         let protocol = if self.udp.udp {
             Protocol::Udp
@@ -667,5 +672,36 @@ impl Args {
                 .map_err(usage)?,
             clock: crate::clock::system(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::Args;
+    use crate::spec::{Direction, Protocol};
+    use crate::units::Format;
+
+    /// The client side resolves from the flags as typed, no argv: stated flags land in
+    /// the spec, unstated ones take the command line's defaults, and a combination that
+    /// cannot work is refused in one sentence.
+    #[test]
+    fn client_config_from_typed_flags() {
+        let mut a = Args::default();
+        a.client.client = Some("192.0.2.1".into());
+        a.udp.udp = true;
+        a.client.parallel = Some(3);
+        a.client.bitrate = Some("20M".into());
+        a.client.reverse = true;
+        let cfg = a.client_config(Format::Auto).unwrap();
+        assert_eq!(cfg.host, "192.0.2.1");
+        assert_eq!(cfg.port, 5201, "-p's default");
+        assert_eq!(cfg.spec.protocol, Protocol::Udp);
+        assert_eq!(cfg.spec.direction, Direction::Reverse);
+        assert_eq!(cfg.spec.parallel, 3);
+        assert_eq!(cfg.spec.rate_bps, 20_000_000);
+
+        a.client.bidir = true;
+        let e = a.client_config(Format::Auto).unwrap_err().0;
+        assert_eq!(e, "-R and --bidir cannot be used together");
     }
 }

@@ -128,7 +128,8 @@ impl Args {
         }))
     }
 
-    /// `-s`: the server's configuration.
+    /// `-s` with its options: the server's checks in one sentence each, then its
+    /// `Command` (the config, `-D`, `-I`, `--logfile`, `--timestamps`).
     pub(in crate::cli) fn server_command(
         &self,
         format: Format,
@@ -137,6 +138,19 @@ impl Args {
         if csv.is_some() {
             return Err(usage("--csv writes a client test's rows; use it with -c"));
         }
+        Ok(Command::Server {
+            cfg: self.server_config(format)?,
+            daemon: self.server.daemon,
+            pidfile: self.server.pidfile.clone(),
+            logfile: self.output.logfile.clone(),
+            stamps: self.text_timestamps().map(str::to_string),
+        })
+    }
+
+    /// The server side resolved: the flags as typed into a [`ServerConfig`], or the
+    /// one sentence saying which option does not go (a client-only option, a limit out
+    /// of range, `-F` with tests side by side).
+    pub(in crate::cli) fn server_config(&self, format: Format) -> Result<ServerConfig, UsageError> {
         self.reject_client_only()?;
         if self.server.max_tests == 0 {
             return Err(usage("--max-tests must be at least 1"));
@@ -160,43 +174,69 @@ impl Args {
                 "-F gives every test one file; with --max-tests above 1 tests at once would write over each other (run one server per file)",
             ));
         }
-        Ok(Command::Server {
-            cfg: ServerConfig {
-                port: self.common.port,
-                bind: self.bind_ip()?,
-                family: self.family()?,
-                one_off: self.server.one_off,
-                policy: self.server_policy()?,
-                audit_log: self.audit_target()?,
-                metrics: self
-                    .server.metrics
-                    .as_deref()
-                    .map(|m| {
-                        m.parse::<std::net::SocketAddr>().map_err(|_| {
-                            usage(format!(
-                                "--metrics takes ADDR:PORT such as 127.0.0.1:9201 or [::]:9201, not '{m}'"
-                            ))
-                        })
+        Ok(ServerConfig {
+            port: self.common.port,
+            bind: self.bind_ip()?,
+            family: self.family()?,
+            one_off: self.server.one_off,
+            policy: self.server_policy()?,
+            audit_log: self.audit_target()?,
+            metrics: self
+                .server.metrics
+                .as_deref()
+                .map(|m| {
+                    m.parse::<std::net::SocketAddr>().map_err(|_| {
+                        usage(format!(
+                            "--metrics takes ADDR:PORT such as 127.0.0.1:9201 or [::]:9201, not '{m}'"
+                        ))
                     })
-                    .transpose()?,
-                idle_timeout: self.server.idle_timeout.map(Duration::from_secs),
-                mode: self.mode(),
-                verbose: self.output.verbose,
-                format,
-                interval_s: self.interval()?,
-                histograms: self.histograms()?,
-                auth: self.auth.server()?,
-                psk: self.auth.psk()?.map(std::sync::Arc::new),
-                third_party: self.third_party_policy()?,
-                side: SideOpts {
-                    file_max_bytes: self.server_max_file_size()?,
-                    ..self.side_opts()?
-                },
-                clock: crate::clock::system(),
+                })
+                .transpose()?,
+            idle_timeout: self.server.idle_timeout.map(Duration::from_secs),
+            mode: self.mode(),
+            verbose: self.output.verbose,
+            format,
+            interval_s: self.interval()?,
+            histograms: self.histograms()?,
+            auth: self.auth.server()?,
+            psk: self.auth.psk()?.map(std::sync::Arc::new),
+            third_party: self.third_party_policy()?,
+            side: SideOpts {
+                file_max_bytes: self.server_max_file_size()?,
+                ..self.side_opts()?
             },
-            daemon: self.server.daemon,
-            pidfile: self.server.pidfile.clone(),
-            logfile: self.output.logfile.clone(),
+            clock: crate::clock::system(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::Args;
+    use crate::units::Format;
+
+    /// The server side resolves from the flags as typed, no argv: what is stated is
+    /// what the config holds, the defaults are the command line's, and a combination
+    /// that cannot work is refused in one sentence.
+    #[test]
+    fn server_config_from_typed_flags() {
+        let mut a = Args::default();
+        a.server.server = true;
+        a.common.port = 6001;
+        a.server.one_off = true;
+        a.server.idle_timeout = Some(30);
+        let cfg = a.server_config(Format::Auto).unwrap();
+        assert_eq!(cfg.port, 6001);
+        assert!(cfg.one_off);
+        assert_eq!(cfg.idle_timeout, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(cfg.interval_s, 1.0, "-i's default");
+
+        let mut a = Args::default();
+        a.server.server = true;
+        assert_eq!(a.server_config(Format::Auto).unwrap().port, 5201);
+        a.server.max_tests = 2;
+        a.common.file = Some("/tmp/x".into());
+        let e = a.server_config(Format::Auto).unwrap_err().0;
+        assert!(e.starts_with("-F gives every test one file"), "{e}");
     }
 }
