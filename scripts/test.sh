@@ -146,6 +146,7 @@ stage "deploy files, fuzz targets, benchmark smoke run"
 ./scripts/fuzz.sh 10  # every fuzz target for 10 s from its seeds (docs/fuzzing.md)
 python3 -m unittest discover -s bench -p 'test_*.py'  # the benchmark's parsers
 python3 bench/run.py --smoke  # ~10 s benchmark smoke run; the full run is docs/benchmarks.md's command
+./scripts/test-python.sh  # the Python package (python/): built into a fresh venv, its pytest tests
 
 # A short smoke run of the main job, through cargo as the README shows it.
 cargo run --locked --release -- --loopback -t 1 >/dev/null

@@ -30,9 +30,9 @@ pub use options::{
     mtu_discover, set_dont_fragment, set_flowlabel, stream_protocol_available, tcp_outq,
 };
 pub use process::{
-    PageBuf, catch_hangup, catch_stop_signals, cpu_sample, daemonize, local_time_text, page_size,
-    pin_to_cpu, random_bytes, release_free_memory, stop_signal, system_info, take_hangup,
-    thread_cpu_seconds, use_one_malloc_arena,
+    PageBuf, catch_hangup, catch_stop_signals, clear_stop, cpu_sample, daemonize, local_time_text,
+    page_size, pin_to_cpu, random_bytes, release_free_memory, request_stop, stop_signal,
+    system_info, take_hangup, thread_cpu_seconds, use_one_malloc_arena,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use zerocopy::{ZeroCopyDone, enable_msg_zerocopy, reap_zerocopy, send_msg_zerocopy, sendfile};

@@ -311,6 +311,20 @@ pub fn stop_signal() -> Option<i32> {
     }
 }
 
+/// Ask this process's running tests to stop as a stop signal `sig` would: for a library
+/// caller with its own interrupt (the Python package's Ctrl-C, whose handler is Python's,
+/// not [`catch_stop_signals`]'s). The engine sees it at its next bounded wait.
+pub fn request_stop(sig: i32) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Forget a stop request or signal, so that the next test runs: for a library caller that
+/// goes on after an interrupt (the command line exits instead). A test still running is
+/// no longer asked to stop.
+pub fn clear_stop() {
+    STOP_SIGNAL.store(0, Ordering::SeqCst);
+}
+
 /// Read a password from the terminal on stdin with echo off (iperf3's `iperf_getpass`):
 /// `prompt` goes to stderr, the line ends at the first `\r` or `\n`. Fails when stdin is
 /// not a terminal.
