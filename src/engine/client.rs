@@ -67,6 +67,8 @@ pub struct ClientConfig {
     /// `--line-rate RATE|memcpy`: the peak the end summary's efficiency is judged
     /// against (the memory copy rate is measured before the test when not yet known).
     pub line_rate: Option<crate::host::facts::LineRate>,
+    /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`).
+    pub iperf2: bool,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -254,7 +256,10 @@ pub fn run_keeping_report(
         }
         _ => cfg,
     };
-    let result = run_inner(cfg, &mut out);
+    let result = match cfg.iperf2 {
+        true => super::iperf2_client::run(cfg, &mut out),
+        false => run_inner(cfg, &mut out),
+    };
     // An interrupted test recorded its error before its partial summary (iperf3's
     // order in --json-stream: the error event, then the end event).
     if let Err(e) = &result

@@ -66,7 +66,14 @@ pub struct TestRun {
     file: Option<Arc<DiskFile>>,
     /// The client's `--line-rate`: the peak the end summary's efficiency is judged against.
     peak: Option<crate::host::facts::Peak>,
+    /// A dialect's own data loop for every stream (`--iperf2`), else the spec's.
+    spawn: Option<SpawnLoop>,
 }
+
+/// Starts a stream's thread in place of the loops `TestRun::start` picks from the spec:
+/// another protocol's data (`--iperf2`: iperf 2's headers in the data itself).
+pub type SpawnLoop =
+    Arc<dyn Fn(Worker, DataSock) -> std::io::Result<std::thread::JoinHandle<()>> + Send + Sync>;
 
 /// Whether `side` sends anything built from the payload: a bulk or profiled stream it
 /// sends on, or request/response traffic (both ends of a bounceback or `--working-load`
@@ -106,7 +113,14 @@ impl TestRun {
             zerocopy,
             file: None,
             peak: None,
+            spawn: None,
         })
+    }
+
+    /// Run every stream with `spawn` instead of the loop the spec would pick.
+    pub fn with_loop(mut self, spawn: SpawnLoop) -> TestRun {
+        self.spawn = Some(spawn);
+        self
     }
 
     /// `--line-rate`: the end summary's efficiency against this peak.
@@ -246,6 +260,7 @@ impl TestRun {
             workers,
             file,
             peak,
+            spawn,
             ..
         } = self;
         let t0 = launch.t0;
@@ -261,6 +276,10 @@ impl TestRun {
                 _ => None,
             };
             let sender = w.shared.sender;
+            if let Some(spawn) = &spawn {
+                live.handles.push((sender, spawn(w, sock)?));
+                continue;
+            }
             let h = match (sock, &launch.connect_to) {
                 (DataSock::Tcp(t), Some(target)) if sender => {
                     connect::spawn_client(w, t, target.clone())?

@@ -37,6 +37,7 @@ mod host;
 mod host_load;
 mod interop;
 mod interrupt;
+mod iperf2_client;
 mod latency_accuracy;
 mod memory;
 mod mesh;
