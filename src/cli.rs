@@ -2504,7 +2504,7 @@ mod tests {
         assert_eq!(client(&["-c", "h", "--iperf2"]).port, 5001);
         assert_eq!(client(&["-c", "h", "--iperf2", "-p", "5201"]).port, 5201);
         assert!(client(&["-c", "h", "--iperf2"]).iperf2);
-        let e = parse(&["-c", "h", "--iperf2", "-R"])
+        let e = parse(&["-c", "h", "--iperf2", "-u", "-R"])
             .unwrap_err()
             .to_string();
         assert!(e.contains("-R"), "{e}");

@@ -21,7 +21,10 @@ use crate::report::observe::Event;
 use crate::session::Negotiated;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
-use crate::wire::iperf2_client::{Amount, ClientHdr, ServerReport, UDP_HDR_LEN, write_datagram_id};
+use crate::wire::iperf2_client::{
+    Amount, ClientHdr, HEADER_FULLDUPLEX, HEADER_REVERSE, ServerReport, UDP_HDR_LEN,
+    write_datagram_id,
+};
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -39,14 +42,15 @@ pub const IPERF2_UDP_LEN: usize = 1470;
 /// test; [`run`] again for library callers.
 pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
+    let udp = s.protocol == Protocol::Udp;
     let refusals: [(bool, &'static str); 17] = [
         (
-            s.direction == Direction::Reverse,
-            "--iperf2 cannot run -R yet: netmeter only sends to an iperf 2 server",
+            udp && s.direction == Direction::Reverse,
+            "--iperf2 cannot run -R over UDP yet (over TCP it can)",
         ),
         (
-            s.direction == Direction::Bidir,
-            "--iperf2 cannot run --bidir yet: netmeter only sends to an iperf 2 server",
+            udp && s.direction == Direction::Bidir,
+            "--iperf2 cannot run --bidir over UDP yet (over TCP it can)",
         ),
         (
             s.bounceback.is_some(),
@@ -145,14 +149,23 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if spec.protocol == Protocol::Udp && !cfg.len_given {
         spec.block_len = IPERF2_UDP_LEN;
     }
-    let hdr = Arc::new(client_hdr(&spec, cfg.len_given, server.port()).encode());
+    let upper = match spec.direction {
+        Direction::Reverse => HEADER_REVERSE,
+        Direction::Bidir => HEADER_FULLDUPLEX,
+        Direction::Upload => 0,
+    };
+    let hdr = Arc::new(client_hdr(&spec, cfg.len_given, server.port()).encode_with(upper));
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
+        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first).
+        if !w.shared.sender {
+            return super::stream::spawn(w, sock);
+        }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match sock {
-            DataSock::Tcp(t) => loops::tcp_send(w, t, &hdr),
+            DataSock::Tcp(t) => loops::tcp_send(w, t, hdr.len() as u64),
             DataSock::Udp(u) => loops::udp_send(w, u, &hdr),
         })
     });
@@ -164,16 +177,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         .with_loop(spawn);
     record_start(out, cfg);
     out.emit(Event::Info(&start_note(&cfg.host, server.port(), udp)));
-    let mut fins = Vec::new();
-    for i in 0..run.spec().parallel {
-        let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
-        let sock = open_stream(cfg, run.spec(), &server, cport)?;
-        if let DataSock::Udp(u) = &sock {
-            fins.push(u.try_clone()?);
-        }
-        let c = run.attach(sock, server)?;
-        out.connected(c);
-    }
+    let fins = open_streams(cfg, out, &mut run, server, &hdr)?;
     run.record_buffers(&mut out.report.start);
     run.record_start(
         &mut out.report.start,
@@ -183,6 +187,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         Vec::new(),
     );
     out.report.start.netmeter.peer = PEER_NAME.into();
+    if run.spec().direction == Direction::Reverse {
+        out.emit(Event::ReverseMode { host: &cfg.host });
+    }
     if let Some(line) = test_common::udp_buffer_line(run.spec(), &out.report.start) {
         out.emit(Event::Info(&line));
     }
@@ -239,6 +246,45 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     out.end(running.summary(&out.report.start, &fig, peer.as_ref()));
     out.emit(Event::Done);
     Ok(())
+}
+
+/// Open the `-P` connections (TCP: each starts with the test header, written here; with
+/// `--bidir` each is attached twice, as the client's sending stream and, after all of
+/// those, as its receiving one) or UDP sockets, and attach them. Returns a handle on
+/// each UDP socket for the FIN exchange.
+fn open_streams(
+    cfg: &ClientConfig,
+    out: &mut Output,
+    run: &mut TestRun,
+    server: SocketAddr,
+    hdr: &[u8],
+) -> Result<Vec<UdpSocket>, TestError> {
+    let mut fins = Vec::new();
+    let mut duplex = Vec::new();
+    for i in 0..run.spec().parallel {
+        let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
+        let sock = open_stream(cfg, run.spec(), &server, cport)?;
+        match &sock {
+            DataSock::Udp(u) => fins.push(u.try_clone()?),
+            DataSock::Tcp(t) => {
+                let mut t: &TcpStream = t;
+                t.set_write_timeout(Some(cfg.connect_timeout))?;
+                std::io::Write::write_all(&mut t, hdr)
+                    .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
+                t.set_write_timeout(None)?;
+                if run.spec().direction == Direction::Bidir {
+                    duplex.push(DataSock::Tcp(t.try_clone()?));
+                }
+            }
+        }
+        let c = run.attach(sock, server)?;
+        out.connected(c);
+    }
+    for sock in duplex {
+        let c = run.attach(sock, server)?;
+        out.connected(c);
+    }
+    Ok(fins)
 }
 
 /// `start.netmeter.peer` for an iperf 2 server.

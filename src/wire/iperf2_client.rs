@@ -11,6 +11,13 @@
 
 /// `client_hdr_v1.flags`: a `client_hdrext` follows the base header.
 pub const HEADER_EXTEND: u32 = 0x4000_0000;
+/// `client_hdr_v1.flags`: the header has iperf 2.0.10+'s settings (set with `-R` and
+/// `--full-duplex`).
+pub const HEADER_VERSION2: u32 = 0x0400_0000;
+/// `client_hdrext.upperflags`: the server sends on this connection (`-R`).
+pub const HEADER_REVERSE: u16 = 0x0400;
+/// `client_hdrext.upperflags`: both send on this connection (`--full-duplex`).
+pub const HEADER_FULLDUPLEX: u16 = 0x0800;
 /// `client_hdr_v1.flags`: UDP sequence numbers are 64 bits (`id` low, `id2` high).
 pub const HEADER_SEQNO64B: u32 = 0x0800_0000;
 /// `client_hdr_v1.flags`: the header's length is in `HEADER_LEN_MASK`.
@@ -86,6 +93,13 @@ impl ClientHdr {
     /// datagram's start ([`UDP_HDR_LEN`], its sequence and time fields zero: see
     /// [`write_datagram_id`]).
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with(0)
+    }
+
+    /// [`ClientHdr::encode`] with `client_hdrext.upperflags` set to `upper` (e.g.
+    /// [`HEADER_REVERSE`]); a reverse or full-duplex test also sets [`HEADER_VERSION2`],
+    /// as iperf 2's client does.
+    pub fn encode_with(&self, upper: u16) -> Vec<u8> {
         let (lead, len) = if self.udp {
             (UDP_DATAGRAM_LEN, UDP_HDR_LEN)
         } else {
@@ -95,6 +109,9 @@ impl ClientHdr {
         let mut flags = HEADER_EXTEND | HEADER_LEN_BIT | (((len as u32) << 1) & HEADER_LEN_MASK);
         if self.udp {
             flags |= HEADER_SEQNO64B;
+        }
+        if upper & (HEADER_REVERSE | HEADER_FULLDUPLEX) != 0 {
+            flags |= HEADER_VERSION2;
         }
         let amount = match self.amount {
             Amount::TimeCentis(c) => (c.min(i32::MAX as u32) as i32).wrapping_neg() as u32,
@@ -112,7 +129,8 @@ impl ClientHdr {
             put(&mut b, lead + 4 * i, *v);
         }
         let ext = lead + CLIENT_HDR_V1_LEN;
-        // type, length, upper/lower flags stay 0; then the version, reserved and tos.
+        // type and length stay 0; the upper flags (lower: 0), the version, reserved, tos.
+        put(&mut b, ext + 8, u32::from(upper) << 16);
         put(&mut b, ext + 12, VERSION_U);
         put(&mut b, ext + 16, VERSION_L);
         put(&mut b, ext + 20, u32::from(self.tos));
@@ -256,6 +274,14 @@ mod tests {
         };
         assert_eq!(&n.encode()[20..24], &5000u32.to_be_bytes());
         assert_eq!(&n.encode()[48..52], &hex("00a00000")[..]);
+        // The same with -R and with --full-duplex (2.1.8's bytes).
+        let r = h.encode_with(HEADER_REVERSE);
+        assert_eq!(&r[..4], &hex("44010078")[..]);
+        assert_eq!(&r[32..36], &hex("04000000")[..]);
+        assert_eq!(&r[4..32], &want[4..32]);
+        assert_eq!(&r[36..], &want[36..]);
+        let f = h.encode_with(HEADER_FULLDUPLEX);
+        assert_eq!(&f[32..36], &hex("08000000")[..]);
     }
 
     /// `iperf -c 127.0.0.1 -p 15103 -u -t 1 -l 1000 -b 1M` (2.1.8): its first datagram.

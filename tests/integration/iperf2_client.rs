@@ -53,12 +53,14 @@ fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
     (p, d)
 }
 
-/// One stream as the iperf 2 server's CSV line gives it (`id` > 0; 2.2.1 adds a sum
-/// line with id -1): the client's port, bytes and, for UDP, jitter, lost, total and
-/// out-of-order datagrams.
+/// One stream as the iperf 2 server's CSV line gives it (`id` > 0; 2.2.1 adds sum
+/// lines with negative ids and column titles): the sending and receiving ports (the
+/// server's port first when it sent: `-R`, `--bidir`), bytes and, for UDP, lost, total
+/// and out-of-order datagrams.
 #[derive(Debug)]
 struct ServerLine {
-    client_port: u16,
+    from_port: u16,
+    to_port: u16,
     bytes: u64,
     udp: Option<(u64, u64, u64)>,
 }
@@ -75,7 +77,8 @@ fn server_lines(text: &str) -> Vec<ServerLine> {
                 (n(10), n(11), n(13))
             });
             Some(ServerLine {
-                client_port: f[2].parse().ok()?,
+                from_port: f[2].parse().ok()?,
+                to_port: f[4].parse().ok()?,
                 bytes: f[7].parse().ok()?,
                 udp,
             })
@@ -86,7 +89,7 @@ fn server_lines(text: &str) -> Vec<ServerLine> {
 /// Run `netmeter -c 127.0.0.1 -p PORT --iperf2 -J ARGS` against a fresh iperf 2
 /// server; netmeter's document and the server's lines, once it has printed one per
 /// stream.
-fn run_against(key: &str, args: &[&str]) -> (Value, Vec<ServerLine>) {
+fn run_against(key: &str, args: &[&str]) -> (Value, Vec<ServerLine>, u16) {
     let udp = args.contains(&"-u");
     let port = free_port();
     let (server, d) = iperf2_server(key, port, udp);
@@ -116,7 +119,7 @@ fn run_against(key: &str, args: &[&str]) -> (Value, Vec<ServerLine>) {
         v["start"]["netmeter"]["peer"], "iperf 2",
         "start.netmeter.peer"
     );
-    (v, lines)
+    (v, lines, port)
 }
 
 /// netmeter's stream of socket label `socket`: its local port (`start.connected`).
@@ -128,17 +131,26 @@ fn local_port(v: &Value, socket: &Value) -> u16 {
         .expect("the stream's start.connected entry") as u16
 }
 
+/// The server's line for what it received from client port `port`.
 fn line_for(lines: &[ServerLine], port: u16) -> &ServerLine {
     lines
         .iter()
-        .find(|l| l.client_port == port)
+        .find(|l| l.from_port == port)
         .unwrap_or_else(|| panic!("no server line for client port {port}: {lines:?}"))
+}
+
+/// The server's line for what it sent from its port `server` to client port `port`.
+fn sent_line(lines: &[ServerLine], server: u16, port: u16) -> &ServerLine {
+    lines
+        .iter()
+        .find(|l| l.from_port == server && l.to_port == port)
+        .unwrap_or_else(|| panic!("no server line for sending to port {port}: {lines:?}"))
 }
 
 /// TCP: each connection's bytes on the server are the bytes netmeter sent on it (the
 /// test header included: iperf 2's server counts it).
 fn check_tcp(key: &str, args: &[&str]) {
-    let (v, lines) = run_against(key, args);
+    let (v, lines, _) = run_against(key, args);
     for s in v["end"]["streams"].as_array().unwrap() {
         let sent = s["sender"]["bytes"].as_u64().expect("sender bytes");
         let l = line_for(&lines, local_port(&v, &s["sender"]["socket"]));
@@ -150,11 +162,41 @@ fn check_tcp(key: &str, args: &[&str]) {
     }
 }
 
+/// TCP with the server sending (`-R`, `--bidir`): what netmeter received on each
+/// connection is what the server sent on it, all of it with `exact` (a `-n` test, which
+/// the server ends itself), else at most that (a timed test ends at netmeter's clock,
+/// with the server's last bytes in flight); with `--bidir` what netmeter sent the server
+/// received, to the byte.
+fn check_tcp_server_sends(key: &str, args: &[&str], exact: bool) {
+    let (v, lines, server) = run_against(key, args);
+    let mut received = 0;
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let what = format!("{key} {args:?}: {s}, server lines {lines:?}");
+        let sender = &s["sender"];
+        if let Some(sent) = sender["bytes"]
+            .as_u64()
+            .filter(|_| sender["sender"] == true)
+        {
+            let l = line_for(&lines, local_port(&v, &sender["socket"]));
+            assert_eq!(l.bytes, sent, "{what}: server received vs netmeter sent");
+        }
+        if let Some(got) = s["receiver"]["bytes"].as_u64() {
+            let l = sent_line(&lines, server, local_port(&v, &s["receiver"]["socket"]));
+            match exact {
+                true => assert_eq!(got, l.bytes, "{what}: netmeter received vs server sent"),
+                false => assert!(got <= l.bytes && got > 0, "{what}"),
+            }
+            received += 1;
+        }
+    }
+    assert!(received > 0, "{key} {args:?}: no receiving stream in {v}");
+}
+
 /// UDP: netmeter's receiver figures are the server's own; with `exact` (one stream,
 /// fixed-size datagrams) also the server's total is what netmeter sent and its bytes
 /// are the datagrams that arrived.
 fn check_udp(key: &str, args: &[&str], len: u64, exact: bool) {
-    let (v, lines) = run_against(key, args);
+    let (v, lines, _) = run_against(key, args);
     for s in v["end"]["streams"].as_array().unwrap() {
         let u = &s["udp"];
         let l = line_for(&lines, local_port(&v, &u["socket"]));
@@ -208,6 +250,22 @@ iperf2_client!(
     check_tcp(V221, &["-n", "3M", "-b", "40M"])
 );
 iperf2_client!(
+    tcp_reverse_bytes_218,
+    check_tcp_server_sends(V218, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_reverse_bytes_221,
+    check_tcp_server_sends(V221, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_full_duplex_218,
+    check_tcp_server_sends(V218, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
+    tcp_full_duplex_221,
+    check_tcp_server_sends(V221, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
     udp_timed_218,
     check_udp(
         V218,
@@ -239,8 +297,8 @@ iperf2_client!(
 #[test]
 fn refusals_name_the_option() {
     for (args, needle) in [
-        (&["--bidir"][..], "--bidir"),
-        (&["-R"][..], "-R"),
+        (&["-u", "--bidir"][..], "--bidir"),
+        (&["-u", "-R"][..], "-R"),
         (&["-k", "10"][..], "-k"),
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["--bounceback"][..], "--bounceback"),

@@ -50,18 +50,15 @@ fn publish(s: &StreamShared, bytes: u64, blocks: u64) {
     s.packets.store(blocks, Ordering::Relaxed);
 }
 
-/// TCP: the header as the connection's first bytes (counted: the server counts every
-/// byte it reads), then `-l` blocks, then a shutdown of the write side, which is how an
-/// iperf 2 server learns the test is over.
-pub fn tcp_send(w: &Worker, mut sock: TcpStream, hdr: &[u8]) -> io::Result<()> {
+/// TCP: `-l` blocks after the test header (`header_len` bytes, written when the
+/// connection opened, counted as sent: the server counts every byte it reads), then a
+/// shutdown of the write side, which is how an iperf 2 server learns the test is over.
+pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     if let Some(b) = &w.budget {
-        b.take(hdr.len());
+        b.take(header_len as usize);
     }
-    if !stream::write_full(&mut sock, hdr, &w.stop)? {
-        return Ok(());
-    }
-    let (mut bytes, mut blocks) = (hdr.len() as u64, 1u64);
+    let (mut bytes, mut blocks) = (header_len, 1u64);
     publish(&w.shared, bytes, blocks);
     let origin = w.pace_origin.unwrap_or_else(Instant::now);
     let mut pacer = pacer(w, w.block_len, origin);
