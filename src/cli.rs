@@ -323,6 +323,14 @@ pub struct Args {
     /// wall-clock time; the clock offset is estimated on the control connection.
     #[arg(long = "trip-times")]
     pub trip_times: bool,
+    /// The server is an iperf 2 server (iperf 2.1 or 2.2, `iperf -s`): speak iperf 2's
+    /// wire instead of iperf3's, on port 5001 unless -p. TCP and UDP uploads (-l, -P,
+    /// -t/-n, -b); UDP shows the server's report (loss, out-of-order, jitter).
+    #[arg(long = "iperf2")]
+    pub iperf2: bool,
+    /// Whether -p was on the command line (`--iperf2` defaults to 5001 otherwise).
+    #[arg(skip)]
+    pub port_given: bool,
     /// TCP connection rate (like netperf TCP_CRR, iperf 2 --connect-only): each stream
     /// opens, uses and closes short connections for -t seconds; reports connections/s and
     /// handshake times. Needs a netmeter server.
@@ -603,7 +611,11 @@ where
     let mut m = cmd
         .try_get_matches_from_mut(&argv)
         .map_err(|e| parse_error::reword(e, &argv, &cmd))?;
-    Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))
+    let port_given = m.value_source("port") == Some(clap::parser::ValueSource::CommandLine);
+    let mut args =
+        Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))?;
+    args.port_given = port_given;
+    Ok(args)
 }
 
 /// The flat command line's clap command, grouped as `--help` shows it.
@@ -1054,6 +1066,16 @@ impl Args {
             }
         }
         let cfg = self.client_config(format)?;
+        if self.iperf2 {
+            if self.loopback || self.find_max_rate {
+                return Err(usage(
+                    "--iperf2 runs a test against an iperf 2 server; it does not go with --loopback or --find-max-rate",
+                ));
+            }
+            if let Some(why) = crate::engine::iperf2_client::unsupported(&cfg) {
+                return Err(usage(why));
+            }
+        }
         if self.repeat.is_some() && (self.loopback || self.find_max_rate) {
             return Err(usage(
                 "--repeat repeats one client test; it does not go with --loopback or --find-max-rate",
@@ -1799,7 +1821,10 @@ impl Args {
                 .as_deref()
                 .map(|c| split_dev(c).0.to_string())
                 .unwrap_or_default(),
-            port: self.port,
+            port: match self.iperf2 && !self.port_given {
+                true => crate::engine::iperf2_client::IPERF2_PORT,
+                false => self.port,
+            },
             spec,
             len_given: self.length.is_some(),
             interval_s: self.interval()?,
@@ -1824,6 +1849,7 @@ impl Args {
                 .transpose()
                 .map_err(usage)?,
             clock: crate::clock::system(),
+            iperf2: self.iperf2,
         })
     }
 }
@@ -2475,6 +2501,25 @@ mod tests {
             Command::Client { cfg, .. } => cfg,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn iperf2_port_and_refusals() {
+        assert_eq!(client(&["-c", "h", "--iperf2"]).port, 5001);
+        assert_eq!(client(&["-c", "h", "--iperf2", "-p", "5201"]).port, 5201);
+        assert!(client(&["-c", "h", "--iperf2"]).iperf2);
+        let e = parse(&["-c", "h", "--iperf2", "-u", "-R"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-R"), "{e}");
+        let e = parse(&["-c", "h", "--iperf2", "-u", "-l", "40"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-l must be at least 76"), "{e}");
+        let e = parse(&["-c", "h", "--iperf2", "--loopback"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--loopback"), "{e}");
     }
 
     #[test]

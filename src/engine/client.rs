@@ -71,6 +71,8 @@ pub struct ClientConfig {
     /// Where the client reads the time for the conversation's deadlines and the
     /// test's origin (`crate::clock::system()`; a `ManualClock` in tests).
     pub clock: Arc<dyn Clock>,
+    /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`).
+    pub iperf2: bool,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -258,7 +260,10 @@ pub fn run_keeping_report(
         }
         _ => cfg,
     };
-    let result = run_inner(cfg, &mut out);
+    let result = match cfg.iperf2 {
+        true => super::iperf2_client::run(cfg, &mut out),
+        false => run_inner(cfg, &mut out),
+    };
     // An interrupted test recorded its error before its partial summary (iperf3's
     // order in --json-stream: the error event, then the end event).
     if let Err(e) = &result

@@ -71,6 +71,11 @@ pub struct ClientHdr {
     /// `lRate`/`uRate`: the sender's `-b`, bits per second (0: none).
     pub rate_bps: u64,
     pub tos: u8,
+    /// More `client_hdr_v1.flags` (`wire::iperf2::HEADER_VERSION2` with `-R` and
+    /// `--full-duplex`, as iperf 2's client sets it).
+    pub flags: u32,
+    /// `client_hdrext.upperflags` (`wire::iperf2::UPPER_REVERSE`, `UPPER_FULLDUPLEX`, …).
+    pub upper: u16,
 }
 
 fn put(buf: &mut [u8], at: usize, v: u32) {
@@ -96,6 +101,7 @@ impl ClientHdr {
         if self.udp {
             flags |= HEADER_SEQNO64B;
         }
+        flags |= self.flags;
         let amount = match self.amount {
             Amount::TimeCentis(c) => (c.min(i32::MAX as u32) as i32).wrapping_neg() as u32,
             Amount::Bytes(n) => (n as u32) & 0x7FFF_FFFF,
@@ -112,7 +118,8 @@ impl ClientHdr {
             put(&mut b, lead + 4 * i, *v);
         }
         let ext = lead + CLIENT_HDR_V1_LEN;
-        // type, length, upper/lower flags stay 0; then the version, reserved and tos.
+        // type and length stay 0; the upper flags (lower: 0), the version, reserved, tos.
+        put(&mut b, ext + 8, u32::from(self.upper) << 16);
         put(&mut b, ext + 12, VERSION_U);
         put(&mut b, ext + 16, VERSION_L);
         put(&mut b, ext + 20, u32::from(self.tos));
@@ -242,6 +249,8 @@ mod tests {
             amount: Amount::TimeCentis(300),
             rate_bps: 0,
             tos: 0,
+            flags: 0,
+            upper: 0,
         };
         let want = hex(concat!(
             "400100780000000100003afe000003e800000000fffffed4",
@@ -252,10 +261,29 @@ mod tests {
         let n = ClientHdr {
             amount: Amount::Bytes(5000),
             rate_bps: 10_485_760,
-            ..h
+            ..h.clone()
         };
         assert_eq!(&n.encode()[20..24], &5000u32.to_be_bytes());
         assert_eq!(&n.encode()[48..52], &hex("00a00000")[..]);
+        // The same with -R and with --full-duplex (2.1.8's bytes: HEADER_VERSION2 and
+        // UPPER_REVERSE or UPPER_FULLDUPLEX, as `wire::iperf2` names them).
+        let r = ClientHdr {
+            flags: 0x0400_0000,
+            upper: 0x0400,
+            ..h.clone()
+        }
+        .encode();
+        assert_eq!(&r[..4], &hex("44010078")[..]);
+        assert_eq!(&r[32..36], &hex("04000000")[..]);
+        assert_eq!(&r[4..32], &want[4..32]);
+        assert_eq!(&r[36..], &want[36..]);
+        let f = ClientHdr {
+            flags: 0x0400_0000,
+            upper: 0x0800,
+            ..h
+        }
+        .encode();
+        assert_eq!(&f[32..36], &hex("08000000")[..]);
     }
 
     /// `iperf -c 127.0.0.1 -p 15103 -u -t 1 -l 1000 -b 1M` (2.1.8): its first datagram.
@@ -269,6 +297,8 @@ mod tests {
             amount: Amount::TimeCentis(100),
             rate_bps: 1_048_576,
             tos: 0,
+            flags: 0,
+            upper: 0,
         };
         let mut b = h.encode();
         write_datagram_id(&mut b, 1, 0x6b08_8171, 0x0003_8580);

@@ -1,0 +1,140 @@
+//! The data loops of an iperf 2 client: TCP writes the test header first, then blocks;
+//! UDP carries the header in every datagram after its 64-bit sequence number and send
+//! time, as iperf 2's client does. Both publish into the stream's `StreamShared` like
+//! the bulk loops (`engine::stream`), so the meter and the report see them as any
+//! stream; they are kept apart from those loops because the bytes differ.
+
+use crate::clock::mono_now;
+use crate::engine::record::StreamShared;
+use crate::engine::stream::{self, STOP_POLL, Worker};
+use crate::pacing::Pacer;
+use crate::wire::iperf2::{UDP_DATAGRAM_LEN, write_datagram_id};
+use std::io::{self, Write};
+use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// The `-b` pacer of a sender, told when a timed test ends.
+fn pacer(w: &Worker, unit: usize, origin: Instant) -> Option<Pacer> {
+    (w.rate_bps > 0).then(|| {
+        let p = Pacer::new(w.rate_bps, unit, w.burst, 0.0);
+        match (w.schedule_origin, w.schedule_end) {
+            (Some(o), Some(e)) => {
+                p.ending_at((o + e).saturating_duration_since(origin).as_secs_f64())
+            }
+            _ => p,
+        }
+    })
+}
+
+/// The size of the next block, once the pacer allows it (`None`: asked to stop, or the
+/// `-n` budget is spent).
+fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant, len: usize) -> Option<usize> {
+    while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = pacer.as_mut() {
+            let wait = p.poll(
+                mono_now().saturating_duration_since(origin).as_secs_f64(),
+                len,
+            );
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+        }
+        return match &w.budget {
+            Some(b) => Some(b.take(len)).filter(|&n| n > 0),
+            None => Some(len),
+        };
+    }
+    None
+}
+
+fn publish(s: &StreamShared, bytes: u64, blocks: u64) {
+    s.bytes.store(bytes, Ordering::Relaxed);
+    s.packets.store(blocks, Ordering::Relaxed);
+}
+
+/// TCP: `-l` blocks after the test header (`header_len` bytes, written when the
+/// connection opened, counted as sent: the server counts every byte it reads), then a
+/// shutdown of the write side, which is how an iperf 2 server learns the test is over.
+pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    if let Some(b) = &w.budget {
+        b.take(header_len as usize);
+    }
+    let (mut bytes, mut blocks) = (header_len, 1u64);
+    publish(&w.shared, bytes, blocks);
+    let origin = w.pace_origin.unwrap_or_else(mono_now);
+    let mut pacer = pacer(w, w.block_len, origin);
+    while let Some(len) = next_block(w, &mut pacer, origin, w.block_len) {
+        let mut off = 0;
+        while off < len && !w.stop.load(Ordering::Relaxed) {
+            match sock.write(&w.payload[off..len]) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                Ok(n) => {
+                    off += n;
+                    bytes += n as u64;
+                    w.shared.bytes.store(bytes, Ordering::Relaxed);
+                }
+                Err(e) if stream::is_transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        blocks += 1;
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    let _ = sock.flush();
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// UDP: `hdr` (from [`crate::wire::iperf2::ClientHdr::encode`]) at the start of
+/// every datagram, its sequence number (1, 2, …) and send time written before each send.
+/// The FIN is the control thread's (`fin`), once this loop has ended.
+pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let len = w.block_len.max(hdr.len());
+    let mut buf = w.payload.to_vec();
+    buf.resize(len, 0);
+    buf[..hdr.len()].copy_from_slice(hdr);
+    let origin = w.pace_origin.unwrap_or_else(mono_now);
+    let mut pacer = pacer(w, len, origin);
+    let (mut bytes, mut seq) = (0u64, 1i64);
+    let mut lag_s: f64 = 0.0;
+    while let Some(want) = next_block(w, &mut pacer, origin, len) {
+        // A short last datagram of a -n budget still carries the whole header.
+        let n = want.max(hdr.len().max(UDP_DATAGRAM_LEN));
+        let (sec, usec) = stream::wall_now(false);
+        write_datagram_id(&mut buf, seq, sec, usec);
+        match sock.send(&buf[..n]) {
+            Ok(sent) => {
+                bytes += sent as u64;
+                seq += 1;
+                publish(&w.shared, bytes, seq as u64 - 1);
+                w.shared.messages.store(seq as u64 - 1, Ordering::Relaxed);
+            }
+            // ECONNREFUSED: the ICMP of an earlier datagram (an iperf 2 server hands each
+            // new client its listening socket and binds another, and a datagram between
+            // the two finds no socket); this one was not sent: send it again.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                if let Some(b) = &w.budget {
+                    b.remaining.fetch_add(want as i64, Ordering::Relaxed);
+                }
+            }
+            Err(e) if stream::is_transient(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => {
+                w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                if let Some(b) = &w.budget {
+                    b.remaining.fetch_add(want as i64, Ordering::Relaxed);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(p) = &pacer {
+            lag_s = lag_s.max(p.max_lag_s());
+        }
+    }
+    w.shared
+        .pacing_lag_us
+        .store((lag_s * 1e6) as u64, Ordering::Relaxed);
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! netmeter as a client of real iperf 2 servers (`--iperf2`): Debian bookworm's 2.1.8
+//! and trixie's 2.2.1, TCP and UDP, judged by what the iperf 2 server itself prints
+//! (its `-y C` lines, one per stream): for TCP its byte count is what netmeter sent on
+//! that connection; for UDP its datagram total is what netmeter sent (the FIN
+//! included, as iperf 2 counts it), its bytes are the datagrams that arrived, and
+//! netmeter's receiver figures (bytes, lost/total, out of order) are the server's
+//! report, number for number.
+
+use crate::support::*;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+const V218: &str = "NETMETER_IPERF2_218";
+const V221: &str = "NETMETER_IPERF2_221";
+
+/// Whether process `pid` has a UDP socket bound to `port` (`/proc/PID/net/udp`), read
+/// without sending it anything: a probe datagram would start a test on an iperf 2 server.
+fn udp_bound(pid: u32, port: u16) -> bool {
+    ["udp", "udp6"].iter().any(|t| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
+            text.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+            })
+        })
+    })
+}
+
+/// An iperf 2 server on 127.0.0.1:`port` printing `-y C` lines, line-buffered through
+/// `stdbuf` (piped, iperf 2 holds its UDP lines until it exits), once it listens.
+fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        key,
+        Command::new("stdbuf")
+            .args(["-oL", &peer(key), "-s", "-B", "127.0.0.1", "-y", "C"])
+            .args(["-p", &port.to_string()])
+            .args(if udp { &["-u"][..] } else { &[][..] }),
+    );
+    let d = p.drain();
+    let pid = p.pid();
+    match udp {
+        true => await_evidence(
+            &format!("{key} bound to UDP port {port}"),
+            || udp_bound(pid, port),
+            || d.text(),
+        ),
+        false => await_tcp_listening(pid, port),
+    }
+    (p, d)
+}
+
+/// One stream as the iperf 2 server's CSV line gives it (`id` > 0; 2.2.1 adds sum
+/// lines with negative ids and column titles): the sending and receiving ports (the
+/// server's port first when it sent: `-R`, `--bidir`), bytes and, for UDP, lost, total
+/// and out-of-order datagrams.
+#[derive(Debug)]
+struct ServerLine {
+    from_port: u16,
+    to_port: u16,
+    bytes: u64,
+    udp: Option<(u64, u64, u64)>,
+}
+
+fn server_lines(text: &str) -> Vec<ServerLine> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim().split(',').collect();
+            if f.len() < 9 || f[5].parse::<i64>().ok()? <= 0 {
+                return None;
+            }
+            let udp = (f.len() >= 14).then(|| {
+                let n = |i: usize| f[i].parse::<u64>().unwrap_or(u64::MAX);
+                (n(10), n(11), n(13))
+            });
+            Some(ServerLine {
+                from_port: f[2].parse().ok()?,
+                to_port: f[4].parse().ok()?,
+                bytes: f[7].parse().ok()?,
+                udp,
+            })
+        })
+        .collect()
+}
+
+/// Run `netmeter -c 127.0.0.1 -p PORT --iperf2 -J ARGS` against a fresh iperf 2
+/// server; netmeter's document and the server's lines, once it has printed one per
+/// stream.
+fn run_against(key: &str, args: &[&str]) -> (Value, Vec<ServerLine>, u16) {
+    let udp = args.contains(&"-u");
+    let port = free_port();
+    let (server, d) = iperf2_server(key, port, udp);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    assert!(v.get("error").is_none(), "netmeter error: {}", v["error"]);
+    let streams = v["end"]["streams"].as_array().map_or(0, |s| s.len());
+    assert!(
+        streams > 0,
+        "no streams in netmeter's document:\n{}",
+        show(&out)
+    );
+    await_evidence(
+        &format!("{key}'s line for each of {streams} streams"),
+        || server_lines(&d.text()).len() >= streams,
+        || d.text(),
+    );
+    let lines = server_lines(&d.text());
+    drop(server);
+    assert_eq!(
+        v["start"]["netmeter"]["peer"], "iperf 2",
+        "start.netmeter.peer"
+    );
+    (v, lines, port)
+}
+
+/// netmeter's stream of socket label `socket`: its local port (`start.connected`).
+fn local_port(v: &Value, socket: &Value) -> u16 {
+    v["start"]["connected"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| &c["socket"] == socket))
+        .and_then(|c| c["local_port"].as_u64())
+        .expect("the stream's start.connected entry") as u16
+}
+
+/// The server's line for what it received from client port `port`.
+fn line_for(lines: &[ServerLine], port: u16) -> &ServerLine {
+    lines
+        .iter()
+        .find(|l| l.from_port == port)
+        .unwrap_or_else(|| panic!("no server line for client port {port}: {lines:?}"))
+}
+
+/// The server's line for what it sent from its port `server` to client port `port`.
+fn sent_line(lines: &[ServerLine], server: u16, port: u16) -> &ServerLine {
+    lines
+        .iter()
+        .find(|l| l.from_port == server && l.to_port == port)
+        .unwrap_or_else(|| panic!("no server line for sending to port {port}: {lines:?}"))
+}
+
+/// TCP: each connection's bytes on the server are the bytes netmeter sent on it (the
+/// test header included: iperf 2's server counts it).
+fn check_tcp(key: &str, args: &[&str]) {
+    let (v, lines, _) = run_against(key, args);
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let sent = s["sender"]["bytes"].as_u64().expect("sender bytes");
+        let l = line_for(&lines, local_port(&v, &s["sender"]["socket"]));
+        assert_eq!(
+            l.bytes, sent,
+            "{key} {args:?}: server bytes vs netmeter's sent"
+        );
+        assert!(sent > 60, "{key} {args:?}: only {sent} bytes sent");
+    }
+}
+
+/// TCP with the server sending (`-R`, `--bidir`): what netmeter received on each
+/// connection is what the server sent on it, all of it with `exact` (a `-n` test, which
+/// the server ends itself), else at most that (a timed test ends at netmeter's clock,
+/// with the server's last bytes in flight); with `--bidir` what netmeter sent the server
+/// received, to the byte.
+fn check_tcp_server_sends(key: &str, args: &[&str], exact: bool) {
+    let (v, lines, server) = run_against(key, args);
+    let mut received = 0;
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let what = format!("{key} {args:?}: {s}, server lines {lines:?}");
+        let sender = &s["sender"];
+        if let Some(sent) = sender["bytes"]
+            .as_u64()
+            .filter(|_| sender["sender"] == true)
+        {
+            let l = line_for(&lines, local_port(&v, &sender["socket"]));
+            assert_eq!(l.bytes, sent, "{what}: server received vs netmeter sent");
+        }
+        if let Some(got) = s["receiver"]["bytes"].as_u64() {
+            let l = sent_line(&lines, server, local_port(&v, &s["receiver"]["socket"]));
+            match exact {
+                true => assert_eq!(got, l.bytes, "{what}: netmeter received vs server sent"),
+                false => assert!(got <= l.bytes && got > 0, "{what}"),
+            }
+            received += 1;
+        }
+    }
+    assert!(received > 0, "{key} {args:?}: no receiving stream in {v}");
+}
+
+/// UDP: netmeter's receiver figures are the server's own; with `exact` (one stream,
+/// fixed-size datagrams) also the server's total is what netmeter sent and its bytes
+/// are the datagrams that arrived.
+fn check_udp(key: &str, args: &[&str], len: u64, exact: bool) {
+    let (v, lines, _) = run_against(key, args);
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let u = &s["udp"];
+        let l = line_for(&lines, local_port(&v, &u["socket"]));
+        let (lost, total, ooo) = l.udp.expect("a UDP server line");
+        let what = format!("{key} {args:?}: server line {l:?}, netmeter {u}");
+        assert_eq!(
+            u["netmeter"]["receiver_bytes"].as_u64(),
+            Some(l.bytes),
+            "{what}"
+        );
+        assert_eq!(u["lost_packets"].as_u64(), Some(lost), "{what}");
+        assert_eq!(u["out_of_order"].as_u64(), Some(ooo), "{what}");
+        assert_eq!(u["packets"].as_u64(), Some(total), "{what}");
+        assert!(total > 10, "{what}");
+        if exact {
+            let sent = u["bytes"].as_u64().unwrap();
+            assert_eq!(sent % len, 0, "{what}: datagrams of {len} bytes");
+            assert_eq!(sent / len, total, "{what}: datagrams sent vs server total");
+            assert_eq!(l.bytes, (total - lost) * len, "{what}: bytes that arrived");
+        }
+    }
+}
+
+macro_rules! iperf2_client {
+    ($name:ident, $check:expr) => {
+        #[test]
+        #[cfg_attr(
+            not(feature = "full-tests"),
+            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
+        )]
+        fn $name() {
+            $check
+        }
+    };
+}
+
+iperf2_client!(
+    tcp_parallel_timed_218,
+    check_tcp(V218, &["-t", "2", "-P", "2", "-l", "64K"])
+);
+iperf2_client!(
+    tcp_parallel_timed_221,
+    check_tcp(V221, &["-t", "2", "-P", "2", "-l", "64K"])
+);
+iperf2_client!(
+    tcp_bytes_paced_218,
+    check_tcp(V218, &["-n", "3M", "-b", "40M"])
+);
+iperf2_client!(
+    tcp_bytes_paced_221,
+    check_tcp(V221, &["-n", "3M", "-b", "40M"])
+);
+iperf2_client!(
+    tcp_reverse_bytes_218,
+    check_tcp_server_sends(V218, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_reverse_bytes_221,
+    check_tcp_server_sends(V221, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_full_duplex_218,
+    check_tcp_server_sends(V218, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
+    tcp_full_duplex_221,
+    check_tcp_server_sends(V221, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
+    udp_timed_218,
+    check_udp(
+        V218,
+        &["-u", "-b", "10M", "-t", "2", "-l", "1200"],
+        1200,
+        true
+    )
+);
+iperf2_client!(
+    udp_timed_221,
+    check_udp(
+        V221,
+        &["-u", "-b", "10M", "-t", "2", "-l", "1200"],
+        1200,
+        true
+    )
+);
+iperf2_client!(
+    udp_parallel_218,
+    check_udp(V218, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
+);
+iperf2_client!(
+    udp_parallel_221,
+    check_udp(V221, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
+);
+
+/// Quick tier: the options an iperf 2 server cannot serve are refused in one sentence
+/// naming them, before anything is sent.
+#[test]
+fn refusals_name_the_option() {
+    for (args, needle) in [
+        (&["-u", "--bidir"][..], "--bidir"),
+        (&["-u", "-R"][..], "-R"),
+        (&["-k", "10"][..], "-k"),
+        (&["-u", "-l", "50"][..], "-l must be at least 76"),
+        (&["--bounceback"][..], "--bounceback"),
+    ] {
+        let mut a = vec!["--iperf2"];
+        a.extend_from_slice(args);
+        let e = usage_error(&a);
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+}
