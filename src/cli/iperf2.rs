@@ -71,10 +71,10 @@ pub struct Iperf2Args {
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long = "reverse")]
     reverse: bool,
-    /// Both directions at once (netmeter's --bidir).
+    /// Both directions at once on each connection (TCP).
     #[arg(long = "full-duplex")]
     full_duplex: bool,
-    /// Both directions at once (netmeter's --bidir; iperf 2's server connects back).
+    /// iperf 2's dual test (the server connects back): refused; --full-duplex runs both directions.
     #[arg(short = 'd', long = "dualtest")]
     dualtest: bool,
     /// iperf 2's tradeoff test: refused (run the test, then with -R).
@@ -340,8 +340,12 @@ impl Iperf2Args {
         let n = netmeter_args(self)?;
         match n.resolve()? {
             Command::Client { mut cfg, .. } => {
-                // netmeter's own protocol: `netmeter iperf2 -c` needs a netmeter server
-                // until the iperf 2 client wire is wired in here (docs/iperf2.md).
+                // iperf 2's wire (`engine::iperf2_client`): a real iperf 2 server, or a
+                // netmeter server, which serves iperf 2 clients too.
+                cfg.iperf2 = true;
+                if let Some(why) = crate::engine::iperf2_client::unsupported(&cfg) {
+                    return Err(usage(format!("iperf2: {}", iperf2_words(why))));
+                }
                 cfg.interval_s = self.interval.unwrap_or(0.0);
                 let ctx = Iperf2Ctx {
                     layout,
@@ -395,6 +399,11 @@ impl Iperf2Args {
                 "iperf2: -r (the tradeoff test: one direction, then the server connecting back) is not supported; run the test, then the same with -R",
             ));
         }
+        if self.dualtest {
+            return Err(usage(
+                "iperf2: -d (the dual test: the server connecting back to the client) is not supported; --full-duplex runs both directions at once on one connection",
+            ));
+        }
         if let Some(t) = &self.ttl {
             return Err(usage(format!(
                 "iperf2: -T {t} sets a multicast TTL; netmeter does not test multicast"
@@ -418,6 +427,16 @@ impl Iperf2Args {
     }
 }
 
+/// A refusal of `engine::iperf2_client::unsupported`, which names netmeter's own
+/// options, in the words of iperf 2's command line.
+fn iperf2_words(why: &str) -> String {
+    why.replace("--iperf2 cannot ", "this client cannot ")
+        .replace("--bidir", "--full-duplex")
+        .replace("with --iperf2, ", "")
+        .replace(" with --iperf2", "")
+        .replace(", not --iperf2", "")
+}
+
 /// The netmeter flags an iperf 2 command line stands for.
 fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     let mut n = super::parse_args(["netmeter"])
@@ -439,8 +458,9 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
         .transpose()?;
     n.parallel = a.parallel;
     n.reverse = a.reverse;
-    // --full-duplex and -d: both directions at once (netmeter's --bidir).
-    n.bidir = a.full_duplex || a.dualtest;
+    // --full-duplex: both directions at once on each connection (netmeter's --bidir on
+    // iperf 2's wire).
+    n.bidir = a.full_duplex;
     // iperf 2's default lengths: 1470-byte datagrams, 128 KiB writes.
     let len = a
         .len
@@ -555,8 +575,7 @@ Server specific:
 
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
-  -d, --dualtest           do a bidirectional test simultaneously (netmeter: --bidir)
-      --full-duplex        run full duplex test using same socket (netmeter: --bidir)
+      --full-duplex        run full duplex test using same socket (TCP)
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
   -R, --reverse            reverse the test (client receives, server sends)
@@ -573,7 +592,10 @@ Miscellaneous:
   -v, --version            print version information and quit
   -X, --peer-detect        detect the peer's version (netmeter always does)
 
-Not supported (refused with the reason): -r, -T, --bounceback-period, -b MEAN,STDEV.
+The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
+Not supported (refused with the reason): -d, -r, -T, --bounceback-period, -b MEAN,STDEV;
+not yet on iperf 2's wire: --trip-times, --bounceback, --isochronous, --txstart-time,
+UDP -R and --full-duplex.
 See docs/iperf2.md.
 ";
 

@@ -29,6 +29,7 @@ use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -271,6 +272,15 @@ fn open_streams(
         match &sock {
             DataSock::Udp(u) => fins.push(u.try_clone()?),
             DataSock::Tcp(t) => {
+                // iperf 2 has no control connection: the first data connection's MSS is
+                // the one `start` reports (the engine's client reads its control's).
+                if i == 0 {
+                    let start = &mut out.report.start;
+                    match run.spec().mss {
+                        Some(m) => start.tcp_mss = Some(m),
+                        None => start.tcp_mss_default = sock::tcp_mss(t.as_fd()),
+                    }
+                }
                 let mut t: &TcpStream = t;
                 t.set_write_timeout(Some(cfg.connect_timeout))?;
                 std::io::Write::write_all(&mut t, hdr)

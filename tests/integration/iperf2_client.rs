@@ -309,3 +309,137 @@ fn refusals_name_the_option() {
         assert!(e.contains(needle), "{args:?}: {e}");
     }
 }
+
+/// `netmeter iperf2 -c 127.0.0.1 -p PORT ARGS` (iperf 2's command line) against a fresh
+/// iperf 2 server: netmeter's output and the server's lines, once it has printed `streams`.
+fn iperf2_cli_against(key: &str, args: &[&str], streams: usize) -> (String, Vec<ServerLine>) {
+    let udp = args.contains(&"-u");
+    let port = free_port();
+    let (server, d) = iperf2_server(key, port, udp);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 failed:\n{}",
+        show(&out)
+    );
+    await_evidence(
+        &format!("{key}'s line for each of {streams} streams"),
+        || server_lines(&d.text()).len() >= streams,
+        || d.text(),
+    );
+    let lines = server_lines(&d.text());
+    drop(server);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), lines)
+}
+
+/// The whole-test CSV line of `netmeter iperf2 -y C` for stream `id`: its local port,
+/// bytes and, for UDP, lost and total datagrams (iperf 2's client columns).
+fn whole_test_csv(text: &str, id: i64) -> (u16, u64, Option<(u64, u64)>) {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.trim().split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 9 && f[5].parse::<i64>().ok() == Some(id))
+        .collect();
+    // The whole test's line is the last of the stream's (its interval starts at 0).
+    let f = rows
+        .iter()
+        .rev()
+        .find(|f| f[6].starts_with("0.0-"))
+        .unwrap_or_else(|| panic!("no whole-test CSV line for stream {id}:\n{text}"));
+    let udp = (f.len() >= 14).then(|| (f[10].parse().unwrap(), f[11].parse().unwrap()));
+    (f[2].parse().unwrap(), f[7].parse().unwrap(), udp)
+}
+
+/// TCP through iperf 2's command line: the server's byte count for each connection is
+/// what `netmeter iperf2 -y C` reports it sent, to the byte.
+fn check_cli_tcp(key: &str) {
+    let (text, lines) = iperf2_cli_against(key, &["-y", "C", "-t", "2", "-P", "2"], 2);
+    for id in 1..=2 {
+        let (port, sent, _) = whole_test_csv(&text, id);
+        let l = line_for(&lines, port);
+        assert_eq!(
+            l.bytes, sent,
+            "{key}: server bytes vs netmeter's, stream {id}:\n{text}"
+        );
+        assert!(sent > 60, "{key}: only {sent} bytes sent");
+    }
+}
+
+/// UDP through iperf 2's command line: the server's bytes, lost and total datagrams are
+/// the server report `netmeter iperf2 -y C` printed (iperf 2 prints the server's report
+/// as the client's whole-test line when it has one).
+fn check_cli_udp(key: &str) {
+    let (text, lines) = iperf2_cli_against(
+        key,
+        &["-u", "-y", "C", "-b", "5m", "-t", "2", "-l", "1000"],
+        1,
+    );
+    let (port, _, _) = whole_test_csv(&text, 1);
+    let l = line_for(&lines, port);
+    let (lost, total, _) = l.udp.expect("a UDP server line");
+    assert!(total > 10, "{key}: {l:?}");
+    // What the server received is what arrived of the datagrams netmeter sent.
+    assert_eq!(l.bytes, (total - lost) * 1000, "{key}: {l:?}");
+    let shown = text
+        .lines()
+        .filter(|x| x.split(',').nth(2) == Some(&port.to_string()))
+        .any(|x| {
+            let f: Vec<&str> = x.split(',').collect();
+            f.len() >= 14 && f[10] == lost.to_string() && f[11] == total.to_string()
+        });
+    assert!(
+        shown,
+        "{key}: the server's {lost}/{total} is not in netmeter's lines:\n{text}"
+    );
+}
+
+/// `netmeter iperf2 -c -e` has iperf 2.2.1's layout while talking to a real iperf 2.
+fn check_cli_shape(key: &str, args: &[&str], capture: &str) {
+    let (text, lines) = iperf2_cli_against(key, args, 1);
+    assert!(!lines.is_empty());
+    let p = format!(
+        "{}/src/report/testdata/iperf2/{capture}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    use netmeter::report::iperf2::shape::shapes;
+    assert_eq!(
+        shapes(&want),
+        shapes(&text),
+        "{key}: netmeter iperf2's output has not iperf 2.2.1's shape ({capture}):\n{text}"
+    );
+}
+
+iperf2_client!(cli_tcp_218, check_cli_tcp(V218));
+iperf2_client!(cli_tcp_221, check_cli_tcp(V221));
+iperf2_client!(cli_udp_218, check_cli_udp(V218));
+iperf2_client!(cli_udp_221, check_cli_udp(V221));
+iperf2_client!(
+    cli_tcp_enhanced_shape_221,
+    check_cli_shape(V221, &["-e", "-i", "1", "-t", "2"], "tcp.client")
+);
+iperf2_client!(
+    cli_tcp_plain_shape_218,
+    check_cli_shape(V218, &["-i", "1", "-t", "2"], "tcp_plain.client")
+);
+iperf2_client!(
+    cli_udp_plain_shape_221,
+    check_cli_shape(
+        V221,
+        &["-u", "-b", "10m", "-i", "1", "-t", "2"],
+        "udp_plain.client"
+    )
+);
+iperf2_client!(
+    cli_udp_csv_shape_218,
+    check_cli_shape(
+        V218,
+        &["-u", "-y", "C", "-b", "10m", "-i", "1", "-t", "2"],
+        "udp_csv.client"
+    )
+);

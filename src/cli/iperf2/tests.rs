@@ -62,14 +62,16 @@ fn mean_stdev_bandwidth_is_refused_naming_the_option() {
 }
 
 #[test]
-fn full_duplex_and_dualtest_run_both_directions() {
+fn full_duplex_runs_both_directions_on_iperf2s_wire() {
     use crate::spec::Direction;
-    for f in ["--full-duplex", "-d"] {
-        let (cfg, _) = client(&["-c", "h", f]);
-        assert_eq!(cfg.spec.direction, Direction::Bidir, "{f}");
-    }
+    let (cfg, _) = client(&["-c", "h", "--full-duplex"]);
+    assert_eq!(cfg.spec.direction, Direction::Bidir);
+    assert!(cfg.iperf2, "netmeter iperf2 -c speaks iperf 2's wire");
     let (cfg, _) = client(&["-c", "h", "-R"]);
     assert_eq!(cfg.spec.direction, Direction::Reverse);
+    // -d is iperf 2's other test (the server connects back), not --full-duplex.
+    let e = refused(&["-c", "h", "-d"]);
+    assert!(e.contains("-d") && e.contains("--full-duplex"), "{e}");
 }
 
 #[test]
@@ -86,22 +88,30 @@ fn tos_takes_dscp_names() {
 }
 
 #[test]
-fn bounceback_takes_iperf2s_burst_count() {
-    let (cfg, ctx) = client(&["-c", "h", "--bounceback"]);
-    assert_eq!(cfg.spec.bounceback.unwrap().burst, 10);
-    assert!(ctx.nodelay);
-    let (cfg, _) = client(&["-c", "h", "--bounceback=3", "--bounceback-hold", "2"]);
-    let b = cfg.spec.bounceback.unwrap();
-    assert_eq!((b.burst, b.hold_us), (3, 2000));
+fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
+    for (args, name) in [
+        (&["-c", "h", "--bounceback"][..], "--bounceback"),
+        (&["-c", "h", "--trip-times"][..], "--trip-times"),
+        (&["-c", "h", "-u", "-R"][..], "-R"),
+        (&["-c", "h", "-u", "--full-duplex"][..], "--full-duplex"),
+        (&["-c", "h", "--isochronous"][..], "--isochronous"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
+        assert!(
+            !e.contains("--iperf2") && !e.contains("--bidir"),
+            "{args:?}: {e}"
+        );
+    }
 }
 
 #[test]
 fn csv_and_trip_times_layouts() {
     let (_, ctx) = client(&["-c", "h", "-y", "C"]);
     assert_eq!(ctx.layout, Layout::Csv);
-    let (cfg, ctx) = client(&["-c", "h", "--trip-times"]);
+    // As iperf 2, --histograms selects the enhanced layout.
+    let (_, ctx) = client(&["-c", "h", "--histograms"]);
     assert_eq!(ctx.layout, Layout::Enhanced);
-    assert!(cfg.spec.trip_times);
     assert!(refused(&["-c", "h", "-y", "J"]).contains("-y J"));
 }
 

@@ -69,7 +69,7 @@ pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<
     while let Some(len) = next_block(w, &mut pacer, origin, w.block_len) {
         let mut off = 0;
         while off < len && !w.stop.load(Ordering::Relaxed) {
-            match sock.write(&w.payload[off..len]) {
+            match w.shared.calls.wrote(sock.write(&w.payload[off..len])) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
                 Ok(n) => {
                     off += n;
@@ -106,7 +106,7 @@ pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
         let n = want.max(hdr.len().max(UDP_DATAGRAM_LEN));
         let (sec, usec) = stream::wall_now(false);
         write_datagram_id(&mut buf, seq, sec, usec);
-        match sock.send(&buf[..n]) {
+        match w.shared.calls.wrote(sock.send(&buf[..n])) {
             Ok(sent) => {
                 bytes += sent as u64;
                 seq += 1;
