@@ -22,8 +22,8 @@ use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
-    Amount, ClientHdr, HEADER_VERSION2, ServerReport, UDP_HDR_LEN, UPPER_FULLDUPLEX, UPPER_REVERSE,
-    write_datagram_id,
+    Amount, BB_HDR_LEN, ClientHdr, HEADER_VERSION2, ServerReport, UDP_HDR_LEN, UPPER_FULLDUPLEX,
+    UPPER_REVERSE, write_datagram_id,
 };
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
@@ -44,7 +44,7 @@ pub const IPERF2_UDP_LEN: usize = 1470;
 pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
-    let refusals: [(bool, &'static str); 17] = [
+    let refusals: [(bool, &'static str); 19] = [
         (
             udp && s.direction == Direction::Reverse,
             "--iperf2 cannot run -R over UDP yet (over TCP it can)",
@@ -54,8 +54,18 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "--iperf2 cannot run --bidir over UDP yet (over TCP it can)",
         ),
         (
-            s.bounceback.is_some(),
-            "--iperf2 cannot run --bounceback yet",
+            udp && s.bounceback.is_some(),
+            "--bounceback runs over TCP only against an iperf 2 server, as iperf 2's own: drop -u",
+        ),
+        (
+            s.bounceback.is_some_and(|b| {
+                b.request_len < BB_HDR_LEN as u32 || b.reply_len < BB_HDR_LEN as u32
+            }),
+            "with --iperf2, --bounceback-request and --bounceback-reply must be at least 64 bytes: iperf 2's bounceback header rides in each",
+        ),
+        (
+            s.bounceback.is_some() && s.parallel > 1,
+            "--bounceback runs one stream against an iperf 2 server: drop -P",
         ),
         (
             s.profile.is_some(),
@@ -161,6 +171,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let hdr = Arc::new(client_hdr(&spec, cfg.len_given, server.port()).encode());
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
+    let tos = spec.tos.unwrap_or(0);
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
         // A TCP receiver reads plain bytes: the bulk loop's (the header went out first).
         if !w.shared.sender {
@@ -168,9 +179,10 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
-        super::stream::spawn_loop(name, w, move |w| match sock {
-            DataSock::Tcp(t) => loops::tcp_send(w, t, hdr.len() as u64),
-            DataSock::Udp(u) => loops::udp_send(w, u, &hdr),
+        super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
+            (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos),
+            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64),
+            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
         })
     });
     let side = Side::Client {
@@ -282,6 +294,12 @@ fn open_streams(
                     }
                 }
                 let mut t: &TcpStream = t;
+                // A bounceback test opens with its first request's header instead.
+                if run.spec().bounceback.is_some() {
+                    let c = run.attach(sock, server)?;
+                    out.connected(c);
+                    continue;
+                }
                 t.set_write_timeout(Some(cfg.connect_timeout))?;
                 std::io::Write::write_all(&mut t, hdr)
                     .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
@@ -534,6 +552,36 @@ mod tests {
         let h = client_hdr(&n, false, 5001);
         assert_eq!((h.udp, h.buf_len), (false, 0));
         assert_eq!(h.amount, Amount::Bytes(5 << 20));
+    }
+
+    #[test]
+    fn a_bounceback_request_says_what_iperf_2s_client_says() {
+        use crate::wire::iperf2::{BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK};
+        let b = crate::wire::Bounceback {
+            request_len: 100,
+            reply_len: 100,
+            hold_us: 2000,
+            burst: 10,
+            busy_poll_us: 0,
+        };
+        let h = loops::bb_request(&b, 0, 7, (1_700_000_000, 250));
+        assert_eq!(
+            (h.flags, h.size, h.id, h.hold_us),
+            (HEADER_BOUNCEBACK, 100, 7, 2000)
+        );
+        assert_eq!(h.bbflags, 0, "same sizes, no TOS: no flags");
+        assert_eq!(h.client_tx, (1_700_000_000, 250));
+        assert_eq!(h.server_rx, (u32::MAX, u32::MAX));
+        // What the server reads back from the bytes: a reply size and TOS when set.
+        let other = crate::wire::Bounceback {
+            reply_len: 300,
+            ..b
+        };
+        let mut bytes = vec![0u8; 100];
+        loops::bb_request(&other, 0x28, 1, (1, 2)).write(&mut bytes);
+        let back = BbHdr::parse(&bytes).expect("a bounceback header");
+        assert_eq!(back.bbflags, BB_REPLYSIZE | BB_TOS);
+        assert_eq!((back.reply_size, back.tos), (300, 0x28));
     }
 
     #[test]

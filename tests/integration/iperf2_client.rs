@@ -301,7 +301,8 @@ fn refusals_name_the_option() {
         (&["-u", "-R"][..], "-R"),
         (&["-k", "10"][..], "-k"),
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
-        (&["--bounceback"][..], "--bounceback"),
+        (&["-u", "--bounceback"][..], "--bounceback"),
+        (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
         let mut a = vec!["--iperf2"];
         a.extend_from_slice(args);
@@ -443,3 +444,44 @@ iperf2_client!(
         "udp_csv.client"
     )
 );
+
+/// Bounceback against a real iperf 2 server: iperf 2's period (a burst a second, not
+/// back to back), the hold the server applied (no round trip shorter than it; 2.1.8
+/// applies it, 2.2.1's server reads it but no longer waits: its `Server.cpp` has no
+/// delay), and what the server itself counted: each completed transaction's request
+/// and reply (a request cut off by the test's end may add one more).
+fn check_bounceback(key: &str, holds: bool) {
+    let (v, lines, _) = run_against(
+        key,
+        &[
+            "--bounceback",
+            "--bounceback-burst",
+            "5",
+            "--bounceback-hold",
+            "2",
+            "-t",
+            "2.5",
+        ],
+    );
+    let bb = &v["end"]["netmeter"]["bounceback"];
+    let n = bb["transactions"].as_u64().expect("transactions");
+    assert!(
+        (5..=15).contains(&n),
+        "{key}: {n} transactions in 2.5 s, bursts of 5 a second: {bb}"
+    );
+    let min = bb["rtt"]["min_ms"].as_f64().expect("rtt min");
+    assert!(
+        !holds || min >= 2.0,
+        "{key}: a round trip of {min} ms under the 2 ms hold: {bb}"
+    );
+    let l = lines.first().expect("the server's line");
+    let per = 200; // 100-byte requests and replies
+    assert!(
+        l.bytes == n * per || l.bytes == (n + 1) * per,
+        "{key}: the server counted {} bytes for {n} transactions of {per}",
+        l.bytes
+    );
+}
+
+iperf2_client!(bounceback_218, check_bounceback(V218, true));
+iperf2_client!(bounceback_221, check_bounceback(V221, false));

@@ -58,6 +58,12 @@ fn parallel_streams_have_iperf2s_sum_rows() {
 }
 
 #[test]
+fn bounceback_has_iperf2s_layout() {
+    let out = iperf2_client(&["--bounceback", "-i", "1", "-t", "2"]);
+    assert_shape("bb.client", &out);
+}
+
+#[test]
 fn csv_has_iperf2s_columns() {
     let out = iperf2_client(&["-y", "C", "-i", "1", "-t", "2"]);
     assert_shape("tcp_csv.client", &out);

@@ -90,7 +90,7 @@ fn tos_takes_dscp_names() {
 #[test]
 fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
-        (&["-c", "h", "--bounceback"][..], "--bounceback"),
+        (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
         (&["-c", "h", "--trip-times"][..], "--trip-times"),
         (&["-c", "h", "-u", "-R"][..], "-R"),
         (&["-c", "h", "-u", "--full-duplex"][..], "--full-duplex"),
@@ -103,6 +103,16 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "{args:?}: {e}"
         );
     }
+}
+
+#[test]
+fn bounceback_takes_iperf2s_burst_count() {
+    let (cfg, ctx) = client(&["-c", "h", "--bounceback"]);
+    assert_eq!(cfg.spec.bounceback.unwrap().burst, 10);
+    assert!(ctx.nodelay);
+    let (cfg, _) = client(&["-c", "h", "--bounceback=3", "--bounceback-hold", "2"]);
+    let b = cfg.spec.bounceback.unwrap();
+    assert_eq!((b.burst, b.hold_us), (3, 2000));
 }
 
 #[test]
