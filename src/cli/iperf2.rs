@@ -594,8 +594,7 @@ Miscellaneous:
 
 The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
 Not supported (refused with the reason): -d, -r, -T, --bounceback-period, -b MEAN,STDEV;
-not yet on iperf 2's wire: --trip-times, --bounceback, --isochronous, --txstart-time,
-UDP -R and --full-duplex.
+not yet on iperf 2's wire: TCP --trip-times, --isochronous, UDP -R and --full-duplex.
 See docs/iperf2.md.
 ";
 

@@ -22,9 +22,10 @@ use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
-    Amount, BB_HDR_LEN, ClientHdr, HEADER_VERSION2, ServerReport, UDP_HDR_LEN, UPPER_FULLDUPLEX,
-    UPPER_REVERSE, write_datagram_id,
+    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION2, ServerReport, UDP_HDR_LEN,
+    UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME, write_datagram_id,
 };
+use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -79,10 +80,13 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             s.connect_only,
             "--connect-only needs a netmeter or iperf3 server, not --iperf2",
         ),
-        (s.trip_times, "--iperf2 cannot run --trip-times yet"),
         (
-            cfg.txstart.is_some(),
-            "--iperf2 cannot run --txstart-time yet",
+            s.trip_times && !udp,
+            "--iperf2 cannot run --trip-times over TCP yet (over UDP it can)",
+        ),
+        (
+            s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
+            "with --iperf2, UDP --trip-times needs -l of at least 128 bytes: iperf 2's header with its start time rides in every datagram",
         ),
         (
             matches!(s.end, EndCondition::Blocks(_)),
@@ -127,13 +131,37 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         .map(|(_, why)| why)
 }
 
-/// The test as iperf 2's header announces it.
-fn client_hdr(spec: &TestSpec, len_given: bool, port: u16) -> ClientHdr {
-    let upper = match spec.direction {
+/// The test as iperf 2's header announces it. `started`: the client's wall clock at
+/// its start (seconds, microseconds), which `--trip-times` sends; `txstart`: the
+/// `--txstart-time` it waits for, sent instead.
+fn client_hdr(
+    spec: &TestSpec,
+    len_given: bool,
+    port: u16,
+    started: (u32, u32),
+    txstart: Option<f64>,
+) -> ClientHdr {
+    let mut upper = match spec.direction {
         Direction::Reverse => UPPER_REVERSE,
         Direction::Bidir => UPPER_FULLDUPLEX,
         Direction::Upload => 0,
     };
+    let mut flags = if upper != 0 { HEADER_VERSION2 } else { 0 };
+    let udp = spec.protocol == Protocol::Udp;
+    let start = match txstart {
+        Some(at) => {
+            upper |= UPPER_EPOCH_START;
+            let at = at.max(0.0);
+            Some((at.trunc() as u32, (at.fract() * 1e6) as u32))
+        }
+        None => spec.trip_times.then_some(started),
+    };
+    if spec.trip_times {
+        upper |= UPPER_TRIPTIME;
+    }
+    if start.is_some() && udp {
+        flags |= HEADER_UDPTESTS;
+    }
     ClientHdr {
         udp: spec.protocol == Protocol::Udp,
         threads: spec.parallel,
@@ -147,8 +175,9 @@ fn client_hdr(spec: &TestSpec, len_given: bool, port: u16) -> ClientHdr {
         rate_bps: spec.rate_bps,
         tos: spec.tos.unwrap_or(0),
         // iperf 2's client marks the 2.0.10+ settings valid with -R and --full-duplex.
-        flags: if upper != 0 { HEADER_VERSION2 } else { 0 },
+        flags,
         upper,
+        start,
     }
 }
 
@@ -160,6 +189,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     }
     let origin = cfg.clock.now();
     let server = resolve(&cfg.host, cfg.port, cfg.family)?;
+    if let Some(at) = cfg.txstart {
+        super::profile::txstart_before_connect(at, out);
+    }
     out.emit(Event::Connecting {
         host: &cfg.host,
         port: cfg.port,
@@ -168,7 +200,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if spec.protocol == Protocol::Udp && !cfg.len_given {
         spec.block_len = IPERF2_UDP_LEN;
     }
-    let hdr = Arc::new(client_hdr(&spec, cfg.len_given, server.port()).encode());
+    let started = super::stream::wall_now(false);
+    let hdr = client_hdr(&spec, cfg.len_given, server.port(), started, cfg.txstart);
+    let hdr = Arc::new(hdr.encode());
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
@@ -211,7 +245,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         out.emit(Event::Info(&line));
     }
     out.start_done();
-    let t0 = cfg.clock.now();
+    // With --txstart-time the data starts at that instant (the TCP headers went out
+    // before it, as iperf 2's client sends its first payload, then waits).
+    let t0 = super::profile::client_t0(cfg.txstart, Some(cfg.clock.now()), out);
     let mut running = run.start(Launch {
         t0,
         owd_correction_ns: 0,
@@ -541,7 +577,7 @@ mod tests {
             parallel: 2,
             ..TestSpec::default()
         };
-        let h = client_hdr(&spec, true, 5001);
+        let h = client_hdr(&spec, true, 5001, (0, 0), None);
         assert!(h.udp);
         assert_eq!((h.threads, h.port, h.buf_len), (2, 5001, 1000));
         assert_eq!((h.amount, h.rate_bps), (Amount::TimeCentis(300), 2_000_000));
@@ -549,9 +585,39 @@ mod tests {
             end: EndCondition::Bytes(5 << 20),
             ..TestSpec::default()
         };
-        let h = client_hdr(&n, false, 5001);
+        let h = client_hdr(&n, false, 5001, (0, 0), None);
         assert_eq!((h.udp, h.buf_len), (false, 0));
         assert_eq!(h.amount, Amount::Bytes(5 << 20));
+    }
+
+    /// What the client sends with --trip-times and --txstart-time is what a server
+    /// (netmeter's own iperf 2 parser, `wire::iperf2::TestHdr`) reads back.
+    #[test]
+    fn trip_times_and_txstart_reach_the_server_as_sent() {
+        use crate::wire::iperf2::TestHdr;
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            block_len: 1470,
+            trip_times: true,
+            ..TestSpec::default()
+        };
+        let mut d = client_hdr(&spec, true, 5001, (1_700_000_000, 123_456), None).encode();
+        d.resize(1470, 0);
+        let h = TestHdr::parse_udp(&d).expect("a UDP test header");
+        assert!(h.trip_times() && h.udp);
+        assert_eq!(h.start, Some((1_700_000_000, 123_456)));
+        let tcp = TestSpec {
+            trip_times: false,
+            ..TestSpec::default()
+        };
+        let b = client_hdr(&tcp, false, 5001, (1, 2), Some(1_800_000_000.5)).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert_eq!(h.start, Some((1_800_000_000, 500_000)));
+        assert_eq!(h.upper & UPPER_EPOCH_START, UPPER_EPOCH_START);
+        assert!(!h.trip_times());
+        // Without either, no start time and the header is 2.1.8's plain one.
+        let plain = client_hdr(&tcp, false, 5001, (1, 2), None);
+        assert_eq!(plain.start, None);
     }
 
     #[test]

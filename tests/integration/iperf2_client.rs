@@ -33,10 +33,16 @@ fn udp_bound(pid: u32, port: u16) -> bool {
 /// An iperf 2 server on 127.0.0.1:`port` printing `-y C` lines, line-buffered through
 /// `stdbuf` (piped, iperf 2 holds its UDP lines until it exits), once it listens.
 fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
+    iperf2_server_styled(key, port, udp, &["-y", "C"])
+}
+
+/// The same printing `style` (`-y C`, or `-e` for its enhanced text).
+fn iperf2_server_styled(key: &str, port: u16, udp: bool, style: &[&str]) -> (Proc, Drained) {
     let mut p = Proc::spawn(
         key,
         Command::new("stdbuf")
-            .args(["-oL", &peer(key), "-s", "-B", "127.0.0.1", "-y", "C"])
+            .args(["-oL", &peer(key), "-s", "-B", "127.0.0.1"])
+            .args(style)
             .args(["-p", &port.to_string()])
             .args(if udp { &["-u"][..] } else { &[][..] }),
     );
@@ -302,6 +308,8 @@ fn refusals_name_the_option() {
         (&["-k", "10"][..], "-k"),
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["-u", "--bounceback"][..], "--bounceback"),
+        (&["--trip-times"][..], "--trip-times over TCP"),
+        (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
         (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
         let mut a = vec!["--iperf2"];
@@ -485,3 +493,106 @@ fn check_bounceback(key: &str, holds: bool) {
 
 iperf2_client!(bounceback_218, check_bounceback(V218, true));
 iperf2_client!(bounceback_221, check_bounceback(V221, false));
+
+/// The `a/b/c/d` (or `a/b/c`) figures of `line` just before the token `ms` that follows
+/// them: iperf 2's latency column, netmeter's transit.
+fn slashed_ms(line: &str) -> Option<Vec<f64>> {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    t.windows(2).find_map(|w| {
+        let v: Vec<f64> = w[0].split('/').filter_map(|x| x.parse().ok()).collect();
+        (w[1] == "ms" && v.len() >= 3 && v.len() == w[0].split('/').count()).then_some(v)
+    })
+}
+
+/// UDP `--trip-times` against a real iperf 2 server (`-e`): the server takes the test
+/// as a trip-times one (its connection line says so), and the transit netmeter shows
+/// from the server's report is the latency the server prints itself: the same minimum
+/// and maximum, the mean within rounding.
+fn check_udp_trip_times(key: &str) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, true, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2"])
+            .args(["-u", "-b", "5M", "-t", "2", "--trip-times"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ours = text
+        .lines()
+        .find(|l| l.contains("iperf 2 server report") && l.contains("transit"))
+        .and_then(|l| slashed_ms(l.split("transit").nth(1)?))
+        .unwrap_or_else(|| panic!("{key}: no transit in netmeter's output:\n{text}"));
+    let row = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("0.0000-") && l.contains("pps"))
+            .and_then(slashed_ms)
+    };
+    await_evidence(
+        &format!("{key}'s row with its latency"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs = row(&d.text()).unwrap();
+    let conn = d.text();
+    drop(server);
+    assert!(
+        conn.contains("(trip-times)"),
+        "{key}: not a trip-times test:\n{conn}"
+    );
+    let (avg, min, max) = (theirs[0], theirs[1], theirs[2]);
+    let what = format!(
+        "{key}: server avg/min/max {avg}/{min}/{max}, netmeter's transit min/mean/max {ours:?}"
+    );
+    assert_eq!(min, ours[0], "{what}");
+    assert_eq!(max, ours[2], "{what}");
+    assert!((avg - ours[1]).abs() <= 0.005 + avg * 0.05, "{what}");
+}
+
+/// `--txstart-time` against a real iperf 2 server: the server sees an epoch start
+/// (its connection line says so) and netmeter's report recorded the start it waited for.
+fn check_txstart(key: &str) {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 2.0;
+    let at = format!("{at:.3}");
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(["-t", "1", "--txstart-time", &at]),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    await_evidence(
+        &format!("{key}'s connection line"),
+        || d.text().contains("connected with"),
+        || d.text(),
+    );
+    let conn = d.text();
+    drop(server);
+    assert!(
+        conn.contains("(epoch-start)"),
+        "{key}: no epoch start:\n{conn}"
+    );
+    let ts = &v["start"]["netmeter"]["txstart"];
+    assert_eq!(
+        ts["requested"].as_f64().map(|r| format!("{r:.3}")),
+        Some(at.clone()),
+        "{key}: {ts}"
+    );
+    assert!(
+        ts["started"].as_f64().unwrap() >= at.parse::<f64>().unwrap(),
+        "{key}: {ts}"
+    );
+}
+
+iperf2_client!(udp_trip_times_218, check_udp_trip_times(V218));
+iperf2_client!(udp_trip_times_221, check_udp_trip_times(V221));
+iperf2_client!(txstart_218, check_txstart(V218));
+iperf2_client!(txstart_221, check_txstart(V221));
