@@ -1849,7 +1849,7 @@ impl Args {
                 .transpose()
                 .map_err(usage)?,
             clock: crate::clock::system(),
-            iperf2: self.iperf2,
+            iperf2: self.iperf2.then(Default::default),
         })
     }
 }
@@ -2507,7 +2507,7 @@ mod tests {
     fn iperf2_port_and_refusals() {
         assert_eq!(client(&["-c", "h", "--iperf2"]).port, 5001);
         assert_eq!(client(&["-c", "h", "--iperf2", "-p", "5201"]).port, 5201);
-        assert!(client(&["-c", "h", "--iperf2"]).iperf2);
+        assert!(client(&["-c", "h", "--iperf2"]).iperf2.is_some());
         let e = parse(&["-c", "h", "--iperf2", "-u", "-R"])
             .unwrap_err()
             .to_string();

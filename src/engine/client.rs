@@ -71,8 +71,9 @@ pub struct ClientConfig {
     /// Where the client reads the time for the conversation's deadlines and the
     /// test's origin (`crate::clock::system()`; a `ManualClock` in tests).
     pub clock: Arc<dyn Clock>,
-    /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`).
-    pub iperf2: bool,
+    /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`), with
+    /// the options only iperf 2's command line has.
+    pub iperf2: Option<super::iperf2_client::Iperf2Opts>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -261,8 +262,8 @@ pub fn run_keeping_report(
         _ => cfg,
     };
     let result = match cfg.iperf2 {
-        true => super::iperf2_client::run(cfg, &mut out),
-        false => run_inner(cfg, &mut out),
+        Some(_) => super::iperf2_client::run(cfg, &mut out),
+        None => run_inner(cfg, &mut out),
     };
     // An interrupted test recorded its error before its partial summary (iperf3's
     // order in --json-stream: the error event, then the end event).

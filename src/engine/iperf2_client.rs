@@ -22,17 +22,33 @@ use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
-    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION2, ServerReport, UDP_HDR_LEN,
-    UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME, write_datagram_id,
+    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
+    ServerReport, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME,
+    write_datagram_id,
 };
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
 use socket2::{Domain, SockAddr, Socket, Type};
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What only iperf 2's command line (`netmeter iperf2 -c`) asks of this client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Iperf2Opts {
+    /// `-d`, iperf 2's dual test: the server connects back to a port this client
+    /// listens on and sends there while this client sends (TCP); the spec's direction
+    /// is `--bidir`'s.
+    pub dual: bool,
+    /// `--bounceback-period`: time between bursts (`None`: iperf 2's second; zero:
+    /// back to back).
+    pub bounceback_period: Option<Duration>,
+}
+
+/// How long the server has to connect back for `-d` once the headers went out.
+pub const CONNECT_BACK_WAIT: Duration = Duration::from_secs(10);
 
 /// iperf 2's port (`-p` unless given).
 pub const IPERF2_PORT: u16 = 5001;
@@ -45,7 +61,16 @@ pub const IPERF2_UDP_LEN: usize = 1470;
 pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
-    let refusals: [(bool, &'static str); 19] = [
+    let dual = cfg.iperf2.is_some_and(|o| o.dual);
+    let refusals: [(bool, &'static str); 21] = [
+        (
+            dual && (udp || s.bounceback.is_some()),
+            "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
+        ),
+        (
+            dual && s.direction != Direction::Bidir,
+            "-d sends both ways at once: it does not go with -R",
+        ),
         (
             udp && s.direction == Direction::Reverse,
             "--iperf2 cannot run -R over UDP yet (over TCP it can)",
@@ -134,19 +159,28 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
 /// The test as iperf 2's header announces it. `started`: the client's wall clock at
 /// its start (seconds, microseconds), which `--trip-times` sends; `txstart`: the
 /// `--txstart-time` it waits for, sent instead.
+/// `dual`: `-d`'s listening port, which the header names instead of the server's (a
+/// version 1 header with `RUN_NOW`, as iperf 2's client sends for its dual test).
 fn client_hdr(
     spec: &TestSpec,
     len_given: bool,
     port: u16,
     started: (u32, u32),
     txstart: Option<f64>,
+    dual: Option<u16>,
 ) -> ClientHdr {
-    let mut upper = match spec.direction {
-        Direction::Reverse => UPPER_REVERSE,
-        Direction::Bidir => UPPER_FULLDUPLEX,
-        Direction::Upload => 0,
+    let mut upper = match (spec.direction, dual) {
+        (_, Some(_)) => 0,
+        (Direction::Reverse, _) => UPPER_REVERSE,
+        (Direction::Bidir, _) => UPPER_FULLDUPLEX,
+        (Direction::Upload, _) => 0,
     };
-    let mut flags = if upper != 0 { HEADER_VERSION2 } else { 0 };
+    let mut flags = match dual {
+        Some(_) => HEADER_VERSION1 | RUN_NOW,
+        None if upper != 0 => HEADER_VERSION2,
+        None => 0,
+    };
+    let port = dual.unwrap_or(port);
     let udp = spec.protocol == Protocol::Udp;
     let start = match txstart {
         Some(at) => {
@@ -200,12 +234,30 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if spec.protocol == Protocol::Udp && !cfg.len_given {
         spec.block_len = IPERF2_UDP_LEN;
     }
+    let opts = cfg.iperf2.unwrap_or_default();
+    let listener = opts.dual.then(|| dual_listener(cfg, &server)).transpose()?;
+    let dual_port = listener
+        .as_ref()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .transpose()?;
     let started = super::stream::wall_now(false);
-    let hdr = client_hdr(&spec, cfg.len_given, server.port(), started, cfg.txstart);
+    let hdr = client_hdr(
+        &spec,
+        cfg.len_given,
+        server.port(),
+        started,
+        cfg.txstart,
+        dual_port,
+    );
     let hdr = Arc::new(hdr.encode());
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
+    let bb_period = match opts.bounceback_period {
+        None => Some(loops::BOUNCEBACK_PERIOD),
+        Some(p) if p.is_zero() => None,
+        Some(p) => Some(p),
+    };
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
         // A TCP receiver reads plain bytes: the bulk loop's (the header went out first).
         if !w.shared.sender {
@@ -214,7 +266,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
-            (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos),
+            (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
             (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64),
             (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
         })
@@ -228,7 +280,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         .with_loop(spawn);
     record_start(out, cfg);
     out.emit(Event::Info(&start_note(&cfg.host, server.port(), udp)));
-    let fins = open_streams(cfg, out, &mut run, server, &hdr)?;
+    let fins = open_streams(cfg, out, &mut run, server, &hdr, listener.as_ref())?;
     run.record_buffers(&mut out.report.start);
     run.record_start(
         &mut out.report.start,
@@ -311,6 +363,7 @@ fn open_streams(
     run: &mut TestRun,
     server: SocketAddr,
     hdr: &[u8],
+    dual: Option<&TcpListener>,
 ) -> Result<Vec<UdpSocket>, TestError> {
     let mut fins = Vec::new();
     let mut duplex = Vec::new();
@@ -340,7 +393,7 @@ fn open_streams(
                 std::io::Write::write_all(&mut t, hdr)
                     .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
                 t.set_write_timeout(None)?;
-                if run.spec().direction == Direction::Bidir {
+                if run.spec().direction == Direction::Bidir && dual.is_none() {
                     duplex.push(DataSock::Tcp(t.try_clone()?));
                 }
             }
@@ -348,11 +401,75 @@ fn open_streams(
         let c = run.attach(sock, server)?;
         out.connected(c);
     }
+    if let Some(l) = dual {
+        for s in accept_back(out, l, server.ip(), run.spec().parallel as usize)? {
+            let peer = s.peer_addr()?;
+            let c = run.attach(DataSock::Tcp(s), peer)?;
+            out.connected(c);
+        }
+    }
     for sock in duplex {
         let c = run.attach(sock, server)?;
         out.connected(c);
     }
     Ok(fins)
+}
+
+/// `-d`'s listener, on the address family of `server`'s (and `-B`'s address if given),
+/// a port the kernel picks: the header names it.
+fn dual_listener(cfg: &ClientConfig, server: &SocketAddr) -> Result<TcpListener, TestError> {
+    let ip = cfg.bind.unwrap_or(match server {
+        SocketAddr::V4(_) => IpAddr::from([0u8; 4]),
+        SocketAddr::V6(_) => IpAddr::from([0u16; 8]),
+    });
+    let l = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(|e| TestError::io_while(format!("cannot listen on {ip} for -d"), e))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Accept `n` connections from the server's address `from` (`-d`), each within
+/// [`CONNECT_BACK_WAIT`] of the last; a connection from anywhere else is closed at
+/// once, with a warning.
+fn accept_back(
+    out: &mut Output,
+    l: &TcpListener,
+    from: IpAddr,
+    n: usize,
+) -> Result<Vec<TcpStream>, TestError> {
+    let mut got = Vec::with_capacity(n);
+    let mut deadline = crate::clock::mono_now() + CONNECT_BACK_WAIT;
+    while got.len() < n {
+        match l.accept() {
+            Ok((s, peer)) if peer.ip() == from => {
+                s.set_nonblocking(false)?;
+                got.push(s);
+                deadline = crate::clock::mono_now() + CONNECT_BACK_WAIT;
+            }
+            Ok((_, peer)) => out.warning(&format!(
+                "-d: refused a connection from {peer}: only the server ({from}) connects back"
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if crate::clock::mono_now() >= deadline {
+                    return Err(TestError::io_while(
+                        format!(
+                            "the iperf 2 server did not connect back (-d) within {} s; a firewall may stop it",
+                            CONNECT_BACK_WAIT.as_secs()
+                        ),
+                        std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => {
+                return Err(TestError::io_while(
+                    "cannot accept the server's -d connection",
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(got)
 }
 
 /// `start.netmeter.peer` for an iperf 2 server.
@@ -577,7 +694,7 @@ mod tests {
             parallel: 2,
             ..TestSpec::default()
         };
-        let h = client_hdr(&spec, true, 5001, (0, 0), None);
+        let h = client_hdr(&spec, true, 5001, (0, 0), None, None);
         assert!(h.udp);
         assert_eq!((h.threads, h.port, h.buf_len), (2, 5001, 1000));
         assert_eq!((h.amount, h.rate_bps), (Amount::TimeCentis(300), 2_000_000));
@@ -585,7 +702,7 @@ mod tests {
             end: EndCondition::Bytes(5 << 20),
             ..TestSpec::default()
         };
-        let h = client_hdr(&n, false, 5001, (0, 0), None);
+        let h = client_hdr(&n, false, 5001, (0, 0), None, None);
         assert_eq!((h.udp, h.buf_len), (false, 0));
         assert_eq!(h.amount, Amount::Bytes(5 << 20));
     }
@@ -601,7 +718,7 @@ mod tests {
             trip_times: true,
             ..TestSpec::default()
         };
-        let mut d = client_hdr(&spec, true, 5001, (1_700_000_000, 123_456), None).encode();
+        let mut d = client_hdr(&spec, true, 5001, (1_700_000_000, 123_456), None, None).encode();
         d.resize(1470, 0);
         let h = TestHdr::parse_udp(&d).expect("a UDP test header");
         assert!(h.trip_times() && h.udp);
@@ -610,14 +727,34 @@ mod tests {
             trip_times: false,
             ..TestSpec::default()
         };
-        let b = client_hdr(&tcp, false, 5001, (1, 2), Some(1_800_000_000.5)).encode();
+        let b = client_hdr(&tcp, false, 5001, (1, 2), Some(1_800_000_000.5), None).encode();
         let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
         assert_eq!(h.start, Some((1_800_000_000, 500_000)));
         assert_eq!(h.upper & UPPER_EPOCH_START, UPPER_EPOCH_START);
         assert!(!h.trip_times());
         // Without either, no start time and the header is 2.1.8's plain one.
-        let plain = client_hdr(&tcp, false, 5001, (1, 2), None);
+        let plain = client_hdr(&tcp, false, 5001, (1, 2), None, None);
         assert_eq!(plain.start, None);
+    }
+
+    /// `-d`: a version 1 header naming the client's listening port, which a server
+    /// (`wire::iperf2::TestHdr`) reads as the dual test; no full duplex on the way.
+    #[test]
+    fn the_dual_test_header_names_the_listening_port() {
+        use crate::wire::iperf2::{Legacy, TestHdr};
+        let spec = TestSpec {
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
+        let b = client_hdr(&spec, false, 5001, (0, 0), None, Some(40_001)).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert_eq!(h.legacy, Some(Legacy::Dual));
+        assert_eq!(h.port, 40_001);
+        assert!(!h.full_duplex() && h.flags & HEADER_VERSION2 == 0);
+        // Without -d the same direction is iperf 2's --full-duplex.
+        let b = client_hdr(&spec, false, 5001, (0, 0), None, None).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert!(h.full_duplex() && h.legacy.is_none());
     }
 
     #[test]

@@ -596,3 +596,51 @@ iperf2_client!(udp_trip_times_218, check_udp_trip_times(V218));
 iperf2_client!(udp_trip_times_221, check_udp_trip_times(V221));
 iperf2_client!(txstart_218, check_txstart(V218));
 iperf2_client!(txstart_221, check_txstart(V221));
+
+/// `-d`, iperf 2's dual test, through `netmeter iperf2 -c`: the server connects back
+/// to netmeter's listener and sends while netmeter sends. Judged by the server's own
+/// `-y C` lines: what it received from netmeter is what netmeter sent, to the byte;
+/// what netmeter received on the connection the server opened is what the server sent
+/// on it (at most: a timed test ends at netmeter's clock).
+fn check_cli_dual(key: &str) {
+    let (text, lines) = iperf2_cli_against(key, &["-d", "-y", "C", "-t", "2"], 2);
+    let (up_port, sent, _) = whole_test_csv(&text, 1);
+    let (back_port, got, _) = whole_test_csv(&text, 2);
+    let what = format!("{key}: netmeter\n{text}\nserver {lines:?}");
+    assert_eq!(line_for(&lines, up_port).bytes, sent, "{what}");
+    let back = lines
+        .iter()
+        .find(|l| l.to_port == back_port)
+        .unwrap_or_else(|| panic!("no server line sending to port {back_port}: {what}"));
+    assert!(got > 0 && got <= back.bytes, "{what}");
+}
+
+iperf2_client!(cli_dual_218, check_cli_dual(V218));
+iperf2_client!(cli_dual_221, check_cli_dual(V221));
+
+/// `--bounceback-period` through `netmeter iperf2 -c` against a real iperf 2 server:
+/// bursts of 2 every 0.2 s for 2 s are about 20 round trips (not a second's 4, not
+/// back to back's thousands), as the server counted them (requests and replies).
+fn check_cli_bounceback_period(key: &str) {
+    let (text, lines) = iperf2_cli_against(
+        key,
+        &[
+            "--bounceback=2",
+            "--bounceback-period",
+            "0.2",
+            "-t",
+            "2",
+            "-y",
+            "C",
+        ],
+        1,
+    );
+    let l = lines.first().expect("the server's line");
+    let transactions = l.bytes / 200;
+    assert!(
+        (12..=24).contains(&transactions),
+        "{key}: {transactions} round trips in 2 s at 2 every 0.2 s: {l:?}\n{text}"
+    );
+}
+
+iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));

@@ -66,12 +66,34 @@ fn full_duplex_runs_both_directions_on_iperf2s_wire() {
     use crate::spec::Direction;
     let (cfg, _) = client(&["-c", "h", "--full-duplex"]);
     assert_eq!(cfg.spec.direction, Direction::Bidir);
-    assert!(cfg.iperf2, "netmeter iperf2 -c speaks iperf 2's wire");
+    assert!(
+        cfg.iperf2.is_some(),
+        "netmeter iperf2 -c speaks iperf 2's wire"
+    );
     let (cfg, _) = client(&["-c", "h", "-R"]);
     assert_eq!(cfg.spec.direction, Direction::Reverse);
-    // -d is iperf 2's other test (the server connects back), not --full-duplex.
-    let e = refused(&["-c", "h", "-d"]);
+    // -d is iperf 2's other test: both ways too, the server connecting back.
+    let (cfg, _) = client(&["-c", "h", "-d"]);
+    assert_eq!(cfg.spec.direction, Direction::Bidir);
+    assert!(cfg.iperf2.is_some_and(|o| o.dual));
+    let e = refused(&["-c", "h", "-d", "--full-duplex"]);
     assert!(e.contains("-d") && e.contains("--full-duplex"), "{e}");
+    assert!(refused(&["-c", "h", "-d", "-u"]).contains("-u"));
+}
+
+#[test]
+fn bounceback_period_in_seconds_zero_back_to_back() {
+    use std::time::Duration;
+    let period = |p: &str| {
+        client(&["-c", "h", "--bounceback", "--bounceback-period", p])
+            .0
+            .iperf2
+            .and_then(|o| o.bounceback_period)
+    };
+    assert_eq!(period("0.25"), Some(Duration::from_millis(250)));
+    assert_eq!(period("0"), Some(Duration::ZERO));
+    assert!(refused(&["-c", "h", "--bounceback", "--bounceback-period", "-1"]).contains("-1"));
+    assert!(refused(&["-c", "h", "--bounceback-period", "1"]).contains("--bounceback"));
 }
 
 #[test]
@@ -131,10 +153,6 @@ fn unsupported_options_are_one_sentence_naming_them() {
         (&["-c", "h", "-r"][..], "-r"),
         (&["-c", "h", "-T", "4"][..], "-T 4"),
         (&["-c", "h", "-x", "SQ"][..], "-x SQ"),
-        (
-            &["-c", "h", "--bounceback", "--bounceback-period", "0.1"][..],
-            "--bounceback-period",
-        ),
         (&["-c", "h", "--no-such"][..], "--no-such"),
     ] {
         let e = refused(args);

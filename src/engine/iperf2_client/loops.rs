@@ -192,11 +192,17 @@ fn read_exact_or_stop(w: &Worker, sock: &mut TcpStream, buf: &mut [u8]) -> io::R
 }
 
 /// TCP bounceback against an iperf 2 server (`RunBounceBackTCP`): every period a
-/// burst of `burst` requests, each written (its `bounceback_hdr` first) and its reply
+/// burst of `burst` requests (`period`: `None` back to back), each written (its `bounceback_hdr` first) and its reply
 /// read before the next, as iperf 2's client does; the round trip runs from the
 /// request's write to the reply's last byte. No test header opens the connection: the
 /// first request's header is it. The test ends with a close.
-pub fn tcp_bounce(w: &Worker, mut sock: TcpStream, b: Bounceback, tos: u8) -> io::Result<()> {
+pub fn tcp_bounce(
+    w: &Worker,
+    mut sock: TcpStream,
+    b: Bounceback,
+    tos: u8,
+    period: Option<Duration>,
+) -> io::Result<()> {
     sock.set_nodelay(true)?;
     sock.set_write_timeout(Some(STOP_POLL))?;
     sock.set_read_timeout(Some(STOP_POLL))?;
@@ -209,7 +215,7 @@ pub fn tcp_bounce(w: &Worker, mut sock: TcpStream, b: Bounceback, tos: u8) -> io
     let mut m = BounceClient::new(BounceConfig {
         burst: b.burst,
         reply_len: reply.len(),
-        period: Some(BOUNCEBACK_PERIOD),
+        period,
         load_start: None,
         reply_timeout: None,
     });
