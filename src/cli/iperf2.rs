@@ -10,7 +10,7 @@
 
 use super::{Args, Command, UsageError, usage};
 use crate::engine::client::ClientConfig;
-use crate::engine::iperf2_client::Iperf2Opts;
+use crate::engine::client::Iperf2Opts;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;

@@ -35,18 +35,6 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What only iperf 2's command line (`netmeter iperf2 -c`) asks of this client.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Iperf2Opts {
-    /// `-d`, iperf 2's dual test: the server connects back to a port this client
-    /// listens on and sends there while this client sends (TCP); the spec's direction
-    /// is `--bidir`'s.
-    pub dual: bool,
-    /// `--bounceback-period`: time between bursts (`None`: iperf 2's second; zero:
-    /// back to back).
-    pub bounceback_period: Option<Duration>,
-}
-
 /// How long the server has to connect back for `-d` once the headers went out.
 pub const CONNECT_BACK_WAIT: Duration = Duration::from_secs(10);
 
@@ -215,8 +203,9 @@ fn client_hdr(
     }
 }
 
-/// Run one test against an iperf 2 server (the caller has the `Output`; see
-/// `engine::client::run`).
+/// Run one test against an iperf 2 server (the caller has the `Output`:
+/// `engine::client::run_keeping_report_on`, which `netmeter::run` calls with this for a
+/// `ClientConfig::iperf2` test).
 pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if let Some(why) = unsupported(cfg) {
         return Err(TestError::Usage(why));
