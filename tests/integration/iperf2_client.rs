@@ -619,8 +619,9 @@ iperf2_client!(cli_dual_218, check_cli_dual(V218));
 iperf2_client!(cli_dual_221, check_cli_dual(V221));
 
 /// `--bounceback-period` through `netmeter iperf2 -c` against a real iperf 2 server:
-/// bursts of 2 every 0.2 s for 2 s are about 20 round trips (not a second's 4, not
-/// back to back's thousands), as the server counted them (requests and replies).
+/// bursts of 2 every 0.2 s for 2 s are about 20 round trips (not a second's 4 to 6, not
+/// back to back's thousands), as the server counted them (requests and replies); a
+/// busy host may skip a few periods, so 8 bound it from below.
 fn check_cli_bounceback_period(key: &str) {
     let (text, lines) = iperf2_cli_against(
         key,
@@ -638,7 +639,7 @@ fn check_cli_bounceback_period(key: &str) {
     let l = lines.first().expect("the server's line");
     let transactions = l.bytes / 200;
     assert!(
-        (12..=24).contains(&transactions),
+        (8..=24).contains(&transactions),
         "{key}: {transactions} round trips in 2 s at 2 every 0.2 s: {l:?}\n{text}"
     );
 }
