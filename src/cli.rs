@@ -281,7 +281,11 @@ where
     let mut m = cmd
         .try_get_matches_from_mut(&argv)
         .map_err(|e| parse_error::reword(e, &argv, &cmd))?;
-    Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))
+    let port_given = m.value_source("port") == Some(clap::parser::ValueSource::CommandLine);
+    let mut args =
+        Args::from_arg_matches_mut(&mut m).map_err(|e| ArgsError::Clap(e.format(&mut cmd)))?;
+    args.common.port_given = port_given;
+    Ok(args)
 }
 
 /// The flat command line's clap command, grouped as `--help` shows it.

@@ -46,7 +46,8 @@ pub use report::observe::{Event, Observer};
 /// [`engine::client::renderer`] for iperf3's text or JSON output, or
 /// [`report::observe::Quiet`] to keep only the returned report.
 pub fn run(cfg: &TestConfig, obs: &mut dyn Observer) -> Result<Report, TestError> {
-    engine::client::run(cfg, obs)
+    let (report, result) = run_keeping_report(cfg, obs);
+    result.map(|_| report)
 }
 
 /// As [`run`], but the [`Report`] comes back whatever happened: a test stopped by a
@@ -56,5 +57,9 @@ pub fn run_keeping_report(
     cfg: &TestConfig,
     obs: &mut dyn Observer,
 ) -> (Report, Result<(), TestError>) {
-    engine::client::run_keeping_report(cfg, obs)
+    match cfg.iperf2 {
+        // An iperf 2 server (`--iperf2`, `netmeter iperf2 -c`): iperf 2's wire.
+        Some(_) => engine::client::run_keeping_report_on(cfg, obs, engine::iperf2_client::run),
+        None => engine::client::run_keeping_report(cfg, obs),
+    }
 }

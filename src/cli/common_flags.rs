@@ -15,6 +15,9 @@ pub struct CommonFlags {
     /// Server port to listen on / connect to.
     #[arg(short = 'p', long = "port", default_value_t = 5201, value_parser = ranged::<u16>("-p", 0, 65535))]
     pub port: u16,
+    /// Whether -p was on the command line (`--iperf2` defaults to 5001 otherwise).
+    #[arg(skip)]
+    pub port_given: bool,
     /// Bind to this local address.
     #[arg(short = 'B', long = "bind", value_name = "HOST")]
     pub bind: Option<String>,

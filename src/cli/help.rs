@@ -134,6 +134,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "bounceback_burst",
             "busy_poll",
             "trip_times",
+            "iperf2",
             "connect_only",
             "histograms",
             "working_load",

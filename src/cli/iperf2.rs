@@ -10,6 +10,7 @@
 
 use super::{Args, Command, UsageError, usage};
 use crate::engine::client::ClientConfig;
+use crate::engine::client::Iperf2Opts;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;
@@ -71,10 +72,10 @@ pub struct Iperf2Args {
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long = "reverse")]
     reverse: bool,
-    /// Both directions at once (netmeter's --bidir).
+    /// Both directions at once on each connection (TCP).
     #[arg(long = "full-duplex")]
     full_duplex: bool,
-    /// Both directions at once (netmeter's --bidir; iperf 2's server connects back).
+    /// Dual test: both directions at once, the server connecting back to the client (TCP).
     #[arg(short = 'd', long = "dualtest")]
     dualtest: bool,
     /// iperf 2's tradeoff test: refused (run the test, then with -R).
@@ -110,7 +111,7 @@ pub struct Iperf2Args {
     /// Bounceback test, N requests a burst (default 10); bursts follow each other.
     #[arg(long = "bounceback", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     bounceback: Option<String>,
-    /// iperf 2's bounceback period: refused (not supported yet).
+    /// Seconds between bounceback bursts (default 1; 0: back to back).
     #[arg(long = "bounceback-period")]
     bounceback_period: Option<String>,
     /// Server delay before each reply, milliseconds.
@@ -345,8 +346,12 @@ impl Iperf2Args {
         let n = netmeter_args(self)?;
         match n.resolve()? {
             Command::Client { mut cfg, .. } => {
-                // netmeter's own protocol: `netmeter iperf2 -c` needs a netmeter server
-                // until the iperf 2 client wire is wired in here (docs/iperf2.md).
+                // iperf 2's wire (`engine::iperf2_client`): a real iperf 2 server, or a
+                // netmeter server, which serves iperf 2 clients too.
+                cfg.iperf2 = Some(self.iperf2_opts()?);
+                if let Some(why) = crate::engine::iperf2_client::unsupported(&cfg) {
+                    return Err(usage(format!("iperf2: {}", iperf2_words(why))));
+                }
                 cfg.interval_s = self.interval.unwrap_or(0.0);
                 let ctx = Iperf2Ctx {
                     layout,
@@ -382,6 +387,30 @@ impl Iperf2Args {
         }
     }
 
+    /// The options only iperf 2's client has (`engine::iperf2_client::Iperf2Opts`).
+    fn iperf2_opts(&self) -> Result<Iperf2Opts, UsageError> {
+        let bounceback_period = match self.bounceback_period.as_deref() {
+            None => None,
+            Some(p) => {
+                let s: f64 = p.trim().parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 3600.0).ok_or_else(|| {
+                    usage(format!(
+                        "iperf2: --bounceback-period {p} is not a number of seconds between 0 and 3600"
+                    ))
+                })?;
+                // As iperf 2: a period under 10 µs means bursts back to back.
+                Some(if s > 1e-5 {
+                    std::time::Duration::from_secs_f64(s)
+                } else {
+                    std::time::Duration::ZERO
+                })
+            }
+        };
+        Ok(Iperf2Opts {
+            dual: self.dualtest,
+            bounceback_period,
+        })
+    }
+
     /// `-x`'s letters (checked by `refuse_unsupported`).
     fn excluded(&self) -> Exclude {
         let x = self.exclude.as_deref().unwrap_or("").to_ascii_uppercase();
@@ -400,15 +429,18 @@ impl Iperf2Args {
                 "iperf2: -r (the tradeoff test: one direction, then the server connecting back) is not supported; run the test, then the same with -R",
             ));
         }
+        if self.dualtest && (self.full_duplex || self.reverse) {
+            return Err(usage(
+                "iperf2: -d (the dual test: the server connects back to the client) goes with neither --full-duplex nor -R",
+            ));
+        }
         if let Some(t) = &self.ttl {
             return Err(usage(format!(
                 "iperf2: -T {t} sets a multicast TTL; netmeter does not test multicast"
             )));
         }
-        if self.bounceback_period.is_some() {
-            return Err(usage(
-                "iperf2: --bounceback-period is not supported yet: netmeter's bounceback sends its bursts back to back",
-            ));
+        if self.bounceback_period.is_some() && self.bounceback.is_none() {
+            return Err(usage("iperf2: --bounceback-period goes with --bounceback"));
         }
         if let Some((x, c)) = self.exclude.as_ref().and_then(|x| {
             x.chars()
@@ -421,6 +453,16 @@ impl Iperf2Args {
         }
         Ok(())
     }
+}
+
+/// A refusal of `engine::iperf2_client::unsupported`, which names netmeter's own
+/// options, in the words of iperf 2's command line.
+fn iperf2_words(why: &str) -> String {
+    why.replace("--iperf2 cannot ", "this client cannot ")
+        .replace("--bidir", "--full-duplex")
+        .replace("with --iperf2, ", "")
+        .replace(" with --iperf2", "")
+        .replace(", not --iperf2", "")
 }
 
 /// The netmeter flags an iperf 2 command line stands for.
@@ -440,7 +482,9 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     n.client.bytes = whole_opt("-n", &a.num, "a byte count such as 10M")?;
     n.client.parallel = a.parallel;
     n.client.reverse = a.reverse;
-    // --full-duplex and -d: both directions at once (netmeter's --bidir).
+    // --full-duplex: both directions at once on each connection (netmeter's --bidir on
+    // iperf 2's wire); -d: both directions at once too, the server's on a connection of
+    // its own.
     n.client.bidir = a.full_duplex || a.dualtest;
     // iperf 2's default lengths: 1470-byte datagrams, 128 KiB writes.
     let len = a
@@ -552,14 +596,15 @@ Server specific:
 
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
-  -d, --dualtest           do a bidirectional test simultaneously (netmeter: --bidir)
-      --full-duplex        run full duplex test using same socket (netmeter: --bidir)
+  -d, --dualtest           do a bidirectional test simultaneously (the server connects back; TCP)
+      --full-duplex        run full duplex test using same socket (TCP)
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
   -R, --reverse            reverse the test (client receives, server sends)
   -t, --time      #        time in seconds to transmit for (default 10 secs)
       --bounceback[=n]     run a TCP bounceback test with n requests a burst (default 10)
       --bounceback-hold #  request the server to insert a delay of n milliseconds
+      --bounceback-period #  seconds between bursts (default 1, 0: back to back)
       --bounceback-request #  bounceback request size
       --bounceback-reply #   bounceback reply size
       --isochronous[=fps:mean,stdev]  send isochronous traffic
@@ -570,7 +615,9 @@ Miscellaneous:
   -v, --version            print version information and quit
   -X, --peer-detect        detect the peer's version (netmeter always does)
 
-Not supported (refused with the reason): -r, -T, --bounceback-period, -b MEAN,STDEV.
+The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
+Not supported (refused with the reason): -r, -T, -b MEAN,STDEV;
+not yet on iperf 2's wire: TCP --trip-times, --isochronous, UDP -R and --full-duplex.
 See docs/iperf2.md.
 ";
 

@@ -40,6 +40,11 @@ pub struct LatencyFlags {
     /// wall-clock time; the clock offset is estimated on the control connection.
     #[arg(long = "trip-times")]
     pub trip_times: bool,
+    /// The server is an iperf 2 server (iperf 2.1 or 2.2, `iperf -s`): speak iperf 2's
+    /// wire instead of iperf3's, on port 5001 unless -p. TCP and UDP uploads (-l, -P,
+    /// -t/-n, -b); UDP shows the server's report (loss, out-of-order, jitter).
+    #[arg(long = "iperf2")]
+    pub iperf2: bool,
     /// TCP connection rate (like netperf TCP_CRR, iperf 2 --connect-only): each stream
     /// opens, uses and closes short connections for -t seconds; reports connections/s and
     /// handshake times. Needs a netmeter server.

@@ -245,6 +245,7 @@ impl Args {
             }
         }
         let cfg = self.client_config(format)?;
+        self.check_iperf2(&cfg)?;
         if self.experiments.repeat.is_some()
             && (self.common.loopback || self.experiments.find_max_rate)
         {

@@ -114,6 +114,7 @@ fn client_config(host: &str, port: u16, args: &[String]) -> Result<ClientConfig,
             logfile: None,
             plot: None,
             csv: None,
+            stamps: None,
         } if !cfg.spec.until_interrupted() => Ok(cfg),
         Command::Client { cfg, .. } if cfg.spec.until_interrupted() => {
             Err("a flow must end by itself; -t 0 would run until stopped".into())

@@ -655,6 +655,25 @@ fn client(args: &[&str]) -> ClientConfig {
 }
 
 #[test]
+fn iperf2_port_and_refusals() {
+    assert_eq!(client(&["-c", "h", "--iperf2"]).port, 5001);
+    assert_eq!(client(&["-c", "h", "--iperf2", "-p", "5201"]).port, 5201);
+    assert!(client(&["-c", "h", "--iperf2"]).iperf2.is_some());
+    let e = parse(&["-c", "h", "--iperf2", "-u", "-R"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("-R"), "{e}");
+    let e = parse(&["-c", "h", "--iperf2", "-u", "-l", "40"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("-l must be at least 76"), "{e}");
+    let e = parse(&["-c", "h", "--iperf2", "--loopback"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--loopback"), "{e}");
+}
+
+#[test]
 fn iperf3_defaults() {
     let c = client(&["-c", "h"]);
     assert_eq!(c.port, 5201);

@@ -71,6 +71,22 @@ pub struct ClientConfig {
     /// Where the client reads the time for the conversation's deadlines and the
     /// test's origin (`crate::clock::system()`; a `ManualClock` in tests).
     pub clock: Arc<dyn Clock>,
+    /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`), with
+    /// the options only iperf 2's command line has.
+    pub iperf2: Option<Iperf2Opts>,
+}
+
+/// What only iperf 2's command line (`netmeter iperf2 -c`) asks of a client of an iperf
+/// 2 server (`engine::iperf2_client`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Iperf2Opts {
+    /// `-d`, iperf 2's dual test: the server connects back to a port this client
+    /// listens on and sends there while this client sends (TCP); the spec's direction
+    /// is `--bidir`'s.
+    pub dual: bool,
+    /// `--bounceback-period`: time between bursts (`None`: iperf 2's second; zero:
+    /// back to back).
+    pub bounceback_period: Option<Duration>,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.
@@ -244,6 +260,20 @@ pub fn run_keeping_report(
     cfg: &ClientConfig,
     obs: &mut dyn Observer,
 ) -> (Report, Result<(), TestError>) {
+    run_keeping_report_on(cfg, obs, run_inner)
+}
+
+/// One client test's conversation and data, given the `Output` ([`run_keeping_report_on`]).
+pub type Runner = fn(&ClientConfig, &mut Output) -> Result<(), TestError>;
+
+/// [`run_keeping_report`] with another dialect's `runner` (`netmeter::run` passes
+/// `engine::iperf2_client::run` for `ClientConfig::iperf2`, so this module need not
+/// know it).
+pub fn run_keeping_report_on(
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+    runner: Runner,
+) -> (Report, Result<(), TestError>) {
     let mut out = Output::new(obs);
     out.report.title = cfg.spec.title.clone();
     out.report.extra_data = cfg.spec.extra_data.clone();
@@ -258,7 +288,7 @@ pub fn run_keeping_report(
         }
         _ => cfg,
     };
-    let result = run_inner(cfg, &mut out);
+    let result = runner(cfg, &mut out);
     // An interrupted test recorded its error before its partial summary (iperf3's
     // order in --json-stream: the error event, then the end event).
     if let Err(e) = &result
@@ -271,6 +301,11 @@ pub fn run_keeping_report(
 }
 
 fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
+    if cfg.iperf2.is_some() {
+        return Err(TestError::Usage(
+            "an iperf 2 server's test runs through netmeter::run (engine::iperf2_client)",
+        ));
+    }
     let origin = cfg.clock.now();
     if let Some(cpu) = cfg.affinity {
         // Threads started from here on (all data threads) inherit the mask.

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod connect;
 pub mod ctrl;
 pub mod disk_file;
+pub mod iperf2_client;
 pub mod live;
 pub mod machine;
 pub mod max_rate;

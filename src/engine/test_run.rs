@@ -69,7 +69,14 @@ pub struct TestRun {
     peak: Option<crate::host::facts::Peak>,
     /// Where the test reads the time ([`TestRun::with_clock`]; the host's by default).
     clock: Arc<dyn Clock>,
+    /// A dialect's own data loop for every stream (`--iperf2`), else the spec's.
+    spawn: Option<SpawnLoop>,
 }
+
+/// Starts a stream's thread in place of the loops `TestRun::start` picks from the spec:
+/// another protocol's data (`--iperf2`: iperf 2's headers in the data itself).
+pub type SpawnLoop =
+    Arc<dyn Fn(Worker, DataSock) -> std::io::Result<std::thread::JoinHandle<()>> + Send + Sync>;
 
 /// Whether `side` sends anything built from the payload: a bulk or profiled stream it
 /// sends on, or request/response traffic (both ends of a bounceback or `--working-load`
@@ -110,12 +117,19 @@ impl TestRun {
             file: None,
             peak: None,
             clock: crate::clock::system(),
+            spawn: None,
         })
     }
 
     /// Read the time from `clock` (the side's config's) instead of the host's clocks.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> TestRun {
         self.clock = clock;
+        self
+    }
+
+    /// Run every stream with `spawn` instead of the loop the spec would pick.
+    pub fn with_loop(mut self, spawn: SpawnLoop) -> TestRun {
+        self.spawn = Some(spawn);
         self
     }
 
@@ -257,6 +271,7 @@ impl TestRun {
             file,
             peak,
             clock,
+            spawn,
             ..
         } = self;
         let t0 = launch.t0;
@@ -273,6 +288,10 @@ impl TestRun {
                 _ => None,
             };
             let sender = w.shared.sender;
+            if let Some(spawn) = &spawn {
+                live.handles.push((sender, spawn(w, sock)?));
+                continue;
+            }
             let h = match (sock, &launch.connect_to) {
                 (DataSock::Tcp(t), Some(target)) if sender => {
                     connect::spawn_client(w, t, target.clone())?

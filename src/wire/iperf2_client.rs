@@ -39,6 +39,13 @@ pub const SERVER_HDR_LEN: usize = 40 + 60 + 12;
 pub const SERVER_REPORT_LEN: usize = UDP_DATAGRAM_LEN + SERVER_HDR_LEN;
 /// The smallest server report an old server sends: the datagram and `server_hdr_v1`.
 pub const SERVER_REPORT_MIN_LEN: usize = UDP_DATAGRAM_LEN + 40;
+/// `struct client_hdrext_starttime_fq` (2.1.8): reserved, start sec/usec, fq rate.
+pub const START_FQ_LEN: usize = 20;
+/// `struct isoch_payload`: in a UDP header between the extension and the start time.
+pub const ISOCH_PAYLOAD_LEN: usize = 32;
+/// A UDP test header with a start time, from the datagram's first byte (iperf 2's
+/// `MINTRIPTIMEPLAYOAD`): the smallest datagram of a `--trip-times` UDP test.
+pub const UDP_START_HDR_LEN: usize = UDP_HDR_LEN + ISOCH_PAYLOAD_LEN + START_FQ_LEN;
 /// `client_hdr_ack` without its timestamps (a header acknowledgement).
 pub const HDR_ACK_LEN: usize = 28;
 
@@ -71,6 +78,14 @@ pub struct ClientHdr {
     /// `lRate`/`uRate`: the sender's `-b`, bits per second (0: none).
     pub rate_bps: u64,
     pub tos: u8,
+    /// More `client_hdr_v1.flags` (`wire::iperf2::HEADER_VERSION2` with `-R` and
+    /// `--full-duplex`, as iperf 2's client sets it).
+    pub flags: u32,
+    /// `client_hdrext.upperflags` (`wire::iperf2::UPPER_REVERSE`, `UPPER_FULLDUPLEX`, …).
+    pub upper: u16,
+    /// `start_tv_sec`/`usec`: the client's wall clock at its start (`--trip-times`) or
+    /// the start it waits for (`--txstart-time`).
+    pub start: Option<(u32, u32)>,
 }
 
 fn put(buf: &mut [u8], at: usize, v: u32) {
@@ -85,17 +100,30 @@ impl ClientHdr {
     /// The header's bytes: a TCP test's first write ([`TCP_HDR_LEN`]) or a UDP
     /// datagram's start ([`UDP_HDR_LEN`], its sequence and time fields zero: see
     /// [`write_datagram_id`]).
+    ///
+    /// With a start time (`--trip-times`, `--txstart-time`) the header grows as iperf
+    /// 2.1.8's client grows it (`Settings_GenerateClientHdr`): TCP by
+    /// `client_hdrext_starttime_fq` ([`START_FQ_LEN`], counted in the length), UDP by
+    /// the `isoch_payload` enclave ([`ISOCH_PAYLOAD_LEN`], counted) and the start time
+    /// after it (not counted: the server reads it from the datagram), so a UDP header
+    /// with a start time needs [`UDP_START_HDR_LEN`] bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let (lead, len) = if self.udp {
-            (UDP_DATAGRAM_LEN, UDP_HDR_LEN)
-        } else {
-            (0, TCP_HDR_LEN)
+        let (lead, len, size) = match (self.udp, self.start.is_some()) {
+            (true, false) => (UDP_DATAGRAM_LEN, UDP_HDR_LEN, UDP_HDR_LEN),
+            (true, true) => (
+                UDP_DATAGRAM_LEN,
+                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
+                UDP_START_HDR_LEN,
+            ),
+            (false, false) => (0, TCP_HDR_LEN, TCP_HDR_LEN),
+            (false, true) => (0, TCP_HDR_LEN + START_FQ_LEN, TCP_HDR_LEN + START_FQ_LEN),
         };
-        let mut b = vec![0u8; len];
+        let mut b = vec![0u8; size];
         let mut flags = HEADER_EXTEND | HEADER_LEN_BIT | (((len as u32) << 1) & HEADER_LEN_MASK);
         if self.udp {
             flags |= HEADER_SEQNO64B;
         }
+        flags |= self.flags;
         let amount = match self.amount {
             Amount::TimeCentis(c) => (c.min(i32::MAX as u32) as i32).wrapping_neg() as u32,
             Amount::Bytes(n) => (n as u32) & 0x7FFF_FFFF,
@@ -112,13 +140,23 @@ impl ClientHdr {
             put(&mut b, lead + 4 * i, *v);
         }
         let ext = lead + CLIENT_HDR_V1_LEN;
-        // type, length, upper/lower flags stay 0; then the version, reserved and tos.
+        // type and length stay 0; the upper flags (lower: 0), the version, reserved, tos.
+        put(&mut b, ext + 8, u32::from(self.upper) << 16);
         put(&mut b, ext + 12, VERSION_U);
         put(&mut b, ext + 16, VERSION_L);
         put(&mut b, ext + 20, u32::from(self.tos));
         // lRate, and uRate's odd encoding: the high 32 bits shifted left by 8.
         put(&mut b, ext + 24, self.rate_bps as u32);
         put(&mut b, ext + 28, ((self.rate_bps >> 32) as u32) << 8);
+        if let Some((sec, usec)) = self.start {
+            // `start_fq`: a reserved word, then the start time.
+            let at = match self.udp {
+                true => ext + CLIENT_HDREXT_LEN + ISOCH_PAYLOAD_LEN + 4,
+                false => ext + CLIENT_HDREXT_LEN + 4,
+            };
+            put(&mut b, at, sec);
+            put(&mut b, at + 4, usec);
+        }
         b
     }
 }
@@ -242,6 +280,9 @@ mod tests {
             amount: Amount::TimeCentis(300),
             rate_bps: 0,
             tos: 0,
+            flags: 0,
+            upper: 0,
+            start: None,
         };
         let want = hex(concat!(
             "400100780000000100003afe000003e800000000fffffed4",
@@ -252,10 +293,29 @@ mod tests {
         let n = ClientHdr {
             amount: Amount::Bytes(5000),
             rate_bps: 10_485_760,
-            ..h
+            ..h.clone()
         };
         assert_eq!(&n.encode()[20..24], &5000u32.to_be_bytes());
         assert_eq!(&n.encode()[48..52], &hex("00a00000")[..]);
+        // The same with -R and with --full-duplex (2.1.8's bytes: HEADER_VERSION2 and
+        // UPPER_REVERSE or UPPER_FULLDUPLEX, as `wire::iperf2` names them).
+        let r = ClientHdr {
+            flags: 0x0400_0000,
+            upper: 0x0400,
+            ..h.clone()
+        }
+        .encode();
+        assert_eq!(&r[..4], &hex("44010078")[..]);
+        assert_eq!(&r[32..36], &hex("04000000")[..]);
+        assert_eq!(&r[4..32], &want[4..32]);
+        assert_eq!(&r[36..], &want[36..]);
+        let f = ClientHdr {
+            flags: 0x0400_0000,
+            upper: 0x0800,
+            ..h
+        }
+        .encode();
+        assert_eq!(&f[32..36], &hex("08000000")[..]);
     }
 
     /// `iperf -c 127.0.0.1 -p 15103 -u -t 1 -l 1000 -b 1M` (2.1.8): its first datagram.
@@ -269,6 +329,9 @@ mod tests {
             amount: Amount::TimeCentis(100),
             rate_bps: 1_048_576,
             tos: 0,
+            flags: 0,
+            upper: 0,
+            start: None,
         };
         let mut b = h.encode();
         write_datagram_id(&mut b, 1, 0x6b08_8171, 0x0003_8580);
@@ -279,6 +342,33 @@ mod tests {
             "001000000000000000000000"
         ));
         assert_eq!(b, want);
+    }
+
+    /// Where the start time goes, as a server reads it (`TestHdr::parse_*`, the same
+    /// offsets in 2.1.8 and 2.2.1), and the lengths the flags announce.
+    #[test]
+    fn a_start_time_goes_where_iperf_2_servers_read_it() {
+        let tcp = ClientHdr {
+            udp: false,
+            threads: 1,
+            port: 5001,
+            buf_len: 0,
+            amount: Amount::TimeCentis(100),
+            rate_bps: 0,
+            tos: 0,
+            flags: 0,
+            upper: 0x1000,
+            start: Some((1_700_000_000, 250_000)),
+        };
+        let t = tcp.encode();
+        assert_eq!(t.len(), 80);
+        assert_eq!((get(&t, 0) & HEADER_LEN_MASK) >> 1, 80);
+        assert_eq!((get(&t, 64), get(&t, 68)), (1_700_000_000, 250_000));
+        let u = ClientHdr { udp: true, ..tcp }.encode();
+        assert_eq!(u.len(), UDP_START_HDR_LEN);
+        assert_eq!(UDP_START_HDR_LEN, 128);
+        assert_eq!((get(&u, 16) & HEADER_LEN_MASK) >> 1, 108);
+        assert_eq!((get(&u, 112), get(&u, 116)), (1_700_000_000, 250_000));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `netmeter iperf2` (and netmeter invoked as `iperf`) end to end over loopback: iperf
-//! 2's command line runs a test against a netmeter server, and what it prints has the
-//! shape of iperf 2.2.1's own output of the same mode (`src/report/testdata/iperf2/`,
+//! 2's command line runs a test against a netmeter server (on iperf 2's wire, which a
+//! netmeter server serves; `iperf2_client` runs it against real iperf 2 servers), and
+//! what it prints has the shape of iperf 2.2.1's own output of the same mode (`src/report/testdata/iperf2/`,
 //! captured from the real iperf 2.2.1), numbers masked.
 
 use crate::support::*;
@@ -45,19 +46,9 @@ fn tcp_enhanced_has_iperf2s_layout() {
 }
 
 #[test]
-fn udp_trip_times_has_iperf2s_layout_with_the_server_report() {
-    let out = iperf2_client(&[
-        "-u",
-        "-b",
-        "10M",
-        "-e",
-        "-i",
-        "1",
-        "-t",
-        "2",
-        "--trip-times",
-    ]);
-    assert_shape("udp_tt.client", &out);
+fn udp_has_iperf2s_layout_with_the_server_report() {
+    let out = iperf2_client(&["-u", "-b", "10m", "-i", "1", "-t", "2"]);
+    assert_shape("udp_plain.client", &out);
 }
 
 #[test]

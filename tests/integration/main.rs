@@ -43,6 +43,7 @@ mod host;
 mod host_load;
 mod interop;
 mod interrupt;
+mod iperf2_client;
 mod iperf2_server;
 mod iperf2_ui;
 mod latency_accuracy;

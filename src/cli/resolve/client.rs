@@ -645,7 +645,10 @@ impl Args {
                 .as_deref()
                 .map(|c| split_dev(c).0.to_string())
                 .unwrap_or_default(),
-            port: self.common.port,
+            port: match self.latency.iperf2 && !self.common.port_given {
+                true => crate::engine::iperf2_client::IPERF2_PORT,
+                false => self.common.port,
+            },
             spec,
             len_given: self.client.length.is_some(),
             interval_s: self.interval()?,
@@ -671,7 +674,27 @@ impl Args {
                 .transpose()
                 .map_err(usage)?,
             clock: crate::clock::system(),
+            iperf2: self.latency.iperf2.then(Default::default),
         })
+    }
+}
+
+impl Args {
+    /// `--iperf2`: what an iperf 2 server cannot serve, refused in one sentence
+    /// (`engine::iperf2_client::unsupported`).
+    pub(in crate::cli) fn check_iperf2(&self, cfg: &ClientConfig) -> Result<(), UsageError> {
+        if !self.latency.iperf2 {
+            return Ok(());
+        }
+        if self.common.loopback || self.experiments.find_max_rate {
+            return Err(usage(
+                "--iperf2 runs a test against an iperf 2 server; it does not go with --loopback or --find-max-rate",
+            ));
+        }
+        match crate::engine::iperf2_client::unsupported(cfg) {
+            Some(why) => Err(usage(why)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -1,0 +1,796 @@
+//! netmeter as a client of an iperf 2 server (`-c HOST --iperf2`).
+//!
+//! iperf 2 has no control connection: each data connection (TCP) or every datagram
+//! (UDP) carries the test header (`wire::iperf2`). So this side opens the `-P`
+//! streams, runs them with `TestRun` (intervals, drain, end summary as for any test) on
+//! its own loops (`loops`), and ends the test itself: TCP by shutting the write side
+//! (the server sends nothing back), UDP with iperf 2's FIN exchange (`fin`), whose
+//! server report becomes the receiver's figures in the summary, as an iperf3 server's
+//! results would.
+
+mod fin;
+mod loops;
+
+use super::client::{ClientConfig, resolve};
+use super::output::Output;
+use super::stream::DataSock;
+use super::test_common;
+use super::test_run::{Control, Ending, Launch, Running, Side, SpawnLoop, TestRun};
+use super::{Stopped, TestError};
+use crate::control::Negotiated;
+use crate::report::observe::Event;
+use crate::sock;
+use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
+use crate::wire::iperf2::{
+    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
+    ServerReport, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME,
+    write_datagram_id,
+};
+use crate::wire::iperf2_client::UDP_START_HDR_LEN;
+use crate::wire::{Results, StreamResult};
+use fin::{FinStep, FinWait};
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the server has to connect back for `-d` once the headers went out.
+pub const CONNECT_BACK_WAIT: Duration = Duration::from_secs(10);
+
+/// iperf 2's port (`-p` unless given).
+pub const IPERF2_PORT: u16 = 5001;
+/// iperf 2's default UDP datagram (`-l` not given): 1470 bytes.
+pub const IPERF2_UDP_LEN: usize = 1470;
+
+/// The option of `cfg` an iperf 2 server cannot serve through this client, as one
+/// sentence naming it (`None`: the test can run). The CLI refuses with it before the
+/// test; [`run`] again for library callers.
+pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
+    let s = &cfg.spec;
+    let udp = s.protocol == Protocol::Udp;
+    let dual = cfg.iperf2.is_some_and(|o| o.dual);
+    let refusals: [(bool, &'static str); 21] = [
+        (
+            dual && (udp || s.bounceback.is_some()),
+            "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
+        ),
+        (
+            dual && s.direction != Direction::Bidir,
+            "-d sends both ways at once: it does not go with -R",
+        ),
+        (
+            udp && s.direction == Direction::Reverse,
+            "--iperf2 cannot run -R over UDP yet (over TCP it can)",
+        ),
+        (
+            udp && s.direction == Direction::Bidir,
+            "--iperf2 cannot run --bidir over UDP yet (over TCP it can)",
+        ),
+        (
+            udp && s.bounceback.is_some(),
+            "--bounceback runs over TCP only against an iperf 2 server, as iperf 2's own: drop -u",
+        ),
+        (
+            s.bounceback.is_some_and(|b| {
+                b.request_len < BB_HDR_LEN as u32 || b.reply_len < BB_HDR_LEN as u32
+            }),
+            "with --iperf2, --bounceback-request and --bounceback-reply must be at least 64 bytes: iperf 2's bounceback header rides in each",
+        ),
+        (
+            s.bounceback.is_some() && s.parallel > 1,
+            "--bounceback runs one stream against an iperf 2 server: drop -P",
+        ),
+        (
+            s.profile.is_some(),
+            "--iperf2 cannot send --isochronous frames or --burst-size bursts yet",
+        ),
+        (
+            s.working_load.is_some(),
+            "--working-load needs a netmeter server, not --iperf2",
+        ),
+        (
+            s.connect_only,
+            "--connect-only needs a netmeter or iperf3 server, not --iperf2",
+        ),
+        (
+            s.trip_times && !udp,
+            "--iperf2 cannot run --trip-times over TCP yet (over UDP it can)",
+        ),
+        (
+            s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
+            "with --iperf2, UDP --trip-times needs -l of at least 128 bytes: iperf 2's header with its start time rides in every datagram",
+        ),
+        (
+            matches!(s.end, EndCondition::Blocks(_)),
+            "-k counts blocks, which an iperf 2 server cannot be told: use -n or -t with --iperf2",
+        ),
+        (
+            s.omit_s > 0.0,
+            "-O would leave out bytes the iperf 2 server counts: drop -O with --iperf2",
+        ),
+        (
+            s.get_server_output,
+            "--get-server-output needs an iperf3 or netmeter server, not --iperf2",
+        ),
+        (
+            cfg.psk.is_some() || cfg.auth.is_some(),
+            "--psk-file and --username need a netmeter or iperf3 server, not --iperf2",
+        ),
+        (
+            s.zerocopy,
+            "-Z cannot send iperf 2's test header: drop -Z with --iperf2",
+        ),
+        (
+            s.mptcp,
+            "-m (MPTCP) is not offered to an iperf 2 server: drop -m with --iperf2",
+        ),
+        (
+            cfg.side.file.is_some(),
+            "-F cannot send iperf 2's test header: drop -F with --iperf2",
+        ),
+        (
+            s.protocol == Protocol::Udp && cfg.len_given && s.block_len < UDP_HDR_LEN,
+            "with --iperf2, UDP -l must be at least 76 bytes: iperf 2's test header rides in every datagram",
+        ),
+        (
+            cfg.in_process_server,
+            "--loopback runs a netmeter server, not an iperf 2 one: drop --iperf2",
+        ),
+    ];
+    refusals
+        .into_iter()
+        .find(|(hit, _)| *hit)
+        .map(|(_, why)| why)
+}
+
+/// The test as iperf 2's header announces it. `started`: the client's wall clock at
+/// its start (seconds, microseconds), which `--trip-times` sends; `txstart`: the
+/// `--txstart-time` it waits for, sent instead.
+/// `dual`: `-d`'s listening port, which the header names instead of the server's (a
+/// version 1 header with `RUN_NOW`, as iperf 2's client sends for its dual test).
+fn client_hdr(
+    spec: &TestSpec,
+    len_given: bool,
+    port: u16,
+    started: (u32, u32),
+    txstart: Option<f64>,
+    dual: Option<u16>,
+) -> ClientHdr {
+    let mut upper = match (spec.direction, dual) {
+        (_, Some(_)) => 0,
+        (Direction::Reverse, _) => UPPER_REVERSE,
+        (Direction::Bidir, _) => UPPER_FULLDUPLEX,
+        (Direction::Upload, _) => 0,
+    };
+    let mut flags = match dual {
+        Some(_) => HEADER_VERSION1 | RUN_NOW,
+        None if upper != 0 => HEADER_VERSION2,
+        None => 0,
+    };
+    let port = dual.unwrap_or(port);
+    let udp = spec.protocol == Protocol::Udp;
+    let start = match txstart {
+        Some(at) => {
+            upper |= UPPER_EPOCH_START;
+            let at = at.max(0.0);
+            Some((at.trunc() as u32, (at.fract() * 1e6) as u32))
+        }
+        None => spec.trip_times.then_some(started),
+    };
+    if spec.trip_times {
+        upper |= UPPER_TRIPTIME;
+    }
+    if start.is_some() && udp {
+        flags |= HEADER_UDPTESTS;
+    }
+    ClientHdr {
+        udp: spec.protocol == Protocol::Udp,
+        threads: spec.parallel,
+        port,
+        buf_len: if len_given { spec.block_len as u32 } else { 0 },
+        amount: match spec.end {
+            EndCondition::Bytes(n) => Amount::Bytes(n),
+            EndCondition::Time(t) => Amount::TimeCentis((t.max(0.0) * 100.0).round() as u32),
+            EndCondition::Blocks(_) => Amount::TimeCentis(0),
+        },
+        rate_bps: spec.rate_bps,
+        tos: spec.tos.unwrap_or(0),
+        // iperf 2's client marks the 2.0.10+ settings valid with -R and --full-duplex.
+        flags,
+        upper,
+        start,
+    }
+}
+
+/// Run one test against an iperf 2 server (the caller has the `Output`:
+/// `engine::client::run_keeping_report_on`, which `netmeter::run` calls with this for a
+/// `ClientConfig::iperf2` test).
+pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
+    if let Some(why) = unsupported(cfg) {
+        return Err(TestError::Usage(why));
+    }
+    let origin = cfg.clock.now();
+    let server = resolve(&cfg.host, cfg.port, cfg.family)?;
+    if let Some(at) = cfg.txstart {
+        super::profile::txstart_before_connect(at, out);
+    }
+    out.emit(Event::Connecting {
+        host: &cfg.host,
+        port: cfg.port,
+    });
+    let mut spec = cfg.spec.clone();
+    if spec.protocol == Protocol::Udp && !cfg.len_given {
+        spec.block_len = IPERF2_UDP_LEN;
+    }
+    let opts = cfg.iperf2.unwrap_or_default();
+    let listener = opts.dual.then(|| dual_listener(cfg, &server)).transpose()?;
+    let dual_port = listener
+        .as_ref()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .transpose()?;
+    let started = super::stream::wall_now(false);
+    let hdr = client_hdr(
+        &spec,
+        cfg.len_given,
+        server.port(),
+        started,
+        cfg.txstart,
+        dual_port,
+    );
+    let hdr = Arc::new(hdr.encode());
+    let udp = spec.protocol == Protocol::Udp;
+    let loop_hdr = hdr.clone();
+    let tos = spec.tos.unwrap_or(0);
+    let bb_period = match opts.bounceback_period {
+        None => Some(loops::BOUNCEBACK_PERIOD),
+        Some(p) if p.is_zero() => None,
+        Some(p) => Some(p),
+    };
+    let spawn: SpawnLoop = Arc::new(move |w, sock| {
+        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first).
+        if !w.shared.sender {
+            return super::stream::spawn(w, sock);
+        }
+        let hdr = loop_hdr.clone();
+        let name = format!("nm-iperf2-{}", w.shared.id);
+        super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
+            (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
+            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64),
+            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
+        })
+    });
+    let side = Side::Client {
+        in_process_server: false,
+    };
+    let mut run = TestRun::new(spec, side)?
+        .with_peak(cfg.line_rate.and_then(|l| l.peak()))
+        .with_clock(cfg.clock.clone())
+        .with_loop(spawn);
+    record_start(out, cfg);
+    out.emit(Event::Info(&start_note(&cfg.host, server.port(), udp)));
+    let fins = open_streams(cfg, out, &mut run, server, &hdr, listener.as_ref())?;
+    run.record_buffers(&mut out.report.start);
+    run.record_start(
+        &mut out.report.start,
+        cfg.interval_s,
+        &Negotiated::iperf3(Vec::new()),
+        None,
+        Vec::new(),
+    );
+    out.report.start.netmeter.peer = PEER_NAME.into();
+    if run.spec().direction == Direction::Reverse {
+        out.emit(Event::ReverseMode { host: &cfg.host });
+    }
+    if let Some(line) = test_common::udp_buffer_line(run.spec(), &out.report.start) {
+        out.emit(Event::Info(&line));
+    }
+    out.start_done();
+    // With --txstart-time the data starts at that instant (the TCP headers went out
+    // before it, as iperf 2's client sends its first payload, then waits).
+    let t0 = super::profile::client_t0(cfg.txstart, Some(cfg.clock.now()), &*cfg.clock, out);
+    let mut running = run.start(Launch {
+        t0,
+        owd_correction_ns: 0,
+        connect_to: None,
+        answered: None,
+        interval_s: cfg.interval_s,
+        interval_histograms: false,
+        cpu_start: sock::cpu_sample(origin),
+        origin,
+    })?;
+    let ending = running.run_until(out, &mut Ends)?;
+    if let Some(why) = ending.stopped {
+        running.stop_all();
+        let now = running.now_s().max(ending.at_s);
+        let fig = running.final_figures(out, now, now);
+        out.error(&why.to_string());
+        out.end(running.summary(&out.report.start, &fig, None));
+        return Err(why.into());
+    }
+    let mut fig = running.drain(out, ending.at_s);
+    if let Some(e) = running.stream_error() {
+        return Err(TestError::Stream(e));
+    }
+    let peer = if udp {
+        let sent: Vec<Sent> = fig
+            .locals
+            .iter()
+            .map(|l| Sent {
+                id: l.id,
+                socket: l.socket,
+                datagrams: l.packets,
+            })
+            .collect();
+        let fin_len = running.spec().block_len.max(hdr.len());
+        let results = server_reports(out, &fins, &sent, &hdr, fin_len);
+        // The FIN is a datagram of the test as iperf 2 counts it: its server counts its
+        // bytes and its sequence number as the total (`reporter_handle_packet_server_udp`),
+        // and iperf 2's client counts it as sent. A server that answered got one FIN.
+        for l in &mut fig.locals {
+            if results.streams.iter().any(|s| s.id == l.id) {
+                l.bytes += fin_len as u64;
+                l.packets += 1;
+            }
+        }
+        Some(results)
+    } else {
+        None
+    };
+    out.end(running.summary(&out.report.start, &fig, peer.as_ref()));
+    out.emit(Event::Done);
+    Ok(())
+}
+
+/// Open the `-P` connections (TCP: each starts with the test header, written here; with
+/// `--bidir` each is attached twice, as the client's sending stream and, after all of
+/// those, as its receiving one) or UDP sockets, and attach them. Returns a handle on
+/// each UDP socket for the FIN exchange.
+fn open_streams(
+    cfg: &ClientConfig,
+    out: &mut Output,
+    run: &mut TestRun,
+    server: SocketAddr,
+    hdr: &[u8],
+    dual: Option<&TcpListener>,
+) -> Result<Vec<UdpSocket>, TestError> {
+    let mut fins = Vec::new();
+    let mut duplex = Vec::new();
+    for i in 0..run.spec().parallel {
+        let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
+        let sock = open_stream(cfg, run.spec(), &server, cport)?;
+        match &sock {
+            DataSock::Udp(u) => fins.push(u.try_clone()?),
+            DataSock::Tcp(t) => {
+                // iperf 2 has no control connection: the first data connection's MSS is
+                // the one `start` reports (the engine's client reads its control's).
+                if i == 0 {
+                    let start = &mut out.report.start;
+                    match run.spec().mss {
+                        Some(m) => start.tcp_mss = Some(m),
+                        None => start.tcp_mss_default = sock::tcp_mss(t.as_fd()),
+                    }
+                }
+                let mut t: &TcpStream = t;
+                // A bounceback test opens with its first request's header instead.
+                if run.spec().bounceback.is_some() {
+                    let c = run.attach(sock, server)?;
+                    out.connected(c);
+                    continue;
+                }
+                t.set_write_timeout(Some(cfg.connect_timeout))?;
+                std::io::Write::write_all(&mut t, hdr)
+                    .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
+                t.set_write_timeout(None)?;
+                if run.spec().direction == Direction::Bidir && dual.is_none() {
+                    duplex.push(DataSock::Tcp(t.try_clone()?));
+                }
+            }
+        }
+        let c = run.attach(sock, server)?;
+        out.connected(c);
+    }
+    if let Some(l) = dual {
+        for s in accept_back(out, l, server.ip(), run.spec().parallel as usize)? {
+            let peer = s.peer_addr()?;
+            let c = run.attach(DataSock::Tcp(s), peer)?;
+            out.connected(c);
+        }
+    }
+    for sock in duplex {
+        let c = run.attach(sock, server)?;
+        out.connected(c);
+    }
+    Ok(fins)
+}
+
+/// `-d`'s listener, on the address family of `server`'s (and `-B`'s address if given),
+/// a port the kernel picks: the header names it.
+fn dual_listener(cfg: &ClientConfig, server: &SocketAddr) -> Result<TcpListener, TestError> {
+    let ip = cfg.bind.unwrap_or(match server {
+        SocketAddr::V4(_) => IpAddr::from([0u8; 4]),
+        SocketAddr::V6(_) => IpAddr::from([0u16; 8]),
+    });
+    let l = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(|e| TestError::io_while(format!("cannot listen on {ip} for -d"), e))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Accept `n` connections from the server's address `from` (`-d`), each within
+/// [`CONNECT_BACK_WAIT`] of the last; a connection from anywhere else is closed at
+/// once, with a warning.
+fn accept_back(
+    out: &mut Output,
+    l: &TcpListener,
+    from: IpAddr,
+    n: usize,
+) -> Result<Vec<TcpStream>, TestError> {
+    let mut got = Vec::with_capacity(n);
+    let mut deadline = crate::clock::mono_now() + CONNECT_BACK_WAIT;
+    while got.len() < n {
+        match l.accept() {
+            Ok((s, peer)) if peer.ip() == from => {
+                s.set_nonblocking(false)?;
+                got.push(s);
+                deadline = crate::clock::mono_now() + CONNECT_BACK_WAIT;
+            }
+            Ok((_, peer)) => out.warning(&format!(
+                "-d: refused a connection from {peer}: only the server ({from}) connects back"
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if crate::clock::mono_now() >= deadline {
+                    return Err(TestError::io_while(
+                        format!(
+                            "the iperf 2 server did not connect back (-d) within {} s; a firewall may stop it",
+                            CONNECT_BACK_WAIT.as_secs()
+                        ),
+                        std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => {
+                return Err(TestError::io_while(
+                    "cannot accept the server's -d connection",
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(got)
+}
+
+/// `start.netmeter.peer` for an iperf 2 server.
+pub const PEER_NAME: &str = "iperf 2";
+
+/// The start line saying who the peer is taken to be and what comes back from it.
+fn start_note(host: &str, port: u16, udp: bool) -> String {
+    let back = if udp {
+        "its report at the end gives the receiver's figures"
+    } else {
+        "over TCP it reports nothing back, so the figures are what netmeter sent"
+    };
+    format!("Testing against an iperf 2 server at {host} port {port} (--iperf2): {back}\n")
+}
+
+/// The `start` facts a client records before the streams (as `engine::client` does).
+fn record_start(out: &mut Output, cfg: &ClientConfig) {
+    let start = &mut out.report.start;
+    start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
+    start.system_info = sock::system_info();
+    start.timestamp = super::clock::timestamp_at(cfg.clock.wall());
+    start.connecting_to = Some(crate::report::HostPort {
+        host: cfg.host.clone(),
+        port: cfg.port,
+    });
+    start.target_bitrate = cfg.spec.rate_bps;
+    start.sock_bufsize = cfg.spec.window.unwrap_or(0);
+}
+
+/// One data socket to the server, options set, connected (TCP) or aimed (UDP).
+fn open_stream(
+    cfg: &ClientConfig,
+    spec: &TestSpec,
+    server: &SocketAddr,
+    cport: u16,
+) -> Result<DataSock, TestError> {
+    let domain = if server.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let udp = spec.protocol == Protocol::Udp;
+    let s = Socket::new(domain, if udp { Type::DGRAM } else { Type::STREAM }, None)?;
+    if cfg.bind.is_some() || cport != 0 {
+        let ip = cfg.bind.unwrap_or(match server {
+            SocketAddr::V4(_) => IpAddr::from([0u8; 4]),
+            SocketAddr::V6(_) => IpAddr::from([0u16; 8]),
+        });
+        s.set_reuse_address(true)?;
+        s.bind(&SockAddr::from(SocketAddr::new(ip, cport)))
+            .map_err(|e| TestError::io_while(format!("cannot bind to {ip} port {cport}"), e))?;
+    }
+    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
+    let to = SockAddr::from(test_common::data_peer(&s, spec, *server)?);
+    if udp {
+        test_common::udp_default_buffers(&s, spec);
+        s.connect(&to)
+            .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
+        let u: UdpSocket = s.into();
+        return Ok(DataSock::Udp(u));
+    }
+    s.connect_timeout(&to, cfg.connect_timeout)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => TestError::ConnectRefused(*server),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                TestError::ConnectTimeout {
+                    server: *server,
+                    secs: cfg.connect_timeout.as_secs_f64(),
+                }
+            }
+            _ => TestError::io_while(format!("unable to connect to {server}"), e),
+        })?;
+    let t: TcpStream = s.into();
+    Ok(DataSock::Tcp(t))
+}
+
+/// The client's half while data flows: nothing to listen to, so it ends the test on
+/// its end condition or an interrupt, and wakes for the interval rows.
+struct Ends;
+
+impl Control for Ends {
+    fn check(&mut self, run: &Running, now_s: f64) -> Option<Ending> {
+        run.end_reached(now_s).then_some(Ending {
+            at_s: now_s,
+            stopped: None,
+        })
+    }
+
+    fn watch(&mut self, run: &Running, now_s: f64) -> Result<Option<Ending>, TestError> {
+        if sock::stop_signal().is_some() {
+            return Ok(Some(Ending {
+                at_s: now_s,
+                stopped: Some(Stopped::client_interrupted()),
+            }));
+        }
+        if let Some(e) = run.stream_error() {
+            return Err(TestError::Stream(e));
+        }
+        let until = match run.spec().end {
+            EndCondition::Time(t) if t > 0.0 => run.next_tick.min(t),
+            _ => run.next_tick.min(now_s + 0.01),
+        };
+        std::thread::sleep(Duration::from_secs_f64((until - now_s).clamp(0.0, 0.1)));
+        Ok(None)
+    }
+}
+
+/// The UDP end: each stream's FIN exchange, one after the other, and the reports as
+/// the receiver's results (a stream without a report is left out, with a warning).
+fn server_reports(
+    out: &mut Output,
+    socks: &[UdpSocket],
+    sent: &[Sent],
+    hdr: &[u8],
+    fin_len: usize,
+) -> Results {
+    let mut results = Results {
+        sender_has_retransmits: -1,
+        ..Results::default()
+    };
+    for (sock, s) in socks.iter().zip(sent) {
+        let mut buf = hdr.to_vec();
+        buf.resize(fin_len, 0);
+        match await_report(sock, &mut buf, s.datagrams as i64 + 1) {
+            Some(r) => {
+                out.emit(Event::Info(&report_line(s.socket, &r)));
+                results.streams.push(stream_result(s.id, &r));
+            }
+            None => out.warning(&format!(
+                "the iperf 2 server sent no report for stream [{:3}] after {} FINs over {} s; its figures are unknown",
+                s.socket,
+                fin::FIN_TRIES,
+                (fin::FIN_RETRY * fin::FIN_TRIES).as_secs_f64().round()
+            )),
+        }
+    }
+    results
+}
+
+/// What a UDP stream sent: its id, its socket label, its datagrams.
+struct Sent {
+    id: i64,
+    socket: i64,
+    datagrams: u64,
+}
+
+/// One stream's FIN exchange on its socket (`fin::FinWait` decides, this does the I/O).
+fn await_report(sock: &UdpSocket, buf: &mut [u8], next_seq: i64) -> Option<ServerReport> {
+    let begun = crate::clock::mono_now();
+    let mut wait = FinWait::new(next_seq);
+    let mut rx = vec![0u8; 2048];
+    loop {
+        match wait.poll(crate::clock::mono_now().saturating_duration_since(begun)) {
+            FinStep::Send(seq) => {
+                let (sec, usec) = super::stream::wall_now(false);
+                write_datagram_id(buf, seq, sec, usec);
+                // A lost FIN is sent again; a refused one means no server (given up later).
+                let _ = sock.send(buf);
+            }
+            FinStep::Wait(d) => {
+                sock.set_read_timeout(Some(d.max(Duration::from_millis(1))))
+                    .ok()?;
+                if let Ok(n) = sock.recv(&mut rx)
+                    && let Some(r) = wait.on_datagram(&rx[..n])
+                {
+                    return Some(r);
+                }
+            }
+            FinStep::GiveUp => return None,
+        }
+    }
+}
+
+/// The server's report as the receiver's entry in the results.
+fn stream_result(id: i64, r: &ServerReport) -> StreamResult {
+    StreamResult {
+        id,
+        bytes: r.bytes,
+        jitter: r.jitter_s,
+        errors: r.lost as i64,
+        packets: r.datagrams as i64,
+        start_time: 0.0,
+        end_time: r.stop_s,
+        netmeter_out_of_order: Some(r.out_of_order),
+        ..StreamResult::default()
+    }
+}
+
+/// The report as iperf 2's client shows it ("Server Report"), one line.
+fn report_line(socket: i64, r: &ServerReport) -> String {
+    let transit = r.transit.map_or(String::new(), |t| {
+        format!(
+            ", transit min/mean/max {:.3}/{:.3}/{:.3} ms over {} datagrams",
+            t.min_s * 1e3,
+            t.mean_s * 1e3,
+            t.max_s * 1e3,
+            t.count
+        )
+    });
+    format!(
+        "[{socket:3}] iperf 2 server report: {} bytes in {:.2} s, {}/{} datagrams lost, {} out of order, jitter {:.3} ms{transit}\n",
+        r.bytes,
+        r.stop_s,
+        r.lost,
+        r.datagrams,
+        r.out_of_order,
+        r.jitter_s * 1e3
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_says_what_the_test_is() {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            block_len: 1000,
+            end: EndCondition::Time(3.0),
+            rate_bps: 2_000_000,
+            parallel: 2,
+            ..TestSpec::default()
+        };
+        let h = client_hdr(&spec, true, 5001, (0, 0), None, None);
+        assert!(h.udp);
+        assert_eq!((h.threads, h.port, h.buf_len), (2, 5001, 1000));
+        assert_eq!((h.amount, h.rate_bps), (Amount::TimeCentis(300), 2_000_000));
+        let n = TestSpec {
+            end: EndCondition::Bytes(5 << 20),
+            ..TestSpec::default()
+        };
+        let h = client_hdr(&n, false, 5001, (0, 0), None, None);
+        assert_eq!((h.udp, h.buf_len), (false, 0));
+        assert_eq!(h.amount, Amount::Bytes(5 << 20));
+    }
+
+    /// What the client sends with --trip-times and --txstart-time is what a server
+    /// (netmeter's own iperf 2 parser, `wire::iperf2::TestHdr`) reads back.
+    #[test]
+    fn trip_times_and_txstart_reach_the_server_as_sent() {
+        use crate::wire::iperf2::TestHdr;
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            block_len: 1470,
+            trip_times: true,
+            ..TestSpec::default()
+        };
+        let mut d = client_hdr(&spec, true, 5001, (1_700_000_000, 123_456), None, None).encode();
+        d.resize(1470, 0);
+        let h = TestHdr::parse_udp(&d).expect("a UDP test header");
+        assert!(h.trip_times() && h.udp);
+        assert_eq!(h.start, Some((1_700_000_000, 123_456)));
+        let tcp = TestSpec {
+            trip_times: false,
+            ..TestSpec::default()
+        };
+        let b = client_hdr(&tcp, false, 5001, (1, 2), Some(1_800_000_000.5), None).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert_eq!(h.start, Some((1_800_000_000, 500_000)));
+        assert_eq!(h.upper & UPPER_EPOCH_START, UPPER_EPOCH_START);
+        assert!(!h.trip_times());
+        // Without either, no start time and the header is 2.1.8's plain one.
+        let plain = client_hdr(&tcp, false, 5001, (1, 2), None, None);
+        assert_eq!(plain.start, None);
+    }
+
+    /// `-d`: a version 1 header naming the client's listening port, which a server
+    /// (`wire::iperf2::TestHdr`) reads as the dual test; no full duplex on the way.
+    #[test]
+    fn the_dual_test_header_names_the_listening_port() {
+        use crate::wire::iperf2::{Legacy, TestHdr};
+        let spec = TestSpec {
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
+        let b = client_hdr(&spec, false, 5001, (0, 0), None, Some(40_001)).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert_eq!(h.legacy, Some(Legacy::Dual));
+        assert_eq!(h.port, 40_001);
+        assert!(!h.full_duplex() && h.flags & HEADER_VERSION2 == 0);
+        // Without -d the same direction is iperf 2's --full-duplex.
+        let b = client_hdr(&spec, false, 5001, (0, 0), None, None).encode();
+        let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
+        assert!(h.full_duplex() && h.legacy.is_none());
+    }
+
+    #[test]
+    fn a_bounceback_request_says_what_iperf_2s_client_says() {
+        use crate::wire::iperf2::{BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK};
+        let b = crate::wire::Bounceback {
+            request_len: 100,
+            reply_len: 100,
+            hold_us: 2000,
+            burst: 10,
+            busy_poll_us: 0,
+        };
+        let h = loops::bb_request(&b, 0, 7, (1_700_000_000, 250));
+        assert_eq!(
+            (h.flags, h.size, h.id, h.hold_us),
+            (HEADER_BOUNCEBACK, 100, 7, 2000)
+        );
+        assert_eq!(h.bbflags, 0, "same sizes, no TOS: no flags");
+        assert_eq!(h.client_tx, (1_700_000_000, 250));
+        assert_eq!(h.server_rx, (u32::MAX, u32::MAX));
+        // What the server reads back from the bytes: a reply size and TOS when set.
+        let other = crate::wire::Bounceback {
+            reply_len: 300,
+            ..b
+        };
+        let mut bytes = vec![0u8; 100];
+        loops::bb_request(&other, 0x28, 1, (1, 2)).write(&mut bytes);
+        let back = BbHdr::parse(&bytes).expect("a bounceback header");
+        assert_eq!(back.bbflags, BB_REPLYSIZE | BB_TOS);
+        assert_eq!((back.reply_size, back.tos), (300, 0x28));
+    }
+
+    #[test]
+    fn a_server_report_becomes_the_receivers_results() {
+        let r = ServerReport {
+            bytes: 1_470_000,
+            stop_s: 2.5,
+            lost: 3,
+            out_of_order: 1,
+            datagrams: 1000,
+            jitter_s: 0.0002,
+            transit: None,
+        };
+        let s = stream_result(1, &r);
+        assert_eq!((s.bytes, s.errors, s.packets), (1_470_000, 3, 1000));
+        assert_eq!((s.jitter, s.end_time), (0.0002, 2.5));
+        assert_eq!(s.netmeter_out_of_order, Some(1));
+        assert!(report_line(1, &r).contains("3/1000 datagrams lost"));
+    }
+}

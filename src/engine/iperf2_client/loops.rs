@@ -1,0 +1,287 @@
+//! The data loops of an iperf 2 client: TCP writes the test header first, then blocks;
+//! UDP carries the header in every datagram after its 64-bit sequence number and send
+//! time, as iperf 2's client does. Both publish into the stream's `StreamShared` like
+//! the bulk loops (`engine::stream`), so the meter and the report see them as any
+//! stream; they are kept apart from those loops because the bytes differ.
+
+use crate::clock::mono_now;
+use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
+use crate::engine::record::StreamShared;
+use crate::engine::stream::{self, STOP_POLL, Worker};
+use crate::pacing::Pacer;
+use crate::wire::Bounceback;
+use crate::wire::iperf2::{
+    BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, UDP_DATAGRAM_LEN, write_datagram_id,
+};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The `-b` pacer of a sender, told when a timed test ends.
+fn pacer(w: &Worker, unit: usize, origin: Instant) -> Option<Pacer> {
+    (w.rate_bps > 0).then(|| {
+        let p = Pacer::new(w.rate_bps, unit, w.burst, 0.0);
+        match (w.schedule_origin, w.schedule_end) {
+            (Some(o), Some(e)) => {
+                p.ending_at((o + e).saturating_duration_since(origin).as_secs_f64())
+            }
+            _ => p,
+        }
+    })
+}
+
+/// The size of the next block, once the pacer allows it (`None`: asked to stop, or the
+/// `-n` budget is spent).
+fn next_block(w: &Worker, pacer: &mut Option<Pacer>, origin: Instant, len: usize) -> Option<usize> {
+    while !w.stop.load(Ordering::Relaxed) {
+        if let Some(p) = pacer.as_mut() {
+            let wait = p.poll(
+                mono_now().saturating_duration_since(origin).as_secs_f64(),
+                len,
+            );
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(STOP_POLL));
+                continue;
+            }
+        }
+        return match &w.budget {
+            Some(b) => Some(b.take(len)).filter(|&n| n > 0),
+            None => Some(len),
+        };
+    }
+    None
+}
+
+fn publish(s: &StreamShared, bytes: u64, blocks: u64) {
+    s.bytes.store(bytes, Ordering::Relaxed);
+    s.packets.store(blocks, Ordering::Relaxed);
+}
+
+/// TCP: `-l` blocks after the test header (`header_len` bytes, written when the
+/// connection opened, counted as sent: the server counts every byte it reads), then a
+/// shutdown of the write side, which is how an iperf 2 server learns the test is over.
+pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    if let Some(b) = &w.budget {
+        b.take(header_len as usize);
+    }
+    let (mut bytes, mut blocks) = (header_len, 1u64);
+    publish(&w.shared, bytes, blocks);
+    let origin = w.pace_origin.unwrap_or_else(mono_now);
+    let mut pacer = pacer(w, w.block_len, origin);
+    while let Some(len) = next_block(w, &mut pacer, origin, w.block_len) {
+        let mut off = 0;
+        while off < len && !w.stop.load(Ordering::Relaxed) {
+            match w.shared.calls.wrote(sock.write(&w.payload[off..len])) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                Ok(n) => {
+                    off += n;
+                    bytes += n as u64;
+                    w.shared.bytes.store(bytes, Ordering::Relaxed);
+                }
+                Err(e) if stream::is_transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        blocks += 1;
+        w.shared.packets.store(blocks, Ordering::Relaxed);
+    }
+    let _ = sock.flush();
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// UDP: `hdr` (from [`crate::wire::iperf2::ClientHdr::encode`]) at the start of
+/// every datagram, its sequence number (1, 2, …) and send time written before each send.
+/// The FIN is the control thread's (`fin`), once this loop has ended.
+pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let len = w.block_len.max(hdr.len());
+    let mut buf = w.payload.to_vec();
+    buf.resize(len, 0);
+    buf[..hdr.len()].copy_from_slice(hdr);
+    let origin = w.pace_origin.unwrap_or_else(mono_now);
+    let mut pacer = pacer(w, len, origin);
+    let (mut bytes, mut seq) = (0u64, 1i64);
+    let mut lag_s: f64 = 0.0;
+    while let Some(want) = next_block(w, &mut pacer, origin, len) {
+        // A short last datagram of a -n budget still carries the whole header.
+        let n = want.max(hdr.len().max(UDP_DATAGRAM_LEN));
+        let (sec, usec) = stream::wall_now(false);
+        write_datagram_id(&mut buf, seq, sec, usec);
+        match w.shared.calls.wrote(sock.send(&buf[..n])) {
+            Ok(sent) => {
+                bytes += sent as u64;
+                seq += 1;
+                publish(&w.shared, bytes, seq as u64 - 1);
+                w.shared.messages.store(seq as u64 - 1, Ordering::Relaxed);
+            }
+            // ECONNREFUSED: the ICMP of an earlier datagram (an iperf 2 server hands each
+            // new client its listening socket and binds another, and a datagram between
+            // the two finds no socket); this one was not sent: send it again.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                if let Some(b) = &w.budget {
+                    b.remaining.fetch_add(want as i64, Ordering::Relaxed);
+                }
+            }
+            Err(e) if stream::is_transient(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => {
+                w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                if let Some(b) = &w.budget {
+                    b.remaining.fetch_add(want as i64, Ordering::Relaxed);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(p) = &pacer {
+            lag_s = lag_s.max(p.max_lag_s());
+        }
+    }
+    w.shared
+        .pacing_lag_us
+        .store((lag_s * 1e6) as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// iperf 2's bounceback period: a burst of requests every second (`Settings.cpp`:
+/// without `--bounceback-period`, `mFPS = 1.0`).
+pub const BOUNCEBACK_PERIOD: Duration = Duration::from_secs(1);
+
+/// The request's `bounceback_hdr` as iperf 2's client writes it (`WriteTcpTxBBHdr`):
+/// the burst's id, this request's send time, the hold and the sizes; the server's
+/// timestamps unset (all ones).
+pub fn bb_request(b: &Bounceback, tos: u8, burst_id: u32, sent: (u32, u32)) -> BbHdr {
+    let mut bbflags = 0;
+    if tos != 0 {
+        bbflags |= BB_TOS;
+    }
+    if b.reply_len != b.request_len {
+        bbflags |= BB_REPLYSIZE;
+    }
+    BbHdr {
+        flags: HEADER_BOUNCEBACK,
+        size: b.request_len,
+        id: burst_id,
+        bbflags,
+        tos: u16::from(tos),
+        run_time_centis: 0,
+        client_tx: sent,
+        server_rx: (u32::MAX, u32::MAX),
+        server_tx: (u32::MAX, u32::MAX),
+        hold_us: b.hold_us,
+        reply_size: b.reply_len,
+    }
+}
+
+/// Read exactly `buf.len()` bytes; `false` when asked to stop or the server closed.
+fn read_exact_or_stop(w: &Worker, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if w.stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let want = buf.len() - off;
+        match w.shared.calls.read(sock.read(&mut buf[off..]), want) {
+            Ok(0) => return Ok(false),
+            Ok(n) => off += n,
+            Err(e) if stream::is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// TCP bounceback against an iperf 2 server (`RunBounceBackTCP`): every period a
+/// burst of `burst` requests (`period`: `None` back to back), each written (its `bounceback_hdr` first) and its reply
+/// read before the next, as iperf 2's client does; the round trip runs from the
+/// request's write to the reply's last byte. No test header opens the connection: the
+/// first request's header is it. The test ends with a close.
+pub fn tcp_bounce(
+    w: &Worker,
+    mut sock: TcpStream,
+    b: Bounceback,
+    tos: u8,
+    period: Option<Duration>,
+) -> io::Result<()> {
+    sock.set_nodelay(true)?;
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let Some(rec) = w.shared.rtt.as_ref() else {
+        return Ok(());
+    };
+    let mut req = w.payload.to_vec();
+    req.resize((b.request_len as usize).max(BB_HDR_LEN), 0);
+    let mut reply = vec![0u8; (b.reply_len as usize).max(BB_HDR_LEN)];
+    let mut m = BounceClient::new(BounceConfig {
+        burst: b.burst,
+        reply_len: reply.len(),
+        period,
+        load_start: None,
+        reply_timeout: None,
+    });
+    let mut burst_id = 0u32;
+    let mut rtts = Vec::with_capacity(1);
+    while !w.stop.load(Ordering::Relaxed) {
+        let count = match m.poll(mono_now()) {
+            BounceStep::Wait(t) => {
+                let left = t.saturating_duration_since(mono_now());
+                std::thread::sleep(left.min(STOP_POLL));
+                continue;
+            }
+            BounceStep::Send { count } => count,
+            // Each reply is read before the next request: nothing is left to await.
+            BounceStep::Await(_) | BounceStep::Lost(_) => break,
+        };
+        burst_id = burst_id.wrapping_add(1);
+        for _ in 0..count {
+            let (sec, usec) = stream::wall_now(false);
+            bb_request(&b, tos, burst_id, (sec, usec)).write(&mut req);
+            m.on_sent(mono_now());
+            if !write_all_or_stop(w, &mut sock, &req)? {
+                return Ok(());
+            }
+            if !read_exact_or_stop(w, &mut sock, &mut reply)? {
+                return Ok(());
+            }
+            rtts.clear();
+            m.on_reply_bytes(reply.len(), mono_now(), &mut rtts);
+            {
+                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                for t in &rtts {
+                    r.interval.record_ns(t.ns);
+                    r.total.record_ns(t.ns);
+                }
+            }
+            w.shared
+                .bytes
+                .store(m.sent() * req.len() as u64, Ordering::Relaxed);
+            w.shared.packets.store(m.done(), Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// Write all of `buf`; `false` when asked to stop or the server closed.
+fn write_all_or_stop(w: &Worker, sock: &mut TcpStream, buf: &[u8]) -> io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        if w.stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match w.shared.calls.wrote(sock.write(&buf[off..])) {
+            Ok(0) => return Ok(false),
+            Ok(n) => off += n,
+            Err(e) if stream::is_transient(&e) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,647 @@
+//! netmeter as a client of real iperf 2 servers (`--iperf2`): Debian bookworm's 2.1.8
+//! and trixie's 2.2.1, TCP and UDP, judged by what the iperf 2 server itself prints
+//! (its `-y C` lines, one per stream): for TCP its byte count is what netmeter sent on
+//! that connection; for UDP its datagram total is what netmeter sent (the FIN
+//! included, as iperf 2 counts it), its bytes are the datagrams that arrived, and
+//! netmeter's receiver figures (bytes, lost/total, out of order) are the server's
+//! report, number for number.
+
+use crate::support::*;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+const V218: &str = "NETMETER_IPERF2_218";
+const V221: &str = "NETMETER_IPERF2_221";
+
+/// Whether process `pid` has a UDP socket bound to `port` (`/proc/PID/net/udp`), read
+/// without sending it anything: a probe datagram would start a test on an iperf 2 server.
+fn udp_bound(pid: u32, port: u16) -> bool {
+    ["udp", "udp6"].iter().any(|t| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
+            text.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+            })
+        })
+    })
+}
+
+/// An iperf 2 server on 127.0.0.1:`port` printing `-y C` lines, line-buffered through
+/// `stdbuf` (piped, iperf 2 holds its UDP lines until it exits), once it listens.
+fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
+    iperf2_server_styled(key, port, udp, &["-y", "C"])
+}
+
+/// The same printing `style` (`-y C`, or `-e` for its enhanced text).
+fn iperf2_server_styled(key: &str, port: u16, udp: bool, style: &[&str]) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        key,
+        Command::new("stdbuf")
+            .args(["-oL", &peer(key), "-s", "-B", "127.0.0.1"])
+            .args(style)
+            .args(["-p", &port.to_string()])
+            .args(if udp { &["-u"][..] } else { &[][..] }),
+    );
+    let d = p.drain();
+    let pid = p.pid();
+    match udp {
+        true => await_evidence(
+            &format!("{key} bound to UDP port {port}"),
+            || udp_bound(pid, port),
+            || d.text(),
+        ),
+        false => await_tcp_listening(pid, port),
+    }
+    (p, d)
+}
+
+/// One stream as the iperf 2 server's CSV line gives it (`id` > 0; 2.2.1 adds sum
+/// lines with negative ids and column titles): the sending and receiving ports (the
+/// server's port first when it sent: `-R`, `--bidir`), bytes and, for UDP, lost, total
+/// and out-of-order datagrams.
+#[derive(Debug)]
+struct ServerLine {
+    from_port: u16,
+    to_port: u16,
+    bytes: u64,
+    udp: Option<(u64, u64, u64)>,
+}
+
+fn server_lines(text: &str) -> Vec<ServerLine> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim().split(',').collect();
+            if f.len() < 9 || f[5].parse::<i64>().ok()? <= 0 {
+                return None;
+            }
+            let udp = (f.len() >= 14).then(|| {
+                let n = |i: usize| f[i].parse::<u64>().unwrap_or(u64::MAX);
+                (n(10), n(11), n(13))
+            });
+            Some(ServerLine {
+                from_port: f[2].parse().ok()?,
+                to_port: f[4].parse().ok()?,
+                bytes: f[7].parse().ok()?,
+                udp,
+            })
+        })
+        .collect()
+}
+
+/// Run `netmeter -c 127.0.0.1 -p PORT --iperf2 -J ARGS` against a fresh iperf 2
+/// server; netmeter's document and the server's lines, once it has printed one per
+/// stream.
+fn run_against(key: &str, args: &[&str]) -> (Value, Vec<ServerLine>, u16) {
+    let udp = args.contains(&"-u");
+    let port = free_port();
+    let (server, d) = iperf2_server(key, port, udp);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    assert!(v.get("error").is_none(), "netmeter error: {}", v["error"]);
+    let streams = v["end"]["streams"].as_array().map_or(0, |s| s.len());
+    assert!(
+        streams > 0,
+        "no streams in netmeter's document:\n{}",
+        show(&out)
+    );
+    await_evidence(
+        &format!("{key}'s line for each of {streams} streams"),
+        || server_lines(&d.text()).len() >= streams,
+        || d.text(),
+    );
+    let lines = server_lines(&d.text());
+    drop(server);
+    assert_eq!(
+        v["start"]["netmeter"]["peer"], "iperf 2",
+        "start.netmeter.peer"
+    );
+    (v, lines, port)
+}
+
+/// netmeter's stream of socket label `socket`: its local port (`start.connected`).
+fn local_port(v: &Value, socket: &Value) -> u16 {
+    v["start"]["connected"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| &c["socket"] == socket))
+        .and_then(|c| c["local_port"].as_u64())
+        .expect("the stream's start.connected entry") as u16
+}
+
+/// The server's line for what it received from client port `port`.
+fn line_for(lines: &[ServerLine], port: u16) -> &ServerLine {
+    lines
+        .iter()
+        .find(|l| l.from_port == port)
+        .unwrap_or_else(|| panic!("no server line for client port {port}: {lines:?}"))
+}
+
+/// The server's line for what it sent from its port `server` to client port `port`.
+fn sent_line(lines: &[ServerLine], server: u16, port: u16) -> &ServerLine {
+    lines
+        .iter()
+        .find(|l| l.from_port == server && l.to_port == port)
+        .unwrap_or_else(|| panic!("no server line for sending to port {port}: {lines:?}"))
+}
+
+/// TCP: each connection's bytes on the server are the bytes netmeter sent on it (the
+/// test header included: iperf 2's server counts it).
+fn check_tcp(key: &str, args: &[&str]) {
+    let (v, lines, _) = run_against(key, args);
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let sent = s["sender"]["bytes"].as_u64().expect("sender bytes");
+        let l = line_for(&lines, local_port(&v, &s["sender"]["socket"]));
+        assert_eq!(
+            l.bytes, sent,
+            "{key} {args:?}: server bytes vs netmeter's sent"
+        );
+        assert!(sent > 60, "{key} {args:?}: only {sent} bytes sent");
+    }
+}
+
+/// TCP with the server sending (`-R`, `--bidir`): what netmeter received on each
+/// connection is what the server sent on it, all of it with `exact` (a `-n` test, which
+/// the server ends itself), else at most that (a timed test ends at netmeter's clock,
+/// with the server's last bytes in flight); with `--bidir` what netmeter sent the server
+/// received, to the byte.
+fn check_tcp_server_sends(key: &str, args: &[&str], exact: bool) {
+    let (v, lines, server) = run_against(key, args);
+    let mut received = 0;
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let what = format!("{key} {args:?}: {s}, server lines {lines:?}");
+        let sender = &s["sender"];
+        if let Some(sent) = sender["bytes"]
+            .as_u64()
+            .filter(|_| sender["sender"] == true)
+        {
+            let l = line_for(&lines, local_port(&v, &sender["socket"]));
+            assert_eq!(l.bytes, sent, "{what}: server received vs netmeter sent");
+        }
+        if let Some(got) = s["receiver"]["bytes"].as_u64() {
+            let l = sent_line(&lines, server, local_port(&v, &s["receiver"]["socket"]));
+            match exact {
+                true => assert_eq!(got, l.bytes, "{what}: netmeter received vs server sent"),
+                false => assert!(got <= l.bytes && got > 0, "{what}"),
+            }
+            received += 1;
+        }
+    }
+    assert!(received > 0, "{key} {args:?}: no receiving stream in {v}");
+}
+
+/// UDP: netmeter's receiver figures are the server's own; with `exact` (one stream,
+/// fixed-size datagrams) also the server's total is what netmeter sent and its bytes
+/// are the datagrams that arrived.
+fn check_udp(key: &str, args: &[&str], len: u64, exact: bool) {
+    let (v, lines, _) = run_against(key, args);
+    for s in v["end"]["streams"].as_array().unwrap() {
+        let u = &s["udp"];
+        let l = line_for(&lines, local_port(&v, &u["socket"]));
+        let (lost, total, ooo) = l.udp.expect("a UDP server line");
+        let what = format!("{key} {args:?}: server line {l:?}, netmeter {u}");
+        assert_eq!(
+            u["netmeter"]["receiver_bytes"].as_u64(),
+            Some(l.bytes),
+            "{what}"
+        );
+        assert_eq!(u["lost_packets"].as_u64(), Some(lost), "{what}");
+        assert_eq!(u["out_of_order"].as_u64(), Some(ooo), "{what}");
+        assert_eq!(u["packets"].as_u64(), Some(total), "{what}");
+        assert!(total > 10, "{what}");
+        if exact {
+            let sent = u["bytes"].as_u64().unwrap();
+            assert_eq!(sent % len, 0, "{what}: datagrams of {len} bytes");
+            assert_eq!(sent / len, total, "{what}: datagrams sent vs server total");
+            assert_eq!(l.bytes, (total - lost) * len, "{what}: bytes that arrived");
+        }
+    }
+}
+
+macro_rules! iperf2_client {
+    ($name:ident, $check:expr) => {
+        #[test]
+        #[cfg_attr(
+            not(feature = "full-tests"),
+            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
+        )]
+        fn $name() {
+            $check
+        }
+    };
+}
+
+iperf2_client!(
+    tcp_parallel_timed_218,
+    check_tcp(V218, &["-t", "2", "-P", "2", "-l", "64K"])
+);
+iperf2_client!(
+    tcp_parallel_timed_221,
+    check_tcp(V221, &["-t", "2", "-P", "2", "-l", "64K"])
+);
+iperf2_client!(
+    tcp_bytes_paced_218,
+    check_tcp(V218, &["-n", "3M", "-b", "40M"])
+);
+iperf2_client!(
+    tcp_bytes_paced_221,
+    check_tcp(V221, &["-n", "3M", "-b", "40M"])
+);
+iperf2_client!(
+    tcp_reverse_bytes_218,
+    check_tcp_server_sends(V218, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_reverse_bytes_221,
+    check_tcp_server_sends(V221, &["-R", "-n", "3M"], true)
+);
+iperf2_client!(
+    tcp_full_duplex_218,
+    check_tcp_server_sends(V218, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
+    tcp_full_duplex_221,
+    check_tcp_server_sends(V221, &["--bidir", "-t", "2", "-P", "2"], false)
+);
+iperf2_client!(
+    udp_timed_218,
+    check_udp(
+        V218,
+        &["-u", "-b", "10M", "-t", "2", "-l", "1200"],
+        1200,
+        true
+    )
+);
+iperf2_client!(
+    udp_timed_221,
+    check_udp(
+        V221,
+        &["-u", "-b", "10M", "-t", "2", "-l", "1200"],
+        1200,
+        true
+    )
+);
+iperf2_client!(
+    udp_parallel_218,
+    check_udp(V218, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
+);
+iperf2_client!(
+    udp_parallel_221,
+    check_udp(V221, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
+);
+
+/// Quick tier: the options an iperf 2 server cannot serve are refused in one sentence
+/// naming them, before anything is sent.
+#[test]
+fn refusals_name_the_option() {
+    for (args, needle) in [
+        (&["-u", "--bidir"][..], "--bidir"),
+        (&["-u", "-R"][..], "-R"),
+        (&["-k", "10"][..], "-k"),
+        (&["-u", "-l", "50"][..], "-l must be at least 76"),
+        (&["-u", "--bounceback"][..], "--bounceback"),
+        (&["--trip-times"][..], "--trip-times over TCP"),
+        (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
+        (&["--bounceback", "-P", "2"][..], "-P"),
+    ] {
+        let mut a = vec!["--iperf2"];
+        a.extend_from_slice(args);
+        let e = usage_error(&a);
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+}
+
+/// `netmeter iperf2 -c 127.0.0.1 -p PORT ARGS` (iperf 2's command line) against a fresh
+/// iperf 2 server: netmeter's output and the server's lines, once it has printed `streams`.
+fn iperf2_cli_against(key: &str, args: &[&str], streams: usize) -> (String, Vec<ServerLine>) {
+    let udp = args.contains(&"-u");
+    let port = free_port();
+    let (server, d) = iperf2_server(key, port, udp);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 failed:\n{}",
+        show(&out)
+    );
+    await_evidence(
+        &format!("{key}'s line for each of {streams} streams"),
+        || server_lines(&d.text()).len() >= streams,
+        || d.text(),
+    );
+    let lines = server_lines(&d.text());
+    drop(server);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), lines)
+}
+
+/// The whole-test CSV line of `netmeter iperf2 -y C` for stream `id`: its local port,
+/// bytes and, for UDP, lost and total datagrams (iperf 2's client columns).
+fn whole_test_csv(text: &str, id: i64) -> (u16, u64, Option<(u64, u64)>) {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.trim().split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 9 && f[5].parse::<i64>().ok() == Some(id))
+        .collect();
+    // The whole test's line is the last of the stream's (its interval starts at 0).
+    let f = rows
+        .iter()
+        .rev()
+        .find(|f| f[6].starts_with("0.0-"))
+        .unwrap_or_else(|| panic!("no whole-test CSV line for stream {id}:\n{text}"));
+    let udp = (f.len() >= 14).then(|| (f[10].parse().unwrap(), f[11].parse().unwrap()));
+    (f[2].parse().unwrap(), f[7].parse().unwrap(), udp)
+}
+
+/// TCP through iperf 2's command line: the server's byte count for each connection is
+/// what `netmeter iperf2 -y C` reports it sent, to the byte.
+fn check_cli_tcp(key: &str) {
+    let (text, lines) = iperf2_cli_against(key, &["-y", "C", "-t", "2", "-P", "2"], 2);
+    for id in 1..=2 {
+        let (port, sent, _) = whole_test_csv(&text, id);
+        let l = line_for(&lines, port);
+        assert_eq!(
+            l.bytes, sent,
+            "{key}: server bytes vs netmeter's, stream {id}:\n{text}"
+        );
+        assert!(sent > 60, "{key}: only {sent} bytes sent");
+    }
+}
+
+/// UDP through iperf 2's command line: the server's bytes, lost and total datagrams are
+/// the server report `netmeter iperf2 -y C` printed (iperf 2 prints the server's report
+/// as the client's whole-test line when it has one).
+fn check_cli_udp(key: &str) {
+    let (text, lines) = iperf2_cli_against(
+        key,
+        &["-u", "-y", "C", "-b", "5m", "-t", "2", "-l", "1000"],
+        1,
+    );
+    let (port, _, _) = whole_test_csv(&text, 1);
+    let l = line_for(&lines, port);
+    let (lost, total, _) = l.udp.expect("a UDP server line");
+    assert!(total > 10, "{key}: {l:?}");
+    // What the server received is what arrived of the datagrams netmeter sent.
+    assert_eq!(l.bytes, (total - lost) * 1000, "{key}: {l:?}");
+    let shown = text
+        .lines()
+        .filter(|x| x.split(',').nth(2) == Some(&port.to_string()))
+        .any(|x| {
+            let f: Vec<&str> = x.split(',').collect();
+            f.len() >= 14 && f[10] == lost.to_string() && f[11] == total.to_string()
+        });
+    assert!(
+        shown,
+        "{key}: the server's {lost}/{total} is not in netmeter's lines:\n{text}"
+    );
+}
+
+/// `netmeter iperf2 -c -e` has iperf 2.2.1's layout while talking to a real iperf 2.
+fn check_cli_shape(key: &str, args: &[&str], capture: &str) {
+    let (text, lines) = iperf2_cli_against(key, args, 1);
+    assert!(!lines.is_empty());
+    let p = format!(
+        "{}/src/report/testdata/iperf2/{capture}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    use netmeter::report::iperf2::shape::shapes;
+    assert_eq!(
+        shapes(&want),
+        shapes(&text),
+        "{key}: netmeter iperf2's output has not iperf 2.2.1's shape ({capture}):\n{text}"
+    );
+}
+
+iperf2_client!(cli_tcp_218, check_cli_tcp(V218));
+iperf2_client!(cli_tcp_221, check_cli_tcp(V221));
+iperf2_client!(cli_udp_218, check_cli_udp(V218));
+iperf2_client!(cli_udp_221, check_cli_udp(V221));
+iperf2_client!(
+    cli_tcp_enhanced_shape_221,
+    check_cli_shape(V221, &["-e", "-i", "1", "-t", "2"], "tcp.client")
+);
+iperf2_client!(
+    cli_tcp_plain_shape_218,
+    check_cli_shape(V218, &["-i", "1", "-t", "2"], "tcp_plain.client")
+);
+iperf2_client!(
+    cli_udp_plain_shape_221,
+    check_cli_shape(
+        V221,
+        &["-u", "-b", "10m", "-i", "1", "-t", "2"],
+        "udp_plain.client"
+    )
+);
+iperf2_client!(
+    cli_udp_csv_shape_218,
+    check_cli_shape(
+        V218,
+        &["-u", "-y", "C", "-b", "10m", "-i", "1", "-t", "2"],
+        "udp_csv.client"
+    )
+);
+
+/// Bounceback against a real iperf 2 server: iperf 2's period (a burst a second, not
+/// back to back), the hold the server applied (no round trip shorter than it; 2.1.8
+/// applies it, 2.2.1's server reads it but no longer waits: its `Server.cpp` has no
+/// delay), and what the server itself counted: each completed transaction's request
+/// and reply (a request cut off by the test's end may add one more).
+fn check_bounceback(key: &str, holds: bool) {
+    let (v, lines, _) = run_against(
+        key,
+        &[
+            "--bounceback",
+            "--bounceback-burst",
+            "5",
+            "--bounceback-hold",
+            "2",
+            "-t",
+            "2.5",
+        ],
+    );
+    let bb = &v["end"]["netmeter"]["bounceback"];
+    let n = bb["transactions"].as_u64().expect("transactions");
+    assert!(
+        (5..=15).contains(&n),
+        "{key}: {n} transactions in 2.5 s, bursts of 5 a second: {bb}"
+    );
+    let min = bb["rtt"]["min_ms"].as_f64().expect("rtt min");
+    assert!(
+        !holds || min >= 2.0,
+        "{key}: a round trip of {min} ms under the 2 ms hold: {bb}"
+    );
+    let l = lines.first().expect("the server's line");
+    let per = 200; // 100-byte requests and replies
+    assert!(
+        l.bytes == n * per || l.bytes == (n + 1) * per,
+        "{key}: the server counted {} bytes for {n} transactions of {per}",
+        l.bytes
+    );
+}
+
+iperf2_client!(bounceback_218, check_bounceback(V218, true));
+iperf2_client!(bounceback_221, check_bounceback(V221, false));
+
+/// The `a/b/c/d` (or `a/b/c`) figures of `line` just before the token `ms` that follows
+/// them: iperf 2's latency column, netmeter's transit.
+fn slashed_ms(line: &str) -> Option<Vec<f64>> {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    t.windows(2).find_map(|w| {
+        let v: Vec<f64> = w[0].split('/').filter_map(|x| x.parse().ok()).collect();
+        (w[1] == "ms" && v.len() >= 3 && v.len() == w[0].split('/').count()).then_some(v)
+    })
+}
+
+/// UDP `--trip-times` against a real iperf 2 server (`-e`): the server takes the test
+/// as a trip-times one (its connection line says so), and the transit netmeter shows
+/// from the server's report is the latency the server prints itself: the same minimum
+/// and maximum, the mean within rounding.
+fn check_udp_trip_times(key: &str) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, true, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2"])
+            .args(["-u", "-b", "5M", "-t", "2", "--trip-times"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ours = text
+        .lines()
+        .find(|l| l.contains("iperf 2 server report") && l.contains("transit"))
+        .and_then(|l| slashed_ms(l.split("transit").nth(1)?))
+        .unwrap_or_else(|| panic!("{key}: no transit in netmeter's output:\n{text}"));
+    let row = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("0.0000-") && l.contains("pps"))
+            .and_then(slashed_ms)
+    };
+    await_evidence(
+        &format!("{key}'s row with its latency"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs = row(&d.text()).unwrap();
+    let conn = d.text();
+    drop(server);
+    assert!(
+        conn.contains("(trip-times)"),
+        "{key}: not a trip-times test:\n{conn}"
+    );
+    let (avg, min, max) = (theirs[0], theirs[1], theirs[2]);
+    let what = format!(
+        "{key}: server avg/min/max {avg}/{min}/{max}, netmeter's transit min/mean/max {ours:?}"
+    );
+    assert_eq!(min, ours[0], "{what}");
+    assert_eq!(max, ours[2], "{what}");
+    assert!((avg - ours[1]).abs() <= 0.005 + avg * 0.05, "{what}");
+}
+
+/// `--txstart-time` against a real iperf 2 server: the server sees an epoch start
+/// (its connection line says so) and netmeter's report recorded the start it waited for.
+fn check_txstart(key: &str) {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 2.0;
+    let at = format!("{at:.3}");
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(["-t", "1", "--txstart-time", &at]),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    await_evidence(
+        &format!("{key}'s connection line"),
+        || d.text().contains("connected with"),
+        || d.text(),
+    );
+    let conn = d.text();
+    drop(server);
+    assert!(
+        conn.contains("(epoch-start)"),
+        "{key}: no epoch start:\n{conn}"
+    );
+    let ts = &v["start"]["netmeter"]["txstart"];
+    assert_eq!(
+        ts["requested"].as_f64().map(|r| format!("{r:.3}")),
+        Some(at.clone()),
+        "{key}: {ts}"
+    );
+    assert!(
+        ts["started"].as_f64().unwrap() >= at.parse::<f64>().unwrap(),
+        "{key}: {ts}"
+    );
+}
+
+iperf2_client!(udp_trip_times_218, check_udp_trip_times(V218));
+iperf2_client!(udp_trip_times_221, check_udp_trip_times(V221));
+iperf2_client!(txstart_218, check_txstart(V218));
+iperf2_client!(txstart_221, check_txstart(V221));
+
+/// `-d`, iperf 2's dual test, through `netmeter iperf2 -c`: the server connects back
+/// to netmeter's listener and sends while netmeter sends. Judged by the server's own
+/// `-y C` lines: what it received from netmeter is what netmeter sent, to the byte;
+/// what netmeter received on the connection the server opened is what the server sent
+/// on it (at most: a timed test ends at netmeter's clock).
+fn check_cli_dual(key: &str) {
+    let (text, lines) = iperf2_cli_against(key, &["-d", "-y", "C", "-t", "2"], 2);
+    let (up_port, sent, _) = whole_test_csv(&text, 1);
+    let (back_port, got, _) = whole_test_csv(&text, 2);
+    let what = format!("{key}: netmeter\n{text}\nserver {lines:?}");
+    assert_eq!(line_for(&lines, up_port).bytes, sent, "{what}");
+    let back = lines
+        .iter()
+        .find(|l| l.to_port == back_port)
+        .unwrap_or_else(|| panic!("no server line sending to port {back_port}: {what}"));
+    assert!(got > 0 && got <= back.bytes, "{what}");
+}
+
+iperf2_client!(cli_dual_218, check_cli_dual(V218));
+iperf2_client!(cli_dual_221, check_cli_dual(V221));
+
+/// `--bounceback-period` through `netmeter iperf2 -c` against a real iperf 2 server:
+/// bursts of 2 every 0.2 s for 2 s are about 20 round trips (not a second's 4 to 6, not
+/// back to back's thousands), as the server counted them (requests and replies); a
+/// busy host may skip a few periods, so 8 bound it from below.
+fn check_cli_bounceback_period(key: &str) {
+    let (text, lines) = iperf2_cli_against(
+        key,
+        &[
+            "--bounceback=2",
+            "--bounceback-period",
+            "0.2",
+            "-t",
+            "2",
+            "-y",
+            "C",
+        ],
+        1,
+    );
+    let l = lines.first().expect("the server's line");
+    let transactions = l.bytes / 200;
+    assert!(
+        (8..=24).contains(&transactions),
+        "{key}: {transactions} round trips in 2 s at 2 every 0.2 s: {l:?}\n{text}"
+    );
+}
+
+iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
