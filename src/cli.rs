@@ -31,6 +31,7 @@ mod help;
 pub mod iperf2;
 mod manpage;
 pub mod mesh_cmd;
+mod multicast_flags;
 mod parse_error;
 mod profile_flags;
 pub mod sweep_cmd;
@@ -178,6 +179,14 @@ pub struct Args {
     /// Serve the server's counters for Prometheus at http://ADDR:PORT/metrics.
     #[arg(long = "metrics", value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
+
+    // Multicast options (docs/multicast.md).
+    /// Multicast receiver: hear only this source (source-specific join, -B GROUP).
+    #[arg(short = 'H', long = "ssm-host", value_name = "SOURCE")]
+    pub ssm_host: Option<String>,
+    /// Multicast sender: the TTL / hop limit (default 1).
+    #[arg(long = "ttl", value_name = "N")]
+    pub ttl: Option<u32>,
 
     // Client options.
     /// Time in seconds to transmit for (default 10 secs; 0 = until interrupted).
@@ -536,6 +545,16 @@ pub enum Command {
         input: PathBuf,
         columns: csv_cmd::CsvColumns,
         output: Option<PathBuf>,
+    },
+    /// `-s -u -B GROUP`: a multicast receiver (`cli/multicast_flags.rs`).
+    MulticastReceive {
+        cfg: crate::engine::multicast::ReceiverConfig,
+        logfile: Option<PathBuf>,
+    },
+    /// `-c GROUP -u`: a multicast sender.
+    MulticastSend {
+        cfg: crate::engine::multicast::SenderConfig,
+        logfile: Option<PathBuf>,
     },
 }
 
@@ -1002,6 +1021,9 @@ impl Args {
             None => Format::Auto,
         };
         let csv = self.csv_columns()?;
+        if let Some(c) = multicast_flags::command(self, format) {
+            return c;
+        }
         if self.server {
             return self.server_command(format, csv.as_ref());
         }

@@ -65,6 +65,18 @@ fn run(cmd: Command, stamps: Option<&str>) -> anyhow::Result<()> {
             csv,
             plot,
         } => run_client(&cfg, logfile.as_deref(), stamps, csv, plot.as_deref()),
+        Command::MulticastReceive { cfg, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref())?;
+            netmeter::engine::multicast::run_receivers(&cfg, sink, Default::default())?;
+            Ok(())
+        }
+        Command::MulticastSend { cfg, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref())?;
+            netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
+            Ok(())
+        }
         Command::Plot { inputs, output } => {
             // A sweep's -J document draws the sweep's chart.
             match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
