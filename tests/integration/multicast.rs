@@ -574,3 +574,19 @@ fn iperf2_218_both_ways() {
 fn iperf2_221_both_ways() {
     iperf2_both_ways("NETMETER_IPERF2_221");
 }
+
+#[test]
+fn a_missing_interface_is_one_line_naming_it() {
+    let out = crate::support::run_bounded(
+        Command::new(netmeter()).args(["-s", "-u", "-B", "239.1.1.1%nm-nosuch0", "-p", "5001"]),
+        Duration::from_secs(30),
+        "a receiver on a missing interface",
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("-B 239.1.1.1%nm-nosuch0: no such interface"),
+        "{err}"
+    );
+}
