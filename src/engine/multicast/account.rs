@@ -449,4 +449,40 @@ mod tests {
         assert_eq!(r.active(), MAX_SENDERS);
         assert_eq!(r.ignored, 5);
     }
+
+    proptest::proptest! {
+        /// Whatever arrives (any bytes, from a few senders, at rising times), nothing
+        /// panics, and each ended sender's interval rows add up to its summary.
+        #[test]
+        fn rows_add_up_to_the_summary(
+            arrivals in proptest::collection::vec(
+                (0u16..3, proptest::collection::vec(proptest::num::u8::ANY, 0..40), 0u32..400),
+                0..300,
+            ),
+            seqs in proptest::collection::vec(-3i64..200, 0..300),
+        ) {
+            let mut r = Receiver::new(0.5, 3.0);
+            let mut now = 0.0;
+            let mut ev = Vec::new();
+            for (k, (port, mut d, dt_ms)) in arrivals.into_iter().enumerate() {
+                now += f64::from(dt_ms) / 1000.0;
+                // Half the time a well-formed datagram with one of the sequence numbers.
+                if let Some(&seq) = seqs.get(k).filter(|_| k % 2 == 0) {
+                    d.resize(d.len().max(20), 0);
+                    write_datagram_id(&mut d, seq, 100, 0);
+                }
+                let from = SocketAddr::new("10.0.0.1".parse().unwrap(), 4000 + port);
+                ev.extend(r.on_datagram(from, &d, now, now + 100.0));
+            }
+            ev.extend(r.stop(now + 1.0));
+            for s in ended(&ev) {
+                let sum = |f: fn(&Row) -> u64| s.intervals.iter().map(f).sum::<u64>();
+                proptest::prop_assert_eq!(sum(|r| r.bytes), s.sum.bytes);
+                proptest::prop_assert_eq!(sum(|r| r.packets), s.sum.packets);
+                proptest::prop_assert_eq!(sum(|r| r.out_of_order), s.sum.out_of_order);
+                proptest::prop_assert!(sum(|r| r.lost) >= s.sum.lost);
+            }
+            proptest::prop_assert_eq!(r.active(), 0);
+        }
+    }
 }
