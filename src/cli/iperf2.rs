@@ -422,25 +422,25 @@ impl Iperf2Args {
 fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     let mut n = super::parse_args(["netmeter"])
         .map_err(|_| usage("iperf2: netmeter's defaults did not parse"))?;
-    n.client = a.client.clone();
-    n.server = a.server;
-    n.port = a.port;
+    n.client.client = a.client.clone();
+    n.server.server = a.server;
+    n.common.port = a.port;
     // A netmeter server serves TCP and UDP clients at once: -s -u needs nothing more.
-    n.udp = a.udp && a.client.is_some();
-    n.bind = a.bind.clone();
-    n.v6 = a.ipv6;
-    n.interval = a.interval.unwrap_or(0.0);
-    n.format = a.format.clone();
-    n.time = a.time;
-    n.bytes = a
+    n.udp.udp = a.udp && a.client.is_some();
+    n.common.bind = a.bind.clone();
+    n.common.v6 = a.ipv6;
+    n.output.interval = a.interval.unwrap_or(0.0);
+    n.output.format = a.format.clone();
+    n.client.time = a.time;
+    n.client.bytes = a
         .num
         .as_deref()
         .map(|v| whole("-n", v, "a byte count such as 10M"))
         .transpose()?;
-    n.parallel = a.parallel;
-    n.reverse = a.reverse;
+    n.client.parallel = a.parallel;
+    n.client.reverse = a.reverse;
     // --full-duplex and -d: both directions at once (netmeter's --bidir).
-    n.bidir = a.full_duplex || a.dualtest;
+    n.client.bidir = a.full_duplex || a.dualtest;
     // iperf 2's default lengths: 1470-byte datagrams, 128 KiB writes.
     let len = a
         .len
@@ -449,30 +449,30 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     let len = whole("-l", &len, "a length such as 1470 or 128K")?;
     let len_bytes: u64 = len.parse().unwrap_or(0);
     // A server reads what the client sends (netmeter's server takes no length).
-    n.length = a.client.is_some().then_some(len);
-    n.bitrate = a
+    n.client.length = a.client.is_some().then_some(len);
+    n.client.bitrate = a
         .bandwidth
         .as_deref()
         .map(|b| bandwidth(b, len_bytes))
         .transpose()?;
-    n.tos = a
+    n.client.tos = a
         .tos
         .as_deref()
         .map(|t| tos_byte(t).map(|v| v.to_string()))
         .transpose()?;
-    n.window = a
+    n.client.window = a
         .window
         .as_deref()
         .map(|v| whole("-w", v, "a window size such as 256K"))
         .transpose()?;
-    n.mss = a.mss;
-    n.nodelay = a.nodelay;
-    n.logfile = None;
-    n.trip_times = a.trip_times;
+    n.client.mss = a.mss;
+    n.client.nodelay = a.nodelay;
+    n.output.logfile = None;
+    n.latency.trip_times = a.trip_times;
     if let Some(b) = &a.bounceback {
-        n.bounceback = true;
+        n.latency.bounceback = true;
         // iperf 2's --bounceback=N: N requests a burst (10 without N).
-        n.bounceback_burst = if b.is_empty() {
+        n.latency.bounceback_burst = if b.is_empty() {
             10
         } else {
             b.parse().ok().filter(|&v| v > 0).ok_or_else(|| {
@@ -483,15 +483,15 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
         };
     }
     if let Some(h) = a.bounceback_hold {
-        n.bounceback_hold = h;
+        n.latency.bounceback_hold = h;
     }
     if let Some(r) = &a.bounceback_request {
-        n.bounceback_request = r.clone();
+        n.latency.bounceback_request = r.clone();
     }
-    n.bounceback_reply = a.bounceback_reply.clone();
-    n.isochronous = a.isochronous.clone();
-    n.txstart_time = a.txstart_time;
-    n.histograms = match a.histograms.as_deref() {
+    n.latency.bounceback_reply = a.bounceback_reply.clone();
+    n.latency.isochronous = a.isochronous.clone();
+    n.hosts.txstart_time = a.txstart_time;
+    n.latency.histograms = match a.histograms.as_deref() {
         None => None,
         Some("") => Some(0.1),
         // iperf 2's --histograms=BINWIDTH[u|m],...: the bin width is netmeter's.

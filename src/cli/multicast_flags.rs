@@ -1,7 +1,9 @@
-//! Multicast on the command line: a server whose `-B` names a multicast group (with
-//! `-u`) is a multicast receiver, a client whose `-c` names one is a multicast sender
-//! (as iperf 2 decides, `Settings.cpp`); `-H/--ssm-host` and `--ttl` go with them.
-//! Resolved into `engine::multicast`'s configurations (docs/multicast.md).
+//! Multicast on the command line: its flags as typed ([`MulticastFlags`], the
+//! "Multicast" group of `--help`) and their resolution. A server whose `-B` names a
+//! multicast group (with `-u`) is a multicast receiver, a client whose `-c` names one
+//! is a multicast sender (as iperf 2 decides, `Settings.cpp`); `-H/--ssm-host` and
+//! `--ttl` go with them. Resolved into `engine::multicast`'s configurations
+//! (docs/multicast.md).
 
 use super::{Args, Command, UsageError, usage};
 use crate::engine::multicast::{self, ReceiverConfig, SenderConfig, target};
@@ -9,43 +11,76 @@ use crate::spec::{Direction, EndCondition, Protocol};
 use crate::units::Format;
 use std::time::Duration;
 
+/// Multicast options, as typed.
+#[derive(Debug, Default, clap::Args)]
+pub struct MulticastFlags {
+    /// Multicast receiver: hear only this source (source-specific join, -B GROUP).
+    #[arg(short = 'H', long = "ssm-host", value_name = "SOURCE")]
+    pub ssm_host: Option<String>,
+    /// Multicast sender: the TTL / hop limit (default 1).
+    #[arg(long = "ttl", value_name = "N")]
+    pub ttl: Option<u32>,
+}
+
 /// iperf 2's default multicast TTL (`-T`, 1: the local link).
 pub const DEFAULT_TTL: u32 = 1;
 
 /// A multicast command when the flags ask for one; `None` leaves them to the rest.
-pub(super) fn command(a: &Args, format: Format) -> Option<Result<Command, UsageError>> {
-    let recv = a.server && a.bind.as_deref().is_some_and(target::is_multicast);
-    let send = a.client.as_deref().is_some_and(target::is_multicast);
+pub(super) fn command(a: &Args) -> Option<Result<Command, UsageError>> {
+    if a.common.version {
+        return None;
+    }
+    let recv = a.server.server && a.common.bind.as_deref().is_some_and(target::is_multicast);
+    let send = a.client.client.as_deref().is_some_and(target::is_multicast);
     if !recv && !send {
-        if a.ssm_host.is_some() {
+        if a.multicast.ssm_host.is_some() {
             return Some(Err(usage(
                 "--ssm-host names the source a multicast receiver hears; use it with -s -u -B GROUP",
             )));
         }
-        if a.ttl.is_some() {
+        if a.multicast.ttl.is_some() {
             return Some(Err(usage(
                 "--ttl sets a multicast sender's TTL; use it with -c GROUP -u",
             )));
         }
         return None;
     }
-    Some(if recv {
-        receiver(a, format)
-    } else {
-        sender(a, format)
-    })
+    Some(roles(a).and_then(|format| {
+        if recv {
+            receiver(a, format)
+        } else {
+            sender(a, format)
+        }
+    }))
+}
+
+/// The checks every command line's resolution makes first: one role, the format.
+fn roles(a: &Args) -> Result<Format, UsageError> {
+    if a.server.server && (a.client.client.is_some() || a.common.loopback) {
+        return Err(usage("use only one of -s, -c and --loopback"));
+    }
+    if a.output.plot.is_some() || a.output.csv {
+        return Err(usage(
+            "--plot and --csv draw a unicast test; a multicast test prints its rows (-J: JSON lines)",
+        ));
+    }
+    match &a.output.format {
+        Some(f) => Format::parse(f).map_err(usage),
+        None => Ok(Format::Auto),
+    }
 }
 
 fn receiver(a: &Args, format: Format) -> Result<Command, UsageError> {
-    if !a.udp {
+    if !a.udp.udp {
         return Err(usage("a multicast group with -B (-s) receives UDP; add -u"));
     }
-    if a.ttl.is_some() {
+    if a.multicast.ttl.is_some() {
         return Err(usage("--ttl is a multicast sender's option (-c GROUP)"));
     }
-    let list = a.bind.as_deref().unwrap_or_default();
-    let (groups, source) = target::parse_groups(list, a.ssm_host.as_deref()).map_err(usage)?;
-    let duration = match a.time {
+    let list = a.common.bind.as_deref().unwrap_or_default();
+    let (groups, source) =
+        target::parse_groups(list, a.multicast.ssm_host.as_deref()).map_err(usage)?;
+    let duration = match a.client.time {
         Some(t) if !(t > 0.0 && t <= 86400.0) => {
             return Err(usage(format!(
                 "-t {t}: a multicast receiver runs 0.001 to 86400 seconds (leave -t out to run until stopped)"
@@ -57,33 +92,34 @@ fn receiver(a: &Args, format: Format) -> Result<Command, UsageError> {
         cfg: ReceiverConfig {
             groups,
             source,
-            port: a.port,
-            interval_s: a.interval,
+            port: a.common.port,
+            interval_s: a.output.interval,
             idle_s: multicast::DEFAULT_IDLE_S,
-            one_off: a.one_off,
+            one_off: a.server.one_off,
             duration,
-            json: a.json,
+            json: a.output.json,
             format,
             clock: crate::clock::system(),
         },
-        logfile: a.logfile.clone(),
+        logfile: a.output.logfile.clone(),
     })
 }
 
 fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
-    if !a.udp {
+    if !a.udp.udp {
         return Err(usage("a multicast group with -c takes UDP; add -u"));
     }
-    if a.ssm_host.is_some() {
+    if a.multicast.ssm_host.is_some() {
         return Err(usage(
             "--ssm-host is a multicast receiver's option (-s -u -B GROUP); a sender's source is its -B address",
         ));
     }
-    let ttl = a.ttl.unwrap_or(DEFAULT_TTL);
+    let ttl = a.multicast.ttl.unwrap_or(DEFAULT_TTL);
     if ttl > 255 {
         return Err(usage(format!("--ttl {ttl}: a TTL is 0 to 255")));
     }
-    let group = target::parse_group(a.client.as_deref().unwrap_or_default()).map_err(usage)?;
+    let group =
+        target::parse_group(a.client.client.as_deref().unwrap_or_default()).map_err(usage)?;
     let c = a.client_config(format)?;
     if c.spec.protocol != Protocol::Udp
         || c.spec.parallel > 1
@@ -105,7 +141,7 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
     Ok(Command::MulticastSend {
         cfg: SenderConfig {
             group,
-            port: a.port,
+            port: a.common.port,
             bind: c.bind,
             ttl,
             looped: false,
@@ -118,10 +154,10 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
             time,
             bytes,
             tos: c.spec.tos.unwrap_or(0),
-            json: a.json,
+            json: a.output.json,
             clock: crate::clock::system(),
         },
-        logfile: a.logfile.clone(),
+        logfile: a.output.logfile.clone(),
     })
 }
 
@@ -207,5 +243,11 @@ mod tests {
         assert!(err(&["-s", "-H", "10.0.0.1"]).contains("--ssm-host"));
         assert!(err(&["-s", "-u", "-B", "232.1.1.1", "-H", "fd00::1"]).contains("families"));
         assert!(err(&["-s", "-u", "-B", "239.1.1.1", "-t", "-1"]).contains("-t"));
+        assert!(err(&["-s", "-u", "-B", "239.1.1.1", "-c", "h"]).contains("only one of"));
+        assert!(err(&["-c", "239.1.1.1", "-u", "--csv"]).contains("--csv"));
+        assert!(matches!(
+            resolve(&["-v", "-c", "239.1.1.1"]),
+            Ok(Command::Version)
+        ));
     }
 }

@@ -15,8 +15,8 @@ pub const MIN_ISOCH_UDP_LEN: usize = 16 + IsochHeader::LEN;
 impl Args {
     /// The sending profile, if one was asked for, applied to `spec`.
     pub(super) fn with_profile(&self, mut spec: TestSpec) -> Result<TestSpec, UsageError> {
-        let burst = self.burst_size.is_some() || self.burst_period.is_some();
-        let (name, p) = match (burst, &self.isochronous) {
+        let burst = self.latency.burst_size.is_some() || self.latency.burst_period.is_some();
+        let (name, p) = match (burst, &self.latency.isochronous) {
             (false, None) => return Ok(spec),
             (true, Some(_)) => {
                 return Err(usage(
@@ -24,7 +24,7 @@ impl Args {
                 ));
             }
             (true, None) => {
-                let bytes = match &self.burst_size {
+                let bytes = match &self.latency.burst_size {
                     Some(s) => {
                         units::parse_bytes(s).map_err(|e| usage(format!("--burst-size: {e}")))?
                     }
@@ -33,7 +33,10 @@ impl Args {
                 if !(1..=profile::MAX_BURST_BYTES).contains(&bytes) {
                     return Err(usage("--burst-size must be between 1 byte and 1G"));
                 }
-                let period_s = self.burst_period.unwrap_or(profile::DEFAULT_BURST_PERIOD_S);
+                let period_s = self
+                    .latency
+                    .burst_period
+                    .unwrap_or(profile::DEFAULT_BURST_PERIOD_S);
                 if !(profile::MIN_PERIOD_S..=profile::MAX_PERIOD_S).contains(&period_s) {
                     return Err(usage(
                         "--burst-period must be between 0.001 and 3600 seconds",
@@ -45,7 +48,7 @@ impl Args {
                 let params = profile::parse_isochronous(s)
                     .map_err(|e| usage(format!("--isochronous: {e}")))?;
                 if spec.protocol == Protocol::Udp
-                    && self.length.is_some()
+                    && self.client.length.is_some()
                     && spec.block_len < MIN_ISOCH_UDP_LEN
                 {
                     return Err(usage(format!(
@@ -67,14 +70,14 @@ impl Args {
                 "-R (the profile shapes what the client sends)",
             ),
             (
-                self.bitrate.is_some(),
+                self.client.bitrate.is_some(),
                 "-b (the profile sets the sending schedule)",
             ),
             (spec.bounceback.is_some(), "--bounceback"),
             (spec.connect_only, "--connect-only"),
             (spec.zerocopy, "-Z"),
-            (self.loopback, "--loopback"),
-            (self.find_max_rate, "--find-max-rate"),
+            (self.common.loopback, "--loopback"),
+            (self.experiments.find_max_rate, "--find-max-rate"),
         ];
         if let Some((_, f)) = clash.iter().find(|(used, _)| *used) {
             return Err(usage(format!("{name} cannot be combined with {f}")));
@@ -89,10 +92,10 @@ impl Args {
 
     /// `--txstart-time EPOCH`, checked against the clock now.
     pub(super) fn txstart(&self) -> Result<Option<f64>, UsageError> {
-        let Some(t) = self.txstart_time else {
+        let Some(t) = self.hosts.txstart_time else {
             return Ok(None);
         };
-        if self.loopback || self.find_max_rate {
+        if self.common.loopback || self.experiments.find_max_rate {
             return Err(usage(
                 "--txstart-time cannot be combined with --loopback or --find-max-rate",
             ));

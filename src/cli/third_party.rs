@@ -173,7 +173,7 @@ pub fn config_for(req: &ThirdPartyRequest, ip: IpAddr) -> Result<ClientConfig, S
 impl Args {
     /// `--allow-third-party` for a server (it needs `--psk-file`).
     pub(super) fn third_party_policy(&self) -> Result<Option<ThirdPartyPolicy>, UsageError> {
-        let Some(list) = &self.allow_third_party else {
+        let Some(list) = &self.hosts.allow_third_party else {
             return Ok(None);
         };
         if self.auth.psk_file.is_none() {
