@@ -8,7 +8,8 @@
 //! The flags are defined by group, one file each, in the groups `--help` shows
 //! (`common_flags.rs` for the untitled first group, then `server_flags.rs`,
 //! `client_flags.rs`, `output_flags.rs`, `udp_flags.rs`, `latency_flags.rs`,
-//! `experiment_flags.rs`, `auth_flags.rs`, `hosts_flags.rs`); [`Args`] flattens them. A
+//! `experiment_flags.rs`, `auth_flags.rs`, `hosts_flags.rs`; `multicast_flags.rs` holds
+//! its group and its resolution); [`Args`] flattens them. A
 //! new flag goes into its group's file, its id into `help::SECTIONS`.
 //!
 //! As ripgrep keeps its low-level arguments apart from the resolved ones: [`Args`] is
@@ -46,6 +47,7 @@ pub mod iperf2;
 mod latency_flags;
 mod manpage;
 pub mod mesh_cmd;
+mod multicast_flags;
 mod output_flags;
 mod parse_error;
 mod profile_flags;
@@ -83,6 +85,8 @@ pub struct Args {
     #[command(flatten)]
     pub udp: udp_flags::UdpFlags,
     #[command(flatten)]
+    pub multicast: multicast_flags::MulticastFlags,
+    #[command(flatten)]
     pub latency: latency_flags::LatencyFlags,
     #[command(flatten)]
     pub experiments: experiment_flags::ExperimentFlags,
@@ -115,6 +119,7 @@ impl Default for Args {
                 experiments: Default::default(),
                 auth: Default::default(),
                 hosts: Default::default(),
+                multicast: Default::default(),
             })
     }
 }
@@ -196,6 +201,16 @@ pub enum Command {
     Experiment(compare_cmd::Subcommand),
     /// `netmeter -c B --via A`: a third-party test (see `cli/third_party.rs`).
     Via(third_party::ViaCommand),
+    /// `-s -u -B GROUP`: a multicast receiver (`cli/multicast_flags.rs`).
+    MulticastReceive {
+        cfg: crate::engine::multicast::ReceiverConfig,
+        logfile: Option<PathBuf>,
+    },
+    /// `-c GROUP -u`: a multicast sender.
+    MulticastSend {
+        cfg: crate::engine::multicast::SenderConfig,
+        logfile: Option<PathBuf>,
+    },
 }
 
 /// CPUs this process may run on (1 when unknown).

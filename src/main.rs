@@ -83,6 +83,18 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Via(v) => run_via(v),
         // `compare`'s verdict and `sweep` choose their own exit codes.
         Command::Experiment(sub) => return Ok(run_experiment(sub)),
+        Command::MulticastReceive { cfg, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref(), None)?;
+            netmeter::engine::multicast::run_receivers(&cfg, sink, Default::default())?;
+            Ok(())
+        }
+        Command::MulticastSend { cfg, logfile } => {
+            catch_stop_signals()?;
+            let sink = open_sink(logfile.as_deref(), None)?;
+            netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
+            Ok(())
+        }
         Command::Plot { inputs, output } => {
             // A sweep's -J document draws the sweep's chart.
             match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)

@@ -124,6 +124,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "dont_fragment",
         ],
     ),
+    (Some("Multicast (docs/multicast.md)"), &["ssm_host", "ttl"]),
     (
         Some("Latency modes"),
         &[
@@ -216,6 +217,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "netmeter -c HOST -t 10 -P 4",
         "four TCP streams to HOST for 10 seconds",
+    ),
+    (
+        "netmeter -s -u -B 239.1.1.1%eth0",
+        "a multicast receiver: a report for every sender it hears",
+    ),
+    (
+        "netmeter -c 239.1.1.1 -u -b 10M --ttl 8",
+        "send to a multicast group (iperf 2's datagrams)",
     ),
     (
         "netmeter -c HOST -u -b 100M",
@@ -388,6 +397,7 @@ mod tests {
             "Client options:",
             "Output:",
             "UDP:",
+            "Multicast (docs/multicast.md):",
             "Latency modes:",
             "Experiments:",
             "Authentication:",

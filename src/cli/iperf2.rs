@@ -90,7 +90,7 @@ pub struct Iperf2Args {
     /// IP TOS byte, or a name: af11..af43, cs0..cs7, ef, le, nqb, nqb2, ac_be, ac_bk, ac_vi, ac_vo, lowdelay, throughput, reliability.
     #[arg(short = 'S', long = "tos")]
     tos: Option<String>,
-    /// Multicast TTL: refused (netmeter does not test multicast).
+    /// Multicast TTL: refused here (the flat command line's --ttl, docs/multicast.md).
     #[arg(short = 'T', long = "ttl")]
     ttl: Option<String>,
     /// Leave report types out: C connections, D data, M multicast, S settings, V server.
@@ -436,7 +436,7 @@ impl Iperf2Args {
         }
         if let Some(t) = &self.ttl {
             return Err(usage(format!(
-                "iperf2: -T {t} sets a multicast TTL; netmeter does not test multicast"
+                "iperf2: -T {t} sets a multicast TTL, which netmeter iperf2 does not take yet; use netmeter -c GROUP -u --ttl {t} (docs/multicast.md)"
             )));
         }
         if self.bounceback_period.is_some() && self.bounceback.is_none() {

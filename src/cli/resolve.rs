@@ -149,8 +149,13 @@ impl Args {
         }
     }
 
-    /// Resolve the flags into what to run.
+    /// Resolve the flags into what to run: a multicast test when `-B` (with `-s`) or
+    /// `-c` names a group (`multicast_flags.rs`), else the rest.
     pub fn resolve(&self) -> Result<Command, UsageError> {
+        super::multicast_flags::command(self).unwrap_or_else(|| self.resolve_unicast())
+    }
+
+    fn resolve_unicast(&self) -> Result<Command, UsageError> {
         if self.common.version {
             return Ok(Command::Version);
         }

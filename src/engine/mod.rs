@@ -18,6 +18,7 @@ pub mod live;
 pub mod machine;
 pub mod max_rate;
 pub mod meter;
+pub mod multicast;
 pub mod output;
 pub mod profile;
 pub mod progress;

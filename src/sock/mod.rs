@@ -13,12 +13,14 @@
 //! - [`mmsg`]: batched UDP I/O (`sendmmsg`/`recvmmsg`), GSO/GRO, receive timestamps;
 //! - [`zerocopy`]: `MSG_ZEROCOPY` and `sendfile`;
 //! - [`options`]: IP_MTU_DISCOVER, IPv6 flow labels, protocol probes (SCTP, MPTCP);
+//! - [`multicast`]: joining groups (any-source, source-specific), a sender's TTL, loopback, interface;
 //! - [`netdev`]: interfaces and their addresses (getifaddrs), offloads (SIOCETHTOOL);
 //! - [`process`]: CPU usage (process and thread), random bytes, affinity, malloc arenas, daemon, signals.
 
 #![allow(unsafe_code)]
 
 pub mod mmsg;
+pub mod multicast;
 pub mod netdev;
 pub mod options;
 pub mod process;

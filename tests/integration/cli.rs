@@ -110,6 +110,7 @@ fn help_groups_the_options_and_lists_the_subcommands() {
         "Client options:",
         "Output:",
         "UDP:",
+        "Multicast (docs/multicast.md):",
         "Latency modes:",
         "Experiments:",
         "Authentication:",

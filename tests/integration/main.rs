@@ -49,6 +49,7 @@ mod iperf2_ui;
 mod latency_accuracy;
 mod memory;
 mod mesh;
+mod multicast;
 mod netbed_selftest;
 mod options;
 mod package;
