@@ -155,6 +155,48 @@ impl Args {
         super::multicast_flags::command(self).unwrap_or_else(|| self.resolve_unicast())
     }
 
+    /// A server option given to a client is a mistake named in one sentence.
+    fn no_server_only_flags(&self) -> Result<(), UsageError> {
+        for (used, f) in [
+            (
+                self.server.server_max_duration.is_some(),
+                "--server-max-duration",
+            ),
+            (
+                self.server.server_bitrate_limit.is_some(),
+                "--server-bitrate-limit",
+            ),
+            (self.server.max_streams.is_some(), "--max-streams"),
+            (
+                self.server.max_tests_per_source.is_some(),
+                "--max-tests-per-source",
+            ),
+            (
+                self.server.test_idle_timeout.is_some(),
+                "--test-idle-timeout",
+            ),
+            (
+                self.server.server_max_file_size.is_some(),
+                "--server-max-file-size",
+            ),
+            (self.server.max_conn_rate.is_some(), "--max-conn-rate"),
+            (!self.server.allow.is_empty(), "--allow"),
+            (!self.server.deny.is_empty(), "--deny"),
+            (self.server.audit_log.is_some(), "--audit-log"),
+            (
+                self.server.audit_log_max_size.is_some(),
+                "--audit-log-max-size",
+            ),
+            (self.server.audit_log_keep.is_some(), "--audit-log-keep"),
+            (self.server.metrics.is_some(), "--metrics"),
+        ] {
+            if used {
+                return Err(usage(format!("{f} is a server option (use with -s)")));
+            }
+        }
+        Ok(())
+    }
+
     fn resolve_unicast(&self) -> Result<Command, UsageError> {
         if self.common.version {
             return Ok(Command::Version);
@@ -212,43 +254,7 @@ impl Args {
                 "--loopback's in-process server does not authenticate; --username and --use-pkcs1-padding are for -c",
             ));
         }
-        for (used, f) in [
-            (
-                self.server.server_max_duration.is_some(),
-                "--server-max-duration",
-            ),
-            (
-                self.server.server_bitrate_limit.is_some(),
-                "--server-bitrate-limit",
-            ),
-            (self.server.max_streams.is_some(), "--max-streams"),
-            (
-                self.server.max_tests_per_source.is_some(),
-                "--max-tests-per-source",
-            ),
-            (
-                self.server.test_idle_timeout.is_some(),
-                "--test-idle-timeout",
-            ),
-            (
-                self.server.server_max_file_size.is_some(),
-                "--server-max-file-size",
-            ),
-            (self.server.max_conn_rate.is_some(), "--max-conn-rate"),
-            (!self.server.allow.is_empty(), "--allow"),
-            (!self.server.deny.is_empty(), "--deny"),
-            (self.server.audit_log.is_some(), "--audit-log"),
-            (
-                self.server.audit_log_max_size.is_some(),
-                "--audit-log-max-size",
-            ),
-            (self.server.audit_log_keep.is_some(), "--audit-log-keep"),
-            (self.server.metrics.is_some(), "--metrics"),
-        ] {
-            if used {
-                return Err(usage(format!("{f} is a server option (use with -s)")));
-            }
-        }
+        self.no_server_only_flags()?;
         let cfg = self.client_config(format)?;
         self.check_iperf2(&cfg)?;
         if self.experiments.repeat.is_some()
