@@ -276,14 +276,21 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
     // Absurd: a length of 255 with no settings after it, then a close; thread counts
     // and rates past every cap; the bounceback bit with a 4 GiB size.
     let mut hostile: Vec<Vec<u8>> = Vec::new();
-    let mut absurd = vec![0u8; 255];
-    absurd[..4].copy_from_slice(&0x4001_01FEu32.to_be_bytes());
+    // What every real 2.1/2.2 client puts in its header: a port and its version.
+    let real = |len: usize, flags: u32| {
+        let mut h = vec![0u8; len];
+        h[..4].copy_from_slice(&flags.to_be_bytes());
+        h[4..8].copy_from_slice(&1u32.to_be_bytes());
+        h[8..12].copy_from_slice(&5001u32.to_be_bytes());
+        h[20..24].copy_from_slice(&(-100i32).to_be_bytes());
+        h[36..40].copy_from_slice(&0x0002_0002u32.to_be_bytes());
+        h[40..44].copy_from_slice(&0x0001_0001u32.to_be_bytes());
+        h
+    };
+    let mut absurd = real(255, 0x4001_01FE);
     absurd[4..8].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
     hostile.push(absurd);
-    let mut fast = vec![0u8; 60];
-    fast[..4].copy_from_slice(&0x4001_0078u32.to_be_bytes());
-    fast[4..8].copy_from_slice(&1u32.to_be_bytes());
-    fast[20..24].copy_from_slice(&(-100i32).to_be_bytes());
+    let mut fast = real(60, 0x4001_0078);
     fast[48..52].copy_from_slice(&u32::MAX.to_be_bytes());
     fast[52..56].copy_from_slice(&0xFFFF_FF00u32.to_be_bytes());
     hostile.push(fast);
@@ -291,6 +298,14 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
     bb[..4].copy_from_slice(&0x0080_0000u32.to_be_bytes());
     bb[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
     hostile.push(bb);
+    // Whole headers no real client sends (a version 7.0, a port 0): refused before
+    // they take a test slot (--max-tests 8 would have room for them).
+    let mut v7 = real(60, 0x4001_0078);
+    v7[36..40].copy_from_slice(&0x0007_0000u32.to_be_bytes());
+    hostile.push(v7);
+    let mut port0 = real(60, 0x4001_0078);
+    port0[8..12].copy_from_slice(&0u32.to_be_bytes());
+    hostile.push(port0);
     // Truncated: 40 bytes of a 60-byte header, then a close.
     let mut short = vec![0u8; 40];
     short[..4].copy_from_slice(&0x4001_0078u32.to_be_bytes());
@@ -328,6 +343,8 @@ fn hostile_iperf2_headers_leave_the_server_serving() {
         "--server-bitrate-limit",
         "bounceback size of 4294967295",
         "the rest of its iperf 2 header",
+        "not what an iperf 2.1 or 2.2 client sends: a version that is no iperf 2 release",
+        "not what an iperf 2.1 or 2.2 client sends: a port of 0",
     ] {
         assert!(log.contains(why), "a line saying {why:?}:\n{log}");
     }
