@@ -39,19 +39,11 @@ pub(in crate::engine::server) fn serve(
     let _ = sock.set_nodelay(true);
     let mut buf = vec![0u8; size.max(reply)];
     buf[..BB_HDR_LEN].copy_from_slice(&first[..BB_HDR_LEN]);
-    let started = crate::clock::mono_now();
-    let mut last_move = started;
+    let mut last_move = g.now();
     g.received.fetch_add(BB_HDR_LEN as u64, Ordering::Relaxed);
     let mut have = BB_HDR_LEN;
     loop {
-        match fill(
-            &g,
-            &mut sock,
-            &mut buf[have..size],
-            plan,
-            started,
-            &mut last_move,
-        ) {
+        match fill(&g, &mut sock, &mut buf[have..size], plan, &mut last_move) {
             Ok(true) => {}
             Ok(false) => break,
             Err(why) => {
@@ -59,7 +51,7 @@ pub(in crate::engine::server) fn serve(
                 break;
             }
         }
-        let rx = sec_usec(crate::clock::wall_now());
+        let rx = sec_usec(g.wall());
         let Ok(mut h) = BbHdr::parse(&buf[..size]) else {
             g.failed("an unreadable bounceback request".into());
             break;
@@ -68,7 +60,7 @@ pub(in crate::engine::server) fn serve(
             break;
         }
         h.server_rx = rx;
-        h.server_tx = sec_usec(crate::clock::wall_now());
+        h.server_tx = sec_usec(g.wall());
         h.write(&mut buf);
         if let Err(e) = sock.write_all(&buf[..reply]) {
             g.failed(format!("bounceback write failed: {e}"));
@@ -86,7 +78,6 @@ fn fill(
     sock: &mut TcpStream,
     buf: &mut [u8],
     plan: &Plan,
-    started: Instant,
     last_move: &mut Instant,
 ) -> Result<bool, String> {
     let mut at = 0;
@@ -96,13 +87,13 @@ fn fill(
             Ok(n) => {
                 at += n;
                 g.received.fetch_add(n as u64, Ordering::Relaxed);
-                *last_move = crate::clock::mono_now();
+                *last_move = g.now();
             }
             Err(e) if is_timeout(&e) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(false),
             Err(e) => return Err(format!("bounceback read failed: {e}")),
         }
-        if let Some(why) = stop_reason(g, plan, started, *last_move) {
+        if let Some(why) = stop_reason(g, plan, *last_move) {
             return Err(why);
         }
     }
