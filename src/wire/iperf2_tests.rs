@@ -506,3 +506,44 @@ proptest::proptest! {
         }
     }
 }
+
+/// The fuzz target's hand-made seeds (`fuzz/make_seeds.py`) are what their names say:
+/// the implausible ones are refused, the hostile ones parse (their limits are the
+/// server policy's to refuse), and a datagram cut before its version is no test.
+#[test]
+fn the_fuzz_seeds_are_what_their_names_say() {
+    macro_rules! seed {
+        ($name:literal) => {
+            include_bytes!(concat!("../../fuzz/corpus/iperf2/", $name)).as_slice()
+        };
+    }
+    for b in [
+        seed!("implausible-flag-bit"),
+        seed!("implausible-version7"),
+        seed!("implausible-port0"),
+        seed!("implausible-wide-tos"),
+        seed!("implausible-urate-low-byte"),
+        seed!("implausible-start-usec"),
+    ] {
+        assert!(TestHdr::parse_tcp(b).is_err(), "{b:02x?}");
+    }
+    let absurd = TestHdr::parse_tcp(seed!("hostile-threads-len255")).unwrap();
+    assert_eq!((absurd.threads, absurd.len), (0x7FFF_FFFF, 255));
+    let fast = TestHdr::parse_tcp(seed!("hostile-rate-max")).unwrap();
+    assert_eq!(fast.rate, 0x00FF_FFFF_FFFF_FFFF);
+    assert_eq!(classify_udp(seed!("udp-plausible")), UdpOpening::Iperf2);
+    assert_eq!(
+        classify_udp(seed!("udp-cut-before-version")),
+        UdpOpening::Unknown
+    );
+    assert_eq!(
+        classify_udp(seed!("udp-small-tt-padding")),
+        UdpOpening::Unknown
+    );
+    let bb = BbHdr::parse(seed!("implausible-bb-server-stamps")).unwrap();
+    assert!(plausible::bounceback_opening(&bb).is_err());
+    assert_eq!(
+        BbHdr::parse(seed!("hostile-bb-size-4g")),
+        Err(HdrError::BounceSize(u32::MAX))
+    );
+}
