@@ -572,6 +572,48 @@ fn bounceback_221_with_request_and_reply_sizes() {
     );
 }
 
+/// The least round trip (ms) of the client's final bounceback line (`11=avg/min/...`).
+fn bounce_min_ms(out: &std::process::Output) -> f64 {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rfind(|l| l.contains(" sec ") && !l.contains("PDF") && l.contains('='))
+        .unwrap_or_else(|| panic!("no bounceback line:\n{}", show(out)));
+    line.split_whitespace()
+        .find_map(|w| {
+            let (_, rest) = w.split_once('=')?;
+            rest.split('/').nth(1)?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no min in {line:?}"))
+}
+
+/// `--bounceback-hold 40`: the server holds each request 40 ms before it replies, so
+/// every round trip the iperf 2 client measures is at least that (before, the server
+/// replied at once: loopback round trips of well under a millisecond).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn bounceback_hold_221() {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    let out = iperf2_text(
+        V221,
+        port,
+        &["--bounceback", "--bounceback-hold", "40", "-t", "2"],
+    );
+    no_errors(&out, "--bounceback-hold 40");
+    let n = bounce_count(&out);
+    let min = bounce_min_ms(&out);
+    assert!(n >= 3, "{n} bounces:\n{}\n{}", show(&out), d.text());
+    assert!(
+        min >= 40.0,
+        "least round trip {min} ms with a 40 ms hold:\n{}",
+        show(&out)
+    );
+}
+
 /// `-d` and `-r`: the server connects back to the client's listener (`-L`, since the
 /// client shares the host) and sends; each side's bytes as the client counts them are
 /// the server's.
