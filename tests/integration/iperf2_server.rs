@@ -750,3 +750,118 @@ fn udp_reverse_221() {
     // iperf 2.2.1's own server too (2 of 5 runs on 2026-11-26).
     udp_reverse(V221, &[&["-u", "-R", "-t", "1", "-b", "10M"]]);
 }
+
+/// `VmRSS` of a process, kB.
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A UDP flood of fake iperf 2 headers (a real 2.2.1 client's flags and a starting
+/// sequence number, random bytes after) and 64 half-open TCP headers (the first 30
+/// bytes of a 60-byte header, then nothing) while a real client runs: it is served in
+/// full, no fake header starts a test, and the server's resident memory during the
+/// flood stays within 48 MiB of what it was after a first real test. The bound: the
+/// real test's own threads and blocks (a few MiB) and glibc's per-thread arenas are
+/// inside it; what it excludes is any per-datagram or per-connection buffering (20,000
+/// datagrams of 1,400 bytes are 28 MB, one 64 KiB flow buffer each would be 1.3 GB).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: seconds of flood traffic"
+)]
+fn a_flood_of_fake_iperf2_headers_leaves_memory_flat_and_a_real_client_served() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port();
+    let (mut srv, d) = netmeter_server(port, &["--max-tests", "4"]);
+    let pid = srv.pid();
+    let warm = client_json(port, &["-t", "1"]);
+    assert!(warm["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0);
+    let before_kb = rss_kb(pid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut most = 0;
+            while !stop.load(Ordering::Relaxed) {
+                most = most.max(rss_kb(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            most
+        }
+    });
+    let udp = std::thread::spawn(move || {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let socks: Vec<UdpSocket> = (0..8)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for i in 0..20_000usize {
+            let mut d: Vec<u8> = (0..1400)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            d[..4].copy_from_slice(&1u32.to_be_bytes());
+            d[12..16].copy_from_slice(&0u32.to_be_bytes());
+            d[16..20].copy_from_slice(&0x4801_00a0u32.to_be_bytes());
+            // A full receive queue drops datagrams; that is fine for a flood.
+            let _ = socks[i % socks.len()].send_to(&d, ("127.0.0.1", port));
+        }
+    });
+    // From a source of their own (127.0.0.5): the server keeps at most 16 handshakes
+    // of one source waiting and turns the rest away; the real client's are its own.
+    let mut half_open = Vec::new();
+    for _ in 0..64 {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let Ok(s) = Socket::new(Domain::IPV4, Type::STREAM, None) else {
+            continue;
+        };
+        let from: std::net::SocketAddr = "127.0.0.5:0".parse().unwrap();
+        let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        if s.bind(&SockAddr::from(from)).is_err()
+            || s.connect_timeout(&SockAddr::from(to), Duration::from_secs(5))
+                .is_err()
+        {
+            continue;
+        }
+        let mut h = [0u8; 30];
+        h[..4].copy_from_slice(&0x4001_0078u32.to_be_bytes());
+        let _ = s.send(&h);
+        half_open.push(s);
+    }
+    let v = client_json(port, &["-t", "1"]);
+    let (sent, received) = (
+        &v["end"]["sum_sent"]["bytes"],
+        &v["end"]["sum_received"]["bytes"],
+    );
+    assert!(
+        sent.as_f64().is_some_and(|b| b > 0.0) && sent == received,
+        "a real client during the flood: sent {sent}, received {received}\n{}",
+        d.text()
+    );
+    udp.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let most_kb = sampler.join().unwrap();
+    drop(half_open);
+    eprintln!("resident: {before_kb} kB before the flood, at most {most_kb} kB during it");
+    assert!(
+        before_kb > 0 && most_kb <= before_kb + 48 * 1024,
+        "resident memory grew from {before_kb} kB to {most_kb} kB"
+    );
+    assert!(srv.alive(), "the server died:\n{}", d.text());
+    let log = d.text();
+    assert!(
+        !log.contains("iperf 2 test from") && !log.contains("iperf 2 UDP flow from"),
+        "a fake header started a test:\n{log}"
+    );
+}
