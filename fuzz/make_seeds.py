@@ -11,6 +11,12 @@ inputs no recorded session has, and inputs at or just over the size caps.
 - control_server: a third-party request (its PSK proof after it), one with more options
   than wire::ext::MAX_THIRD_PARTY_ARGS, parameters one byte over wire::MAX_PARAMS_LEN,
   and a results length one over wire::MAX_RESULTS_LEN after TEST_END.
+- iperf2: hostile iperf 2 header shapes beside the captured real ones (cap-*): a
+  255-byte header with 2^31-1 threads, rates and a length at their caps, each field a
+  real client never sends (an unknown flag bit, version 7, port 0, a wide TOS, uRate's
+  low byte, a start time's microseconds at a million), a UDP datagram cut before its
+  version (-l 40), a small trip-times header with its padding set, a bounceback
+  request carrying server time stamps, and one with a 4 GiB size.
 
 Run from the repository root: python3 fuzz/make_seeds.py (rewrites these seeds only).
 """
@@ -132,7 +138,49 @@ def control_server():
     )
 
 
+def iperf2_header(flags=0x40010078, length=60, udp=False):
+    """A header as iperf 2.2.1 writes it (wire::iperf2_plausible's facts); `udp` puts
+    a datagram id (sequence 1) before it."""
+    h = bytearray(length)
+    struct.pack_into(">IIIIIi", h, 0, flags, 1, 5001, 0, 0, -1000)
+    struct.pack_into(">II", h, 36, 0x00020002, 0x00010001)
+    if udp:
+        return struct.pack(">IIII", 1, 0x6B088500, 1, 0) + bytes(h)
+    return bytes(h)
+
+
+def iperf2():
+    def field(at, value, base=None):
+        h = bytearray(base or iperf2_header())
+        struct.pack_into(">I", h, at, value)
+        return bytes(h)
+
+    absurd = field(4, 0x7FFFFFFF, iperf2_header(0x400101FE, 255))
+    write("iperf2", "hostile-threads-len255", absurd)
+    fast = field(48, 0xFFFFFFFF, field(52, 0xFFFFFF00))
+    write("iperf2", "hostile-rate-max", fast)
+    write("iperf2", "implausible-flag-bit", field(0, 0x40410078))
+    write("iperf2", "implausible-version7", field(36, 0x00070000))
+    write("iperf2", "implausible-port0", field(8, 0))
+    write("iperf2", "implausible-wide-tos", field(44, 0x000100B8))
+    write("iperf2", "implausible-urate-low-byte", field(52, 1))
+    tt = iperf2_header(0x400100A0, 80)
+    tt = field(32, 0x00100000, tt)
+    write("iperf2", "implausible-start-usec", field(68, 1000000, tt))
+    udp = iperf2_header(0x48010098, 76, udp=True)
+    write("iperf2", "udp-plausible", udp)
+    write("iperf2", "udp-cut-before-version", udp[:40])
+    write("iperf2", "udp-small-tt-padding", struct.pack(">IIIII", 1, 0x6B088684, 0, 0, 0x00020001))
+    bb = bytearray(64)
+    struct.pack_into(">IIIHHI", bb, 0, 0x00800000, 100, 1, 0x8000, 0, 0)
+    struct.pack_into(">IIIIII", bb, 20, 0x6B08873E, 5, 0x6B08873E, 6, 0x6B08873E, 7)
+    write("iperf2", "implausible-bb-server-stamps", bytes(bb))
+    struct.pack_into(">I", bb, 4, 0xFFFFFFFF)
+    write("iperf2", "hostile-bb-size-4g", bytes(bb))
+
+
 if __name__ == "__main__":
     auth_credential()
     compare_runs()
     control_server()
+    iperf2()

@@ -873,4 +873,57 @@ mod tests {
             "{lines:?}"
         );
     }
+    /// Wait (bounded, for a failure only) until a log line contains `what`.
+    fn wait_line(lines: &Mutex<Vec<String>>, what: &str) {
+        let until = crate::clock::mono_now() + Duration::from_secs(30);
+        while !lines.lock().unwrap().iter().any(|l| l.contains(what)) {
+            assert!(
+                crate::clock::mono_now() < until,
+                "no line with {what:?}: {:?}",
+                lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// An iperf 2 test's deadline is kept on the server's clock: a `-t 1000` test ends
+    /// ("ended after") once that clock has moved past its time and grace, with no real
+    /// second of it spent (on the host's clock it would run 17 minutes).
+    #[test]
+    fn an_iperf2_test_ends_when_the_servers_own_clock_passes_its_deadline() {
+        use crate::wire::iperf2::{Amount, ClientHdr, HDR_ACK_LEN};
+        use std::io::{Read, Write};
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let mut cfg = one_off_config(clock.clone(), Duration::from_secs(3600));
+        cfg.one_off = false;
+        let sink = super::super::output::sink(Box::new(std::io::sink()));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = Server::bind(cfg, sink, stop.clone())
+            .unwrap()
+            .observed_by(Box::new(Log(lines.clone())));
+        let port = server.port();
+        let serving = std::thread::spawn(move || server.serve().is_ok());
+        let hdr = ClientHdr {
+            udp: false,
+            threads: 1,
+            port,
+            buf_len: 0,
+            amount: Amount::TimeCentis(100_000),
+            rate_bps: 0,
+            tos: 0,
+        };
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(&hdr.encode()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut ack = [0u8; HDR_ACK_LEN];
+        c.read_exact(&mut ack).unwrap();
+        wait_line(&lines, "iperf 2 test from");
+        c.write_all(&[0u8; 1000]).unwrap();
+        clock.advance(Duration::from_secs(1000) + policy::TEST_GRACE + Duration::from_secs(1));
+        wait_line(&lines, "ended after 1040 s");
+        stop.store(true, Ordering::Relaxed);
+        drop(c);
+        assert!(serving.join().unwrap());
+    }
 }

@@ -21,6 +21,9 @@
 //! `client_hdrext_starttime_fq` (iperf2 commit 9dc1d86b, 2024-01-06): the start time
 //! stays at the same offset in both versions, only the length in the flags differs.
 
+#[path = "iperf2_plausible.rs"]
+pub mod plausible;
+
 pub use super::iperf2_client::{
     Amount, CLIENT_HDR_V1_LEN, CLIENT_HDREXT_LEN, CLIENTHDRACK, ClientHdr, HDR_ACK_LEN,
     HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, Iperf2Error, SERVER_HDR_LEN,
@@ -124,6 +127,9 @@ pub enum HdrError {
     Bounceback,
     #[error("an iperf 2 bounceback size of {0} bytes is outside {BB_HDR_MIN_LEN}..={MAX_BB_LEN}")]
     BounceSize(u32),
+    /// Parsed, but no real iperf 2.1/2.2 client sends it (`wire::iperf2_plausible`).
+    #[error("not what an iperf 2.1 or 2.2 client sends: {0}")]
+    Implausible(&'static str),
 }
 
 /// An iperf 2 release as its header names it (`IPERF_VERSION_MAJORHEX`/`MINORHEX`).
@@ -267,7 +273,9 @@ impl TestHdr {
                 got: b.len(),
             });
         }
-        Ok(Self::parse_at(&b[..len], false, len, TCP_START_AT))
+        let h = Self::parse_at(&b[..len], false, len, TCP_START_AT);
+        plausible::test_hdr(&b[..len], &h)?;
+        Ok(h)
     }
 
     /// Read the header in a UDP datagram (after its 16-byte id and send time). The
@@ -282,6 +290,11 @@ impl TestHdr {
         let b = &d[UDP_DATAGRAM_LEN..];
         let flags = be32(b, 0);
         if flags & HEADER32_SMALL_TRIPTIMES != 0 {
+            if flags != plausible::SMALL_TRIPTIMES_WORD {
+                return Err(HdrError::Implausible(
+                    "small trip-times flags with other bits",
+                ));
+            }
             let mut h = Self::parse_at(&[], true, d.len().min(UDP_DATAGRAM_LEN + 4), 0);
             h.flags = flags;
             h.upper = UPPER_TRIPTIME;
@@ -300,7 +313,9 @@ impl TestHdr {
         } else {
             d.len()
         };
-        Ok(Self::parse_at(b, true, len, UDP_START_AT))
+        let h = Self::parse_at(b, true, len, UDP_START_AT);
+        plausible::test_hdr(b, &h)?;
+        Ok(h)
     }
 
     /// The fields common to TCP and UDP; `b` starts at `client_hdr_v1`, fields past its
@@ -744,7 +759,8 @@ pub enum TcpOpening {
 
 /// Tell an iperf3 cookie from an iperf 2 header by the first bytes. An iperf 2 header's
 /// flags are binary (their second byte is below 0x20 or the bounceback bit's 0x80),
-/// while a cookie is printable all the way.
+/// while a cookie is printable all the way; flags no real iperf 2 client sends
+/// ([`plausible::tcp_opening_plausible`]) are no iperf 2 test.
 pub fn classify_tcp(b: &[u8]) -> TcpOpening {
     if b.len() < 4 {
         return TcpOpening::NeedMore(4);
@@ -767,7 +783,11 @@ pub fn classify_tcp(b: &[u8]) -> TcpOpening {
             TcpOpening::Unknown
         };
     }
-    match tcp_header_len([b[0], b[1], b[2], b[3]]) {
+    let first = [b[0], b[1], b[2], b[3]];
+    if plausible::tcp_opening_plausible(u32::from_be_bytes(first)).is_err() {
+        return TcpOpening::Unknown;
+    }
+    match tcp_header_len(first) {
         Ok(header_len) => TcpOpening::Iperf2 { header_len },
         Err(_) => TcpOpening::Unknown,
     }

@@ -337,3 +337,213 @@ fn trip_times_writes_are_framed_in_any_slicing() {
     f.feed(&huge, |_, _| {});
     assert!(f.lost(), "sizes are capped");
 }
+
+/// The names of every capture: all of them are what real clients sent.
+fn capture_names() -> Vec<&'static str> {
+    CAPTURES
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+#[test]
+fn every_real_client_header_is_plausible() {
+    for name in capture_names() {
+        let b = capture(name);
+        if name.contains("-udp") {
+            assert_eq!(classify_udp(&b), UdpOpening::Iperf2, "{name}");
+            continue;
+        }
+        assert!(
+            matches!(classify_tcp(&b), TcpOpening::Iperf2 { .. }),
+            "{name}"
+        );
+        if is_bounceback([b[0], b[1], b[2], b[3]]) {
+            let bb = BbHdr::parse(&b).unwrap();
+            assert_eq!(plausible::bounceback_opening(&bb), Ok(()), "{name}");
+        } else {
+            TestHdr::parse_tcp(&b).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+    // And what netmeter's own iperf 2 client sends.
+    for udp in [false, true] {
+        let h = ClientHdr {
+            udp,
+            threads: 4,
+            port: 5001,
+            buf_len: 1470,
+            amount: Amount::TimeCentis(1000),
+            rate_bps: 40_000_000_000,
+            tos: 0xb8,
+        };
+        let mut b = h.encode();
+        if udp {
+            write_datagram_id(&mut b, 1, 0x6b08_8500, 999_999);
+            assert_eq!(classify_udp(&b), UdpOpening::Iperf2);
+        } else {
+            assert_eq!(TestHdr::parse_tcp(&b).map(|h| h.threads), Ok(4));
+        }
+    }
+}
+
+/// One field of a real header set to what no client sends: refused as implausible.
+#[test]
+fn a_field_no_client_sends_is_refused() {
+    let real = capture("2.2.1-tcp_tt");
+    let cases: [(&str, usize, u32); 10] = [
+        ("an unknown flag bit", 0, 0x4041_00a0),
+        ("no extension", 0, 0x8001_00a0),
+        ("no threads", 4, 0),
+        ("port 0", 8, 0),
+        ("extension type", 24, 7),
+        ("version 3.x", 36, 0x0003_0002),
+        ("version kind", 40, 0x0001_0009),
+        ("a wide TOS", 44, 0x0001_00b8),
+        ("uRate low byte", 52, 0x0000_0001),
+        ("start usec", 68, 1_000_000),
+    ];
+    for (what, at, v) in cases {
+        let mut b = real.clone();
+        put32(&mut b, at, v);
+        let r = TestHdr::parse_tcp(&b);
+        assert!(matches!(r, Err(HdrError::Implausible(_))), "{what}: {r:?}");
+    }
+    let mut bb = capture("2.2.1-tcp_bb");
+    put32(&mut bb, 28, 0x6b08_873e);
+    let parsed = BbHdr::parse(&bb).unwrap();
+    assert!(
+        plausible::bounceback_opening(&parsed).is_err(),
+        "server time set"
+    );
+    bb[3] = 1;
+    assert_eq!(
+        classify_tcp(&bb),
+        TcpOpening::Unknown,
+        "bounceback flags + a bit"
+    );
+    let mut small = capture("2.1.8-udp_small");
+    small[19] = 1;
+    assert_eq!(
+        classify_udp(&small),
+        UdpOpening::Unknown,
+        "small header padding"
+    );
+}
+
+/// A small deterministic generator for the random-opening tests.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Random openings, and random bytes after every real client's first word: none reads
+/// as a test a server would take a slot for. (Before these checks, about one random
+/// datagram in eight and a real flags word with any bytes after it did.)
+#[test]
+fn random_openings_are_no_iperf2_test() {
+    let mut g = XorShift(0x9e37_79b9_7f4a_7c15);
+    let words: Vec<[u8; 4]> = capture_names()
+        .into_iter()
+        .filter(|n| !n.contains("-udp"))
+        .map(|n| {
+            let b = capture(n);
+            [b[0], b[1], b[2], b[3]]
+        })
+        .collect();
+    for i in 0..20_000 {
+        let len = 4 + (g.next() % 300) as usize;
+        let mut b = g.bytes(len);
+        if i % 2 == 0 {
+            b[..4].copy_from_slice(&words[i / 2 % words.len()]);
+        }
+        if let TcpOpening::Iperf2 { header_len } = classify_tcp(&b) {
+            if b.len() < header_len {
+                continue;
+            }
+            if is_bounceback([b[0], b[1], b[2], b[3]]) {
+                let bb = BbHdr::parse(&b);
+                assert!(
+                    bb.is_err() || plausible::bounceback_opening(&bb.unwrap()).is_err(),
+                    "#{i}: {b:02x?}"
+                );
+            } else {
+                assert!(TestHdr::parse_tcp(&b).is_err(), "#{i}: {b:02x?}");
+            }
+        }
+        let mut d = g.bytes(len.max(UDP_DATAGRAM_LEN + 4));
+        if i % 2 == 0 {
+            // A plausible sequence number and a real UDP client's flags.
+            put32(&mut d, 0, 1);
+            put32(&mut d, UDP_DATAGRAM_LEN, 0x4801_0098);
+        }
+        assert_eq!(classify_udp(&d), UdpOpening::Unknown, "#{i}: {d:02x?}");
+    }
+}
+
+proptest::proptest! {
+    /// Whatever follows a real 2.2.1 UDP client's flags, a header is accepted only
+    /// when its version names a 2.x release.
+    #[test]
+    fn accepted_udp_headers_name_a_2x_release(
+        rest in proptest::collection::vec(proptest::num::u8::ANY, 100..200)
+    ) {
+        let mut d = vec![0u8; UDP_DATAGRAM_LEN];
+        d.extend_from_slice(&0x4801_0098u32.to_be_bytes());
+        d.extend_from_slice(&rest);
+        if let Ok(h) = TestHdr::parse_udp(&d) {
+            proptest::prop_assert_eq!(h.version.map(|v| v.major), Some(2));
+        }
+    }
+}
+
+/// The fuzz target's hand-made seeds (`fuzz/make_seeds.py`) are what their names say:
+/// the implausible ones are refused, the hostile ones parse (their limits are the
+/// server policy's to refuse), and a datagram cut before its version is no test.
+#[test]
+fn the_fuzz_seeds_are_what_their_names_say() {
+    macro_rules! seed {
+        ($name:literal) => {
+            include_bytes!(concat!("../../fuzz/corpus/iperf2/", $name)).as_slice()
+        };
+    }
+    for b in [
+        seed!("implausible-flag-bit"),
+        seed!("implausible-version7"),
+        seed!("implausible-port0"),
+        seed!("implausible-wide-tos"),
+        seed!("implausible-urate-low-byte"),
+        seed!("implausible-start-usec"),
+    ] {
+        assert!(TestHdr::parse_tcp(b).is_err(), "{b:02x?}");
+    }
+    let absurd = TestHdr::parse_tcp(seed!("hostile-threads-len255")).unwrap();
+    assert_eq!((absurd.threads, absurd.len), (0x7FFF_FFFF, 255));
+    let fast = TestHdr::parse_tcp(seed!("hostile-rate-max")).unwrap();
+    assert_eq!(fast.rate, 0x00FF_FFFF_FFFF_FFFF);
+    assert_eq!(classify_udp(seed!("udp-plausible")), UdpOpening::Iperf2);
+    assert_eq!(
+        classify_udp(seed!("udp-cut-before-version")),
+        UdpOpening::Unknown
+    );
+    assert_eq!(
+        classify_udp(seed!("udp-small-tt-padding")),
+        UdpOpening::Unknown
+    );
+    let bb = BbHdr::parse(seed!("implausible-bb-server-stamps")).unwrap();
+    assert!(plausible::bounceback_opening(&bb).is_err());
+    assert_eq!(
+        BbHdr::parse(seed!("hostile-bb-size-4g")),
+        Err(HdrError::BounceSize(u32::MAX))
+    );
+}

@@ -263,23 +263,37 @@ fn real_test(port: u16, extra: &[&str]) -> serde_json::Value {
 }
 
 /// Random garbage on fresh connections; each must be closed by the server with, at
-/// most, `PARAM_EXCHANGE` followed by an `IERECVPARAMS` error.
-fn garbage(port: u16, seed: u64, count: usize) {
+/// most, `PARAM_EXCHANGE` followed by an `IERECVPARAMS` error. With `iperf2_words`,
+/// every other opening starts with a real iperf 2 client's first four bytes (test or
+/// bounceback flags) and random bytes after them. Returns how many openings read as an
+/// iperf 2 header at their first bytes: each is closed without a word and none may
+/// start a test (the caller checks the server's log), since iperf 2 has no magic
+/// number and the server refuses what no real client sends before taking a slot.
+fn garbage(port: u16, seed: u64, count: usize, iperf2_words: bool) -> usize {
+    const WORDS: [u32; 6] = [
+        0x4001_0078, // 2.1.8 -t
+        0x4001_0080, // 2.2.1 -t
+        0x4401_0078, // -R
+        0xc001_0079, // -d
+        0x4001_00a0, // --trip-times
+        0x0080_0000, // --bounceback
+    ];
     let mut g = XorShift(seed);
     let mut allowed = vec![PARAM_EXCHANGE];
     allowed.extend(server_error(IERECVPARAMS));
+    let mut iperf2_shaped = 0;
     for i in 0..count {
         let len = 1 + (g.next() % 3000) as usize;
-        let bytes = g.bytes(len);
-        // iperf 2 has no magic number: an opening that reads as an iperf 2 test header
-        // is an iperf 2 test, served under the server's limits like any client's (the
-        // iperf2_server module sends hostile ones); this judges what is no test at all.
-        if matches!(
+        let mut bytes = g.bytes(len.max(if iperf2_words { 300 } else { 1 }));
+        if iperf2_words && i % 2 == 0 {
+            bytes[..4].copy_from_slice(&WORDS[i / 2 % WORDS.len()].to_be_bytes());
+        }
+        let len = bytes.len();
+        let iperf2 = matches!(
             netmeter::wire::classify_tcp(&bytes),
             netmeter::wire::TcpOpening::Iperf2 { .. }
-        ) {
-            continue;
-        }
+        );
+        iperf2_shaped += usize::from(iperf2);
         let mut s = connect(port);
         // The server may close (and reset) before it has read everything we send.
         let _ = s.write_all(&bytes);
@@ -294,13 +308,14 @@ fn garbage(port: u16, seed: u64, count: usize) {
             allowed.starts_with(&got),
             "garbage #{i} ({len} bytes): unexpected answer {got:02x?}"
         );
-        if len < 37 {
+        if len < 37 || iperf2 {
             assert!(
                 got.is_empty(),
-                "short garbage #{i} got an answer: {got:02x?}"
+                "short or iperf 2-shaped garbage #{i} got an answer: {got:02x?}"
             );
         }
     }
+    iperf2_shaped
 }
 
 /// A truncated cookie and a half-close: closed without a word.
@@ -480,16 +495,28 @@ fn malformed_control_traffic_then_real_tests() {
     //    slot).
     std::thread::scope(|sc| {
         let real = sc.spawn(|| real_test(port, &[]));
-        let g1 = sc.spawn(|| garbage(port, 0x1234_5678_9abc_def1, 25));
-        let g2 = sc.spawn(|| garbage(port, 0x0fed_cba9_8765_4321, 25));
+        let g1 = sc.spawn(|| garbage(port, 0x1234_5678_9abc_def1, 25, false));
+        let g2 = sc.spawn(|| garbage(port, 0x0fed_cba9_8765_4321, 25, false));
+        let g3 = sc.spawn(|| garbage(port, 0x5eed_0f1e_2a2b_3c3d, 24, true));
         let tr = sc.spawn(|| truncated_cookies(port));
         let up = sc.spawn(|| unparsable_params(port));
         let fl = sc.spawn(|| udp_flood(port, 0xdead_beef_cafe_f00d));
-        for h in [g1, g2, tr, up, fl] {
+        for h in [tr, up, fl] {
             h.join().unwrap();
         }
+        let shaped: usize = [g1, g2, g3].into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(
+            shaped >= 10,
+            "the garbage should hold iperf 2-shaped openings: {shaped}"
+        );
         real.join().unwrap();
     });
+    // None of the iperf 2-shaped openings started a test (each would log one).
+    assert!(
+        !log.text().contains("iperf 2 test from"),
+        "garbage was served as an iperf 2 test:\n{}",
+        log.text()
+    );
     for (i, (s, _)) in cookie_silent.iter().enumerate() {
         assert!(
             !peer_closed(s),

@@ -723,7 +723,9 @@ impl Door {
             super::iperf2::refused(&shared, peer, h, r);
             this.forget(id);
         };
-        let bb = match wire::iperf2::BbHdr::parse(&bytes) {
+        let bb = match wire::iperf2::BbHdr::parse(&bytes)
+            .and_then(|bb| wire::iperf2::plausible::bounceback_opening(&bb).map(|()| bb))
+        {
             Ok(b) => b,
             Err(e) => {
                 let r = Refusal {

@@ -337,6 +337,18 @@ impl Group {
         &self.shared
     }
 
+    /// The server's monotonic time (its config's `Clock`): every deadline, interval
+    /// and pacing decision of an iperf 2 test reads it, so a virtual clock drives them.
+    pub fn now(&self) -> Instant {
+        self.shared.now()
+    }
+
+    /// The server's wall clock (its config's `Clock`): the time stamps iperf 2 puts on
+    /// the wire and the one-way delays measured against the client's.
+    pub fn wall(&self) -> std::time::SystemTime {
+        self.shared.cfg.clock.wall()
+    }
+
     /// Both ways' bytes so far.
     pub fn total(&self) -> u64 {
         self.sent.load(Ordering::Relaxed) + self.received.load(Ordering::Relaxed)
@@ -349,7 +361,10 @@ impl Drop for Group {
             self.sent.load(Ordering::Relaxed),
             self.received.load(Ordering::Relaxed),
         );
-        let secs = self.started.elapsed().as_secs_f64();
+        let secs = self
+            .now()
+            .saturating_duration_since(self.started)
+            .as_secs_f64();
         let error = self.error.lock().ok().and_then(|mut e| e.take());
         self.shared.log(&format!(
             "iperf 2 test from {} ended: received {received} bytes, sent {sent} bytes in {secs:.2} s{}",

@@ -3,7 +3,11 @@
 //! clock) into the header and writes back `bbreplysize` bytes (`Server::WriteBB`,
 //! `ReadBBWithRXTimestamp`), until the client closes or sets `HEADER_BBSTOP`. Sizes
 //! were capped by `wire::iperf2::BbHdr::parse` before this allocates. The hold time
-//! (`--bounceback-hold`) is not applied: the reply leaves at once, and its stamps say so.
+//! (`--bounceback-hold`, `bbhold` µs in each request) is applied between the read and
+//! the reply, capped at [`MAX_HOLD`], on the server's clock: the receive stamp is the
+//! read's, the send stamp the reply's, so the client's round trip includes the hold and
+//! its one-way figures do not. (iperf 2.2.1's own server reads `bbhold` and does not
+//! wait; a client asking for a hold gets it here.)
 
 use super::Group;
 use super::Plan;
@@ -16,6 +20,30 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_millis(100);
+/// The longest hold a request may ask for (iperf 2 takes any `--bounceback-hold`; a
+/// server must not be held by one request for longer than a test's idle time would
+/// allow anyway).
+pub const MAX_HOLD: Duration = Duration::from_secs(10);
+
+/// How long to hold a request that asked for `hold_us` (capped at [`MAX_HOLD`]).
+pub fn hold_for(hold_us: u32) -> Duration {
+    Duration::from_micros(u64::from(hold_us)).min(MAX_HOLD)
+}
+
+/// Wait until `until` on the server's clock, a tick at a time so that the server's
+/// shutdown still ends the test. False when it did.
+fn hold_until(g: &Group, until: Instant) -> bool {
+    loop {
+        let now = g.now();
+        if now >= until {
+            return true;
+        }
+        if g.shared().shutdown.load(Ordering::Relaxed) || g.shared().signalled() {
+            return false;
+        }
+        std::thread::sleep((until - now).min(TICK));
+    }
+}
 
 /// Serve a bounceback test whose first `BB_HDR_LEN` bytes (`first`) the door read.
 pub(in crate::engine::server) fn serve(
@@ -39,19 +67,11 @@ pub(in crate::engine::server) fn serve(
     let _ = sock.set_nodelay(true);
     let mut buf = vec![0u8; size.max(reply)];
     buf[..BB_HDR_LEN].copy_from_slice(&first[..BB_HDR_LEN]);
-    let started = crate::clock::mono_now();
-    let mut last_move = started;
+    let mut last_move = g.now();
     g.received.fetch_add(BB_HDR_LEN as u64, Ordering::Relaxed);
     let mut have = BB_HDR_LEN;
     loop {
-        match fill(
-            &g,
-            &mut sock,
-            &mut buf[have..size],
-            plan,
-            started,
-            &mut last_move,
-        ) {
+        match fill(&g, &mut sock, &mut buf[have..size], plan, &mut last_move) {
             Ok(true) => {}
             Ok(false) => break,
             Err(why) => {
@@ -59,7 +79,7 @@ pub(in crate::engine::server) fn serve(
                 break;
             }
         }
-        let rx = sec_usec(crate::clock::wall_now());
+        let rx = sec_usec(g.wall());
         let Ok(mut h) = BbHdr::parse(&buf[..size]) else {
             g.failed("an unreadable bounceback request".into());
             break;
@@ -67,8 +87,12 @@ pub(in crate::engine::server) fn serve(
         if h.bbflags & BB_STOP != 0 {
             break;
         }
+        let hold = hold_for(h.hold_us);
+        if !hold.is_zero() && !hold_until(&g, g.now() + hold) {
+            break;
+        }
         h.server_rx = rx;
-        h.server_tx = sec_usec(crate::clock::wall_now());
+        h.server_tx = sec_usec(g.wall());
         h.write(&mut buf);
         if let Err(e) = sock.write_all(&buf[..reply]) {
             g.failed(format!("bounceback write failed: {e}"));
@@ -86,7 +110,6 @@ fn fill(
     sock: &mut TcpStream,
     buf: &mut [u8],
     plan: &Plan,
-    started: Instant,
     last_move: &mut Instant,
 ) -> Result<bool, String> {
     let mut at = 0;
@@ -96,15 +119,27 @@ fn fill(
             Ok(n) => {
                 at += n;
                 g.received.fetch_add(n as u64, Ordering::Relaxed);
-                *last_move = crate::clock::mono_now();
+                *last_move = g.now();
             }
             Err(e) if is_timeout(&e) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(false),
             Err(e) => return Err(format!("bounceback read failed: {e}")),
         }
-        if let Some(why) = stop_reason(g, plan, started, *last_move) {
+        if let Some(why) = stop_reason(g, plan, *last_move) {
             return Err(why);
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_is_the_requests_microseconds_capped() {
+        assert_eq!(hold_for(0), Duration::ZERO);
+        assert_eq!(hold_for(50_000), Duration::from_millis(50));
+        assert_eq!(hold_for(u32::MAX), MAX_HOLD);
+    }
 }

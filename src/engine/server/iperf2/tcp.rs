@@ -37,19 +37,16 @@ pub fn our_version() -> Version {
     })
 }
 
-/// Why a connection's loop stopped, when it was not the test's own end.
-pub(super) fn stop_reason(
-    g: &Group,
-    plan: &Plan,
-    started: Instant,
-    last_move: Instant,
-) -> Option<String> {
-    let now = crate::clock::mono_now();
+/// Why a connection's loop stopped, when it was not the test's own end. The deadline
+/// counts from the group's start (`-r`'s two legs and `-P`'s members share it), on the
+/// server's clock.
+pub(super) fn stop_reason(g: &Group, plan: &Plan, last_move: Instant) -> Option<String> {
+    let now = g.now();
     if g.shared().shutdown.load(Ordering::Relaxed) || g.shared().signalled() {
         return Some("the server is stopping".into());
     }
     if let Some(d) = plan.deadline
-        && now.duration_since(started) > d
+        && now.saturating_duration_since(g.started) > d
     {
         return Some(format!(
             "ended after {} s (its -t with grace, or --server-max-duration)",
@@ -60,7 +57,7 @@ pub(super) fn stop_reason(
         return Some(format!("no data moved for {} s", plan.idle.as_secs()));
     }
     if let Some(limit) = plan.limit_bps
-        && over_limit(g.total(), now.duration_since(g.started), limit)
+        && over_limit(g.total(), now.saturating_duration_since(g.started), limit)
     {
         return Some(format!(
             "its rate exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
@@ -86,7 +83,7 @@ pub(in crate::engine::server) fn serve(
         let times = h.start.filter(|_| h.trip_times()).map(|sent| AckTimes {
             sent,
             sent_rx: sec_usec(accepted),
-            ack: sec_usec(crate::clock::wall_now()),
+            ack: sec_usec(g.wall()),
         });
         let ack = HdrAck {
             version: our_version(),
@@ -111,7 +108,7 @@ pub(in crate::engine::server) fn serve(
         (_, Some(Legacy::Tradeoff), Some(peer)) => receive(&g, &mut sock, plan, owd.as_mut())
             .and_then(|()| connect_back(&g, peer, h.port, plan)),
         (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut()),
-        (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&mut sock)),
+        (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&g, &mut sock)),
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
                 let sender = s.spawn(|| send(&g, &mut tx, plan));
@@ -144,8 +141,8 @@ pub(in crate::engine::server) fn serve(
     let _ = sock.shutdown(Shutdown::Both);
 }
 
-fn wall_s() -> f64 {
-    crate::clock::wall_now()
+fn wall_s(g: &Group) -> f64 {
+    g.wall()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64()
@@ -168,16 +165,16 @@ fn receive(
     mut owd: Option<&mut Owd>,
 ) -> Result<(), String> {
     let mut buf = vec![0u8; 128 * 1024];
-    let started = crate::clock::mono_now();
+    let started = g.now();
     let mut last_move = started;
     loop {
         match sock.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 g.received.fetch_add(n as u64, Ordering::Relaxed);
-                last_move = crate::clock::mono_now();
+                last_move = g.now();
                 if let Some(o) = owd.as_deref_mut() {
-                    let now_s = wall_s();
+                    let now_s = wall_s(g);
                     let Owd { framer, delays } = o;
                     framer.feed(&buf[..n], |sec, usec| {
                         delays.add(now_s - (f64::from(sec) + f64::from(usec) / 1e6));
@@ -189,7 +186,7 @@ fn receive(
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(format!("read failed: {e}")),
         }
-        if let Some(why) = stop_reason(g, plan, started, last_move) {
+        if let Some(why) = stop_reason(g, plan, last_move) {
             return Err(why);
         }
     }
@@ -207,11 +204,11 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
 fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
     // iperf 2's payload pattern: the digits, repeated.
     let block: Vec<u8> = (0..plan.block).map(|i| b'0' + (i % 10) as u8).collect();
-    let started = crate::clock::mono_now();
+    let started = g.now();
     let mut last_move = started;
     let mut sent: u64 = 0;
     loop {
-        let now = crate::clock::mono_now();
+        let now = g.now();
         let elapsed = now.duration_since(started);
         if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
             break;
@@ -230,7 +227,7 @@ fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
             Ok(n) => {
                 sent += n as u64;
                 g.sent.fetch_add(n as u64, Ordering::Relaxed);
-                last_move = crate::clock::mono_now();
+                last_move = g.now();
             }
             Err(e) if is_timeout(&e) => {}
             Err(e)
@@ -244,7 +241,7 @@ fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
             }
             Err(e) => return Err(format!("write failed: {e}")),
         }
-        if let Some(why) = stop_reason(g, plan, started, last_move) {
+        if let Some(why) = stop_reason(g, plan, last_move) {
             return Err(why);
         }
     }
@@ -253,10 +250,10 @@ fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
 }
 
 /// After sending: wait (bounded) for the client to close, discarding what it sends.
-fn linger(sock: &mut TcpStream) {
-    let until = crate::clock::mono_now() + LINGER;
+fn linger(g: &Group, sock: &mut TcpStream) {
+    let until = g.now() + LINGER;
     let mut buf = [0u8; 4096];
-    while crate::clock::mono_now() < until {
+    while g.now() < until {
         match sock.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
@@ -282,6 +279,6 @@ fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);
     let r = send(g, &mut back, plan);
-    linger(&mut back);
+    linger(g, &mut back);
     r
 }

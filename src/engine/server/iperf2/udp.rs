@@ -65,7 +65,7 @@ impl UdpDoor {
     /// A datagram from `from` that no iperf3 test expects. Returns false when it is not
     /// iperf 2's either (the caller's business, e.g. iperf3's connect datagram).
     pub fn offer(&mut self, shared: &Arc<super::Shared>, d: &[u8], from: SocketAddr) -> bool {
-        let now = crate::clock::mono_now();
+        let now = shared.now();
         self.flows.retain(|_, r| !r.thread.is_finished());
         if let Some(r) = self.flows.get_mut(&from) {
             // Arrived before the flow's connected socket took over.
@@ -302,8 +302,8 @@ impl FlowCount {
     }
 }
 
-fn wall_s() -> f64 {
-    crate::clock::wall_now()
+fn wall_s(g: &Group) -> f64 {
+    g.wall()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64()
@@ -320,10 +320,10 @@ fn serve(
     queued: Receiver<Vec<u8>>,
 ) {
     let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
-    let started = crate::clock::mono_now();
+    let started = g.now();
     let mut last_move = started;
     let mut count = FlowCount::default();
-    count.on_datagram(&first, seq64, wall_s());
+    count.on_datagram(&first, seq64, wall_s(&g));
     g.received.fetch_add(count.bytes, Ordering::Relaxed);
     let mut buf = vec![0u8; 65536];
     let mut why = None;
@@ -345,14 +345,14 @@ fn serve(
                 break;
             }
         }
-        let now_s = wall_s();
+        let now_s = wall_s(&g);
         for d in &got {
             let before = count.bytes;
             count.on_datagram(d, seq64, now_s);
             g.received
                 .fetch_add(count.bytes - before, Ordering::Relaxed);
         }
-        let now = crate::clock::mono_now();
+        let now = g.now();
         if !got.is_empty() {
             last_move = now;
         }
@@ -366,7 +366,10 @@ fn serve(
         g.failed(why);
         return;
     }
-    let report = count.report(started.elapsed().as_secs_f64(), h.trip_times());
+    let report = count.report(
+        g.now().saturating_duration_since(started).as_secs_f64(),
+        h.trip_times(),
+    );
     let shared = g.shared().clone();
     let peer = super::shown(from);
     shared.log(&format!(
@@ -406,10 +409,10 @@ fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan
     };
     let bps = plan.send_bps.unwrap_or(DEFAULT_UDP_BPS).max(1);
     let mut d: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
-    let started = crate::clock::mono_now();
+    let started = g.now();
     let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
     loop {
-        let now = crate::clock::mono_now();
+        let now = g.now();
         let elapsed = now.duration_since(started);
         if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
             break;
@@ -419,9 +422,7 @@ fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan
             std::thread::sleep((due - elapsed).min(TICK));
             continue;
         }
-        let t = crate::clock::wall_now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let t = g.wall().duration_since(UNIX_EPOCH).unwrap_or_default();
         write_datagram_id(&mut d, seq, t.as_secs() as u32, t.subsec_micros());
         // An error (the client gone, ICMP unreachable; a full buffer) loses the
         // datagram, as on any link.
@@ -439,9 +440,7 @@ fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan
     // counts it as the last datagram and stops at once rather than on a timeout);
     // sent three times against loss, the copies ignored once it stopped.
     if why.is_none() {
-        let t = crate::clock::wall_now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let t = g.wall().duration_since(UNIX_EPOCH).unwrap_or_default();
         write_datagram_id(&mut d, -seq, t.as_secs() as u32, t.subsec_micros());
         for _ in 0..3 {
             let _ = sock.send(&d);
