@@ -912,6 +912,9 @@ mod tests {
             amount: Amount::TimeCentis(100_000),
             rate_bps: 0,
             tos: 0,
+            flags: 0,
+            upper: 0,
+            start: None,
         };
         let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         c.write_all(&hdr.encode()).unwrap();

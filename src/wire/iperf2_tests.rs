@@ -366,8 +366,20 @@ fn every_real_client_header_is_plausible() {
             TestHdr::parse_tcp(&b).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
-    // And what netmeter's own iperf 2 client sends.
-    for udp in [false, true] {
+    // And what netmeter's own iperf 2 client sends: plain, -R, --full-duplex, -d, and
+    // with a start time (--trip-times, --txstart-time).
+    let shapes = [
+        (0, 0, None),
+        (HEADER_VERSION2, UPPER_REVERSE, None),
+        (HEADER_VERSION2, UPPER_FULLDUPLEX, None),
+        (HEADER_VERSION1 | RUN_NOW, 0, None),
+        (0, UPPER_TRIPTIME, Some((1_764_000_000, 999_999))),
+        (0, UPPER_EPOCH_START, Some((1_764_000_000, 0))),
+    ];
+    for (udp, (flags, upper, start)) in [false, true]
+        .into_iter()
+        .flat_map(|u| shapes.iter().map(move |s| (u, *s)))
+    {
         let h = ClientHdr {
             udp,
             threads: 4,
@@ -376,6 +388,9 @@ fn every_real_client_header_is_plausible() {
             amount: Amount::TimeCentis(1000),
             rate_bps: 40_000_000_000,
             tos: 0xb8,
+            flags,
+            upper,
+            start,
         };
         let mut b = h.encode();
         if udp {
