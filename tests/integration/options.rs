@@ -100,7 +100,8 @@ fn forceflush_output_arrives_line_by_line_while_the_test_runs() {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     // The first interval line must be readable from the pipe well before the end.
-    while !String::from_utf8_lossy(&got).contains("0.00-1.00") {
+    // (A busy host may print the first row as 0.00-1.01: any row starting at 0.00.)
+    while !String::from_utf8_lossy(&got).contains("   0.00-") {
         let n = stdout.read(&mut buf).unwrap();
         if n == 0 {
             let out = p.wait(CLIENT_TIMEOUT);
@@ -1322,17 +1323,27 @@ fn file_option_interoperates_with_iperf3() {
         let v = client_json(port, &["-l", "128K", "-F", &arg(&src)]);
         assert_eq!(u64_at(&v, "/end/sum_sent/bytes"), len as u64, "{key}: {v}");
         let ours = v["end"]["streams"][0]["diskfile"].clone();
+        // The iperf3 server writes what it read, and it stops reading at TEST_END: on a
+        // busy host whole blocks can still be in its socket buffer then (iperf3's own
+        // client loses them too). So its file is judged against its own count: exactly
+        // the bytes it says it received (its results: the receiver's sum), and those are
+        // the file's first bytes in order.
+        let got = u64_at(&v, "/end/sum_received/bytes");
+        assert!(
+            got > 0 && got <= len as u64,
+            "{key}: the server received {got} of {len}"
+        );
         let deadline = Instant::now() + EVIDENCE_TIMEOUT;
-        while !std::fs::metadata(&dst).is_ok_and(|m| m.len() == len as u64) {
+        while !std::fs::metadata(&dst).is_ok_and(|m| m.len() == got) {
             assert!(
                 Instant::now() < deadline,
-                "{key}: its file has {:?} bytes of {len}",
+                "{key}: its file has {:?} bytes of the {got} it received",
                 std::fs::metadata(&dst).map(|m| m.len())
             );
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(
-            std::fs::read(&dst).unwrap() == data,
+            std::fs::read(&dst).unwrap() == data[..got as usize],
             "{key}: the bytes differ"
         );
         // An iperf3 client sends the file to a netmeter server that writes it.
