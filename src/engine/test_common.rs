@@ -153,6 +153,11 @@ pub fn apply_sock_opts(
     if let Some(tos) = spec.tos {
         if is_ipv6 {
             s.set_tclass_v6(tos as u32)?;
+            // A dual-stack socket (the server's `[::]` listener) whose peer is
+            // IPv4-mapped sends IPv4 packets, which take IP_TOS, not IPV6_TCLASS: the
+            // server's `-R`/`--bidir` data went out unmarked. iperf3 sets both for a
+            // mapped peer (`iperf_common_sockopts()`) and ignores IP_TOS's refusal.
+            let _ = s.set_tos(tos as u32);
         } else {
             s.set_tos(tos as u32)?;
         }
@@ -292,5 +297,26 @@ pub fn end_inputs<'a>(
         peak: None,
         threads: Vec::new(),
         disk_file: None,
+    }
+}
+
+#[cfg(test)]
+mod tos_tests {
+    use super::*;
+
+    #[test]
+    fn a_dual_stack_data_socket_carries_the_tos_on_ipv4_packets_too() {
+        // The server's data sockets come from a `[::]` listener; a client on 127.0.0.1
+        // is an IPv4-mapped peer, whose packets take IP_TOS.
+        let spec = TestSpec {
+            tos: Some(0x20),
+            ..TestSpec::default()
+        };
+        for ty in [Type::STREAM, Type::DGRAM] {
+            let s = Socket::new(Domain::IPV6, ty, None).unwrap();
+            apply_sock_opts(&s, &spec, &SideOpts::default(), true).unwrap();
+            assert_eq!(s.tclass_v6().unwrap(), 0x20, "{ty:?}");
+            assert_eq!(s.tos().unwrap(), 0x20, "{ty:?}");
+        }
     }
 }
