@@ -279,9 +279,11 @@ pub struct OwdSummary {
 
 impl OwdSummary {
     /// Combine several streams' summaries (histograms merged at bucket resolution).
+    /// `None` when no stream recorded a sample: a summary of nothing has no minimum or
+    /// maximum, and the report prints it as absent rather than as ±`f64::MAX`.
     pub fn merge(parts: &[OwdSummary]) -> Option<OwdSummary> {
         let samples: u64 = parts.iter().map(|p| p.samples).sum();
-        if parts.is_empty() {
+        if samples == 0 {
             return None;
         }
         let mut h = Hist::default();
@@ -295,22 +297,16 @@ impl OwdSummary {
             samples,
             clock_errors: parts.iter().map(|p| p.clock_errors).sum(),
             negative_corrected: parts.iter().map(|p| p.negative_corrected).sum(),
-            raw_min_ms: with()
-                .map(|p| p.raw_min_ms)
-                .fold(f64::INFINITY, f64::min)
-                .min(f64::MAX),
+            // At least one part has samples (`samples > 0` above), so both folds meet a
+            // real value.
+            raw_min_ms: with().map(|p| p.raw_min_ms).fold(f64::INFINITY, f64::min),
             raw_max_ms: with()
                 .map(|p| p.raw_max_ms)
-                .fold(f64::NEG_INFINITY, f64::max)
-                .max(f64::MIN),
-            raw_mean_ms: if samples > 0 {
-                with()
-                    .map(|p| p.raw_mean_ms * p.samples as f64)
-                    .sum::<f64>()
-                    / samples as f64
-            } else {
-                0.0
-            },
+                .fold(f64::NEG_INFINITY, f64::max),
+            raw_mean_ms: with()
+                .map(|p| p.raw_mean_ms * p.samples as f64)
+                .sum::<f64>()
+                / samples as f64,
             // The stream whose queue grew most.
             growth_ms: parts
                 .iter()
@@ -353,6 +349,22 @@ mod tests {
         assert_eq!(r.clock_errors, 1);
         assert_eq!(r.raw_max_ns, i64::MAX);
         assert_eq!(r.raw_min_ns, now - i64::MAX);
+    }
+
+    #[test]
+    fn a_merge_of_streams_without_samples_is_absent_not_f64_max() {
+        // `--bidir --isochronous --trip-times -u`: a direction whose streams recorded no
+        // delay printed `raw min 1.797e308 … max -1.797e308`.
+        let empty = OwdRecord::default().summary();
+        assert_eq!(OwdSummary::merge(&[empty.clone(), empty.clone()]), None);
+        assert_eq!(OwdSummary::merge(&[]), None);
+        // A stream without samples does not drag a sampled one's figures.
+        let mut r = OwdRecord::default();
+        r.record(3_000_000, 0);
+        r.record(5_000_000, 0);
+        let m = OwdSummary::merge(&[empty, r.summary()]).unwrap();
+        assert_eq!(m.samples, 2);
+        assert_eq!((m.raw_min_ms, m.raw_mean_ms, m.raw_max_ms), (3.0, 4.0, 5.0));
     }
 
     #[test]

@@ -333,3 +333,24 @@ mod tests {
         assert_eq!(s.send_buffer_size().unwrap(), 128 << 10);
     }
 }
+
+#[cfg(test)]
+mod tos_tests {
+    use super::*;
+
+    #[test]
+    fn a_dual_stack_data_socket_carries_the_tos_on_ipv4_packets_too() {
+        // The server's data sockets come from a `[::]` listener; a client on 127.0.0.1
+        // is an IPv4-mapped peer, whose packets take IP_TOS.
+        let spec = TestSpec {
+            tos: Some(0x20),
+            ..TestSpec::default()
+        };
+        for ty in [Type::STREAM, Type::DGRAM] {
+            let s = Socket::new(Domain::IPV6, ty, None).unwrap();
+            apply_sock_opts(&s, &spec, &SideOpts::default(), true).unwrap();
+            assert_eq!(s.tclass_v6().unwrap(), 0x20, "{ty:?}");
+            assert_eq!(s.tos().unwrap(), 0x20, "{ty:?}");
+        }
+    }
+}

@@ -318,6 +318,49 @@ mod tests {
     use crate::spec::Protocol;
 
     #[test]
+    fn a_direction_without_one_way_delay_samples_is_absent_in_every_rendering() {
+        // `--bidir --isochronous 30:600K,0 --trip-times -u`: the client's receiver and
+        // the peer's both recorded nothing; the report printed 1.797e308 as the minimum.
+        let peer = Results {
+            streams: vec![StreamResult {
+                id: 1,
+                netmeter_owd: Some(OwdRecord::default().summary()),
+                ..StreamResult::default()
+            }],
+            ..Results::default()
+        };
+        let locals = [
+            LocalFinal {
+                id: 1,
+                sender: true,
+                forward: true,
+                ..LocalFinal::default()
+            },
+            LocalFinal {
+                id: 2,
+                forward: false,
+                owd: Some(OwdRecord::default()),
+                ..LocalFinal::default()
+            },
+        ];
+        let t = trip_times_end(
+            &ClockEstimate::default(),
+            "CLOCK_REALTIME",
+            &locals,
+            &peer,
+            true,
+        );
+        assert_eq!((&t.client_to_server, &t.server_to_client), (&None, &None));
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(!json.contains("e308"), "{json}");
+        let text = crate::report::text::trip_times_summary(&t, false);
+        assert_eq!(
+            text,
+            "One-way delay: no samples; server clock - client clock estimated +0.000 ms +/- 0.000 ms\n"
+        );
+    }
+
+    #[test]
     fn tcp_end_merges_peer_receiver() {
         let l = LocalFinal {
             id: 1,

@@ -265,7 +265,7 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         t.push_str(&working_load_summary(wl, ctx.format));
     }
     if let Some(tt) = &x.trip_times {
-        t.push_str(&trip_times_summary(tt));
+        t.push_str(&trip_times_summary(tt, x.bounceback.is_some()));
     }
     t.push_str(&profile::summary_text(x));
     t.push_str(&super::ecn::end_lines(ctx, e));
@@ -548,12 +548,18 @@ pub fn histogram(title: &str, buckets_us: &[(f64, u64)], bin_ms: f64) -> String 
 }
 
 /// One-way delay lines under the end table.
-pub fn trip_times_summary(t: &crate::report::TripTimesEnd) -> String {
+/// A direction without samples is absent from `t` and is not printed.
+pub fn trip_times_summary(t: &crate::report::TripTimesEnd, bounceback: bool) -> String {
     if t.client_to_server.is_none() && t.server_to_client.is_none() {
         // Bounceback: requests and replies carry no send times, so only the round trip
         // is measured. A heading with nothing under it would read like a failure.
+        let why = if bounceback {
+            " (bounceback requests and replies carry no send times; their RTT is the round trip)"
+        } else {
+            ""
+        };
         return format!(
-            "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated {:+.3} ms +/- {:.3} ms\n",
+            "One-way delay: no samples{why}; server clock - client clock estimated {:+.3} ms +/- {:.3} ms\n",
             t.offset_ms, t.offset_uncertainty_ms
         );
     }
@@ -602,7 +608,7 @@ mod tests {
             server_to_client: None,
         };
         assert_eq!(
-            trip_times_summary(&t),
+            trip_times_summary(&t, true),
             "One-way delay: no samples (bounceback requests and replies carry no send times; their RTT is the round trip); server clock - client clock estimated +0.001 ms +/- 0.014 ms\n"
         );
     }
