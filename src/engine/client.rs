@@ -856,15 +856,21 @@ impl Control for Watch<'_> {
             Err(e) => return Err(ctrl_err(e)),
         };
         if let Some(st) = st {
-            return match st {
-                State::ServerError => Err(server_error(self.ctrl)),
-                State::ServerTerminate => stop(Stopped::ServerTerminated),
-                State::AccessDenied => Err(TestError::DeniedDuringTest),
-                other => Err(TestError::UnexpectedDuringTest(other)),
-            };
+            return self.on_state(st, stop);
         }
         if let Some(e) = run.stream_error() {
-            return Err(TestError::Stream(e));
+            // A server that ends a test (a limit it enforces, an error of its own)
+            // resets the data streams and says why on the control connection; the
+            // reset can arrive first. Its word, or its closing, is the better reason.
+            return match self
+                .ctrl
+                .poll_state(STREAM_ERROR_GRACE, "control messages during the test")
+            {
+                Ok(Some(st)) => self.on_state(st, stop),
+                Ok(None) => Err(TestError::Stream(e)),
+                Err(CtrlError::Interrupted(_)) => stop(Stopped::client_interrupted()),
+                Err(c) => Err(ctrl_err(c)),
+            };
         }
         // Receiving: a server that stopped sending without a word is given up after
         // --rcv-timeout, as an iperf3 client does; by default only in a -t 0 test (a
@@ -879,6 +885,26 @@ impl Control for Watch<'_> {
         Ok(None)
     }
 }
+
+impl Watch<'_> {
+    /// What a state the server sent during the test means for the client.
+    fn on_state(
+        &mut self,
+        st: State,
+        stop: impl Fn(Stopped) -> Result<Option<Ending>, TestError>,
+    ) -> Result<Option<Ending>, TestError> {
+        match st {
+            State::ServerError => Err(server_error(self.ctrl)),
+            State::ServerTerminate => stop(Stopped::ServerTerminated),
+            State::AccessDenied => Err(TestError::DeniedDuringTest),
+            other => Err(TestError::UnexpectedDuringTest(other)),
+        }
+    }
+}
+
+/// How long a client whose data stream failed waits for the server's reason on the
+/// control connection before it reports the stream's own error.
+const STREAM_ERROR_GRACE: Duration = Duration::from_secs(2);
 
 /// iperf3's default `--rcv-timeout`: how long a receiving client of a `-t 0` test waits
 /// for data before it gives up on a silent server.
