@@ -1262,6 +1262,46 @@ fn repeating_payload_on_the_wire() {
     }
 }
 
+/// A server that ends a test resets the data streams and then says why on the control
+/// connection (iperf3 3.22 over `--server-bitrate-limit`); the client reports the
+/// server's reason, not the reset it saw first (seen in CI as "a data stream failed:
+/// Connection reset by peer").
+#[test]
+fn server_reason_after_a_stream_reset_is_the_error() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut c = Some(Proc::spawn(
+        "client",
+        Command::new(netmeter()).args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "30"]),
+    ));
+    let mut ctrl = accept_from(&l, &mut c);
+    read_n(&mut ctrl, 37);
+    ctrl.write_all(&[9]).unwrap();
+    let len = u32::from_be_bytes(read_n(&mut ctrl, 4).try_into().unwrap()) as usize;
+    read_n(&mut ctrl, len);
+    ctrl.write_all(&[10]).unwrap(); // CREATE_STREAMS
+    let mut data = accept_from(&l, &mut c);
+    read_n(&mut data, 37);
+    ctrl.write_all(&[1, 2]).unwrap(); // TEST_START, TEST_RUNNING
+    // Evidence that data flows, then a reset (linger 0) of the data stream.
+    read_n(&mut data, 100_000);
+    socket2::SockRef::from(&data)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(data);
+    // The server's word comes a little later (not a wait for evidence: the delay is the
+    // emulated server's, which the client must tolerate).
+    std::thread::sleep(Duration::from_millis(500));
+    // SERVER_ERROR with IETOTALRATE (27), errno 0.
+    ctrl.write_all(&[0xfe, 0, 0, 0, 27, 0, 0, 0, 0]).unwrap();
+    let out = c.take().expect("client").wait(Duration::from_secs(30));
+    let err = one_line_error(&out);
+    assert!(
+        err.contains("the requested total bitrate exceeds the server's limit"),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Connection errors and bad flags
 
