@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// A running `netmeter rpm-server` on 127.0.0.1 with its audit log in a folder of its own.
 struct RpmServer {
-    _proc: Proc,
+    proc: Option<Proc>,
     out: Drained,
     port: u16,
     dir: PathBuf,
@@ -47,7 +47,7 @@ impl RpmServer {
             || out.text(),
         );
         RpmServer {
-            _proc: p,
+            proc: Some(p),
             out,
             port,
             dir,
@@ -505,6 +505,11 @@ fn slow_headers_and_silence_are_cut_off() {
 
 /// `openssl s_client` connected with ALPN `alpn`, its stdin a pipe the test holds.
 fn s_client(port: u16, alpn: &str) -> Proc {
+    s_client_drained(port, alpn).0
+}
+
+/// [`s_client`], with its output.
+fn s_client_drained(port: u16, alpn: &str) -> (Proc, Drained) {
     let mut p = Proc {
         child: Some(
             Command::new("openssl")
@@ -518,8 +523,8 @@ fn s_client(port: u16, alpn: &str) -> Proc {
         ),
         name: "openssl s_client".into(),
     };
-    p.drain();
-    p
+    let d = p.drain();
+    (p, d)
 }
 
 /// An upload that never ends stops at --max-transfer: the connection is closed, the
@@ -553,4 +558,33 @@ fn an_endless_upload_ends_at_the_transfer_cap() {
         );
     }
     s.assert_serves();
+}
+
+/// SIGTERM stops the server: exit status 0, and a connection still open gets its audit
+/// line, `stopped`.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs curl with HTTP/2 and openssl (scripts/setup-peers.sh)"
+)]
+fn a_stop_signal_ends_the_server_and_audits_open_connections() {
+    let mut s = RpmServer::start("stop", &[]);
+    let (mut quiet, said) = s_client_drained(s.port, "h2");
+    // s_client names the certificate it received: the server took the connection.
+    await_evidence(
+        "the server's certificate at s_client",
+        || said.text().contains("depth=0"),
+        || said.text(),
+    );
+    let server = s.proc.take().unwrap();
+    let out = run_bounded(
+        Command::new("kill").args(["-TERM", &server.pid().to_string()]),
+        Duration::from_secs(30),
+        "kill",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let out = server.wait_bounded(Duration::from_secs(60));
+    assert!(out.status.success(), "{}", show(&out));
+    s.await_audit("the open connection's line", |l| l["outcome"] == "stopped");
+    drop(quiet.child.as_mut().unwrap().stdin.take());
 }
