@@ -30,12 +30,13 @@ impl RpmServer {
         let dir = std::env::temp_dir().join(format!("nm-rpmsrv-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
         let audit = dir.join("audit.jsonl");
+        // Port 0: the server binds a free port and prints it, so no other test can take
+        // the port between a check and the bind.
         let mut p = Proc::spawn(
             "netmeter rpm-server",
             Command::new(netmeter())
-                .args(["rpm-server", "-B", "127.0.0.1", "-p", &port.to_string()])
+                .args(["rpm-server", "-B", "127.0.0.1", "-p", "0"])
                 .arg("--audit-log")
                 .arg(&audit)
                 .args(extra),
@@ -46,6 +47,12 @@ impl RpmServer {
             || out.text().contains("public key pin") || out.text().contains("from --cert"),
             || out.text(),
         );
+        let port = out
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix("rpm-server listening on 127.0.0.1:"))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no port in the banner: {}", out.text()));
         RpmServer {
             proc: Some(p),
             out,
