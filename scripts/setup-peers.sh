@@ -152,7 +152,9 @@ MIRROR="${MIRROR%/}"
 
 # ethtool: the emulated-link test bed (tests/integration/support/netbed.rs) turns off its veths'
 # segmentation/receive offloads with it, so packets on the bed are single datagrams.
-BASE_PKGS=(iperf3 iperf nftables iproute2 ethtool)
+# curl (HTTP/2 through nghttp2) and openssl: the judges of netmeter rpm-server's tests
+# (tests/integration/rpm_server.rs).
+BASE_PKGS=(iperf3 iperf nftables iproute2 ethtool curl openssl)
 missing=()
 for p in "${BASE_PKGS[@]}"; do pkg_installed "$p" || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -115,6 +115,7 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Mesh(m) => run_mesh(m),
         Command::Scenario(s) => run_scenario(s),
+        Command::RpmServer(c) => run_rpm_server(c),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -478,6 +479,32 @@ fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
 #[derive(Debug, thiserror::Error)]
 #[error("a flow got worse than the baseline")]
 struct WorseThanBaseline;
+
+/// `netmeter rpm-server`: the certificate made or read, the banner, then serving until a
+/// stop signal.
+fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()> {
+    use netmeter::rpm::{server, tls};
+    catch_stop_signals()?;
+    let cert = match &c.cert {
+        cli::rpm_server_cmd::CertSource::Files { cert, key } => tls::load(cert, key)?,
+        cli::rpm_server_cmd::CertSource::SelfSigned(names) => tls::self_signed(names)?,
+    };
+    let about = server::cert_lines(&cert);
+    let srv = server::Server::bind(server::ServerConfig {
+        listen: c.listen,
+        limits: c.limits,
+        public_name: c.public_name.clone(),
+        tls: tls::server_config(cert)?,
+        large_bytes: c.large_bytes,
+        audit_log: c.audit_log,
+        clock: netmeter::clock::system(),
+    })?;
+    let addr = srv.local_addr()?;
+    let mut out = server::listening_lines(addr, c.public_name.as_deref());
+    out.extend(about);
+    write_stdout(format!("{}\n", out.join("\n")).as_bytes())?;
+    Ok(srv.run()?)
+}
 
 /// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.
 fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {

@@ -34,6 +34,8 @@ pub enum Asset {
     ManScenario,
     /// netmeter-doctor(1)
     ManDoctor,
+    /// netmeter-rpm-server(1)
+    ManRpmServer,
     /// netmeter-generate(1)
     ManGenerate,
     /// netmeter-iperf2(1)
@@ -57,6 +59,11 @@ pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
     (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
     (Asset::ManScenario, "netmeter-scenario", Some("scenario")),
     (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
+    (
+        Asset::ManRpmServer,
+        "netmeter-rpm-server",
+        Some("rpm-server"),
+    ),
     (Asset::ManGenerate, "netmeter-generate", Some("generate")),
     (Asset::ManIperf2, "netmeter-iperf2", Some("iperf2")),
 ];
@@ -108,6 +115,12 @@ pub fn command() -> clap::Command {
                 .version(env!("CARGO_PKG_VERSION")),
         )
         .subcommand(doctor_command())
+        .subcommand(
+            super::rpm_server_cmd::RpmServerArgs::command()
+                .name("rpm-server")
+                .bin_name("netmeter rpm-server")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
         .subcommand(
             super::iperf2::Iperf2Args::command()
                 .name("iperf2")

@@ -193,6 +193,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "run named flows together, locally and from netmeter servers",
     ),
     (
+        "rpm-server",
+        "serve the IETF responsiveness test (HTTP/2, TLS)",
+    ),
+    (
         "doctor",
         "show this host's limits, with the sysctls to change",
     ),

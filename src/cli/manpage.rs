@@ -219,6 +219,13 @@ fn exit_status(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
                 "An error: a usage mistake, or no pair of the mesh ran a test.",
             ),
         ],
+        Some("rpm-server") => &[
+            ("0", "The server was stopped by SIGINT, SIGTERM or SIGHUP."),
+            (
+                "1",
+                "An error: a usage mistake, a certificate or key that cannot be read, an address that cannot be listened on.",
+            ),
+        ],
         Some("scenario") => &[
             (
                 "0",

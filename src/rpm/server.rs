@@ -1,0 +1,617 @@
+//! `netmeter rpm-server`'s I/O: a tokio runtime of its own, the accept loop (the caps of
+//! [`Admission`] applied before anything else is spent on a connection), the TLS
+//! handshake, HTTP/2 or HTTP/1.1 served by hyper, the answers [`route`] picks, and one
+//! audit line per connection. The decisions are `server_policy`'s; this file only runs
+//! them. docs/rpm-server.md.
+
+use super::server_body::LargeBody;
+use super::server_config::{NqConfig, origin_from_authority, origin_of_addr};
+use super::server_policy::{
+    Admission, AuditLine, CACHE_CONTROL, CONTENT_TYPE, IdleWatch, Limits, Outcome, Route, route,
+};
+use crate::clock::Clock;
+use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// Everything `netmeter rpm-server` was told.
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub limits: Limits,
+    /// `--public-name`: the origin the configuration's URLs carry, whatever name the
+    /// client used.
+    pub public_name: Option<String>,
+    pub tls: Arc<rustls::ServerConfig>,
+    /// The large object's size in bytes.
+    pub large_bytes: u64,
+    /// `--audit-log FILE`: one JSON line per connection.
+    pub audit_log: Option<PathBuf>,
+    /// Times the connections (duration, wall time of the audit line).
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, io::Error),
+    #[error("cannot open --audit-log {0}: {1}")]
+    AuditLog(String, io::Error),
+    #[error("cannot start the server's runtime: {0}")]
+    Runtime(io::Error),
+}
+
+/// A bound server, not yet serving.
+pub struct Server {
+    listener: std::net::TcpListener,
+    shared: Shared,
+}
+
+/// What every connection reads.
+struct Shared {
+    limits: Limits,
+    public_name: Option<String>,
+    acceptor: tokio_rustls::TlsAcceptor,
+    large_bytes: u64,
+    admission: Mutex<Admission>,
+    audit: Option<Mutex<std::fs::File>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Server {
+    /// Bind the listening socket and open the audit log.
+    pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let listener = std::net::TcpListener::bind(cfg.listen)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| ServerError::Listen(cfg.listen, e))?;
+        let audit = match &cfg.audit_log {
+            Some(p) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| ServerError::AuditLog(p.display().to_string(), e))?,
+            )),
+            None => None,
+        };
+        Ok(Server {
+            listener,
+            shared: Shared {
+                limits: cfg.limits,
+                public_name: cfg.public_name,
+                acceptor: tokio_rustls::TlsAcceptor::from(cfg.tls),
+                large_bytes: cfg.large_bytes,
+                admission: Mutex::new(Admission::default()),
+                audit,
+                clock: cfg.clock,
+            },
+        })
+    }
+
+    /// The address it listens on (the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until a stop signal (`sock::stop_signal`), then give the open connections
+    /// up to 2 s to write their audit lines.
+    pub fn run(self) -> Result<(), ServerError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("rpm-server")
+            .build()
+            .map_err(ServerError::Runtime)?;
+        rt.block_on(serve(self.listener, Arc::new(self.shared)))
+    }
+}
+
+async fn serve(listener: std::net::TcpListener, sh: Arc<Shared>) -> Result<(), ServerError> {
+    let addr = listener.local_addr().map_err(ServerError::Runtime)?;
+    let listener =
+        tokio::net::TcpListener::from_std(listener).map_err(|e| ServerError::Listen(addr, e))?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut look = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            got = listener.accept() => match got {
+                Ok((tcp, peer)) => {
+                    if let Some(task) = admit(tcp, peer, &sh, stop_rx.clone()) {
+                        tasks.spawn(task);
+                    }
+                }
+                // Out of descriptors or a connection reset before accept: the server goes
+                // on (the caps keep the first rare).
+                Err(e) => {
+                    log(&format!("accept: {e}"));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = look.tick() => {
+                while tasks.try_join_next().is_some() {}
+                if crate::sock::stop_signal().is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
+
+fn log(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// One connection through the caps: refused ones are closed here and audited; a taken
+/// one comes back as the task that serves it.
+fn admit(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    sh: &Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    let begun = (sh.clock.now(), sh.clock.wall());
+    let taken = sh
+        .admission
+        .lock()
+        .map_or(Ok(()), |mut a| a.admit(peer.ip(), &sh.limits));
+    let counters = Arc::new(Counters::new(sh.limits.max_transfer_bytes));
+    if let Err(why) = taken {
+        drop(tcp);
+        let mut line = audit_line(sh, peer, begun, &counters, None, Outcome::Refused);
+        line.detail = Some(format!("{} reached", why.option()));
+        write_audit(sh, &line);
+        return None;
+    }
+    let sh = Arc::clone(sh);
+    Some(async move {
+        let (alpn, outcome, detail) = connection(tcp, peer, &sh, &counters, stop).await;
+        if let Ok(mut a) = sh.admission.lock() {
+            a.release(peer.ip());
+        }
+        let mut line = audit_line(&sh, peer, begun, &counters, alpn, outcome);
+        line.detail = detail;
+        write_audit(&sh, &line);
+    })
+}
+
+fn audit_line(
+    sh: &Shared,
+    peer: SocketAddr,
+    begun: (std::time::Instant, std::time::SystemTime),
+    c: &Counters,
+    alpn: Option<String>,
+    outcome: Outcome,
+) -> AuditLine {
+    let time = begun
+        .1
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| (d.as_millis() as f64) / 1000.0);
+    AuditLine {
+        time,
+        peer,
+        alpn,
+        requests: c.requests.load(Ordering::Relaxed),
+        bytes_sent: c.tx.load(Ordering::Relaxed),
+        bytes_received: c.rx.load(Ordering::Relaxed),
+        body_bytes_sent: c.body_tx.load(Ordering::Relaxed),
+        body_bytes_received: c.body_rx.load(Ordering::Relaxed),
+        duration_s: sh
+            .clock
+            .now()
+            .saturating_duration_since(begun.0)
+            .as_secs_f64(),
+        outcome,
+        detail: None,
+    }
+}
+
+fn write_audit(sh: &Shared, line: &AuditLine) {
+    log(&line.to_text());
+    if let Some(f) = &sh.audit
+        && let Ok(mut f) = f.lock()
+        && let Err(e) = writeln!(f, "{}", line.to_json())
+    {
+        log(&format!("cannot write the audit log: {e}"));
+    }
+}
+
+/// What one connection moved, shared by its socket wrapper, its requests and its
+/// audit line.
+struct Counters {
+    rx: AtomicU64,
+    tx: AtomicU64,
+    body_rx: AtomicU64,
+    body_tx: Arc<AtomicU64>,
+    requests: AtomicU64,
+    cap: u64,
+    capped: AtomicBool,
+}
+
+impl Counters {
+    fn new(cap: u64) -> Counters {
+        Counters {
+            rx: AtomicU64::new(0),
+            tx: AtomicU64::new(0),
+            body_rx: AtomicU64::new(0),
+            body_tx: Arc::new(AtomicU64::new(0)),
+            requests: AtomicU64::new(0),
+            cap,
+            capped: AtomicBool::new(false),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.rx.load(Ordering::Relaxed) + self.tx.load(Ordering::Relaxed)
+    }
+
+    /// `--max-transfer` reached: the socket refuses to move more.
+    fn over_cap(&self) -> bool {
+        let over = self.total() >= self.cap;
+        if over {
+            self.capped.store(true, Ordering::Relaxed);
+        }
+        over
+    }
+}
+
+fn cap_error() -> io::Error {
+    io::Error::other("--max-transfer reached")
+}
+
+/// The TCP socket, counting what crosses it and refusing to move more past the cap.
+struct CountingIo {
+    inner: TcpStream,
+    c: Arc<Counters>,
+}
+
+impl AsyncRead for CountingIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if me.c.over_cap() {
+            return Poll::Ready(Err(cap_error()));
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut me.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        me.c.rx.fetch_add(n as u64, Ordering::Relaxed);
+        r
+    }
+}
+
+impl AsyncWrite for CountingIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        if me.c.over_cap() {
+            return Poll::Ready(Err(cap_error()));
+        }
+        let r = Pin::new(&mut me.inner).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = r {
+            me.c.tx.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves when no byte has moved on the connection for `timeout`.
+async fn idle(c: &Counters, timeout: Duration) {
+    let mut watch = IdleWatch::new(timeout);
+    let mut ticks = tokio::time::interval(watch.tick());
+    let start = ticks.tick().await;
+    loop {
+        let t = ticks.tick().await;
+        if watch.expired(c.total(), t.duration_since(start)) {
+            return;
+        }
+    }
+}
+
+/// Serve one taken connection: the TLS handshake within `--header-timeout`, then HTTP
+/// until the client closes, a limit ends it or the server stops. Returns the ALPN
+/// protocol, the outcome and its detail.
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    sh: &Arc<Shared>,
+    c: &Arc<Counters>,
+    mut stop: watch::Receiver<bool>,
+) -> (Option<String>, Outcome, Option<String>) {
+    let _ = tcp.set_nodelay(true);
+    let local = tcp.local_addr().unwrap_or(peer);
+    let io = CountingIo {
+        inner: tcp,
+        c: Arc::clone(c),
+    };
+    let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => return (None, Outcome::Tls, Some(e.to_string())),
+            Err(_) => return (None, Outcome::Tls, Some("no handshake within --header-timeout".into())),
+        },
+        _ = stop.changed() => return (None, Outcome::Stopped, None),
+    };
+    let alpn = tls
+        .get_ref()
+        .1
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let ctx = Arc::new(Ctx {
+        c: Arc::clone(c),
+        large_bytes: sh.large_bytes,
+        public_name: sh.public_name.clone(),
+        local,
+    });
+    let service = hyper::service::service_fn(move |req| {
+        let ctx = Arc::clone(&ctx);
+        async move { Ok::<_, Infallible>(answer(req, &ctx).await) }
+    });
+    let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    http.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(sh.limits.header_timeout)
+        .max_buf_size(sh.limits.max_header_bytes);
+    http.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(sh.limits.max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(100);
+    let conn = http.serve_connection(TokioIo::new(tls), service);
+    let (outcome, detail) = tokio::select! {
+        r = conn => ended(r, c),
+        _ = idle(c, sh.limits.idle_timeout) => (Outcome::Idle, None),
+        _ = stop.changed() => (Outcome::Stopped, None),
+    };
+    (alpn, outcome, detail)
+}
+
+/// How a served connection's end reads.
+fn ended(
+    r: Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    c: &Counters,
+) -> (Outcome, Option<String>) {
+    if c.capped.load(Ordering::Relaxed) {
+        return (Outcome::TransferCap, None);
+    }
+    let Err(e) = r else {
+        return (Outcome::Ok, None);
+    };
+    if e.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_timeout)
+    {
+        return (Outcome::HeaderTimeout, None);
+    }
+    let mut text = e.to_string();
+    text.truncate(200);
+    (Outcome::Error, Some(text))
+}
+
+/// What a request's answer needs of its connection.
+struct Ctx {
+    c: Arc<Counters>,
+    large_bytes: u64,
+    public_name: Option<String>,
+    local: SocketAddr,
+}
+
+type Out = Response<BoxBody<Bytes, Infallible>>;
+
+fn response(status: StatusCode, body: BoxBody<Bytes, Infallible>, len: Option<u64>) -> Out {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static(CACHE_CONTROL),
+    );
+    if let Some(n) = len {
+        h.insert(header::CONTENT_LENGTH, header::HeaderValue::from(n));
+    }
+    r
+}
+
+fn object(bytes: Bytes, head: bool, c: &Counters) -> Out {
+    let len = bytes.len() as u64;
+    let body = if head {
+        Empty::new().boxed()
+    } else {
+        c.body_tx.fetch_add(len, Ordering::Relaxed);
+        Full::new(bytes).boxed()
+    };
+    let mut r = response(StatusCode::OK, body, Some(len));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(CONTENT_TYPE),
+    );
+    r
+}
+
+/// The answer to one request (`Accept-Encoding` is not looked at: every answer is
+/// identity-coded).
+async fn answer(req: Request<Incoming>, ctx: &Ctx) -> Out {
+    ctx.c.requests.fetch_add(1, Ordering::Relaxed);
+    let head = req.method() == hyper::Method::HEAD;
+    match route(req.method(), req.uri().path()) {
+        Route::Config => {
+            let origin = ctx.origin(&req);
+            object(NqConfig::for_origin(&origin).to_body().into(), head, &ctx.c)
+        }
+        Route::Small => object(Bytes::from_static(b"x"), head, &ctx.c),
+        Route::Large => {
+            let body = if head {
+                Empty::new().boxed()
+            } else {
+                Counted::new(LargeBody::new(ctx.large_bytes), &ctx.c.body_tx).boxed()
+            };
+            let mut r = response(StatusCode::OK, body, Some(ctx.large_bytes));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(CONTENT_TYPE),
+            );
+            r
+        }
+        Route::Upload => {
+            let mut body = req.into_body();
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Some(d) = f.data_ref() {
+                            ctx.c.body_rx.fetch_add(d.len() as u64, Ordering::Relaxed);
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            response(StatusCode::OK, Empty::new().boxed(), Some(0))
+        }
+        Route::MethodNotAllowed(allow) => {
+            let mut r = response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                Empty::new().boxed(),
+                Some(0),
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+            r
+        }
+        Route::NotFound => response(StatusCode::NOT_FOUND, Empty::new().boxed(), Some(0)),
+    }
+}
+
+impl Ctx {
+    /// The origin the configuration's URLs carry: `--public-name`, else the name the
+    /// client reached the server by when it is a plain one, else the address it arrived at.
+    fn origin(&self, req: &Request<Incoming>) -> String {
+        if let Some(p) = &self.public_name {
+            return p.clone();
+        }
+        let named = req
+            .uri()
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .or_else(|| {
+                req.headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_string)
+            });
+        named
+            .as_deref()
+            .and_then(origin_from_authority)
+            .map_or_else(|| origin_of_addr(self.local), str::to_string)
+    }
+}
+
+/// A body that counts the bytes it hands to the connection.
+struct Counted<B> {
+    inner: B,
+    sent: Arc<AtomicU64>,
+}
+
+impl<B> Counted<B> {
+    fn new(inner: B, sent: &Arc<AtomicU64>) -> Counted<B> {
+        Counted {
+            inner,
+            sent: Arc::clone(sent),
+        }
+    }
+}
+
+impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
+        let me = self.get_mut();
+        let r = Pin::new(&mut me.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r
+            && let Some(d) = f.data_ref()
+        {
+            me.sent.fetch_add(d.len() as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The banner's first lines: where the server listens and its configuration's URL.
+pub fn listening_lines(addr: SocketAddr, public_name: Option<&str>) -> Vec<String> {
+    let origin = match public_name {
+        Some(p) => p.to_string(),
+        None if addr.ip().is_unspecified() => format!("localhost:{}", addr.port()),
+        None => origin_of_addr(addr),
+    };
+    vec![
+        format!("rpm-server listening on {addr}"),
+        format!(
+            "configuration: https://{origin}{}",
+            super::server_config::WELL_KNOWN_PATH
+        ),
+    ]
+}
+
+/// The banner's lines about the certificate: where it came from, its SHA-256
+/// fingerprint and, for a self-signed one, the public key pin curl takes.
+pub fn cert_lines(cert: &super::tls::ServerCert) -> Vec<String> {
+    let mut v = vec![if cert.names.is_empty() {
+        "certificate: from --cert".to_string()
+    } else {
+        format!(
+            "certificate: self-signed at start for {} (clients need --insecure, curl -k)",
+            cert.names.join(", ")
+        )
+    }];
+    v.push(format!(
+        "certificate SHA-256 fingerprint: {}",
+        cert.fingerprint
+    ));
+    if let Some(pin) = &cert.key_pin {
+        v.push(format!("public key pin: {pin}"));
+    }
+    v
+}
