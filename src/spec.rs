@@ -387,6 +387,7 @@ impl TestSpec {
                     Feature::NoOffload => {
                         self.protocol == Protocol::Udp && (self.no_gso || self.no_gro)
                     }
+                    Feature::UdpCookie => self.protocol == Protocol::Udp,
                     _ => true,
                 })
                 .collect(),
@@ -821,7 +822,8 @@ mod tests {
                 Feature::UdpSeq64,
                 Feature::UdpConnectRetry,
                 Feature::TripTimes,
-                Feature::NoOffload
+                Feature::NoOffload,
+                Feature::UdpCookie
             ]
         );
         assert!(udp.trip_times && udp.no_gro);

@@ -255,13 +255,16 @@ pub enum Feature {
     WorkingLoad,
     /// `--no-gso` / `--no-gro` for the server's UDP streams.
     NoOffload,
+    /// The client's UDP connect datagrams carry the test's cookie
+    /// ([`crate::wire::udp_connect_with_cookie`]); the server matches UDP streams by it.
+    UdpCookie,
     /// A feature this netmeter does not know, by its name on the wire.
     Unknown(String),
 }
 
 impl Feature {
     /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::UdpSeq64,
         Feature::UdpConnectRetry,
         Feature::Bounceback,
@@ -270,6 +273,7 @@ impl Feature {
         Feature::Isochronous,
         Feature::WorkingLoad,
         Feature::NoOffload,
+        Feature::UdpCookie,
     ];
 
     /// The name on the wire.
@@ -283,6 +287,7 @@ impl Feature {
             Feature::Isochronous => "isochronous",
             Feature::WorkingLoad => "working_load",
             Feature::NoOffload => "no_offload",
+            Feature::UdpCookie => "udp_cookie",
             Feature::Unknown(name) => name,
         }
     }
@@ -400,6 +405,7 @@ mod tests {
             "isochronous",
             "working_load",
             "no_offload",
+            "udp_cookie",
         ];
         let json = serde_json::to_string(&Feature::ALL).unwrap();
         assert_eq!(json, serde_json::to_string(&names).unwrap());
