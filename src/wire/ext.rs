@@ -251,6 +251,8 @@ pub enum Feature {
     ConnectOnly,
     /// Isochronous frames with frame headers ([`ExtRequest::isochronous`]).
     Isochronous,
+    /// With `--bidir`, the server's streams send isochronous frames too.
+    IsochronousBidir,
     /// Latency under working load ([`ExtRequest::working_load`]).
     WorkingLoad,
     /// `--no-gso` / `--no-gro` for the server's UDP streams.
@@ -264,7 +266,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 10] = [
         Feature::UdpSeq64,
         Feature::UdpConnectRetry,
         Feature::Bounceback,
@@ -274,6 +276,7 @@ impl Feature {
         Feature::WorkingLoad,
         Feature::NoOffload,
         Feature::UdpCookie,
+        Feature::IsochronousBidir,
     ];
 
     /// The name on the wire.
@@ -288,6 +291,7 @@ impl Feature {
             Feature::WorkingLoad => "working_load",
             Feature::NoOffload => "no_offload",
             Feature::UdpCookie => "udp_cookie",
+            Feature::IsochronousBidir => "isochronous_bidir",
             Feature::Unknown(name) => name,
         }
     }
@@ -406,6 +410,7 @@ mod tests {
             "working_load",
             "no_offload",
             "udp_cookie",
+            "isochronous_bidir",
         ];
         let json = serde_json::to_string(&Feature::ALL).unwrap();
         assert_eq!(json, serde_json::to_string(&names).unwrap());

@@ -431,6 +431,60 @@ fn bursts_against_iperf3_312() {
     );
 }
 
+/// `--bidir --isochronous` between netmeter peers: both halves send frames. Each way,
+/// the receiver's whole frames are judged against what that way's sender sent: the
+/// client's frames against the server's count, the server's (from its own `-J`
+/// report) against the client's. The reverse half used to be a bulk stream.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
+fn udp_isochronous_bidir_sends_frames_both_ways() {
+    let port = free_port();
+    let srv = Proc::spawn(
+        "netmeter server",
+        Command::new(netmeter()).args([
+            "-s",
+            "-1",
+            "-J",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+    );
+    // With -J it prints nothing before the test: its listening socket is the evidence.
+    await_tcp_listening(srv.pid(), port);
+    let v = client_json(
+        port,
+        &["-u", "-t", "2", "--bidir", "--isochronous", "30:2m,0"],
+    );
+    let out = srv.wait_bounded(Duration::from_secs(60));
+    let s = json_of(&out, "server");
+    let (ci, si) = (
+        &v["end"]["netmeter"]["isochronous"],
+        &s["end"]["netmeter"]["isochronous"],
+    );
+    let judge = |way: &str, sent: f64, r: &serde_json::Value| {
+        let complete = num(r, "frames_complete");
+        let lost = num(r, "frames_lost");
+        assert!(
+            sent >= 50.0 && complete >= sent / 2.0 && complete + lost <= sent,
+            "{way}: {complete} whole frames received, {lost} lost, of {sent} sent\nclient: {ci}\nserver: {si}"
+        );
+    };
+    judge("client->server", num(ci, "sender.sent"), &ci["receiver"]);
+    judge(
+        "server->client",
+        num(si, "reverse.sender.sent"),
+        &ci["reverse"]["receiver"],
+    );
+    // The server reports the same halves from its side.
+    assert_eq!(si["receiver"], ci["receiver"], "server: {si}");
+    assert_eq!(si["reverse"]["receiver"], ci["reverse"]["receiver"]);
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
