@@ -519,3 +519,35 @@ fn udp_isochronous_against_iperf3_312_reports_the_sender_side() {
     assert!(w.contains("does not count isochronous frames"), "{w}");
     assert_eq!(num(&v, "end.sum_received.lost_packets"), 0.0);
 }
+
+/// `--bidir --isochronous` against iperf3 (3.22, the newest): `--isochronous` is
+/// netmeter's own, so only the client's half sends frames (unframed, with the warning);
+/// the server's half is iperf3's bulk stream and no reverse frames are reported.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
+fn udp_isochronous_bidir_against_iperf3_is_forward_only() {
+    let port = free_port();
+    let (_srv, _d) = iperf3_server_ready("NETMETER_IPERF3_322", port, &["-1"]);
+    let v = client_json(
+        port,
+        &["-u", "-t", "1", "--bidir", "--isochronous", "50:4m,1m"],
+    );
+    let i = &v["end"]["netmeter"]["isochronous"];
+    check_count(
+        num(i, "sender.sent"),
+        num(i, "sender.slips"),
+        50.0,
+        "frames",
+    );
+    assert!(
+        i.get("receiver").is_none() && i.get("reverse").is_none(),
+        "{i}"
+    );
+    let w = v["start"]["netmeter"]["warnings"].to_string();
+    assert!(w.contains("does not count isochronous frames"), "{w}");
+    // The reverse half still ran (iperf3's bulk stream).
+    assert!(num(&v, "end.sum_received.bytes") > 0.0, "{}", v["end"]);
+}
