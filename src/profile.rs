@@ -60,8 +60,15 @@ pub enum Profile {
     /// Isochronous frames. `framed`: the server accepted the `isochronous` extension,
     /// so every UDP datagram carries an [`IsochHeader`] and the server counts frames.
     ///
+    /// `both_ways`: with `--bidir`, the server accepted `isochronous_bidir`, so its
+    /// streams send frames to the client too (else the reverse half is a bulk stream).
+    ///
     /// [`IsochHeader`]: crate::wire::IsochHeader
-    Isochronous { params: Isochronous, framed: bool },
+    Isochronous {
+        params: Isochronous,
+        framed: bool,
+        both_ways: bool,
+    },
 }
 
 impl Profile {
@@ -102,6 +109,18 @@ impl Profile {
     /// UDP datagrams carry frame headers (isochronous, negotiated).
     pub fn framed(&self) -> bool {
         matches!(self, Profile::Isochronous { framed: true, .. })
+    }
+
+    /// Framed isochronous frames flow server → client as well (`--bidir`, negotiated).
+    pub fn both_ways(&self) -> bool {
+        matches!(
+            self,
+            Profile::Isochronous {
+                framed: true,
+                both_ways: true,
+                ..
+            }
+        )
     }
 
     /// The size of every unit, seeded for stream `stream_id` (deterministic).
@@ -585,6 +604,7 @@ mod tests {
                 stdev_bps: 0,
             },
             framed: false,
+            both_ways: false,
         };
         assert_eq!(i.period_ns(), 16_666_667);
         assert_eq!((b.unit(), i.unit()), ("burst", "frame"));

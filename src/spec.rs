@@ -387,6 +387,10 @@ impl TestSpec {
                     Feature::NoOffload => {
                         self.protocol == Protocol::Udp && (self.no_gso || self.no_gro)
                     }
+                    Feature::UdpCookie => self.protocol == Protocol::Udp,
+                    Feature::IsochronousBidir => {
+                        isoch.is_some() && self.direction == Direction::Bidir
+                    }
                     _ => true,
                 })
                 .collect(),
@@ -427,8 +431,13 @@ impl TestSpec {
             s.udp_seq64 = true;
         }
         s.trip_times = s.trip_times && n.has(Feature::TripTimes);
-        if let Some(crate::profile::Profile::Isochronous { framed, .. }) = s.profile.as_mut() {
+        let bidir = s.direction == Direction::Bidir;
+        if let Some(crate::profile::Profile::Isochronous {
+            framed, both_ways, ..
+        }) = s.profile.as_mut()
+        {
             *framed = n.has(Feature::Isochronous);
+            *both_ways = *framed && bidir && n.has(Feature::IsochronousBidir);
         }
         s
     }
@@ -641,9 +650,13 @@ fn extensions_of(
                         "isochronous frames are UDP, sent by the client",
                     ));
                 }
+                // With --bidir our streams send frames too when the client asked
+                // (an older netmeter client expects a bulk reverse half).
                 Some(crate::profile::Profile::Isochronous {
                     params: iso,
                     framed: true,
+                    both_ways: direction == Direction::Bidir
+                        && n.features.contains(&Feature::IsochronousBidir),
                 })
             }
             None => None,
@@ -821,7 +834,8 @@ mod tests {
                 Feature::UdpSeq64,
                 Feature::UdpConnectRetry,
                 Feature::TripTimes,
-                Feature::NoOffload
+                Feature::NoOffload,
+                Feature::UdpCookie
             ]
         );
         assert!(udp.trip_times && udp.no_gro);
@@ -888,14 +902,37 @@ mod tests {
             profile: Some(crate::profile::Profile::Isochronous {
                 params: iso,
                 framed: false,
+                both_ways: false,
             }),
             ..TestSpec::default()
         };
         assert_eq!(asked.ext_request().isochronous, Some(iso));
+        assert!(
+            !asked
+                .ext_request()
+                .features
+                .contains(&Feature::IsochronousBidir)
+        );
         let yes = asked.negotiated(&agreed(&asked, vec![Feature::Isochronous]));
-        assert!(yes.profile.is_some_and(|p| p.framed()));
+        assert!(yes.profile.is_some_and(|p| p.framed() && !p.both_ways()));
         let no = asked.negotiated(&agreed(&asked, vec![]));
         assert!(!no.profile.is_some_and(|p| p.framed()));
+        // --bidir: the server's half sends frames only when it agreed.
+        let bidir = TestSpec {
+            direction: Direction::Bidir,
+            block_len: 1400,
+            ..asked
+        };
+        let req = bidir.ext_request();
+        assert!(req.features.contains(&Feature::IsochronousBidir));
+        let both = [Feature::Isochronous, Feature::IsochronousBidir];
+        let agreed_both = bidir.negotiated(&agreed(&bidir, both.to_vec()));
+        assert!(agreed_both.profile.is_some_and(|p| p.both_ways()));
+        let older = bidir.negotiated(&agreed(&bidir, vec![Feature::Isochronous]));
+        assert!(older.profile.is_some_and(|p| p.framed() && !p.both_ways()));
+        // The server learns it from the parameters.
+        let on_server = TestSpec::from_params(&bidir.to_params(Some(req))).unwrap();
+        assert!(on_server.profile.is_some_and(|p| p.both_ways()));
     }
 
     #[test]

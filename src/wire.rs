@@ -52,6 +52,37 @@ pub const UDP_CONNECT_REPLY: [u8; 4] = *b"6789";
 /// The legacy reply 987654321 as written by little-endian hosts before 3.12.
 pub const UDP_CONNECT_REPLY_LEGACY: [u8; 4] = 987_654_321u32.to_le_bytes();
 
+/// netmeter's connect datagram when the server accepted [`Feature::UdpCookie`]: iperf3's
+/// "9876" followed by the test's 37-byte cookie, so the server hands the stream to its
+/// test by cookie, as it does TCP streams, rather than by source address (two tests
+/// from one host that open their streams at once would otherwise swap them). iperf3
+/// servers read a connect datagram into a 4-byte buffer, so the tail would be dropped
+/// unread; netmeter sends it only to a server that asked for it.
+pub const UDP_CONNECT_COOKIE_LEN: usize = UDP_CONNECT_MSG.len() + COOKIE_LEN;
+
+/// The connect datagram carrying `cookie` ([`UDP_CONNECT_COOKIE_LEN`] bytes).
+pub fn udp_connect_with_cookie(cookie: &Cookie) -> [u8; UDP_CONNECT_COOKIE_LEN] {
+    let mut d = [0u8; UDP_CONNECT_COOKIE_LEN];
+    d[..UDP_CONNECT_MSG.len()].copy_from_slice(&UDP_CONNECT_MSG);
+    d[UDP_CONNECT_MSG.len()..].copy_from_slice(&cookie.0);
+    d
+}
+
+/// The cookie a connect datagram carries, if it is one of netmeter's
+/// ([`udp_connect_with_cookie`]); `None` for iperf3's 4 bytes and for data.
+pub fn udp_connect_cookie(d: &[u8]) -> Option<[u8; COOKIE_LEN]> {
+    if d.len() != UDP_CONNECT_COOKIE_LEN || d[..UDP_CONNECT_MSG.len()] != UDP_CONNECT_MSG {
+        return None;
+    }
+    d[UDP_CONNECT_MSG.len()..].try_into().ok()
+}
+
+/// Whether `d` is a client's UDP connect datagram (iperf3's 4 bytes, or netmeter's
+/// with the cookie): a repeated one is answered, never counted as data.
+pub fn is_udp_connect(d: &[u8]) -> bool {
+    d.len() == UDP_CONNECT_MSG.len() || udp_connect_cookie(d).is_some()
+}
+
 /// Smallest UDP datagram iperf3 allows (`MIN_UDP_BLOCKSIZE`).
 pub const UDP_MIN_LEN: usize = 16;
 /// Largest UDP payload on IPv4.
@@ -567,6 +598,23 @@ pub struct Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// netmeter's connect datagram is iperf3's 4 bytes and the cookie; only that exact
+    /// shape reads as one (iperf3's own, data, a truncated copy do not).
+    #[test]
+    fn a_connect_datagram_carries_the_cookie() {
+        let c = Cookie::from_random(&[3; COOKIE_LEN - 1]);
+        let d = udp_connect_with_cookie(&c);
+        assert_eq!(&d[..4], b"9876");
+        assert_eq!(udp_connect_cookie(&d), Some(c.0));
+        assert!(is_udp_connect(&d) && is_udp_connect(b"9876"));
+        assert_eq!(udp_connect_cookie(b"9876"), None);
+        assert_eq!(udp_connect_cookie(&d[..d.len() - 1]), None);
+        let mut data = d;
+        data[0] = 0x69;
+        assert_eq!(udp_connect_cookie(&data), None);
+        assert!(!is_udp_connect(&data) && !is_udp_connect(&[0; 1400]));
+    }
 
     #[test]
     fn bulk_block_is_1_mib_while_streams_fit_the_cpus() {

@@ -60,6 +60,7 @@ impl Args {
                     Profile::Isochronous {
                         params,
                         framed: false,
+                        both_ways: false,
                     },
                 )
             }
@@ -155,7 +156,7 @@ mod tests {
     #[test]
     fn isochronous_flag() {
         match profile_of(&["-u", "--isochronous", "30:10m,1m"]) {
-            Some(Profile::Isochronous { params, framed }) => {
+            Some(Profile::Isochronous { params, framed, .. }) => {
                 assert_eq!(
                     (params.fps, params.mean_bps, params.stdev_bps),
                     (30, 10_000_000, 1_000_000)

@@ -174,11 +174,14 @@ fn connect_tcp(
 /// How many UDP connect attempts, and how long to wait for each reply.
 const UDP_CONNECT_WAITS_MS: [u64; 6] = [1000, 1000, 2000, 2000, 3000, 3000];
 
+/// Open one UDP data stream; `cookie` is the test's when the server matches UDP streams
+/// by cookie ([`wire::Feature::UdpCookie`]), sent after iperf3's 4 connect bytes.
 fn connect_udp(
     cfg: &ClientConfig,
     server: &SocketAddr,
     spec: &TestSpec,
     port: u16,
+    cookie: Option<&Cookie>,
 ) -> Result<UdpSocket, TestError> {
     let s = new_socket(server, Type::DGRAM)?;
     bind_local(&s, cfg, server, port)?;
@@ -188,11 +191,13 @@ fn connect_udp(
     s.connect(&SockAddr::from(to))
         .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
     let sock: UdpSocket = s.into();
+    let with_cookie = cookie.map(wire::udp_connect_with_cookie);
+    let hello: &[u8] = with_cookie.as_ref().map_or(&wire::UDP_CONNECT_MSG, |c| c);
     let mut buf = vec![0u8; 65536];
     for wait_ms in UDP_CONNECT_WAITS_MS {
         // iperf3 sends this once and waits 30 s; a lost datagram then hangs the test.
         // netmeter repeats it; the server answers every copy.
-        let _ = sock.send(&wire::UDP_CONNECT_MSG);
+        let _ = sock.send(hello);
         let deadline = mono_now() + Duration::from_millis(wait_ms);
         loop {
             let left = deadline.saturating_duration_since(mono_now());
@@ -675,7 +680,11 @@ impl Talk<'_> {
                 })?;
                 DataSock::Tcp(s)
             }
-            Protocol::Udp => DataSock::Udp(connect_udp(self.cfg, &self.server, spec, cport)?),
+            Protocol::Udp => {
+                let by_cookie = self.machine.negotiated().has(wire::Feature::UdpCookie);
+                let cookie = by_cookie.then_some(&self.cookie);
+                DataSock::Udp(connect_udp(self.cfg, &self.server, spec, cport, cookie)?)
+            }
         })
     }
 

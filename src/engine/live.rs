@@ -221,6 +221,11 @@ pub(super) fn make_worker(
         Some(_) if !spec.is_probe(index) => None,
         _ => spec.bounceback,
     };
+    // A profile shapes the client's streams; with `--bidir` between netmeter peers that
+    // agreed (`Profile::both_ways`) the server's streams too, and the client's
+    // receivers then count frames as the server's do.
+    let both_ways = spec.profile.is_some_and(|p| p.both_ways());
+    let profiled = spec.profile.is_some() && sender && (forward || both_ways);
     let shared = Arc::new(StreamShared {
         id,
         socket,
@@ -236,7 +241,7 @@ pub(super) fn make_worker(
         owd: (spec.trip_times && !sender && spec.bounceback.is_none() && !spec.skip_rx_copy)
             .then(|| Box::new(Mutex::new(Default::default()))),
         conn: (spec.connect_only && sender).then(|| Box::new(Mutex::new(Default::default()))),
-        profile: (spec.profile.is_some() && sender && forward).then(|| {
+        profile: profiled.then(|| {
             Box::new(Mutex::new(ProfileRecord {
                 frames: spec.profile.is_some_and(|p| p.isochronous().is_some()),
                 ..Default::default()
@@ -245,7 +250,7 @@ pub(super) fn make_worker(
         frames: (spec.profile.is_some_and(|p| p.framed())
             && spec.protocol == Protocol::Udp
             && !sender
-            && forward)
+            && (forward || both_ways))
             .then(|| Box::new(Mutex::new(FrameRecord::new(spec.trip_times)))),
         zc_sends: AtomicU64::new(0),
         zc_copied: AtomicU64::new(0),
@@ -279,7 +284,7 @@ pub(super) fn make_worker(
         owd_correction_ns: 0,
         load_start: None,
         file: None,
-        profile: spec.profile.filter(|_| sender && forward),
+        profile: spec.profile.filter(|_| profiled),
         schedule_origin: None,
         pace_origin: None,
         schedule_end: None,

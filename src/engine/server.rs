@@ -83,11 +83,36 @@ const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(1);
 /// Where a TCP data connection (with its accept sequence number) goes.
 type StreamSender = Sender<(u64, TcpStream)>;
 
+/// A test waiting for its UDP streams. With `cookie` (the client agreed to
+/// [`wire::Feature::UdpCookie`]) only connect datagrams carrying that cookie are its;
+/// without, any 4-byte one from `peer_ip` is (iperf3's match, by source address).
 struct UdpWaiter {
     session: u64,
     peer_ip: IpAddr,
+    cookie: Option<[u8; wire::COOKIE_LEN]>,
     remaining: usize,
+    /// Where its streams came from: a repeated connect datagram still queued on the
+    /// listener is not a new stream.
+    sources: Vec<SocketAddr>,
     tx: Sender<(u64, UdpSocket)>,
+}
+
+impl UdpWaiter {
+    /// Whether a connect datagram from `from` (`from_ip` canonical) carrying `cookie`
+    /// opens one more of this test's streams.
+    fn wants(
+        &self,
+        from: SocketAddr,
+        from_ip: IpAddr,
+        cookie: Option<&[u8; wire::COOKIE_LEN]>,
+    ) -> bool {
+        let ours = match (cookie, &self.cookie) {
+            (Some(got), Some(mine)) => got == mine,
+            (None, None) => from_ip == self.peer_ip,
+            _ => false,
+        };
+        ours && self.remaining > 0 && !self.sources.contains(&from)
+    }
 }
 
 struct Shared {
@@ -721,16 +746,18 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
             continue;
         }
         let from_ip = canon(from.ip());
+        let cookie = wire::udp_connect_cookie(&buf[..n]);
         let tx = {
             let Ok(mut ws) = shared.udp_waiters.lock() else {
                 continue;
             };
             let Some(w) = ws
                 .iter_mut()
-                .find(|w| w.peer_ip == from_ip && w.remaining > 0)
+                .find(|w| w.wants(from, from_ip, cookie.as_ref()))
             else {
                 // Not an iperf3 test's: an iperf 2 UDP test's, or dropped and counted.
-                if iperf2.offer(shared, &buf[..n], from) {
+                // A netmeter connect datagram (a late copy) is never iperf 2's.
+                if cookie.is_none() && iperf2.offer(shared, &buf[..n], from) {
                     continue;
                 }
                 if shared.cfg.verbose {
@@ -741,6 +768,7 @@ fn udp_accept_loop(shared: &Arc<Shared>, listener: UdpSocket) {
                 continue;
             };
             w.remaining -= 1;
+            w.sources.push(from);
             (w.tx.clone(), w.session)
         };
         match accept_udp(shared, from) {
@@ -844,6 +872,42 @@ mod tests {
             side: Default::default(),
             clock: Arc::new(clock),
         }
+    }
+
+    fn waiter(session: u64, cookie: Option<[u8; wire::COOKIE_LEN]>) -> UdpWaiter {
+        UdpWaiter {
+            session,
+            peer_ip: [127, 0, 0, 1].into(),
+            cookie,
+            remaining: 2,
+            sources: Vec::new(),
+            tx: mpsc::channel().0,
+        }
+    }
+
+    /// Two tests from one address wait for their UDP streams at once: a connect
+    /// datagram goes to the test whose cookie it carries, not to the first waiting (as
+    /// a match by address did, swapping the streams); iperf3's 4 bytes go only to a
+    /// test that did not agree to cookies; a repeated datagram is not a new stream.
+    #[test]
+    fn a_udp_stream_goes_to_the_test_whose_cookie_it_carries() {
+        let (a, b) = ([b'a'; wire::COOKIE_LEN], [b'b'; wire::COOKIE_LEN]);
+        let mut ws = [waiter(1, Some(a)), waiter(2, Some(b)), waiter(3, None)];
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let from: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let pick = |ws: &[UdpWaiter], c: Option<&[u8; wire::COOKIE_LEN]>| {
+            ws.iter().find(|w| w.wants(from, ip, c)).map(|w| w.session)
+        };
+        assert_eq!(pick(&ws, Some(&b)), Some(2));
+        assert_eq!(pick(&ws, Some(&a)), Some(1));
+        assert_eq!(pick(&ws, None), Some(3));
+        assert_eq!(pick(&ws, Some(&[b'c'; wire::COOKIE_LEN])), None);
+        ws[1].sources.push(from);
+        assert_eq!(pick(&ws, Some(&b)), None);
+        ws[2].remaining = 0;
+        assert_eq!(pick(&ws, None), None);
+        let other: IpAddr = [127, 0, 0, 2].into();
+        assert!(!ws[0].wants(from, other, None));
     }
 
     /// `-1 --idle-timeout 60` counts the idle minute on the server's clock: once that

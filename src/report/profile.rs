@@ -88,6 +88,21 @@ pub struct IsochEnd {
     /// Whole frames at the receiver (netmeter receivers of UDP frames only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver: Option<FrameSummary>,
+    /// `--bidir` between netmeter peers: the frames the server sent to the client. The
+    /// two halves above are client → server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<IsochHalf>,
+}
+
+/// `end.netmeter.isochronous.reverse`: the server → client half of a `--bidir` test.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct IsochHalf {
+    /// What the server sent (server side only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<UnitsEnd>,
+    /// Whole frames at the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<FrameSummary>,
 }
 
 /// `start.netmeter.txstart`.

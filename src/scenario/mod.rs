@@ -25,9 +25,6 @@ pub const MAX_FLOWS: usize = 64;
 pub const MAX_HOSTS: usize = 64;
 /// The latest a flow may start after the scenario's start instant, seconds.
 pub const MAX_START_S: f64 = 3600.0;
-/// UDP flows from one origin to one server whose starts are closer than this open
-/// their streams at the same time ([`Scenario::udp_collision`]).
-pub const SETUP_APART_S: f64 = 2.0;
 /// The largest scenario file read, bytes.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -244,37 +241,6 @@ impl Scenario {
                 }
             })
             .collect()
-    }
-
-    /// Two UDP flows (`udp[i]`: flow `i` is UDP) from one origin to one server that
-    /// open their streams together (starts under [`SETUP_APART_S`] apart): a server
-    /// tells one source's concurrent UDP tests apart only by address, so their streams
-    /// could be swapped (each test counting the other's datagrams). The sentence
-    /// refusing them, or `None`.
-    pub fn udp_collision(&self, udp: &[bool]) -> Option<String> {
-        let is_udp = |i: usize| udp.get(i).copied().unwrap_or(false);
-        for (i, a) in self.flows.iter().enumerate().filter(|(i, _)| is_udp(*i)) {
-            for b in self.flows.iter().skip(i + 1).enumerate() {
-                let (j, b) = (b.0 + i + 1, b.1);
-                let (ta, tb) = (&self.hosts[a.to], &self.hosts[b.to]);
-                if is_udp(j)
-                    && a.from == b.from
-                    && (ta.host.as_str(), ta.port) == (tb.host.as_str(), tb.port)
-                    && (a.start_s - b.start_s).abs() < SETUP_APART_S
-                {
-                    return Some(format!(
-                        "line {}: flows '{}' and '{}' are both UDP from {} to the server at {}:{}, starting together: a server tells one source's UDP tests apart only by address, so their streams could be swapped; start a second server on that host (another port, another [hosts] entry) for one of them, or start them {SETUP_APART_S} s apart",
-                        b.line,
-                        a.name,
-                        b.name,
-                        self.from_name(a),
-                        ta.host,
-                        ta.port
-                    ));
-                }
-            }
-        }
-        None
     }
 
     /// The name of the host a flow's client runs on ("local" for the controller).
@@ -597,45 +563,5 @@ start = 1.5
         for bad in ["a:x", ":7", "", "a b", "[::1]x", "a:70000"] {
             assert_eq!(host_port(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn udp_flows_opening_streams_together_on_one_server_are_refused() {
-        let text = |port2: u16, start2: f64| {
-            format!(
-                "psk_file = \"k\"\n[hosts.a]\naddress = \"a\"\n[hosts.b]\naddress = \"b\"\n[hosts.b2]\naddress = \"b:{port2}\"\n\
-                 [[flow]]\nname = \"video\"\nfrom = \"a\"\nto = \"b\"\n\
-                 [[flow]]\nname = \"audio\"\nfrom = \"a\"\nto = \"b2\"\nstart = {start2}\n"
-            )
-        };
-        // b2 is b's own server (port 5201): the two UDP flows would share it.
-        let s = Scenario::parse(&text(5201, 0.0)).unwrap();
-        let e = s.udp_collision(&[true, true]).unwrap();
-        assert!(
-            e.starts_with(
-                "line 12: flows 'video' and 'audio' are both UDP from a to the server at b:5201"
-            ),
-            "{e}"
-        );
-        assert_eq!(s.udp_collision(&[true, false]), None);
-        // Another server on b, or starts far enough apart: no collision.
-        assert_eq!(
-            Scenario::parse(&text(5202, 0.0))
-                .unwrap()
-                .udp_collision(&[true, true]),
-            None
-        );
-        assert_eq!(
-            Scenario::parse(&text(5201, 2.0))
-                .unwrap()
-                .udp_collision(&[true, true]),
-            None
-        );
-        assert!(
-            Scenario::parse(&text(5201, 1.5))
-                .unwrap()
-                .udp_collision(&[true, true])
-                .is_some()
-        );
     }
 }

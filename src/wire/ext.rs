@@ -251,17 +251,22 @@ pub enum Feature {
     ConnectOnly,
     /// Isochronous frames with frame headers ([`ExtRequest::isochronous`]).
     Isochronous,
+    /// With `--bidir`, the server's streams send isochronous frames too.
+    IsochronousBidir,
     /// Latency under working load ([`ExtRequest::working_load`]).
     WorkingLoad,
     /// `--no-gso` / `--no-gro` for the server's UDP streams.
     NoOffload,
+    /// The client's UDP connect datagrams carry the test's cookie
+    /// ([`crate::wire::udp_connect_with_cookie`]); the server matches UDP streams by it.
+    UdpCookie,
     /// A feature this netmeter does not know, by its name on the wire.
     Unknown(String),
 }
 
 impl Feature {
     /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 10] = [
         Feature::UdpSeq64,
         Feature::UdpConnectRetry,
         Feature::Bounceback,
@@ -270,6 +275,8 @@ impl Feature {
         Feature::Isochronous,
         Feature::WorkingLoad,
         Feature::NoOffload,
+        Feature::UdpCookie,
+        Feature::IsochronousBidir,
     ];
 
     /// The name on the wire.
@@ -283,6 +290,8 @@ impl Feature {
             Feature::Isochronous => "isochronous",
             Feature::WorkingLoad => "working_load",
             Feature::NoOffload => "no_offload",
+            Feature::UdpCookie => "udp_cookie",
+            Feature::IsochronousBidir => "isochronous_bidir",
             Feature::Unknown(name) => name,
         }
     }
@@ -400,6 +409,8 @@ mod tests {
             "isochronous",
             "working_load",
             "no_offload",
+            "udp_cookie",
+            "isochronous_bidir",
         ];
         let json = serde_json::to_string(&Feature::ALL).unwrap();
         assert_eq!(json, serde_json::to_string(&names).unwrap());

@@ -874,6 +874,54 @@ fn udp_reverse() {
     assert!((2.5e6..22e6).contains(&bps), "server sent at {bps} bit/s");
 }
 
+/// Two UDP tests from one host to one server, started together, each with 8 streams
+/// at its own rate and datagram size: each test's server counts only its own client's
+/// datagrams. The server used to hand a UDP stream to the first waiting test from the
+/// same address, so streams opened at the same moment went to the other test (the slow
+/// test then "received" more than its client sent). Repeated so that the two stream
+/// setups overlap in some round; a received count can only fall short of the sent one
+/// (loss on a busy host), never exceed it.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: runs 6 rounds of two concurrent UDP tests"
+)]
+fn concurrent_udp_tests_from_one_host_keep_their_own_streams() {
+    let port = free_port();
+    let (mut srv, log) =
+        netmeter_server_listening(port, &["--max-tests", "2", "--max-tests-per-source", "2"]);
+    let runs = [
+        ["-b", "4M", "-l", "500", "-k", "400"],
+        ["-b", "40M", "-l", "1400", "-k", "3000"],
+    ];
+    for round in 0..6 {
+        let clients: Vec<Proc> = runs
+            .iter()
+            .map(|args| {
+                Proc::spawn(
+                    "netmeter client",
+                    Command::new(netmeter())
+                        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+                        .args(["-u", "-P", "8", "-J"])
+                        .args(args),
+                )
+            })
+            .collect();
+        for (c, args) in clients.into_iter().zip(&runs) {
+            let out = c.wait_bounded(CLIENT_TIMEOUT);
+            let v = ok_json(&out);
+            let sent = f(&v, "end.sum_sent.bytes");
+            let received = f(&v, "end.sum_received.bytes");
+            assert!(
+                sent > 0.0 && received <= sent,
+                "round {round}, test {args:?}: the server received {received} bytes of the {sent} its client sent (another test's streams?)\nserver: {}",
+                log.text()
+            );
+        }
+    }
+    assert!(srv.alive(), "server exited: {}", log.text());
+}
+
 /// `start.netmeter.data_path` of (client, server) for a 1 s UDP test with `args`.
 fn udp_data_paths(args: &[&str]) -> (String, String) {
     let s = Server::start(&["-J"]);

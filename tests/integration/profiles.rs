@@ -431,6 +431,62 @@ fn bursts_against_iperf3_312() {
     );
 }
 
+/// `--bidir --isochronous` between netmeter peers: both halves send frames. Each way,
+/// the receiver's whole frames are judged against what that way's sender sent: the
+/// client's frames against the server's count, the server's (from its own `-J`
+/// report) against the client's. The reverse half used to be a bulk stream.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
+fn udp_isochronous_bidir_sends_frames_both_ways() {
+    let port = free_port();
+    let srv = Proc::spawn(
+        "netmeter server",
+        Command::new(netmeter()).args([
+            "-s",
+            "-1",
+            "-J",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+    );
+    // With -J it prints nothing before the test: its listening socket is the evidence.
+    await_tcp_listening(srv.pid(), port);
+    let v = client_json(
+        port,
+        &["-u", "-t", "2", "--bidir", "--isochronous", "30:2m,0"],
+    );
+    let out = srv.wait_bounded(Duration::from_secs(60));
+    let s = json_of(&out, "server");
+    let (ci, si) = (
+        &v["end"]["netmeter"]["isochronous"],
+        &s["end"]["netmeter"]["isochronous"],
+    );
+    // Never more whole frames received than sent that way; loss on a busy host is
+    // allowed, a missing half is not.
+    let judge = |way: &str, sent: f64, r: &serde_json::Value| {
+        let complete = num(r, "frames_complete");
+        let lost = num(r, "frames_lost");
+        assert!(
+            sent > 0.0 && complete > 0.0 && complete + lost <= sent,
+            "{way}: {complete} whole frames received, {lost} lost, of {sent} sent\nclient: {ci}\nserver: {si}"
+        );
+    };
+    judge("client->server", num(ci, "sender.sent"), &ci["receiver"]);
+    judge(
+        "server->client",
+        num(si, "reverse.sender.sent"),
+        &ci["reverse"]["receiver"],
+    );
+    // The server reports the same halves from its side.
+    assert_eq!(si["receiver"], ci["receiver"], "server: {si}");
+    assert_eq!(si["reverse"]["receiver"], ci["reverse"]["receiver"]);
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -464,4 +520,33 @@ fn udp_isochronous_against_iperf3_312_reports_the_sender_side() {
     let w = v["start"]["netmeter"]["warnings"].to_string();
     assert!(w.contains("does not count isochronous frames"), "{w}");
     assert_eq!(num(&v, "end.sum_received.lost_packets"), 0.0);
+}
+
+/// `--bidir --isochronous` against iperf3 (3.22, the newest): `--isochronous` is
+/// netmeter's own, so only the client's half sends frames (unframed, with the warning);
+/// the server's half is iperf3's bulk stream and no reverse frames are reported.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
+fn udp_isochronous_bidir_against_iperf3_is_forward_only() {
+    let port = free_port();
+    let (_srv, _d) = iperf3_server_ready("NETMETER_IPERF3_322", port, &["-1"]);
+    let v = client_json(
+        port,
+        &["-u", "-t", "1", "--bidir", "--isochronous", "50:4m,1m"],
+    );
+    let i = &v["end"]["netmeter"]["isochronous"];
+    // The client's half sent frames (their count and slips are the one-way tests'
+    // business: a busy host makes slips, which are not what this test is about).
+    assert!(num(i, "sender.sent") > 0.0, "{i}");
+    assert!(
+        i.get("receiver").is_none() && i.get("reverse").is_none(),
+        "{i}"
+    );
+    let w = v["start"]["netmeter"]["warnings"].to_string();
+    assert!(w.contains("does not count isochronous frames"), "{w}");
+    // The reverse half still ran (iperf3's bulk stream).
+    assert!(num(&v, "end.sum_received.bytes") > 0.0, "{}", v["end"]);
 }

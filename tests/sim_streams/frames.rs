@@ -117,6 +117,7 @@ fn isoch(fps: u32) -> Profile {
             stdev_bps: 2_000_000,
         },
         framed: true,
+        both_ways: false,
     }
 }
 

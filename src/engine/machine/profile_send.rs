@@ -190,6 +190,7 @@ mod tests {
                 stdev_bps: 0,
             },
             framed: true,
+            both_ways: false,
         };
         let c = Carrier::Udp {
             len: 400,

@@ -15,7 +15,7 @@ use crate::engine::record::FrameRecord;
 use crate::latency::OwdRecord;
 use crate::pacing::Pacer;
 use crate::stats::UdpRecv;
-use crate::wire::UdpHeader;
+use crate::wire::{UdpHeader, udp_connect_cookie};
 
 /// What a UDP sender is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -243,10 +243,14 @@ impl UdpReceiver {
         };
         let before = self.datagrams;
         for d in buf.chunks(stride) {
-            // Short datagrams are repeated connect messages, not data.
+            // Short datagrams are repeated connect messages, not data; so is a repeated
+            // netmeter connect datagram with its cookie (long enough for a header).
             let Ok(h) = UdpHeader::read(d, self.seq64) else {
                 continue;
             };
+            if udp_connect_cookie(d).is_some() {
+                continue;
+            }
             self.bytes += d.len() as u64;
             self.datagrams += 1;
             let raw_ns = rx_ns.saturating_sub(h.send_ns(self.ts_ns, rx_ns));
@@ -372,6 +376,10 @@ mod tests {
         };
         assert_eq!(r.on_message(&buf, 1000, 2_001_000_000, &mut sinks), 3);
         assert_eq!(r.on_message(b"9876", 0, 2_001_000_000, &mut sinks), 0);
+        // A repeated netmeter connect datagram is long enough for a header: still none.
+        let cookie = crate::wire::Cookie::from_random(&[7; 36]);
+        let hello = crate::wire::udp_connect_with_cookie(&cookie);
+        assert_eq!(r.on_message(&hello, 0, 2_001_000_000, &mut sinks), 0);
         assert_eq!((r.datagrams(), r.bytes(), r.messages()), (3, 3000, 1));
         let c = acc.counts();
         assert_eq!((c.highest_seq, c.received, c.lost), (3, 3, 0));

@@ -28,7 +28,7 @@ use crate::report::observe::Event;
 use crate::report::text::TextCtx;
 use crate::sock;
 use crate::spec::{Direction, Protocol, SpecError, TestSpec};
-use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Params, Results, State};
+use crate::wire::{self, Cookie, ErrCode, ExtAnswer, Feature, Params, Results, State};
 use socket2::SockRef;
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -414,8 +414,9 @@ impl<'a> Session<'a> {
         )
     }
 
-    /// Ask the accept loop (TCP, by cookie) or the UDP listener (by source address)
-    /// to hand this session its data streams.
+    /// Ask the accept loop (TCP, by cookie) or the UDP listener (by cookie when the
+    /// client agreed to [`Feature::UdpCookie`], else by source address) to hand this
+    /// session its data streams.
     fn register_waiter(&self, protocol: Protocol, total: usize) -> Receiver<(u64, DataSock)> {
         let shared = self.shared;
         let (tx, rx) = mpsc::channel::<(u64, DataSock)>();
@@ -430,10 +431,13 @@ impl<'a> Session<'a> {
             Protocol::Udp => {
                 let (utx, urx) = mpsc::channel::<(u64, UdpSocket)>();
                 if let Ok(mut w) = shared.udp_waiters.lock() {
+                    let by_cookie = self.machine.negotiated().has(Feature::UdpCookie);
                     w.push(UdpWaiter {
                         session: self.id,
                         peer_ip: canon(self.peer.ip()),
+                        cookie: by_cookie.then_some(self.cookie.0),
                         remaining: total,
+                        sources: Vec::with_capacity(total),
                         tx: utx,
                     });
                 }
@@ -641,7 +645,7 @@ fn answer_udp_retries(accepted: &[(u64, DataSock)]) {
             let _ = u.set_nonblocking(true);
             let mut b = [0u8; 64];
             while let Ok(n) = u.recv(&mut b) {
-                if n == 4 {
+                if wire::is_udp_connect(&b[..n]) {
                     let _ = u.send(&wire::UDP_CONNECT_REPLY);
                 }
             }

@@ -276,11 +276,19 @@ pub fn end_summary(ctx: &TextCtx, e: &End) -> String {
         if let Some(b) = &x.bounceback {
             t.push_str(&histogram("Bounceback RTT", &b.rtt_histogram_us, bin));
         }
-        // Isochronous frames are sent client -> server only.
-        let frames = x.isochronous.as_ref().and_then(|i| i.receiver.as_ref());
-        if let Some(f) = frames {
-            let h = &f.latency_histogram_us;
-            t.push_str(&histogram("Frame latency client->server", h, bin));
+        // Frames go client -> server, and back too with `--bidir` between netmeter
+        // peers (`isochronous.reverse`); against an iperf3 server the reverse half is
+        // a bulk stream.
+        if let Some(i) = &x.isochronous {
+            let back = i.reverse.as_ref().and_then(|r| r.receiver.as_ref());
+            for (name, f) in [
+                ("Frame latency client->server", i.receiver.as_ref()),
+                ("Frame latency server->client", back),
+            ] {
+                if let Some(f) = f {
+                    t.push_str(&histogram(name, &f.latency_histogram_us, bin));
+                }
+            }
         }
         if let Some(tt) = &x.trip_times {
             for (name, o) in [

@@ -1,6 +1,8 @@
 //! The text of traffic-profile tests: row suffixes and the summary lines.
 
 use crate::latency::LatencyStats;
+use crate::profile::FrameSummary;
+use crate::report::profile::{IsochEnd, UnitsEnd};
 use crate::report::{EndExt, StreamExt};
 use crate::units::{Format, format_bytes, format_rate};
 
@@ -38,40 +40,59 @@ pub fn summary_text(ext: &EndExt) -> String {
         }
     }
     if let Some(i) = &ext.isochronous {
-        if let Some(u) = &i.sender {
-            s.push_str(&format!(
-                "Isochronous: {} frames at {} fps (log-normal, mean {}, stdev {}) over {} stream(s), mean frame {}, {}\n",
-                u.sent,
-                i.fps,
-                format_rate(i.mean_bps as f64, Format::Auto).trim_start(),
-                format_rate(i.stdev_bps as f64, Format::Auto).trim_start(),
-                u.streams,
-                format_bytes(u.mean_bytes, Format::Auto).trim_start(),
-                slips_text(u.slips)
-            ));
-            if u.sent > 0 {
-                s.push_str(&stats_line("Frame transfer time", &u.transfer));
-            }
-        }
-        if let Some(r) = &i.receiver {
-            let total = r.frames_complete + r.frames_lost;
-            s.push_str(&format!(
-                "Frames received: {} complete, {} lost ({:.2}%), frame jitter {:.3} ms\n",
-                r.frames_complete,
-                r.frames_lost,
-                if total > 0 {
-                    100.0 * r.frames_lost as f64 / total as f64
-                } else {
-                    0.0
-                },
-                r.frame_jitter_ms
-            ));
-            if let Some(l) = &r.latency {
-                s.push_str(&stats_line("Frame latency", l));
-            }
+        // A `--bidir` test between netmeter peers has frames both ways: name them.
+        let (there, back) = match &i.reverse {
+            Some(_) => (" client->server", " server->client"),
+            None => ("", ""),
+        };
+        isoch_lines(&mut s, i, there, i.sender.as_ref(), i.receiver.as_ref());
+        if let Some(r) = &i.reverse {
+            isoch_lines(&mut s, i, back, r.sender.as_ref(), r.receiver.as_ref());
         }
     }
     s
+}
+
+/// One direction's isochronous lines: what was sent, then the frames received.
+fn isoch_lines(
+    s: &mut String,
+    i: &IsochEnd,
+    way: &str,
+    sender: Option<&UnitsEnd>,
+    receiver: Option<&FrameSummary>,
+) {
+    if let Some(u) = sender {
+        s.push_str(&format!(
+            "Isochronous{way}: {} frames at {} fps (log-normal, mean {}, stdev {}) over {} stream(s), mean frame {}, {}\n",
+            u.sent,
+            i.fps,
+            format_rate(i.mean_bps as f64, Format::Auto).trim_start(),
+            format_rate(i.stdev_bps as f64, Format::Auto).trim_start(),
+            u.streams,
+            format_bytes(u.mean_bytes, Format::Auto).trim_start(),
+            slips_text(u.slips)
+        ));
+        if u.sent > 0 {
+            s.push_str(&stats_line("Frame transfer time", &u.transfer));
+        }
+    }
+    if let Some(r) = receiver {
+        let total = r.frames_complete + r.frames_lost;
+        s.push_str(&format!(
+            "Frames received{way}: {} complete, {} lost ({:.2}%), frame jitter {:.3} ms\n",
+            r.frames_complete,
+            r.frames_lost,
+            if total > 0 {
+                100.0 * r.frames_lost as f64 / total as f64
+            } else {
+                0.0
+            },
+            r.frame_jitter_ms
+        ));
+        if let Some(l) = &r.latency {
+            s.push_str(&stats_line("Frame latency", l));
+        }
+    }
 }
 
 /// The profile part of an interval row (appended to iperf3's columns), or "".
