@@ -865,3 +865,141 @@ fn a_flood_of_fake_iperf2_headers_leaves_memory_flat_and_a_real_client_served() 
         "a fake header started a test:\n{log}"
     );
 }
+
+// ---------------------------------------------------------------------------------
+// `netmeter iperf2 -s`: iperf 2's server layout
+
+/// Start `netmeter iperf2 -s -B 127.0.0.1 -p PORT` plus `args`, waiting until it listens.
+fn iperf2_layout_server(port: u16, args: &[&str]) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        "netmeter iperf2 server",
+        Command::new(netmeter())
+            .args(["iperf2", "-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+    );
+    let d = p.drain();
+    wait_listening(port);
+    (p, d)
+}
+
+fn stdout_of(d: &Drained) -> String {
+    String::from_utf8_lossy(&d.stdout.lock().unwrap()).into_owned()
+}
+
+/// iperf 2.2.1's own server output for the same client test, captured into testdata.
+fn server_capture(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("src/report/testdata/iperf2/{name}.txt"));
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// The server's stdout, masked, once `needle` came `count` times (its whole-test row).
+fn server_shapes(d: &Drained, needle: &str, count: usize) -> Vec<String> {
+    assert!(
+        d.wait_for(needle, count, Duration::from_secs(60)),
+        "no {needle:?} x{count} from the server:\n{}",
+        d.text()
+    );
+    netmeter::report::iperf2::shape::shapes(&stdout_of(d))
+}
+
+/// A server CSV row: its interval, its bytes and (UDP) its lost/total.
+type CsvRow = (String, u64, Option<(u64, u64)>);
+
+/// The server's CSV rows.
+fn server_csv(d: &Drained) -> Vec<CsvRow> {
+    stdout_of(d)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() < 9 {
+                return None;
+            }
+            let udp = (f.len() >= 14).then(|| (f[10].parse().unwrap(), f[11].parse().unwrap()));
+            Some((f[6].to_string(), f[7].parse().unwrap(), udp))
+        })
+        .collect()
+}
+
+/// TCP from a real iperf 2.2.1 client: the server prints what iperf 2.2.1's server
+/// prints (`-e`: Reads=Dist, plain), line for line once the numbers are masked; with
+/// `-y C` its whole-test row holds the bytes the client says it sent, its `-i` rows
+/// add up to them.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_tcp() {
+    for (args, capture) in [(&["-e"][..], "tcp.server"), (&[][..], "tcp_plain.server")] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &["-i", "1", "-t", "2"]].concat());
+        no_errors(&out, "iperf 2.2.1 client");
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let parts: u64 = rows.iter().filter(|r| r != &whole).map(|r| r.1).sum();
+    let client_sent: u64 = csv_bytes(&out, port).0;
+    assert!(rows.len() >= 3, "-i 1 rows and the whole test's: {rows:?}");
+    assert_eq!(whole.1, parts, "{rows:?}");
+    assert_eq!(whole.1, client_sent, "{rows:?}\n{}", show(&out));
+}
+
+/// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns
+/// as iperf 2.2.1's server prints them; with `-y C` the whole test's lost/total are
+/// the Server Report the client printed.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_udp() {
+    let udp = ["-u", "-b", "10M", "-t", "2", "-i", "1"];
+    for (args, capture) in [
+        (&["-e"][..], "udp.server"),
+        (&[][..], "udp_plain.server"),
+        (&["-e", "--trip-times"][..], "udp_tt.server"),
+    ] {
+        let port = free_port();
+        let server_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| *a != "--trip-times")
+            .collect();
+        let (_srv, d) =
+            iperf2_layout_server(port, &[&server_args[..], &["-u", "-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &udp[..]].concat());
+        assert!(out.status.success(), "{}", show(&out));
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-u", "-i", "1"]);
+    let out = iperf2_text(V221, port, &udp);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let (lost, total) = whole.2.unwrap();
+    let reports = server_reports(&out);
+    assert_eq!(reports.len(), 1, "{}", show(&out));
+    assert_eq!((lost, total), (reports[0].0, reports[0].1), "{rows:?}");
+}

@@ -12,7 +12,9 @@
 //! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
 //! flow with no datagram for the test's idle time ends.
 
+use super::print::Printer;
 use super::{Flow, Group, Plan, over_limit};
+use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
     DatagramId, HEADER_SEQNO64B, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
@@ -257,6 +259,8 @@ pub struct FlowCount {
     pub transit: TransitStats,
     /// The FIN's sequence number, once it came.
     pub fin: Option<DatagramId>,
+    /// The last datagram's transit, seconds (what `netmeter iperf2 -s` prints).
+    pub last_transit_s: Option<f64>,
 }
 
 impl FlowCount {
@@ -281,6 +285,7 @@ impl FlowCount {
         self.recv.on_datagram(seq, transit);
         self.bytes += d.len() as u64;
         self.transit.add(transit);
+        self.last_transit_s = Some(transit);
     }
 
     /// The server report for this flow, `elapsed_s` after its first datagram.
@@ -323,8 +328,32 @@ fn serve(
     let started = g.now();
     let mut last_move = started;
     let mut count = FlowCount::default();
-    count.on_datagram(&first, seq64, wall_s(&g));
-    g.received.fetch_add(count.bytes, Ordering::Relaxed);
+    // `netmeter iperf2 -s`: the flow's rows in iperf 2's server layout.
+    let mut printer = sock
+        .local_addr()
+        .ok()
+        .and_then(|local| Printer::start(&g, &h, local, from));
+    let mut feed = |count: &mut FlowCount, d: &[u8], now_s: f64, now: Instant| {
+        let before = count.bytes;
+        count.on_datagram(d, seq64, now_s);
+        let len = count.bytes - before;
+        g.received.fetch_add(len, Ordering::Relaxed);
+        if let (Some(p), true) = (printer.as_mut(), len > 0) {
+            let c = count.recv.counts();
+            let counts = UdpCounts {
+                received: c.received,
+                expected: c.highest_seq,
+                lost: c.lost,
+                out_of_order: c.out_of_order,
+                jitter_ms: c.jitter_s * 1e3,
+            };
+            p.datagram(len as usize, counts, now);
+            if let Some(t) = count.last_transit_s {
+                p.delay(t);
+            }
+        }
+    };
+    feed(&mut count, &first, wall_s(&g), started);
     let mut buf = vec![0u8; 65536];
     let mut why = None;
     while count.fin.is_none() {
@@ -346,13 +375,10 @@ fn serve(
             }
         }
         let now_s = wall_s(&g);
-        for d in &got {
-            let before = count.bytes;
-            count.on_datagram(d, seq64, now_s);
-            g.received
-                .fetch_add(count.bytes - before, Ordering::Relaxed);
-        }
         let now = g.now();
+        for d in &got {
+            feed(&mut count, d, now_s, now);
+        }
         if !got.is_empty() {
             last_move = now;
         }
@@ -362,6 +388,9 @@ fn serve(
         }
     }
     let c = count.recv.counts();
+    if let Some(p) = printer {
+        p.finish(g.now());
+    }
     if let Some(why) = why {
         g.failed(why);
         return;
