@@ -14,6 +14,7 @@ use crate::engine::client::Iperf2Opts;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;
+use crate::report::iperf2::server::{HistSpec, ServerLayout};
 use crate::report::iperf2::{Bounceback, Exclude, Iperf2Ctx, Layout};
 use clap::Parser;
 use std::ffi::OsString;
@@ -382,7 +383,14 @@ impl Iperf2Args {
             Command::Server { mut cfg, .. } => {
                 // iperf 2 clients' tests print in iperf 2's server layout
                 // (`engine::server::iperf2::print`).
-                cfg.iperf2_layout = Some(Iperf2Ctx {
+                let histograms = match self.histograms.as_deref() {
+                    None => None,
+                    Some(h) => Some(
+                        HistSpec::parse(h)
+                            .map_err(|e| usage(format!("iperf2: --histograms={h}: {e}")))?,
+                    ),
+                };
+                let ctx = Iperf2Ctx {
                     layout,
                     client: false,
                     udp: self.udp,
@@ -392,7 +400,8 @@ impl Iperf2Args {
                     exclude: self.excluded(),
                     sum_only: self.sum_only,
                     ..Iperf2Ctx::default()
-                });
+                };
+                cfg.iperf2_layout = Some(ServerLayout { ctx, histograms });
                 cfg.interval_s = self.interval.unwrap_or(0.0);
                 Ok(Iperf2Command::Server {
                     cfg,
@@ -677,9 +686,10 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
             // the server's log goes to stderr, as iperf 2's server has none on stdout.
             // iperf3 and netmeter clients' tests print netmeter's layout.
             let w = writer(output.as_deref())?;
-            let banner = cfg.iperf2_layout.as_ref().map(|ctx| {
-                let blk = ctx.datagram_len;
-                crate::report::iperf2::server::banner(ctx, blk, default_rcvbuf(ctx.udp))
+            let banner = cfg.iperf2_layout.as_ref().map(|l| {
+                let (ctx, blk) = (&l.ctx, l.ctx.datagram_len);
+                let hist = l.histograms.as_ref();
+                crate::report::iperf2::server::banner(ctx, blk, default_rcvbuf(ctx.udp), hist)
             });
             let sink = output::sink(Box::new(OutWriter(w.clone())));
             let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;

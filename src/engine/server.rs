@@ -74,7 +74,7 @@ pub struct ServerConfig {
     pub clock: Arc<dyn crate::clock::Clock>,
     /// `netmeter iperf2 -s`: iperf 2 clients' tests printed in iperf 2's server layout
     /// (`server/iperf2/print.rs`).
-    pub iperf2_layout: Option<crate::report::iperf2::Iperf2Ctx>,
+    pub iperf2_layout: Option<crate::report::iperf2::server::ServerLayout>,
 }
 
 /// Connections accepted per pass of the accept loop before the pending handshakes

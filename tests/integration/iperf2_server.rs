@@ -1003,3 +1003,46 @@ fn the_iperf2_server_layout_for_udp() {
     assert_eq!(reports.len(), 1, "{}", show(&out));
     assert_eq!((lost, total), (reports[0].0, reports[0].1), "{rows:?}");
 }
+
+/// `--histograms` on the server, a real iperf 2.2.1 client with `--trip-times`: T8
+/// (UDP) and F8 (TCP writes) lines after each row as iperf 2.2.1's server prints them
+/// (masked); the whole test's UDP histogram counts every datagram the client sent (its
+/// FIN counted as the server counts it, as in `udp_modes`).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_histograms() {
+    for (udp, capture) in [(false, "tcp_hist.server"), (true, "udp_hist.server")] {
+        let port = free_port();
+        let proto: &[&str] = if udp { &["-u"] } else { &[] };
+        let (_srv, d) =
+            iperf2_layout_server(port, &[proto, &["-e", "-i", "1", "--histograms"]].concat());
+        let rate: &[&str] = if udp { &["-b", "10M"] } else { &["-b", "100M"] };
+        let client = [proto, rate, &["-e", "-i", "1", "-t", "2", "--trip-times"]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        let got = server_shapes(&d, "(f)-PDF:", 1);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        let pdf = netmeter::report::iperf2::server::pdf_shapes;
+        let want = pdf(&server_capture(capture));
+        assert_eq!(pdf(&stdout_of(&d)), want, "{capture}:\n{}", d.text());
+        if udp {
+            let text = stdout_of(&d);
+            let fin = text.lines().find(|l| l.contains("T8(f)-PDF:")).unwrap();
+            let cnt: u64 = fin[fin.find(":cnt(").unwrap() + 5..]
+                .split(')')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let sent = sent_datagrams(&out);
+            assert!(
+                cnt + 1 >= sent && cnt <= sent + 2,
+                "histogram count {cnt}, client sent {sent}:\n{text}"
+            );
+        }
+    }
+}

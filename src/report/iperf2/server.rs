@@ -16,14 +16,27 @@ use crate::stats::{READ_BINS, read_bin};
 
 /// The settings header an iperf 2 server prints once, when it starts listening: `blk`
 /// is its read length, `rcvbuf` its sockets' receive buffer (bytes, 0: not known).
-pub fn banner(ctx: &Iperf2Ctx, blk: u64, rcvbuf: u64) -> Vec<String> {
+/// With `--histograms`, the line saying so before the buffer size's.
+pub fn banner(ctx: &Iperf2Ctx, blk: u64, rcvbuf: u64, hist: Option<&HistSpec>) -> Vec<String> {
     if ctx.layout == Layout::Csv || ctx.exclude.settings {
         return Vec::new();
     }
     let mut s = Start::default();
     s.test_start.blksize = blk;
     s.rcvbuf_actual = rcvbuf;
-    lines::header(ctx, &s)
+    let mut out = lines::header(ctx, &s);
+    if let Some(h) = hist {
+        let at = out.len() - if rcvbuf > 0 { 2 } else { 1 };
+        out.insert(at, h.header_line());
+    }
+    out
+}
+
+/// What `netmeter iperf2 -s` prints with: the layout and `--histograms`.
+#[derive(Debug, Clone)]
+pub struct ServerLayout {
+    pub ctx: Iperf2Ctx,
+    pub histograms: Option<HistSpec>,
 }
 
 /// A UDP receiver's counts over an interval or the whole test, as its accounting has
@@ -39,13 +52,216 @@ pub struct UdpCounts {
     pub jitter_ms: f64,
 }
 
+/// iperf 2's `--histograms[=WIDTH[u|m][,BINS[,LOWER[,UPPER]]]]` on a server: the bin
+/// width in microseconds or milliseconds, the bin count and the two percentiles its
+/// lines name (`Settings.cpp`; a bare `--histograms` is 100 µs bins, 100000 of them,
+/// 5 and 95, as iperf 2.2.1's server prints it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistSpec {
+    /// Bin width in `per_s` units.
+    pub width: u32,
+    /// 1e6 (µs bins) or 1e3 (ms bins).
+    pub per_s: f64,
+    pub bins: u32,
+    pub ci_lower: f64,
+    pub ci_upper: f64,
+}
+
+/// The most bins a histogram may have (iperf 2 allocates them all; here they are kept
+/// sparse, but a line lists each bin that counted, so the count is bounded).
+pub const MAX_HIST_BINS: u32 = 1_000_000;
+
+impl Default for HistSpec {
+    fn default() -> Self {
+        HistSpec {
+            width: 100,
+            per_s: 1e6,
+            bins: 100_000,
+            ci_lower: 5.0,
+            ci_upper: 95.0,
+        }
+    }
+}
+
+impl HistSpec {
+    /// The option's value (`""`: the defaults); `Err` names what is wrong.
+    pub fn parse(v: &str) -> Result<HistSpec, String> {
+        let mut h = HistSpec::default();
+        if v.is_empty() {
+            return Ok(h);
+        }
+        let mut parts = v.split(',').map(str::trim);
+        let first = parts.next().unwrap_or("");
+        let (num, per_s) = match (first.strip_suffix('m'), first.strip_suffix('u')) {
+            (Some(n), _) => (n, 1e3),
+            (_, Some(n)) => (n, 1e6),
+            _ => (first, 1e6),
+        };
+        h.per_s = per_s;
+        h.width = num.parse().ok().filter(|&w| w > 0).ok_or_else(|| {
+            format!("bin width {first:?} is not a whole number of u or m above 0")
+        })?;
+        if let Some(b) = parts.next() {
+            h.bins = b
+                .parse()
+                .ok()
+                .filter(|&n| n > 0 && n <= MAX_HIST_BINS)
+                .ok_or_else(|| format!("bin count {b:?} is not 1..={MAX_HIST_BINS}"))?;
+        }
+        let pct = |p: Option<&str>, d: f64| -> Result<f64, String> {
+            match p {
+                None => Ok(d),
+                Some(p) => p
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| (0.0..=100.0).contains(x))
+                    .ok_or_else(|| format!("percentile {p:?} is not 0..100")),
+            }
+        };
+        h.ci_lower = pct(parts.next(), h.ci_lower)?;
+        h.ci_upper = pct(parts.next(), h.ci_upper)?;
+        Ok(h)
+    }
+
+    /// The settings header's line.
+    pub fn header_line(&self) -> String {
+        format!(
+            "Enabled receive histograms bin-width={:.3} ms, bins={} (clients should use --trip-times)",
+            f64::from(self.width) / self.per_s * 1e3,
+            self.bins
+        )
+    }
+}
+
+/// The histogram lines of `text` (which `shape::shapes` leaves out), masked: numbers
+/// and the list of bins that counted (whose length is the run's, not the layout's)
+/// become `#`; a run of the same shape once.
+pub fn pdf_shapes(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for l in text.lines().filter(|l| l.contains("-PDF:")) {
+        let mut l = l.to_string();
+        if let (Some(a), Some(b)) = (l.find(")="), l.rfind(" ("))
+            && a + 2 <= b
+        {
+            l.replace_range(a + 2..b, "#");
+        }
+        let m = super::shape::mask(&l);
+        if v.last() != Some(&m) {
+            v.push(m);
+        }
+    }
+    v
+}
+
+/// One span's delays in bins (sparse), as iperf 2's `histogram_insert` counts them.
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    bins: std::collections::BTreeMap<u32, u64>,
+    population: u64,
+    below: u64,
+    above: u64,
+    /// The largest delay (seconds) and the client's send time of its write (µs since
+    /// the epoch).
+    max: Option<(f64, i64)>,
+}
+
+impl Hist {
+    fn add(&mut self, spec: &HistSpec, owd_s: f64, sent_us: i64) {
+        self.population += 1;
+        if self.max.is_none_or(|(m, _)| owd_s > m) {
+            self.max = Some((owd_s, sent_us));
+        }
+        let bin = (spec.per_s * owd_s / f64::from(spec.width)).floor();
+        if bin < 0.0 {
+            self.below += 1;
+        } else if bin >= f64::from(spec.bins) {
+            self.above += 1;
+        } else {
+            *self.bins.entry(bin as u32).or_insert(0) += 1;
+        }
+    }
+
+    /// iperf 2's `histogram_print`: `[  1] 0.0000-1.0000 sec T8-PDF: bin(w=100us):
+    /// cnt(875)=1:875 (5.00/95.00/99.7%=1/1/1,Outliers=0,obl/obu=0/0) (0.082 ms/S.US)`.
+    fn line(&self, spec: &HistSpec, prefix: &str, name: &str, fin: bool) -> String {
+        let pop = self.population;
+        let (mut lower, mut upper, mut upper3) = (0u32, 0u32, 0u32);
+        let (mut fence_lower, mut fence_upper, mut outside, mut outliers) =
+            (0u32, 0u32, 0u32, 0u64);
+        let mut running = 0u64;
+        let mut listed = Vec::new();
+        for (&ix, &n) in &self.bins {
+            running += n;
+            let share = running as f64 / pop.max(1) as f64;
+            if lower == 0 && share > spec.ci_lower / 100.0 {
+                lower = ix + 1;
+            }
+            // 10% and 90% are the inner fences; three times their distance past the
+            // upper one, a bin's delays are outliers.
+            if share < 0.1 {
+                fence_lower = ix + 1;
+            }
+            if share < 0.9 {
+                fence_upper = ix + 1;
+            } else if outside == 0 {
+                outside = fence_upper + 3 * (fence_upper - fence_lower.min(fence_upper));
+            } else if ix > outside {
+                outliers += n;
+            }
+            if upper == 0 && share > spec.ci_upper / 100.0 {
+                upper = ix + 1;
+            }
+            if upper3 == 0 && share > 0.997 {
+                upper3 = ix + 1;
+            }
+            listed.push(format!("{}:{n}", ix + 1));
+        }
+        if upper == 0 {
+            upper = spec.bins;
+        }
+        if upper3 == 0 {
+            upper3 = spec.bins;
+        }
+        let unit = if spec.per_s == 1e3 { "ms" } else { "us" };
+        let cis = if spec.ci_upper > 99.7 {
+            format!(
+                "{:.2}/99.7/{:.2}/%={lower}/{upper3}/{upper}",
+                spec.ci_lower, spec.ci_upper
+            )
+        } else {
+            format!(
+                "{:.2}/{:.2}/99.7%={lower}/{upper}/{upper3}",
+                spec.ci_lower, spec.ci_upper
+            )
+        };
+        let mut l = format!(
+            "{prefix} {name}{}-PDF: bin(w={}{unit}):cnt({pop})={} ({cis},Outliers={outliers},obl/obu={}/{})",
+            if fin { "(f)" } else { "" },
+            spec.width,
+            listed.join(","),
+            self.below,
+            self.above
+        );
+        if let Some((m, ts)) = self.max.filter(|(m, _)| *m > 0.0) {
+            l.push_str(&format!(
+                " ({:.3} ms/{}.{:06})",
+                m * 1e3,
+                ts.div_euclid(1_000_000),
+                ts.rem_euclid(1_000_000)
+            ));
+        }
+        l
+    }
+}
+
 /// What was read over one span.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Tally {
     bytes: u64,
     reads: u64,
     bins: [u64; READ_BINS],
     delays: Delays,
+    hist: Option<Hist>,
 }
 
 /// One-way delays over one span, seconds (Welford's running mean and square sum).
@@ -108,6 +324,8 @@ pub struct ServerTest {
     udp_mark: UdpCounts,
     udp_now: Option<UdpCounts>,
     header_done: bool,
+    /// `--histograms`: the delays' T8 (UDP) or F8 (TCP writes) lines.
+    hist: Option<HistSpec>,
 }
 
 impl ServerTest {
@@ -142,7 +360,19 @@ impl ServerTest {
             udp_mark: UdpCounts::default(),
             udp_now: None,
             header_done: false,
+            hist: None,
         }
+    }
+
+    /// With `--histograms`: a histogram line after each row, when the test's client
+    /// sent its times (`--trip-times`), as iperf 2's server prints them.
+    pub fn with_histograms(mut self, spec: Option<HistSpec>) -> Self {
+        self.hist = spec.filter(|_| self.ctx.trip_times);
+        if self.hist.is_some() {
+            self.cur.hist = Some(Hist::default());
+            self.total.hist = Some(Hist::default());
+        }
+        self
     }
 
     /// The connection line (none in CSV or with `-x C`).
@@ -178,10 +408,17 @@ impl ServerTest {
     /// A one-way delay (seconds: this host's wall clock at arrival minus the client's
     /// time stamp) measured at the last read: a UDP datagram's, or a `--trip-times`
     /// TCP write's.
-    pub fn delay(&mut self, owd_s: f64) {
-        if owd_s.is_finite() {
-            self.cur.delays.add(owd_s);
-            self.total.delays.add(owd_s);
+    /// `sent_us`: the client's send time, µs since the epoch (a histogram line names
+    /// its largest delay's).
+    pub fn delay(&mut self, owd_s: f64, sent_us: i64) {
+        if !owd_s.is_finite() {
+            return;
+        }
+        for x in [&mut self.cur, &mut self.total] {
+            x.delays.add(owd_s);
+            if let (Some(h), Some(spec)) = (x.hist.as_mut(), self.hist.as_ref()) {
+                h.add(spec, owd_s, sent_us);
+            }
         }
     }
 
@@ -195,10 +432,11 @@ impl ServerTest {
             let (b, e) = (self.begun, self.next_end);
             // An interval in which nothing arrived has no row (iperf 2's reporter
             // rolls its intervals on arrivals).
-            if self.cur.reads > 0 {
-                out.extend(self.row_of(b, e, self.cur, false));
+            let cur = std::mem::take(&mut self.cur);
+            self.cur.hist = cur.hist.as_ref().map(|_| Hist::default());
+            if cur.reads > 0 {
+                out.extend(self.row_of(b, e, &cur, false));
             }
-            self.cur = Tally::default();
             self.udp_mark = self.udp_now.unwrap_or_default();
             self.begun = e;
             self.next_end = e + self.interval_s;
@@ -213,13 +451,15 @@ impl ServerTest {
         let mut out = self.tick(t);
         let t = t.max(self.begun);
         if self.interval_s > 0.0 && self.cur.reads > 0 && t > self.begun {
-            out.extend(self.row_of(self.begun, t, self.cur, false));
+            let cur = self.cur.clone();
+            out.extend(self.row_of(self.begun, t, &cur, false));
         }
-        out.extend(self.row_of(0.0, t, self.total, true));
+        let total = self.total.clone();
+        out.extend(self.row_of(0.0, t, &total, true));
         out
     }
 
-    fn row_of(&mut self, begin: f64, end: f64, x: Tally, whole: bool) -> Vec<String> {
+    fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
         if self.ctx.exclude.data {
             return Vec::new();
         }
@@ -300,7 +540,13 @@ impl ServerTest {
             at_end: whole,
             ..Facts::default()
         };
-        out.push(lines::row(kind, &super::id(self.no), &row, &facts));
+        let prefix = super::id(self.no);
+        out.push(lines::row(kind, &prefix, &row, &facts));
+        if let (Some(h), Some(spec)) = (x.hist.as_ref(), self.hist.as_ref()) {
+            let name = if self.ctx.udp { "T8" } else { "F8" };
+            let at = format!("{prefix}{}", super::span(begin, end));
+            out.push(h.line(spec, &at, name, whole));
+        }
         out
     }
 }
@@ -343,13 +589,13 @@ mod tests {
     }
 
     fn tcp_run_with(c: Iperf2Ctx, end: f64) -> String {
-        let mut out = banner(&c, 128 * 1024, 131072);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
         let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
         out.extend(t.opening());
         for i in 0..200 {
             let len = if i % 3 == 0 { 100 } else { 128 * 1024 };
             out.extend(t.read(len, 128 * 1024, f64::from(i) * 0.01));
-            t.delay(0.002 + f64::from(i % 5) * 1e-4);
+            t.delay(0.002 + f64::from(i % 5) * 1e-4, 0);
         }
         out.extend(t.finish(end));
         out.join("\n")
@@ -360,7 +606,7 @@ mod tests {
     }
 
     fn udp_run_with(c: Iperf2Ctx) -> String {
-        let mut out = banner(&c, 1470, 212_992);
+        let mut out = banner(&c, 1470, 212_992, None);
         let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
         out.extend(t.opening());
         for i in 1..=200u64 {
@@ -372,7 +618,7 @@ mod tests {
                 jitter_ms: 0.001,
             };
             out.extend(t.udp(1470, counts, i as f64 * 0.01));
-            t.delay(0.00004 + (i % 7) as f64 * 1e-6);
+            t.delay(0.00004 + (i % 7) as f64 * 1e-6, 0);
         }
         out.extend(t.finish(2.0021));
         out.join("\n")
@@ -416,7 +662,7 @@ mod tests {
             reply_len: 100,
             hold_us: 0,
         });
-        let mut out = banner(&c, 128 * 1024, 131072);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
         let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
         out.extend(t.opening());
         for i in 0..40 {
@@ -424,6 +670,85 @@ mod tests {
         }
         out.extend(t.finish(2.0863));
         same_shape("bb.server", &out.join("\n"));
+    }
+
+    /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after
+    /// each row, the whole test's with `(f)`, as iperf 2.2.1's server printed them.
+    #[test]
+    fn histogram_lines_match_iperf2() {
+        let spec = HistSpec::default();
+        for udp in [false, true] {
+            let mut c = ctx(Layout::Enhanced, udp);
+            c.trip_times = true;
+            let mut out = banner(&c, c.datagram_len, 131072, Some(&spec));
+            let mut t =
+                ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).with_histograms(Some(spec));
+            out.extend(t.opening());
+            for i in 0..200u64 {
+                let at = i as f64 * 0.01;
+                if udp {
+                    let counts = UdpCounts {
+                        received: i + 1,
+                        expected: i + 1,
+                        ..UdpCounts::default()
+                    };
+                    out.extend(t.udp(1470, counts, at));
+                } else {
+                    out.extend(t.read(128 * 1024, 128 * 1024, at));
+                }
+                t.delay(0.0001 + (i % 4) as f64 * 1e-4, 1_795_744_642_066_825);
+            }
+            out.extend(t.finish(2.001));
+            let name = if udp {
+                "udp_hist.server"
+            } else {
+                "tcp_hist.server"
+            };
+            same_shape(name, &out.join("\n"));
+        }
+    }
+
+    #[test]
+    fn a_histogram_line_has_iperf2s_percentiles_and_outliers() {
+        // iperf 2.2.1's server printed `1:9,2:87,3:3,5:1 (5.00/95.00/99.7%=1/2/5,
+        // Outliers=4,obl/obu=0/0) (0.456 ms/...)` for these delays.
+        let spec = HistSpec::default();
+        let mut h = Hist::default();
+        for (bin, n) in [(0, 9), (1, 87), (2, 3)] {
+            for _ in 0..n {
+                h.add(&spec, (f64::from(bin) * 100.0 + 50.0) / 1e6, 1);
+            }
+        }
+        h.add(&spec, 456e-6, 1_795_744_642_066_825);
+        let l = h.line(&spec, "[  1] 0.0000-1.0000 sec", "F8", false);
+        assert_eq!(
+            l,
+            "[  1] 0.0000-1.0000 sec F8-PDF: bin(w=100us):cnt(100)=1:9,2:87,3:3,5:1 (5.00/95.00/99.7%=1/2/5,Outliers=4,obl/obu=0/0) (0.456 ms/1795744642.066825)"
+        );
+        // Out of the bins: counted in the population and below or above.
+        h.add(&spec, -1e-3, 5);
+        h.add(&spec, 11.0, 5);
+        let l = h.line(&spec, "[  1] 0.0000-1.0000 sec", "F8", false);
+        assert!(l.contains(":cnt(102)="), "{l}");
+        assert!(l.contains(",obl/obu=1/1) (11000.000 ms/0.000005)"), "{l}");
+        let fin = h.line(&spec, "[  1] 0.0000-2.0000 sec", "T8", true);
+        assert!(fin.contains(" T8(f)-PDF: "), "{fin}");
+    }
+
+    #[test]
+    fn histogram_options_parse_as_iperf2s() {
+        assert_eq!(HistSpec::parse(""), Ok(HistSpec::default()));
+        let h = HistSpec::parse("1m,500,10,90").unwrap();
+        assert_eq!((h.width, h.per_s, h.bins), (1, 1e3, 500));
+        assert_eq!((h.ci_lower, h.ci_upper), (10.0, 90.0));
+        assert_eq!(HistSpec::parse("20u").unwrap().width, 20);
+        for bad in ["0u", "x", "10u,0", "10u,99999999", "10u,10,101"] {
+            assert!(HistSpec::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            HistSpec::default().header_line(),
+            "Enabled receive histograms bin-width=0.100 ms, bins=100000 (clients should use --trip-times)"
+        );
     }
 
     #[test]

@@ -30,7 +30,8 @@ impl Printer {
     /// connection line printed; `None` unless the server prints iperf 2's layout.
     pub fn start(g: &Group, h: &TestHdr, local: SocketAddr, peer: SocketAddr) -> Option<Printer> {
         let shared = g.shared();
-        let mut ctx = shared.cfg.iperf2_layout.clone()?;
+        let layout = shared.cfg.iperf2_layout.clone()?;
+        let mut ctx = layout.ctx;
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
@@ -48,7 +49,8 @@ impl Printer {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        let test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s);
+        let test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
+            .with_histograms(layout.histograms);
         let p = Printer {
             started: g.now(),
             sink: shared.sink.clone(),
@@ -88,9 +90,11 @@ impl Printer {
         self.write(out);
     }
 
-    /// The one-way delay (seconds) of what was read last.
-    pub fn delay(&mut self, owd_s: f64) {
-        self.test.delay(owd_s);
+    /// The one-way delay (seconds) of what was read last, which arrived at `arrival_s`
+    /// (this host's wall clock, seconds since the epoch).
+    pub fn delay(&mut self, owd_s: f64, arrival_s: f64) {
+        let sent_us = ((arrival_s - owd_s) * 1e6).round() as i64;
+        self.test.delay(owd_s, sent_us);
     }
 
     /// Nothing arrived: the rows of the intervals that ended.

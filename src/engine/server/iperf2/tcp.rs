@@ -201,7 +201,7 @@ fn receive(
                         let d = now_s - (f64::from(sec) + f64::from(usec) / 1e6);
                         delays.add(d);
                         if let Some(p) = printer.as_deref_mut() {
-                            p.delay(d);
+                            p.delay(d, now_s);
                         }
                     });
                 }

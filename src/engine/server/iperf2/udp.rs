@@ -349,7 +349,7 @@ fn serve(
             };
             p.datagram(len as usize, counts, now);
             if let Some(t) = count.last_transit_s {
-                p.delay(t);
+                p.delay(t, now_s);
             }
         }
     };
