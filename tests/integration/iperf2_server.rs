@@ -1046,3 +1046,66 @@ fn the_iperf2_server_prints_histograms() {
         }
     }
 }
+
+/// `-u --full-duplex`: the server sends its half on the flow's own socket while it
+/// counts the client's. Judged by the iperf 2 client's own rows: it received what the
+/// server logged it sent (datagrams, its end included), and it sent what the server
+/// logged it received.
+fn udp_full_duplex(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    let args = ["-u", "--full-duplex", "-t", "2", "-b", "5M"];
+    let out = iperf2(key, port, &args);
+    let what = format!("{key} {args:?}:\n{}\n{}", show(&out), d.text());
+    assert!(out.status.success(), "{what}");
+    await_evidence(
+        "the server's flow lines",
+        || d.text().contains("iperf 2 UDP flow to") && d.text().contains(" ended: received "),
+        || d.text(),
+    );
+    let (sent, received) = csv_bytes(&out, port);
+    let (srv_received, srv_sent) = server_bytes(&d, 1);
+    assert!(sent > 0 && received > 0, "both directions moved: {what}");
+    // The client's receiving rows: its datagram total is the server's count sent.
+    let log = d.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("iperf 2 UDP flow to"))
+        .unwrap();
+    let srv_datagrams: u64 = line[line.find(" sent ").unwrap() + 6..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let client_total: u64 = text
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 14 && f[2] == port.to_string() && f[5] != "-1")
+        .map(|f| f[11].parse::<u64>().unwrap())
+        .max()
+        .unwrap_or(0);
+    assert_eq!(client_total, srv_datagrams, "{what}");
+    // The client counts the end datagram's bytes too; the server's count is its data.
+    assert!(received <= srv_sent + 1470, "{what}");
+    assert!(sent <= srv_received + 2 * 1470, "{what}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn udp_full_duplex_221() {
+    udp_full_duplex(V221);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn udp_full_duplex_218() {
+    udp_full_duplex(V218);
+}

@@ -4,6 +4,8 @@
 //! port), which accounts each datagram (loss, out-of-order, jitter, transit with
 //! `--trip-times`) and answers the client's FIN (a negative sequence number) with the
 //! server report, sent again for each FIN the client repeats, as iperf 2 expects.
+//! With `-R` the flow's socket sends instead; with `--full-duplex` it does both (no
+//! server report: iperf 2's full-duplex client asks for none).
 //!
 //! Bounded: datagrams that are not an iperf 2 header are dropped and counted (one log
 //! line a period, not one per datagram); a refused flow's further datagrams are dropped
@@ -137,12 +139,6 @@ impl UdpDoor {
         shared.cfg.policy.check_address(super::canon(from.ip()))?;
         let h = TestHdr::parse_udp(d).map_err(|e| refusal(Reason::Params, e.to_string()))?;
         let plan = super::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some())?;
-        if plan.flow == Flow::Both {
-            return Err(refusal(
-                Reason::Params,
-                "iperf 2's --full-duplex over UDP is not supported".into(),
-            ));
-        }
         let ip = super::canon(from.ip());
         let same_source = self
             .flows
@@ -174,7 +170,8 @@ impl UdpDoor {
             .name("nm-iperf2-udp".into())
             .spawn(move || match plan.flow {
                 Flow::Send => send(group, sock, from, &h, &plan),
-                _ => serve(group, sock, from, h, plan, first, rx),
+                Flow::Both => both(group, sock, from, h, plan, first, rx),
+                Flow::Receive => serve(group, sock, from, h, plan, first, rx),
             })
             .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
         self.flows.insert(
@@ -314,6 +311,32 @@ fn wall_s(g: &Group) -> f64 {
         .as_secs_f64()
 }
 
+/// `--full-duplex` over UDP, iperf 2's way: this server sends its half on the flow's
+/// own socket (as for `-R`) while it receives the client's; the client asks for no
+/// server report (`HEADER_NOUDPFIN`, which iperf 2 sets for a full-duplex test).
+fn both(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    from: SocketAddr,
+    h: TestHdr,
+    plan: Plan,
+    first: Vec<u8>,
+    queued: Receiver<Vec<u8>>,
+) {
+    let tx = match sock.try_clone() {
+        Ok(tx) => tx,
+        Err(e) => {
+            g.failed(format!("cannot clone the flow's socket: {e}"));
+            return;
+        }
+    };
+    std::thread::scope(|s| {
+        let (g2, h2, plan2) = (g.clone(), h.clone(), plan.clone());
+        s.spawn(move || send(g2, tx, from, &h2, &plan2));
+        serve(g, sock, from, h, plan, first, queued);
+    });
+}
+
 /// Serve one flow until its FIN (then the report) or a limit.
 fn serve(
     g: Arc<Group>,
@@ -409,6 +432,9 @@ fn serve(
         c.out_of_order,
         c.jitter_s * 1e3,
     ));
+    if h.no_udp_fin() || plan.flow == Flow::Both {
+        return;
+    }
     // The test is over: its slot is free while the report waits for the client.
     drop(g);
     if !send_report(&sock, &report, count.fin.as_ref()) {
