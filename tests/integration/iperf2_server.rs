@@ -1109,3 +1109,66 @@ fn udp_full_duplex_221() {
 fn udp_full_duplex_218() {
     udp_full_duplex(V218);
 }
+
+/// A forged `-u --full-duplex` datagram asking for 30 s from a source that then stays
+/// silent: the server's sending half ends with its receiving half (the idle time), not
+/// at the 30 s asked for; it sends only to that source, and keeps serving.
+#[test]
+fn a_silent_full_duplex_udp_source_gets_only_the_idle_times_worth() {
+    use netmeter::wire::iperf2::{
+        Amount, ClientHdr, HEADER_VERSION2, UPPER_FULLDUPLEX, write_datagram_id,
+    };
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &["--test-idle-timeout", "1"]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    let h = ClientHdr {
+        udp: true,
+        threads: 1,
+        port,
+        buf_len: 1470,
+        amount: Amount::TimeCentis(3000),
+        rate_bps: 1_000_000,
+        tos: 0,
+        flags: HEADER_VERSION2,
+        upper: UPPER_FULLDUPLEX,
+        start: None,
+    };
+    let mut b = h.encode();
+    b.resize(1470, b'0');
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    write_datagram_id(&mut b, 1, now.as_secs() as u32, now.subsec_micros());
+    sock.send(&b).unwrap();
+    assert!(
+        d.wait_for("iperf 2 UDP flow to", 1, Duration::from_secs(25)),
+        "{}",
+        d.text()
+    );
+    let log = d.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("iperf 2 UDP flow to"))
+        .unwrap();
+    let sent: u64 = line[line.find(" sent ").unwrap() + 6..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 1 Mbit/s of 1470-byte datagrams is 85 a second: 30 s would be over 2500.
+    assert!(sent < 850, "{sent} datagrams to a silent source:\n{log}");
+    assert!(log.contains("(no datagram for 1 s)"), "{log}");
+    // What came here is what the server says it sent, no more.
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 2048];
+    while sock.recv(&mut buf).is_ok() {
+        got += 1;
+    }
+    assert!(got <= sent, "received {got}, the server sent {sent}");
+    let warm = client_json(port, &["-t", "1"]);
+    assert!(warm["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0);
+}

@@ -26,7 +26,7 @@ use socket2::{SockAddr, Type};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -169,9 +169,11 @@ impl UdpDoor {
         let thread = std::thread::Builder::new()
             .name("nm-iperf2-udp".into())
             .spawn(move || match plan.flow {
-                Flow::Send => send(group, sock, from, &h, &plan),
+                Flow::Send => send(group, sock, from, &h, &plan, &AtomicBool::new(false)),
                 Flow::Both => both(group, sock, from, h, plan, first, rx),
-                Flow::Receive => serve(group, sock, from, h, plan, first, rx),
+                Flow::Receive => {
+                    serve(group, sock, from, h, plan, first, rx);
+                }
             })
             .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
         self.flows.insert(
@@ -330,14 +332,20 @@ fn both(
             return;
         }
     };
+    // The sending half stops when the receiving half ends other than by the client's
+    // end (its silence for the idle time, a limit): a forged datagram from a silent
+    // source gets no more than the idle time's worth.
+    let halt = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let (g2, h2, plan2) = (g.clone(), h.clone(), plan.clone());
-        s.spawn(move || send(g2, tx, from, &h2, &plan2));
-        serve(g, sock, from, h, plan, first, queued);
+        let (g2, h2, plan2, halt) = (g.clone(), h.clone(), plan.clone(), &halt);
+        s.spawn(move || send(g2, tx, from, &h2, &plan2, halt));
+        if !serve(g, sock, from, h, plan, first, queued) {
+            halt.store(true, Ordering::Relaxed);
+        }
     });
 }
 
-/// Serve one flow until its FIN (then the report) or a limit.
+/// Serve one flow until its FIN (then the report) or a limit; whether the FIN ended it.
 fn serve(
     g: Arc<Group>,
     sock: UdpSocket,
@@ -346,7 +354,7 @@ fn serve(
     plan: Plan,
     first: Vec<u8>,
     queued: Receiver<Vec<u8>>,
-) {
+) -> bool {
     let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
     let started = g.now();
     let mut last_move = started;
@@ -416,7 +424,7 @@ fn serve(
     }
     if let Some(why) = why {
         g.failed(why);
-        return;
+        return false;
     }
     let report = count.report(
         g.now().saturating_duration_since(started).as_secs_f64(),
@@ -433,7 +441,7 @@ fn serve(
         c.jitter_s * 1e3,
     ));
     if h.no_udp_fin() || plan.flow == Flow::Both {
-        return;
+        return true;
     }
     // The test is over: its slot is free while the report waits for the client.
     drop(g);
@@ -442,6 +450,7 @@ fn serve(
             "iperf 2 UDP flow from {peer}: the client kept sending after {ACK_TRIES} server reports"
         ));
     }
+    true
 }
 
 /// iperf 2's UDP rate when the client gives none (`-b` default, 1 Mbit/s).
@@ -454,7 +463,15 @@ const DEFAULT_UDP_LEN: usize = 1470;
 /// `-t`/`-n`, then a negative sequence number (the end). The client counts loss and
 /// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
 /// reverse test).
-fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan) {
+/// `halt`: stop now (a full-duplex flow whose receiving half ended).
+fn send(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    to: SocketAddr,
+    h: &TestHdr,
+    plan: &Plan,
+    halt: &AtomicBool,
+) {
     let len = match h.buf_len {
         0 => DEFAULT_UDP_LEN,
         n => (n as usize).clamp(
@@ -470,6 +487,10 @@ fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan
         let now = g.now();
         let elapsed = now.duration_since(started);
         if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        if halt.load(Ordering::Relaxed) {
+            why = Some("its receiving half ended (--full-duplex)".to_string());
             break;
         }
         let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
