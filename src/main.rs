@@ -245,6 +245,7 @@ fn run_loopback(
             third_party: None,
             side: Default::default(),
             clock: netmeter::clock::system(),
+            iperf2_layout: None,
         },
         quiet,
     )?;

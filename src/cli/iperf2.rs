@@ -14,6 +14,7 @@ use crate::engine::client::Iperf2Opts;
 use crate::engine::output;
 use crate::engine::server::{self, ServerConfig};
 use crate::report::iperf2::render::Iperf2Renderer;
+use crate::report::iperf2::server::{HistSpec, ServerLayout};
 use crate::report::iperf2::{Bounceback, Exclude, Iperf2Ctx, Layout};
 use clap::Parser;
 use std::ffi::OsString;
@@ -379,10 +380,34 @@ impl Iperf2Args {
                     output: self.output.clone(),
                 })
             }
-            Command::Server { cfg, .. } => Ok(Iperf2Command::Server {
-                cfg,
-                output: self.output.clone(),
-            }),
+            Command::Server { mut cfg, .. } => {
+                // iperf 2 clients' tests print in iperf 2's server layout
+                // (`engine::server::iperf2::print`).
+                let histograms = match self.histograms.as_deref() {
+                    None => None,
+                    Some(h) => Some(
+                        HistSpec::parse(h)
+                            .map_err(|e| usage(format!("iperf2: --histograms={h}: {e}")))?,
+                    ),
+                };
+                let ctx = Iperf2Ctx {
+                    layout,
+                    client: false,
+                    udp: self.udp,
+                    port: cfg.port,
+                    pid: std::process::id(),
+                    datagram_len: if self.udp { 1470 } else { 128 * 1024 },
+                    exclude: self.excluded(),
+                    sum_only: self.sum_only,
+                    ..Iperf2Ctx::default()
+                };
+                cfg.iperf2_layout = Some(ServerLayout { ctx, histograms });
+                cfg.interval_s = self.interval.unwrap_or(0.0);
+                Ok(Iperf2Command::Server {
+                    cfg,
+                    output: self.output.clone(),
+                })
+            }
             _ => Err(usage("iperf2: choose -s (server) or -c HOST (client)")),
         }
     }
@@ -656,16 +681,61 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
         Iperf2Command::Server { cfg, output } => {
             crate::sock::use_one_malloc_arena();
             let _ = crate::sock::catch_stop_signals();
-            // The server's tests print netmeter's layout: a session's renderer is
-            // built in engine/server/session.rs as netmeter's (docs/iperf2.md).
-            let sink = output::sink(Box::new(OutWriter(writer(output.as_deref())?)));
+            // iperf 2 clients' tests print iperf 2's server layout (the settings
+            // header once, here; each test's lines from engine::server::iperf2::print);
+            // the server's log goes to stderr, as iperf 2's server has none on stdout.
+            // iperf3 and netmeter clients' tests print netmeter's layout.
+            let w = writer(output.as_deref())?;
+            let banner = cfg.iperf2_layout.as_ref().map(|l| {
+                let (ctx, blk) = (&l.ctx, l.ctx.datagram_len);
+                let hist = l.histograms.as_ref();
+                crate::report::iperf2::server::banner(ctx, blk, default_rcvbuf(ctx.udp), hist)
+            });
+            let sink = output::sink(Box::new(OutWriter(w.clone())));
             let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
-            srv.stop_on_signals().serve()
+            let events = ServerEvents {
+                banner,
+                out: OutWriter(w),
+            };
+            srv.observed_by(Box::new(events)).stop_on_signals().serve()
         }
     }
 }
 
 type Shared = Arc<std::sync::Mutex<Box<dyn Write + Send>>>;
+
+/// A socket's default receive buffer (the settings header's "window size"), 0 when it
+/// cannot be read.
+fn default_rcvbuf(udp: bool) -> u64 {
+    use socket2::{Domain, Socket, Type};
+    let ty = if udp { Type::DGRAM } else { Type::STREAM };
+    Socket::new(Domain::IPV4, ty, None)
+        .and_then(|s| s.recv_buffer_size())
+        .map_or(0, |b| b as u64)
+}
+
+/// The server's own events under `netmeter iperf2 -s`: iperf 2's settings header when
+/// it first listens, its log lines on stderr.
+struct ServerEvents {
+    banner: Option<Vec<String>>,
+    out: OutWriter,
+}
+
+impl crate::report::observe::Observer for ServerEvents {
+    fn on(&mut self, event: crate::report::observe::Event<'_>) {
+        use crate::report::observe::Event;
+        match event {
+            Event::Listening { .. } => {
+                for l in self.banner.take().unwrap_or_default() {
+                    let _ = writeln!(self.out, "{l}");
+                }
+                let _ = self.out.flush();
+            }
+            Event::ServerLog(l) => eprintln!("{l}"),
+            _ => {}
+        }
+    }
+}
 
 /// stdout, or `-o FILE` (appended, as iperf 2 does).
 fn writer(path: Option<&Path>) -> Result<Shared, crate::engine::TestError> {

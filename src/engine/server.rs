@@ -72,6 +72,9 @@ pub struct ServerConfig {
     pub side: test_common::SideOpts,
     /// Where the sessions read the time (`crate::clock::system()`).
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// `netmeter iperf2 -s`: iperf 2 clients' tests printed in iperf 2's server layout
+    /// (`server/iperf2/print.rs`).
+    pub iperf2_layout: Option<crate::report::iperf2::server::ServerLayout>,
 }
 
 /// Connections accepted per pass of the accept loop before the pending handshakes
@@ -871,6 +874,7 @@ mod tests {
             third_party: None,
             side: Default::default(),
             clock: Arc::new(clock),
+            iperf2_layout: None,
         }
     }
 

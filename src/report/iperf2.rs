@@ -20,6 +20,7 @@ pub mod csv;
 pub mod lines;
 pub mod render;
 pub mod rows;
+pub mod server;
 pub mod shape;
 #[cfg(test)]
 mod tests;

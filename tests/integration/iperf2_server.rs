@@ -865,3 +865,310 @@ fn a_flood_of_fake_iperf2_headers_leaves_memory_flat_and_a_real_client_served() 
         "a fake header started a test:\n{log}"
     );
 }
+
+// ---------------------------------------------------------------------------------
+// `netmeter iperf2 -s`: iperf 2's server layout
+
+/// Start `netmeter iperf2 -s -B 127.0.0.1 -p PORT` plus `args`, waiting until it listens.
+fn iperf2_layout_server(port: u16, args: &[&str]) -> (Proc, Drained) {
+    let mut p = Proc::spawn(
+        "netmeter iperf2 server",
+        Command::new(netmeter())
+            .args(["iperf2", "-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+    );
+    let d = p.drain();
+    wait_listening(port);
+    (p, d)
+}
+
+fn stdout_of(d: &Drained) -> String {
+    String::from_utf8_lossy(&d.stdout.lock().unwrap()).into_owned()
+}
+
+/// iperf 2.2.1's own server output for the same client test, captured into testdata.
+fn server_capture(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("src/report/testdata/iperf2/{name}.txt"));
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// The server's stdout, masked, once `needle` came `count` times (its whole-test row).
+fn server_shapes(d: &Drained, needle: &str, count: usize) -> Vec<String> {
+    assert!(
+        d.wait_for(needle, count, Duration::from_secs(60)),
+        "no {needle:?} x{count} from the server:\n{}",
+        d.text()
+    );
+    netmeter::report::iperf2::shape::shapes(&stdout_of(d))
+}
+
+/// A server CSV row: its interval, its bytes and (UDP) its lost/total.
+type CsvRow = (String, u64, Option<(u64, u64)>);
+
+/// The server's CSV rows.
+fn server_csv(d: &Drained) -> Vec<CsvRow> {
+    stdout_of(d)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() < 9 {
+                return None;
+            }
+            let udp = (f.len() >= 14).then(|| (f[10].parse().unwrap(), f[11].parse().unwrap()));
+            Some((f[6].to_string(), f[7].parse().unwrap(), udp))
+        })
+        .collect()
+}
+
+/// TCP from a real iperf 2.2.1 client: the server prints what iperf 2.2.1's server
+/// prints (`-e`: Reads=Dist, plain), line for line once the numbers are masked; with
+/// `-y C` its whole-test row holds the bytes the client says it sent, its `-i` rows
+/// add up to them.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_tcp() {
+    for (args, capture) in [(&["-e"][..], "tcp.server"), (&[][..], "tcp_plain.server")] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &["-i", "1", "-t", "2"]].concat());
+        no_errors(&out, "iperf 2.2.1 client");
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let parts: u64 = rows.iter().filter(|r| r != &whole).map(|r| r.1).sum();
+    let client_sent: u64 = csv_bytes(&out, port).0;
+    assert!(rows.len() >= 3, "-i 1 rows and the whole test's: {rows:?}");
+    assert_eq!(whole.1, parts, "{rows:?}");
+    assert_eq!(whole.1, client_sent, "{rows:?}\n{}", show(&out));
+}
+
+/// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns
+/// as iperf 2.2.1's server prints them; with `-y C` the whole test's lost/total are
+/// the Server Report the client printed.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_udp() {
+    let udp = ["-u", "-b", "10M", "-t", "2", "-i", "1"];
+    for (args, capture) in [
+        (&["-e"][..], "udp.server"),
+        (&[][..], "udp_plain.server"),
+        (&["-e", "--trip-times"][..], "udp_tt.server"),
+    ] {
+        let port = free_port();
+        let server_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| *a != "--trip-times")
+            .collect();
+        let (_srv, d) =
+            iperf2_layout_server(port, &[&server_args[..], &["-u", "-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &udp[..]].concat());
+        assert!(out.status.success(), "{}", show(&out));
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-u", "-i", "1"]);
+    let out = iperf2_text(V221, port, &udp);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let (lost, total) = whole.2.unwrap();
+    let reports = server_reports(&out);
+    assert_eq!(reports.len(), 1, "{}", show(&out));
+    assert_eq!((lost, total), (reports[0].0, reports[0].1), "{rows:?}");
+}
+
+/// `--histograms` on the server, a real iperf 2.2.1 client with `--trip-times`: T8
+/// (UDP) and F8 (TCP writes) lines after each row as iperf 2.2.1's server prints them
+/// (masked); the whole test's UDP histogram counts every datagram the client sent (its
+/// FIN counted as the server counts it, as in `udp_modes`).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_histograms() {
+    for (udp, capture) in [(false, "tcp_hist.server"), (true, "udp_hist.server")] {
+        let port = free_port();
+        let proto: &[&str] = if udp { &["-u"] } else { &[] };
+        let (_srv, d) =
+            iperf2_layout_server(port, &[proto, &["-e", "-i", "1", "--histograms"]].concat());
+        let rate: &[&str] = if udp { &["-b", "10M"] } else { &["-b", "100M"] };
+        let client = [proto, rate, &["-e", "-i", "1", "-t", "2", "--trip-times"]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        let got = server_shapes(&d, "(f)-PDF:", 1);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        let pdf = netmeter::report::iperf2::server::pdf_shapes;
+        let want = pdf(&server_capture(capture));
+        assert_eq!(pdf(&stdout_of(&d)), want, "{capture}:\n{}", d.text());
+        if udp {
+            let text = stdout_of(&d);
+            let fin = text.lines().find(|l| l.contains("T8(f)-PDF:")).unwrap();
+            let cnt: u64 = fin[fin.find(":cnt(").unwrap() + 5..]
+                .split(')')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let sent = sent_datagrams(&out);
+            assert!(
+                cnt + 1 >= sent && cnt <= sent + 2,
+                "histogram count {cnt}, client sent {sent}:\n{text}"
+            );
+        }
+    }
+}
+
+/// `-u --full-duplex`: the server sends its half on the flow's own socket while it
+/// counts the client's. Judged by the iperf 2 client's own rows: it received what the
+/// server logged it sent (datagrams, its end included), and it sent what the server
+/// logged it received.
+fn udp_full_duplex(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    let args = ["-u", "--full-duplex", "-t", "2", "-b", "5M"];
+    let out = iperf2(key, port, &args);
+    let what = format!("{key} {args:?}:\n{}\n{}", show(&out), d.text());
+    assert!(out.status.success(), "{what}");
+    await_evidence(
+        "the server's flow lines",
+        || d.text().contains("iperf 2 UDP flow to") && d.text().contains(" ended: received "),
+        || d.text(),
+    );
+    let (sent, received) = csv_bytes(&out, port);
+    let (srv_received, srv_sent) = server_bytes(&d, 1);
+    assert!(sent > 0 && received > 0, "both directions moved: {what}");
+    // The client's receiving rows: its datagram total is the server's count sent.
+    let log = d.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("iperf 2 UDP flow to"))
+        .unwrap();
+    let srv_datagrams: u64 = line[line.find(" sent ").unwrap() + 6..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let client_total: u64 = text
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 14 && f[2] == port.to_string() && f[5] != "-1")
+        .map(|f| f[11].parse::<u64>().unwrap())
+        .max()
+        .unwrap_or(0);
+    assert_eq!(client_total, srv_datagrams, "{what}");
+    // The client counts the end datagram's bytes too; the server's count is its data.
+    assert!(received <= srv_sent + 1470, "{what}");
+    assert!(sent <= srv_received + 2 * 1470, "{what}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn udp_full_duplex_221() {
+    udp_full_duplex(V221);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn udp_full_duplex_218() {
+    udp_full_duplex(V218);
+}
+
+/// A forged `-u --full-duplex` datagram asking for 30 s from a source that then stays
+/// silent: the server's sending half ends with its receiving half (the idle time), not
+/// at the 30 s asked for; it sends only to that source, and keeps serving.
+#[test]
+fn a_silent_full_duplex_udp_source_gets_only_the_idle_times_worth() {
+    use netmeter::wire::iperf2::{
+        Amount, ClientHdr, HEADER_VERSION2, UPPER_FULLDUPLEX, write_datagram_id,
+    };
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &["--test-idle-timeout", "1"]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    let h = ClientHdr {
+        udp: true,
+        threads: 1,
+        port,
+        buf_len: 1470,
+        amount: Amount::TimeCentis(3000),
+        rate_bps: 1_000_000,
+        tos: 0,
+        flags: HEADER_VERSION2,
+        upper: UPPER_FULLDUPLEX,
+        start: None,
+    };
+    let mut b = h.encode();
+    b.resize(1470, b'0');
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    write_datagram_id(&mut b, 1, now.as_secs() as u32, now.subsec_micros());
+    sock.send(&b).unwrap();
+    assert!(
+        d.wait_for("iperf 2 UDP flow to", 1, Duration::from_secs(25)),
+        "{}",
+        d.text()
+    );
+    let log = d.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("iperf 2 UDP flow to"))
+        .unwrap();
+    let sent: u64 = line[line.find(" sent ").unwrap() + 6..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 1 Mbit/s of 1470-byte datagrams is 85 a second: 30 s would be over 2500.
+    assert!(sent < 850, "{sent} datagrams to a silent source:\n{log}");
+    assert!(log.contains("(no datagram for 1 s)"), "{log}");
+    // What came here is what the server says it sent, no more.
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 2048];
+    while sock.recv(&mut buf).is_ok() {
+        got += 1;
+    }
+    assert!(got <= sent, "received {got}, the server sent {sent}");
+    let warm = client_json(port, &["-t", "1"]);
+    assert!(warm["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0);
+}

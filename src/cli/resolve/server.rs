@@ -206,6 +206,7 @@ impl Args {
                 ..self.side_opts()?
             },
             clock: crate::clock::system(),
+            iperf2_layout: None,
         })
     }
 }

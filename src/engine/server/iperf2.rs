@@ -26,6 +26,7 @@
 //! `iperf2/udp.rs` are the I/O.
 
 pub mod bounce;
+pub mod print;
 pub mod tcp;
 pub mod udp;
 
@@ -400,6 +401,8 @@ struct Open {
 #[derive(Default)]
 pub(super) struct Groups {
     open: Mutex<HashMap<IpAddr, Vec<Open>>>,
+    /// iperf 2's transfer ids, one per connection or flow (`netmeter iperf2 -s`).
+    transfers: std::sync::atomic::AtomicUsize,
 }
 
 impl Groups {

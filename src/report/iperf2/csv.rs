@@ -61,7 +61,13 @@ pub fn end(ctx: &Iperf2Ctx, start: Option<&Start>, end: &End) -> Vec<String> {
     out
 }
 
-fn line(ctx: &Iperf2Ctx, start: Option<&Start>, socket: i64, id: i64, r: &Row) -> String {
+pub(super) fn line(
+    ctx: &Iperf2Ctx,
+    start: Option<&Start>,
+    socket: i64,
+    id: i64,
+    r: &Row,
+) -> String {
     let t0 = start.map_or(0, |s| s.timestamp.timesecs);
     let time = csv_time(t0 + r.end.max(0.0) as u64);
     let peers = match connection(start, socket).or(start.and_then(|s| s.connected.first())) {

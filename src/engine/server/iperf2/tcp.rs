@@ -4,6 +4,7 @@
 //! (`--full-duplex`), until the client's `-t`/`-n`, the client's close, or this
 //! server's limits (deadline, idle, rate, shutdown).
 
+use super::print::Printer;
 use super::udp::TransitStats;
 use super::{Flow, Group, Plan, over_limit};
 use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
@@ -98,27 +99,43 @@ pub(in crate::engine::server) fn serve(
     }
     let peer = sock.peer_addr().ok();
     let mut owd = h.trip_times().then(Owd::default);
+    // `netmeter iperf2 -s`: what this side reads, in iperf 2's server layout (the
+    // header's bytes, read by the door, as the first read).
+    let mut printer = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
+        (Flow::Send, None, _, _) => None,
+        (_, _, Ok(local), Some(peer)) => Printer::start(&g, h, local, peer),
+        _ => None,
+    };
+    if let Some(p) = printer.as_mut() {
+        p.read(early, early, g.now());
+    }
+    let mut pr = printer.as_mut();
     let result = match (plan.flow, plan.legacy, peer) {
         (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
             let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
-            let r = receive(&g, &mut sock, plan, owd.as_mut());
+            let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
             let b = back.join().unwrap_or(Ok(()));
             r.and(b)
         }),
-        (_, Some(Legacy::Tradeoff), Some(peer)) => receive(&g, &mut sock, plan, owd.as_mut())
-            .and_then(|()| connect_back(&g, peer, h.port, plan)),
-        (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut()),
+        (_, Some(Legacy::Tradeoff), Some(peer)) => {
+            receive(&g, &mut sock, plan, owd.as_mut(), pr.take())
+                .and_then(|()| connect_back(&g, peer, h.port, plan))
+        }
+        (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut(), pr.take()),
         (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&g, &mut sock)),
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
                 let sender = s.spawn(|| send(&g, &mut tx, plan));
-                let r = receive(&g, &mut sock, plan, owd.as_mut());
+                let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
             }),
             Err(e) => Err(format!("cannot clone the socket: {e}")),
         },
     };
+    if let Some(p) = printer {
+        p.finish(g.now());
+    }
     if let Some(t) = owd.as_ref().and_then(|o| o.delays.transit()) {
         let sd = if t.count > 1 {
             (t.m2_s2 / f64::from(t.count - 1)).sqrt()
@@ -163,6 +180,7 @@ fn receive(
     sock: &mut TcpStream,
     plan: &Plan,
     mut owd: Option<&mut Owd>,
+    mut printer: Option<&mut Printer>,
 ) -> Result<(), String> {
     let mut buf = vec![0u8; 128 * 1024];
     let started = g.now();
@@ -173,15 +191,26 @@ fn receive(
             Ok(n) => {
                 g.received.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = g.now();
+                if let Some(p) = printer.as_deref_mut() {
+                    p.read(n, buf.len(), last_move);
+                }
                 if let Some(o) = owd.as_deref_mut() {
                     let now_s = wall_s(g);
                     let Owd { framer, delays } = o;
                     framer.feed(&buf[..n], |sec, usec| {
-                        delays.add(now_s - (f64::from(sec) + f64::from(usec) / 1e6));
+                        let d = now_s - (f64::from(sec) + f64::from(usec) / 1e6);
+                        delays.add(d);
+                        if let Some(p) = printer.as_deref_mut() {
+                            p.delay(d, now_s);
+                        }
                     });
                 }
             }
-            Err(e) if is_timeout(&e) => {}
+            Err(e) if is_timeout(&e) => {
+                if let Some(p) = printer.as_deref_mut() {
+                    p.tick(g.now());
+                }
+            }
             // The client ends a test by closing; a reset at the end is no error.
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(format!("read failed: {e}")),

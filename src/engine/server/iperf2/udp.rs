@@ -4,6 +4,8 @@
 //! port), which accounts each datagram (loss, out-of-order, jitter, transit with
 //! `--trip-times`) and answers the client's FIN (a negative sequence number) with the
 //! server report, sent again for each FIN the client repeats, as iperf 2 expects.
+//! With `-R` the flow's socket sends instead; with `--full-duplex` it does both (no
+//! server report: iperf 2's full-duplex client asks for none).
 //!
 //! Bounded: datagrams that are not an iperf 2 header are dropped and counted (one log
 //! line a period, not one per datagram); a refused flow's further datagrams are dropped
@@ -12,7 +14,9 @@
 //! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
 //! flow with no datagram for the test's idle time ends.
 
+use super::print::Printer;
 use super::{Flow, Group, Plan, over_limit};
+use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
     DatagramId, HEADER_SEQNO64B, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
@@ -22,7 +26,7 @@ use socket2::{SockAddr, Type};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -135,12 +139,6 @@ impl UdpDoor {
         shared.cfg.policy.check_address(super::canon(from.ip()))?;
         let h = TestHdr::parse_udp(d).map_err(|e| refusal(Reason::Params, e.to_string()))?;
         let plan = super::plan(&h, &shared.cfg.policy, shared.cfg.psk.is_some())?;
-        if plan.flow == Flow::Both {
-            return Err(refusal(
-                Reason::Params,
-                "iperf 2's --full-duplex over UDP is not supported".into(),
-            ));
-        }
         let ip = super::canon(from.ip());
         let same_source = self
             .flows
@@ -171,8 +169,11 @@ impl UdpDoor {
         let thread = std::thread::Builder::new()
             .name("nm-iperf2-udp".into())
             .spawn(move || match plan.flow {
-                Flow::Send => send(group, sock, from, &h, &plan),
-                _ => serve(group, sock, from, h, plan, first, rx),
+                Flow::Send => send(group, sock, from, &h, &plan, &AtomicBool::new(false)),
+                Flow::Both => both(group, sock, from, h, plan, first, rx),
+                Flow::Receive => {
+                    serve(group, sock, from, h, plan, first, rx);
+                }
             })
             .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
         self.flows.insert(
@@ -257,6 +258,8 @@ pub struct FlowCount {
     pub transit: TransitStats,
     /// The FIN's sequence number, once it came.
     pub fin: Option<DatagramId>,
+    /// The last datagram's transit, seconds (what `netmeter iperf2 -s` prints).
+    pub last_transit_s: Option<f64>,
 }
 
 impl FlowCount {
@@ -281,6 +284,7 @@ impl FlowCount {
         self.recv.on_datagram(seq, transit);
         self.bytes += d.len() as u64;
         self.transit.add(transit);
+        self.last_transit_s = Some(transit);
     }
 
     /// The server report for this flow, `elapsed_s` after its first datagram.
@@ -309,8 +313,10 @@ fn wall_s(g: &Group) -> f64 {
         .as_secs_f64()
 }
 
-/// Serve one flow until its FIN (then the report) or a limit.
-fn serve(
+/// `--full-duplex` over UDP, iperf 2's way: this server sends its half on the flow's
+/// own socket (as for `-R`) while it receives the client's; the client asks for no
+/// server report (`HEADER_NOUDPFIN`, which iperf 2 sets for a full-duplex test).
+fn both(
     g: Arc<Group>,
     sock: UdpSocket,
     from: SocketAddr,
@@ -319,12 +325,66 @@ fn serve(
     first: Vec<u8>,
     queued: Receiver<Vec<u8>>,
 ) {
+    let tx = match sock.try_clone() {
+        Ok(tx) => tx,
+        Err(e) => {
+            g.failed(format!("cannot clone the flow's socket: {e}"));
+            return;
+        }
+    };
+    // The sending half stops when the receiving half ends other than by the client's
+    // end (its silence for the idle time, a limit): a forged datagram from a silent
+    // source gets no more than the idle time's worth.
+    let halt = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (g2, h2, plan2, halt) = (g.clone(), h.clone(), plan.clone(), &halt);
+        s.spawn(move || send(g2, tx, from, &h2, &plan2, halt));
+        if !serve(g, sock, from, h, plan, first, queued) {
+            halt.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Serve one flow until its FIN (then the report) or a limit; whether the FIN ended it.
+fn serve(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    from: SocketAddr,
+    h: TestHdr,
+    plan: Plan,
+    first: Vec<u8>,
+    queued: Receiver<Vec<u8>>,
+) -> bool {
     let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
     let started = g.now();
     let mut last_move = started;
     let mut count = FlowCount::default();
-    count.on_datagram(&first, seq64, wall_s(&g));
-    g.received.fetch_add(count.bytes, Ordering::Relaxed);
+    // `netmeter iperf2 -s`: the flow's rows in iperf 2's server layout.
+    let mut printer = sock
+        .local_addr()
+        .ok()
+        .and_then(|local| Printer::start(&g, &h, local, from));
+    let mut feed = |count: &mut FlowCount, d: &[u8], now_s: f64, now: Instant| {
+        let before = count.bytes;
+        count.on_datagram(d, seq64, now_s);
+        let len = count.bytes - before;
+        g.received.fetch_add(len, Ordering::Relaxed);
+        if let (Some(p), true) = (printer.as_mut(), len > 0) {
+            let c = count.recv.counts();
+            let counts = UdpCounts {
+                received: c.received,
+                expected: c.highest_seq,
+                lost: c.lost,
+                out_of_order: c.out_of_order,
+                jitter_ms: c.jitter_s * 1e3,
+            };
+            p.datagram(len as usize, counts, now);
+            if let Some(t) = count.last_transit_s {
+                p.delay(t, now_s);
+            }
+        }
+    };
+    feed(&mut count, &first, wall_s(&g), started);
     let mut buf = vec![0u8; 65536];
     let mut why = None;
     while count.fin.is_none() {
@@ -346,13 +406,10 @@ fn serve(
             }
         }
         let now_s = wall_s(&g);
-        for d in &got {
-            let before = count.bytes;
-            count.on_datagram(d, seq64, now_s);
-            g.received
-                .fetch_add(count.bytes - before, Ordering::Relaxed);
-        }
         let now = g.now();
+        for d in &got {
+            feed(&mut count, d, now_s, now);
+        }
         if !got.is_empty() {
             last_move = now;
         }
@@ -362,9 +419,12 @@ fn serve(
         }
     }
     let c = count.recv.counts();
+    if let Some(p) = printer {
+        p.finish(g.now());
+    }
     if let Some(why) = why {
         g.failed(why);
-        return;
+        return false;
     }
     let report = count.report(
         g.now().saturating_duration_since(started).as_secs_f64(),
@@ -380,6 +440,9 @@ fn serve(
         c.out_of_order,
         c.jitter_s * 1e3,
     ));
+    if h.no_udp_fin() || plan.flow == Flow::Both {
+        return true;
+    }
     // The test is over: its slot is free while the report waits for the client.
     drop(g);
     if !send_report(&sock, &report, count.fin.as_ref()) {
@@ -387,6 +450,7 @@ fn serve(
             "iperf 2 UDP flow from {peer}: the client kept sending after {ACK_TRIES} server reports"
         ));
     }
+    true
 }
 
 /// iperf 2's UDP rate when the client gives none (`-b` default, 1 Mbit/s).
@@ -399,7 +463,15 @@ const DEFAULT_UDP_LEN: usize = 1470;
 /// `-t`/`-n`, then a negative sequence number (the end). The client counts loss and
 /// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
 /// reverse test).
-fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan) {
+/// `halt`: stop now (a full-duplex flow whose receiving half ended).
+fn send(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    to: SocketAddr,
+    h: &TestHdr,
+    plan: &Plan,
+    halt: &AtomicBool,
+) {
     let len = match h.buf_len {
         0 => DEFAULT_UDP_LEN,
         n => (n as usize).clamp(
@@ -415,6 +487,10 @@ fn send(g: Arc<Group>, sock: UdpSocket, to: SocketAddr, h: &TestHdr, plan: &Plan
         let now = g.now();
         let elapsed = now.duration_since(started);
         if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+            break;
+        }
+        if halt.load(Ordering::Relaxed) {
+            why = Some("its receiving half ended (--full-duplex)".to_string());
             break;
         }
         let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);

@@ -1,0 +1,113 @@
+//! `netmeter iperf2 -s`: a test's lines in iperf 2's server layout, as its loops read.
+//! The lines are `report::iperf2::server`'s; this holds the test's start on the
+//! server's clock and writes what it returns to the server's sink. A server not started
+//! as iperf 2 (`ServerConfig::iperf2_layout` unset) prints nothing here.
+
+use super::Group;
+use crate::engine::output::Sink;
+use crate::report::Connected;
+use crate::report::iperf2::server::{ServerTest, UdpCounts};
+use crate::wire::iperf2::TestHdr;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, UNIX_EPOCH};
+
+/// iperf 2's UDP server reads this much (its `-l` default).
+const UDP_READ_LEN: u64 = 1470;
+/// iperf 2's TCP server reads this much (its `-l` default, 128 KiB).
+const TCP_READ_LEN: u64 = 128 * 1024;
+
+/// One test's printer.
+pub(in crate::engine::server) struct Printer {
+    test: ServerTest,
+    started: Instant,
+    sink: Sink,
+}
+
+impl Printer {
+    /// A printer for the test `h` on the connection `local`–`peer`, with its
+    /// connection line printed; `None` unless the server prints iperf 2's layout.
+    pub fn start(g: &Group, h: &TestHdr, local: SocketAddr, peer: SocketAddr) -> Option<Printer> {
+        let shared = g.shared();
+        let layout = shared.cfg.iperf2_layout.clone()?;
+        let mut ctx = layout.ctx;
+        ctx.client = false;
+        ctx.udp = h.udp;
+        ctx.trip_times = h.trip_times();
+        ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
+        let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
+        let c = Connected {
+            socket: no as i64,
+            local_host: super::canon(local.ip()).to_string(),
+            local_port: local.port(),
+            remote_host: super::canon(peer.ip()).to_string(),
+            remote_port: peer.port(),
+        };
+        let ms = g
+            .wall()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        let test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
+            .with_histograms(layout.histograms);
+        let p = Printer {
+            started: g.now(),
+            sink: shared.sink.clone(),
+            test,
+        };
+        p.write(p.test.opening());
+        Some(p)
+    }
+
+    fn t(&self, now: Instant) -> f64 {
+        now.saturating_duration_since(self.started).as_secs_f64()
+    }
+
+    fn write(&self, lines: Vec<String>) {
+        if lines.is_empty() {
+            return;
+        }
+        if let Ok(mut w) = self.sink.lock() {
+            for l in lines {
+                let _ = writeln!(w, "{l}");
+            }
+            let _ = w.flush();
+        }
+    }
+
+    /// A TCP read of `len` bytes that asked for `asked`.
+    pub fn read(&mut self, len: usize, asked: usize, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.read(len, asked, t);
+        self.write(out);
+    }
+
+    /// A UDP datagram of `len` bytes, with the flow's counts after it.
+    pub fn datagram(&mut self, len: usize, counts: UdpCounts, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.udp(len, counts, t);
+        self.write(out);
+    }
+
+    /// The one-way delay (seconds) of what was read last, which arrived at `arrival_s`
+    /// (this host's wall clock, seconds since the epoch).
+    pub fn delay(&mut self, owd_s: f64, arrival_s: f64) {
+        let sent_us = ((arrival_s - owd_s) * 1e6).round() as i64;
+        self.test.delay(owd_s, sent_us);
+    }
+
+    /// Nothing arrived: the rows of the intervals that ended.
+    pub fn tick(&mut self, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.tick(t);
+        self.write(out);
+    }
+
+    /// The test is over: its last rows.
+    pub fn finish(mut self, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.finish(t);
+        self.write(out);
+    }
+}

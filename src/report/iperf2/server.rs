@@ -1,0 +1,812 @@
+//! What an iperf 2.2.1 server prints for one test, as `netmeter iperf2 -s` prints it:
+//! the connection line, then (with `-i`) a row per interval and the whole test's row,
+//! in the plain, `-e` or `-y C` layout (`lines`, `csv`).
+//!
+//! Pure: the server's loops tell a [`ServerTest`] what they read and when (`t`, seconds
+//! since the test's first byte, on the server's clock) and print the lines it returns.
+//! An interval's row is due when the first read (or tick) at or after its end comes, as
+//! iperf 2's reporter rolls its intervals on the packets' times; a last part-interval
+//! with data gets its row before the whole test's, as iperf 2's does.
+
+use super::lines::{self, Facts};
+use super::{Iperf2Ctx, Layout, Row};
+use crate::latency::LatencyStats;
+use crate::report::{Connected, Iperf2Figures, Start, UdpRecvFigures};
+use crate::stats::{READ_BINS, read_bin};
+
+/// The settings header an iperf 2 server prints once, when it starts listening: `blk`
+/// is its read length, `rcvbuf` its sockets' receive buffer (bytes, 0: not known).
+/// With `--histograms`, the line saying so before the buffer size's.
+pub fn banner(ctx: &Iperf2Ctx, blk: u64, rcvbuf: u64, hist: Option<&HistSpec>) -> Vec<String> {
+    if ctx.layout == Layout::Csv || ctx.exclude.settings {
+        return Vec::new();
+    }
+    let mut s = Start::default();
+    s.test_start.blksize = blk;
+    s.rcvbuf_actual = rcvbuf;
+    let mut out = lines::header(ctx, &s);
+    if let Some(h) = hist {
+        let at = out.len() - if rcvbuf > 0 { 2 } else { 1 };
+        out.insert(at, h.header_line());
+    }
+    out
+}
+
+/// What `netmeter iperf2 -s` prints with: the layout and `--histograms`.
+#[derive(Debug, Clone)]
+pub struct ServerLayout {
+    pub ctx: Iperf2Ctx,
+    pub histograms: Option<HistSpec>,
+}
+
+/// A UDP receiver's counts over an interval or the whole test, as its accounting has
+/// them (cumulative: [`ServerTest::udp`] takes the differences).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UdpCounts {
+    /// Datagrams received (each counted once).
+    pub received: u64,
+    /// Datagrams the sequence numbers say were sent (received + lost).
+    pub expected: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub jitter_ms: f64,
+}
+
+/// iperf 2's `--histograms[=WIDTH[u|m][,BINS[,LOWER[,UPPER]]]]` on a server: the bin
+/// width in microseconds or milliseconds, the bin count and the two percentiles its
+/// lines name (`Settings.cpp`; a bare `--histograms` is 100 µs bins, 100000 of them,
+/// 5 and 95, as iperf 2.2.1's server prints it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistSpec {
+    /// Bin width in `per_s` units.
+    pub width: u32,
+    /// 1e6 (µs bins) or 1e3 (ms bins).
+    pub per_s: f64,
+    pub bins: u32,
+    pub ci_lower: f64,
+    pub ci_upper: f64,
+}
+
+/// The most bins a histogram may have (iperf 2 allocates them all; here they are kept
+/// sparse, but a line lists each bin that counted, so the count is bounded).
+pub const MAX_HIST_BINS: u32 = 1_000_000;
+
+impl Default for HistSpec {
+    fn default() -> Self {
+        HistSpec {
+            width: 100,
+            per_s: 1e6,
+            bins: 100_000,
+            ci_lower: 5.0,
+            ci_upper: 95.0,
+        }
+    }
+}
+
+impl HistSpec {
+    /// The option's value (`""`: the defaults); `Err` names what is wrong.
+    pub fn parse(v: &str) -> Result<HistSpec, String> {
+        let mut h = HistSpec::default();
+        if v.is_empty() {
+            return Ok(h);
+        }
+        let mut parts = v.split(',').map(str::trim);
+        let first = parts.next().unwrap_or("");
+        let (num, per_s) = match (first.strip_suffix('m'), first.strip_suffix('u')) {
+            (Some(n), _) => (n, 1e3),
+            (_, Some(n)) => (n, 1e6),
+            _ => (first, 1e6),
+        };
+        h.per_s = per_s;
+        h.width = num.parse().ok().filter(|&w| w > 0).ok_or_else(|| {
+            format!("bin width {first:?} is not a whole number of u or m above 0")
+        })?;
+        if let Some(b) = parts.next() {
+            h.bins = b
+                .parse()
+                .ok()
+                .filter(|&n| n > 0 && n <= MAX_HIST_BINS)
+                .ok_or_else(|| format!("bin count {b:?} is not 1..={MAX_HIST_BINS}"))?;
+        }
+        let pct = |p: Option<&str>, d: f64| -> Result<f64, String> {
+            match p {
+                None => Ok(d),
+                Some(p) => p
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| (0.0..=100.0).contains(x))
+                    .ok_or_else(|| format!("percentile {p:?} is not 0..100")),
+            }
+        };
+        h.ci_lower = pct(parts.next(), h.ci_lower)?;
+        h.ci_upper = pct(parts.next(), h.ci_upper)?;
+        Ok(h)
+    }
+
+    /// The settings header's line.
+    pub fn header_line(&self) -> String {
+        format!(
+            "Enabled receive histograms bin-width={:.3} ms, bins={} (clients should use --trip-times)",
+            f64::from(self.width) / self.per_s * 1e3,
+            self.bins
+        )
+    }
+}
+
+/// The histogram lines of `text` (which `shape::shapes` leaves out), masked: numbers
+/// and the list of bins that counted (whose length is the run's, not the layout's)
+/// become `#`; a run of the same shape once.
+pub fn pdf_shapes(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for l in text.lines().filter(|l| l.contains("-PDF:")) {
+        let mut l = l.to_string();
+        if let (Some(a), Some(b)) = (l.find(")="), l.rfind(" ("))
+            && a + 2 <= b
+        {
+            l.replace_range(a + 2..b, "#");
+        }
+        let m = super::shape::mask(&l);
+        if v.last() != Some(&m) {
+            v.push(m);
+        }
+    }
+    v
+}
+
+/// One span's delays in bins (sparse), as iperf 2's `histogram_insert` counts them.
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    bins: std::collections::BTreeMap<u32, u64>,
+    population: u64,
+    below: u64,
+    above: u64,
+    /// The largest delay (seconds) and the client's send time of its write (µs since
+    /// the epoch).
+    max: Option<(f64, i64)>,
+}
+
+impl Hist {
+    fn add(&mut self, spec: &HistSpec, owd_s: f64, sent_us: i64) {
+        self.population += 1;
+        if self.max.is_none_or(|(m, _)| owd_s > m) {
+            self.max = Some((owd_s, sent_us));
+        }
+        let bin = (spec.per_s * owd_s / f64::from(spec.width)).floor();
+        if bin < 0.0 {
+            self.below += 1;
+        } else if bin >= f64::from(spec.bins) {
+            self.above += 1;
+        } else {
+            *self.bins.entry(bin as u32).or_insert(0) += 1;
+        }
+    }
+
+    /// iperf 2's `histogram_print`: `[  1] 0.0000-1.0000 sec T8-PDF: bin(w=100us):
+    /// cnt(875)=1:875 (5.00/95.00/99.7%=1/1/1,Outliers=0,obl/obu=0/0) (0.082 ms/S.US)`.
+    fn line(&self, spec: &HistSpec, prefix: &str, name: &str, fin: bool) -> String {
+        let pop = self.population;
+        let (mut lower, mut upper, mut upper3) = (0u32, 0u32, 0u32);
+        let (mut fence_lower, mut fence_upper, mut outside, mut outliers) =
+            (0u32, 0u32, 0u32, 0u64);
+        let mut running = 0u64;
+        let mut listed = Vec::new();
+        for (&ix, &n) in &self.bins {
+            running += n;
+            let share = running as f64 / pop.max(1) as f64;
+            if lower == 0 && share > spec.ci_lower / 100.0 {
+                lower = ix + 1;
+            }
+            // 10% and 90% are the inner fences; three times their distance past the
+            // upper one, a bin's delays are outliers.
+            if share < 0.1 {
+                fence_lower = ix + 1;
+            }
+            if share < 0.9 {
+                fence_upper = ix + 1;
+            } else if outside == 0 {
+                outside = fence_upper + 3 * (fence_upper - fence_lower.min(fence_upper));
+            } else if ix > outside {
+                outliers += n;
+            }
+            if upper == 0 && share > spec.ci_upper / 100.0 {
+                upper = ix + 1;
+            }
+            if upper3 == 0 && share > 0.997 {
+                upper3 = ix + 1;
+            }
+            listed.push(format!("{}:{n}", ix + 1));
+        }
+        if upper == 0 {
+            upper = spec.bins;
+        }
+        if upper3 == 0 {
+            upper3 = spec.bins;
+        }
+        let unit = if spec.per_s == 1e3 { "ms" } else { "us" };
+        let cis = if spec.ci_upper > 99.7 {
+            format!(
+                "{:.2}/99.7/{:.2}/%={lower}/{upper3}/{upper}",
+                spec.ci_lower, spec.ci_upper
+            )
+        } else {
+            format!(
+                "{:.2}/{:.2}/99.7%={lower}/{upper}/{upper3}",
+                spec.ci_lower, spec.ci_upper
+            )
+        };
+        let mut l = format!(
+            "{prefix} {name}{}-PDF: bin(w={}{unit}):cnt({pop})={} ({cis},Outliers={outliers},obl/obu={}/{})",
+            if fin { "(f)" } else { "" },
+            spec.width,
+            listed.join(","),
+            self.below,
+            self.above
+        );
+        if let Some((m, ts)) = self.max.filter(|(m, _)| *m > 0.0) {
+            l.push_str(&format!(
+                " ({:.3} ms/{}.{:06})",
+                m * 1e3,
+                ts.div_euclid(1_000_000),
+                ts.rem_euclid(1_000_000)
+            ));
+        }
+        l
+    }
+}
+
+/// What was read over one span.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    bytes: u64,
+    reads: u64,
+    bins: [u64; READ_BINS],
+    delays: Delays,
+    hist: Option<Hist>,
+}
+
+/// One-way delays over one span, seconds (Welford's running mean and square sum).
+#[derive(Debug, Clone, Copy, Default)]
+struct Delays {
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Delays {
+    fn add(&mut self, s: f64) {
+        if self.n == 0 {
+            (self.min, self.max) = (s, s);
+        }
+        self.n += 1;
+        let d = s - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (s - self.mean);
+        self.min = self.min.min(s);
+        self.max = self.max.max(s);
+    }
+
+    /// In milliseconds, as the rows print them (none without a delay).
+    fn stats(&self) -> Option<LatencyStats> {
+        let sd = if self.n > 1 {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        (self.n > 0).then(|| LatencyStats {
+            count: self.n,
+            min_ms: self.min * 1e3,
+            mean_ms: self.mean * 1e3,
+            stdev_ms: sd * 1e3,
+            max_ms: self.max * 1e3,
+            ..LatencyStats::default()
+        })
+    }
+}
+
+/// One test's rows on an iperf 2 server.
+pub struct ServerTest {
+    ctx: Iperf2Ctx,
+    /// The connection (its one `connected` entry) and when it was accepted.
+    start: Start,
+    /// iperf 2's transfer id.
+    no: usize,
+    /// `-i` seconds (0: no interval rows).
+    interval_s: f64,
+    /// The read length (`Reads=Dist`'s bins are its eighths).
+    blk: u64,
+    begun: f64,
+    next_end: f64,
+    cur: Tally,
+    total: Tally,
+    /// UDP: the counts at the start of the current interval, and the latest.
+    udp_mark: UdpCounts,
+    udp_now: Option<UdpCounts>,
+    header_done: bool,
+    /// `--histograms`: the delays' T8 (UDP) or F8 (TCP writes) lines.
+    hist: Option<HistSpec>,
+}
+
+impl ServerTest {
+    /// A test on connection `c` (iperf 2's transfer id `no`), accepted at
+    /// `accepted_ms` (milliseconds since the epoch, the connection line's time).
+    pub fn new(ctx: Iperf2Ctx, no: usize, c: Connected, accepted_ms: u64, interval_s: f64) -> Self {
+        let mut start = Start::default();
+        start.connected.push(c);
+        start.timestamp.timesecs = accepted_ms / 1000;
+        start.timestamp.timemillisecs = accepted_ms % 1000;
+        let blk = if ctx.datagram_len > 0 {
+            ctx.datagram_len
+        } else {
+            128 * 1024
+        };
+        start.test_start.blksize = blk;
+        let interval_s = if interval_s.is_finite() && interval_s > 0.0 {
+            interval_s
+        } else {
+            0.0
+        };
+        ServerTest {
+            ctx,
+            start,
+            no,
+            interval_s,
+            blk,
+            begun: 0.0,
+            next_end: interval_s,
+            cur: Tally::default(),
+            total: Tally::default(),
+            udp_mark: UdpCounts::default(),
+            udp_now: None,
+            header_done: false,
+            hist: None,
+        }
+    }
+
+    /// With `--histograms`: a histogram line after each row, when the test's client
+    /// sent its times (`--trip-times`), as iperf 2's server prints them.
+    pub fn with_histograms(mut self, spec: Option<HistSpec>) -> Self {
+        self.hist = spec.filter(|_| self.ctx.trip_times);
+        if self.hist.is_some() {
+            self.cur.hist = Some(Hist::default());
+            self.total.hist = Some(Hist::default());
+        }
+        self
+    }
+
+    /// The connection line (none in CSV or with `-x C`).
+    pub fn opening(&self) -> Vec<String> {
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.connections {
+            return Vec::new();
+        }
+        let c = &self.start.connected[0];
+        vec![lines::connection(&self.ctx, self.no, c, &self.start)]
+    }
+
+    /// A read of `len` bytes (asking for `asked`) at `t`: the rows of the intervals that
+    /// ended before it, then the read counted.
+    pub fn read(&mut self, len: usize, asked: usize, t: f64) -> Vec<String> {
+        let out = self.tick(t);
+        let bin = read_bin(len, asked);
+        for x in [&mut self.cur, &mut self.total] {
+            x.bytes = x.bytes.saturating_add(len as u64);
+            x.reads += 1;
+            x.bins[bin] += 1;
+        }
+        out
+    }
+
+    /// A UDP receiver's datagram of `len` bytes at `t`, with its accounting's counts
+    /// after it.
+    pub fn udp(&mut self, len: usize, counts: UdpCounts, t: f64) -> Vec<String> {
+        let out = self.read(len, len, t);
+        self.udp_now = Some(counts);
+        out
+    }
+
+    /// A one-way delay (seconds: this host's wall clock at arrival minus the client's
+    /// time stamp) measured at the last read: a UDP datagram's, or a `--trip-times`
+    /// TCP write's.
+    /// `sent_us`: the client's send time, µs since the epoch (a histogram line names
+    /// its largest delay's).
+    pub fn delay(&mut self, owd_s: f64, sent_us: i64) {
+        if !owd_s.is_finite() {
+            return;
+        }
+        for x in [&mut self.cur, &mut self.total] {
+            x.delays.add(owd_s);
+            if let (Some(h), Some(spec)) = (x.hist.as_mut(), self.hist.as_ref()) {
+                h.add(spec, owd_s, sent_us);
+            }
+        }
+    }
+
+    /// The rows of the intervals that ended by `t`.
+    pub fn tick(&mut self, t: f64) -> Vec<String> {
+        let mut out = Vec::new();
+        // Bounded: a test idle for a long time gets one row per interval it skipped,
+        // at most this many at once.
+        let mut left = 10_000;
+        while self.interval_s > 0.0 && t >= self.next_end && left > 0 {
+            let (b, e) = (self.begun, self.next_end);
+            // An interval in which nothing arrived has no row (iperf 2's reporter
+            // rolls its intervals on arrivals).
+            let cur = std::mem::take(&mut self.cur);
+            self.cur.hist = cur.hist.as_ref().map(|_| Hist::default());
+            if cur.reads > 0 {
+                out.extend(self.row_of(b, e, &cur, false));
+            }
+            self.udp_mark = self.udp_now.unwrap_or_default();
+            self.begun = e;
+            self.next_end = e + self.interval_s;
+            left -= 1;
+        }
+        out
+    }
+
+    /// The test ended at `t`: the last part-interval's row (when it read anything) and
+    /// the whole test's.
+    pub fn finish(&mut self, t: f64) -> Vec<String> {
+        let mut out = self.tick(t);
+        let t = t.max(self.begun);
+        if self.interval_s > 0.0 && self.cur.reads > 0 && t > self.begun {
+            let cur = self.cur.clone();
+            out.extend(self.row_of(self.begun, t, &cur, false));
+        }
+        let total = self.total.clone();
+        out.extend(self.row_of(0.0, t, &total, true));
+        out
+    }
+
+    fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
+        if self.ctx.exclude.data {
+            return Vec::new();
+        }
+        let seconds = end - begin;
+        let udp = self.udp_now.map(|now| {
+            let mark = if whole {
+                UdpCounts::default()
+            } else {
+                self.udp_mark
+            };
+            let expected = now.expected.saturating_sub(mark.expected);
+            let lost = now.lost.saturating_sub(mark.lost);
+            UdpRecvFigures {
+                jitter_ms: now.jitter_ms,
+                lost_packets: lost,
+                packets: expected,
+                lost_percent: if expected > 0 {
+                    100.0 * lost as f64 / expected as f64
+                } else {
+                    0.0
+                },
+            }
+        });
+        let ooo = self.udp_now.map(|now| {
+            let mark = if whole {
+                UdpCounts::default()
+            } else {
+                self.udp_mark
+            };
+            now.out_of_order.saturating_sub(mark.out_of_order)
+        });
+        let owd = x.delays.stats();
+        let rate = |n: f64| (seconds > 0.0).then(|| n / seconds);
+        let pps = rate(x.reads as f64).filter(|_| self.ctx.udp);
+        // Little's law: what was on the way, at this span's rate and mean delay.
+        let in_progress = |per_s: Option<f64>| {
+            owd.zip(per_s)
+                .map(|(l, r)| r * l.mean_ms / 1e3)
+                .filter(|_| self.ctx.trip_times)
+        };
+        let row = Row {
+            start: begin,
+            end,
+            seconds,
+            bytes: x.bytes,
+            packets: udp.map(|_| x.reads),
+            udp_recv: udp,
+            out_of_order: ooo,
+            owd,
+            figures: Iperf2Figures {
+                reads: Some(x.reads),
+                read_bins: (!self.ctx.udp).then_some(x.bins),
+                packets_per_second: pps,
+                in_progress_bytes: in_progress(rate(x.bytes as f64)),
+                in_progress_packets: in_progress(pps),
+                ..Iperf2Figures::default()
+            },
+            ..Row::default()
+        };
+        if self.ctx.layout == Layout::Csv {
+            let socket = self.start.connected[0].socket;
+            return vec![super::csv::line(
+                &self.ctx,
+                Some(&self.start),
+                socket,
+                self.no as i64,
+                &row,
+            )];
+        }
+        let kind = lines::kind(&self.ctx, false);
+        let mut out = Vec::new();
+        if !self.header_done {
+            self.header_done = true;
+            out.push(lines::column_header(kind).to_string());
+        }
+        let facts = Facts {
+            len: self.blk,
+            at_end: whole,
+            ..Facts::default()
+        };
+        let prefix = super::id(self.no);
+        out.push(lines::row(kind, &prefix, &row, &facts));
+        if let (Some(h), Some(spec)) = (x.hist.as_ref(), self.hist.as_ref()) {
+            let name = if self.ctx.udp { "T8" } else { "F8" };
+            let at = format!("{prefix}{}", super::span(begin, end));
+            out.push(h.line(spec, &at, name, whole));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::iperf2::shape::shapes;
+
+    fn conn() -> Connected {
+        Connected {
+            socket: 1,
+            local_host: "127.0.0.1".into(),
+            local_port: 5001,
+            remote_host: "127.0.0.1".into(),
+            remote_port: 40000,
+        }
+    }
+
+    fn ctx(layout: Layout, udp: bool) -> Iperf2Ctx {
+        Iperf2Ctx {
+            layout,
+            udp,
+            port: 25101,
+            pid: 7,
+            datagram_len: if udp { 1470 } else { 128 * 1024 },
+            ..Iperf2Ctx::default()
+        }
+    }
+
+    fn capture(name: &str) -> String {
+        let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("src/report/testdata/iperf2/{name}.txt"));
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    /// Two seconds of reads with `-i 1`, as the captures ran.
+    fn tcp_run(layout: Layout) -> String {
+        tcp_run_with(ctx(layout, false), 1.9989)
+    }
+
+    fn tcp_run_with(c: Iperf2Ctx, end: f64) -> String {
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
+        out.extend(t.opening());
+        for i in 0..200 {
+            let len = if i % 3 == 0 { 100 } else { 128 * 1024 };
+            out.extend(t.read(len, 128 * 1024, f64::from(i) * 0.01));
+            t.delay(0.002 + f64::from(i % 5) * 1e-4, 0);
+        }
+        out.extend(t.finish(end));
+        out.join("\n")
+    }
+
+    fn udp_run(layout: Layout) -> String {
+        udp_run_with(ctx(layout, true))
+    }
+
+    fn udp_run_with(c: Iperf2Ctx) -> String {
+        let mut out = banner(&c, 1470, 212_992, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
+        out.extend(t.opening());
+        for i in 1..=200u64 {
+            let counts = UdpCounts {
+                received: i,
+                expected: i + i / 50,
+                lost: i / 50,
+                out_of_order: 0,
+                jitter_ms: 0.001,
+            };
+            out.extend(t.udp(1470, counts, i as f64 * 0.01));
+            t.delay(0.00004 + (i % 7) as f64 * 1e-6, 0);
+        }
+        out.extend(t.finish(2.0021));
+        out.join("\n")
+    }
+
+    fn same_shape(capture_name: &str, ours: &str) {
+        let want = shapes(&capture(capture_name));
+        let got = shapes(ours);
+        assert_eq!(want, got, "{capture_name}; netmeter printed:\n{ours}");
+    }
+
+    #[test]
+    fn tcp_server_matches_iperf2() {
+        same_shape("tcp.server", &tcp_run(Layout::Enhanced));
+        same_shape("tcp_plain.server", &tcp_run(Layout::Plain));
+        same_shape("tcp_csv.server", &tcp_run(Layout::Csv));
+    }
+
+    #[test]
+    fn udp_server_matches_iperf2() {
+        same_shape("udp.server", &udp_run(Layout::Enhanced));
+        same_shape("udp_plain.server", &udp_run(Layout::Plain));
+        same_shape("udp_csv.server", &udp_run(Layout::Csv));
+    }
+
+    #[test]
+    fn trip_times_servers_match_iperf2() {
+        let mut c = ctx(Layout::Enhanced, false);
+        c.trip_times = true;
+        same_shape("tcp_tt.server", &tcp_run_with(c.clone(), 2.0082));
+        c.udp = true;
+        c.datagram_len = 1470;
+        same_shape("udp_tt.server", &udp_run_with(c));
+    }
+
+    #[test]
+    fn a_bounceback_server_matches_iperf2() {
+        let mut c = ctx(Layout::Enhanced, false);
+        c.bounceback = Some(super::super::Bounceback {
+            request_len: 100,
+            reply_len: 100,
+            hold_us: 0,
+        });
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
+        out.extend(t.opening());
+        for i in 0..40 {
+            out.extend(t.read(100, 128 * 1024, f64::from(i) * 0.02));
+        }
+        out.extend(t.finish(2.0863));
+        same_shape("bb.server", &out.join("\n"));
+    }
+
+    /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after
+    /// each row, the whole test's with `(f)`, as iperf 2.2.1's server printed them.
+    #[test]
+    fn histogram_lines_match_iperf2() {
+        let spec = HistSpec::default();
+        for udp in [false, true] {
+            let mut c = ctx(Layout::Enhanced, udp);
+            c.trip_times = true;
+            let mut out = banner(&c, c.datagram_len, 131072, Some(&spec));
+            let mut t =
+                ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).with_histograms(Some(spec));
+            out.extend(t.opening());
+            for i in 0..200u64 {
+                let at = i as f64 * 0.01;
+                if udp {
+                    let counts = UdpCounts {
+                        received: i + 1,
+                        expected: i + 1,
+                        ..UdpCounts::default()
+                    };
+                    out.extend(t.udp(1470, counts, at));
+                } else {
+                    out.extend(t.read(128 * 1024, 128 * 1024, at));
+                }
+                t.delay(0.0001 + (i % 4) as f64 * 1e-4, 1_795_744_642_066_825);
+            }
+            out.extend(t.finish(2.001));
+            let name = if udp {
+                "udp_hist.server"
+            } else {
+                "tcp_hist.server"
+            };
+            same_shape(name, &out.join("\n"));
+        }
+    }
+
+    #[test]
+    fn a_histogram_line_has_iperf2s_percentiles_and_outliers() {
+        // iperf 2.2.1's server printed `1:9,2:87,3:3,5:1 (5.00/95.00/99.7%=1/2/5,
+        // Outliers=4,obl/obu=0/0) (0.456 ms/...)` for these delays.
+        let spec = HistSpec::default();
+        let mut h = Hist::default();
+        for (bin, n) in [(0, 9), (1, 87), (2, 3)] {
+            for _ in 0..n {
+                h.add(&spec, (f64::from(bin) * 100.0 + 50.0) / 1e6, 1);
+            }
+        }
+        h.add(&spec, 456e-6, 1_795_744_642_066_825);
+        let l = h.line(&spec, "[  1] 0.0000-1.0000 sec", "F8", false);
+        assert_eq!(
+            l,
+            "[  1] 0.0000-1.0000 sec F8-PDF: bin(w=100us):cnt(100)=1:9,2:87,3:3,5:1 (5.00/95.00/99.7%=1/2/5,Outliers=4,obl/obu=0/0) (0.456 ms/1795744642.066825)"
+        );
+        // Out of the bins: counted in the population and below or above.
+        h.add(&spec, -1e-3, 5);
+        h.add(&spec, 11.0, 5);
+        let l = h.line(&spec, "[  1] 0.0000-1.0000 sec", "F8", false);
+        assert!(l.contains(":cnt(102)="), "{l}");
+        assert!(l.contains(",obl/obu=1/1) (11000.000 ms/0.000005)"), "{l}");
+        let fin = h.line(&spec, "[  1] 0.0000-2.0000 sec", "T8", true);
+        assert!(fin.contains(" T8(f)-PDF: "), "{fin}");
+    }
+
+    #[test]
+    fn histogram_options_parse_as_iperf2s() {
+        assert_eq!(HistSpec::parse(""), Ok(HistSpec::default()));
+        let h = HistSpec::parse("1m,500,10,90").unwrap();
+        assert_eq!((h.width, h.per_s, h.bins), (1, 1e3, 500));
+        assert_eq!((h.ci_lower, h.ci_upper), (10.0, 90.0));
+        assert_eq!(HistSpec::parse("20u").unwrap().width, 20);
+        for bad in ["0u", "x", "10u,0", "10u,99999999", "10u,10,101"] {
+            assert!(HistSpec::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            HistSpec::default().header_line(),
+            "Enabled receive histograms bin-width=0.100 ms, bins=100000 (clients should use --trip-times)"
+        );
+    }
+
+    #[test]
+    fn rows_count_what_each_interval_read() {
+        let mut t = ServerTest::new(ctx(Layout::Csv, false), 3, conn(), 0, 1.0);
+        let mut rows = Vec::new();
+        rows.extend(t.read(1000, 1000, 0.1));
+        rows.extend(t.read(500, 1000, 0.9));
+        rows.extend(t.read(2000, 2000, 1.5));
+        rows.extend(t.finish(1.75));
+        let cols: Vec<Vec<String>> = rows
+            .iter()
+            .map(|l| l.split(',').map(String::from).collect())
+            .collect();
+        let spans: Vec<(&str, &str)> = cols
+            .iter()
+            .map(|c| (c[6].as_str(), c[7].as_str()))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                ("0.0-1.0", "1500"),
+                ("1.0-1.8", "2000"),
+                ("0.0-1.8", "3500")
+            ]
+        );
+        assert!(cols.iter().all(|c| c[5] == "3"), "{rows:?}");
+    }
+
+    #[test]
+    fn without_an_interval_only_the_whole_test_row() {
+        let mut t = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 0.0);
+        assert!(t.read(10, 10, 5.0).is_empty());
+        let out = t.finish(10.0);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[1].starts_with("[  1] 0.0000-10.0000 sec"), "{out:?}");
+    }
+
+    #[test]
+    fn udp_loss_is_the_intervals_own() {
+        let mut t = ServerTest::new(ctx(Layout::Csv, true), 1, conn(), 0, 1.0);
+        let c = |expected, lost| UdpCounts {
+            received: expected - lost,
+            expected,
+            lost,
+            out_of_order: 0,
+            jitter_ms: 0.5,
+        };
+        let mut rows = t.udp(100, c(10, 2), 0.5);
+        rows.extend(t.udp(100, c(20, 3), 1.5));
+        rows.extend(t.finish(2.0));
+        let lost_total: Vec<String> = rows
+            .iter()
+            .map(|l| {
+                let v: Vec<&str> = l.split(',').collect();
+                format!("{}/{}", v[10], v[11])
+            })
+            .collect();
+        assert_eq!(lost_total, ["2/10", "1/10", "3/20"], "{rows:?}");
+    }
+}
