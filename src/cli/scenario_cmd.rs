@@ -22,7 +22,7 @@ use std::time::Duration;
     name = "netmeter scenario",
     bin_name = "netmeter scenario",
     disable_version_flag = true,
-    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Exit status 1 when no flow ran; 2 with --fail-if-worse when a flow got worse than the baseline.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario -J -o run.json call.toml\n  netmeter scenario --baseline run.json --fail-if-worse 10 call.toml"
+    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Before the start each host's clock is measured against this one; a host that starts flows off by more than --clock-tolerance refuses the run (--ignore-clock runs anyway). Exit status 1 when no flow ran or a clock refused it; 2 with --fail-if-worse when a flow got worse than the baseline.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario --check call.toml\n  netmeter scenario -J -o run.json call.toml\n  netmeter scenario --baseline run.json --fail-if-worse 10 call.toml"
 )]
 pub struct ScenarioArgs {
     /// The scenario file (TOML).
