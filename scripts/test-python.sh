@@ -7,7 +7,7 @@
 #
 #   scripts/test-python.sh        (NETMETER_BIN=PATH: the server binary the tests start)
 #
-# maturin and pytest come from PyPI into target/python-venv, which is made anew each run.
+# maturin, pytest and matplotlib come from PyPI into target/python-venv, which is made anew each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +15,8 @@ venv=target/python-venv
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "maturin>=1.5,<2" pytest
+# matplotlib (with the Agg backend) runs the docs' scenario CDF example as a test.
+"$venv/bin/python" -m pip install --quiet "maturin>=1.5,<2" pytest matplotlib
 
 # --no-build-isolation: the maturin just installed builds it (no second download); pip
 # finds it on PATH. The dev profile in the main target directory: the dependencies

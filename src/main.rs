@@ -511,12 +511,30 @@ fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()
 fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
     use netmeter::scenario::{output, run};
     catch_stop_signals()?;
+    let clocks = run::probe_clocks(&s.plan);
+    let refused = s.plan.clock_refusal(&clocks);
+    if s.check {
+        return scenario_check(&s, &clocks, refused.as_deref());
+    }
+    if let Some(why) = refused {
+        eprint!(
+            "{}",
+            netmeter::scenario::clocks::text(&clocks, s.plan.clock_limit_s())
+        );
+        anyhow::bail!(why);
+    }
     let (epoch, flows) = run::run(&s.plan);
     let judged = s
         .baseline
         .as_ref()
         .map(|b| netmeter::scenario::judge::against_baseline(b, &flows));
-    let doc = output::document(epoch, &flows, judged.as_deref());
+    // Ctrl-C: the local flows stopped with what they measured (a flow from a host
+    // gives up waiting; its host runs the test to its end), and the document is written.
+    let interrupted = netmeter::sock::stop_signal().is_some();
+    if interrupted {
+        eprintln!("netmeter: scenario stopped by a signal; writing what the flows measured");
+    }
+    let doc = output::document(epoch, &clocks, &flows, judged.as_deref(), interrupted);
     if let Some(p) = &s.output {
         write_whole(p, doc.as_bytes())?;
     }
@@ -549,9 +567,45 @@ fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
             return Err(anyhow::Error::new(WorseThanBaseline));
         }
     }
-    // A flow with an error is a result; a scenario in which no flow ran is a failure.
-    if flows.iter().all(|f| f.report.is_none()) {
+    // A flow with an error is a result; a scenario in which no flow ran is a failure
+    // (unless the user stopped it: netmeter exits 0 on an interrupt, as iperf3 does).
+    if !interrupted && flows.iter().all(|f| f.report.is_none()) {
         anyhow::bail!("no flow of the scenario ran a test (each flow says why)");
+    }
+    Ok(())
+}
+
+/// `netmeter scenario --check FILE`: the hosts' clocks and what would run; exit status 1
+/// when a host was not reached or the run would be refused for a clock.
+fn scenario_check(
+    s: &cli::scenario_cmd::ScenarioCommand,
+    clocks: &[netmeter::scenario::clocks::HostClock],
+    refused: Option<&str>,
+) -> anyhow::Result<()> {
+    use netmeter::scenario::output;
+    let scenario = &s.plan.scenario;
+    let out = if s.json {
+        let doc = output::CheckDocument {
+            hosts: clocks,
+            clock_limit_s: s.plan.clock_limit_s(),
+            flows: output::planned(scenario),
+            refused,
+        };
+        serde_json::to_string_pretty(&doc)? + "\n"
+    } else {
+        output::check_text(scenario, clocks, s.plan.clock_limit_s())
+    };
+    write_stdout(out.as_bytes())?;
+    if let Some(why) = refused {
+        anyhow::bail!(why.to_string());
+    }
+    if let Some(h) = clocks.iter().find(|h| h.clock_error.is_some()) {
+        anyhow::bail!(
+            "host {} at {} was not reached: {}",
+            h.name,
+            h.address,
+            h.clock_error.as_deref().unwrap_or_default()
+        );
     }
     Ok(())
 }

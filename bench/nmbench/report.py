@@ -159,8 +159,27 @@ def write_report(path: Path, meta: dict, rows_by_case: dict, skipped: dict, summ
         for r in fails:
             L.append(f"- {r['case']} / {r['row']} run {r.get('rep')}: {r.get('error')}")
         L.append("")
+    # bench/scenario20.py's section (between its markers) is its own: kept as it was.
+    kept = kept_section(path)
+    if kept:
+        L += ["", kept]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(L).rstrip() + "\n")
+
+
+#: The markers of a section another script writes into docs/benchmarks.md.
+KEPT_BEGIN = "<!-- scenario20: begin (bench/scenario20.py writes this section) -->"
+KEPT_END = "<!-- scenario20: end -->"
+
+
+def kept_section(path: Path) -> str:
+    """The text between KEPT_BEGIN and KEPT_END in `path` (markers included), or ""."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    i, j = text.find(KEPT_BEGIN), text.find(KEPT_END)
+    return text[i:j + len(KEPT_END)] if 0 <= i < j else ""
 
 
 def textwrap_method(a: dict) -> str:

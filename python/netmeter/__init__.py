@@ -9,6 +9,8 @@ Every function returns what netmeter itself writes as JSON, as plain Python obje
 - ``load(path)``: a saved result (netmeter's or iperf3's, ``-J`` or ``--json-stream``)
   as the ``-J`` document.
 - ``compare(base, new)``: what ``netmeter compare`` computes, as data.
+- ``run_scenario(path, **opts)``: a scenario file (``netmeter scenario FILE``); returns
+  its ``-J`` document, each flow's whole report in its ``flows`` list.
 
 Arguments are netmeter's (iperf3's) options: ``run("-c", "127.0.0.1", "-u", "-b",
 "10M")``, or keywords named after the long options: ``run(client="127.0.0.1",
@@ -25,6 +27,7 @@ from ._netmeter import (
     compare,
     load,
     run,
+    run_scenario,
     stream,
 )
 
@@ -36,5 +39,6 @@ __all__ = [
     "compare",
     "load",
     "run",
+    "run_scenario",
     "stream",
 ]

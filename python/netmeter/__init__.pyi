@@ -60,3 +60,29 @@ def compare(
     """Compare two results (paths, or documents as ``run`` returns them) as
     ``netmeter compare BASE NEW -J`` does: ``{"test", "alpha", "base_runs", "new_runs",
     "figures": [...], "notes": [...]}``."""
+
+def run_scenario(
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    lead: Optional[float] = ...,
+    baseline: Optional[Union[str, "os.PathLike[str]"]] = ...,
+    fail_if_worse: Optional[float] = ...,
+    clock_tolerance: Optional[float] = ...,
+    ignore_clock: bool = ...,
+    output: Optional[Union[str, "os.PathLike[str]"]] = ...,
+) -> Document:
+    """Run a scenario file as ``netmeter scenario FILE -J`` does and return its
+    document: ``{"start_epoch", "hosts": [...], "flows": [{"name", "from", "to",
+    "address", "start_offset_s", "txstart", "report" | "error"}...], "total",
+    "latency_ks", "baseline"?, "interrupted"?}``. Keywords are the command's options
+    (``lead=2`` → ``--lead 2``, ``ignore_clock=True`` → ``--ignore-clock``,
+    ``clock_tolerance`` in ms, ``output=PATH`` also writes the document there).
+
+    Each host's clock is checked first: a host that starts flows off by more than
+    ``clock_tolerance`` raises ``NetmeterError`` (its ``report`` holds the hosts'
+    offsets) unless ``ignore_clock=True``. The GIL is released while the flows run;
+    Ctrl-C stops every local flow and raises ``KeyboardInterrupt``, whose ``report`` is
+    the document of what was measured. Raises ``UsageError`` for a bad file or option,
+    ``NetmeterError`` when no flow ran or a flow got worse than ``baseline`` by more
+    than ``fail_if_worse`` percent.
+    """

@@ -391,6 +391,126 @@ impl Stream {
     }
 }
 
+/// `run_scenario`'s keywords as `netmeter scenario`'s options (`lead=2` → `--lead 2`,
+/// `ignore_clock=True` → `--ignore-clock`); the ones that only make sense on the
+/// command line are refused.
+fn scenario_argv(
+    path: &Bound<'_, PyAny>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<String>> {
+    let path: PathBuf = path.extract()?;
+    let mut argv = vec!["scenario".to_string(), path.display().to_string()];
+    let Some(kwargs) = kwargs else {
+        return Ok(argv);
+    };
+    for (k, v) in kwargs.iter() {
+        let key = k.str()?.to_string();
+        if ["json", "J", "plot", "check"].contains(&key.as_str()) {
+            return Err(UsageError::new_err(format!(
+                "{key} is the command line's: netmeter.run_scenario returns the scenario's document; draw its CDFs from the data (docs/python.md)"
+            )));
+        }
+        let opt = format!("--{}", key.replace('_', "-"));
+        if v.is_none() {
+            continue;
+        }
+        if let Ok(b) = v.downcast::<pyo3::types::PyBool>() {
+            if b.is_true() {
+                argv.push(opt);
+            }
+            continue;
+        }
+        argv.push(opt);
+        argv.push(v.str()?.to_string());
+    }
+    Ok(argv)
+}
+
+/// Run a scenario file as `netmeter scenario FILE -J` does and return its document:
+/// each host's clock (`hosts`), each flow's whole report or its error (`flows`), the
+/// `total`, the `latency_ks` table and, with `baseline=`, each flow against the
+/// previous run's. Keywords are the command's options (`lead=2`, `baseline=PATH`,
+/// `fail_if_worse=PCT`, `clock_tolerance=MS`, `ignore_clock=True`, `output=PATH`).
+/// The GIL is released while the flows run; Ctrl-C stops them and raises
+/// `KeyboardInterrupt` with the document of what was measured as its `report`.
+#[pyfunction]
+#[pyo3(signature = (path, **kwargs))]
+fn run_scenario(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyObject> {
+    let argv: Vec<std::ffi::OsString> = scenario_argv(path, kwargs)?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let cmd = match cli::scenario_cmd::parse(&argv) {
+        Ok(Command::Scenario(c)) => c,
+        Ok(_) => return Err(UsageError::new_err("not a scenario")),
+        Err(ArgsError::Usage(u)) => return Err(UsageError::new_err(u.0)),
+        Err(ArgsError::Clap(c)) => {
+            return Err(UsageError::new_err(c.to_string().trim().to_string()));
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("nm-python-scenario".into())
+        .spawn(move || {
+            let (document, error) = scenario_document(&cmd);
+            let _ = tx.send(Msg::Done { document, error });
+        })
+        .map_err(|e| NetmeterError::new_err(format!("cannot start the scenario's thread: {e}")))?;
+    let running = Running { rx: Mutex::new(rx) };
+    loop {
+        if let Msg::Done { document, error } = running.next(py)? {
+            return match error {
+                None => loads(py, &document),
+                Some(e) => Err(test_failed(py, e, &document)),
+            };
+        }
+    }
+}
+
+/// The scenario run as `netmeter scenario -J` runs it: its document, and the sentence
+/// the command line would exit 1 (or 2) with.
+fn scenario_document(cmd: &cli::scenario_cmd::ScenarioCommand) -> (String, Option<String>) {
+    use netmeter::scenario::{judge, output, run};
+    let clocks = run::probe_clocks(&cmd.plan);
+    if let Some(why) = cmd.plan.clock_refusal(&clocks) {
+        let doc = output::document(0.0, &clocks, &[], None, false);
+        return (doc, Some(why));
+    }
+    let (epoch, flows) = run::run(&cmd.plan);
+    let judged = cmd
+        .baseline
+        .as_ref()
+        .map(|b| judge::against_baseline(b, &flows));
+    let interrupted = netmeter::sock::stop_signal().is_some();
+    let doc = output::document(epoch, &clocks, &flows, judged.as_deref(), interrupted);
+    if let Some(p) = &cmd.output
+        && let Err(e) = std::fs::write(p, doc.as_bytes())
+    {
+        return (doc, Some(format!("cannot write {}: {e}", p.display())));
+    }
+    let worse = match (cmd.fail_if_worse, &judged) {
+        (Some(pct), Some(j)) => {
+            let w = judge::worse_beyond(j, pct);
+            (!w.is_empty()).then(|| {
+                format!(
+                    "flows worse than the baseline by more than {pct}%: {}",
+                    w.join(", ")
+                )
+            })
+        }
+        _ => None,
+    };
+    let error = worse.or_else(|| {
+        (!interrupted && flows.iter().all(|f| f.report.is_none()))
+            .then(|| "no flow of the scenario ran a test (each flow says why)".to_string())
+    });
+    (doc, error)
+}
+
 /// A saved result (`-J` document or `--json-stream` lines, netmeter's or iperf3's) as
 /// netmeter's `-J` document.
 #[pyfunction]
@@ -448,6 +568,7 @@ fn _netmeter(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

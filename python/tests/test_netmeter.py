@@ -155,3 +155,78 @@ def test_errors_are_netmeters_sentences(tmp_path):
     with pytest.raises(netmeter.NetmeterError) as e:
         netmeter.run("-c", "127.0.0.1", "-p", str(free_port()), "-t", "1")
     assert "\n" not in str(e.value).strip()
+
+
+def two_flow_scenario(tmp_path, a, b):
+    """Two local TCP flows with --trip-times, one to each server, started together."""
+    path = tmp_path / "two.toml"
+    path.write_text(
+        f'[hosts.a]\naddress = "127.0.0.1:{a.port}"\n'
+        f'[hosts.b]\naddress = "127.0.0.1:{b.port}"\n'
+        '[[flow]]\nname = "up"\nfrom = "local"\nto = "a"\nargs = "--trip-times -t 1 -b 5M"\n'
+        '[[flow]]\nname = "down"\nfrom = "local"\nto = "b"\nargs = "--trip-times -t 1 -b 5M"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def second_server():
+    from conftest import Server, free_port
+
+    srv = Server(free_port())
+    try:
+        srv.wait_listening()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_run_scenario_returns_the_scenario_document(server, second_server, tmp_path):
+    """Two flows over loopback: the returned data is the document the run wrote (-o),
+    each flow's whole report, each host's clock offset."""
+    path = two_flow_scenario(tmp_path, server, second_server)
+    written = tmp_path / "run.json"
+    doc = netmeter.run_scenario(path, lead=1, output=written)
+    with open(written) as f:
+        assert doc == json.load(f)
+    assert [f["name"] for f in doc["flows"]] == ["up", "down"]
+    for f in doc["flows"]:
+        assert "error" not in f, f
+        assert f["report"]["end"]["sum_received"]["bytes"] > 0
+        assert f["report"]["start"]["netmeter"]["txstart"]["requested"] == doc["start_epoch"]
+        hist = f["report"]["end"]["netmeter"]["trip_times"]["client_to_server"]["histogram_us"]
+        assert sum(c for _, c in hist) > 0
+    assert [h["name"] for h in doc["hosts"]] == ["a", "b"]
+    for h in doc["hosts"]:
+        assert abs(h["clock_offset_s"]) < 1.0, h
+    assert doc["total"]["flows"] == 2 and doc["total"]["failed"] == 0
+    assert len(doc["latency_ks"]) == 1
+
+
+def test_run_scenario_errors_are_netmeters_sentences(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[hosts.a]\naddress = "127.0.0.1"\n[[flow]]\nname = "x"\nfrom = "local"\nto = "b"\n')
+    with pytest.raises(netmeter.UsageError, match="line 6: to: 'b' is not a"):
+        netmeter.run_scenario(bad)
+    with pytest.raises(netmeter.UsageError, match="plot"):
+        netmeter.run_scenario(bad, plot="x.png")
+
+
+def test_the_scenario_cdf_example_draws_a_png(server, second_server, tmp_path):
+    """The docs' example (python/examples/scenario_cdf.py) with the Agg backend."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+
+    path = two_flow_scenario(tmp_path, server, second_server)
+    png = tmp_path / "cdf.png"
+    example = REPO / "python" / "examples" / "scenario_cdf.py"
+    out = subprocess.run(
+        [sys.executable, str(example), str(path), str(png)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "2 flows" in out.stdout, out.stdout
+    assert png.read_bytes().startswith(b"\x89PNG")

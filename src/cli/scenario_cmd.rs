@@ -22,7 +22,7 @@ use std::time::Duration;
     name = "netmeter scenario",
     bin_name = "netmeter scenario",
     disable_version_flag = true,
-    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Exit status 1 when no flow ran; 2 with --fail-if-worse when a flow got worse than the baseline.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario -J -o run.json call.toml\n  netmeter scenario --baseline run.json --fail-if-worse 10 call.toml"
+    after_help = "The file is TOML: [hosts.NAME] address = \"HOST[:PORT]\"; psk_file = \"KEY\"; [[flow]] name, from (\"local\" or a host), to (a host), args (client options), start (seconds). See docs/scenarios.md.\nA host down or refusing is a flow with its error; the others still run. Before the start each host's clock is measured against this one; a host that starts flows off by more than --clock-tolerance refuses the run (--ignore-clock runs anyway). Exit status 1 when no flow ran or a clock refused it; 2 with --fail-if-worse when a flow got worse than the baseline.\n\nExamples:\n  netmeter scenario examples/scenarios/facetime.toml\n  netmeter scenario --check call.toml\n  netmeter scenario -J -o run.json call.toml\n  netmeter scenario --baseline run.json --fail-if-worse 10 call.toml"
 )]
 pub struct ScenarioArgs {
     /// The scenario file (TOML).
@@ -49,6 +49,17 @@ pub struct ScenarioArgs {
     /// Draw the flows' latency CDFs, one line per flow on a shared chart (.svg or .png).
     #[arg(long = "plot", value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Check the file, reach every host with the key and measure its clock against this
+    /// one, print what would run; run no flow.
+    #[arg(long = "check")]
+    pub check: bool,
+    /// The most a host that starts flows may be off this controller's clock, ms (its
+    /// offset plus the estimate's uncertainty; never beyond --lead).
+    #[arg(long = "clock-tolerance", value_name = "MS", default_value_t = crate::scenario::clocks::DEFAULT_TOLERANCE_S * 1e3)]
+    pub clock_tolerance_ms: f64,
+    /// Run even when a host's clock is off by more than --clock-tolerance.
+    #[arg(long = "ignore-clock")]
+    pub ignore_clock: bool,
 }
 
 /// What `netmeter scenario` runs.
@@ -61,6 +72,8 @@ pub struct ScenarioCommand {
     pub baseline: Option<Vec<(String, crate::report::Report)>>,
     pub fail_if_worse: Option<f64>,
     pub plot: Option<PathBuf>,
+    /// `--check`: measure and print, run no flow.
+    pub check: bool,
 }
 
 /// Parse `scenario ...` (the arguments after the program name).
@@ -154,6 +167,11 @@ pub type FlowChecks = (Vec<Option<ClientConfig>>, Vec<Duration>);
 /// the scenario's folder): the file's mistakes named by line.
 pub fn plan_of(s: Scenario, base: &Path, lead: Duration) -> Result<RunPlan, String> {
     let (local, waits) = check_flows(&s)?;
+    let probes = s
+        .hosts
+        .iter()
+        .map(|h| client_config(&h.host, h.port, &PROBE_ARGS.map(String::from)))
+        .collect::<Result<Vec<_>, _>>()?;
     let psk = match &s.psk_file {
         Some(p) => {
             Some(crate::auth::psk::Psk::read(&base.join(p)).map_err(|e| format!("psk_file: {e}"))?)
@@ -168,8 +186,15 @@ pub fn plan_of(s: Scenario, base: &Path, lead: Duration) -> Result<RunPlan, Stri
         lead,
         connect_timeout: Duration::from_secs(10),
         clock: crate::clock::system(),
+        probes,
+        clock_tolerance_s: crate::scenario::clocks::DEFAULT_TOLERANCE_S,
+        ignore_clock: false,
     })
 }
+
+/// The test that measures a host's clock: its setup carries netmeter's clock probes
+/// (`--trip-times`), its data is one block of 1 KiB.
+const PROBE_ARGS: [&str; 5] = ["--trip-times", "-n", "1K", "-l", "1K"];
 
 /// The file read and parsed, the key loaded, every flow's options checked.
 pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
@@ -183,7 +208,15 @@ pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
     let at = |e: String| usage(format!("{}: {e}", a.file.display()));
     let s = Scenario::parse(&text).map_err(|e| at(e.0))?;
     let base = a.file.parent().unwrap_or(Path::new("."));
-    let plan = plan_of(s, base, Duration::from_secs_f64(a.lead)).map_err(at)?;
+    if !(a.clock_tolerance_ms.is_finite() && a.clock_tolerance_ms > 0.0) {
+        return Err(usage(format!(
+            "--clock-tolerance must be a number of milliseconds above 0, not {}",
+            a.clock_tolerance_ms
+        )));
+    }
+    let mut plan = plan_of(s, base, Duration::from_secs_f64(a.lead)).map_err(at)?;
+    plan.clock_tolerance_s = a.clock_tolerance_ms / 1e3;
+    plan.ignore_clock = a.ignore_clock;
     if let Some(p) = a.fail_if_worse
         && !(0.0..=1000.0).contains(&p)
     {
@@ -209,6 +242,7 @@ pub fn resolve(a: &ScenarioArgs) -> Result<ScenarioCommand, UsageError> {
         baseline,
         fail_if_worse: a.fail_if_worse,
         plot: a.plot.clone(),
+        check: a.check,
     })
 }
 

@@ -335,7 +335,7 @@ mod tests {
             flow("a", spread(1000.0, 500)),
             flow("gone", spread(1000.0, 50)),
         ];
-        let doc = super::super::output::document(0.0, &base_flows, None);
+        let doc = super::super::output::document(0.0, &[], &base_flows, None, false);
         let base = baseline_flows(&doc).unwrap();
         assert_eq!(base.len(), 2);
         // The same distribution: no significant change; 5 ms later: worse.

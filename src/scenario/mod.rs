@@ -9,6 +9,7 @@
 //! flow's options with the command line's parser (`cli::scenario_cmd`) and running the
 //! flows (`scenario::run`) are elsewhere.
 
+pub mod clocks;
 pub mod judge;
 pub mod output;
 pub mod run;
@@ -309,9 +310,23 @@ fn flow(
         Some(a) => {
             let words =
                 words::split(a.get_ref()).map_err(|e| err_at(text, a.span().start, "args", e))?;
-            if let Some(w) = words.iter().find(|w| {
-                ["-c", "--client", "-p", "--port", "-s", "--server"].contains(&w.as_str())
-            }) {
+            if let Some(w) = words
+                .iter()
+                .find(|w| ["-s", "--server", "-D", "--daemon"].contains(&w.as_str()))
+            {
+                return Err(err_at(
+                    text,
+                    a.span().start,
+                    "args",
+                    format!(
+                        "{w} runs a server, but a flow is a client test toward `to`; leave it out of args"
+                    ),
+                ));
+            }
+            if let Some(w) = words
+                .iter()
+                .find(|w| ["-c", "--client", "-p", "--port"].contains(&w.as_str()))
+            {
                 return Err(err_at(
                     text,
                     a.span().start,
@@ -509,6 +524,14 @@ start = 1.5
             (
                 flow("name = \"f\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-t 3 -p 7\""),
                 "line 10: args: -p is set by the scenario",
+            ),
+            (
+                flow("name = \"f\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-t 3 -s\""),
+                "line 10: args: -s runs a server, but a flow is a client test",
+            ),
+            (
+                flow("name = \"f\"\nfrom = \"a\"\nto = \"b\"\nargs = \"--server -1\""),
+                "line 10: args: --server runs a server",
             ),
             (
                 flow("name = \"f\"\nfrom = \"a\"\nto = \"b\"\nargs = \"--txstart-time 5\""),

@@ -2,6 +2,8 @@
 //! under a label) with a closing table and total, and the one JSON document with its
 //! `flows` list.
 
+use super::Scenario;
+use super::clocks::HostClock;
 use super::judge::{AgainstBaseline, KsRow, ks_table, ks_text};
 use super::run::FlowOutcome;
 use crate::mesh::cell_figures;
@@ -26,6 +28,8 @@ pub struct Total {
 pub struct Document<'a> {
     /// The scenario's start instant, seconds since the Unix epoch.
     pub start_epoch: f64,
+    /// Each host's clock against the controller's, measured before the start.
+    pub hosts: &'a [HostClock],
     pub flows: &'a [FlowOutcome],
     pub total: Total,
     /// The flows' latencies compared pairwise (Kolmogorov-Smirnov).
@@ -33,6 +37,9 @@ pub struct Document<'a> {
     /// `--baseline`: each flow against the previous run's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<&'a [AgainstBaseline]>,
+    /// Stopped by a signal: each flow holds what it measured until then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// When a flow's data started, relative to the scenario's start instant as planned
@@ -67,15 +74,19 @@ pub fn total(flows: &[FlowOutcome]) -> Total {
 /// The `-J` document's text.
 pub fn document(
     start_epoch: f64,
+    hosts: &[HostClock],
     flows: &[FlowOutcome],
     baseline: Option<&[AgainstBaseline]>,
+    interrupted: bool,
 ) -> String {
     let doc = Document {
         start_epoch,
+        hosts,
         flows,
         total: total(flows),
         latency_ks: ks_table(flows),
         baseline,
+        interrupted,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
@@ -147,6 +158,67 @@ pub fn text(flows: &[FlowOutcome]) -> String {
     out
 }
 
+/// One flow as `--check` shows what would run.
+#[derive(Debug, Serialize)]
+pub struct PlannedFlow<'a> {
+    pub name: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub address: String,
+    pub start_offset_s: f64,
+    pub args: &'a [String],
+}
+
+/// `--check -J`: the hosts' clocks, what would run, and why the run would be refused.
+#[derive(Debug, Serialize)]
+pub struct CheckDocument<'a> {
+    pub hosts: &'a [HostClock],
+    pub clock_limit_s: f64,
+    pub flows: Vec<PlannedFlow<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<&'a str>,
+}
+
+/// Each flow of `s` as it would run.
+pub fn planned(s: &Scenario) -> Vec<PlannedFlow<'_>> {
+    s.flows
+        .iter()
+        .map(|f| {
+            let to = &s.hosts[f.to];
+            PlannedFlow {
+                name: &f.name,
+                from: s.from_name(f),
+                to: &to.name,
+                address: crate::mesh::Host {
+                    host: to.host.clone(),
+                    port: to.port,
+                }
+                .to_string(),
+                start_offset_s: f.start_s,
+                args: &f.args,
+            }
+        })
+        .collect()
+}
+
+/// `--check`'s text: the hosts' clocks, then each flow as it would run.
+pub fn check_text(s: &Scenario, hosts: &[HostClock], limit_s: f64) -> String {
+    let mut out = super::clocks::text(hosts, limit_s);
+    out.push_str("Flows:\n");
+    for p in planned(s) {
+        out.push_str(&format!(
+            "  {} (from {} to {} {}, start +{}s): {}\n",
+            p.name,
+            p.from,
+            p.to,
+            p.address,
+            p.start_offset_s,
+            p.args.join(" ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,7 +268,15 @@ mod tests {
             text.contains("2 of 3 flows ran, starts within 3.0 ms"),
             "{text}"
         );
-        let doc: serde_json::Value = serde_json::from_str(&document(100.0, &flows, None)).unwrap();
+        let hosts = [HostClock::failed(
+            "b",
+            "127.0.0.1:5201",
+            false,
+            "refused".into(),
+        )];
+        let doc: serde_json::Value =
+            serde_json::from_str(&document(100.0, &hosts, &flows, None, false)).unwrap();
+        assert_eq!(doc["hosts"][0]["clock_error"], "refused");
         assert_eq!(doc["flows"].as_array().unwrap().len(), 3);
         assert_eq!(doc["flows"][1]["name"], "b");
         assert_eq!(doc["flows"][2]["error"], "connection refused");
@@ -205,5 +285,44 @@ mod tests {
         assert_eq!(doc["start_epoch"], 100.0);
         assert_eq!(doc["latency_ks"], serde_json::json!([]));
         assert!(doc.get("baseline").is_none());
+        assert!(doc.get("interrupted").is_none());
+        let doc: serde_json::Value =
+            serde_json::from_str(&document(100.0, &hosts, &flows, None, true)).unwrap();
+        assert_eq!(doc["interrupted"], true);
+    }
+
+    #[test]
+    fn the_check_shows_each_hosts_clock_and_each_flow_as_it_would_run() {
+        let s = Scenario::parse(
+            "psk_file = \"k\"\n[hosts.a]\naddress = \"10.0.0.1\"\n[hosts.b]\naddress = \"10.0.0.2:5300\"\n\
+             [[flow]]\nname = \"video\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-u -b 1M -t 5\"\nstart = 2\n",
+        )
+        .unwrap();
+        let est = crate::clocksync::ClockEstimate {
+            offset_ns: -2_000_000,
+            uncertainty_ns: 100_000,
+            rtt_ns: 200_000,
+            probes: 8,
+        };
+        let hosts = [
+            HostClock::measured("a", "10.0.0.1:5201", true, &est),
+            HostClock::measured("b", "10.0.0.2:5300", false, &est),
+        ];
+        let t = check_text(&s, &hosts, 0.1);
+        assert!(t.contains("-0.002000 s (± 0.000100 s)  ok"), "{t}");
+        assert!(
+            t.contains("Flows:\n  video (from a to b 10.0.0.2:5300, start +2s): -u -b 1M -t 5\n"),
+            "{t}"
+        );
+        let doc = serde_json::to_value(CheckDocument {
+            hosts: &hosts,
+            clock_limit_s: 0.1,
+            flows: planned(&s),
+            refused: None,
+        })
+        .unwrap();
+        assert_eq!(doc["flows"][0]["args"][0], "-u");
+        assert_eq!(doc["hosts"][0]["clock_offset_s"], -0.002);
+        assert!(doc.get("refused").is_none());
     }
 }

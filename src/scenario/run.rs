@@ -5,6 +5,7 @@
 //! that cannot run (a host down, a refusal, a failed test) is an outcome with its
 //! error; the others run on.
 
+use super::clocks::HostClock;
 use super::{FlowPlan, Origin, Scenario};
 use crate::auth::psk::Psk;
 use crate::clock::Clock;
@@ -33,6 +34,30 @@ pub struct RunPlan {
     pub lead: Duration,
     pub connect_timeout: Duration,
     pub clock: Arc<dyn Clock>,
+    /// Per host: the test that measures its clock against this controller's (one
+    /// `--trip-times` block of 1 KiB toward its server; its setup holds the probes).
+    pub probes: Vec<ClientConfig>,
+    /// `--clock-tolerance`: the most a host that starts flows may be off, seconds
+    /// (never beyond the lead: [`super::clocks::limit_s`]).
+    pub clock_tolerance_s: f64,
+    /// `--ignore-clock`: run even when a host's clock is beyond the limit.
+    pub ignore_clock: bool,
+}
+
+impl RunPlan {
+    /// The most a host that starts flows may be off, seconds.
+    pub fn clock_limit_s(&self) -> f64 {
+        super::clocks::limit_s(self.clock_tolerance_s, self.lead.as_secs_f64())
+    }
+
+    /// Why the run must not start (a host's clock beyond the limit, without
+    /// `--ignore-clock`), as one sentence.
+    pub fn clock_refusal(&self, clocks: &[HostClock]) -> Option<String> {
+        if self.ignore_clock {
+            return None;
+        }
+        super::clocks::refusal(clocks, self.clock_limit_s())
+    }
 }
 
 /// One flow's outcome: its report, its error, or both (a test that failed part way).
@@ -59,6 +84,57 @@ pub struct FlowOutcome {
 pub fn start_instant(lead: Duration, wall: SystemTime) -> f64 {
     let now = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
     ((now + lead).as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// Measure every host's clock against this controller's, all hosts at once: each
+/// host's [`RunPlan::probes`] test, whose setup sends netmeter's clock probes.
+pub fn probe_clocks(plan: &RunPlan) -> Vec<HostClock> {
+    let s = &plan.scenario;
+    std::thread::scope(|sc| {
+        let running: Vec<_> = plan
+            .probes
+            .iter()
+            .map(|cfg| {
+                let mut cfg = cfg.clone();
+                if cfg.psk.is_none() {
+                    cfg.psk = plan.psk.clone();
+                }
+                std::thread::Builder::new()
+                    .name("nm-clock".into())
+                    .spawn_scoped(sc, move || {
+                        let (report, r) = run_keeping_report(&cfg, &mut Quiet);
+                        match (report.start.netmeter.clock, r) {
+                            (Some(est), _) => Ok(est),
+                            (None, Err(e)) => Err(e.to_string()),
+                            (None, Ok(())) => Err("its server sent no clock estimate".into()),
+                        }
+                    })
+            })
+            .collect();
+        s.hosts
+            .iter()
+            .enumerate()
+            .zip(running)
+            .map(|((i, h), t)| {
+                let address = crate::mesh::Host {
+                    host: h.host.clone(),
+                    port: h.port,
+                }
+                .to_string();
+                let starts = s.flows.iter().any(|f| f.from == Origin::Host(i));
+                let r = match t {
+                    Ok(t) => t
+                        .join()
+                        .unwrap_or_else(|_| Err("the probe's thread failed".into())),
+                    Err(e) => Err(format!("cannot start a thread: {e}")),
+                };
+                match r {
+                    Ok(est) => HostClock::measured(&h.name, &address, starts, &est),
+                    Err(e) => HostClock::failed(&h.name, &address, starts, e),
+                }
+            })
+            .collect()
+    })
 }
 
 /// Run every flow; the start instant and the outcomes, in the file's order.
