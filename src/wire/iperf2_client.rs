@@ -239,10 +239,17 @@ impl ServerReport {
             };
             high << 32 | u64::from(low)
         };
+        // The mean iperf 2's client prints is the sum over the count (2.2.1's
+        // `udp_output_read_enhanced`), not the server's running mean field, which
+        // rounds differently; with no count, that field.
+        let mean_s = |count: u32| match count {
+            0 => seconds(f(16), f(17)),
+            n => seconds(f(14), f(15)) / f64::from(n),
+        };
         let transit = (flags & SERVER_HEADER_EXTEND != 0 && h.len() >= 100).then(|| Transit {
             min_s: seconds(f(10), f(11)),
             max_s: seconds(f(12), f(13)),
-            mean_s: seconds(f(16), f(17)),
+            mean_s: mean_s(f(22)),
             m2_s2: seconds(f(18), f(19)) * 1e-12,
             count: f(22),
         });
@@ -406,8 +413,10 @@ mod tests {
                 (9, 1500),
                 (10, 0),
                 (11, 120),
+                (14, 0),
+                (15, 297_900),
                 (16, 0),
-                (17, 300),
+                (17, 301),
                 (22, 993),
                 (27, 1),
             ],
@@ -419,6 +428,7 @@ mod tests {
         assert_eq!(r.datagrams, (1 << 32) + 1000);
         assert!((r.jitter_s - 0.0015).abs() < 1e-12);
         let t = r.transit.unwrap();
+        // The mean is the sum over the count (0.2979 s / 993), not the 301 µs field.
         assert!((t.min_s - 120e-6).abs() < 1e-12 && (t.mean_s - 300e-6).abs() < 1e-12);
         assert_eq!(t.count, 993);
     }

@@ -645,3 +645,73 @@ fn check_cli_bounceback_period(key: &str) {
 }
 
 iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
+
+/// `netmeter iperf2 -c -u -e` against a real iperf 2 server started with `-e`: its
+/// Server Report row has the server's own latency (avg/min/max/stdev, as the server
+/// prints it for the same test; the mean within a rounding step: the server prints
+/// its final mean, the client the report's sum over its count), and "Sent N datagrams"
+/// is what iperf 2's client prints for the same datagrams: the server's total and one
+/// more (iperf 2's client counts its FIN and its reporter's end-of-test record).
+fn check_cli_udp_server_report(key: &str) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, true, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-u", "-e", "-b", "2m", "-t", "1", "-l", "1000"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |t: &str| {
+        t.lines()
+            .rfind(|l| l.contains("0.0000-") && l.contains(" pps"))
+            .map(str::to_string)
+    };
+    await_evidence(
+        &format!("{key}'s row with its latency"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs_row = row(&d.text()).unwrap();
+    drop(server);
+    let ours_row = text
+        .lines()
+        .skip_while(|l| !l.contains("Server Report:"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("{key}: no Server Report row:\n{text}"));
+    let what = format!("{key}: server\n{theirs_row}\nnetmeter\n{text}");
+    let theirs = slashed_ms(&theirs_row).unwrap_or_else(|| panic!("{what}"));
+    let ours = slashed_ms(ours_row).unwrap_or_else(|| panic!("no latency: {what}"));
+    assert_eq!(theirs.len(), 4, "{what}");
+    assert_eq!(ours.len(), 4, "{what}");
+    assert_eq!(
+        (ours[1], ours[2]),
+        (theirs[1], theirs[2]),
+        "min, max: {what}"
+    );
+    assert!((ours[0] - theirs[0]).abs() <= 0.0015, "avg: {what}");
+    assert!((ours[3] - theirs[3]).abs() <= 0.0015, "stdev: {what}");
+    // The server's total: `lost/total (` in its row.
+    let total = |l: &str| -> u64 {
+        l.split_whitespace()
+            .find_map(|w| w.split_once('/').and_then(|(_, t)| t.parse().ok()))
+            .unwrap_or_else(|| panic!("no lost/total in {l}"))
+    };
+    let sent: u64 = text
+        .lines()
+        .find_map(|l| {
+            l.split("Sent ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no Sent line: {what}"));
+    let theirs_total = total(theirs_row.split(" ms ").nth(1).unwrap_or(""));
+    assert_eq!(sent, theirs_total + 1, "{what}");
+}
+
+iperf2_client!(cli_udp_server_report_218, check_cli_udp_server_report(V218));
+iperf2_client!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
