@@ -23,8 +23,8 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
     Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
-    ServerReport, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME,
-    write_datagram_id,
+    ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE,
+    UPPER_TRIPTIME, write_datagram_id,
 };
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
@@ -50,7 +50,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
-    let refusals: [(bool, &'static str); 21] = [
+    let refusals: [(bool, &'static str); 22] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -94,8 +94,12 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "--connect-only needs a netmeter or iperf3 server, not --iperf2",
         ),
         (
-            s.trip_times && !udp,
-            "--iperf2 cannot run --trip-times over TCP yet (over UDP it can)",
+            s.trip_times && !udp && s.block_len < TCP_BURST_LEN,
+            "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
+        ),
+        (
+            s.trip_times && !udp && s.direction != Direction::Upload,
+            "with --iperf2, TCP --trip-times runs from the client only: drop -R or --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
@@ -242,6 +246,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
+    // TCP --trip-times: each write carries the start time the header announced.
+    let trip = (spec.trip_times && !udp).then_some(started);
     let bb_period = match opts.bounceback_period {
         None => Some(loops::BOUNCEBACK_PERIOD),
         Some(p) if p.is_zero() => None,
@@ -256,7 +262,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
-            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64),
+            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
             (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
         })
     });

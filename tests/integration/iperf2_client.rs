@@ -308,7 +308,8 @@ fn refusals_name_the_option() {
         (&["-k", "10"][..], "-k"),
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["-u", "--bounceback"][..], "--bounceback"),
-        (&["--trip-times"][..], "--trip-times over TCP"),
+        (&["--trip-times", "-l", "80"][..], "at least 92"),
+        (&["--trip-times", "-R"][..], "drop -R"),
         (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
         (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
@@ -715,3 +716,56 @@ fn check_cli_udp_server_report(key: &str) {
 
 iperf2_client!(cli_udp_server_report_218, check_cli_udp_server_report(V218));
 iperf2_client!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
+
+/// TCP `--trip-times` through `netmeter iperf2 -c -e` against a real iperf 2 server
+/// started with `-e`: the server takes the test as a trip-times one (its connection
+/// line says so) and times every write by the head netmeter puts on it: its latency
+/// row counts one burst per write netmeter made (`-n 2M -l 64K`: the 60-byte test
+/// header, then 31 whole writes and a last one of the rest), each latency a real one
+/// (above 0, under a generous 2 s on loopback).
+fn check_cli_tcp_trip_times(key: &str) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-e", "-n", "2M", "-l", "64K", "--trip-times"]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let row = |t: &str| {
+        t.lines()
+            .rfind(|l| l.contains("0.0000-") && l.contains(" ms ("))
+            .map(str::to_string)
+    };
+    await_evidence(
+        &format!("{key}'s row with its latency"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs = row(&d.text()).unwrap();
+    let text = d.text();
+    drop(server);
+    let what = format!("{key}: server\n{text}\nnetmeter\n{}", show(&out));
+    assert!(
+        text.contains("(trip-times)"),
+        "not a trip-times test: {what}"
+    );
+    let lat = slashed_ms(&theirs).unwrap_or_else(|| panic!("no latency: {what}"));
+    assert_eq!(lat.len(), 4, "{what}");
+    let (avg, min, max) = (lat[0], lat[1], lat[2]);
+    assert!(
+        min > 0.0 && min <= avg && avg <= max && max < 2000.0,
+        "{what}"
+    );
+    let count: u64 = theirs
+        .split(" ms (")
+        .nth(1)
+        .and_then(|t| t.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no (cnt/size): {what}"));
+    let writes = (2u64 * 1024 * 1024 - 60).div_ceil(64 * 1024);
+    assert_eq!(count, writes, "{what}");
+}
+
+iperf2_client!(cli_tcp_trip_times_218, check_cli_tcp_trip_times(V218));
+iperf2_client!(cli_tcp_trip_times_221, check_cli_tcp_trip_times(V221));
