@@ -647,6 +647,40 @@ fn check_cli_bounceback_period(key: &str) {
 
 iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
 
+/// `netmeter iperf2 -c 127.0.0.1 -p PORT ARGS` against a fresh iperf 2 server started
+/// with `-e`: netmeter's output, the server's, and the server's whole-test row (the
+/// last row from 0.0000 holding `mark`), once it has printed it.
+fn cli_against_enhanced(
+    key: &str,
+    udp: bool,
+    args: &[&str],
+    mark: &str,
+) -> (String, String, String) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, udp, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let row = |t: &str| {
+        t.lines()
+            .rfind(|l| l.contains("0.0000-") && l.contains(mark))
+            .map(str::to_string)
+    };
+    await_evidence(
+        &format!("{key}'s whole-test row"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs = d.text();
+    drop(server);
+    let r = row(&theirs).unwrap_or_default();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), theirs, r)
+}
+
 /// `netmeter iperf2 -c -u -e` against a real iperf 2 server started with `-e`: its
 /// Server Report row has the server's own latency (avg/min/max/stdev, as the server
 /// prints it for the same test; the mean within a rounding step: the server prints
@@ -654,28 +688,8 @@ iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
 /// is what iperf 2's client prints for the same datagrams: the server's total and one
 /// more (iperf 2's client counts its FIN and its reporter's end-of-test record).
 fn check_cli_udp_server_report(key: &str) {
-    let port = free_port();
-    let (server, d) = iperf2_server_styled(key, port, true, &["-e"]);
-    let out = run(
-        Command::new(netmeter())
-            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-u", "-e", "-b", "2m", "-t", "1", "-l", "1000"]),
-        Duration::from_secs(60),
-    );
-    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let row = |t: &str| {
-        t.lines()
-            .rfind(|l| l.contains("0.0000-") && l.contains(" pps"))
-            .map(str::to_string)
-    };
-    await_evidence(
-        &format!("{key}'s row with its latency"),
-        || row(&d.text()).is_some(),
-        || d.text(),
-    );
-    let theirs_row = row(&d.text()).unwrap();
-    drop(server);
+    let args = ["-u", "-e", "-b", "2m", "-t", "1", "-l", "1000"];
+    let (text, _, theirs_row) = cli_against_enhanced(key, true, &args, " pps");
     let ours_row = text
         .lines()
         .skip_while(|l| !l.contains("Server Report:"))
@@ -702,10 +716,8 @@ fn check_cli_udp_server_report(key: &str) {
     let sent: u64 = text
         .lines()
         .find_map(|l| {
-            l.split("Sent ")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
+            l.strip_prefix("[  1] Sent ")?
+                .strip_suffix(" datagrams")?
                 .parse()
                 .ok()
         })
@@ -724,29 +736,9 @@ iperf2_client!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
 /// header, then 31 whole writes and a last one of the rest), each latency a real one
 /// (above 0, under a generous 2 s on loopback).
 fn check_cli_tcp_trip_times(key: &str) {
-    let port = free_port();
-    let (server, d) = iperf2_server_styled(key, port, false, &["-e"]);
-    let out = run(
-        Command::new(netmeter())
-            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-e", "-n", "2M", "-l", "64K", "--trip-times"]),
-        Duration::from_secs(60),
-    );
-    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
-    let row = |t: &str| {
-        t.lines()
-            .rfind(|l| l.contains("0.0000-") && l.contains(" ms ("))
-            .map(str::to_string)
-    };
-    await_evidence(
-        &format!("{key}'s row with its latency"),
-        || row(&d.text()).is_some(),
-        || d.text(),
-    );
-    let theirs = row(&d.text()).unwrap();
-    let text = d.text();
-    drop(server);
-    let what = format!("{key}: server\n{text}\nnetmeter\n{}", show(&out));
+    let args = ["-e", "-n", "2M", "-l", "64K", "--trip-times"];
+    let (ours, text, theirs) = cli_against_enhanced(key, false, &args, " ms (");
+    let what = format!("{key}: server\n{text}\nnetmeter\n{ours}");
     assert!(
         text.contains("(trip-times)"),
         "not a trip-times test: {what}"
