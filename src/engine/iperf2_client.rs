@@ -23,8 +23,8 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
     Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
-    ServerReport, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE, UPPER_TRIPTIME,
-    write_datagram_id,
+    ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE,
+    UPPER_TRIPTIME, write_datagram_id,
 };
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
@@ -50,7 +50,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
-    let refusals: [(bool, &'static str); 21] = [
+    let refusals: [(bool, &'static str); 22] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -94,8 +94,12 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "--connect-only needs a netmeter or iperf3 server, not --iperf2",
         ),
         (
-            s.trip_times && !udp,
-            "--iperf2 cannot run --trip-times over TCP yet (over UDP it can)",
+            s.trip_times && !udp && s.block_len < TCP_BURST_LEN,
+            "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
+        ),
+        (
+            s.trip_times && !udp && s.direction != Direction::Upload,
+            "with --iperf2, TCP --trip-times runs from the client only: drop -R or --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
@@ -242,6 +246,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
+    // TCP --trip-times: each write carries the start time the header announced.
+    let trip = (spec.trip_times && !udp).then_some(started);
     let bb_period = match opts.bounceback_period {
         None => Some(loops::BOUNCEBACK_PERIOD),
         Some(p) if p.is_zero() => None,
@@ -256,7 +262,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
-            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64),
+            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
             (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
         })
     });
@@ -323,21 +329,25 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
             })
             .collect();
         let fin_len = running.spec().block_len.max(hdr.len());
-        let results = server_reports(out, &fins, &sent, &hdr, fin_len);
+        let reports = server_reports(out, &fins, &sent, &hdr, fin_len);
         // The FIN is a datagram of the test as iperf 2 counts it: its server counts its
         // bytes and its sequence number as the total (`reporter_handle_packet_server_udp`),
-        // and iperf 2's client counts it as sent. A server that answered got one FIN.
+        // and iperf 2's client counts it as sent (its bytes in the Transfer column). A
+        // server that answered got one FIN; one that did not got at least one.
         for l in &mut fig.locals {
-            if results.streams.iter().any(|s| s.id == l.id) {
-                l.bytes += fin_len as u64;
-                l.packets += 1;
-            }
+            l.bytes += fin_len as u64;
+            l.packets += 1;
         }
-        Some(results)
+        Some(reports)
     } else {
         None
     };
-    out.end(running.summary(&out.report.start, &fig, peer.as_ref()));
+    let results = peer.as_ref().map(|(r, _)| r);
+    let mut end = running.summary(&out.report.start, &fig, results);
+    if let Some((_, reports)) = &peer {
+        with_transit(&mut end, reports);
+    }
+    out.end(end);
     out.emit(Event::Done);
     Ok(())
 }
@@ -567,18 +577,20 @@ impl Control for Ends {
 }
 
 /// The UDP end: each stream's FIN exchange, one after the other, and the reports as
-/// the receiver's results (a stream without a report is left out, with a warning).
+/// the receiver's results (a stream without a report is left out, with a warning),
+/// with each report by its stream's socket label.
 fn server_reports(
     out: &mut Output,
     socks: &[UdpSocket],
     sent: &[Sent],
     hdr: &[u8],
     fin_len: usize,
-) -> Results {
+) -> (Results, Vec<(i64, ServerReport)>) {
     let mut results = Results {
         sender_has_retransmits: -1,
         ..Results::default()
     };
+    let mut reports = Vec::new();
     for (sock, s) in socks.iter().zip(sent) {
         let mut buf = hdr.to_vec();
         buf.resize(fin_len, 0);
@@ -586,6 +598,7 @@ fn server_reports(
             Some(r) => {
                 out.emit(Event::Info(&report_line(s.socket, &r)));
                 results.streams.push(stream_result(s.id, &r));
+                reports.push((s.socket, r));
             }
             None => out.warning(&format!(
                 "the iperf 2 server sent no report for stream [{:3}] after {} FINs over {} s; its figures are unknown",
@@ -595,7 +608,43 @@ fn server_reports(
             )),
         }
     }
-    results
+    (results, reports)
+}
+
+/// The transit each report carried, into its stream's receiver figures in `end`
+/// (`udp.netmeter.transit`), which the iperf 2 layout prints in the Server Report's
+/// latency columns as iperf 2's client does.
+fn with_transit(end: &mut crate::report::End, reports: &[(i64, ServerReport)]) {
+    for st in &mut end.streams {
+        let Some(u) = st.udp.as_mut() else { continue };
+        let Some(t) = reports
+            .iter()
+            .find(|(socket, _)| *socket == u.socket)
+            .and_then(|(_, r)| r.transit)
+        else {
+            continue;
+        };
+        if let Some(x) = u.netmeter.as_mut() {
+            x.transit = Some(transit_summary(&t));
+        }
+    }
+}
+
+/// iperf 2's transit figures in milliseconds; the standard deviation as iperf 2's
+/// client prints it (`sqrt(m2 / (cnt - 1))`, 0 under two samples: `ReportOutputs.c`).
+fn transit_summary(t: &crate::wire::iperf2::Transit) -> crate::report::TransitSummary {
+    let stdev_s = if t.count < 2 {
+        0.0
+    } else {
+        (t.m2_s2.max(0.0) / f64::from(t.count - 1)).sqrt()
+    };
+    crate::report::TransitSummary {
+        count: u64::from(t.count),
+        min_ms: t.min_s * 1e3,
+        mean_ms: t.mean_s * 1e3,
+        max_ms: t.max_s * 1e3,
+        stdev_ms: stdev_s * 1e3,
+    }
 }
 
 /// What a UDP stream sent: its id, its socket label, its datagrams.
@@ -792,5 +841,26 @@ mod tests {
         assert_eq!((s.jitter, s.end_time), (0.0002, 2.5));
         assert_eq!(s.netmeter_out_of_order, Some(1));
         assert!(report_line(1, &r).contains("3/1000 datagrams lost"));
+    }
+
+    /// The transit in milliseconds, its deviation as iperf 2's client computes it
+    /// (`sqrt(m2 / (cnt - 1))`), none under two samples.
+    #[test]
+    fn a_server_reports_transit_is_kept_in_milliseconds() {
+        let t = crate::wire::iperf2::Transit {
+            min_s: 0.001,
+            max_s: 0.004,
+            mean_s: 0.002,
+            m2_s2: 9e-6,
+            count: 10,
+        };
+        let s = transit_summary(&t);
+        assert_eq!(
+            (s.count, s.min_ms, s.max_ms, s.mean_ms),
+            (10, 1.0, 4.0, 2.0)
+        );
+        assert!((s.stdev_ms - 1.0).abs() < 1e-9, "{s:?}");
+        let one = transit_summary(&crate::wire::iperf2::Transit { count: 1, ..t });
+        assert_eq!(one.stdev_ms, 0.0);
     }
 }

@@ -482,6 +482,21 @@ pub struct UdpEndExtra {
     /// The receiver's datagrams per ECN codepoint with their shares (docs/ecn.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<crate::stats::EcnFigures>,
+    /// The transit (one-way delay, sender clock to receiver clock) an iperf 2 server
+    /// reported in its server report datagram (`--iperf2` clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit: Option<TransitSummary>,
+}
+
+/// One-way transit as an iperf 2 server reports it: count, min, mean, max and standard
+/// deviation, no distribution (its `server_hdr_extension`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TransitSummary {
+    pub count: u64,
+    pub min_ms: f64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    pub stdev_ms: f64,
 }
 
 /// One element of `end.streams`.

@@ -239,10 +239,17 @@ impl ServerReport {
             };
             high << 32 | u64::from(low)
         };
+        // The mean iperf 2's client prints is the sum over the count (2.2.1's
+        // `udp_output_read_enhanced`), not the server's running mean field, which
+        // rounds differently; with no count, that field.
+        let mean_s = |count: u32| match count {
+            0 => seconds(f(16), f(17)),
+            n => seconds(f(14), f(15)) / f64::from(n),
+        };
         let transit = (flags & SERVER_HEADER_EXTEND != 0 && h.len() >= 100).then(|| Transit {
             min_s: seconds(f(10), f(11)),
             max_s: seconds(f(12), f(13)),
-            mean_s: seconds(f(16), f(17)),
+            mean_s: mean_s(f(22)),
             m2_s2: seconds(f(18), f(19)) * 1e-12,
             count: f(22),
         });
@@ -255,6 +262,36 @@ impl ServerReport {
             jitter_s: seconds(f(8), f(9)),
             transit,
         })
+    }
+}
+
+/// The head of each write of a `--trip-times` TCP client (`struct TCP_burst_payload`,
+/// iperf 2's `Client::WriteTcpTxHdr`): the client's start time, this write's send time,
+/// its burst id (1, 2, …), its size `burst_size` (the bytes up to the next head, the
+/// head included) and `seq`, the bytes written so far with this write's. The server
+/// times each write by it (its latency columns). `buf` must hold
+/// [`super::iperf2::TCP_BURST_LEN`] bytes; the fields iperf 2's client leaves as they
+/// were (the period, the ack times, the reserved words) are zeroed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpBurstHdr {
+    pub start: (u32, u32),
+    pub sent: (u32, u32),
+    pub burst_id: u32,
+    pub burst_size: u32,
+    pub seq: i64,
+}
+
+impl TcpBurstHdr {
+    pub fn write(&self, buf: &mut [u8]) {
+        buf[..super::iperf2::TCP_BURST_LEN].fill(0);
+        put(buf, 12, self.start.0);
+        put(buf, 16, self.start.1);
+        put(buf, 20, self.sent.0);
+        put(buf, 24, self.sent.1);
+        put(buf, 44, self.burst_id);
+        put(buf, 48, self.burst_size);
+        put(buf, 52, self.seq as u32);
+        put(buf, 56, ((self.seq as u64) >> 32) as u32);
     }
 }
 
@@ -406,8 +443,10 @@ mod tests {
                 (9, 1500),
                 (10, 0),
                 (11, 120),
+                (14, 0),
+                (15, 297_900),
                 (16, 0),
-                (17, 300),
+                (17, 301),
                 (22, 993),
                 (27, 1),
             ],
@@ -419,6 +458,7 @@ mod tests {
         assert_eq!(r.datagrams, (1 << 32) + 1000);
         assert!((r.jitter_s - 0.0015).abs() < 1e-12);
         let t = r.transit.unwrap();
+        // The mean is the sum over the count (0.2979 s / 993), not the 301 µs field.
         assert!((t.min_s - 120e-6).abs() < 1e-12 && (t.mean_s - 300e-6).abs() < 1e-12);
         assert_eq!(t.count, 993);
     }
@@ -439,5 +479,43 @@ mod tests {
         let d = report(0x8000_0000, &[(7, 9)]);
         let r = ServerReport::parse(&d[..SERVER_REPORT_MIN_LEN]).unwrap();
         assert_eq!((r.datagrams, r.transit), (9, None));
+    }
+
+    /// What the client writes at the head of each `--trip-times` TCP write is what a
+    /// server's framer (`wire::iperf2::BurstFramer`, iperf 2's reading) times: one send
+    /// time per completed write, the writes split where `burst_size` says.
+    #[test]
+    fn tcp_burst_heads_frame_the_writes_for_the_server() {
+        use crate::wire::iperf2::{BurstFramer, TCP_BURST_LEN};
+        let mut stream = Vec::new();
+        for (i, size) in [200u32, 92, 1000].into_iter().enumerate() {
+            let mut w = vec![0xA5u8; size as usize];
+            TcpBurstHdr {
+                start: (1_700_000_000, 1),
+                sent: (1_700_000_001, 10 + i as u32),
+                burst_id: i as u32 + 1,
+                burst_size: size,
+                seq: i64::from(size),
+            }
+            .write(&mut w);
+            assert_eq!(get(&w, 48), size);
+            stream.extend_from_slice(&w);
+        }
+        assert!(stream.len() >= 3 * TCP_BURST_LEN);
+        let mut f = BurstFramer::default();
+        let mut times = Vec::new();
+        // Fed in odd pieces, as reads return them.
+        for piece in stream.chunks(37) {
+            f.feed(piece, |s, u| times.push((s, u)));
+        }
+        assert!(!f.lost());
+        assert_eq!(
+            times,
+            vec![
+                (1_700_000_001, 10),
+                (1_700_000_001, 11),
+                (1_700_000_001, 12)
+            ]
+        );
     }
 }

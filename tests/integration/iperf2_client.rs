@@ -308,7 +308,8 @@ fn refusals_name_the_option() {
         (&["-k", "10"][..], "-k"),
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["-u", "--bounceback"][..], "--bounceback"),
-        (&["--trip-times"][..], "--trip-times over TCP"),
+        (&["--trip-times", "-l", "80"][..], "at least 92"),
+        (&["--trip-times", "-R"][..], "drop -R"),
         (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
         (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
@@ -645,3 +646,118 @@ fn check_cli_bounceback_period(key: &str) {
 }
 
 iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
+
+/// `netmeter iperf2 -c 127.0.0.1 -p PORT ARGS` against a fresh iperf 2 server started
+/// with `-e`: netmeter's output, the server's, and the server's whole-test row (the
+/// last row from 0.0000 holding `mark`), once it has printed it.
+fn cli_against_enhanced(
+    key: &str,
+    udp: bool,
+    args: &[&str],
+    mark: &str,
+) -> (String, String, String) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, udp, &["-e"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let row = |t: &str| {
+        t.lines()
+            .rfind(|l| l.contains("0.0000-") && l.contains(mark))
+            .map(str::to_string)
+    };
+    await_evidence(
+        &format!("{key}'s whole-test row"),
+        || row(&d.text()).is_some(),
+        || d.text(),
+    );
+    let theirs = d.text();
+    drop(server);
+    let r = row(&theirs).unwrap_or_default();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), theirs, r)
+}
+
+/// `netmeter iperf2 -c -u -e` against a real iperf 2 server started with `-e`: its
+/// Server Report row has the server's own latency (avg/min/max/stdev, as the server
+/// prints it for the same test; the mean within a rounding step: the server prints
+/// its final mean, the client the report's sum over its count), and "Sent N datagrams"
+/// is what iperf 2's client prints for the same datagrams: the server's total and one
+/// more (iperf 2's client counts its FIN and its reporter's end-of-test record).
+fn check_cli_udp_server_report(key: &str) {
+    let args = ["-u", "-e", "-b", "2m", "-t", "1", "-l", "1000"];
+    let (text, _, theirs_row) = cli_against_enhanced(key, true, &args, " pps");
+    let ours_row = text
+        .lines()
+        .skip_while(|l| !l.contains("Server Report:"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("{key}: no Server Report row:\n{text}"));
+    let what = format!("{key}: server\n{theirs_row}\nnetmeter\n{text}");
+    let theirs = slashed_ms(&theirs_row).unwrap_or_else(|| panic!("{what}"));
+    let ours = slashed_ms(ours_row).unwrap_or_else(|| panic!("no latency: {what}"));
+    assert_eq!(theirs.len(), 4, "{what}");
+    assert_eq!(ours.len(), 4, "{what}");
+    assert_eq!(
+        (ours[1], ours[2]),
+        (theirs[1], theirs[2]),
+        "min, max: {what}"
+    );
+    assert!((ours[0] - theirs[0]).abs() <= 0.0015, "avg: {what}");
+    assert!((ours[3] - theirs[3]).abs() <= 0.0015, "stdev: {what}");
+    // The server's total: `lost/total (` in its row.
+    let total = |l: &str| -> u64 {
+        l.split_whitespace()
+            .find_map(|w| w.split_once('/').and_then(|(_, t)| t.parse().ok()))
+            .unwrap_or_else(|| panic!("no lost/total in {l}"))
+    };
+    let sent: u64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("[  1] Sent ")?
+                .strip_suffix(" datagrams")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no Sent line: {what}"));
+    let theirs_total = total(theirs_row.split(" ms ").nth(1).unwrap_or(""));
+    assert_eq!(sent, theirs_total + 1, "{what}");
+}
+
+iperf2_client!(cli_udp_server_report_218, check_cli_udp_server_report(V218));
+iperf2_client!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
+
+/// TCP `--trip-times` through `netmeter iperf2 -c -e` against a real iperf 2 server
+/// started with `-e`: the server takes the test as a trip-times one (its connection
+/// line says so) and times every write by the head netmeter puts on it: its latency
+/// row counts one burst per write netmeter made (`-n 2M -l 64K`: the 60-byte test
+/// header, then 31 whole writes and a last one of the rest), each latency a real one
+/// (above 0, under a generous 2 s on loopback).
+fn check_cli_tcp_trip_times(key: &str) {
+    let args = ["-e", "-n", "2M", "-l", "64K", "--trip-times"];
+    let (ours, text, theirs) = cli_against_enhanced(key, false, &args, " ms (");
+    let what = format!("{key}: server\n{text}\nnetmeter\n{ours}");
+    assert!(
+        text.contains("(trip-times)"),
+        "not a trip-times test: {what}"
+    );
+    let lat = slashed_ms(&theirs).unwrap_or_else(|| panic!("no latency: {what}"));
+    assert_eq!(lat.len(), 4, "{what}");
+    let (avg, min, max) = (lat[0], lat[1], lat[2]);
+    assert!(
+        min > 0.0 && min <= avg && avg <= max && max < 2000.0,
+        "{what}"
+    );
+    let count: u64 = theirs
+        .split(" ms (")
+        .nth(1)
+        .and_then(|t| t.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no (cnt/size): {what}"));
+    let writes = (2u64 * 1024 * 1024 - 60).div_ceil(64 * 1024);
+    assert_eq!(count, writes, "{what}");
+}
+
+iperf2_client!(cli_tcp_trip_times_218, check_cli_tcp_trip_times(V218));
+iperf2_client!(cli_tcp_trip_times_221, check_cli_tcp_trip_times(V221));

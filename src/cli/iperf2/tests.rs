@@ -113,7 +113,12 @@ fn tos_takes_dscp_names() {
 fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
-        (&["-c", "h", "--trip-times"][..], "--trip-times"),
+        (&["-c", "h", "--trip-times", "-R"][..], "--trip-times"),
+        (
+            &["-c", "h", "--trip-times", "--full-duplex"][..],
+            "--full-duplex",
+        ),
+        (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
         (&["-c", "h", "-u", "-R"][..], "-R"),
         (&["-c", "h", "-u", "--full-duplex"][..], "--full-duplex"),
         (&["-c", "h", "--isochronous"][..], "--isochronous"),
@@ -189,4 +194,11 @@ fn histogram_bin_widths_in_iperf2s_units() {
     assert_eq!(histogram_bin_ms("100u").unwrap(), 0.1);
     assert_eq!(histogram_bin_ms("1m,1000").unwrap(), 1.0);
     assert!(histogram_bin_ms("x").is_err());
+}
+
+#[test]
+fn tcp_trip_times_runs_on_iperf2s_wire() {
+    let (cfg, _) = client(&["-c", "h", "-e", "--trip-times"]);
+    assert!(cfg.spec.trip_times);
+    assert_eq!(crate::engine::iperf2_client::unsupported(&cfg), None);
 }

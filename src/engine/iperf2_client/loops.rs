@@ -11,8 +11,10 @@ use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
 use crate::wire::Bounceback;
 use crate::wire::iperf2::{
-    BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, UDP_DATAGRAM_LEN, write_datagram_id,
+    BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, TCP_BURST_LEN, UDP_DATAGRAM_LEN,
+    write_datagram_id,
 };
+use crate::wire::iperf2_client::TcpBurstHdr;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -61,7 +63,16 @@ fn publish(s: &StreamShared, bytes: u64, blocks: u64) {
 /// TCP: `-l` blocks after the test header (`header_len` bytes, written when the
 /// connection opened, counted as sent: the server counts every byte it reads), then a
 /// shutdown of the write side, which is how an iperf 2 server learns the test is over.
-pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<()> {
+/// With `trip` (`--trip-times`: the start time the test header carried) each block
+/// opens with iperf 2's `TCP_burst_payload` ([`TcpBurstHdr`]) holding its send time,
+/// as iperf 2's client writes them, so the server measures each write's one-way delay;
+/// a block is then at least that head's [`TCP_BURST_LEN`] bytes.
+pub fn tcp_send(
+    w: &Worker,
+    mut sock: TcpStream,
+    header_len: u64,
+    trip: Option<(u32, u32)>,
+) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     if let Some(b) = &w.budget {
         b.take(header_len as usize);
@@ -70,10 +81,30 @@ pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<
     publish(&w.shared, bytes, blocks);
     let origin = w.pace_origin.unwrap_or_else(mono_now);
     let mut pacer = pacer(w, w.block_len, origin);
-    while let Some(len) = next_block(w, &mut pacer, origin, w.block_len) {
+    let mut block = w.payload.to_vec();
+    let (mut burst_id, mut seq) = (0u32, 0i64);
+    while let Some(want) = next_block(w, &mut pacer, origin, w.block_len) {
+        let len = match trip {
+            Some(start) => {
+                let len = want.max(TCP_BURST_LEN);
+                block.resize(len.max(block.len()), 0);
+                burst_id = burst_id.wrapping_add(1);
+                seq += len as i64;
+                TcpBurstHdr {
+                    start,
+                    sent: stream::wall_now(false),
+                    burst_id,
+                    burst_size: len as u32,
+                    seq,
+                }
+                .write(&mut block);
+                len
+            }
+            None => want,
+        };
         let mut off = 0;
         while off < len && !w.stop.load(Ordering::Relaxed) {
-            match w.shared.calls.wrote(sock.write(&w.payload[off..len])) {
+            match w.shared.calls.wrote(sock.write(&block[off..len])) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
                 Ok(n) => {
                     off += n;
@@ -89,7 +120,33 @@ pub fn tcp_send(w: &Worker, mut sock: TcpStream, header_len: u64) -> io::Result<
     }
     let _ = sock.flush();
     let _ = sock.shutdown(Shutdown::Write);
+    if trip.is_some() {
+        drain_until_closed(&mut sock);
+    }
     Ok(())
+}
+
+/// How long a `--trip-times` sender waits for the server to close after its shutdown.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Read (and drop) what the server sent until it closes, for at most [`CLOSE_WAIT`]: an
+/// iperf 2 server answers a trip-times header with its acknowledgement, and a socket
+/// closed with those bytes unread resets the connection, which makes the server drop
+/// the data it has not read yet.
+fn drain_until_closed(sock: &mut TcpStream) {
+    if sock.set_read_timeout(Some(STOP_POLL)).is_err() {
+        return;
+    }
+    let until = mono_now() + CLOSE_WAIT;
+    let mut buf = [0u8; 512];
+    while mono_now() < until {
+        match sock.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if stream::is_transient(&e) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// UDP: `hdr` (from [`crate::wire::iperf2::ClientHdr::encode`]) at the start of

@@ -486,6 +486,7 @@ pub fn end_stream(protocol: Protocol, l: &LocalFinal, peer: Option<&StreamResult
                 receiver_seconds: rcv_secs.unwrap_or(0.0),
                 receiver_packets: rcv.received,
                 ecn: rcv.ecn.map(|e| e.figures()),
+                transit: None,
             });
             EndStream {
                 sender: None,

@@ -164,7 +164,14 @@ impl Iperf2Renderer {
                 let server = end_row(end, i, st, (false, client_sends), &self.last)
                     .map(|(_, r)| r)
                     .filter(|_| !self.ctx.exclude.server_reports);
-                let sent = st.udp.as_ref().map(|u| u.packets);
+                // iperf 2's client counts its FIN (which netmeter's count holds) and
+                // then its reporter's end-of-test record as datagrams: `EndJob` pushes a
+                // packet (id -1, not empty) that `reporter_compute_packet_pps` counts
+                // (2.1.8 and 2.2.1's `src/Reporter.c`). Its "Sent N" is one more.
+                let sent = st
+                    .udp
+                    .as_ref()
+                    .map(|u| u.packets + u64::from(self.ctx.client));
                 let no = self.no(socket);
                 for l in lines::server_report(no, sent, self.ctx.layout, server.as_ref()) {
                     self.line(&l);

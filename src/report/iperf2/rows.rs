@@ -2,7 +2,8 @@
 //! renderer and the CSV lines alike.
 
 use super::Row;
-use crate::report::{End, EndStream};
+use crate::latency::LatencyStats;
+use crate::report::{End, EndStream, TransitSummary};
 use std::collections::HashMap;
 
 /// Stream `i`'s whole-test row for the side that sends on it (`sender`) or receives;
@@ -38,6 +39,8 @@ pub fn end_row(
         .filter(|_| !sender && end.streams.len() == 1);
     if let Some(u) = &st.udp {
         let ext = u.netmeter.filter(|_| !sender);
+        // An iperf 2 server's report carries its transit: its latency columns.
+        let owd = owd.or_else(|| ext.and_then(|x| x.transit).map(|t| transit_latency(&t)));
         let row = Row {
             start: u.start,
             end: ext.map_or(u.end, |x| u.start + x.receiver_seconds),
@@ -88,4 +91,21 @@ pub fn end_row(
         ..Row::default()
     };
     Some((s.socket, row))
+}
+
+/// An iperf 2 server's transit as the latency of a row: the mean, minimum, maximum and
+/// standard deviation iperf 2 prints. It sends no distribution, so the percentiles are
+/// NaN (the iperf 2 layout prints none of them).
+fn transit_latency(t: &TransitSummary) -> LatencyStats {
+    LatencyStats {
+        count: t.count,
+        min_ms: t.min_ms,
+        mean_ms: t.mean_ms,
+        stdev_ms: t.stdev_ms,
+        p50_ms: f64::NAN,
+        p90_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        p999_ms: f64::NAN,
+        max_ms: t.max_ms,
+    }
 }

@@ -168,6 +168,68 @@ fn udp_client_without_delays_prints_iperf2s_suppressed_latency() {
     assert!(last.contains(" -/-/-/- ms "), "{last}");
 }
 
+/// The Server Report row of an iperf 2 server that sent its transit (`udp.netmeter.transit`
+/// from its report datagram) has iperf 2's latency columns, not `-/-/-/-`.
+#[test]
+fn the_server_reports_transit_fills_its_latency_columns() {
+    let mut r = load("udp");
+    let u = r.end.streams[0].udp.as_mut().unwrap();
+    u.netmeter.get_or_insert_with(Default::default).transit = Some(crate::report::TransitSummary {
+        count: 1785,
+        min_ms: 0.011,
+        mean_ms: 0.016,
+        max_ms: 0.025,
+        stdev_ms: 0.003,
+    });
+    let out = render(ctx(Layout::Enhanced, true, true), &r);
+    let row = out
+        .lines()
+        .skip_while(|l| !l.contains("Server Report:"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("no Server Report row:\n{out}"));
+    assert!(row.contains(" 0.016/0.011/0.025/0.003 ms "), "{row}");
+    assert_eq!(
+        shapes(row),
+        shapes(capture("udp.client").lines().last().unwrap()),
+        "{row}"
+    );
+}
+
+/// iperf 2's client prints as sent its datagrams, its FIN and its reporter's
+/// end-of-test record (`Sent 1787` for a server total of 1786 in the capture): one
+/// more than the datagrams netmeter's report counts (the FIN included).
+#[test]
+fn sent_datagrams_are_counted_as_iperf2s_client_counts_them() {
+    let r = load("udp");
+    let n = r.end.streams[0].udp.as_ref().unwrap().packets;
+    let out = render(ctx(Layout::Enhanced, true, true), &r);
+    assert!(
+        out.contains(&format!("[  1] Sent {} datagrams", n + 1)),
+        "{n}:\n{out}"
+    );
+    let cap = capture("udp.client");
+    let num = |pre: &str, l: &str| -> u64 {
+        l.split(pre)
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let sent = cap
+        .lines()
+        .find(|l| l.contains("Sent "))
+        .map(|l| num("Sent ", l));
+    let total = cap
+        .lines()
+        .last()
+        .and_then(|l| l.split(" ms 0/").nth(1))
+        .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok());
+    assert_eq!(sent, total.map(|t| t + 1), "iperf 2.2.1's own: {cap}");
+}
+
 #[test]
 fn udp_trip_times_receiver_matches_iperf2() {
     let mut r = load("udp_reverse_figures");
