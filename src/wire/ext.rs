@@ -44,6 +44,11 @@ pub struct ExtRequest {
     /// receive offload (UDP_GRO).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_gro: bool,
+    /// `--ecn-responsive` (feature `ecn_feedback`, UDP): each receiver returns its ECN
+    /// counts to the sender once per feedback round on the data socket
+    /// ([`super::EcnFeedback`]), and the sender paces at `crate::responsive`'s rate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ecn_feedback: bool,
     /// `--psk-file`: the client's nonce for the pre-shared-key exchange (a server with a
     /// key answers with [`PskChallenge`] after state 0x41).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,13 +260,15 @@ pub enum Feature {
     WorkingLoad,
     /// `--no-gso` / `--no-gro` for the server's UDP streams.
     NoOffload,
+    /// ECN feedback datagrams for `--ecn-responsive` ([`ExtRequest::ecn_feedback`]).
+    EcnFeedback,
     /// A feature this netmeter does not know, by its name on the wire.
     Unknown(String),
 }
 
 impl Feature {
     /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::UdpSeq64,
         Feature::UdpConnectRetry,
         Feature::Bounceback,
@@ -270,6 +277,7 @@ impl Feature {
         Feature::Isochronous,
         Feature::WorkingLoad,
         Feature::NoOffload,
+        Feature::EcnFeedback,
     ];
 
     /// The name on the wire.
@@ -283,6 +291,7 @@ impl Feature {
             Feature::Isochronous => "isochronous",
             Feature::WorkingLoad => "working_load",
             Feature::NoOffload => "no_offload",
+            Feature::EcnFeedback => "ecn_feedback",
             Feature::Unknown(name) => name,
         }
     }
@@ -400,6 +409,7 @@ mod tests {
             "isochronous",
             "working_load",
             "no_offload",
+            "ecn_feedback",
         ];
         let json = serde_json::to_string(&Feature::ALL).unwrap();
         assert_eq!(json, serde_json::to_string(&names).unwrap());

@@ -606,6 +606,7 @@ impl Args {
             working_load: None,
             no_gso: self.udp.no_gso,
             no_gro: self.udp.no_gro,
+            ecn_responsive: false,
             dont_fragment: self.udp.dont_fragment,
             mptcp: self.client.mptcp,
             flowlabel: self
