@@ -311,3 +311,56 @@ fn sums_carry_the_streams_ecn_counts_added_up() {
         .collect();
     assert!(sums.contains(&streams), "{csv}");
 }
+
+/// `--ecn-responsive` on a real path: the router sets CE on every `n`th ECT(1) data
+/// datagram from the server (h2, `-R`) to the client, which returns its counts; the
+/// server's sender answers them. Marking every 2nd datagram (p = 1/2, where the law
+/// settles at 5.5 % of `-b`) it sends far less than marking every 10th (p = 1/10,
+/// 53 %), and in each run the client's CE count equals the rule's counter. Judged by
+/// what the receiver counted and the router's counters, not by time.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables)"
+)]
+fn responsive_sender_slows_as_the_marked_fraction_rises() {
+    let run = |n: u32| {
+        let b = bed(LinkConfig::new());
+        add_ce_marking(
+            &b,
+            R_H2_IF,
+            "meta l4proto udp udp length > 100 ip ecn ect1",
+            n,
+        );
+        let v = run_on_bed(
+            &b,
+            &[
+                "-u",
+                "-b",
+                "20M",
+                "-l",
+                "1000",
+                "-t",
+                "3",
+                "--ecn-responsive",
+                "-R",
+            ],
+        );
+        let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
+        let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+        let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
+        assert_eq!((not_ect, e1, e0, c), (0, rest, 0, ce), "p = 1/{n}: {end}");
+        assert!(ce > 0, "p = 1/{n}: nothing marked: {end}");
+        e1 + c
+    };
+    let tenth = run(10);
+    let half = run(2);
+    eprintln!("--ecn-responsive -b 20M -t 3: p = 1/10 {tenth} datagrams, p = 1/2 {half}");
+    // 20 Mbit/s of 1000-byte datagrams for 3 s is 7500; the law's means are 53 % and
+    // 5.5 % of that once settled: judge the order and a wide margin only.
+    assert!(tenth < 7600, "p = 1/10: {tenth} datagrams, above -b");
+    assert!(
+        half * 2 < tenth,
+        "p = 1/2 delivered {half} datagrams, p = 1/10 {tenth}: the sender did not slow"
+    );
+}
