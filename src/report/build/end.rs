@@ -279,12 +279,15 @@ fn rate_shortfalls(
     threads: &[ThreadCpu],
     remote_threads: &[ThreadCpu],
 ) -> Vec<RateShortfall> {
-    // Profiles, request/response and connect-only tests have no `-b` schedule.
+    // Profiles, request/response and connect-only tests have no `-b` schedule; under
+    // `--ecn-responsive` `-b` is a ceiling the marks hold the sender under, not a
+    // shortfall.
     let paced = spec.protocol == Protocol::Udp
         && spec.rate_bps > 0
         && spec.profile.is_none()
         && spec.bounceback.is_none()
-        && !spec.connect_only;
+        && !spec.connect_only
+        && !spec.ecn_responsive;
     if !paced {
         return Vec::new();
     }
@@ -941,10 +944,15 @@ mod tests {
             .collect();
         assert_eq!(sides, ["local", "remote"]);
         assert_eq!(e.netmeter.rate_shortfall[1].streams, vec![3]);
-        // Unpaced, or TCP: no -b schedule to fall short of.
+        // Unpaced, TCP, or -b a ceiling under --ecn-responsive: no -b schedule to
+        // fall short of.
         for spec in [
             TestSpec {
                 rate_bps: 0,
+                ..spec.clone()
+            },
+            TestSpec {
+                ecn_responsive: true,
                 ..spec.clone()
             },
             TestSpec {
