@@ -965,6 +965,7 @@ mod tests {
             working_load: None,
             no_gso: true,
             no_gro: false,
+            ecn_feedback: false,
             psk: None,
             third_party: None,
             features: vec![

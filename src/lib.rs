@@ -23,6 +23,7 @@ pub mod pacing;
 pub mod profile;
 pub mod report;
 pub mod rpm;
+pub mod responsive;
 pub mod scenario;
 pub mod search;
 pub mod sim;

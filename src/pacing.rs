@@ -61,6 +61,8 @@ pub struct Pacer {
     max_owed: f64,
     /// When the test ends, if known ([`Pacer::ending_at`]).
     end_s: Option<f64>,
+    /// The bucket's depth whatever the rate: one send, or one burst.
+    unit_depth: f64,
 }
 
 impl Pacer {
@@ -68,12 +70,12 @@ impl Pacer {
     /// sends back to back.
     pub fn new(rate_bps: u64, unit: usize, burst: Option<u32>, now_s: f64) -> Pacer {
         let bytes_per_s = rate_bps as f64 / 8.0;
-        let depth_bytes = match burst {
+        let unit_depth = match burst {
             Some(b) => (b.max(1) as f64) * unit as f64,
             None => 0.0,
         }
-        .max(bytes_per_s * DEPTH_S)
         .max(unit as f64);
+        let depth_bytes = unit_depth.max(bytes_per_s * DEPTH_S);
         Pacer {
             bytes_per_s,
             depth_bytes,
@@ -83,7 +85,19 @@ impl Pacer {
             last_s: now_s,
             max_owed: 0.0,
             end_s: None,
+            unit_depth,
         }
+    }
+
+    /// From `now_s` on, pace at `rate_bps` (`--ecn-responsive`'s law moving the rate):
+    /// what accrued until now at the old rate is kept up to the new bucket's depth, and
+    /// nothing missed is owed (a sender told to slow down makes nothing up).
+    pub fn set_rate(&mut self, now_s: f64, rate_bps: u64) {
+        self.refill(now_s);
+        self.bytes_per_s = rate_bps as f64 / 8.0;
+        self.depth_bytes = self.unit_depth.max(self.bytes_per_s * DEPTH_S);
+        self.credit = self.credit.min(self.depth_bytes);
+        self.debt = 0.0;
     }
 
     /// The test ends at `end_s` (a timed test): debt is then repaid within half the
@@ -441,5 +455,25 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn set_rate_paces_at_the_new_rate_from_then_on() {
+        // 8 Mbit/s of 1000-byte sends: 1000 a second; after 1 s, 0.8 Mbit/s: 100.
+        let mut p = Pacer::new(8_000_000, 1000, None, 0.0);
+        let mut sent = 0;
+        let mut t = 0.0;
+        while t < 1.0 {
+            sent += p.grant(t, 1000, 1, 64).unwrap_or(0);
+            t += 0.001;
+        }
+        assert!((999..=1001).contains(&sent), "{sent}");
+        p.set_rate(1.0, 800_000);
+        let mut later = 0;
+        while t < 2.0 {
+            later += p.grant(t, 1000, 1, 64).unwrap_or(0);
+            t += 0.001;
+        }
+        assert!((99..=102).contains(&later), "{later}");
     }
 }

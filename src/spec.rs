@@ -100,6 +100,10 @@ pub struct TestSpec {
     /// `--no-gro`: the receiving side's UDP streams read one datagram per message (no
     /// UDP_GRO). Applies to whichever side receives, like `no_gso`.
     pub no_gro: bool,
+    /// `--ecn-responsive`: UDP receivers return their ECN counts once per round and
+    /// senders pace at the responsive law's rate under `-b` (docs/ecn.md); needs a
+    /// netmeter peer (feature `ecn_feedback`).
+    pub ecn_responsive: bool,
     /// `--dont-fragment`: IPv4 UDP data sockets on both sides set DF (iperf3's
     /// `dont_fragment` parameter).
     pub dont_fragment: bool,
@@ -145,6 +149,7 @@ impl Default for TestSpec {
             profile: None,
             no_gso: false,
             no_gro: false,
+            ecn_responsive: false,
             dont_fragment: false,
             mptcp: false,
             flowlabel: None,
@@ -371,6 +376,7 @@ impl TestSpec {
             connect_only: self.connect_only,
             no_gso: self.no_gso,
             no_gro: self.no_gro,
+            ecn_feedback: self.ecn_responsive,
             isochronous: isoch,
             // Set by the engine (`--psk-file`, third-party requests), not by the test.
             psk: None,
@@ -391,6 +397,7 @@ impl TestSpec {
                     Feature::IsochronousBidir => {
                         isoch.is_some() && self.direction == Direction::Bidir
                     }
+                    Feature::EcnFeedback => self.ecn_responsive,
                     _ => true,
                 })
                 .collect(),
@@ -413,6 +420,11 @@ impl TestSpec {
                 "--bounceback",
             ),
             (self.connect_only, Feature::ConnectOnly, "--connect-only"),
+            (
+                self.ecn_responsive,
+                Feature::EcnFeedback,
+                "--ecn-responsive",
+            ),
         ];
         needs
             .into_iter()
@@ -431,6 +443,7 @@ impl TestSpec {
             s.udp_seq64 = true;
         }
         s.trip_times = s.trip_times && n.has(Feature::TripTimes);
+        s.ecn_responsive = s.ecn_responsive && n.has(Feature::EcnFeedback);
         let bidir = s.direction == Direction::Bidir;
         if let Some(crate::profile::Profile::Isochronous {
             framed, both_ways, ..
@@ -540,6 +553,8 @@ impl TestSpec {
                 .transpose()?,
             no_gso: p.netmeter.as_ref().is_some_and(|n| n.no_gso),
             no_gro: p.netmeter.as_ref().is_some_and(|n| n.no_gro),
+            ecn_responsive: p.netmeter.as_ref().is_some_and(|n| n.ecn_feedback)
+                && protocol == Protocol::Udp,
             dont_fragment: p.dont_fragment.is_some_and(|v| v != 0.0),
             mptcp: p.mptcp == Some(true),
             // iperf3 takes 1..=0xfffff; anything else is as if none was asked.

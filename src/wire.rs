@@ -13,12 +13,14 @@
 //! are re-exported here, so users name them `wire::X`.
 
 mod data;
+mod ecn_feedback;
 mod errcode;
 mod ext;
 pub mod iperf2;
 pub mod iperf2_client;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
+pub use ecn_feedback::{ECN_FEEDBACK_LEN, EcnFeedback};
 pub use errcode::ErrCode;
 pub use ext::{
     Bounceback, ExtAnswer, ExtNote, ExtRequest, Feature, FrameSummary, Isochronous,

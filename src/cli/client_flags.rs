@@ -90,6 +90,10 @@ pub struct ClientFlags {
     /// ECN codepoint for UDP data (ect0 or ect1), kept beside -S/--dscp (docs/ecn.md).
     #[arg(long = "ecn", value_name = "ect0|ect1")]
     pub ecn: Option<String>,
+    /// UDP: lower and raise the rate under -b from the CE marks the receiver returns,
+    /// L4S-style (marks ECT(1) unless --ecn says otherwise; netmeter server; docs/ecn.md).
+    #[arg(long = "ecn-responsive")]
+    pub ecn_responsive: bool,
     /// Bind data streams to this client port (stream k uses PORT+k).
     #[arg(long = "cport", value_name = "PORT", value_parser = ranged::<u16>("--cport", 1, 65535))]
     pub cport: Option<u16>,

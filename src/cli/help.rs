@@ -78,6 +78,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "tos",
             "dscp",
             "ecn",
+            "ecn_responsive",
             "cport",
             "omit",
             "connect_timeout",

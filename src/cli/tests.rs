@@ -237,6 +237,21 @@ fn ecn_marks_the_low_bits_beside_the_dscp() {
 }
 
 #[test]
+fn ecn_responsive_marks_ect1_and_needs_udp_with_a_ceiling() {
+    let c = client(&["-c", "h", "-u", "-b", "20M", "--ecn-responsive"]);
+    assert!(c.spec.ecn_responsive);
+    assert_eq!(c.spec.ecn, Some(crate::stats::EcnMark::Ect1));
+    assert_eq!(c.spec.tos, Some(0x01));
+    let c = client(&["-c", "h", "-u", "--ecn", "ect0", "--ecn-responsive"]);
+    assert_eq!(c.spec.ecn, Some(crate::stats::EcnMark::Ect0));
+    assert!(c.spec.ext_request().ecn_feedback);
+    let e = sentence(&["-c", "h", "--ecn-responsive"]);
+    assert!(e.starts_with("--ecn-responsive paces UDP data"), "{e}");
+    let e = sentence(&["-c", "h", "-u", "-b", "0", "--ecn-responsive"]);
+    assert!(e.starts_with("--ecn-responsive needs a ceiling"), "{e}");
+}
+
+#[test]
 fn idle_timeout_without_one_off_is_refused_not_ignored() {
     let e = sentence(&["-s", "--idle-timeout", "5"]);
     assert!(e.starts_with("--idle-timeout needs -1"), "{e}");

@@ -285,6 +285,7 @@ pub(super) fn make_worker(
         load_start: None,
         file: None,
         profile: spec.profile.filter(|_| profiled),
+        ecn_feedback: spec.ecn_responsive && spec.protocol == Protocol::Udp,
         schedule_origin: None,
         pace_origin: None,
         schedule_end: None,

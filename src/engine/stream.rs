@@ -20,9 +20,10 @@ use super::machine::udp::{
 };
 use super::record::StreamShared;
 use crate::clock::Clock;
+use crate::responsive::{ROUND, ResponsiveRate};
 use crate::sock::{self, Batch};
-use crate::wire::UdpHeader;
 use crate::wire::{self, Bounceback};
+use crate::wire::{EcnFeedback, UdpHeader};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
@@ -95,6 +96,10 @@ pub struct Worker {
     /// sends the file's next bytes and stops at its end; a receiver writes what it
     /// receives at the file's next offset (`disk_file`).
     pub file: Option<Arc<DiskFile>>,
+    /// `--ecn-responsive` (negotiated): a UDP receiver returns its ECN counts once per
+    /// round on its socket; a `-b` UDP sender reads them and paces at the responsive
+    /// law's rate (`udp_feedback`).
+    pub ecn_feedback: bool,
 }
 
 /// Fill a payload buffer: random bytes, or iperf2's repeating "0123456789".
@@ -561,12 +566,18 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let mut bufs = udp_send_bufs(&w.payload, len, segs);
     let mut batch = Batch::new(UDP_BATCH);
     let mut fell_back = false;
+    let mut law = (w.ecn_feedback && w.rate_bps > 0).then(|| ResponsiveRate::new(w.rate_bps));
+    // A responsive sender wakes at least once a round to read its feedback.
+    let nap = if law.is_some() { ROUND } else { STOP_POLL };
     while !w.stop.load(Ordering::Relaxed) {
         let now = w.clock.now().saturating_duration_since(origin);
+        if let Some(l) = law.as_mut() {
+            udp_feedback(fd, l, &mut m, now);
+        }
         let n = match m.poll(now, UDP_BATCH * segs) {
             SendAction::Send(n) => n,
             SendAction::Wait(wait) => {
-                std::thread::sleep(wait.min(STOP_POLL));
+                std::thread::sleep(wait.min(nap));
                 continue;
             }
             SendAction::Stop => break,
@@ -603,10 +614,39 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     Ok(())
 }
 
+/// Read the feedback datagrams waiting on a responsive sender's socket (at most a
+/// batch's worth a call), feed them to the law and pace at its rate.
+fn udp_feedback(
+    fd: std::os::fd::BorrowedFd<'_>,
+    law: &mut ResponsiveRate,
+    m: &mut UdpSender,
+    now: Duration,
+) {
+    let before = law.rate();
+    let mut buf = [0u8; 64];
+    for _ in 0..UDP_BATCH {
+        match sock::recv_nowait(fd, &mut buf) {
+            Ok(n) => {
+                if let Some(f) = EcnFeedback::parse(&buf[..n]) {
+                    law.on_feedback(now, f.0);
+                }
+            }
+            // Nothing waiting, or an ICMP error of the peer not yet listening.
+            Err(_) => break,
+        }
+    }
+    law.on_silence(now, Duration::ZERO);
+    let rate = law.rate();
+    if rate != before {
+        m.set_rate(now, rate);
+    }
+}
+
 /// A UDP receiver's thread: `recvmmsg` batches handed to the machine
 /// ([`UdpReceiver`]) with their arrival times.
 fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
-    sock.set_read_timeout(Some(STOP_POLL))?;
+    // A receiver returning ECN feedback wakes at least once a round to send it.
+    sock.set_read_timeout(Some(if w.ecn_feedback { ROUND } else { STOP_POLL }))?;
     let hdr_len = UdpHeader::len(w.udp_seq64);
     // With GRO a message holds many datagrams (up to 64 KiB); without, one.
     let buf_len = if w.caps.gro {
@@ -629,7 +669,15 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let owd = w.shared.owd.as_ref();
     let frames = w.shared.frames.as_ref();
     let skew = clock::test_offset_ns();
+    let mut next_feedback = w.clock.now() + ROUND;
     while !w.stop.load(Ordering::Relaxed) {
+        if w.ecn_feedback && w.clock.now() >= next_feedback {
+            // Once a round, the counts so far back to the sender (lost ones cost
+            // nothing: they are cumulative).
+            let counts = udp.lock().unwrap_or_else(|p| p.into_inner()).counts().ecn;
+            let _ = sock.send(&EcnFeedback(counts.unwrap_or_default()).encode());
+            next_feedback = w.clock.now() + ROUND;
+        }
         match w
             .shared
             .calls

@@ -587,7 +587,7 @@ mod tests {
         let (_, sent, received) = end_sums(Protocol::Tcp, &[&e, &local], false);
         let sent = sent.unwrap();
         assert_eq!(sent.retransmits, Some(24));
-        assert_eq!(sent.netmeter.map(|n| n.spurious_retransmits), Some(18));
+        assert_eq!(sent.netmeter.and_then(|n| n.spurious_retransmits), Some(18));
         assert_eq!(received.unwrap().netmeter, None);
 
         let mut iperf3 = back.streams[0].clone();

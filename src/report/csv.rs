@@ -430,7 +430,7 @@ fn end_udp_row(direction: &'static str, u: &EndUdp) -> Row {
 }
 
 fn end_sum_row(direction: &'static str, sender: bool, s: &EndSum) -> Row {
-    Row {
+    let row = Row {
         kind: "end",
         direction,
         role: role(sender),
@@ -443,7 +443,11 @@ fn end_sum_row(direction: &'static str, sender: bool, s: &EndSum) -> Row {
         retransmits: s.retransmits,
         ..Row::default()
     }
-    .with_udp(s.udp_recv, None, None)
+    .with_udp(s.udp_recv, None, None);
+    Row {
+        ecn: s.netmeter.and_then(|n| n.ecn).map(|e| e.counts),
+        ..row
+    }
 }
 
 /// The end summary's rows: each stream's sender and receiver figures (UDP: iperf3's one

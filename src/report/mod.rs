@@ -353,8 +353,7 @@ impl TcpEcn {
     }
 }
 
-/// netmeter's extras for a TCP sender's end summary (`end.streams[].sender.netmeter`,
-/// `end.sum_sent.netmeter`).
+/// netmeter's extras for a TCP sender's end summary (`end.streams[].sender.netmeter`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 pub struct TcpEndExtra {
     /// Of `retransmits`, the segments the receiver reported as duplicates (D-SACK):
@@ -562,7 +561,20 @@ pub struct EndSum {
     pub udp_recv: Option<UdpRecvFigures>,
     pub sender: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netmeter: Option<TcpEndExtra>,
+    pub netmeter: Option<EndSumExtra>,
+}
+
+/// netmeter's extras for an end-of-test sum (`end.sum_sent.netmeter`,
+/// `end.sum_received.netmeter`, `end.sum.netmeter`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct EndSumExtra {
+    /// TCP senders: the streams' spurious retransmits ([`TcpEndExtra`]) added up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmits: Option<u64>,
+    /// UDP receivers: the streams' datagrams per ECN codepoint added up, with their
+    /// shares (docs/ecn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<crate::stats::EcnFigures>,
 }
 
 /// `end.cpu_utilization_percent`.

@@ -237,7 +237,8 @@ fn sum_line(ctx: &TextCtx, s: &SumInterval, mixed: bool) -> String {
         String::new()
     };
     let profile = profile::row_suffix(s.netmeter.as_deref().copied());
-    format!("{head}{tail}{profile}{}\n", omitted(s.omitted))
+    let ecn = ecn::sum_suffix(ctx, s);
+    format!("{head}{tail}{profile}{ecn}{}\n", omitted(s.omitted))
 }
 
 /// A UDP sender's datagram count. Under `--bidir`'s single header (iperf3's

@@ -44,6 +44,11 @@ pub struct ExtRequest {
     /// receive offload (UDP_GRO).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_gro: bool,
+    /// `--ecn-responsive` (feature `ecn_feedback`, UDP): each receiver returns its ECN
+    /// counts to the sender once per feedback round on the data socket
+    /// ([`super::EcnFeedback`]), and the sender paces at `crate::responsive`'s rate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ecn_feedback: bool,
     /// `--psk-file`: the client's nonce for the pre-shared-key exchange (a server with a
     /// key answers with [`PskChallenge`] after state 0x41).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,13 +265,15 @@ pub enum Feature {
     /// The client's UDP connect datagrams carry the test's cookie
     /// ([`crate::wire::udp_connect_with_cookie`]); the server matches UDP streams by it.
     UdpCookie,
+    /// ECN feedback datagrams for `--ecn-responsive` ([`ExtRequest::ecn_feedback`]).
+    EcnFeedback,
     /// A feature this netmeter does not know, by its name on the wire.
     Unknown(String),
 }
 
 impl Feature {
     /// Every feature netmeter can negotiate today, in the order a client asks for them.
-    pub const ALL: [Feature; 10] = [
+    pub const ALL: [Feature; 11] = [
         Feature::UdpSeq64,
         Feature::UdpConnectRetry,
         Feature::Bounceback,
@@ -277,6 +284,7 @@ impl Feature {
         Feature::NoOffload,
         Feature::UdpCookie,
         Feature::IsochronousBidir,
+        Feature::EcnFeedback,
     ];
 
     /// The name on the wire.
@@ -292,6 +300,7 @@ impl Feature {
             Feature::NoOffload => "no_offload",
             Feature::UdpCookie => "udp_cookie",
             Feature::IsochronousBidir => "isochronous_bidir",
+            Feature::EcnFeedback => "ecn_feedback",
             Feature::Unknown(name) => name,
         }
     }
@@ -411,6 +420,7 @@ mod tests {
             "no_offload",
             "udp_cookie",
             "isochronous_bidir",
+            "ecn_feedback",
         ];
         let json = serde_json::to_string(&Feature::ALL).unwrap();
         assert_eq!(json, serde_json::to_string(&names).unwrap());

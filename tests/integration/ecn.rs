@@ -245,3 +245,122 @@ fn tcp_negotiates_ecn_and_reports_the_echoed_marks() {
         "no CE echoed though the router marked {ce}: {v}"
     );
 }
+
+/// With `-P 2` the `[SUM]` rows and the end sums carry the receivers' codepoint counts,
+/// and each is the streams' added up: JSON per interval and at the end, CSV on the sum
+/// rows.
+#[test]
+fn sums_carry_the_streams_ecn_counts_added_up() {
+    let port = free_port();
+    let (_srv, _out) = netmeter_server(port, &[]);
+    let args = [
+        "-u", "-b", "2M", "-t", "2", "-P", "2", "-R", "--ecn", "ect1",
+    ];
+    let v = client_json(port, &args);
+    let add = |a: (u64, u64, u64, u64), b: (u64, u64, u64, u64)| {
+        (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3)
+    };
+    for iv in v["intervals"].as_array().expect("intervals") {
+        let streams = iv["streams"].as_array().expect("streams");
+        assert_eq!(streams.len(), 2, "{iv}");
+        let each: Vec<_> = streams
+            .iter()
+            .map(|s| ecn_of(&s["netmeter"]).unwrap_or_else(|| panic!("no ecn in {s}")))
+            .collect();
+        let sum = ecn_of(&iv["sum"]["netmeter"]).unwrap_or_else(|| panic!("no ecn in {iv}"));
+        assert_eq!(sum, add(each[0], each[1]), "{iv}");
+    }
+    let end = &v["end"];
+    let each: Vec<_> = (0..2)
+        .map(|i| ecn_of(&end["streams"][i]["udp"]["netmeter"]).expect("a stream's counts"))
+        .collect();
+    let total = add(each[0], each[1]);
+    assert!(total.1 > 0, "{end}");
+    assert_eq!(
+        ecn_of(&end["sum_received"]["netmeter"]),
+        Some(total),
+        "{end}"
+    );
+    assert_eq!(ecn_of(&end["sum"]["netmeter"]), Some(total), "{end}");
+
+    let out = client(port, &[&["--csv"], &args[..]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
+    let (kind, stream, ect1) = (col("kind"), col("stream"), col("ecn_ect1"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let n = |r: &Vec<&str>| r[ect1].parse::<u64>().unwrap_or_else(|_| panic!("{r:?}"));
+    let intervals: Vec<_> = rows.iter().filter(|r| r[kind] == "interval").collect();
+    assert!(!intervals.is_empty(), "{csv}");
+    for chunk in intervals.chunks(3) {
+        assert_eq!(chunk[2][stream], "sum", "{csv}");
+        assert_eq!(n(chunk[2]), n(chunk[0]) + n(chunk[1]), "{csv}");
+    }
+    let ends: Vec<_> = rows.iter().filter(|r| r[kind] == "end").collect();
+    let streams: u64 = ends
+        .iter()
+        .filter(|r| r[stream] != "sum")
+        .map(|r| n(r))
+        .sum();
+    let sums: Vec<u64> = ends
+        .iter()
+        .filter(|r| r[stream] == "sum" && !r[ect1].is_empty())
+        .map(|r| n(r))
+        .collect();
+    assert!(sums.contains(&streams), "{csv}");
+}
+
+/// `--ecn-responsive` on a real path: the router sets CE on every `n`th ECT(1) data
+/// datagram from the server (h2, `-R`) to the client, which returns its counts; the
+/// server's sender answers them. Marking every 2nd datagram (p = 1/2, where the law
+/// settles at 5.5 % of `-b`) it sends far less than marking every 10th (p = 1/10,
+/// 53 %), and in each run the client's CE count equals the rule's counter. Judged by
+/// what the receiver counted and the router's counters, not by time.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables)"
+)]
+fn responsive_sender_slows_as_the_marked_fraction_rises() {
+    let run = |n: u32| {
+        let b = bed(LinkConfig::new());
+        add_ce_marking(
+            &b,
+            R_H2_IF,
+            "meta l4proto udp udp length > 100 ip ecn ect1",
+            n,
+        );
+        let v = run_on_bed(
+            &b,
+            &[
+                "-u",
+                "-b",
+                "20M",
+                "-l",
+                "1000",
+                "-t",
+                "3",
+                "--ecn-responsive",
+                "-R",
+            ],
+        );
+        let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
+        let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+        let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
+        assert_eq!((not_ect, e1, e0, c), (0, rest, 0, ce), "p = 1/{n}: {end}");
+        assert!(ce > 0, "p = 1/{n}: nothing marked: {end}");
+        e1 + c
+    };
+    let tenth = run(10);
+    let half = run(2);
+    eprintln!("--ecn-responsive -b 20M -t 3: p = 1/10 {tenth} datagrams, p = 1/2 {half}");
+    // 20 Mbit/s of 1000-byte datagrams for 3 s is 7500; the law's means are 53 % and
+    // 5.5 % of that once settled: judge the order and a wide margin only.
+    assert!(tenth < 7600, "p = 1/10: {tenth} datagrams, above -b");
+    assert!(
+        half * 2 < tenth,
+        "p = 1/2 delivered {half} datagrams, p = 1/10 {tenth}: the sender did not slow"
+    );
+}

@@ -101,3 +101,4 @@ mod impairments;
 mod intervals;
 mod max_rate;
 mod pacing;
+mod responsive;

@@ -573,6 +573,19 @@ impl Args {
                     .ok_or_else(|| usage(format!("--ecn takes ect0 or ect1, not '{e}'")))
             })
             .transpose()?;
+        let responsive = self.client.ecn_responsive;
+        if responsive && protocol != Protocol::Udp {
+            return Err(usage("--ecn-responsive paces UDP data: add -u".to_string()));
+        }
+        if responsive && rate_bps == 0 {
+            return Err(usage(
+                "--ecn-responsive needs a ceiling for its rate: -b RATE above 0, not -b 0"
+                    .to_string(),
+            ));
+        }
+        // A responsive sender marks its datagrams ECT(1), the L4S identifier, unless
+        // --ecn chose: unmarked ones would never be marked CE.
+        let ecn = ecn.or(responsive.then_some(crate::stats::EcnMark::Ect1));
         let tos = ecn.map_or(tos, |m| Some(m.on_tos(tos)));
         self.check_switches(protocol, direction)?;
         let spec = TestSpec {
@@ -606,6 +619,7 @@ impl Args {
             working_load: None,
             no_gso: self.udp.no_gso,
             no_gro: self.udp.no_gro,
+            ecn_responsive: responsive,
             dont_fragment: self.udp.dont_fragment,
             mptcp: self.client.mptcp,
             flowlabel: self

@@ -98,6 +98,14 @@ impl UdpSender {
         }
     }
 
+    /// Pace at `rate_bps` from `now` on (`--ecn-responsive`); an unpaced sender stays
+    /// unpaced.
+    pub fn set_rate(&mut self, now: Duration, rate_bps: u64) {
+        if let Some(p) = self.pacer.as_mut() {
+            p.set_rate(now.as_secs_f64(), rate_bps);
+        }
+    }
+
     /// The datagram length.
     pub fn datagram_len(&self) -> usize {
         self.cfg.len

@@ -13,8 +13,8 @@ use crate::host::facts::{self, Efficiency, HostInfo, Peak, PeakSource, ThreadCpu
 use crate::report::advice::{self, HostFacts};
 use crate::report::connect::ConnectOnlyAnswered;
 use crate::report::{
-    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndUdp, LocalRoles, RateShortfall,
-    TcpEndExtra, UdpEndExtra, UdpIoSides, UdpRecvFigures,
+    CpuUtil, DiskFile, End, EndExt, EndSide, EndStream, EndSum, EndSumExtra, EndUdp, LocalRoles,
+    RateShortfall, TcpEndExtra, UdpEndExtra, UdpIoSides, UdpRecvFigures,
 };
 use crate::spec::{Direction, Protocol, TestSpec};
 use crate::stats::{UdpCounts, bits_per_second, lost_percent};
@@ -279,12 +279,15 @@ fn rate_shortfalls(
     threads: &[ThreadCpu],
     remote_threads: &[ThreadCpu],
 ) -> Vec<RateShortfall> {
-    // Profiles, request/response and connect-only tests have no `-b` schedule.
+    // Profiles, request/response and connect-only tests have no `-b` schedule; under
+    // `--ecn-responsive` `-b` is a ceiling the marks hold the sender under, not a
+    // shortfall.
     let paced = spec.protocol == Protocol::Udp
         && spec.rate_bps > 0
         && spec.profile.is_none()
         && spec.bounceback.is_none()
-        && !spec.connect_only;
+        && !spec.connect_only
+        && !spec.ecn_responsive;
     if !paced {
         return Vec::new();
     }
@@ -535,8 +538,9 @@ fn sum_sides<'a>(sides: impl Iterator<Item = &'a EndSide>, sender: bool) -> Opti
     s.end = s.seconds;
     s.bits_per_second = bits_per_second(s.bytes, s.seconds);
     s.retransmits = if sender { retrans } else { None };
-    s.netmeter = spurious.filter(|_| sender).map(|n| TcpEndExtra {
-        spurious_retransmits: n,
+    s.netmeter = spurious.filter(|_| sender).map(|n| EndSumExtra {
+        spurious_retransmits: Some(n),
+        ecn: None,
     });
     any.then_some(s)
 }
@@ -589,7 +593,21 @@ pub fn end_sums(
             } else {
                 seconds
             };
-            let mk = |bytes: u64, fig: UdpRecvFigures, sender: bool, seconds: f64| EndSum {
+            // The receivers' ECN counts added up, where any receiver read them.
+            let ecn = udp
+                .iter()
+                .filter_map(|u| u.netmeter.and_then(|n| n.ecn))
+                .map(|f| f.counts)
+                .reduce(|a, b| a.plus(&b))
+                .map(|c| EndSumExtra {
+                    spurious_retransmits: None,
+                    ecn: Some(c.figures()),
+                });
+            let mk = |bytes: u64,
+                      fig: UdpRecvFigures,
+                      sender: bool,
+                      seconds: f64,
+                      netmeter: Option<EndSumExtra>| EndSum {
                 start: 0.0,
                 end: seconds,
                 seconds,
@@ -598,7 +616,7 @@ pub fn end_sums(
                 retransmits: None,
                 udp_recv: Some(fig),
                 sender,
-                netmeter: None,
+                netmeter,
             };
             let sent_fig = UdpRecvFigures {
                 jitter_ms: 0.0,
@@ -615,9 +633,9 @@ pub fn end_sums(
                 }
             };
             (
-                Some(mk(bytes, recv_fig, local_sender, seconds)),
-                Some(mk(bytes, sent_fig, true, seconds)),
-                Some(mk(rcv_bytes, rcv_fig, false, rcv_seconds)),
+                Some(mk(bytes, recv_fig, local_sender, seconds, ecn)),
+                Some(mk(bytes, sent_fig, true, seconds, None)),
+                Some(mk(rcv_bytes, rcv_fig, false, rcv_seconds, ecn)),
             )
         }
     }
@@ -927,10 +945,15 @@ mod tests {
             .collect();
         assert_eq!(sides, ["local", "remote"]);
         assert_eq!(e.netmeter.rate_shortfall[1].streams, vec![3]);
-        // Unpaced, or TCP: no -b schedule to fall short of.
+        // Unpaced, TCP, or -b a ceiling under --ecn-responsive: no -b schedule to
+        // fall short of.
         for spec in [
             TestSpec {
                 rate_bps: 0,
+                ..spec.clone()
+            },
+            TestSpec {
+                ecn_responsive: true,
                 ..spec.clone()
             },
             TestSpec {
@@ -1078,5 +1101,36 @@ mod tests {
         i.rcvbuf = 64 << 20;
         let large = end(&i).netmeter.warnings;
         assert!(small.len() > large.len(), "{small:?} vs {large:?}");
+    }
+
+    #[test]
+    fn udp_end_sums_carry_the_receivers_ecn_counts() {
+        let stream = |ect1: u64, ce: u64| EndStream {
+            udp: Some(EndUdp {
+                packets: ect1 + ce,
+                sender: true,
+                netmeter: Some(UdpEndExtra {
+                    ecn: Some(
+                        crate::stats::EcnCounts {
+                            ect1,
+                            ce,
+                            ..Default::default()
+                        }
+                        .figures(),
+                    ),
+                    ..UdpEndExtra::default()
+                }),
+                ..EndUdp::default()
+            }),
+            ..EndStream::default()
+        };
+        let (a, b) = (stream(900, 100), stream(2900, 100));
+        let (sum, sent, received) = end_sums(Protocol::Udp, &[&a, &b], true);
+        let ecn = |s: Option<EndSum>| s.and_then(|s| s.netmeter).and_then(|n| n.ecn);
+        let r = ecn(received).expect("the receivers' sum");
+        assert_eq!((r.counts.ect1, r.counts.ce), (3800, 200));
+        assert_eq!(r.ce_percent, 5.0);
+        assert_eq!(ecn(sum), Some(r));
+        assert_eq!(ecn(sent), None);
     }
 }

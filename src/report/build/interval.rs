@@ -102,13 +102,36 @@ pub fn sum_interval(rows: &[&StreamInterval], start: f64, end: f64, sender: bool
         packets,
         omitted: rows.first().is_some_and(|r| r.omitted),
         sender,
-        netmeter: super::figures::sum_rows(rows).map(|iperf2| {
-            Box::new(StreamExt {
-                iperf2,
-                ..StreamExt::default()
-            })
-        }),
+        netmeter: sum_ext(rows),
     }
+}
+
+/// A `[SUM]` row's netmeter figures: iperf 2's, and where the receivers counted ECN
+/// codepoints, their counts, out-of-order and duplicate datagrams added up.
+fn sum_ext(rows: &[&StreamInterval]) -> Option<Box<StreamExt>> {
+    let iperf2 = super::figures::sum_rows(rows);
+    let udp: Vec<UdpExtra> = rows
+        .iter()
+        .filter_map(|r| r.netmeter.as_deref().and_then(|n| n.udp))
+        .collect();
+    let udp = udp
+        .iter()
+        .filter_map(|u| u.ecn)
+        .map(|f| f.counts)
+        .reduce(|a, b| a.plus(&b))
+        .map(|c| UdpExtra {
+            out_of_order: udp.iter().map(|u| u.out_of_order).sum(),
+            duplicates: udp.iter().map(|u| u.duplicates).sum(),
+            ecn: Some(c.figures()),
+        });
+    if iperf2.is_none() && udp.is_none() {
+        return None;
+    }
+    Some(Box::new(StreamExt {
+        iperf2: iperf2.unwrap_or_default(),
+        udp,
+        ..StreamExt::default()
+    }))
 }
 
 /// Assemble one `intervals[]` element from its rows; `forward` tells for each row
@@ -134,5 +157,56 @@ pub fn interval(rows: Vec<(StreamInterval, bool)>, start: f64, end: f64, bidir: 
         sum_bidir_reverse,
         owd_histogram_us: Vec::new(),
         frame_latency_histogram_us: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::EcnCounts;
+
+    fn receiver(ecn: Option<EcnCounts>, ooo: u64) -> StreamInterval {
+        StreamInterval {
+            bytes: 1000,
+            udp_recv: Some(UdpRecvFigures::default()),
+            netmeter: Some(Box::new(StreamExt {
+                udp: Some(UdpExtra {
+                    out_of_order: ooo,
+                    duplicates: 1,
+                    ecn: ecn.map(|c| c.figures()),
+                }),
+                ..StreamExt::default()
+            })),
+            ..StreamInterval::default()
+        }
+    }
+
+    #[test]
+    fn sum_rows_carry_the_receivers_ecn_counts_added_up() {
+        let a = EcnCounts {
+            not_ect: 1,
+            ect1: 90,
+            ect0: 0,
+            ce: 9,
+        };
+        let b = EcnCounts {
+            not_ect: 0,
+            ect1: 270,
+            ect0: 3,
+            ce: 27,
+        };
+        let (ra, rb) = (receiver(Some(a), 2), receiver(Some(b), 3));
+        let s = sum_interval(&[&ra, &rb], 0.0, 1.0, false);
+        let u = s
+            .netmeter
+            .and_then(|n| n.udp)
+            .expect("the sum's UDP figures");
+        let e = u.ecn.expect("the sum's ECN counts");
+        assert_eq!(e.counts, a.plus(&b));
+        assert_eq!(e.ce_percent, 9.0);
+        assert_eq!((u.out_of_order, u.duplicates), (5, 2));
+        // Without ECN counts the sum stays as it was: no netmeter object.
+        let (pa, pb) = (receiver(None, 2), receiver(None, 3));
+        assert_eq!(sum_interval(&[&pa, &pb], 0.0, 1.0, false).netmeter, None);
     }
 }

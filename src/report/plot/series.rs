@@ -442,6 +442,39 @@ fn udp(r: &Report, peer: Option<&Report>, dir: &Direction) -> Vec<Chart> {
             ],
         ));
     }
+    // The marking over time (docs/ecn.md), where the receiver counted ECN-capable or
+    // CE-marked datagrams: beside the throughput chart it shows what
+    // `--ecn-responsive` answered.
+    let ecn_of = |s: &SumInterval| {
+        s.netmeter
+            .as_deref()
+            .and_then(|n| n.udp)
+            .and_then(|u| u.ecn)
+    };
+    let marked = rep
+        .intervals
+        .iter()
+        .filter_map(|iv| sum_of(iv, &d))
+        .filter_map(ecn_of)
+        .any(|e| e.counts.total() > e.counts.not_ect);
+    if marked {
+        let ce = with_sum(
+            per_stream(&|s| {
+                s.netmeter
+                    .as_deref()
+                    .and_then(|n| n.udp)
+                    .and_then(|u| u.ecn)
+                    .map(|e| e.ce_percent)
+            }),
+            &|s| ecn_of(s).map_or(0.0, |e| e.ce_percent),
+        );
+        out.push(chart(
+            "ecn_ce",
+            format!("ECN: CE-marked datagrams, {}", dir.label),
+            "CE-marked (% of datagrams)",
+            ce,
+        ));
+    }
     out
 }
 
@@ -894,5 +927,75 @@ mod tests {
         assert!(t.contains(&(4321.0, 99.0)));
         assert!(t.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(thin(pts[..10].to_vec(), 2000), pts[..10]);
+    }
+
+    #[test]
+    fn ecn_marks_get_a_chart_over_time_where_counted() {
+        use crate::report::{StreamExt, UdpExtra, UdpRecvFigures};
+        use crate::stats::EcnCounts;
+        let iv = |start: f64, ce: u64| {
+            let ecn = EcnCounts {
+                ect1: 100 - ce,
+                ce,
+                ..EcnCounts::default()
+            };
+            let sum = SumInterval {
+                start,
+                end: start + 1.0,
+                seconds: 1.0,
+                udp_recv: Some(UdpRecvFigures::default()),
+                netmeter: Some(Box::new(StreamExt {
+                    udp: Some(UdpExtra {
+                        ecn: Some(ecn.figures()),
+                        ..UdpExtra::default()
+                    }),
+                    ..StreamExt::default()
+                })),
+                ..SumInterval::default()
+            };
+            Interval {
+                sum,
+                ..Interval::default()
+            }
+        };
+        let r = Report {
+            intervals: vec![iv(0.0, 0), iv(1.0, 10), iv(2.0, 50)],
+            ..Report::default()
+        };
+        let charts = single(&r);
+        let c = charts
+            .iter()
+            .find(|c| c.kind == "ecn_ce")
+            .expect("an ECN chart");
+        let sum = c.series.iter().find(|s| s.name == "sum").expect("the sum");
+        assert_eq!(
+            sum.points,
+            vec![
+                (0.0, 0.0),
+                (1.0, 0.0),
+                (1.0, 10.0),
+                (2.0, 10.0),
+                (2.0, 50.0),
+                (3.0, 50.0)
+            ]
+        );
+        // Unmarked datagrams only: no chart.
+        let mut plain = r.clone();
+        for i in &mut plain.intervals {
+            let u = i
+                .sum
+                .netmeter
+                .as_mut()
+                .and_then(|n| n.udp.as_mut())
+                .expect("udp");
+            u.ecn = Some(
+                EcnCounts {
+                    not_ect: 100,
+                    ..EcnCounts::default()
+                }
+                .figures(),
+            );
+        }
+        assert!(single(&plain).iter().all(|c| c.kind != "ecn_ce"));
     }
 }

@@ -5,7 +5,7 @@
 //! iperf3's layout.
 
 use super::TextCtx;
-use crate::report::{End, StreamInterval, TcpEcn};
+use crate::report::{End, StreamInterval, SumInterval, TcpEcn};
 use crate::stats::{EcnCounts, EcnFigures};
 use std::fmt::Write;
 
@@ -20,15 +20,7 @@ pub fn row_suffix(ctx: &TextCtx, r: &StreamInterval) -> String {
         return String::new();
     };
     if let Some(e) = x.udp.and_then(|u| u.ecn).filter(|e| shown(ctx, &e.counts)) {
-        let c = e.counts;
-        return format!(
-            "  ECN {}/{}/{}/{} (CE {}%)",
-            c.not_ect,
-            c.ect1,
-            c.ect0,
-            c.ce,
-            short_pct(e.ce_percent)
-        );
+        return udp_suffix(&e);
     }
     match x.tcp.and_then(|t| t.ecn) {
         Some(TcpEcn {
@@ -38,6 +30,31 @@ pub fn row_suffix(ctx: &TextCtx, r: &StreamInterval) -> String {
         }) => format!("  ECN CE {ce_delivered} ({}%)", short_pct(ce_percent)),
         None => String::new(),
     }
+}
+
+/// A `[SUM]` row's ECN suffix: the receivers' counts added up, as on a stream's row.
+pub fn sum_suffix(ctx: &TextCtx, s: &SumInterval) -> String {
+    match s
+        .netmeter
+        .as_deref()
+        .and_then(|x| x.udp)
+        .and_then(|u| u.ecn)
+    {
+        Some(e) if shown(ctx, &e.counts) => udp_suffix(&e),
+        _ => String::new(),
+    }
+}
+
+fn udp_suffix(e: &EcnFigures) -> String {
+    let c = e.counts;
+    format!(
+        "  ECN {}/{}/{}/{} (CE {}%)",
+        c.not_ect,
+        c.ect1,
+        c.ect0,
+        c.ce,
+        short_pct(e.ce_percent)
+    )
 }
 
 /// The header's words for the suffix, when the first interval's rows carry it.
@@ -65,6 +82,13 @@ pub fn end_lines(ctx: &TextCtx, e: &End) -> String {
             u.socket,
             counts_text(&f)
         );
+    }
+    // With several streams, their sum (the receivers' sum, else the test's).
+    let sum = [&e.sum_received, &e.sum]
+        .into_iter()
+        .find_map(|s| s.as_ref().and_then(|s| s.netmeter).and_then(|n| n.ecn));
+    if let Some(f) = sum.filter(|f| shown(ctx, &f.counts) && !t.is_empty() && e.streams.len() > 1) {
+        let _ = writeln!(t, "[SUM] ECN at the receivers: {}", counts_text(&f));
     }
     t
 }
@@ -155,5 +179,55 @@ mod tests {
             ..StreamInterval::default()
         };
         assert_eq!(row_suffix(&ctx(false), &r), "  ECN CE 10 (2.5%)");
+    }
+
+    #[test]
+    fn sum_rows_and_the_end_show_the_summed_counts() {
+        let c = EcnCounts {
+            not_ect: 0,
+            ect1: 1960,
+            ect0: 0,
+            ce: 40,
+        };
+        let s = SumInterval {
+            netmeter: row(c).netmeter,
+            ..SumInterval::default()
+        };
+        assert_eq!(sum_suffix(&ctx(false), &s), "  ECN 0/1960/0/40 (CE 2%)");
+        assert_eq!(sum_suffix(&ctx(true), &SumInterval::default()), "");
+        let half = EcnCounts {
+            ect1: 980,
+            ce: 20,
+            ..EcnCounts::default()
+        };
+        let stream = |socket| crate::report::EndStream {
+            udp: Some(crate::report::EndUdp {
+                socket,
+                netmeter: Some(crate::report::UdpEndExtra {
+                    ecn: Some(half.figures()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let e = End {
+            streams: vec![stream(5), stream(7)],
+            sum_received: Some(crate::report::EndSum {
+                netmeter: Some(crate::report::EndSumExtra {
+                    spurious_retransmits: None,
+                    ecn: Some(c.figures()),
+                }),
+                ..Default::default()
+            }),
+            ..End::default()
+        };
+        let text = end_lines(&ctx(false), &e);
+        assert!(
+            text.ends_with(
+                "[SUM] ECN at the receivers: Not-ECT 0 (0%), ECT(1) 1960 (98%), ECT(0) 0 (0%), CE 40 (2%)\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -37,7 +37,10 @@ fn tcp_sum(s: &crate::report::EndSide) -> EndSum {
         retransmits: s.retransmits,
         udp_recv: None,
         sender: s.sender,
-        netmeter: s.netmeter,
+        netmeter: s.netmeter.map(|n| crate::report::EndSumExtra {
+            spurious_retransmits: Some(n.spurious_retransmits),
+            ecn: None,
+        }),
     }
 }
 
