@@ -27,8 +27,8 @@ pub mod plausible;
 pub use super::iperf2_client::{
     Amount, CLIENT_HDR_V1_LEN, CLIENT_HDREXT_LEN, CLIENTHDRACK, ClientHdr, HDR_ACK_LEN,
     HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, Iperf2Error, SERVER_HDR_LEN,
-    SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN, ServerReport, TCP_HDR_LEN,
-    Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN, VERSION_L, VERSION_U, write_datagram_id,
+    SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN, ServerReport, TCP_BURST_LEN,
+    TCP_HDR_LEN, Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN, VERSION_L, VERSION_U, write_datagram_id,
 };
 
 /// `client_hdr_v1.flags`: a 1.7-style header (dual/tradeoff tests, `RUN_NOW`).
@@ -672,9 +672,6 @@ impl ServerReport {
     }
 }
 
-/// `struct TCP_burst_payload`: what opens every write of a `--trip-times` TCP client
-/// (`Client.cpp` `WriteTcpTxHdr`), and the least such a write carries.
-pub const TCP_BURST_LEN: usize = 92;
 /// netmeter's cap on one such write's `burst_size` (iperf 2's `-l` tops out well below).
 pub const MAX_TCP_BURST: u32 = 16 << 20;
 /// The part of `TCP_burst_payload` the framer reads: through `burst_size`.

@@ -265,12 +265,16 @@ impl ServerReport {
     }
 }
 
+/// `struct TCP_burst_payload`: what opens every write of a `--trip-times` TCP client
+/// (`Client.cpp` `WriteTcpTxHdr`), and the least such a write carries.
+pub const TCP_BURST_LEN: usize = 92;
+
 /// The head of each write of a `--trip-times` TCP client (`struct TCP_burst_payload`,
 /// iperf 2's `Client::WriteTcpTxHdr`): the client's start time, this write's send time,
 /// its burst id (1, 2, …), its size `burst_size` (the bytes up to the next head, the
 /// head included) and `seq`, the bytes written so far with this write's. The server
 /// times each write by it (its latency columns). `buf` must hold
-/// [`super::iperf2::TCP_BURST_LEN`] bytes; the fields iperf 2's client leaves as they
+/// [`TCP_BURST_LEN`] bytes; the fields iperf 2's client leaves as they
 /// were (the period, the ack times, the reserved words) are zeroed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpBurstHdr {
@@ -283,7 +287,7 @@ pub struct TcpBurstHdr {
 
 impl TcpBurstHdr {
     pub fn write(&self, buf: &mut [u8]) {
-        buf[..super::iperf2::TCP_BURST_LEN].fill(0);
+        buf[..TCP_BURST_LEN].fill(0);
         put(buf, 12, self.start.0);
         put(buf, 16, self.start.1);
         put(buf, 20, self.sent.0);
@@ -479,43 +483,5 @@ mod tests {
         let d = report(0x8000_0000, &[(7, 9)]);
         let r = ServerReport::parse(&d[..SERVER_REPORT_MIN_LEN]).unwrap();
         assert_eq!((r.datagrams, r.transit), (9, None));
-    }
-
-    /// What the client writes at the head of each `--trip-times` TCP write is what a
-    /// server's framer (`wire::iperf2::BurstFramer`, iperf 2's reading) times: one send
-    /// time per completed write, the writes split where `burst_size` says.
-    #[test]
-    fn tcp_burst_heads_frame_the_writes_for_the_server() {
-        use crate::wire::iperf2::{BurstFramer, TCP_BURST_LEN};
-        let mut stream = Vec::new();
-        for (i, size) in [200u32, 92, 1000].into_iter().enumerate() {
-            let mut w = vec![0xA5u8; size as usize];
-            TcpBurstHdr {
-                start: (1_700_000_000, 1),
-                sent: (1_700_000_001, 10 + i as u32),
-                burst_id: i as u32 + 1,
-                burst_size: size,
-                seq: i64::from(size),
-            }
-            .write(&mut w);
-            assert_eq!(get(&w, 48), size);
-            stream.extend_from_slice(&w);
-        }
-        assert!(stream.len() >= 3 * TCP_BURST_LEN);
-        let mut f = BurstFramer::default();
-        let mut times = Vec::new();
-        // Fed in odd pieces, as reads return them.
-        for piece in stream.chunks(37) {
-            f.feed(piece, |s, u| times.push((s, u)));
-        }
-        assert!(!f.lost());
-        assert_eq!(
-            times,
-            vec![
-                (1_700_000_001, 10),
-                (1_700_000_001, 11),
-                (1_700_000_001, 12)
-            ]
-        );
     }
 }

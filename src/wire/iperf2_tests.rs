@@ -562,3 +562,41 @@ fn the_fuzz_seeds_are_what_their_names_say() {
         Err(HdrError::BounceSize(u32::MAX))
     );
 }
+
+/// What the client writes at the head of each `--trip-times` TCP write is what a
+/// server's framer (`wire::iperf2::BurstFramer`, iperf 2's reading) times: one send
+/// time per completed write, the writes split where `burst_size` says.
+#[test]
+fn tcp_burst_heads_frame_the_writes_for_the_server() {
+    use crate::wire::iperf2_client::TcpBurstHdr;
+    let mut stream = Vec::new();
+    for (i, size) in [200u32, 92, 1000].into_iter().enumerate() {
+        let mut w = vec![0xA5u8; size as usize];
+        TcpBurstHdr {
+            start: (1_700_000_000, 1),
+            sent: (1_700_000_001, 10 + i as u32),
+            burst_id: i as u32 + 1,
+            burst_size: size,
+            seq: i64::from(size),
+        }
+        .write(&mut w);
+        assert_eq!(u32::from_be_bytes(w[48..52].try_into().unwrap()), size);
+        stream.extend_from_slice(&w);
+    }
+    assert!(stream.len() >= 3 * TCP_BURST_LEN);
+    let mut f = BurstFramer::default();
+    let mut times = Vec::new();
+    // Fed in odd pieces, as reads return them.
+    for piece in stream.chunks(37) {
+        f.feed(piece, |s, u| times.push((s, u)));
+    }
+    assert!(!f.lost());
+    assert_eq!(
+        times,
+        vec![
+            (1_700_000_001, 10),
+            (1_700_000_001, 11),
+            (1_700_000_001, 12)
+        ]
+    );
+}
