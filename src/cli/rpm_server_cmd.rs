@@ -44,8 +44,8 @@ pub struct RpmServerArgs {
     /// The certificate's private key (PEM); with --cert.
     #[arg(long = "key", value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// The HOST[:PORT] the configuration's URLs name, whatever name a client used (also
-    /// put in the self-signed certificate).
+    /// The host name, with a port if given, that the configuration's URLs name, whatever
+    /// name a client used (also put in the self-signed certificate).
     #[arg(long = "public-name", value_name = "HOST[:PORT]")]
     pub public_name: Option<String>,
     /// Connections open at once; one more is closed at accept [default: 256].
