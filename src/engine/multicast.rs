@@ -309,7 +309,7 @@ fn sender_socket(cfg: &SenderConfig) -> anyhow::Result<UdpSocket> {
         if v6 {
             let _ = s.set_tclass_v6(u32::from(cfg.tos));
         } else {
-            let _ = s.set_tos(u32::from(cfg.tos));
+            let _ = s.set_tos_v4(u32::from(cfg.tos));
         }
     }
     if let Some(b) = cfg.bind {

@@ -104,11 +104,11 @@ pub fn apply_side_opts(s: &Socket, side: &SideOpts, ctrl: bool) -> io::Result<()
         // whose unset parts are the system's.
         let interval = match ka.interval_s {
             Some(i) => i,
-            None => s.keepalive_interval()?.as_secs() as u32,
+            None => s.tcp_keepalive_interval()?.as_secs() as u32,
         };
         let count = match ka.count {
             Some(c) => c,
-            None => s.keepalive_retries()?,
+            None => s.tcp_keepalive_retries()?,
         };
         if let Some(idle) = ka.idle_s {
             if idle <= interval * count {
@@ -157,9 +157,9 @@ pub fn apply_sock_opts(
             // through mapped addresses, and those packets take IP_TOS, not the traffic
             // class: without it `-S`/`--dscp`/`--ecn` never reached an IPv4 client of
             // such a server (`-R`). A socket that cannot carry IPv4 refuses; no matter.
-            let _ = s.set_tos(tos as u32);
+            let _ = s.set_tos_v4(tos as u32);
         } else {
-            s.set_tos(tos as u32)?;
+            s.set_tos_v4(tos as u32)?;
         }
     }
     if let Some(rate) = spec.fq_rate_bps {
@@ -167,10 +167,10 @@ pub fn apply_sock_opts(
     }
     if spec.protocol == Protocol::Tcp {
         if spec.nodelay {
-            s.set_nodelay(true)?;
+            s.set_tcp_nodelay(true)?;
         }
         if let Some(mss) = spec.mss {
-            s.set_mss(mss)?;
+            s.set_tcp_mss(mss)?;
         }
         if let Some(ms) = side.snd_timeout_ms {
             s.set_tcp_user_timeout(Some(Duration::from_millis(ms.into())))?;
@@ -350,7 +350,7 @@ mod tos_tests {
             let s = Socket::new(Domain::IPV6, ty, None).unwrap();
             apply_sock_opts(&s, &spec, &SideOpts::default(), true).unwrap();
             assert_eq!(s.tclass_v6().unwrap(), 0x20, "{ty:?}");
-            assert_eq!(s.tos().unwrap(), 0x20, "{ty:?}");
+            assert_eq!(s.tos_v4().unwrap(), 0x20, "{ty:?}");
         }
     }
 }

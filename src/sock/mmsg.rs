@@ -250,7 +250,7 @@ mod tests {
             if b.local_addr().unwrap().is_ipv6() {
                 s.set_tclass_v6(tos).unwrap();
             } else {
-                s.set_tos(tos).unwrap();
+                s.set_tos_v4(tos).unwrap();
             }
             assert!(set_recv_tos(b.as_fd()));
             a.send(&[1u8; 20]).unwrap();
@@ -267,7 +267,7 @@ mod tests {
         let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
-        socket2::SockRef::from(&a).set_tos(0x01).unwrap();
+        socket2::SockRef::from(&a).set_tos_v4(0x01).unwrap();
         if !set_udp_gso(a.as_fd(), 100) || !set_udp_gro(b.as_fd()) {
             return;
         }

@@ -401,9 +401,9 @@ fn snd_timeout_and_cntl_ka_are_set_on_each_sides_sockets() {
         );
         if s.keepalive().unwrap() {
             ka += 1;
-            assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(20));
-            assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(2));
-            assert_eq!(s.keepalive_retries().unwrap(), 4);
+            assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(20));
+            assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(2));
+            assert_eq!(s.tcp_keepalive_retries().unwrap(), 4);
         }
     }
     assert_eq!(ka, 1, "only the control connection keeps alive");
@@ -426,9 +426,9 @@ fn snd_timeout_and_cntl_ka_are_set_on_each_sides_sockets() {
         );
         if s.keepalive().unwrap() {
             ka += 1;
-            assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(30));
-            assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(5));
-            assert_eq!(s.keepalive_retries().unwrap(), 3);
+            assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+            assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(5));
+            assert_eq!(s.tcp_keepalive_retries().unwrap(), 3);
         }
     }
     assert_eq!(ka, 1);
