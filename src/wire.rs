@@ -17,6 +17,7 @@ mod errcode;
 mod ext;
 pub mod iperf2;
 pub mod iperf2_client;
+pub mod mcast_join;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use errcode::ErrCode;

@@ -16,6 +16,7 @@
 //! [`TICK`] for a datagram before it looks at the time.
 
 pub mod account;
+pub mod receivers;
 pub mod render;
 pub mod target;
 
