@@ -244,6 +244,7 @@ impl Conversation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
     use crate::wire::mcast_join::FigureRow;
 
     fn names(n: usize) -> Vec<String> {
@@ -264,7 +265,7 @@ mod tests {
     }
 
     fn start(n: usize) -> (Conversation, Instant) {
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(0).now();
         (
             Conversation::new(&names(n), t0, JOIN_WAIT, FIGURES_WAIT),
             t0,

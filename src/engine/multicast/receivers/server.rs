@@ -230,6 +230,7 @@ pub fn figures_for(summaries: &[Summary], client: IpAddr, trip_times: bool) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
     use crate::engine::multicast::account::EndReason;
 
     fn req(group: &str) -> JoinRequest {
@@ -294,7 +295,7 @@ mod tests {
     #[test]
     fn the_membership_ends_at_its_time_on_error_and_on_disconnect() {
         let p = check(&req("239.1.1.1"), None).unwrap();
-        let t0 = Instant::now();
+        let t0 = ManualClock::at_unix(0).now();
         let mut m = Membership::joined(&p, t0);
         let end = t0 + Duration::from_secs(2) + GRACE;
         assert_eq!(m.poll(t0), Step::Receive { until: end });
