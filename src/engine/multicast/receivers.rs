@@ -29,8 +29,8 @@ pub const JOIN_WAIT: Duration = Duration::from_secs(5);
 /// How long the sender waits for the figures after its last datagram (the receivers
 /// end their accounting at the FIN, or at their idle time when it was lost).
 pub const FIGURES_WAIT: Duration = Duration::from_secs(15);
-/// The most receivers one sender asks.
-pub const MAX_RECEIVERS: usize = 64;
+/// The most receivers one sender asks (`--receivers`' cap, where it is parsed).
+pub use super::target::MAX_RECEIVERS;
 
 /// Where one receiver stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -395,5 +395,61 @@ mod tests {
         // An index out of range is ignored, not a panic.
         c.on_joined(7);
         c.on_figures(7, figures(0));
+    }
+
+    proptest::proptest! {
+        /// Whatever the receivers say, in any order and at any time, the conversation
+        /// ends: each receiver named has exactly one entry, every one settled, and
+        /// nothing is sent when nobody joined.
+        #[test]
+        fn every_receiver_ends_settled(
+            n in 1usize..6,
+            events in proptest::collection::vec((0u8..5, 0usize..7, 0u64..30_000), 0..40),
+        ) {
+            let t0 = ManualClock::at_unix(0).now();
+            let mut c = Conversation::new(&names(n), t0, JOIN_WAIT, FIGURES_WAIT);
+            let mut sent = false;
+            for (kind, i, at_ms) in events {
+                let now = t0 + Duration::from_millis(at_ms);
+                match kind {
+                    0 => c.on_joined(i),
+                    1 => c.on_refused(i, "no"),
+                    2 => c.on_closed(i, "reset"),
+                    3 => c.on_figures(i, figures(i as u64)),
+                    _ => {
+                        if let Action::Send { joined } = c.poll(now) {
+                            proptest::prop_assert!(joined > 0);
+                            sent = true;
+                            c.sending_ended(now);
+                        }
+                    }
+                }
+            }
+            // Then nothing more is said: the waits run out one after the other.
+            let mut now = t0 + Duration::from_secs(3600);
+            let mut steps = 0;
+            loop {
+                steps += 1;
+                proptest::prop_assert!(steps < 5, "the conversation did not end");
+                match c.poll(now) {
+                    Action::Done => break,
+                    Action::Send { joined } => {
+                        proptest::prop_assert!(joined > 0);
+                        sent = true;
+                        c.sending_ended(now);
+                    }
+                    Action::Wait { until } => {
+                        proptest::prop_assert!(until > now);
+                        now = until;
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(c.results().len(), n);
+            proptest::prop_assert!(c.results().iter().all(|r| r.standing.settled()));
+            proptest::prop_assert!(c.listening().is_empty());
+            if c.joined() > 0 {
+                proptest::prop_assert!(sent);
+            }
+        }
     }
 }
