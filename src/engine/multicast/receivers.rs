@@ -17,6 +17,7 @@
 //! Nobody joined: there is nobody to send to, the machine is done after joining.
 //! The server's side (the join's checks and lifetime) is [`server`].
 
+pub mod listen;
 pub mod render;
 pub mod server;
 
