@@ -193,17 +193,13 @@ pub fn figures_for(summaries: &[Summary], client: IpAddr, trip_times: bool) -> R
     for s in summaries.iter().filter(|s| s.source.ip() == client) {
         let r = figure_row(&s.sum);
         let sum = &mut out.sum;
-        let first = sum.packets == 0 && sum.lost == 0 && sum.end_s == 0.0;
         sum.end_s += r.end_s - r.start_s;
         sum.bytes += r.bytes;
         sum.packets += r.packets;
         sum.lost += r.lost;
         sum.out_of_order += r.out_of_order;
-        sum.jitter_s = if first {
-            r.jitter_s
-        } else {
-            sum.jitter_s.max(r.jitter_s)
-        };
+        // Jitter does not add: the worst stream's.
+        sum.jitter_s = sum.jitter_s.max(r.jitter_s);
         out.intervals.extend(s.intervals.iter().map(figure_row));
         if let Some(o) = owd_figures(&s.owd) {
             owd = Some(match owd {
