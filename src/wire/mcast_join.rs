@@ -35,6 +35,11 @@ pub struct JoinRequest {
     /// `--trip-times`: the figures carry the one-way delay.
     #[serde(default)]
     pub trip_times: bool,
+    /// The address the datagrams come from (the sender's socket's, which may differ
+    /// from its control connection's: another family, another interface); none: the
+    /// control connection's peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
 }
 
 /// A receiver's answer: `joined`, or `error` (a refusal or a failure, one sentence),
@@ -144,6 +149,7 @@ mod tests {
             duration_ms: 3000,
             interval_ms: 1000,
             trip_times: true,
+            sender: Some("10.0.0.1".into()),
         };
         let s = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<JoinRequest>(&s).unwrap(), r);

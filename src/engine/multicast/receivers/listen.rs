@@ -113,6 +113,7 @@ mod tests {
                 duration_ms: 30_000,
                 interval_ms: 0,
                 trip_times: true,
+                sender: None,
             },
             None,
         )

@@ -29,6 +29,23 @@ pub struct Plan {
     pub duration: Duration,
     pub interval: Option<Duration>,
     pub trip_times: bool,
+    /// Where the datagrams come from, when the request said (else the control
+    /// connection's peer).
+    pub sender: Option<IpAddr>,
+}
+
+/// A unicast address of `group`'s family, or the sentence naming `what` and `s`.
+fn unicast_of(s: &str, what: &str, group: &Group) -> Result<IpAddr, String> {
+    let ip: IpAddr = s
+        .parse()
+        .map_err(|_| format!("--receivers: the {what} '{s}' is not an address"))?;
+    if ip.is_multicast() || ip.is_unspecified() || ip.is_ipv4() != group.addr.is_ipv4() {
+        return Err(format!(
+            "--receivers: the {what} {ip} is not a unicast address of group {}'s family",
+            group.addr
+        ));
+    }
+    Ok(ip)
 }
 
 /// Whether this server takes `req` (its cap `max_duration`: `--server-max-duration`,
@@ -41,18 +58,11 @@ pub fn check(req: &JoinRequest, max_duration: Option<Duration>) -> Result<Plan, 
     let group = parse_group(&spec).map_err(|e| format!("--receivers: {e}"))?;
     let source = match &req.source {
         None => None,
-        Some(s) => {
-            let ip: IpAddr = s
-                .parse()
-                .map_err(|_| format!("--receivers: the source '{s}' is not an address"))?;
-            if ip.is_multicast() || ip.is_unspecified() || ip.is_ipv4() != group.addr.is_ipv4() {
-                return Err(format!(
-                    "--receivers: the source {ip} is not a unicast address of group {}'s family",
-                    group.addr
-                ));
-            }
-            Some(ip)
-        }
+        Some(s) => Some(unicast_of(s, "source", &group)?),
+    };
+    let sender = match &req.sender {
+        None => None,
+        Some(s) => Some(unicast_of(s, "sender", &group)?),
     };
     if req.port == 0 {
         return Err("--receivers: the port must not be 0".into());
@@ -84,6 +94,7 @@ pub fn check(req: &JoinRequest, max_duration: Option<Duration>) -> Result<Plan, 
         duration,
         interval,
         trip_times: req.trip_times,
+        sender,
     })
 }
 
@@ -238,6 +249,7 @@ mod tests {
             duration_ms: 2000,
             interval_ms: 1000,
             trip_times: false,
+            sender: None,
         }
     }
 
@@ -270,6 +282,14 @@ mod tests {
         assert!(check(&r, None).unwrap_err().contains("family"));
         r.source = Some("239.1.1.2".into());
         assert!(check(&r, None).is_err());
+        let mut r = req("239.1.1.1");
+        r.sender = Some("fd00::1".into());
+        assert!(check(&r, None).unwrap_err().contains("the sender fd00::1"));
+        r.sender = Some("10.0.0.1".into());
+        assert_eq!(
+            check(&r, None).unwrap().sender,
+            r.sender.unwrap().parse().ok()
+        );
         let mut r = req("239.1.1.1");
         r.port = 0;
         assert!(check(&r, None).is_err());
