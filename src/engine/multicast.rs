@@ -111,7 +111,11 @@ fn ifindex_of(g: &Group) -> anyhow::Result<u32> {
 
 /// A socket bound to `group`'s port (on the group address, so it hears no other
 /// group's datagrams) and joined to it.
-fn join_socket(g: &Group, source: Option<IpAddr>, port: u16) -> anyhow::Result<UdpSocket> {
+pub(crate) fn join_socket(
+    g: &Group,
+    source: Option<IpAddr>,
+    port: u16,
+) -> anyhow::Result<UdpSocket> {
     let ifindex = ifindex_of(g)?;
     let dom = if g.addr.is_ipv4() {
         Domain::IPV4
