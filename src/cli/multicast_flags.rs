@@ -156,6 +156,7 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
             tos: c.spec.tos.unwrap_or(0),
             json: a.output.json,
             clock: crate::clock::system(),
+            receivers: None,
         },
         logfile: a.output.logfile.clone(),
     })

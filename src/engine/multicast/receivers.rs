@@ -17,8 +17,10 @@
 //! Nobody joined: there is nobody to send to, the machine is done after joining.
 //! The server's side (the join's checks and lifetime) is [`server`].
 
+pub mod ask;
 pub mod listen;
 pub mod render;
+pub mod run;
 pub mod server;
 
 use crate::wire::mcast_join::{ReceiverFigures, printable_reason};

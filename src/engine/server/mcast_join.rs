@@ -2,7 +2,8 @@
 //! asks this server, on a control connection like a test's (the pre-shared key proved
 //! by the door when this server has one), to join its group for its test. The request
 //! is judged as a test is (`receivers::server::check` against `--server-max-duration`;
-//! a test slot under `--max-tests`), the join is made with `engine::multicast`'s
+//! a test slot under `--max-tests`), the join is made (on the interface the request
+//! names, else the one the control connection came in on, else the route's) with `engine::multicast`'s
 //! receiver socket, the answer is state 0x43 with `{"joined": true}` or the sentence
 //! why not, and once the client's FIN, the duration plus grace, an error or the
 //! client's disconnect ended it (`receivers::listen`), the figures follow with 0x43
@@ -55,6 +56,15 @@ fn not_taken(why: String) -> Refusal {
     }
 }
 
+/// The interface holding the control connection's local address, unless loopback.
+fn control_interface(ctrl: &Ctrl) -> Option<String> {
+    let local = canon(ctrl.sock.local_addr().ok()?.ip());
+    if local.is_loopback() {
+        return None;
+    }
+    crate::host::probe::interface_for(local).map(|i| i.name)
+}
+
 /// Serve one join request on `ctrl` from `peer`. Returns whether a membership ran.
 pub(super) fn serve(
     shared: &Arc<Shared>,
@@ -64,13 +74,27 @@ pub(super) fn serve(
     peer: SocketAddr,
 ) -> bool {
     let cap = shared.cfg.policy.max_duration_s.map(Duration::from_secs);
-    let plan = match check(req, cap) {
+    let mut plan = match check(req, cap) {
         Ok(p) => p,
         Err(why) => {
             refuse(shared, ctrl, entry, not_taken(why));
             return false;
         }
     };
+    // The server's own UDP listener holds its port: a group there would reach it too.
+    if plan.port == shared.local.port() {
+        let why = format!(
+            "--receivers: the group's port {} is this server's own port; send to another (-p) and name the receivers' control port as HOST:{}",
+            plan.port, plan.port
+        );
+        refuse(shared, ctrl, entry, not_taken(why));
+        return false;
+    }
+    // No interface asked for: the one the sender's control connection came in on
+    // (a receiver's route to the group may not exist, or lead elsewhere).
+    if plan.group.dev.is_none() {
+        plan.group.dev = control_interface(&ctrl);
+    }
     // A membership holds a test slot for its whole life, as a test does.
     let taken = shared.active.fetch_add(1, Ordering::AcqRel);
     let _slot = SlotGuard(shared.clone());
@@ -81,7 +105,12 @@ pub(super) fn serve(
     let sock = match join_socket(&plan.group, plan.source, plan.port) {
         Ok(s) => s,
         Err(e) => {
-            refuse(shared, ctrl, entry, not_taken(format!("{e:#}")));
+            refuse(
+                shared,
+                ctrl,
+                entry,
+                not_taken(format!("--receivers: this receiver cannot join: {e:#}")),
+            );
             return false;
         }
     };
@@ -131,4 +160,99 @@ pub(super) fn serve(
     ctrl.close_gracefully(Duration::from_secs(2));
     shared.touch();
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Server, ServerConfig};
+    use crate::engine::Family;
+    use crate::engine::multicast::receivers::ask::{Word, ask};
+    use crate::engine::multicast::target::ReceiverHost;
+    use crate::engine::output::Mode;
+    use crate::wire::mcast_join::JoinRequest;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    fn server() -> (u16, Arc<AtomicBool>, std::thread::JoinHandle<bool>) {
+        let cfg = ServerConfig {
+            port: 0,
+            bind: Some([127, 0, 0, 1].into()),
+            family: Family::V4,
+            one_off: false,
+            policy: Default::default(),
+            audit_log: None,
+            metrics: None,
+            idle_timeout: None,
+            mode: Mode::Text,
+            verbose: false,
+            format: Default::default(),
+            interval_s: 1.0,
+            histograms: None,
+            auth: None,
+            psk: None,
+            third_party: None,
+            side: Default::default(),
+            clock: crate::clock::system(),
+        };
+        let sink = crate::engine::output::sink(Box::new(std::io::sink()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = Server::bind(cfg, sink, stop.clone()).unwrap();
+        let port = server.port();
+        (
+            port,
+            stop,
+            std::thread::spawn(move || server.serve().is_ok()),
+        )
+    }
+
+    /// Over loopback, the client's own connection code against the server: a group
+    /// that is not multicast, or a join longer than this server allows, is refused
+    /// with the server's sentence, and the server keeps serving.
+    #[test]
+    fn a_unicast_group_is_refused_with_a_sentence() {
+        let (port, stop, serving) = server();
+        let host = ReceiverHost {
+            name: "r1".into(),
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let mut req = JoinRequest {
+            group: "10.0.0.2".into(),
+            dev: None,
+            source: None,
+            port: 5001,
+            duration_ms: 1000,
+            interval_ms: 0,
+            trip_times: false,
+            sender: None,
+        };
+        for (group, said) in [
+            ("10.0.0.2", "'10.0.0.2' is not a multicast group"),
+            ("239.1.1.1#own", "this server's own port"),
+            ("239.1.1.1%no-such-dev0", "no-such-dev0"),
+        ] {
+            req.group = group.split('%').next().unwrap().into();
+            req.dev = group.split_once('%').map(|(_, d)| d.into());
+            req.port = if group.ends_with("#own") { port } else { 5001 };
+            req.group = req.group.trim_end_matches("#own").into();
+            let asking = ask(
+                std::slice::from_ref(&host),
+                &req,
+                None,
+                Duration::from_secs(10),
+            );
+            let w = asking.words.recv_timeout(Duration::from_secs(60)).unwrap();
+            asking.close();
+            match w {
+                Word::Refused(0, why) => {
+                    assert!(why.contains(said) && why.contains("--receivers"), "{why}");
+                    assert!(!why.contains('\n'), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(serving.join().unwrap());
+    }
 }
