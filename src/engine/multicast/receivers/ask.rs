@@ -72,11 +72,15 @@ pub fn ask(
             std::thread::Builder::new()
                 .name(format!("nm-rcv-{i}"))
                 .spawn(move || {
-                    let why = match talk(i, &h, &req, psk.as_ref(), connect_timeout, &tx, &done) {
+                    let word = match talk(i, &h, &req, psk.as_ref(), connect_timeout, &tx, &done) {
                         Ok(()) => return,
-                        Err(e) => e.to_string(),
+                        // An iperf3 server (or an older netmeter) does not take joins.
+                        Err(TestError::Client(e @ ClientFailure::NotMcastReceiver)) => {
+                            Word::Refused(i, e.to_string())
+                        }
+                        Err(e) => Word::Closed(i, e.to_string()),
                     };
-                    let _ = tx.send(Word::Closed(i, why));
+                    let _ = tx.send(word);
                 })
         })
         .filter_map(Result::ok)
@@ -122,14 +126,11 @@ fn talk(
     let mut machine = ClientMachine::new(Some(&ext));
     let mut joined = false;
     loop {
-        let st = if joined {
-            match wait_state(&mut ctrl, done)? {
-                Some(st) => st,
-                None => return Ok(()),
-            }
-        } else {
-            ctrl.read_state(CTRL_TIMEOUT, "the receiver's answer")
-                .map_err(ctrl_err)?
+        // Before the join each word is due within CTRL_TIMEOUT; after it the figures
+        // come when the test ended, which the conversation's own waits bound.
+        let due = (!joined).then(|| crate::clock::mono_now() + CTRL_TIMEOUT);
+        let Some(st) = wait_state(&mut ctrl, done, due)? else {
+            return Ok(());
         };
         let now = crate::clock::mono_now();
         match machine.on_state(st, now) {
@@ -193,13 +194,24 @@ fn talk(
     }
 }
 
-/// Wait for the receiver's next state byte until the conversation is over (`None`:
-/// then the connection closes, and the receiver leaves the group).
-fn wait_state(ctrl: &mut Ctrl, done: &AtomicBool) -> Result<Option<State>, TestError> {
+/// Wait for the receiver's next state byte until `due` (then an error) or until the
+/// conversation is over (`None`: the connection closes, and a joined receiver leaves
+/// the group), looking at both at most [`LOOK`] apart.
+fn wait_state(
+    ctrl: &mut Ctrl,
+    done: &AtomicBool,
+    due: Option<std::time::Instant>,
+) -> Result<Option<State>, TestError> {
     loop {
         if done.load(Ordering::Relaxed) {
             ctrl.close_quietly();
             return Ok(None);
+        }
+        if due.is_some_and(|d| crate::clock::mono_now() >= d) {
+            return Err(TestError::Ctrl(CtrlError::Timeout(
+                CTRL_TIMEOUT.as_secs_f64(),
+                "the receiver's answer",
+            )));
         }
         match ctrl.poll_state(LOOK, "the receiver's figures") {
             Ok(Some(st)) => return Ok(Some(st)),
@@ -207,5 +219,45 @@ fn wait_state(ctrl: &mut Ctrl, done: &AtomicBool) -> Result<Option<State>, TestE
             Err(CtrlError::Interrupted(_)) => {}
             Err(e) => return Err(ctrl_err(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    /// A receiver that accepts and never answers does not hold the sender: closing the
+    /// conversation closes its connection at once (the listener sees the end well
+    /// before its own 20 s read timeout, and before the 30 s the answer was due).
+    #[test]
+    fn a_silent_receivers_connection_closes_with_the_conversation() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let host = ReceiverHost {
+            name: "silent".into(),
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let req = JoinRequest {
+            group: "239.1.1.1".into(),
+            dev: None,
+            source: None,
+            port: 5001,
+            duration_ms: 1000,
+            interval_ms: 0,
+            trip_times: false,
+            sender: None,
+        };
+        let asking = ask(&[host], &req, None, Duration::from_secs(10));
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut cookie = [0u8; wire::COOKIE_LEN];
+        s.read_exact(&mut cookie).unwrap();
+        asking.close();
+        let mut rest = Vec::new();
+        // EOF, not a timeout: the sender closed the connection.
+        assert_eq!(s.read_to_end(&mut rest).unwrap(), 0);
     }
 }
