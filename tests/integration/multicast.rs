@@ -851,3 +851,63 @@ fn receivers_an_iperf3_server_is_refused_naming_the_option() {
     let _ = i3.wait_bounded(LONG);
     let _ = nm.wait_bounded(LONG);
 }
+
+/// Interrupted while it sends (SIGINT), the sender ends with its FIN and still
+/// collects every receiver's figures: rows with figures, not "no figures sent".
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_an_interrupted_sender_still_reports_every_receiver() {
+    let bed = Bed::new();
+    let servers: Vec<_> = (1..=2).map(|i| server(&bed, i)).collect();
+    let names = [
+        format!("{}:{CTRL_PORT}", v4(1)),
+        format!("{}:{CTRL_PORT}", v4(2)),
+    ];
+    let mut c = bed.exec(0, netmeter());
+    c.args([
+        "-c",
+        &format!("239.1.1.1%{IF}"),
+        "-B",
+        &v4(0),
+        "-u",
+        "-b",
+        "1M",
+        "-t",
+        "60",
+        "-p",
+        PORT,
+        "--receivers",
+        &names.join(","),
+    ]);
+    let mut p = Proc::spawn("the multicast sender", &mut c);
+    let d = p.drain();
+    assert!(
+        d.wait_for("Multicast sender", 1, LONG),
+        "the sender never started sending\n{}",
+        d.text()
+    );
+    let st = Command::new("kill")
+        .args(["-s", "INT", &p.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = p.wait_bounded(LONG);
+    assert!(out.status.success(), "{}\n{}", show(&out), d.text());
+    // The pipe's last bytes may still be on their way to the drain.
+    assert!(d.wait_for("[SUM]", 1, LONG), "no [SUM] row\n{}", d.text());
+    let text = d.text();
+    for name in &names {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(name.as_str()))
+            .unwrap_or_else(|| panic!("no row for {name}\n{text}"));
+        assert!(row.contains("bits/sec"), "{row}\n{text}");
+    }
+    for (s, _) in servers {
+        stop(&s);
+        let _ = s.wait_bounded(LONG);
+    }
+}

@@ -255,4 +255,54 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         assert!(serving.join().unwrap());
     }
+
+    /// A membership holds a test slot (`--max-tests 1` here): while one sender's join
+    /// stands (on `lo`), a second is refused as a busy test would be; once the first
+    /// sender's connection closes, the server leaves the group and the slot is free.
+    #[test]
+    fn a_join_holds_a_test_slot_until_the_sender_leaves() {
+        let (port, stop, serving) = server();
+        let host = [ReceiverHost {
+            name: "r1".into(),
+            host: "127.0.0.1".into(),
+            port,
+        }];
+        let req = JoinRequest {
+            group: "239.1.1.1".into(),
+            dev: Some("lo".into()),
+            source: None,
+            port: 5001,
+            duration_ms: 60_000,
+            interval_ms: 0,
+            trip_times: false,
+            sender: None,
+        };
+        let wait = Duration::from_secs(60);
+        let first = ask(&host, &req, None, Duration::from_secs(10));
+        assert_eq!(first.words.recv_timeout(wait).unwrap(), Word::Joined(0));
+        let second = ask(&host, &req, None, Duration::from_secs(10));
+        match second.words.recv_timeout(wait).unwrap() {
+            Word::Refused(0, why) => assert!(why.contains("--max-tests 1"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        second.close();
+        first.close();
+        // The server notices the close at its next look (at most 100 ms apart).
+        let deadline = crate::clock::mono_now() + wait;
+        loop {
+            let again = ask(&host, &req, None, Duration::from_secs(10));
+            let w = again.words.recv_timeout(wait).unwrap();
+            again.close();
+            match w {
+                Word::Joined(0) => break,
+                Word::Refused(0, why) if why.contains("--max-tests") => {
+                    assert!(crate::clock::mono_now() < deadline, "the slot stayed taken");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(serving.join().unwrap());
+    }
 }

@@ -124,7 +124,10 @@ pub fn run(
                 conv.sending_ended(clock.now());
             }
             Action::Wait { until } => {
-                if stopped() {
+                // A stop while asking ends it; once the datagrams went out (a stop
+                // ended them early, with the FIN) the figures are still collected,
+                // within the figures wait.
+                if stopped() && sent.datagrams == 0 {
                     break;
                 }
                 let wait = until.saturating_duration_since(now).min(TICK);
