@@ -22,10 +22,15 @@ pub struct MulticastFlags {
     #[arg(long = "ttl", value_name = "N")]
     pub ttl: Option<u32>,
     /// Multicast sender: ask these netmeter servers to join the group and report what
-    /// they received, a row each (HOST or HOST:PORT, comma-separated).
+    /// they received, a row each (HOST or HOST:PORT, port 5201 unless given).
     #[arg(long = "receivers", value_name = "H1,H2,...")]
     pub receivers: Option<String>,
 }
+
+/// The control port of a `--receivers` host that names none: a netmeter server's
+/// default. Not the client's `-p`, which is the group's port, and a server refuses a
+/// group on its own port.
+pub const RECEIVERS_PORT: u16 = 5201;
 
 /// iperf 2's default multicast TTL (`-T`, 1: the local link).
 pub const DEFAULT_TTL: u32 = 1;
@@ -173,13 +178,13 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
             tos: c.spec.tos.unwrap_or(0),
             json: a.output.json,
             clock: crate::clock::system(),
-            receivers: receivers_plan(a, &c, format, group_v4)?,
         },
+        receivers: receivers_plan(a, &c, format, group_v4)?,
         logfile: a.output.logfile.clone(),
     })
 }
 
-/// `--receivers` resolved: the hosts (each at `-p` unless it names a port), `-H` as
+/// `--receivers` resolved: the hosts (each at [`RECEIVERS_PORT`] unless it names one), `-H` as
 /// the source they join, the key, `--trip-times`, `-i` and how the rows print.
 fn receivers_plan(
     a: &Args,
@@ -190,7 +195,7 @@ fn receivers_plan(
     let Some(list) = a.multicast.receivers.as_deref() else {
         return Ok(None);
     };
-    let hosts = target::parse_receivers(list, a.common.port).map_err(usage)?;
+    let hosts = target::parse_receivers(list, RECEIVERS_PORT).map_err(usage)?;
     let ssm_source = match a.multicast.ssm_host.as_deref() {
         None => None,
         Some(s) => match s.parse::<std::net::IpAddr>() {
@@ -342,11 +347,12 @@ mod tests {
             "-i",
             "0.5",
         ]) {
-            Ok(Command::MulticastSend { cfg, .. }) => {
-                let p = cfg.receivers.expect("a plan");
+            Ok(Command::MulticastSend { receivers, .. }) => {
+                let p = receivers.expect("a plan");
                 let hosts: Vec<(String, u16)> =
                     p.hosts.iter().map(|h| (h.host.clone(), h.port)).collect();
-                assert_eq!(hosts, [("h1".into(), 5301), ("h2".into(), 5202)]);
+                // -p is the group's port; a host without one is at a server's default.
+                assert_eq!(hosts, [("h1".into(), 5201), ("h2".into(), 5202)]);
                 assert_eq!(p.ssm_source, Some("10.0.0.1".parse().unwrap()));
                 assert!(p.trip_times);
                 assert_eq!(p.rows, Rows::Csv);

@@ -78,8 +78,6 @@ pub struct SenderConfig {
     pub tos: u8,
     pub json: bool,
     pub clock: Arc<dyn Clock>,
-    /// `--receivers`: ask these netmeter servers to join and report.
-    pub receivers: Option<receivers::run::ReceiversPlan>,
 }
 
 fn wall_s(clock: &dyn Clock) -> f64 {
@@ -346,11 +344,6 @@ pub fn run_sender(
     out: crate::engine::output::Sink,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Sent> {
-    if let Some(plan) = &cfg.receivers {
-        let (sent, results) = receivers::run::run(cfg, plan, &out, stop)?;
-        receivers::run::outcome(&results)?;
-        return Ok(sent);
-    }
     let sock = sender_socket(cfg)?;
     let sent = send_on(cfg, &sock, &out, &stop)?;
     say(&out, &[sent_line(cfg, &sent)]);
@@ -501,7 +494,6 @@ mod tests {
             tos: 0,
             json: false,
             clock: crate::clock::system(),
-            receivers: None,
         }
     }
 

@@ -3,7 +3,8 @@
 //! every receiver over its control connection ([`ask`](super::ask)), lets the
 //! [`Conversation`] decide when to send and how long to wait, sends as any multicast
 //! sender does, collects the figures and prints a row per receiver and their sum
-//! ([`render`](super::render): text, `-J`'s `end.receivers`, CSV).
+//! ([`render`](super::render): text, `-J`'s `end.receivers`, CSV). `main.rs` calls
+//! [`run_to_end`] in place of `multicast::run_sender` when `--receivers` is given.
 
 use super::ask::{Word, ask};
 use super::{Action, Conversation, FIGURES_WAIT, JOIN_WAIT, Receiver, Standing, render};
@@ -187,6 +188,13 @@ fn rows(
     }
 }
 
+/// `netmeter -c GROUP -u --receivers ...` (`main.rs`): [`run`] until the conversation
+/// ends or a stop signal, then an error when no receiver reported.
+pub fn run_to_end(cfg: &SenderConfig, plan: &ReceiversPlan, out: Sink) -> anyhow::Result<()> {
+    let (_, results) = run(cfg, plan, &out, Arc::default())?;
+    outcome(&results)
+}
+
 /// An error sentence when no receiver reported (the rows are printed already).
 pub fn outcome(results: &[Receiver]) -> anyhow::Result<()> {
     if results
@@ -217,7 +225,6 @@ mod tests {
             tos: 0,
             json: false,
             clock: crate::clock::system(),
-            receivers: None,
         }
     }
 
