@@ -212,6 +212,8 @@ pub enum Command {
     /// `-c GROUP -u`: a multicast sender.
     MulticastSend {
         cfg: crate::engine::multicast::SenderConfig,
+        /// `--receivers`: ask them, and print their rows (`receivers::run`).
+        receivers: Option<crate::engine::multicast::receivers::run::ReceiversPlan>,
         logfile: Option<PathBuf>,
     },
 }

@@ -89,10 +89,21 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             netmeter::engine::multicast::run_receivers(&cfg, sink, Default::default())?;
             Ok(())
         }
-        Command::MulticastSend { cfg, logfile } => {
+        Command::MulticastSend {
+            cfg,
+            receivers,
+            logfile,
+        } => {
             catch_stop_signals()?;
             let sink = open_sink(logfile.as_deref(), None)?;
-            netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
+            match receivers {
+                Some(plan) => {
+                    netmeter::engine::multicast::receivers::run::run_to_end(&cfg, &plan, sink)?
+                }
+                None => {
+                    netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
+                }
+            }
             Ok(())
         }
         Command::Plot { inputs, output } => {
