@@ -22,6 +22,7 @@ pub mod mesh;
 pub mod pacing;
 pub mod profile;
 pub mod report;
+pub mod rpm;
 pub mod scenario;
 pub mod search;
 pub mod sim;
