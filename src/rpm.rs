@@ -9,3 +9,4 @@
 
 pub mod algo;
 pub mod algo_math;
+pub mod config;
