@@ -239,3 +239,60 @@ fn a_late_tick_counts_its_real_duration() {
     let step = m.on_interval(t0 + Duration::from_secs(2), 2_500_000);
     assert!((step.row.goodput_bps - 10e6).abs() < 1e-3);
 }
+
+proptest::proptest! {
+    /// Whatever the goodput and probe times, the run adds at most one connection an
+    /// interval, never passes MNP, and ends by the maximum duration.
+    #[test]
+    fn any_sequence_ends_in_time_within_the_connection_cap(
+        goodput in proptest::collection::vec(0u64..2_000_000_000, 25),
+        probe_ms in proptest::collection::vec(0u32..5_000, 25),
+    ) {
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let mut m = Saturation::new(Params::default(), clock.now());
+        let mut bytes = 0u64;
+        let mut ended = None;
+        for (k, (&g, &p)) in goodput.iter().zip(&probe_ms).enumerate() {
+            let start = clock.now();
+            let d = Duration::from_millis(u64::from(p));
+            m.on_probe(Probe { start, times: ProbeTimes::Foreign { tcp: d, tls: d, http: d } });
+            m.on_probe(Probe { start, times: ProbeTimes::Own { http: d } });
+            bytes += g / 8;
+            let before = m.connections();
+            clock.advance_to(m.poll_timeout());
+            let step = m.on_interval(clock.now(), bytes);
+            proptest::prop_assert!(step.add_connections <= 1);
+            proptest::prop_assert!(m.connections() <= MAX_CONNECTIONS);
+            proptest::prop_assert_eq!(m.connections(), before + step.add_connections);
+            if let Some(out) = step.finished {
+                ended = Some((k, out));
+                break;
+            }
+        }
+        let (k, out) = ended.expect("ended within 20 intervals");
+        proptest::prop_assert!(k < 20);
+        if let Some(rpm) = out.rpm {
+            proptest::prop_assert!(rpm.is_finite() && rpm > 0.0);
+        }
+    }
+
+    /// A slower probe never raises the responsiveness.
+    #[test]
+    fn slower_probes_never_raise_the_rpm(
+        times in proptest::collection::vec(1u32..10_000, 1..40),
+        which in 0usize..40,
+        extra in 1u32..10_000,
+    ) {
+        let clock = ManualClock::at_unix(1_700_000_000);
+        let start = clock.now();
+        let probe = |ms: u32| Probe { start, times: ProbeTimes::Own { http: Duration::from_millis(u64::from(ms)) } };
+        let base: Vec<Probe> = times.iter().map(|&t| probe(t)).collect();
+        let mut slower = times.clone();
+        let i = which % slower.len();
+        slower[i] += extra;
+        let slower: Vec<Probe> = slower.iter().map(|&t| probe(t)).collect();
+        let a = rpm_of(&base, TRIMMED_MEAN_KEEP_PCT).rpm.unwrap();
+        let b = rpm_of(&slower, TRIMMED_MEAN_KEEP_PCT).rpm.unwrap();
+        proptest::prop_assert!(b <= a + 1e-9, "{} > {}", b, a);
+    }
+}
