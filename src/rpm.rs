@@ -4,9 +4,11 @@
 //!
 //! The parts, pure first: `algo` (the draft's saturation algorithm and its
 //! responsiveness formula, `now` passed in), `algo_math` (the trimmed mean, the moving
-//! averages and the stability test it uses) and `config` (the server's `/.well-known/nq`
-//! configuration document, read as hostile input). docs/rpm.md says what is measured.
+//! averages and the stability test it uses), `config` (the server's `/.well-known/nq`
+//! configuration document, read as hostile input) and `summary` (the probes as `-J`
+//! records and per-kind percentiles). docs/rpm.md says what is measured.
 
 pub mod algo;
 pub mod algo_math;
 pub mod config;
+pub mod summary;
