@@ -4,25 +4,31 @@
 //! interval ends, how many load-generating connections to add, when a probe may go out,
 //! and when the test is over with which figures and confidence.
 //!
-//! The run, interval by interval (the draft's ID, 1 s):
-//! 1. one load-generating connection to start; at each interval's end the aggregate
-//!    goodput of the interval and its moving average over the last MAD (4) intervals;
-//! 2. while the goodput is not saturated (the standard deviation of the last MAD moving
-//!    averages above SDT, 5 %, of their mean) one more connection, up to MNP (16);
-//! 3. once it is, the same test on the responsiveness of each interval (the draft's
-//!    formula over the interval's probes, `algo_math::responsiveness_rpm`), one more
-//!    connection per interval while it is not stable;
-//! 4. both saturated: the end, with high confidence; at the maximum duration (20 s, as
-//!    networkQuality and goresponsiveness run a direction) the end with what there is.
+//! Read from draft-ietf-ippm-responsiveness-08 (2025-10-20), sections "Test
+//! Parameters", "Measuring Responsiveness", "Aggregating the Measurements", "Final
+//! Algorithm" and "Confidence of Test-Results". The run, interval by interval (ID, 1 s):
+//! 1. INP (1) load-generating connection to start, INC (1) more at each interval's
+//!    end, up to MNP (16), until the run ends;
+//! 2. at each interval's end the moving average of the aggregate goodput over the last
+//!    MAD (4) intervals; goodput saturation when the standard deviation of the last MAD
+//!    moving averages is less than SDT (5 %) of the current one (only full-window
+//!    averages count: the draft divides a window's bytes by MAD times ID, so a partial
+//!    window is never stable);
+//! 3. from goodput saturation on, the responsiveness of each interval, the formula over
+//!    the completed probes of the last MAD intervals (`rpm_of`); responsiveness
+//!    saturation when the last MAD of those are stable the same way, and that interval's
+//!    figure is the result;
+//! 4. at the maximum duration (20 s per direction: the draft leaves the limit to the
+//!    client, networkQuality and goresponsiveness use 20 s) the end with what there is.
 //!
-//! The final responsiveness is the formula over the trimmed means (TMP 95: the slowest
-//! 5 % dropped) of all probes of the last MAD intervals; the final goodput the last
-//! moving average. Probes go out no faster than MPS (100) a second and, once the
-//! goodput is known, use at most PTC (5 %) of it.
+//! Probes go out as pairs (a foreign and a self probe) every 1/MPS (100 a second) and,
+//! once the goodput is known, no faster than keeps their bytes (the draft's estimates:
+//! 5000 for a foreign probe, 1000 for a self probe) under PTC (5 %) of it.
 //!
-//! The confidence is netmeter's reading (the draft's text leaves its scale to the
-//! client; networkQuality prints one): high when both saturated, medium when only the
-//! goodput did, low otherwise or with no probe in the final window.
+//! The confidence is the draft's, for each metric: low when the stage did not run MAD
+//! intervals, medium when it did without reaching stability, high when it reached it.
+//! draft-ietf-ippm-responsiveness-09 (2026-07) changes ID to 5 s "pending further
+//! investigation"; netmeter keeps -08's 1 s (docs/rpm.md says why).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -31,7 +37,8 @@ use serde::Serialize;
 
 use super::algo_math::{ForeignMeans, is_stable, moving_average, responsiveness_rpm, trimmed_mean};
 
-/// ID: the interval at whose end the goodput and responsiveness are judged.
+/// ID: the interval at whose end the goodput and responsiveness are judged (-08, "Test
+/// Parameters"; -09 makes it 5 s).
 pub const INTERVAL: Duration = Duration::from_secs(1);
 /// MAD: the moving-average distance, in intervals.
 pub const MOVING_AVERAGE_DISTANCE: usize = 4;
@@ -45,6 +52,11 @@ pub const MAX_CONNECTIONS: usize = 16;
 pub const MAX_PROBES_PER_SECOND: u32 = 100;
 /// PTC: the share of the measured goodput probes may use.
 pub const PROBE_CAPACITY_SHARE: f64 = 0.05;
+/// The draft's estimate of a foreign probe's bytes, TCP and TLS included ("Measuring
+/// Responsiveness").
+pub const FOREIGN_PROBE_BYTES: u64 = 5000;
+/// The draft's estimate of a self probe's bytes.
+pub const SELF_PROBE_BYTES: u64 = 1000;
 /// The longest a direction runs before it ends unsaturated.
 pub const MAX_DURATION: Duration = Duration::from_secs(20);
 /// Probes kept per interval; more in one interval than the rate limit allows are a
@@ -127,12 +139,14 @@ pub enum EndReason {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct IntervalRow {
     pub index: usize,
+    /// Load-generating connections open during the interval.
     pub connections: usize,
     pub goodput_bps: f64,
+    /// The moving average over the last MAD intervals (fewer at the start).
     pub goodput_moving_bps: f64,
-    /// This interval's responsiveness (`None`: no probe finished in it).
+    /// The formula over the completed probes of the last MAD intervals (`None`: none).
     pub rpm: Option<f64>,
-    pub rpm_moving: Option<f64>,
+    pub goodput_saturated: bool,
 }
 
 /// The result of a run (one direction).
@@ -142,14 +156,17 @@ pub struct Outcome {
     pub goodput_bps: Option<f64>,
     /// The draft's responsiveness over the last MAD intervals' probes.
     pub rpm: Option<f64>,
-    /// The foreign probes alone: 60000 / the mean of their three parts' trimmed means.
+    /// The foreign probes alone: 60000 / the mean of their parts' trimmed means.
     pub foreign_rpm: Option<f64>,
-    /// The self probes alone.
+    /// The self probes alone (the draft's `Loaded_Responsiveness`).
     pub self_rpm: Option<f64>,
     pub connections: usize,
     pub goodput_saturated: bool,
     pub responsiveness_saturated: bool,
-    pub confidence: Confidence,
+    /// The capacity's confidence.
+    pub goodput_confidence: Confidence,
+    /// The responsiveness's confidence.
+    pub rpm_confidence: Confidence,
     pub reason: EndReason,
     pub intervals: usize,
     pub elapsed_s: f64,
@@ -173,11 +190,14 @@ pub struct Saturation {
     interval_start: Instant,
     connections: usize,
     last_bytes: u64,
+    /// Each interval's aggregate goodput, bits a second.
     goodput: Vec<f64>,
+    /// The goodput's moving averages over full MAD-interval windows.
     goodput_ma: Vec<f64>,
-    responsiveness_ma: Vec<f64>,
-    rpm_history: Vec<f64>,
+    /// The responsiveness of each interval from goodput saturation on.
+    responsiveness: Vec<f64>,
     current: Vec<Probe>,
+    /// The completed probes of the last MAD intervals, one entry an interval.
     recent: VecDeque<Vec<Probe>>,
     dropped_probes: u64,
     goodput_saturated: bool,
@@ -187,7 +207,7 @@ pub struct Saturation {
 }
 
 impl Saturation {
-    /// A run starting at `now` with one load-generating connection.
+    /// A run starting at `now` with one load-generating connection (INP).
     pub fn new(params: Params, now: Instant) -> Saturation {
         Saturation {
             params,
@@ -197,8 +217,7 @@ impl Saturation {
             last_bytes: 0,
             goodput: Vec::new(),
             goodput_ma: Vec::new(),
-            responsiveness_ma: Vec::new(),
-            rpm_history: Vec::new(),
+            responsiveness: Vec::new(),
             current: Vec::new(),
             recent: VecDeque::new(),
             dropped_probes: 0,
@@ -219,6 +238,11 @@ impl Saturation {
         self.interval_start + self.params.interval
     }
 
+    /// When the run ends at the latest.
+    pub fn deadline(&self) -> Instant {
+        self.started + self.params.max_duration
+    }
+
     /// The result, once the run is over.
     pub fn outcome(&self) -> Option<&Outcome> {
         self.finished.as_ref()
@@ -229,22 +253,24 @@ impl Saturation {
         self.dropped_probes
     }
 
-    /// Whether a probe may start at `now` (MPS and PTC).
+    /// Whether a pair of probes may start at `now` (MPS and PTC).
     pub fn probe_allowed(&self, now: Instant) -> bool {
         self.finished.is_none() && now >= self.next_probe_at
     }
 
-    /// When the next probe may start.
+    /// When the next pair of probes may start.
     pub fn next_probe_at(&self) -> Instant {
         self.next_probe_at
     }
 
-    /// A probe of `wire_bytes` (requests, responses, handshakes) went out at `now`: the
-    /// next waits 1/MPS, or longer if the probes would use more than PTC of the goodput.
+    /// Probes of `wire_bytes` together (a pair: [`FOREIGN_PROBE_BYTES`] +
+    /// [`SELF_PROBE_BYTES`]) went out at `now`: the next wait 1/MPS, or longer if the
+    /// probes would use more than PTC of the goodput.
     pub fn on_probe_sent(&mut self, now: Instant, wire_bytes: u64) {
         let mps = f64::from(self.params.max_probes_per_second.max(1));
         let mut gap_s = 1.0 / mps;
-        if let Some(&bps) = self.goodput_ma.last() {
+        let mad = self.params.moving_average_distance;
+        if let Some(bps) = moving_average(&self.goodput, mad) {
             let budget = bps * self.params.probe_capacity_share;
             if budget > 0.0 {
                 gap_s = gap_s.max(wire_bytes as f64 * 8.0 / budget);
@@ -255,7 +281,7 @@ impl Saturation {
         self.next_probe_at = now + gap;
     }
 
-    /// A probe finished.
+    /// A probe completed.
     pub fn on_probe(&mut self, probe: Probe) {
         if self.current.len() >= MAX_PROBES_PER_INTERVAL {
             self.dropped_probes += 1;
@@ -273,31 +299,34 @@ impl Saturation {
         self.interval_start = now;
         let secs = elapsed.as_secs_f64().max(1e-6);
         self.goodput.push(bytes as f64 * 8.0 / secs);
-        let mad = self.params.moving_average_distance;
+        let mad = self.params.moving_average_distance.max(1);
         let gma = moving_average(&self.goodput, mad).unwrap_or(0.0);
-        self.goodput_ma.push(gma);
-
-        let probes = std::mem::take(&mut self.current);
-        let rpm = rpm_of(&probes, self.params.trimmed_mean_keep_pct).rpm;
-        self.recent.push_back(probes);
-        while self.recent.len() > mad.max(1) {
+        if self.goodput.len() >= mad {
+            self.goodput_ma.push(gma);
+        }
+        self.recent.push_back(std::mem::take(&mut self.current));
+        while self.recent.len() > mad {
             self.recent.pop_front();
         }
-        if let Some(r) = rpm {
-            self.rpm_history.push(r);
-            let ma = moving_average(&self.rpm_history, mad).unwrap_or(r);
-            self.responsiveness_ma.push(ma);
+        let rpm = self.window_figures().rpm;
+        let sdt = self.params.std_dev_tolerance;
+        if !self.goodput_saturated && is_stable(&self.goodput_ma, mad, sdt) {
+            self.goodput_saturated = true;
         }
-        let add = self.judge();
+        if self.goodput_saturated && !self.responsiveness_saturated {
+            if let Some(r) = rpm {
+                self.responsiveness.push(r);
+            }
+            self.responsiveness_saturated = is_stable(&self.responsiveness, mad, sdt);
+        }
         let row = IntervalRow {
             index: self.goodput.len(),
             connections: self.connections,
             goodput_bps: *self.goodput.last().unwrap_or(&0.0),
             goodput_moving_bps: gma,
             rpm,
-            rpm_moving: rpm.and(self.responsiveness_ma.last().copied()),
+            goodput_saturated: self.goodput_saturated,
         };
-        self.connections += add;
         let finished = if self.goodput_saturated && self.responsiveness_saturated {
             Some(self.finish(now, EndReason::Saturated))
         } else if now.saturating_duration_since(self.started) >= self.params.max_duration {
@@ -305,6 +334,9 @@ impl Saturation {
         } else {
             None
         };
+        // INC: one more connection at each interval while the run goes on, up to MNP.
+        let add = usize::from(finished.is_none() && self.connections < self.params.max_connections);
+        self.connections += add;
         Step {
             add_connections: add,
             row,
@@ -312,59 +344,55 @@ impl Saturation {
         }
     }
 
-    /// Ends the run at `now` (an interrupt) with what was measured.
+    /// Ends the run at `now` (an interrupt) with what was measured, the probes of the
+    /// interval in progress included.
     pub fn stop(&mut self, now: Instant) -> Outcome {
         if let Some(done) = self.finished {
             return done;
         }
         if !self.current.is_empty() {
             self.recent.push_back(std::mem::take(&mut self.current));
+            while self.recent.len() > self.params.moving_average_distance.max(1) + 1 {
+                self.recent.pop_front();
+            }
         }
         self.finish(now, EndReason::Stopped)
     }
 
-    /// The stability tests; how many connections to add.
-    fn judge(&mut self) -> usize {
-        let (mad, sdt) = (
-            self.params.moving_average_distance,
-            self.params.std_dev_tolerance,
-        );
-        let room = usize::from(self.connections < self.params.max_connections);
-        if !self.goodput_saturated {
-            if is_stable(&self.goodput_ma, mad, sdt) {
-                self.goodput_saturated = true;
-            } else {
-                return room;
-            }
-        }
-        if !self.responsiveness_saturated {
-            if is_stable(&self.responsiveness_ma, mad, sdt) {
-                self.responsiveness_saturated = true;
-            } else {
-                return room;
-            }
-        }
-        0
+    fn window_figures(&self) -> RpmFigures {
+        let window: Vec<Probe> = self.recent.iter().flatten().copied().collect();
+        rpm_of(&window, self.params.trimmed_mean_keep_pct)
     }
 
     fn finish(&mut self, now: Instant, reason: EndReason) -> Outcome {
-        let window: Vec<Probe> = self.recent.iter().flatten().copied().collect();
-        let figures = rpm_of(&window, self.params.trimmed_mean_keep_pct);
-        let confidence = match (self.goodput_saturated, self.responsiveness_saturated) {
-            _ if figures.rpm.is_none() => Confidence::Low,
-            (true, true) => Confidence::High,
-            (true, false) => Confidence::Medium,
-            _ => Confidence::Low,
+        let figures = self.window_figures();
+        let mad = self.params.moving_average_distance.max(1);
+        // "Confidence of Test-Results": low when the stage did not run MAD intervals,
+        // medium when it did without stability, high when it reached stability.
+        let confidence = |saturated: bool, iterations: usize| {
+            if saturated {
+                Confidence::High
+            } else if iterations >= mad {
+                Confidence::Medium
+            } else {
+                Confidence::Low
+            }
+        };
+        let rpm_confidence = if figures.rpm.is_none() {
+            Confidence::Low
+        } else {
+            confidence(self.responsiveness_saturated, self.responsiveness.len())
         };
         let outcome = Outcome {
-            goodput_bps: self.goodput_ma.last().copied(),
+            goodput_bps: moving_average(&self.goodput, mad),
             rpm: figures.rpm,
             foreign_rpm: figures.foreign_rpm,
             self_rpm: figures.self_rpm,
             connections: self.connections,
             goodput_saturated: self.goodput_saturated,
             responsiveness_saturated: self.responsiveness_saturated,
-            confidence,
+            goodput_confidence: confidence(self.goodput_saturated, self.goodput.len()),
+            rpm_confidence,
             reason,
             intervals: self.goodput.len(),
             elapsed_s: now.saturating_duration_since(self.started).as_secs_f64(),
@@ -384,7 +412,7 @@ pub struct RpmFigures {
 }
 
 /// The draft's responsiveness and the foreign and self RPMs of `probes`, from the
-/// trimmed means (keeping `keep_pct` percent) of each time apart.
+/// single-sided trimmed means (keeping the fastest `keep_pct` percent) of each time.
 pub fn rpm_of(probes: &[Probe], keep_pct: f64) -> RpmFigures {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let (mut tcp, mut tls, mut http, mut own) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -402,14 +430,10 @@ pub fn rpm_of(probes: &[Probe], keep_pct: f64) -> RpmFigures {
             ProbeTimes::Own { http: c } => own.push(ms(c)),
         }
     }
-    let foreign = match (
-        trimmed_mean(&tcp, keep_pct),
-        trimmed_mean(&tls, keep_pct),
-        trimmed_mean(&http, keep_pct),
-    ) {
-        (Some(tcp_ms), Some(tls_ms), Some(http_ms)) => Some(ForeignMeans {
+    let foreign = match (trimmed_mean(&tcp, keep_pct), trimmed_mean(&http, keep_pct)) {
+        (Some(tcp_ms), Some(http_ms)) => Some(ForeignMeans {
             tcp_ms,
-            tls_ms,
+            tls_ms: trimmed_mean(&tls, keep_pct),
             http_ms,
         }),
         _ => None,

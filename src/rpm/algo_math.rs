@@ -37,56 +37,68 @@ pub fn std_dev(values: &[f64]) -> Option<f64> {
     Some((values.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt())
 }
 
-/// The draft's stability test: the last `window` moving averages exist and their
-/// standard deviation is within `tolerance` (a fraction: the draft's SDT of 5 % is
-/// 0.05) of their mean.
-pub fn is_stable(moving_averages: &[f64], window: usize, tolerance: f64) -> bool {
+/// The draft's stability test (draft-ietf-ippm-responsiveness-08, section "Final
+/// Algorithm"): the last `window` values exist and their standard deviation is less
+/// than `tolerance` (a fraction: the draft's SDT of 5 % is 0.05) of the most recent one
+/// (the draft's `current_average` / `current_responsiveness`), not of their mean.
+pub fn is_stable(values: &[f64], window: usize, tolerance: f64) -> bool {
     let window = window.max(1);
-    if moving_averages.len() < window {
+    if values.len() < window {
         return false;
     }
-    let tail = &moving_averages[moving_averages.len() - window..];
-    let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+    let tail = &values[values.len() - window..];
+    let current = tail[tail.len() - 1];
     match std_dev(tail) {
-        Some(sd) => mean > 0.0 && sd <= tolerance * mean,
+        Some(sd) => current > 0.0 && sd < tolerance * current,
         None => false,
     }
 }
 
 /// Responsiveness in round trips per minute from the trimmed means (milliseconds) of
-/// the foreign probes' three parts and of the self probes, as
-/// draft-ietf-ippm-responsiveness gives it (section "Aggregating the Measurements",
-/// unchanged from -02 to the -09 that issue 25 names):
+/// the foreign probes' parts and of the self probes, as
+/// draft-ietf-ippm-responsiveness-08 gives it (section "Aggregating the Measurements",
+/// "For the TLS-Enabled Case"):
 ///
 /// ```text
-/// RPM = 60000 / ( 1/6 * (TM(tcp_f) + TM(tls_f) + TM(http_f)) + 1/2 * TM(http_s) )
+/// Foreign_Responsiveness = 60000 / ((TM(tcp_f) + TM(tls_f) + TM(http_f)) / 3)
+/// Loaded_Responsiveness  = 60000 / TM(http_l)
+/// Responsiveness = (Foreign_Responsiveness + Loaded_Responsiveness) / 2
 /// ```
 ///
-/// That is 60000 over the mean of two times, the foreign probe's round trip (the mean
-/// of its three parts) and the self probe's; it is not the mean of a foreign RPM and a
-/// self RPM (which weighs the faster kind more: see the unit test). netmeter computes
-/// the draft's figure and reports the foreign and self RPMs beside it. With only one
-/// kind measured (no load yet: no self probes) that kind alone gives the figure.
+/// That is the mean of the two RPMs, not 60000 over the mean of the two times (the
+/// formula of drafts -02 to -04, which an earlier version of this file used); -09 keeps
+/// -08's. Without TLS ("For the TCP-Only Case") the foreign time is the mean of the TCP
+/// set-up and the GET alone. With only one kind measured (no load yet: no self probes)
+/// that kind alone gives the figure.
 pub fn responsiveness_rpm(foreign: Option<ForeignMeans>, self_ms: Option<f64>) -> Option<f64> {
-    let foreign_ms = foreign.map(|f| (f.tcp_ms + f.tls_ms + f.http_ms) / 3.0);
-    let ms = match (foreign_ms, self_ms) {
-        (Some(f), Some(s)) => (f + s) / 2.0,
-        (Some(f), None) => f,
-        (None, Some(s)) => s,
-        (None, None) => return None,
-    };
-    (ms > 0.0 && ms.is_finite()).then(|| 60_000.0 / ms)
+    let rpm = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| 60_000.0 / ms);
+    let foreign_rpm = foreign.and_then(|f| rpm(f.round_trip_ms()));
+    let self_rpm = self_ms.and_then(rpm);
+    match (foreign_rpm, self_rpm) {
+        (Some(f), Some(s)) => Some((f + s) / 2.0),
+        (one, None) | (None, one) => one,
+    }
 }
 
-/// The trimmed means of a set of foreign probes' three parts, in milliseconds.
+/// The trimmed means of a set of foreign probes' parts, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ForeignMeans {
     /// TCP connection set-up.
     pub tcp_ms: f64,
-    /// TLS handshake.
-    pub tls_ms: f64,
+    /// TLS handshake, per round trip (`None`: no TLS, the draft's TCP-only case).
+    pub tls_ms: Option<f64>,
     /// HTTP GET of the small object, request sent to last byte.
     pub http_ms: f64,
+}
+
+impl ForeignMeans {
+    /// The foreign probe's round trip: the mean of its parts, each weighing the same.
+    pub fn round_trip_ms(&self) -> f64 {
+        match self.tls_ms {
+            Some(tls) => (self.tcp_ms + tls + self.http_ms) / 3.0,
+            None => (self.tcp_ms + self.http_ms) / 2.0,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -114,30 +126,42 @@ mod tests {
     }
 
     #[test]
-    fn stability_needs_a_full_window_within_tolerance() {
+    fn stability_needs_a_full_window_within_tolerance_of_the_current_value() {
         assert!(!is_stable(&[100.0, 100.0, 100.0], 4, 0.05));
         assert!(is_stable(&[50.0, 100.0, 101.0, 99.0, 100.0], 4, 0.05));
-        // 90 and 110 around 100: sd 10 % of the mean, over the 5 % tolerance.
+        // 90 and 110 around 100: sd 10 of a current 110, over the 5 % tolerance.
         assert!(!is_stable(&[90.0, 110.0, 90.0, 110.0], 4, 0.05));
         assert!(is_stable(&[90.0, 110.0, 90.0, 110.0], 4, 0.11));
+        // The same spread judged against the current value, not the mean: sd 4.5 of
+        // values around 100 is within 5 % of a current 100 but not of a current 89.
+        assert!(is_stable(&[100.0, 109.0, 100.0, 100.0], 4, 0.05));
+        assert!(!is_stable(&[100.0, 100.0, 100.0, 89.0], 4, 0.05));
         assert!(!is_stable(&[0.0; 4], 4, 0.05));
     }
 
     #[test]
-    fn formula_weighs_times_not_rpms() {
-        // Foreign parts 10, 10, 10 ms (a 10 ms round trip each), self 50 ms.
+    fn formula_is_the_mean_of_the_two_rpms() {
+        // Foreign parts 10, 10, 10 ms (a 10 ms round trip), self 50 ms.
         let f = ForeignMeans {
             tcp_ms: 10.0,
-            tls_ms: 10.0,
+            tls_ms: Some(10.0),
             http_ms: 10.0,
         };
-        // By hand: 1/6 * 30 + 1/2 * 50 = 5 + 25 = 30 ms; 60000 / 30 = 2000 RPM.
-        assert_eq!(responsiveness_rpm(Some(f), Some(50.0)), Some(2000.0));
-        // The mean of the two RPMs would be (6000 + 1200) / 2 = 3600: not the draft's.
-        assert_ne!(responsiveness_rpm(Some(f), Some(50.0)), Some(3600.0));
+        // By hand (-08): foreign 60000 / 10 = 6000, loaded 60000 / 50 = 1200, the
+        // responsiveness (6000 + 1200) / 2 = 3600 RPM.
+        assert_eq!(responsiveness_rpm(Some(f), Some(50.0)), Some(3600.0));
+        // The earlier drafts' 60000 / (1/6 * 30 + 1/2 * 50) = 2000 is not -08's.
+        assert_ne!(responsiveness_rpm(Some(f), Some(50.0)), Some(2000.0));
         assert_eq!(responsiveness_rpm(Some(f), None), Some(6000.0));
         assert_eq!(responsiveness_rpm(None, Some(50.0)), Some(1200.0));
         assert_eq!(responsiveness_rpm(None, None), None);
         assert_eq!(responsiveness_rpm(None, Some(0.0)), None);
+        // TCP only: the foreign round trip is the mean of TCP and GET, (10 + 30) / 2.
+        let tcp_only = ForeignMeans {
+            tcp_ms: 10.0,
+            tls_ms: None,
+            http_ms: 30.0,
+        };
+        assert_eq!(responsiveness_rpm(Some(tcp_only), None), Some(3000.0));
     }
 }

@@ -13,7 +13,7 @@ fn ms(v: f64) -> Duration {
 /// probe, in milliseconds.
 struct Path {
     goodput: fn(usize, usize) -> f64,
-    foreign_part_ms: fn(usize) -> f64,
+    foreign_part_ms: fn(usize, usize) -> f64,
     self_ms: fn(usize, usize) -> f64,
 }
 
@@ -27,7 +27,7 @@ fn drive(path: &Path, params: Params) -> (Vec<IntervalRow>, Outcome) {
         let n = m.connections();
         for i in 0..5 {
             let start = clock.now() + Duration::from_millis(100 * i);
-            let f = ms((path.foreign_part_ms)(n));
+            let f = ms((path.foreign_part_ms)(n, k));
             let times = ProbeTimes::Foreign {
                 tcp: f,
                 tls: f,
@@ -60,23 +60,27 @@ fn capped(n: usize, _k: usize) -> f64 {
 fn saturation_reached_ends_early_with_high_confidence() {
     let path = Path {
         goodput: capped,
-        foreign_part_ms: |_| 10.0,
+        foreign_part_ms: |_, _| 10.0,
         self_ms: |_, _| 20.0,
     };
     let (rows, out) = drive(&path, Params::default());
     assert_eq!(out.reason, EndReason::Saturated);
-    assert_eq!(out.confidence, Confidence::High);
+    assert_eq!(out.goodput_confidence, Confidence::High);
+    assert_eq!(out.rpm_confidence, Confidence::High);
     assert!(out.goodput_saturated && out.responsiveness_saturated);
-    // Three connections fill the link, then MAD intervals of equal goodput and MAD
-    // moving averages of them: well before the 20 s limit.
-    assert!(out.intervals < 20, "{} intervals", out.intervals);
+    // Three connections fill the link (30, 60, 90, 90, ... Mbit/s); the full-window
+    // moving averages from the fourth interval are 67.5, 82.5, 90, 90, 90: the last
+    // four (sd 3.25) are within 5 % of 90 at the 8th interval, goodput saturation.
+    // Then MAD (4) intervals of equal responsiveness: the 11th ends the run.
+    assert_eq!(rows.iter().position(|r| r.goodput_saturated), Some(7));
+    assert_eq!(out.intervals, 11);
     assert!(
         (out.goodput_bps.unwrap() - 90e6).abs() < 1e3,
         "{:?}",
         out.goodput_bps
     );
-    // By hand: 1/6 * (10 + 10 + 10) + 1/2 * 20 = 15 ms; 60000 / 15 = 4000.
-    assert!((out.rpm.unwrap() - 4000.0).abs() < 1e-6, "{:?}", out.rpm);
+    // By hand (-08): foreign 60000 / 10 = 6000, self 60000 / 20 = 3000, the mean 4500.
+    assert!((out.rpm.unwrap() - 4500.0).abs() < 1e-6, "{:?}", out.rpm);
     assert!((out.foreign_rpm.unwrap() - 6000.0).abs() < 1e-6);
     assert!((out.self_rpm.unwrap() - 3000.0).abs() < 1e-6);
     // Connections were added one an interval, never two at once, never past MNP.
@@ -93,12 +97,15 @@ fn never_saturating_times_out_with_low_confidence() {
     // back and forth would: its moving average is steady).
     let path = Path {
         goodput: |_, k| 10e6 * 1.2f64.powi(k as i32),
-        foreign_part_ms: |_| 10.0,
+        foreign_part_ms: |_, _| 10.0,
         self_ms: |_, _| 20.0,
     };
     let (rows, out) = drive(&path, Params::default());
     assert_eq!(out.reason, EndReason::MaxDuration);
-    assert_eq!(out.confidence, Confidence::Low);
+    // MAD intervals ran without stability: medium for the capacity; the
+    // responsiveness stage never began: low.
+    assert_eq!(out.goodput_confidence, Confidence::Medium);
+    assert_eq!(out.rpm_confidence, Confidence::Low);
     assert!(!out.goodput_saturated);
     assert_eq!(out.intervals, 20);
     assert!((out.elapsed_s - 20.0).abs() < 1e-6);
@@ -110,17 +117,19 @@ fn never_saturating_times_out_with_low_confidence() {
 
 #[test]
 fn goodput_saturated_but_responsiveness_not_is_medium() {
-    // The self probes take a fifth longer every interval: no stable responsiveness,
-    // though the goodput settles.
+    // Every probe takes a fifth longer every interval: no stable responsiveness,
+    // though the goodput settles. (Self probes alone growing would not do: the mean of
+    // the two RPMs then settles at half the foreign one.)
     let path = Path {
         goodput: capped,
-        foreign_part_ms: |_| 10.0,
+        foreign_part_ms: |_, k| 10.0 * 1.2f64.powi(k as i32),
         self_ms: |_, k| 20.0 * 1.2f64.powi(k as i32),
     };
     let (_, out) = drive(&path, Params::default());
     assert_eq!(out.reason, EndReason::MaxDuration);
     assert!(out.goodput_saturated && !out.responsiveness_saturated);
-    assert_eq!(out.confidence, Confidence::Medium);
+    assert_eq!(out.goodput_confidence, Confidence::High);
+    assert_eq!(out.rpm_confidence, Confidence::Medium);
     assert_eq!(out.connections, MAX_CONNECTIONS);
 }
 
@@ -132,14 +141,16 @@ fn latency_rising_under_load_lowers_the_rpm() {
     // behind its own connection's data, one more queue's worth (130 ms).
     let path = Path {
         goodput: capped,
-        foreign_part_ms: |n| 10.0 + 20.0 * n.min(3) as f64,
+        foreign_part_ms: |n, _| 10.0 + 20.0 * n.min(3) as f64,
         self_ms: |n, _| 10.0 + 2.0 * 20.0 * n.min(3) as f64,
     };
     let (_, out) = drive(&path, Params::default());
-    assert_eq!(out.confidence, Confidence::High);
-    // By hand: 1/6 * (70 + 70 + 70) + 1/2 * 130 = 35 + 65 = 100 ms → 600 RPM,
-    // against 60000 / 10 = 6000 RPM idle.
-    assert!((out.rpm.unwrap() - 600.0).abs() < 1e-6, "{:?}", out.rpm);
+    assert_eq!(out.rpm_confidence, Confidence::High);
+    // By hand: foreign 60000 / 70 = 857.14, self 60000 / 130 = 461.54, the mean
+    // 659.34 RPM, against 60000 / 10 = 6000 RPM idle.
+    let by_hand: f64 = (60000.0 / 70.0 + 60000.0 / 130.0) / 2.0;
+    assert!((by_hand - 659.34).abs() < 0.01);
+    assert!((out.rpm.unwrap() - by_hand).abs() < 1e-6, "{:?}", out.rpm);
     assert!((out.foreign_rpm.unwrap() - 60000.0 / 70.0).abs() < 1e-6);
     assert!((out.self_rpm.unwrap() - 60000.0 / 130.0).abs() < 1e-6);
 }
@@ -206,7 +217,8 @@ fn stop_gives_what_was_measured() {
     });
     let out = m.stop(t1 + Duration::from_millis(500));
     assert_eq!(out.reason, EndReason::Stopped);
-    assert_eq!(out.confidence, Confidence::Low);
+    assert_eq!(out.goodput_confidence, Confidence::Low);
+    assert_eq!(out.rpm_confidence, Confidence::Low);
     assert_eq!(out.goodput_bps, Some(10e6));
     // Both probes, the finished interval's and the one in progress: mean 40 ms.
     assert!((out.rpm.unwrap() - 1500.0).abs() < 1e-6);
@@ -228,6 +240,27 @@ fn probes_beyond_the_cap_are_counted_not_kept() {
         });
     }
     assert_eq!(m.dropped_probes(), 3);
+}
+
+#[test]
+fn a_limit_before_mad_intervals_is_low_confidence() {
+    // A 3 s limit: the stage runs 3 intervals, fewer than MAD (4).
+    let params = Params {
+        max_duration: Duration::from_secs(3),
+        ..Params::default()
+    };
+    let path = Path {
+        goodput: |_, _| 50e6,
+        foreign_part_ms: |_, _| 10.0,
+        self_ms: |_, _| 10.0,
+    };
+    let (rows, out) = drive(&path, params);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(out.reason, EndReason::MaxDuration);
+    assert_eq!(out.goodput_confidence, Confidence::Low);
+    assert_eq!(out.rpm_confidence, Confidence::Low);
+    assert!(!out.goodput_saturated);
+    assert_eq!(out.goodput_bps, Some(50e6));
 }
 
 #[test]
