@@ -6,9 +6,15 @@
 //! responsiveness formula, `now` passed in), `algo_math` (the trimmed mean, the moving
 //! averages and the stability test it uses), `config` (the server's `/.well-known/nq`
 //! configuration document, read as hostile input) and `summary` (the probes as `-J`
-//! records and per-kind percentiles). docs/rpm.md says what is measured.
+//! records and per-kind percentiles); then the I/O: `net` (TLS, one HTTP/2 connection
+//! timed, the small GET, the load transfers) and `client` (the driver, on a tokio
+//! runtime of its own), and `output` (pure: the `-J` document, the text, the chart).
+//! docs/rpm.md says what is measured.
 
 pub mod algo;
 pub mod algo_math;
+pub mod client;
 pub mod config;
+pub mod net;
+pub mod output;
 pub mod summary;
