@@ -52,6 +52,7 @@ mod output_flags;
 mod parse_error;
 mod profile_flags;
 mod resolve;
+pub mod rpm_cmd;
 pub mod scenario_cmd;
 mod server_flags;
 pub mod sweep_cmd;
@@ -180,6 +181,8 @@ pub enum Command {
     Mesh(mesh_cmd::MeshCommand),
     /// `netmeter scenario FILE`: named flows started together (`cli/scenario_cmd.rs`).
     Scenario(scenario_cmd::ScenarioCommand),
+    /// `netmeter rpm URL`: the IETF responsiveness test (`cli/rpm_cmd.rs`).
+    Rpm(rpm_cmd::RpmCommand),
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
     /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
@@ -238,6 +241,7 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "doctor" => Some(doctor_cmd::parse(&argv[1..])),
         "mesh" => Some(mesh_cmd::parse(&argv[1..])),
         "scenario" => Some(scenario_cmd::parse(&argv[1..])),
+        "rpm" => Some(rpm_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

@@ -115,6 +115,7 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Mesh(m) => run_mesh(m),
         Command::Scenario(s) => run_scenario(s),
+        Command::Rpm(r) => run_rpm(r),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -478,6 +479,33 @@ fn run_mesh(m: cli::mesh_cmd::MeshCommand) -> anyhow::Result<()> {
 #[derive(Debug, thiserror::Error)]
 #[error("a flow got worse than the baseline")]
 struct WorseThanBaseline;
+
+/// `netmeter rpm URL`: the responsiveness test; progress lines while it runs (text), then
+/// the summary, or one JSON document.
+fn run_rpm(r: cli::rpm_cmd::RpmCommand) -> anyhow::Result<()> {
+    use netmeter::rpm::{client, output};
+    catch_stop_signals()?;
+    if r.opts.insecure {
+        eprintln!("netmeter: --insecure: the server's certificate is not checked");
+    }
+    let json = r.json;
+    let mut on_row = |dir, row: &netmeter::rpm::algo::IntervalRow| {
+        if !json {
+            println!("{}", output::row_line(dir, row));
+        }
+    };
+    let run = client::run(&r.opts, netmeter::clock::system(), &mut on_row)?;
+    let doc = output::report(&run);
+    if let Some(p) = &r.plot {
+        plot::write_charts(&[output::probe_chart(&doc)], p)?;
+    }
+    let out = if json {
+        serde_json::to_string_pretty(&doc)? + "\n"
+    } else {
+        output::render_text(&doc)
+    };
+    write_stdout(out.as_bytes())
+}
 
 /// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.
 fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {

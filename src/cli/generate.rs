@@ -32,6 +32,8 @@ pub enum Asset {
     ManMesh,
     /// netmeter-scenario(1)
     ManScenario,
+    /// netmeter-rpm(1)
+    ManRpm,
     /// netmeter-doctor(1)
     ManDoctor,
     /// netmeter-generate(1)
@@ -56,6 +58,7 @@ pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
     (Asset::ManSweep, "netmeter-sweep", Some("sweep")),
     (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
     (Asset::ManScenario, "netmeter-scenario", Some("scenario")),
+    (Asset::ManRpm, "netmeter-rpm", Some("rpm")),
     (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
     (Asset::ManGenerate, "netmeter-generate", Some("generate")),
     (Asset::ManIperf2, "netmeter-iperf2", Some("iperf2")),
@@ -105,6 +108,12 @@ pub fn command() -> clap::Command {
             super::scenario_cmd::ScenarioArgs::command()
                 .name("scenario")
                 .bin_name("netmeter scenario")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
+        .subcommand(
+            super::rpm_cmd::RpmArgs::command()
+                .name("rpm")
+                .bin_name("netmeter rpm")
                 .version(env!("CARGO_PKG_VERSION")),
         )
         .subcommand(doctor_command())

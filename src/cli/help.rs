@@ -193,6 +193,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "run named flows together, locally and from netmeter servers",
     ),
     (
+        "rpm",
+        "measure responsiveness (RPM) against a web server, IETF draft",
+    ),
+    (
         "doctor",
         "show this host's limits, with the sysctls to change",
     ),

@@ -219,6 +219,16 @@ fn exit_status(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
                 "An error: a usage mistake, or no pair of the mesh ran a test.",
             ),
         ],
+        Some("rpm") => &[
+            (
+                "0",
+                "The test ran, or was stopped by a signal and printed what it measured.",
+            ),
+            (
+                "1",
+                "An error: a usage mistake, a configuration that is not usable, a server that cannot be reached or refuses, a load-generating connection that failed.",
+            ),
+        ],
         Some("scenario") => &[
             (
                 "0",
