@@ -1,8 +1,9 @@
 //! The responsiveness reference server (nginx with the configuration written after
 //! Apple's network-quality/server, `scripts/setup-rpm-reference.sh`) serves what the
 //! draft asks of a responsiveness server, and netmeter's configuration reader takes its
-//! document: checked with curl over HTTP/2 and against nginx's own access log.
-//! (`netmeter rpm`, the client, is not built yet; its tests will use this server.)
+//! document: checked with curl over HTTP/2 and against nginx's own access log. Then
+//! `netmeter rpm` against it: its byte and probe counts judged against what nginx
+//! logged, and hostile configurations refused in one sentence.
 
 use crate::support::rpm_reference::{LogEntry, RpmReference};
 use crate::support::*;
@@ -106,4 +107,333 @@ fn reference_server_serves_config_objects_and_upload_sink() {
         "{}",
         server.error_log()
     );
+}
+
+/// `netmeter rpm ARGS` against `server`, bounded; its output.
+fn rpm(args: &[&str]) -> std::process::Output {
+    run_bounded(
+        Command::new(netmeter()).arg("rpm").args(args),
+        Duration::from_secs(120),
+        "netmeter rpm",
+    )
+}
+
+/// What the load connections of one direction moved, by the client's count: its bytes,
+/// and connections opened.
+fn direction(doc: &serde_json::Value, dir: &str) -> (u64, u64, f64, f64) {
+    let d = doc["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .flat_map(|p| p["directions"].as_array().expect("directions").iter())
+        .find(|d| d["direction"] == dir)
+        .unwrap_or_else(|| panic!("no {dir} in {doc}"));
+    (
+        d["bytes"].as_u64().expect("bytes"),
+        d["connections_opened"].as_u64().expect("opened"),
+        d["outcome"]["goodput_bps"].as_f64().expect("goodput"),
+        d["outcome"]["elapsed_s"].as_f64().expect("elapsed"),
+    )
+}
+
+/// TCP connections on this host's loopback with local port `port` that are established
+/// or waiting for their owner to close them (nginx's side of a client that left).
+fn open_connections(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            // 01 ESTABLISHED, 08 CLOSE_WAIT.
+            local_port == Some(port) && matches!(f.get(3), Some(&"01") | Some(&"08"))
+        })
+        .count()
+}
+
+/// The most a load connection can have in flight that one end counted and the other
+/// did not: the HTTP/2 stream window (8 MiB) and both sockets' buffers.
+const IN_FLIGHT_PER_CONN: u64 = 32 << 20;
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh"
+)]
+fn rpm_client_counts_agree_with_the_reference_servers_log() {
+    let server = RpmReference::start();
+    let out = rpm(&[
+        &server.config_url(),
+        "--insecure",
+        "--sequential",
+        "-m",
+        "4",
+        "-J",
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--insecure"),
+        "{}",
+        show(&out)
+    );
+    let doc = json_of(&out, "netmeter rpm");
+    let (down_bytes, down_conns, down_bps, down_s) = direction(&doc, "download");
+    let (up_bytes, up_conns, up_bps, up_s) = direction(&doc, "upload");
+    assert!(down_bytes > 0 && up_bytes > 0, "{doc}");
+
+    // nginx logs a request when it ends, the load's when netmeter's exit closes their
+    // connections: wait until nginx has closed every connection on its port.
+    await_evidence(
+        "nginx closing the client's connections",
+        || open_connections(server.port) == 0,
+        || server.error_log(),
+    );
+    let log = server.log();
+    let n = |uri: &str| log.iter().filter(|e| e.uri == uri).count() as u64;
+    // One line per GET of the large object (a connection asks again if one ends).
+    assert!(n("/files/large") >= 1, "{log:?}");
+    assert!((1..=up_conns).contains(&n("/slurp")), "{log:?}");
+    let sum = |uri: &str, f: fn(&LogEntry) -> u64| -> u64 {
+        log.iter().filter(|e| e.uri == uri).map(f).sum()
+    };
+    // Download: nginx sent at least what netmeter counted, and no more than what can
+    // be in flight on the connections when the phase ended.
+    let nginx_down = sum("/files/large", |e| e.body_sent);
+    assert!(down_bytes <= nginx_down, "{down_bytes} > {nginx_down}");
+    assert!(
+        nginx_down - down_bytes <= down_conns * IN_FLIGHT_PER_CONN,
+        "nginx {nginx_down}, netmeter {down_bytes}, {down_conns} connections"
+    );
+    // Upload: nginx read no more than netmeter handed to HTTP/2, and at most what can
+    // be in flight less.
+    let nginx_up = sum("/slurp", |e| e.received);
+    let up_headers = up_conns * 4096;
+    assert!(nginx_up <= up_bytes + up_headers, "{nginx_up} > {up_bytes}");
+    assert!(
+        up_bytes - nginx_up.min(up_bytes) <= up_conns * IN_FLIGHT_PER_CONN,
+        "nginx {nginx_up}, netmeter {up_bytes}, {up_conns} connections"
+    );
+    // The capacity is the goodput's moving average over the (at most MAD = 4)
+    // intervals: with the run no longer than those, it is the bytes over the time,
+    // within what unequal intervals and the last in-flight bytes change.
+    for (what, bps, bytes, secs) in [
+        ("download", down_bps, down_bytes, down_s),
+        ("upload", up_bps, up_bytes, up_s),
+    ] {
+        let whole = bytes as f64 * 8.0 / secs;
+        assert!(
+            (bps - whole).abs() <= 0.25 * whole,
+            "{what}: capacity {bps} against {whole} from the bytes"
+        );
+    }
+
+    // Probes: every completed one is a GET of the 1-byte object nginx answered with
+    // 200; nginx answered no more than were started.
+    let completed = doc["idle_probes"].as_array().expect("idle").len() as u64
+        + doc["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .map(|p| p["probes"].as_array().expect("probes").len() as u64)
+            .sum::<u64>();
+    let launched = doc["probes_launched"].as_u64().expect("launched");
+    let failed = doc["probe_errors"].as_u64().expect("errors");
+    assert!(completed + failed <= launched, "{doc}");
+    let small_ok = log
+        .iter()
+        .filter(|e| e.uri == "/files/small" && e.status == 200 && e.body_sent == 1)
+        .count() as u64;
+    assert!(
+        (completed..=launched).contains(&small_ok),
+        "nginx answered {small_ok} small GETs; netmeter completed {completed} of {launched}"
+    );
+    assert!(completed >= 20, "{completed} probes");
+    // Each probe kind and the summary are in the document.
+    assert!(doc["summary"]["rpm"].as_f64().expect("rpm") > 0.0, "{doc}");
+    assert!(doc["summary"]["idle_latency_ms"].as_f64().expect("idle") > 0.0);
+    assert!(doc["loaded_probe_times"]["self_http"]["count"].as_u64() > Some(0));
+    // The configuration was read once.
+    assert_eq!(log.iter().filter(|e| e.uri == "/.well-known/nq").count(), 1);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh"
+)]
+fn rpm_refuses_a_configuration_pointing_elsewhere_in_one_sentence() {
+    let server = RpmReference::start();
+    // nginx reads the file at each request: the document now sends the load to
+    // another host.
+    std::fs::write(
+        server.prefix.join("config"),
+        r#"{"version":1,"urls":{"small_download_url":"https://192.0.2.1/s","large_download_url":"https://192.0.2.1/l","upload_url":"https://192.0.2.1/u"}}"#,
+    )
+    .expect("config");
+    let out = rpm(&[&server.config_url(), "--insecure"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("is not usable") && last.contains("192.0.2.1"),
+        "{}",
+        show(&out)
+    );
+    // No load or probe went anywhere: only the configuration was asked for.
+    let log = server.log();
+    assert!(log.iter().all(|e| e.uri == "/.well-known/nq"), "{log:?}");
+}
+
+#[test]
+fn rpm_usage_mistakes_are_one_sentence() {
+    for (args, want) in [
+        (&["http://127.0.0.1/.well-known/nq"][..], "URL http://"),
+        (&["https://127.0.0.1/nq", "-m", "0"][..], "--max-duration 0"),
+        (
+            &["https://127.0.0.1/nq", "--plot", "x.pdf"][..],
+            "--plot x.pdf",
+        ),
+    ] {
+        let out = rpm(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// A 50 Mbit/s bottleneck (tbf, 100 ms of queue) with 5 ms each way, nginx behind it:
+/// idle, a foreign probe's parts each take the 10 ms round trip; under a download the
+/// queue fills and the responsiveness falls far below the idle one, while the capacity
+/// is the tbf rate less the headers, and no more than the shaper itself passed.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces) and nginx"
+)]
+fn rpm_on_a_shaped_link_falls_below_idle_and_finds_the_rate() {
+    use crate::support::netbed::{Dir, LinkConfig, Netbed, Side, timing_lock};
+    let _t = timing_lock();
+    Netbed::require();
+    let rate_mbit = 50.0;
+    let bed = Netbed::new(
+        LinkConfig::new()
+            .rate_mbit(rate_mbit)
+            .queue_ms(100.0)
+            .delay_ms(5.0),
+    )
+    .expect("building the bed");
+    let h2 = bed.h2_addr().to_string();
+    let server = RpmReference::start_with(&h2, |nginx| bed.cmd(Side::H2, nginx));
+    let url = server.config_url();
+    let out = bed
+        .run_in(
+            Side::H1,
+            netmeter(),
+            &[
+                "rpm",
+                url.as_str(),
+                "--insecure",
+                "-d",
+                "down",
+                "-m",
+                "12",
+                "-J",
+            ],
+            Duration::from_secs(90),
+        )
+        .expect("netmeter rpm");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let s = &doc["summary"];
+    let idle_ms = s["idle_latency_ms"].as_f64().expect("idle latency");
+    assert!(
+        (9.0..=25.0).contains(&idle_ms),
+        "idle latency {idle_ms} ms on a 10 ms path"
+    );
+    let idle_rpm = 60_000.0 / idle_ms;
+    let rpm = s["rpm"].as_f64().expect("rpm");
+    assert!(
+        rpm < idle_rpm / 2.0,
+        "loaded {rpm} RPM against {idle_rpm:.0} idle"
+    );
+    // The capacity against the link: the tbf rate counts Ethernet frames, of which
+    // TCP/IP headers, TLS records and HTTP/2 frames take ~5 %.
+    let bps = s["downlink_bps"].as_f64().expect("downlink");
+    assert!(
+        bps > 0.85 * rate_mbit * 1e6 && bps < rate_mbit * 1e6,
+        "downlink {bps} bit/s on a {rate_mbit} Mbit/s tbf"
+    );
+    // What netmeter counted passed the shaper, and nginx sent it.
+    let (bytes, conns, _, _) = direction(&doc, "download");
+    let shaped = bed
+        .shaper_stats(Dir::H2ToH1)
+        .expect("tc")
+        .expect("a tbf toward h1")
+        .sent_bytes;
+    assert!(
+        bytes < shaped,
+        "netmeter counted {bytes}, the tbf passed {shaped}"
+    );
+    let log = await_value("the download's log lines", || {
+        let log = server.log();
+        let n = log.iter().filter(|e| e.uri == "/files/large").count() as u64;
+        (n >= conns).then_some(log)
+    });
+    let nginx: u64 = log
+        .iter()
+        .filter(|e| e.uri == "/files/large")
+        .map(|e| e.body_sent)
+        .sum();
+    assert!(bytes <= nginx, "netmeter {bytes}, nginx {nginx}");
+}
+
+/// Ctrl-C in the middle of a run: netmeter stops at once with a summary of what it
+/// measured, marked as interrupted, and exits 0.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh"
+)]
+fn rpm_interrupted_prints_what_it_measured() {
+    let server = RpmReference::start();
+    let c = Proc::spawn(
+        "netmeter rpm",
+        Command::new(netmeter()).args([
+            "rpm",
+            &server.config_url(),
+            "--insecure",
+            "-d",
+            "down",
+            "-m",
+            "60",
+        ]),
+    )
+    .watch();
+    // Evidence the load runs: two interval lines.
+    assert!(
+        c.out.wait_for("[download]", 2, EVIDENCE_TIMEOUT),
+        "{}",
+        c.out.text()
+    );
+    let st = Command::new("kill")
+        .args(["-s", "INT", &c.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    // Bounds a process that ignores the signal, not the host's speed.
+    let out = c.finish(Duration::from_secs(30));
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Downlink capacity:",
+        "Responsiveness:",
+        "Idle Latency:",
+        "(interrupted",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{}", show(&out));
+    }
 }

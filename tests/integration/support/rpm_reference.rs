@@ -36,11 +36,20 @@ pub struct RpmReference {
     proc: Option<Proc>,
     pub port: u16,
     pub prefix: PathBuf,
+    /// The address it listens on.
+    pub addr: String,
 }
 
 impl RpmReference {
     /// Starts nginx on 127.0.0.1 (a free port) and waits until it listens.
     pub fn start() -> RpmReference {
+        RpmReference::start_with("127.0.0.1", |nginx| Command::new(nginx))
+    }
+
+    /// Starts nginx listening on `addr` (an IPv4 address) at a free port, its command
+    /// made by `command` from nginx's path (`Netbed::cmd` to run it in a namespace,
+    /// which execs nginx itself: the PID stays nginx's).
+    pub fn start_with(addr: &str, command: impl FnOnce(&str) -> Command) -> RpmReference {
         let env = env();
         let port = free_port();
         let prefix = std::env::temp_dir().join(format!("nm-rpmref-{}-{port}", std::process::id()));
@@ -49,19 +58,19 @@ impl RpmReference {
         let template = std::fs::read_to_string(&env["TEMPLATE"]).expect("template");
         let conf = template
             .replace("@PREFIX@", prefix.to_str().expect("utf-8 temp dir"))
-            .replace("@ADDR@", "127.0.0.1")
+            .replace("@ADDR@", addr)
             .replace("@PORT@", &port.to_string())
             .replace("@CERTS@", &env["CERTS"])
             .replace("@ROOT@", &env["ROOT"]);
         std::fs::write(prefix.join("nginx.conf"), conf).expect("nginx.conf");
-        let base = format!("https://127.0.0.1:{port}");
+        let base = format!("https://{addr}:{port}");
         let config = format!(
             r#"{{"version":1,"urls":{{"small_https_download_url":"{base}/files/small","large_https_download_url":"{base}/files/large","https_upload_url":"{base}/slurp","small_download_url":"{base}/files/small","large_download_url":"{base}/files/large","upload_url":"{base}/slurp"}}}}"#
         );
         std::fs::write(prefix.join("config"), config).expect("config");
         let proc = Proc::spawn(
             "nginx",
-            Command::new(&env["NGINX"])
+            command(&env["NGINX"])
                 .arg("-p")
                 .arg(&prefix)
                 .arg("-c")
@@ -72,12 +81,13 @@ impl RpmReference {
             proc: Some(proc),
             port,
             prefix,
+            addr: addr.to_string(),
         }
     }
 
     /// The configuration URL.
     pub fn config_url(&self) -> String {
-        format!("https://127.0.0.1:{}/.well-known/nq", self.port)
+        format!("https://{}:{}/.well-known/nq", self.addr, self.port)
     }
 
     /// The access log's entries so far.
