@@ -437,3 +437,54 @@ fn rpm_interrupted_prints_what_it_measured() {
         assert!(text.contains(want), "{want:?} not in\n{}", show(&out));
     }
 }
+
+/// Hostile servers end in one sentence within the test's time: a server that accepts
+/// the connection and never answers the TLS handshake (bounded by the 10 s step
+/// limit), and a "small" object that is not small (capped at 64 KiB).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh; waits 10 s"
+)]
+fn rpm_hostile_servers_end_in_one_sentence() {
+    // The kernel completes the TCP handshake for the listener's backlog; nothing ever
+    // answers the ClientHello.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let base = format!(
+        "https://127.0.0.1:{}",
+        silent.local_addr().expect("addr").port()
+    );
+    let (l, s, u) = (
+        format!("{base}/large"),
+        format!("{base}/small"),
+        format!("{base}/slurp"),
+    );
+    let out = rpm(&["-k", "--large", &l, "--small", &s, "--upload", &u]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("TLS handshake") && last.contains("more than 10 s"),
+        "{}",
+        show(&out)
+    );
+    drop(silent);
+
+    // The large object given as the small one: the probe stops reading at the cap.
+    let server = RpmReference::start();
+    let base = format!("https://127.0.0.1:{}", server.port);
+    let (l, s, u) = (
+        format!("{base}/files/large"),
+        format!("{base}/files/large"),
+        format!("{base}/slurp"),
+    );
+    let out = rpm(&["-k", "--large", &l, "--small", &s, "--upload", &u]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("more than 65536 bytes where a small object was expected"),
+        "{}",
+        show(&out)
+    );
+}
