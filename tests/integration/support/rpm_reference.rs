@@ -43,13 +43,18 @@ pub struct RpmReference {
 impl RpmReference {
     /// Starts nginx on 127.0.0.1 (a free port) and waits until it listens.
     pub fn start() -> RpmReference {
-        RpmReference::start_with("127.0.0.1", |nginx| Command::new(nginx))
+        RpmReference::start_with("127.0.0.1", None, |nginx| Command::new(nginx))
     }
 
-    /// Starts nginx listening on `addr` (an IPv4 address) at a free port, its command
-    /// made by `command` from nginx's path (`Netbed::cmd` to run it in a namespace,
-    /// which execs nginx itself: the PID stays nginx's).
-    pub fn start_with(addr: &str, command: impl FnOnce(&str) -> Command) -> RpmReference {
+    /// Starts nginx listening on `addr` (an IPv4 address) at a free port, with the
+    /// `cert.pem` and `key.pem` of `certs` (default: the setup script's self-signed
+    /// ones), its command made by `command` from nginx's path (`Netbed::cmd` to run it
+    /// in a namespace, which execs nginx itself: the PID stays nginx's).
+    pub fn start_with(
+        addr: &str,
+        certs: Option<&std::path::Path>,
+        command: impl FnOnce(&str) -> Command,
+    ) -> RpmReference {
         let env = env();
         let port = free_port();
         let prefix = std::env::temp_dir().join(format!("nm-rpmref-{}-{port}", std::process::id()));
@@ -60,7 +65,10 @@ impl RpmReference {
             .replace("@PREFIX@", prefix.to_str().expect("utf-8 temp dir"))
             .replace("@ADDR@", addr)
             .replace("@PORT@", &port.to_string())
-            .replace("@CERTS@", &env["CERTS"])
+            .replace(
+                "@CERTS@",
+                certs.map_or(env["CERTS"].as_str(), |c| c.to_str().expect("utf-8 path")),
+            )
             .replace("@ROOT@", &env["ROOT"]);
         std::fs::write(prefix.join("nginx.conf"), conf).expect("nginx.conf");
         let base = format!("https://{addr}:{port}");
