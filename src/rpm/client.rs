@@ -26,6 +26,10 @@ use crate::clock::Clock;
 pub const IDLE_PROBES: usize = 5;
 /// How often the driver looks for a stop signal.
 const STOP_POLL: Duration = Duration::from_millis(100);
+/// Probes under way at most: on a slow or stalling server each can take up to the 10 s
+/// step limit, and probes go out up to 100 pairs a second before the goodput is known;
+/// past this many, a due pair is skipped rather than another connection opened.
+const MAX_PROBES_IN_FLIGHT: u64 = 64;
 /// Messages from the tasks the driver can have waiting.
 const CHANNEL: usize = 4096;
 
@@ -329,6 +333,8 @@ struct Phase {
     start: Instant,
     pick: u64,
     launched: u64,
+    /// Probes that completed or failed.
+    done: u64,
 }
 
 impl Phase {
@@ -359,6 +365,7 @@ impl Phase {
             // A seed for the self probes' choice of connection.
             pick: 0x9e37_79b9_7f4a_7c15 ^ dialer.clock.wall_ns() as u64,
             launched: 0,
+            done: 0,
         }
     }
 
@@ -465,6 +472,7 @@ impl Phase {
             tokio::select! {
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(tick)) => {
                     let now = clock.now();
+                    self.tasks.retain(|t| !t.is_finished());
                     for &i in &live {
                         let load = &mut self.loads[i];
                         if now < load.machine.poll_timeout() {
@@ -480,19 +488,25 @@ impl Phase {
                 }
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(probe_at)) => {
                     let now = clock.now();
-                    self.launch_probes();
+                    if self.launched - self.done < MAX_PROBES_IN_FLIGHT {
+                        self.launch_probes();
+                    }
                     for &i in &live {
                         self.loads[i].machine.on_probe_sent(now, FOREIGN_PROBE_BYTES + SELF_PROBE_BYTES);
                     }
                 }
                 Some(msg) = self.rx.recv() => match msg {
                     Msg::Probe(p) => {
+                        self.done += 1;
                         for &i in &live {
                             self.loads[i].machine.on_probe(p);
                         }
                         run.probes.push((self.index, p));
                     }
-                    Msg::ProbeFailed => run.probe_errors += 1,
+                    Msg::ProbeFailed => {
+                        self.done += 1;
+                        run.probe_errors += 1;
+                    }
                     Msg::Opened(i, send) => self.loads[i].senders.push(send),
                     Msg::LoadFailed(i, err) => {
                         return Err(RpmError::Load { dir: self.loads[i].dir.name(), err });
