@@ -59,6 +59,16 @@ pub struct ProbeSummary {
     pub foreign_tls: Option<LatencyStats>,
     pub foreign_http: Option<LatencyStats>,
     pub self_http: Option<LatencyStats>,
+    /// Each kind's histogram: (bucket upper bound in µs, count), as `--working-load`'s
+    /// `*_rtt_histogram_us` (empty: no such probe).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_tcp_histogram_us: Vec<(f64, u64)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_tls_histogram_us: Vec<(f64, u64)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_http_histogram_us: Vec<(f64, u64)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub self_http_histogram_us: Vec<(f64, u64)>,
 }
 
 /// Summarises `probes` per kind of time.
@@ -89,6 +99,10 @@ pub fn summarize(probes: &[Probe]) -> ProbeSummary {
         foreign_tls: tls.stats(),
         foreign_http: http.stats(),
         self_http: own.stats(),
+        foreign_tcp_histogram_us: tcp.buckets_us(),
+        foreign_tls_histogram_us: tls.buckets_us(),
+        foreign_http_histogram_us: http.buckets_us(),
+        self_http_histogram_us: own.buckets_us(),
     }
 }
 
@@ -133,6 +147,12 @@ mod tests {
         let own = s.self_http.unwrap();
         assert_eq!(own.count, 1);
         assert!(close(own.mean_ms, 100.0));
+        // The histograms hold every probe.
+        let n = |h: &[(f64, u64)]| h.iter().map(|b| b.1).sum::<u64>();
+        assert_eq!(n(&s.foreign_tcp_histogram_us), 3);
+        assert_eq!(n(&s.self_http_histogram_us), 1);
+        let (us, count) = s.self_http_histogram_us[0];
+        assert!(close(us, 100_000.0) && count == 1, "{us} {count}");
         assert_eq!(summarize(&[]), ProbeSummary::default());
     }
 
