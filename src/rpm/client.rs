@@ -188,12 +188,18 @@ async fn run_async(
             )
         }
     };
-    let dialer = Dialer {
-        target: Target::resolve(&small, endpoint.as_deref()).await?,
-        tls,
-        congestion: opts.congestion.clone(),
-        clock: clock.clone(),
-    };
+    // Each URL resolved once (they share the host, not necessarily the port).
+    let mut dialers = Vec::new();
+    for url in [&small, &large, &upload] {
+        dialers.push(Dialer {
+            target: Target::resolve(url, endpoint.as_deref()).await?,
+            tls: tls.clone(),
+            congestion: opts.congestion.clone(),
+            clock: clock.clone(),
+        });
+    }
+    let dialer = dialers[0].clone();
+    let load_dialers = [dialers[1].clone(), dialers[2].clone()];
     let origin = clock.now();
     let mut idle = Vec::new();
     let mut run_launched = 0;
@@ -227,7 +233,7 @@ async fn run_async(
         if crate::sock::stop_signal().is_some() {
             break;
         }
-        let mut phase = Phase::new(i, dirs, &dialer, &run, opts.params);
+        let mut phase = Phase::new(i, dirs, &dialer, &load_dialers, &run, opts.params);
         let result = phase.run(on_row, &mut run).await;
         phase.end();
         run.phases.push(result?);
@@ -325,6 +331,8 @@ struct Phase {
     index: usize,
     loads: Vec<Load>,
     dialer: Dialer,
+    /// The download's and the upload's.
+    load_dialers: [Dialer; 2],
     small: HttpsUrl,
     target_url: [HttpsUrl; 2],
     tasks: Vec<JoinHandle<()>>,
@@ -338,7 +346,14 @@ struct Phase {
 }
 
 impl Phase {
-    fn new(index: usize, dirs: &[Dir], dialer: &Dialer, run: &RpmRun, params: Params) -> Phase {
+    fn new(
+        index: usize,
+        dirs: &[Dir],
+        dialer: &Dialer,
+        load_dialers: &[Dialer; 2],
+        run: &RpmRun,
+        params: Params,
+    ) -> Phase {
         let now = dialer.clock.now();
         let (tx, rx) = mpsc::channel(CHANNEL);
         let loads = dirs
@@ -356,6 +371,7 @@ impl Phase {
             index,
             loads,
             dialer: dialer.clone(),
+            load_dialers: load_dialers.clone(),
             small: run.small.clone(),
             target_url: [run.large.clone(), run.upload.clone()],
             tasks: Vec::new(),
@@ -380,12 +396,10 @@ impl Phase {
     fn open_load(&mut self, i: usize) {
         let load = &mut self.loads[i];
         load.opened += 1;
-        let (dialer, tx, counter) = (self.dialer.clone(), self.tx.clone(), load.counter.clone());
+        let (tx, counter) = (self.tx.clone(), load.counter.clone());
         let dir = load.dir;
-        let url = match dir {
-            Dir::Download => self.target_url[0].clone(),
-            Dir::Upload => self.target_url[1].clone(),
-        };
+        let k = usize::from(dir == Dir::Upload);
+        let (dialer, url) = (self.load_dialers[k].clone(), self.target_url[k].clone());
         self.tasks.push(tokio::spawn(async move {
             let conn = match dialer.open().await {
                 Ok(c) => c,

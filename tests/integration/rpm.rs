@@ -590,3 +590,34 @@ fn rpm_trusts_a_cacert_file_and_refuses_an_unknown_issuer() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The configuration's URLs share its host but may name other ports: each load goes
+/// where its URL says (here the large object on a second server).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh"
+)]
+fn rpm_loads_go_to_each_urls_own_port() {
+    let a = RpmReference::start();
+    let b = RpmReference::start();
+    let (pa, pb) = (a.port, b.port);
+    std::fs::write(
+        a.prefix.join("config"),
+        format!(
+            r#"{{"version":1,"urls":{{"small_download_url":"https://127.0.0.1:{pa}/files/small","large_download_url":"https://127.0.0.1:{pb}/files/large","upload_url":"https://127.0.0.1:{pa}/slurp"}}}}"#
+        ),
+    )
+    .expect("config");
+    let out = rpm(&[&a.config_url(), "--insecure", "-d", "down", "-m", "2"]);
+    assert!(out.status.success(), "{}", show(&out));
+    await_evidence(
+        "both servers closing the client's connections",
+        || open_connections(pa) == 0 && open_connections(pb) == 0,
+        || format!("{}{}", a.error_log(), b.error_log()),
+    );
+    let large = |log: &[LogEntry]| log.iter().filter(|e| e.uri == "/files/large").count();
+    assert!(large(&b.log()) >= 1, "{:?}", b.log());
+    assert_eq!(large(&a.log()), 0, "{:?}", a.log());
+    assert!(a.log().iter().any(|e| e.uri == "/files/small"));
+}
