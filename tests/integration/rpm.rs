@@ -500,7 +500,8 @@ fn openssl(dir: &std::path::Path, args: &[&str]) {
 }
 
 /// `--cacert`: a server whose certificate a test CA signed is trusted with that CA's
-/// file, and refused without it (the default roots do not know it) in one sentence.
+/// file (and `--plot` draws that run's probes), and refused without it (the default
+/// roots do not know it) in one sentence.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -568,6 +569,7 @@ fn rpm_trusts_a_cacert_file_and_refuses_an_unknown_issuer() {
     );
     let server = RpmReference::start_with("127.0.0.1", Some(&dir), |nginx| Command::new(nginx));
     let ca_file = dir.join("ca.pem");
+    let svg = dir.join("probes.svg");
     let out = rpm(&[
         &server.config_url(),
         "--cacert",
@@ -576,9 +578,22 @@ fn rpm_trusts_a_cacert_file_and_refuses_an_unknown_issuer() {
         "down",
         "-m",
         "2",
+        "--plot",
+        svg.to_str().expect("utf-8"),
     ]);
     assert!(out.status.success(), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Downlink capacity:"));
+    // --plot drew the probe times, a series per kind.
+    let drawn = std::fs::read_to_string(&svg).expect("the --plot file");
+    for name in [
+        "<svg",
+        "foreign TCP",
+        "foreign TLS",
+        "foreign GET",
+        "self GET",
+    ] {
+        assert!(drawn.contains(name), "{name} not in the chart");
+    }
     let out = rpm(&[&server.config_url(), "-d", "down", "-m", "2"]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
