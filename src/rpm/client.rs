@@ -5,6 +5,7 @@
 //! ticks at its deadlines. The machine is given `now` from the run's `Clock`; this file
 //! only does what it says and gathers the figures for `rpm::output`.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -312,7 +313,7 @@ enum Msg {
     Probe(Probe),
     ProbeFailed,
     /// A load-generating connection of load `usize` is open: its handle for self probes.
-    Opened(usize, SendRequest<ReqBody>),
+    Opened(usize, SendRequest<ReqBody>, Option<OwnedFd>),
     LoadFailed(usize, NetError),
 }
 
@@ -324,6 +325,26 @@ struct Load {
     senders: Vec<SendRequest<ReqBody>>,
     rows: Vec<IntervalRow>,
     opened: usize,
+    /// The load connections' sockets (duplicates), for TCP_INFO.
+    sockets: Vec<OwnedFd>,
+}
+
+impl Load {
+    /// The bytes the load moved so far. A download counts what netmeter read; an
+    /// upload what the server's TCP acknowledged (TCP_INFO's bytes_acked), not what
+    /// HTTP/2 took from the body: HTTP/2 and the socket buffer megabytes ahead of the
+    /// path, and a new connection's first buffers would read as a burst of goodput.
+    fn bytes(&self) -> u64 {
+        match self.dir {
+            Dir::Download => self.counter.load(Ordering::Relaxed),
+            Dir::Upload => self
+                .sockets
+                .iter()
+                .filter_map(|s| crate::sock::tcp_info(s.as_fd()))
+                .map(|t| t.bytes_acked)
+                .sum(),
+        }
+    }
 }
 
 /// One phase's state.
@@ -365,6 +386,7 @@ impl Phase {
                 senders: Vec::new(),
                 rows: Vec::new(),
                 opened: 0,
+                sockets: Vec::new(),
             })
             .collect();
         Phase {
@@ -408,7 +430,9 @@ impl Phase {
                     return;
                 }
             };
-            let _ = tx.send(Msg::Opened(i, conn.send.clone())).await;
+            let _ = tx
+                .send(Msg::Opened(i, conn.send.clone(), conn.socket))
+                .await;
             let done = match dir {
                 Dir::Download => net::download(conn.send, url, counter).await,
                 Dir::Upload => net::upload(conn.send, url, counter).await,
@@ -492,7 +516,7 @@ impl Phase {
                         if now < load.machine.poll_timeout() {
                             continue;
                         }
-                        let step = load.machine.on_interval(now, load.counter.load(Ordering::Relaxed));
+                        let step = load.machine.on_interval(now, load.bytes());
                         on_row(load.dir, &step.row);
                         load.rows.push(step.row);
                         for _ in 0..step.add_connections {
@@ -521,7 +545,10 @@ impl Phase {
                         self.done += 1;
                         run.probe_errors += 1;
                     }
-                    Msg::Opened(i, send) => self.loads[i].senders.push(send),
+                    Msg::Opened(i, send, socket) => {
+                        self.loads[i].senders.push(send);
+                        self.loads[i].sockets.extend(socket);
+                    }
                     Msg::LoadFailed(i, err) => {
                         return Err(RpmError::Load { dir: self.loads[i].dir.name(), err });
                     }
@@ -547,7 +574,7 @@ impl Phase {
                     dir: l.dir,
                     outcome: *l.machine.outcome()?,
                     rows: l.rows.clone(),
-                    bytes: l.counter.load(Ordering::Relaxed),
+                    bytes: l.bytes(),
                     connections_opened: l.opened,
                 })
             })

@@ -210,6 +210,9 @@ pub struct Conn {
     /// The TLS handshake per round trip: TLS 1.3 takes one, 1.2 two (the draft's
     /// normalisation, "Measuring Responsiveness").
     pub tls: Duration,
+    /// A duplicate of the TCP socket's descriptor, for TCP_INFO (the upload counts what
+    /// the peer acknowledged); it keeps the socket open until dropped.
+    pub socket: Option<std::os::fd::OwnedFd>,
 }
 
 /// How each connection is set up.
@@ -237,6 +240,10 @@ impl Dialer {
             })?;
         let t1 = self.clock.now();
         let _ = tcp.set_nodelay(true);
+        let socket = {
+            use std::os::fd::AsFd;
+            tcp.as_fd().try_clone_to_owned().ok()
+        };
         if let Some(cc) = &self.congestion {
             use std::os::fd::AsFd;
             crate::sock::set_congestion(tcp.as_fd(), cc).map_err(|e| NetError::Connect {
@@ -281,6 +288,7 @@ impl Dialer {
             send,
             tcp: t1.saturating_duration_since(t0),
             tls: t2.saturating_duration_since(t1) / round_trips,
+            socket,
         })
     }
 }
