@@ -712,3 +712,31 @@ fn rpm_upload_with_cubic_on_a_shaped_link_finds_the_rate() {
         "nginx read {nginx}, the tbf passed {shaped}"
     );
 }
+
+/// The default: download and upload at once, one phase with both directions sharing
+/// the probes; the summary has both capacities and one responsiveness.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs nginx from scripts/setup-rpm-reference.sh"
+)]
+fn rpm_both_directions_at_once_is_one_phase() {
+    let server = RpmReference::start();
+    let out = rpm(&[&server.config_url(), "--insecure", "-m", "3", "-J"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let doc = json_of(&out, "netmeter rpm");
+    let phases = doc["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 1, "{doc}");
+    let dirs: Vec<&str> = phases[0]["directions"]
+        .as_array()
+        .expect("directions")
+        .iter()
+        .map(|d| d["direction"].as_str().expect("direction"))
+        .collect();
+    assert_eq!(dirs, ["download", "upload"]);
+    let s = &doc["summary"];
+    for key in ["downlink_bps", "uplink_bps", "rpm"] {
+        assert!(s[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {doc}");
+    }
+    assert_eq!(s["rpm"], phases[0]["rpm"]);
+}
