@@ -121,8 +121,8 @@ fn help_groups_the_options_and_lists_the_subcommands() {
     assert_eq!(headings(&long), want, "{long}");
     assert_eq!(headings(&short), want, "{short}");
     for sub in [
-        "plot", "report", "csv", "compare", "sweep", "mesh", "scenario", "doctor", "generate",
-        "iperf2",
+        "plot", "report", "csv", "compare", "sweep", "mesh", "scenario", "rpm", "doctor",
+        "generate", "iperf2",
     ] {
         let line = long
             .lines()
@@ -146,8 +146,8 @@ fn help_groups_the_options_and_lists_the_subcommands() {
 #[cfg_attr(not(feature = "full-tests"), ignore = "full tier: needs man-db")]
 fn man_pages_render_whole_with_no_dangling_reference() {
     let subs = [
-        "plot", "report", "csv", "compare", "sweep", "mesh", "scenario", "doctor", "generate",
-        "iperf2",
+        "plot", "report", "csv", "compare", "sweep", "mesh", "scenario", "rpm", "doctor",
+        "generate", "iperf2",
     ];
     let pages: Vec<(String, String)> = std::iter::once(("man".to_string(), "netmeter".to_string()))
         .chain(
