@@ -127,6 +127,7 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Mesh(m) => run_mesh(m),
         Command::Scenario(s) => run_scenario(s),
         Command::RpmServer(c) => run_rpm_server(c),
+        Command::Rpm(r) => run_rpm(r),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -516,6 +517,33 @@ fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()
     out.extend(about);
     write_stdout(format!("{}\n", out.join("\n")).as_bytes())?;
     Ok(srv.run()?)
+}
+
+/// `netmeter rpm URL`: the responsiveness test; progress lines while it runs (text), then
+/// the summary, or one JSON document.
+fn run_rpm(r: cli::rpm_cmd::RpmCommand) -> anyhow::Result<()> {
+    use netmeter::rpm::{client, output};
+    catch_stop_signals()?;
+    if r.opts.insecure {
+        eprintln!("netmeter: --insecure: the server's certificate is not checked");
+    }
+    let json = r.json;
+    let mut on_row = |dir, row: &netmeter::rpm::algo::IntervalRow| {
+        if !json {
+            println!("{}", output::row_line(dir, row));
+        }
+    };
+    let run = client::run(&r.opts, netmeter::clock::system(), &mut on_row)?;
+    let doc = output::report(&run);
+    if let Some(p) = &r.plot {
+        plot::write_charts(&[output::probe_chart(&doc)], p)?;
+    }
+    let out = if json {
+        serde_json::to_string_pretty(&doc)? + "\n"
+    } else {
+        output::render_text(&doc)
+    };
+    write_stdout(out.as_bytes())
 }
 
 /// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.

@@ -197,6 +197,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "run named flows together, locally and from netmeter servers",
     ),
     (
+        "rpm",
+        "measure responsiveness (RPM) against a web server, IETF draft",
+    ),
+    (
         "rpm-server",
         "serve the IETF responsiveness test (HTTP/2, TLS)",
     ),

@@ -193,6 +193,7 @@ mod tests {
             psk: None,
             third_party: None,
             side: Default::default(),
+            iperf2_layout: None,
             clock: crate::clock::system(),
         };
         let sink = crate::engine::output::sink(Box::new(std::io::sink()));
