@@ -93,19 +93,7 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             cfg,
             receivers,
             logfile,
-        } => {
-            catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref(), None)?;
-            match receivers {
-                Some(plan) => {
-                    netmeter::engine::multicast::receivers::run::run_to_end(&cfg, &plan, sink)?
-                }
-                None => {
-                    netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
-                }
-            }
-            Ok(())
-        }
+        } => run_multicast_send(&cfg, receivers.as_ref(), logfile.as_deref()),
         Command::Plot { inputs, output } => {
             // A sweep's -J document draws the sweep's chart.
             match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
@@ -192,6 +180,24 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         } => run_loopback(tcp, udp, logfile.as_deref(), stamps.as_deref()),
     };
     done.map(|()| ExitCode::SUCCESS)
+}
+
+/// `netmeter -c GROUP -u`: send to the group, asking `--receivers` for their figures
+/// when given.
+fn run_multicast_send(
+    cfg: &netmeter::engine::multicast::SenderConfig,
+    receivers: Option<&netmeter::engine::multicast::receivers::run::ReceiversPlan>,
+    logfile: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    catch_stop_signals()?;
+    let sink = open_sink(logfile, None)?;
+    match receivers {
+        Some(plan) => netmeter::engine::multicast::receivers::run::run_to_end(cfg, plan, sink)?,
+        None => {
+            netmeter::engine::multicast::run_sender(cfg, sink, Default::default())?;
+        }
+    }
+    Ok(())
 }
 
 /// `netmeter -s`: become a daemon if asked, write the pid file, serve until stopped.
