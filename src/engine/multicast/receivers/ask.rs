@@ -44,7 +44,7 @@ pub struct Asking {
 
 impl Asking {
     /// Close every connection and wait for their threads (each looks at most
-    /// [`LOOK`] apart, or ends its current bounded read).
+    /// `LOOK` apart, or ends its current bounded read).
     pub fn close(self) {
         self.done.store(true, Ordering::Relaxed);
         for t in self.threads {

@@ -3,7 +3,7 @@
 //! every receiver over its control connection ([`ask`](super::ask)), lets the
 //! [`Conversation`] decide when to send and how long to wait, sends as any multicast
 //! sender does, collects the figures and prints a row per receiver and their sum
-//! ([`render`](super::render): text, `-J`'s `end.receivers`, CSV). `main.rs` calls
+//! ([`render`]: text, `-J`'s `end.receivers`, CSV). `main.rs` calls
 //! [`run_to_end`] in place of `multicast::run_sender` when `--receivers` is given.
 
 use super::ask::{Word, ask};
