@@ -31,7 +31,8 @@
 //! round trip (20 ms here), and iperf 2's write latency, from the write's send time to
 //! its last byte read, counts that wait (seen: a mean of 14.8 ms against the line's
 //! 10.1). That is the sender's queue, not the path; with `-N` each write leaves at once
-//! and its latency is the path's.
+//! and its latency is the path's. With Nagle on, netmeter's writes wait as iperf 2's
+//! own client's do: the iperf 2 server gives both the same mean (a test of its own).
 
 use crate::support::netbed::{Dir, DirStats, LinkConfig, Netbed, NsChild, Side, bed, timing_lock};
 use crate::support::{json_of, passes_once_in, peer, run_bounded, show};
@@ -385,4 +386,60 @@ fn iperf2_client_and_netmeter_server_agree_with_the_line() {
     });
     server.terminate();
     let _ = server.finish(Duration::from_secs(5));
+}
+
+/// With Nagle on (no `-N`, as iperf 2's client writes by default), a TCP
+/// `--trip-times` write waits in the sender for the ACK of the one before, and the
+/// iperf 2 server's write latency counts that wait: netmeter's client (`--iperf2`)
+/// and iperf 2.2.1's own client, the same writes at the same rate across the same
+/// line, give the server the same mean latency (seen: 14.7 and 14.6, 14.3 and 14.4
+/// ms, against the line's 10.1), within the hosts' share; neither is below the line.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces) and the iperf 2 peer"
+)]
+fn with_nagle_on_netmeters_tcp_writes_wait_as_iperf2s_own_do() {
+    let _t = timing_lock();
+    let b = delay_bed();
+    let args = ["--trip-times", "-b", "2M", "-l", "1000", "-t", "3"];
+    passes_once_in(3, "TCP --trip-times with Nagle on, both clients", || {
+        let s = iperf2_server(&b, false);
+        b.reset_delay_stats();
+        let mut cmd = b.cmd(Side::H1, peer(V221));
+        cmd.args([
+            "-c",
+            &b.h2_addr().to_string(),
+            "-p",
+            &IPERF2_PORT.to_string(),
+        ])
+        .args(args);
+        let out = run_bounded(&mut cmd, RUN_TIMEOUT, "iperf 2's client");
+        if !out.status.success() {
+            return Err(format!("iperf 2's client failed: {}", show(&out)));
+        }
+        let theirs = server_latency(&s)?;
+        let line = line_of(&b, 6, IPERF2_PORT)?;
+        against_line(
+            "iperf 2's client, Nagle on",
+            (theirs[1], theirs[0]),
+            (line.up.0, f64::INFINITY),
+        )?;
+        drop(s);
+        let s = iperf2_server(&b, false);
+        netmeter_client(&b, &args)?;
+        let ours = server_latency(&s)?;
+        against_line(
+            "netmeter's client, Nagle on",
+            (ours[1], ours[0]),
+            (line.up.0, f64::INFINITY),
+        )?;
+        if (ours[0] - theirs[0]).abs() > HOST_SHARE_MS {
+            return Err(format!(
+                "the iperf 2 server's mean write latency: {:.3} ms from netmeter, {:.3} ms from iperf 2's own client",
+                ours[0], theirs[0]
+            ));
+        }
+        Ok(())
+    });
 }
