@@ -300,7 +300,8 @@ fn netmeter_client_and_iperf2_server_agree_with_the_line() {
 
 /// iperf 2.2.1's client against netmeter's server across the line: UDP `--trip-times`
 /// (the Server Report iperf 2 prints is what netmeter's server measured and sent back:
-/// against the line's h1 → h2 holds), TCP `--trip-times` (netmeter's server's one-way
+/// against the line's h1 → h2 holds; with `-R`, what iperf 2 measured of netmeter's
+/// datagrams, against the h2 → h1 holds), TCP `--trip-times` (netmeter's server's one-way
 /// delay log line) and `--bounceback` (iperf 2's round trips, both ways' holds).
 #[test]
 #[cfg_attr(
@@ -342,6 +343,32 @@ fn iperf2_client_and_netmeter_server_agree_with_the_line() {
             "UDP one-way delay (iperf 2 → netmeter, its server report)",
             (r[1], r[0]),
             line.up,
+        )
+    });
+    // -R: netmeter's server sends, iperf 2's client times each datagram from its send
+    // time to its arrival (h2 → h1). netmeter's server sends no start time in its first
+    // datagram, so iperf 2 warns that it ignores --trip-times, but it still prints the
+    // datagrams' latency, which must be the line's.
+    passes_once_in(3, "UDP -R --trip-times from iperf 2's client", || {
+        b.reset_delay_stats();
+        let text = iperf2(&[
+            "-u",
+            "-R",
+            "--trip-times",
+            "-b",
+            "2M",
+            "-l",
+            "1000",
+            "-t",
+            "3",
+        ])?;
+        let line = line_of(&b, 17, NETMETER_PORT)?;
+        let r = slashed_ms(&text, None)
+            .ok_or_else(|| format!("no latency in iperf 2's output:\n{text}"))?;
+        against_line(
+            "UDP one-way delay (netmeter → iperf 2, -R)",
+            (r[1], r[0]),
+            line.down,
         )
     });
     passes_once_in(3, "TCP --trip-times from iperf 2's client", || {
