@@ -134,7 +134,10 @@ fn bind_local(
         .map_err(|e| TestError::io_while(format!("cannot bind to {ip} port {port}"), e))
 }
 
-fn connect_tcp(
+/// One TCP connection to `server` from local port `port` (0: any) with the client's
+/// options: the control connection (`spec` `None`) or a data stream's (its socket
+/// options, `--cport`, `-B`). An iperf 2 server's streams open the same way.
+pub(super) fn connect_tcp(
     cfg: &ClientConfig,
     server: &SocketAddr,
     spec: Option<&TestSpec>,
@@ -171,6 +174,25 @@ fn connect_tcp(
     Ok(s.into())
 }
 
+/// One UDP data socket aimed at `server` from local port `port` (0: any), the
+/// stream's options and buffers set; nothing sent yet (an iperf3 or netmeter server
+/// is greeted by [`connect_udp`], an iperf 2 server by the first datagram).
+pub(super) fn open_udp(
+    cfg: &ClientConfig,
+    server: &SocketAddr,
+    spec: &TestSpec,
+    port: u16,
+) -> Result<UdpSocket, TestError> {
+    let s = new_socket(server, Type::DGRAM)?;
+    bind_local(&s, cfg, server, port)?;
+    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
+    test_common::udp_default_buffers(&s, spec);
+    let to = test_common::data_peer(&s, spec, *server)?;
+    s.connect(&SockAddr::from(to))
+        .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
+    Ok(s.into())
+}
+
 /// How many UDP connect attempts, and how long to wait for each reply.
 const UDP_CONNECT_WAITS_MS: [u64; 6] = [1000, 1000, 2000, 2000, 3000, 3000];
 
@@ -183,14 +205,7 @@ fn connect_udp(
     port: u16,
     cookie: Option<&Cookie>,
 ) -> Result<UdpSocket, TestError> {
-    let s = new_socket(server, Type::DGRAM)?;
-    bind_local(&s, cfg, server, port)?;
-    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
-    test_common::udp_default_buffers(&s, spec);
-    let to = test_common::data_peer(&s, spec, *server)?;
-    s.connect(&SockAddr::from(to))
-        .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
-    let sock: UdpSocket = s.into();
+    let sock = open_udp(cfg, server, spec, port)?;
     let with_cookie = cookie.map(wire::udp_connect_with_cookie);
     let hello: &[u8] = with_cookie.as_ref().map_or(&wire::UDP_CONNECT_MSG, |c| c);
     let mut buf = vec![0u8; 65536];
@@ -312,6 +327,30 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         ));
     }
     let origin = cfg.clock.now();
+    let server = before_connect(cfg, out)?;
+    let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
+    let mut ctrl = Ctrl::new(ctrl_sock);
+    ctrl.debug = cfg.side.debug.is_some();
+    ctrl.stop_on_signal = true;
+    let r = converse(cfg, out, &mut ctrl, server, origin);
+    match r.as_ref().err().and_then(TestError::stopped) {
+        // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.
+        Some(Stopped::ClientInterrupted(_)) => {
+            let _ = ctrl.send_state(State::ClientTerminate);
+        }
+        None if r.is_ok() => ctrl.close_gracefully(Duration::from_secs(2)),
+        _ => {}
+    }
+    r
+}
+
+/// What every client does before its first connection, whatever the server: `-A`'s
+/// pinning (the data threads inherit it), the server's address, `--txstart-time`'s
+/// early warning, `-V`'s preamble and the "Connecting" line. Returns the address.
+pub(super) fn before_connect(
+    cfg: &ClientConfig,
+    out: &mut Output,
+) -> Result<SocketAddr, TestError> {
     if let Some(cpu) = cfg.affinity {
         // Threads started from here on (all data threads) inherit the mask.
         sock::pin_to_cpu(cpu as usize)
@@ -333,20 +372,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         host: &cfg.host,
         port: cfg.port,
     });
-    let ctrl_sock = connect_tcp(cfg, &server, None, 0)?;
-    let mut ctrl = Ctrl::new(ctrl_sock);
-    ctrl.debug = cfg.side.debug.is_some();
-    ctrl.stop_on_signal = true;
-    let r = converse(cfg, out, &mut ctrl, server, origin);
-    match r.as_ref().err().and_then(TestError::stopped) {
-        // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.
-        Some(Stopped::ClientInterrupted(_)) => {
-            let _ = ctrl.send_state(State::ClientTerminate);
-        }
-        None if r.is_ok() => ctrl.close_gracefully(Duration::from_secs(2)),
-        _ => {}
-    }
-    r
+    Ok(server)
 }
 
 /// The control conversation, from the cookie to `IPERF_DONE`: setup, the running test
@@ -468,7 +494,17 @@ fn record_start(
     cookie: &Cookie,
     asked: &TestSpec,
 ) {
-    let mss = sock::tcp_mss(ctrl.sock.as_fd());
+    record_start_common(out, cfg, asked);
+    let start = &mut out.report.start;
+    start.cookie = cookie.as_text();
+    if asked.protocol == Protocol::Tcp {
+        record_mss(start, asked, ctrl.sock.as_fd());
+    }
+}
+
+/// The `start` facts of any client's test, whatever the server: who and when, where
+/// to, the asked rate and buffer.
+pub(super) fn record_start_common(out: &mut Output, cfg: &ClientConfig, asked: &TestSpec) {
     let start = &mut out.report.start;
     start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
     start.system_info = sock::system_info();
@@ -477,16 +513,22 @@ fn record_start(
         host: cfg.host.clone(),
         port: cfg.port,
     });
-    start.cookie = cookie.as_text();
-    if asked.protocol == Protocol::Tcp {
-        match asked.mss {
-            Some(m) => start.tcp_mss = Some(m),
-            None => start.tcp_mss_default = mss,
-        }
-    }
     start.target_bitrate = asked.rate_bps;
     start.fq_rate = asked.fq_rate_bps.unwrap_or(0);
     start.sock_bufsize = asked.window.unwrap_or(0);
+}
+
+/// The TCP MSS `start` reports: `-M`'s, else the one the kernel gave `fd`'s connection
+/// (the control connection's; an iperf 2 server's first data connection).
+pub(super) fn record_mss(
+    start: &mut crate::report::Start,
+    asked: &TestSpec,
+    fd: std::os::fd::BorrowedFd<'_>,
+) {
+    match asked.mss {
+        Some(m) => start.tcp_mss = Some(m),
+        None => start.tcp_mss_default = sock::tcp_mss(fd),
+    }
 }
 
 /// The client's half of the control conversation outside the running test.

@@ -11,7 +11,7 @@
 mod fin;
 mod loops;
 
-use super::client::{ClientConfig, resolve};
+use super::client::{self, ClientConfig};
 use super::output::Output;
 use super::stream::DataSock;
 use super::test_common;
@@ -29,7 +29,6 @@ use crate::wire::iperf2::{
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
-use socket2::{Domain, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -215,14 +214,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         return Err(TestError::Usage(why));
     }
     let origin = cfg.clock.now();
-    let server = resolve(&cfg.host, cfg.port, cfg.family)?;
-    if let Some(at) = cfg.txstart {
-        super::profile::txstart_before_connect(at, out);
-    }
-    out.emit(Event::Connecting {
-        host: &cfg.host,
-        port: cfg.port,
-    });
+    let server = client::before_connect(cfg, out)?;
     let mut spec = cfg.spec.clone();
     if spec.protocol == Protocol::Udp && !cfg.len_given {
         spec.block_len = IPERF2_UDP_LEN;
@@ -273,7 +265,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         .with_peak(cfg.line_rate.and_then(|l| l.peak()))
         .with_clock(cfg.clock.clone())
         .with_loop(spawn);
-    record_start(out, cfg);
+    client::record_start_common(out, cfg, &cfg.spec);
     out.emit(Event::Info(&start_note(&cfg.host, server.port(), udp)));
     let fins = open_streams(cfg, out, &mut run, server, &hdr, listener.as_ref())?;
     run.record_buffers(&mut out.report.start);
@@ -375,11 +367,7 @@ fn open_streams(
                 // iperf 2 has no control connection: the first data connection's MSS is
                 // the one `start` reports (the engine's client reads its control's).
                 if i == 0 {
-                    let start = &mut out.report.start;
-                    match run.spec().mss {
-                        Some(m) => start.tcp_mss = Some(m),
-                        None => start.tcp_mss_default = sock::tcp_mss(t.as_fd()),
-                    }
+                    client::record_mss(&mut out.report.start, run.spec(), t.as_fd());
                 }
                 let mut t: &TcpStream = t;
                 // A bounceback test opens with its first request's header instead.
@@ -484,65 +472,19 @@ fn start_note(host: &str, port: u16, udp: bool) -> String {
     format!("Testing against an iperf 2 server at {host} port {port} (--iperf2): {back}\n")
 }
 
-/// The `start` facts a client records before the streams (as `engine::client` does).
-fn record_start(out: &mut Output, cfg: &ClientConfig) {
-    let start = &mut out.report.start;
-    start.version = format!("netmeter {}", env!("CARGO_PKG_VERSION"));
-    start.system_info = sock::system_info();
-    start.timestamp = super::clock::timestamp_at(cfg.clock.wall());
-    start.connecting_to = Some(crate::report::HostPort {
-        host: cfg.host.clone(),
-        port: cfg.port,
-    });
-    start.target_bitrate = cfg.spec.rate_bps;
-    start.sock_bufsize = cfg.spec.window.unwrap_or(0);
-}
-
-/// One data socket to the server, options set, connected (TCP) or aimed (UDP).
+/// One data socket to the server, options set, connected (TCP) or aimed (UDP), as
+/// the engine's client opens its own (`engine::client`): only what goes over it first
+/// differs.
 fn open_stream(
     cfg: &ClientConfig,
     spec: &TestSpec,
     server: &SocketAddr,
     cport: u16,
 ) -> Result<DataSock, TestError> {
-    let domain = if server.is_ipv4() {
-        Domain::IPV4
-    } else {
-        Domain::IPV6
-    };
-    let udp = spec.protocol == Protocol::Udp;
-    let s = Socket::new(domain, if udp { Type::DGRAM } else { Type::STREAM }, None)?;
-    if cfg.bind.is_some() || cport != 0 {
-        let ip = cfg.bind.unwrap_or(match server {
-            SocketAddr::V4(_) => IpAddr::from([0u8; 4]),
-            SocketAddr::V6(_) => IpAddr::from([0u16; 8]),
-        });
-        s.set_reuse_address(true)?;
-        s.bind(&SockAddr::from(SocketAddr::new(ip, cport)))
-            .map_err(|e| TestError::io_while(format!("cannot bind to {ip} port {cport}"), e))?;
-    }
-    test_common::apply_sock_opts(&s, spec, &cfg.side, server.is_ipv6())?;
-    let to = SockAddr::from(test_common::data_peer(&s, spec, *server)?);
-    if udp {
-        test_common::udp_default_buffers(&s, spec);
-        s.connect(&to)
-            .map_err(|e| TestError::io_while(format!("cannot open a UDP stream to {server}"), e))?;
-        let u: UdpSocket = s.into();
-        return Ok(DataSock::Udp(u));
-    }
-    s.connect_timeout(&to, cfg.connect_timeout)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => TestError::ConnectRefused(*server),
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                TestError::ConnectTimeout {
-                    server: *server,
-                    secs: cfg.connect_timeout.as_secs_f64(),
-                }
-            }
-            _ => TestError::io_while(format!("unable to connect to {server}"), e),
-        })?;
-    let t: TcpStream = s.into();
-    Ok(DataSock::Tcp(t))
+    Ok(match spec.protocol {
+        Protocol::Udp => DataSock::Udp(client::open_udp(cfg, server, spec, cport)?),
+        Protocol::Tcp => DataSock::Tcp(client::connect_tcp(cfg, server, Some(spec), cport)?),
+    })
 }
 
 /// The client's half while data flows: nothing to listen to, so it ends the test on

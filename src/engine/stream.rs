@@ -276,7 +276,7 @@ fn tcp_send(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
 /// The sender machine of a bulk TCP stream whose `-b` schedule starts at `origin`
 /// (`hold`: nothing before it), its pacer told when a timed test ends. No `-t` end of
 /// its own: the control thread ends the test (`w.stop`).
-fn tcp_sender(w: &Worker, origin: Instant, hold: bool, trip_times: bool) -> TcpSender {
+pub(super) fn tcp_sender(w: &Worker, origin: Instant, hold: bool, trip_times: bool) -> TcpSender {
     let pace_end = match (w.schedule_origin, w.schedule_end) {
         (Some(o), Some(e)) => Some((o + e).saturating_duration_since(origin)),
         _ => None,
@@ -297,12 +297,18 @@ fn tcp_sender(w: &Worker, origin: Instant, hold: bool, trip_times: bool) -> TcpS
 /// (pacing, the start), the wall clock only for a frame header, a new block taken from
 /// the `-n`/`-k` budget. A wait is slept here, at most [`STOP_POLL`].
 fn poll_sender(w: &Worker, m: &mut TcpSender) -> TcpSendStep {
+    poll_sender_taking(w, m, |n| w.budget.as_ref().map_or(n, |b| b.take(n)))
+}
+
+/// [`poll_sender`] with the new block's length from `take` (a driver whose block
+/// heads have a size of their own: the iperf 2 client's).
+pub(super) fn poll_sender_taking(
+    w: &Worker,
+    m: &mut TcpSender,
+    take: impl FnOnce(usize) -> usize,
+) -> TcpSendStep {
     let mut read = None;
-    let step = m.poll(
-        || *read.insert(w.clock.now()),
-        clock::wall_ns,
-        |n| w.budget.as_ref().map_or(n, |b| b.take(n)),
-    );
+    let step = m.poll(|| *read.insert(w.clock.now()), clock::wall_ns, take);
     if let TcpSendStep::Wait(until) = step {
         let now = read.unwrap_or(until);
         std::thread::sleep(until.saturating_duration_since(now).min(STOP_POLL));
@@ -720,12 +726,27 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
 
 /// Write all of `buf` unless asked to stop; `Ok(false)` when stopped or the peer left.
 pub(super) fn write_full(sock: &mut TcpStream, buf: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+    write_full_counted(sock, buf, stop, None)
+}
+
+/// [`write_full`], each write counted in `calls` when given (iperf 2's Write/Err).
+pub(super) fn write_full_counted(
+    sock: &mut TcpStream,
+    buf: &[u8],
+    stop: &AtomicBool,
+    calls: Option<&super::record::CallCounters>,
+) -> io::Result<bool> {
     let mut off = 0;
     while off < buf.len() {
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        match sock.write(&buf[off..]) {
+        let r = sock.write(&buf[off..]);
+        let r = match calls {
+            Some(c) => c.wrote(r),
+            None => r,
+        };
+        match r {
             Ok(0) => return Ok(false),
             Ok(n) => off += n,
             Err(e) if is_transient(&e) => {}

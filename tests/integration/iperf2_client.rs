@@ -761,3 +761,41 @@ fn check_cli_tcp_trip_times(key: &str) {
 
 iperf2_client!(cli_tcp_trip_times_218, check_cli_tcp_trip_times(V218));
 iperf2_client!(cli_tcp_trip_times_221, check_cli_tcp_trip_times(V221));
+
+/// The data connections open as any netmeter client's (`engine::client`): `-V` prints
+/// the preamble (version, system, time) before "Connecting", `--cport` is the local
+/// port the iperf 2 server sees. Before they were shared, `--iperf2` skipped the
+/// preamble.
+fn check_client_preamble_and_cport(key: &str) {
+    let port = free_port();
+    let cport = free_port();
+    let (server, d) = iperf2_server(key, port, false);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-V"])
+            .args(["-n", "1M", "--cport", &cport.to_string()]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let time = text
+        .find("Time: ")
+        .unwrap_or_else(|| panic!("no -V preamble:\n{text}"));
+    let connecting = text
+        .find("Connecting to host")
+        .expect("the connecting line");
+    assert!(time < connecting, "the preamble comes first:\n{text}");
+    await_evidence(
+        &format!("{key}'s line for the stream"),
+        || !server_lines(&d.text()).is_empty(),
+        || d.text(),
+    );
+    let lines = server_lines(&d.text());
+    drop(server);
+    assert!(line_for(&lines, cport).bytes > 0, "{key}: {lines:?}");
+}
+
+iperf2_client!(
+    client_preamble_and_cport_221,
+    check_client_preamble_and_cport(V221)
+);

@@ -2,10 +2,13 @@
 //! UDP carries the header in every datagram after its 64-bit sequence number and send
 //! time, as iperf 2's client does. Both publish into the stream's `StreamShared` like
 //! the bulk loops (`engine::stream`), so the meter and the report see them as any
-//! stream; they are kept apart from those loops because the bytes differ.
+//! stream. The TCP sender drives the bulk sender's machine
+//! (`engine::machine::tcp_send::TcpSender`, through `engine::stream`'s helpers) and
+//! differs only in the bytes: iperf 2's burst head instead of netmeter's frame head.
 
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
+use crate::engine::machine::tcp_send::TcpSendStep;
 use crate::engine::record::StreamShared;
 use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
@@ -77,46 +80,64 @@ pub fn tcp_send(
     if let Some(b) = &w.budget {
         b.take(header_len as usize);
     }
-    let (mut bytes, mut blocks) = (header_len, 1u64);
-    publish(&w.shared, bytes, blocks);
-    let origin = w.pace_origin.unwrap_or_else(mono_now);
-    let mut pacer = pacer(w, w.block_len, origin);
+    publish(&w.shared, header_len, 1);
+    // The machine decides as for any bulk stream (pacing, the `-n` budget, the block
+    // under way); this loop stamps iperf 2's burst head where netmeter's frame head
+    // would go, so the machine's own framing is off.
+    let origin = w.pace_origin.unwrap_or_else(|| w.clock.now());
+    let mut m = stream::tcp_sender(w, origin, false, false);
     let mut block = w.payload.to_vec();
+    block.resize(block.len().max(w.block_len).max(TCP_BURST_LEN), 0);
     let (mut burst_id, mut seq) = (0u32, 0i64);
-    while let Some(want) = next_block(w, &mut pacer, origin, w.block_len) {
-        let len = match trip {
-            Some(start) => {
-                let len = want.max(TCP_BURST_LEN);
-                block.resize(len.max(block.len()), 0);
-                burst_id = burst_id.wrapping_add(1);
-                seq += len as i64;
-                TcpBurstHdr {
-                    start,
-                    sent: stream::wall_now(false),
-                    burst_id,
-                    burst_size: len as u32,
-                    seq,
-                }
-                .write(&mut block);
-                len
+    while !w.stop.load(Ordering::Relaxed) {
+        // A trip-times block is never shorter than its head (a short last block of
+        // the `-n` budget grows to it).
+        let take = |n: usize| {
+            let got = w.budget.as_ref().map_or(n, |b| b.take(n));
+            if trip.is_some() && got > 0 {
+                got.max(TCP_BURST_LEN)
+            } else {
+                got
             }
-            None => want,
         };
-        let mut off = 0;
-        while off < len && !w.stop.load(Ordering::Relaxed) {
-            match w.shared.calls.wrote(sock.write(&block[off..len])) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
-                Ok(n) => {
-                    off += n;
-                    bytes += n as u64;
-                    w.shared.bytes.store(bytes, Ordering::Relaxed);
+        let (off, end) = match stream::poll_sender_taking(w, &mut m, take) {
+            TcpSendStep::Write {
+                offset,
+                len,
+                block_len,
+                fresh,
+                ..
+            } => {
+                if let (true, Some(start)) = (fresh, trip) {
+                    burst_id = burst_id.wrapping_add(1);
+                    seq += block_len as i64;
+                    TcpBurstHdr {
+                        start,
+                        sent: stream::wall_now(false),
+                        burst_id,
+                        burst_size: block_len as u32,
+                        seq,
+                    }
+                    .write(&mut block);
                 }
-                Err(e) if stream::is_transient(&e) => {}
-                Err(e) => return Err(e),
+                (offset, offset + len)
             }
+            TcpSendStep::Wait(_) => continue,
+            TcpSendStep::Stop => break,
+        };
+        match w.shared.calls.wrote(sock.write(&block[off..end])) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+            Ok(n) => {
+                if m.on_written(n) {
+                    w.shared.packets.store(m.blocks() + 1, Ordering::Relaxed);
+                }
+                w.shared
+                    .bytes
+                    .store(header_len + m.bytes(), Ordering::Relaxed);
+            }
+            Err(e) if stream::is_transient(&e) => {}
+            Err(e) => return Err(e),
         }
-        blocks += 1;
-        w.shared.packets.store(blocks, Ordering::Relaxed);
     }
     let _ = sock.flush();
     let _ = sock.shutdown(Shutdown::Write);
@@ -318,27 +339,8 @@ pub fn tcp_bounce(
     Ok(())
 }
 
-/// Write all of `buf`; `false` when asked to stop or the server closed.
+/// Write all of `buf`, each write counted; `false` when asked to stop or the server
+/// closed.
 fn write_all_or_stop(w: &Worker, sock: &mut TcpStream, buf: &[u8]) -> io::Result<bool> {
-    let mut off = 0;
-    while off < buf.len() {
-        if w.stop.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
-        match w.shared.calls.wrote(sock.write(&buf[off..])) {
-            Ok(0) => return Ok(false),
-            Ok(n) => off += n,
-            Err(e) if stream::is_transient(&e) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(false);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
+    stream::write_full_counted(sock, buf, &w.stop, Some(&w.shared.calls))
 }

@@ -14,7 +14,7 @@
 //! | machine | loop it decides | driven by |
 //! |---|---|---|
 //! | [`udp::UdpSender`], [`udp::UdpReceiver`] | bulk and paced UDP: datagrams per round, headers; receive accounting | `engine::stream` |
-//! | [`tcp_send::TcpSender`] | bulk and `-b`-paced TCP sender: block sizes, `-t`/`-n`/`-k` ends, `--trip-times` frames, `--working-load`'s start, `-F`'s last block | `engine::stream` |
+//! | [`tcp_send::TcpSender`] | bulk and `-b`-paced TCP sender: block sizes, `-t`/`-n`/`-k` ends, `--trip-times` frames, `--working-load`'s start, `-F`'s last block | `engine::stream`, `engine::iperf2_client` (its TCP sender) |
 //! | [`tcp_recv::TcpReceiver`] | TCP receiver: byte and read counts, `--trip-times` frames (each one's send time handed to the driver) | `engine::stream` |
 //! | [`profile_send::ProfileSender`] | burst and isochronous senders: the unit grid, frame sizes, the split into writes or datagrams | `engine::profile` |
 //! | [`bounce::BounceClient`], [`bounce::BounceServer`] | bounceback client (requests, replies, period) and server (hold, reply); the `--working-load` probe schedule | `engine::bounce` |
