@@ -454,12 +454,29 @@ fn receivers_bed_run(c: &Case) {
             "receiver {i}'s loss is its own drop counter: {row}"
         );
         assert!(row["owd"]["count"].as_u64().unwrap() > 0, "{row}");
-        assert!(!row["intervals"].as_array().unwrap().is_empty(), "{row}");
+        let rows = row["intervals"].as_array().unwrap();
+        assert!(!rows.is_empty(), "{row}");
+        let packets_rows: u64 = rows.iter().map(|r| r["packets"].as_u64().unwrap()).sum();
+        assert_eq!(
+            packets_rows, packets,
+            "receiver {i}'s intervals add up: {row}"
+        );
         lost_sum += lost;
     }
     assert_eq!(
         v["end"]["receivers_sum"]["sum"]["lost"].as_u64(),
         Some(lost_sum),
+        "{v}"
+    );
+    // The [SUM] of each interval: together they are the sum's datagrams.
+    let sums = v["end"]["receivers_sum"]["intervals"]
+        .as_array()
+        .expect("receivers_sum.intervals");
+    assert!(sums.len() >= 2, "{v}");
+    let packets: u64 = sums.iter().map(|r| r["packets"].as_u64().unwrap()).sum();
+    assert_eq!(
+        Some(packets),
+        v["end"]["receivers_sum"]["sum"]["packets"].as_u64(),
         "{v}"
     );
     for (_, d) in &servers {
@@ -660,9 +677,21 @@ fn receivers_an_interrupted_sender_still_reports_every_receiver() {
     assert!(st.success());
     let out = p.wait_bounded(LONG);
     assert!(out.status.success(), "{}\n{}", show(&out), d.text());
-    // The pipe's last bytes may still be on their way to the drain.
-    assert!(d.wait_for("[SUM]", 1, LONG), "no [SUM] row\n{}", d.text());
+    // The pipe's last bytes may still be on their way to the drain: the last line is
+    // the end's [SUM] (the interval rows' [SUM]s, before it, have a " sec " span).
+    let deadline = Instant::now() + LONG;
+    let end_sum = |l: &str| l.starts_with("[SUM]") && !l.contains(" sec ");
+    while !d.text().lines().last().is_some_and(end_sum) {
+        assert!(Instant::now() < deadline, "no end [SUM] row\n{}", d.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let text = d.text();
+    // The interval rows came first: a row per receiver and their sum each interval.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[SUM]") && l.contains(" sec ")),
+        "no interval [SUM] row\n{text}"
+    );
     for name in &names {
         let row = text
             .lines()
