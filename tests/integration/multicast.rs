@@ -7,7 +7,9 @@
 //! The iperf 2 tests run iperf 2.1.8 / 2.2.1 as the sender and as the receivers, judged
 //! by the iperf 2 side's own report.
 
-use crate::support::bridge_bed::{BridgeBed as Bed, IF, run_ok, stop, stop_all, v4, v6};
+use crate::support::bridge_bed::{
+    BridgeBed as Bed, IF, ctrl_v4, ctrl_v6, run_ok, stop, stop_all, v4, v6,
+};
 use crate::support::{Drained, Proc, netmeter, peer, show};
 use serde_json::Value;
 use std::net::IpAddr;
@@ -698,6 +700,112 @@ fn receivers_an_interrupted_sender_still_reports_every_receiver() {
             .find(|l| l.starts_with(name.as_str()))
             .unwrap_or_else(|| panic!("no row for {name}\n{text}"));
         assert!(row.contains("bits/sec"), "{row}\n{text}");
+    }
+    stop_all(servers);
+}
+
+/// `--receivers HOST%DEV`: receivers 1 and 2 are asked over direct links of their own
+/// (`c0`), not over the bridge the group's datagrams come by. Receiver 1, named with
+/// `%e0`, joins there: it hears every datagram, its loss its own drop counter.
+/// Receiver 2, named without, joins on the interface its control connection came in
+/// on (`c0`) and hears nothing: the `%DEV` is what made receiver 1 hear.
+fn receivers_host_dev(c: &Case, extra: &[&str]) {
+    let bed = Bed::new();
+    bed.control_links(&[1, 2]);
+    bed.drop_every(1, PORT, c.nth);
+    let servers: Vec<_> = (1..=2).map(|i| bed.server(i, CTRL_PORT)).collect();
+    let host = |i| {
+        if c.v6 {
+            format!("[{}]:{CTRL_PORT}", ctrl_v6(i))
+        } else {
+            format!("{}:{CTRL_PORT}", ctrl_v4(i))
+        }
+    };
+    let named = format!("{}%{IF}", host(1));
+    let (v, out) = receivers_run_to(&bed, c, &format!("{named},{}", host(2)), extra);
+    assert!(out.status.success(), "{}", show(&out));
+    let datagrams = v["end"]["sender"]["datagrams"].as_u64().unwrap();
+    let rows = v["end"]["receivers"].as_array().expect("end.receivers");
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[0]["name"], named.as_str(), "{v}");
+    let s = &rows[0]["sum"];
+    let lost = s["lost"].as_u64().unwrap();
+    assert_eq!(lost + s["packets"].as_u64().unwrap(), datagrams, "{v}");
+    let drops = bed.dropped(1).0;
+    assert!(drops > 0, "receiver 1 dropped nothing");
+    assert_eq!(lost, drops, "receiver 1's loss is its drop counter: {v}");
+    assert_eq!(rows[1]["reason"], "joined, no datagrams", "{v}");
+    stop_all(servers);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_host_dev_v4_joins_on_the_named_interface() {
+    receivers_host_dev(
+        &Case {
+            group: "239.1.1.1",
+            v6: false,
+            ssm: false,
+            lossy: 1,
+            nth: 7,
+        },
+        &[],
+    );
+}
+
+/// IPv6, source-specific (ff3e::/32) with the source given as `-H`.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_host_dev_v6_source_specific_with_h() {
+    receivers_host_dev(
+        &Case {
+            group: "ff3e::8000:1",
+            v6: true,
+            ssm: true,
+            lossy: 1,
+            nth: 5,
+        },
+        &["-H", &v6(0)],
+    );
+}
+
+/// IPv6 source-specific with `-H` naming a source that does not send: every receiver
+/// joins (that source, the group) and hears nothing, and its row says so.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_v6_source_specific_h_elsewhere_hears_nothing() {
+    let c = Case {
+        group: "ff3e::8000:2",
+        v6: true,
+        ssm: true,
+        lossy: 1,
+        nth: 5,
+    };
+    let bed = Bed::new();
+    let servers: Vec<_> = (1..=3).map(|i| bed.server(i, CTRL_PORT)).collect();
+    let list: Vec<String> = (1..=3).map(|i| ctrl_host(&c, i)).collect();
+    let (v, out) = receivers_run_to(&bed, &c, &list.join(","), &["-H", &v6(9)]);
+    assert!(out.status.success(), "{}", show(&out));
+    let rows = v["end"]["receivers"].as_array().expect("end.receivers");
+    assert_eq!(rows.len(), 3, "{v}");
+    for row in rows {
+        assert_eq!(row["reason"], "joined, no datagrams", "{v}");
+    }
+    for (_, d) in &servers {
+        assert!(
+            d.text().contains(&format!("from source {}", v6(9))),
+            "{}",
+            d.text()
+        );
     }
     stop_all(servers);
 }
