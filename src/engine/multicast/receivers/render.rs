@@ -125,10 +125,10 @@ fn pct(r: &FigureRow) -> f64 {
 /// The column header of the text rows.
 pub const HEADER: &str = "Receiver              Transfer     Bitrate         Jitter    Lost/Total Datagrams   Out-of-order";
 
-fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
-    let r = &f.sum;
-    let mut line = format!(
-        "{name:<20}  {}  {}  {:.3} ms  {}/{} ({:.2}%)  {}",
+/// A row's figures: transfer, bitrate, jitter, lost/total, out-of-order.
+fn cells(r: &FigureRow, fmt: Format) -> String {
+    format!(
+        "{}  {}  {:.3} ms  {}/{} ({:.2}%)  {}",
         format_bytes(r.bytes as f64, fmt),
         format_rate(bps(r), fmt),
         r.jitter_s * 1e3,
@@ -136,7 +136,11 @@ fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
         r.packets + r.lost,
         pct(r),
         r.out_of_order,
-    );
+    )
+}
+
+fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
+    let mut line = format!("{name:<20}  {}", cells(&f.sum, fmt));
     if let Some(o) = f.owd {
         line.push_str(&format!(
             "  owd {:.3}/{:.3}/{:.3} ms",
@@ -157,16 +161,10 @@ pub const SEPARATOR: &str =
 
 fn interval_text(name: &str, r: &FigureRow, fmt: Format) -> String {
     format!(
-        "{name:<20}  {:>6.2}-{:<6.2} sec  {}  {}  {:.3} ms  {}/{} ({:.2}%)  {}",
+        "{name:<20}  {:>6.2}-{:<6.2} sec  {}",
         r.start_s,
         r.end_s,
-        format_bytes(r.bytes as f64, fmt),
-        format_rate(bps(r), fmt),
-        r.jitter_s * 1e3,
-        r.lost,
-        r.packets + r.lost,
-        pct(r),
-        r.out_of_order,
+        cells(r, fmt)
     )
 }
 
