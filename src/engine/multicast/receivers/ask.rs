@@ -68,8 +68,10 @@ pub fn ask(
         .enumerate()
         .map(|(i, h)| {
             let (h, mut req, psk) = (h.clone(), req.clone(), psk.cloned());
-            // `HOST%DEV`: this receiver joins on its interface DEV.
-            req.dev.clone_from(&h.dev);
+            // `HOST%DEV`: this receiver joins on its interface DEV (else as asked).
+            if h.dev.is_some() {
+                req.dev.clone_from(&h.dev);
+            }
             let (tx, done) = (tx.clone(), done.clone());
             std::thread::Builder::new()
                 .name(format!("nm-rcv-{i}"))
