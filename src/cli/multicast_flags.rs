@@ -22,7 +22,8 @@ pub struct MulticastFlags {
     #[arg(long = "ttl", value_name = "N")]
     pub ttl: Option<u32>,
     /// Multicast sender: ask these netmeter servers to join the group and report what
-    /// they received, a row each (HOST or HOST:PORT, port 5201 unless given).
+    /// they received, a row each (HOST or HOST:PORT, port 5201 unless given;
+    /// HOST%DEV: that receiver joins on its interface DEV).
     #[arg(long = "receivers", value_name = "H1,H2,...")]
     pub receivers: Option<String>,
 }

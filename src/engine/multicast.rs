@@ -88,6 +88,14 @@ fn wall_s(clock: &dyn Clock) -> f64 {
         .as_secs_f64()
 }
 
+/// A datagram's arrival time on the wall clock, seconds: the kernel's stamp when the
+/// socket has them (as iperf 2's receiver reads them), else `clock`'s now. Its
+/// transit (this minus the sender's timestamp) feeds the RFC 3550 jitter, which is
+/// then the path's variation, not the receiving thread's wake-up delay.
+pub(crate) fn arrival_s(d: &msock::Stamped, clock: &dyn Clock) -> f64 {
+    d.arrival.map_or_else(|| wall_s(clock), |a| a.as_secs_f64())
+}
+
 fn secs(clock: &dyn Clock, since: std::time::Instant) -> f64 {
     clock.now().saturating_duration_since(since).as_secs_f64()
 }
@@ -145,6 +153,8 @@ pub(crate) fn join_socket(
         )
     })?;
     let _ = s.set_recv_buffer_size(4 << 20);
+    // Without kernel stamps the receive loop stamps with its own clock (`arrival_s`).
+    let _ = msock::set_rx_timestamps(&s);
     let sock: UdpSocket = s.into();
     sock.set_read_timeout(Some(TICK))?;
     Ok(sock)
@@ -229,8 +239,8 @@ fn receive(
         }
         // The socket's read timeout is TICK (set once): a silent link's row comes at
         // most that late, its figures the same (they are marked at the row's end).
-        let ev = match sock.recv_from(&mut buf) {
-            Ok((n, from)) => r.on_datagram(from, &buf[..n], secs(clock, t0), wall_s(clock)),
+        let ev = match msock::recv_stamped(sock, &mut buf) {
+            Ok(d) => r.on_datagram(d.from, &buf[..d.len], secs(clock, t0), arrival_s(&d, clock)),
             Err(e) => {
                 if !matches!(
                     e.kind(),

@@ -9,7 +9,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 
-use socket2::{InterfaceIndexOrAddress, SockAddr, Socket};
+use socket2::{InterfaceIndexOrAddress, SockAddr, SockAddrStorage, Socket};
 
 /// The index of interface `name` (`if_nametoindex`).
 pub fn if_index(name: &str) -> io::Result<u32> {
@@ -92,6 +92,75 @@ fn copy_storage(to: &mut libc::sockaddr_storage, a: SocketAddr) {
             len,
         );
     }
+}
+
+/// Have the kernel stamp every datagram `sock` receives with its arrival time
+/// (SO_TIMESTAMPNS, CLOCK_REALTIME), read back by [`recv_stamped`]. iperf 2's receiver
+/// does the same (SO_TIMESTAMP, `Server::InitKernelTimeStamping`), and so does
+/// netmeter's unicast UDP receiver: the jitter is then the path's, not the time the
+/// receiving thread took to be scheduled. Returns false where the kernel refuses.
+pub fn set_rx_timestamps(sock: &Socket) -> bool {
+    crate::sock::mmsg::set_rx_timestamps(std::os::fd::AsFd::as_fd(sock))
+}
+
+/// One datagram read by [`recv_stamped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamped {
+    pub len: usize,
+    pub from: SocketAddr,
+    /// The kernel's arrival time since the Unix epoch ([`set_rx_timestamps`] on), else
+    /// `None` (the caller stamps it with its own clock).
+    pub arrival: Option<std::time::Duration>,
+}
+
+/// Receive one datagram into `buf` (`recvmsg`, blocking as the socket's read timeout
+/// says) with its sender's address and the kernel's arrival time.
+pub fn recv_stamped(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Stamped> {
+    let mut name = SockAddrStorage::zeroed();
+    let mut cmsg = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&raw mut name).cast();
+    msg.msg_namelen = name.size_of();
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
+    // SAFETY: `msg` points at `name`, `iov` (describing `buf`) and `cmsg`, all live and
+    // writable for the call, each with its exact size.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut arrival = None;
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* walk only within
+    // that length, and each read is of the type the header names.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                arrival = Some(std::time::Duration::new(
+                    ts.tv_sec.max(0) as u64,
+                    ts.tv_nsec.clamp(0, 999_999_999) as u32,
+                ));
+            }
+            c = libc::CMSG_NXTHDR(&raw const msg, c);
+        }
+    }
+    // SAFETY: the kernel wrote a socket address of `msg_namelen` bytes into `name`.
+    let from = unsafe { SockAddr::new(name, msg.msg_namelen) }
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP sender"))?;
+    Ok(Stamped {
+        len: n as usize,
+        from,
+        arrival,
+    })
 }
 
 /// Where a multicast sender's datagrams leave.
@@ -179,6 +248,33 @@ mod tests {
         set_sender(&s6, true, 3, true, Outgoing::Index(if_index("lo").unwrap())).unwrap();
         assert_eq!(s6.multicast_hops_v6().unwrap(), 3);
         assert!(s6.multicast_loop_v6().unwrap());
+    }
+
+    /// The arrival time is the kernel's, taken when the datagram arrived, not when
+    /// it was read: a datagram known to be queued (peeked) before `t` is stamped
+    /// before `t`, however late the read comes.
+    #[test]
+    fn the_arrival_time_is_the_kernels_not_the_reads() {
+        let rx = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        rx.bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+            .unwrap();
+        assert!(set_rx_timestamps(&rx));
+        let rx: std::net::UdpSocket = rx.into();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"0123456789", rx.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 64];
+        // Blocks until the datagram is queued.
+        rx.peek(&mut buf).unwrap();
+        let queued = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let got = recv_stamped(&rx, &mut buf).unwrap();
+        assert_eq!(got.len, 10);
+        assert_eq!(got.from, tx.local_addr().unwrap());
+        let at = got.arrival.expect("a kernel timestamp");
+        assert!(at <= queued, "{at:?} after {queued:?}");
     }
 
     #[test]

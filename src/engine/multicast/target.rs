@@ -105,17 +105,43 @@ pub fn parse_groups(
 /// The most receivers one sender asks with `--receivers`.
 pub const MAX_RECEIVERS: usize = 64;
 
-/// One receiver of `--receivers`: the name as the user gave it (its row's label), and
-/// the netmeter server to ask: host and control port.
+/// One receiver of `--receivers`: the name as the user gave it (its row's label), the
+/// netmeter server to ask (host and control port) and the receiver's interface to join
+/// on (`%DEV`; none: the one the control connection comes in on).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiverHost {
     pub name: String,
     pub host: String,
     pub port: u16,
+    pub dev: Option<String>,
 }
 
+/// Whether `d` can be a Linux interface name (IFNAMSIZ is 16 with the NUL).
+fn is_dev_name(d: &str) -> bool {
+    !d.is_empty() && d.len() < 16 && !d.contains(['/', ' ', ',', '%', ':'])
+}
+
+/// `HOST[:PORT][%DEV]`: the `%DEV` comes last and always names the receiver's
+/// interface (an IPv6 address's own scope is not taken here).
 fn parse_receiver(s: &str, default_port: u16) -> Result<ReceiverHost, String> {
-    let bad = || format!("--receivers: '{s}' is not HOST or HOST:PORT");
+    let (rest, dev) = match s.rsplit_once('%') {
+        Some((r, d)) if is_dev_name(d) => (r, Some(d.to_string())),
+        Some((_, d)) => {
+            return Err(format!(
+                "--receivers: '{d}' in '{s}' is not a network interface name"
+            ));
+        }
+        None => (s, None),
+    };
+    let mut r = parse_host_port(rest, s, default_port)?;
+    r.name = s.to_string();
+    r.dev = dev;
+    Ok(r)
+}
+
+/// `HOST[:PORT]` of the entry `shown` (named in the sentences).
+fn parse_host_port(s: &str, shown: &str, default_port: u16) -> Result<ReceiverHost, String> {
+    let bad = || format!("--receivers: '{shown}' is not HOST, HOST:PORT or HOST[:PORT]%DEV");
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         // [V6ADDR] or [V6ADDR]:PORT
         let (h, after) = rest.split_once(']').ok_or_else(bad)?;
@@ -140,7 +166,7 @@ fn parse_receiver(s: &str, default_port: u16) -> Result<ReceiverHost, String> {
             Ok(n) if n > 0 => n,
             _ => {
                 return Err(format!(
-                    "--receivers: '{p}' in '{s}' is not a port (1 to 65535)"
+                    "--receivers: '{p}' in '{shown}' is not a port (1 to 65535)"
                 ));
             }
         },
@@ -149,6 +175,7 @@ fn parse_receiver(s: &str, default_port: u16) -> Result<ReceiverHost, String> {
         name: s.to_string(),
         host: host.to_string(),
         port,
+        dev: None,
     })
 }
 
@@ -201,15 +228,46 @@ mod tests {
     }
 
     #[test]
+    fn a_receiver_may_name_its_interface() {
+        let r = parse_receivers(
+            "h1%e0,10.0.0.2:5202%eth1,[fd00::3]:5203%e0,fd00::4%e1",
+            5201,
+        )
+        .unwrap();
+        let got: Vec<(&str, &str, u16, Option<&str>)> = r
+            .iter()
+            .map(|r| (r.name.as_str(), r.host.as_str(), r.port, r.dev.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("h1%e0", "h1", 5201, Some("e0")),
+                ("10.0.0.2:5202%eth1", "10.0.0.2", 5202, Some("eth1")),
+                ("[fd00::3]:5203%e0", "fd00::3", 5203, Some("e0")),
+                ("fd00::4%e1", "fd00::4", 5201, Some("e1")),
+            ]
+        );
+        for (list, says) in [
+            ("h1%", "not a network interface name"),
+            ("h1%a/b", "not a network interface name"),
+            ("h1%e0:5201", "not a network interface name"),
+            ("h1:x%e0", "'x' in 'h1:x%e0' is not a port"),
+        ] {
+            let e = parse_receivers(list, 5201).unwrap_err();
+            assert!(e.contains(says), "{list}: {e}");
+        }
+    }
+
+    #[test]
     fn receiver_mistakes_name_the_option() {
         for (list, says) in [
             ("h1,,h2", "empty entry"),
             ("h1:0", "not a port"),
             ("h1:http", "not a port"),
-            ("[fd00::1", "not HOST or HOST:PORT"),
-            ("[fd00::1]5201", "not HOST or HOST:PORT"),
+            ("[fd00::1", "not HOST, HOST:PORT"),
+            ("[fd00::1]5201", "not HOST, HOST:PORT"),
             ("h1,h1:5201", "twice"),
-            (":5201", "not HOST or HOST:PORT"),
+            (":5201", "not HOST, HOST:PORT"),
         ] {
             let e = parse_receivers(list, 5201).unwrap_err();
             assert!(

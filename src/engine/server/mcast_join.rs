@@ -217,6 +217,7 @@ mod tests {
             name: "r1".into(),
             host: "127.0.0.1".into(),
             port,
+            dev: None,
         };
         let mut req = JoinRequest {
             group: "10.0.0.2".into(),
@@ -267,6 +268,7 @@ mod tests {
             name: "r1".into(),
             host: "127.0.0.1".into(),
             port,
+            dev: None,
         }];
         let req = JoinRequest {
             group: "239.1.1.1".into(),

@@ -7,6 +7,7 @@
 //! Not every module uses every helper, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod bridge_bed;
 pub mod netbed;
 pub mod rpm_reference;
 

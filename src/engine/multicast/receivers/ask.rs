@@ -67,7 +67,11 @@ pub fn ask(
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let (h, req, psk) = (h.clone(), req.clone(), psk.cloned());
+            let (h, mut req, psk) = (h.clone(), req.clone(), psk.cloned());
+            // `HOST%DEV`: this receiver joins on its interface DEV (else as asked).
+            if h.dev.is_some() {
+                req.dev.clone_from(&h.dev);
+            }
             let (tx, done) = (tx.clone(), done.clone());
             std::thread::Builder::new()
                 .name(format!("nm-rcv-{i}"))
@@ -239,6 +243,7 @@ mod tests {
             name: "silent".into(),
             host: "127.0.0.1".into(),
             port,
+            dev: None,
         };
         let req = JoinRequest {
             group: "239.1.1.1".into(),

@@ -7,11 +7,10 @@
 
 use super::server::{Left, Membership, Plan, Step, figures_for};
 use crate::clock::Clock;
-use crate::engine::multicast::TICK;
 use crate::engine::multicast::account::{EndReason, Event, Receiver, Summary};
+use crate::engine::multicast::{TICK, arrival_s};
 use crate::wire::mcast_join::ReceiverFigures;
 use std::net::{IpAddr, UdpSocket};
-use std::time::UNIX_EPOCH;
 
 /// Receive for `plan` on `sock` from `client`, joined at `clock.now()`. `client_gone`
 /// is asked once per wait (at most [`TICK`] apart) whether the client's control
@@ -25,13 +24,6 @@ pub fn listen(
 ) -> (Left, ReceiverFigures) {
     let t0 = clock.now();
     let secs = || clock.now().saturating_duration_since(t0).as_secs_f64();
-    let wall_s = || {
-        clock
-            .wall()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64()
-    };
     let mut m = Membership::joined(plan, t0);
     let interval_s = plan.interval.map_or(0.0, |d| d.as_secs_f64());
     // The idle end is the membership's: a sender silent until then is accounted whole.
@@ -55,8 +47,8 @@ pub fn listen(
             m.on_client_gone();
             continue;
         }
-        let ev = match sock.recv_from(&mut buf) {
-            Ok((n, from)) => r.on_datagram(from, &buf[..n], secs(), wall_s()),
+        let ev = match crate::sock::multicast::recv_stamped(sock, &mut buf) {
+            Ok(d) => r.on_datagram(d.from, &buf[..d.len], secs(), arrival_s(&d, clock)),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -101,6 +93,7 @@ mod tests {
     use crate::engine::multicast::receivers::server::check;
     use crate::wire::iperf2::write_datagram_id;
     use crate::wire::mcast_join::JoinRequest;
+    use std::time::UNIX_EPOCH;
 
     fn plan(port: u16) -> Plan {
         // A group to satisfy the checks; the loop itself only reads `sock`.

@@ -43,11 +43,7 @@ pub fn sum(results: &[Receiver]) -> Option<ReceiverFigures> {
     for f in &reported {
         let (s, r) = (&mut out.sum, &f.sum);
         s.end_s = s.end_s.max(r.end_s - r.start_s);
-        s.bytes += r.bytes;
-        s.packets += r.packets;
-        s.lost += r.lost;
-        s.out_of_order += r.out_of_order;
-        s.jitter_s = s.jitter_s.max(r.jitter_s);
+        add_counts(s, r);
         out.owd = match (out.owd, f.owd) {
             (a, None) => a,
             (None, b) => b,
@@ -64,6 +60,48 @@ pub fn sum(results: &[Receiver]) -> Option<ReceiverFigures> {
         };
     }
     Some(out)
+}
+
+/// Bytes, datagrams, losses and out-of-order added; the jitter the largest (it does
+/// not add).
+fn add_counts(to: &mut FigureRow, r: &FigureRow) {
+    to.bytes += r.bytes;
+    to.packets += r.packets;
+    to.lost += r.lost;
+    to.out_of_order += r.out_of_order;
+    to.jitter_s = to.jitter_s.max(r.jitter_s);
+}
+
+/// The interval rows side by side: for interval `k` (each receiver's `k`-th row,
+/// counted from its own first datagram of the sender's, so the spans agree but for the
+/// path's delay), every reporting receiver's row with its index in `results`, and
+/// their sum (the span the widest of them). At most
+/// `wire::mcast_join::MAX_FIGURE_ROWS` intervals, as each receiver's rows are.
+pub fn intervals(results: &[Receiver]) -> Vec<(Vec<(usize, FigureRow)>, FigureRow)> {
+    let rows: Vec<(usize, &[FigureRow])> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| figures(&r.standing).map(|f| (i, f.intervals.as_slice())))
+        .collect();
+    let n = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    (0..n)
+        .map(|k| {
+            let these: Vec<(usize, FigureRow)> = rows
+                .iter()
+                .filter_map(|(i, v)| v.get(k).map(|r| (*i, *r)))
+                .collect();
+            let mut total = FigureRow {
+                start_s: f64::MAX,
+                ..FigureRow::default()
+            };
+            for (_, r) in &these {
+                total.start_s = total.start_s.min(r.start_s);
+                total.end_s = total.end_s.max(r.end_s);
+                add_counts(&mut total, r);
+            }
+            (these, total)
+        })
+        .collect()
 }
 
 fn bps(r: &FigureRow) -> f64 {
@@ -87,10 +125,10 @@ fn pct(r: &FigureRow) -> f64 {
 /// The column header of the text rows.
 pub const HEADER: &str = "Receiver              Transfer     Bitrate         Jitter    Lost/Total Datagrams   Out-of-order";
 
-fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
-    let r = &f.sum;
-    let mut line = format!(
-        "{name:<20}  {}  {}  {:.3} ms  {}/{} ({:.2}%)  {}",
+/// A row's figures: transfer, bitrate, jitter, lost/total, out-of-order.
+fn cells(r: &FigureRow, fmt: Format) -> String {
+    format!(
+        "{}  {}  {:.3} ms  {}/{} ({:.2}%)  {}",
         format_bytes(r.bytes as f64, fmt),
         format_rate(bps(r), fmt),
         r.jitter_s * 1e3,
@@ -98,7 +136,11 @@ fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
         r.packets + r.lost,
         pct(r),
         r.out_of_order,
-    );
+    )
+}
+
+fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
+    let mut line = format!("{name:<20}  {}", cells(&f.sum, fmt));
     if let Some(o) = f.owd {
         line.push_str(&format!(
             "  owd {:.3}/{:.3}/{:.3} ms",
@@ -110,12 +152,45 @@ fn row_text(name: &str, f: &ReceiverFigures, fmt: Format) -> String {
     line
 }
 
-/// The text: the header, a row per receiver (or its reason), the sum.
+/// The column header of the interval rows.
+pub const INTERVAL_HEADER: &str = "Receiver              Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams   Out-of-order";
+
+/// The line between the interval rows and the end's.
+pub const SEPARATOR: &str =
+    "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
+
+fn interval_text(name: &str, r: &FigureRow, fmt: Format) -> String {
+    format!(
+        "{name:<20}  {:>6.2}-{:<6.2} sec  {}",
+        r.start_s,
+        r.end_s,
+        cells(r, fmt)
+    )
+}
+
+fn shown_name(r: &Receiver) -> String {
+    crate::report::escape::escape_controls(&r.name, crate::report::escape::Lines::One).into_owned()
+}
+
+/// The text: the interval rows (for each interval a row per receiver that reported
+/// one and `[SUM]`, as iperf3 prints its streams), then the header, a row per receiver
+/// (or its reason) and the sum over the whole test.
 pub fn text(results: &[Receiver], fmt: Format) -> Vec<String> {
-    let mut out = vec![HEADER.to_string()];
+    let mut out = Vec::new();
+    let table = intervals(results);
+    if !table.is_empty() {
+        out.push(INTERVAL_HEADER.to_string());
+        for (rows, total) in &table {
+            for (i, r) in rows {
+                out.push(interval_text(&shown_name(&results[*i]), r, fmt));
+            }
+            out.push(interval_text("[SUM]", total, fmt));
+        }
+        out.push(SEPARATOR.to_string());
+    }
+    out.push(HEADER.to_string());
     for r in results {
-        let name =
-            crate::report::escape::escape_controls(&r.name, crate::report::escape::Lines::One);
+        let name = shown_name(r);
         out.push(match (figures(&r.standing), reason(&r.standing)) {
             (Some(f), None) => row_text(&name, f, fmt),
             (_, why) => format!("{name:<20}  {}", why.unwrap_or_default()),
@@ -177,25 +252,38 @@ pub fn json(results: &[Receiver]) -> serde_json::Value {
         })
         .collect();
     let total = sum(results);
+    let sums: Vec<JsonRow> = intervals(results)
+        .iter()
+        .map(|(_, t)| json_row(t))
+        .collect();
     serde_json::json!({
         "receivers": list,
         "receivers_sum": total.map(|t| serde_json::json!({
             "sum": json_row(&t.sum),
             "owd": t.owd,
+            "intervals": sums,
         })),
     })
 }
 
-/// The CSV columns of the receivers' rows.
-pub const CSV_HEADER: &str = "receiver,reason,bytes,bits_per_second,packets,lost,lost_percent,out_of_order,jitter_ms,owd_min_ms,owd_mean_ms,owd_max_ms";
+/// The CSV columns of the receivers' rows: the end's first (as before the interval
+/// rows were added), then the span and whether the line is an interval's or the end's.
+pub const CSV_HEADER: &str = "receiver,reason,bytes,bits_per_second,packets,lost,lost_percent,out_of_order,jitter_ms,owd_min_ms,owd_mean_ms,owd_max_ms,start_s,end_s,row";
 
-fn csv_line(name: &str, reason: Option<&str>, f: Option<&ReceiverFigures>) -> String {
+/// One CSV line: `r` (an interval's span, or the end's `f.sum`), the one-way delay
+/// from `f` on the end's lines only.
+fn csv_line(
+    name: &str,
+    reason: Option<&str>,
+    f: Option<&ReceiverFigures>,
+    interval: Option<&FigureRow>,
+) -> String {
     let mut out = String::new();
     crate::report::csv::text(&mut out, name);
     out.push(',');
     crate::report::csv::text(&mut out, reason.unwrap_or(""));
-    if let Some(f) = f {
-        let r = &f.sum;
+    let row = interval.or(f.map(|f| &f.sum));
+    if let Some(r) = row {
         out.push_str(&format!(
             ",{},{:.0},{},{},{:.3},{},{:.3}",
             r.bytes,
@@ -206,7 +294,7 @@ fn csv_line(name: &str, reason: Option<&str>, f: Option<&ReceiverFigures>) -> St
             r.out_of_order,
             r.jitter_s * 1e3
         ));
-        match f.owd {
+        match f.and_then(|f| f.owd).filter(|_| interval.is_none()) {
             Some(o) => out.push_str(&format!(
                 ",{:.3},{:.3},{:.3}",
                 o.min_s * 1e3,
@@ -215,22 +303,42 @@ fn csv_line(name: &str, reason: Option<&str>, f: Option<&ReceiverFigures>) -> St
             )),
             None => out.push_str(",,,"),
         }
+        out.push_str(&format!(",{:.3},{:.3}", r.start_s, r.end_s));
     } else {
-        out.push_str(",,,,,,,,,,");
+        out.push_str(",,,,,,,,,,,,");
     }
+    out.push_str(if interval.is_some() {
+        ",interval"
+    } else {
+        ",end"
+    });
     out
 }
 
-/// CSV: the header, a line per receiver, then `[SUM]`.
+/// CSV: the header, the interval lines (for each interval a line per receiver that
+/// reported one and `[SUM]`), then a line per receiver and `[SUM]` for the end.
 pub fn csv(results: &[Receiver]) -> String {
     let mut out = format!("{CSV_HEADER}\n");
+    for (rows, total) in intervals(results) {
+        for (i, r) in &rows {
+            out.push_str(&csv_line(&results[*i].name, None, None, Some(r)));
+            out.push('\n');
+        }
+        out.push_str(&csv_line("[SUM]", None, None, Some(&total)));
+        out.push('\n');
+    }
     for r in results {
         let why = reason(&r.standing);
-        out.push_str(&csv_line(&r.name, why.as_deref(), figures(&r.standing)));
+        out.push_str(&csv_line(
+            &r.name,
+            why.as_deref(),
+            figures(&r.standing),
+            None,
+        ));
         out.push('\n');
     }
     if let Some(s) = sum(results) {
-        out.push_str(&csv_line("[SUM]", None, Some(&s)));
+        out.push_str(&csv_line("[SUM]", None, Some(&s), None));
         out.push('\n');
     }
     out
@@ -257,7 +365,17 @@ mod tests {
                 max_s: m / 1e3,
                 count: 1000 - lost,
             }),
-            intervals: vec![FigureRow::default(); 2],
+            intervals: (0..2)
+                .map(|k| FigureRow {
+                    start_s: f64::from(k),
+                    end_s: f64::from(k) + 1.0,
+                    bytes: 1250 * (500 - lost / 2),
+                    packets: 500 - lost / 2,
+                    lost: lost / 2,
+                    out_of_order: 0,
+                    jitter_s: 0.0001 * f64::from(k + 1),
+                })
+                .collect(),
         })
     }
 
@@ -276,8 +394,42 @@ mod tests {
     }
 
     #[test]
-    fn every_receiver_is_a_row_and_the_sum_adds_the_reported_ones() {
+    fn each_interval_is_a_row_per_receiver_and_their_sum() {
         let lines = text(&results(), Format::Auto);
+        assert_eq!(lines[0], INTERVAL_HEADER);
+        // Two intervals of h1 and h2:5202 (h5 heard nothing, the others no figures).
+        assert!(lines[1].starts_with("h1  "), "{lines:#?}");
+        assert!(lines[2].starts_with("h2:5202  "), "{lines:#?}");
+        assert_eq!(
+            lines[2],
+            "h2:5202                 0.00-1.00   sec   549 KBytes  4.50 Mbits/sec  0.100 ms  50/500 (10.00%)  0"
+        );
+        let sum0 = &lines[3];
+        assert!(
+            sum0.starts_with("[SUM]")
+                && sum0.contains(" 0.00-1.00 ")
+                && sum0.contains("50/1000 (5.00%)"),
+            "{sum0}"
+        );
+        assert!(sum0.contains("9.50 Mbits/sec"), "{sum0}");
+        assert!(lines[4].starts_with("h1  ") && lines[4].contains(" 1.00-2.00 "));
+        assert!(lines[6].starts_with("[SUM]") && lines[6].contains("0.200 ms"));
+        assert_eq!(lines[7], SEPARATOR);
+        assert_eq!(lines[8], HEADER);
+        // Nobody with interval rows: the end only, as before.
+        let mut bare = results();
+        for r in &mut bare {
+            if let Standing::Reported(f) = &mut r.standing {
+                f.intervals.clear();
+            }
+        }
+        assert_eq!(text(&bare, Format::Auto)[0], HEADER);
+    }
+
+    #[test]
+    fn every_receiver_is_a_row_and_the_sum_adds_the_reported_ones() {
+        let all = text(&results(), Format::Auto);
+        let lines = &all[8..];
         assert_eq!(lines.len(), 7, "{lines:#?}");
         assert_eq!(lines[0], HEADER);
         assert_eq!(
@@ -314,6 +466,13 @@ mod tests {
         assert_eq!(list[2]["reason"], "no answer");
         assert!(list[2].get("sum").is_none());
         assert_eq!(j["receivers_sum"]["sum"]["packets"], 1900);
+        let sums = j["receivers_sum"]["intervals"].as_array().unwrap();
+        assert_eq!(sums.len(), 2);
+        assert_eq!(
+            (sums[1]["packets"].clone(), sums[1]["lost"].clone()),
+            (950.into(), 50.into())
+        );
+        assert_eq!(sums[1]["start_s"], 1.0);
         let nobody = json(&results()[2..4]);
         assert!(nobody["receivers_sum"].is_null());
     }
@@ -321,8 +480,21 @@ mod tests {
     #[test]
     fn csv_has_a_line_per_receiver_and_the_sum() {
         let c = csv(&results());
-        let lines: Vec<&str> = c.lines().collect();
-        assert_eq!(lines[0], CSV_HEADER);
+        let all: Vec<&str> = c.lines().collect();
+        assert_eq!(all[0], CSV_HEADER);
+        // Two intervals of two receivers and their sum, then the end.
+        assert_eq!(
+            all[2],
+            "h2:5202,,562500,4500000,450,50,10.000,0,0.100,,,,0.000,1.000,interval"
+        );
+        assert!(
+            all[3].starts_with("[SUM],,1187500,9500000,950,50,"),
+            "{}",
+            all[3]
+        );
+        assert!(all[6].ends_with(",1.000,2.000,interval"), "{}", all[6]);
+        let mut lines = vec![all[0]];
+        lines.extend(&all[7..]);
         assert_eq!(lines.len(), 7);
         let cols = CSV_HEADER.split(',').count();
         // The quoted reason of h5 holds a comma: count the others' cells.
@@ -335,13 +507,16 @@ mod tests {
         );
         assert_eq!(
             lines[5],
-            "h5,\"joined, no datagrams\",0,0,0,0,0.000,0,0.000,,,"
+            "h5,\"joined, no datagrams\",0,0,0,0,0.000,0,0.000,,,,0.000,0.000,end"
         );
         assert_eq!(
             lines[2],
-            "h2:5202,,1125000,4500000,900,100,10.000,0,0.200,3.000,3.000,3.000"
+            "h2:5202,,1125000,4500000,900,100,10.000,0,0.200,3.000,3.000,3.000,0.000,2.000,end"
         );
-        assert_eq!(lines[4], "h4,refused: not a multicast group,,,,,,,,,,");
+        assert_eq!(
+            lines[4],
+            "h4,refused: not a multicast group,,,,,,,,,,,,,end"
+        );
         assert!(lines[6].starts_with("[SUM],,"));
     }
 
