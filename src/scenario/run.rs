@@ -10,7 +10,7 @@ use super::{FlowPlan, Origin, Scenario};
 use crate::auth::psk::Psk;
 use crate::clock::Clock;
 use crate::engine::client::{ClientConfig, run_keeping_report};
-use crate::engine::third_party::{Controller, request};
+use crate::engine::third_party::{Controller, request_keeping_partial};
 use crate::report::Report;
 use crate::report::observe::Quiet;
 use crate::wire::ThirdPartyRequest;
@@ -228,7 +228,7 @@ fn one_flow(plan: &RunPlan, p: &FlowPlan) -> FlowOutcome {
                 port: to.port,
                 args: p.args.clone(),
             };
-            match request(&ctl, &req) {
+            match request_keeping_partial(&ctl, &req) {
                 Ok(r) => {
                     let error = r.error.clone();
                     outcome(plan, p, Some(r), error)

@@ -586,6 +586,82 @@ fn ctrl_c_stops_every_flow_and_writes_what_was_measured() {
     assert!(text.contains("Flow one (from local to a"), "{text}");
 }
 
+/// Ctrl-C stops the flows the scenario started on other hosts too: the controller
+/// tells the host (`CLIENT_TERMINATE` on the third-party request's connection), the
+/// host stops the test it runs and says so in its log, and its report of what ran
+/// comes back into the document with the interrupt as its error. The flow is asked
+/// for 60 s; the report the host sent back shows it ended long before.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
+fn ctrl_c_stops_the_flows_running_on_other_hosts() {
+    let dir = Dir::new("sigint-far");
+    let (pa, pb) = (free_port(), free_port());
+    let key = dir.0.join("key").display().to_string();
+    let a = netmeter_server_watched(
+        pa,
+        &[
+            "--psk-file",
+            &key,
+            "--allow-third-party",
+            "127.0.0.0/8",
+            "--max-tests",
+            "4",
+        ],
+    );
+    let b = netmeter_server_watched(pb, &["--psk-file", &key, "--max-tests", "4"]);
+    let mb = b.out.mark();
+    let file = dir.write(
+        "s.toml",
+        &format!(
+            "psk_file = \"key\"\n[hosts.a]\naddress = \"127.0.0.1:{pa}\"\n[hosts.b]\naddress = \"127.0.0.1:{pb}\"\n\
+             [[flow]]\nname = \"far\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-t 60 -b 10M\"\n"
+        ),
+    );
+    let json = dir.0.join("run.json");
+    let scenario = Proc::spawn(
+        "netmeter scenario",
+        Command::new(netmeter())
+            .arg("scenario")
+            .arg(&file)
+            .args(["--lead", "1", "-o"])
+            .arg(&json),
+    )
+    .watch();
+    // Evidence the far flow runs: b, its target, has printed its first second of rows.
+    b.out.await_interval_end(mb, 1.0, "server b");
+    let st = Command::new("kill")
+        .args(["-s", "INT", &scenario.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = scenario.finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // The host stopped the test it ran for the controller, and says so.
+    await_evidence(
+        "host a's log line about the stopped third-party test",
+        || a.out.text().contains("stopped by its controller"),
+        || a.out.text(),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the document")).unwrap();
+    assert_eq!(v["interrupted"], true, "{v:#}");
+    let f = &flows(&v)[0];
+    assert_eq!(f["from"], "a");
+    let e = f["error"].as_str().unwrap_or_default();
+    assert!(e.contains("interrupt"), "{f:#}");
+    // What ran came back from the host: its intervals, ending long before the 60 s.
+    let intervals = f["report"]["intervals"].as_array().expect("intervals");
+    assert!(!intervals.is_empty(), "{f:#}");
+    let secs = f64_at(intervals.last().unwrap(), "/sum/end");
+    assert!(secs > 0.0 && secs < 59.0, "far: {secs} s");
+    // The text printed too, the flow under its label.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Flow far (from a to b"), "{text}");
+}
+
 /// One run of the KS test's scenario on a fresh bed (`cfg`): two UDP flows with
 /// `--trip-times` from the controller (in h1) to h2's server, "up" (h1 → h2, the one
 /// the second bed delays) and "down" (`-R`, h2 → h1); `extra` are the scenario's
