@@ -568,7 +568,7 @@ fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
         );
         anyhow::bail!(why);
     }
-    let (epoch, flows) = run::run(&s.plan);
+    let (epoch, flows) = run::run(&s.plan, &clocks);
     let judged = s
         .baseline
         .as_ref()

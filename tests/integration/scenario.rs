@@ -586,6 +586,73 @@ fn ctrl_c_stops_every_flow_and_writes_what_was_measured() {
     assert!(text.contains("Flow one (from local to a"), "{text}");
 }
 
+/// A flow toward a host whose server is iperf3 (3.22): the controller's clock probe
+/// finds no netmeter clock exchange there, and the host's clock is reported as not
+/// checked (a field and a sentence), not as an error; `--check` passes, and the flow
+/// runs (without the scenario's key, which iperf3 cannot prove).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
+fn an_iperf3_target_has_its_clock_not_checked_rather_than_an_error() {
+    let dir = Dir::new("iperf3");
+    let (pa, pi) = (free_port(), free_port());
+    let key = dir.0.join("key").display().to_string();
+    let _a = netmeter_server(pa, &["--psk-file", &key, "--max-tests", "4"]);
+    let (_i3, _) = iperf3_server_ready("NETMETER_IPERF3_322", pi, &[]);
+    let file = dir.write(
+        "s.toml",
+        &format!(
+            "psk_file = \"key\"\n[hosts.a]\naddress = \"127.0.0.1:{pa}\"\n[hosts.i3]\naddress = \"127.0.0.1:{pi}\"\n\
+             [[flow]]\nname = \"to-a\"\nfrom = \"local\"\nto = \"a\"\nargs = \"-t 0.5\"\n\
+             [[flow]]\nname = \"to-iperf3\"\nfrom = \"local\"\nto = \"i3\"\nargs = \"-t 0.5\"\n"
+        ),
+    );
+    let scenario = |extra: &[&str]| {
+        run(
+            Command::new(netmeter())
+                .arg("scenario")
+                .arg(&file)
+                .args(["--lead", "1"])
+                .args(extra),
+            Duration::from_secs(120),
+        )
+    };
+    let out = scenario(&["--check"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not checked: its server is iperf3, which has no netmeter clock exchange"),
+        "{text}"
+    );
+    let out = scenario(&["-J"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "scenario");
+    let hosts = v["hosts"].as_array().expect("hosts");
+    let (a, i3) = (&hosts[0], &hosts[1]);
+    assert_eq!(i3["name"], "i3", "{v:#}");
+    assert!(i3.get("clock_error").is_none(), "{v:#}");
+    assert!(i3.get("clock_offset_s").is_none(), "{v:#}");
+    assert!(
+        i3["clock_not_checked"]
+            .as_str()
+            .is_some_and(|s| s.contains("iperf3")),
+        "{v:#}"
+    );
+    // The netmeter host's clock is measured as before.
+    assert!(f64_at(a, "/clock_offset_s").abs() < 0.5, "{v:#}");
+    assert!(a.get("clock_not_checked").is_none(), "{v:#}");
+    for f in flows(&v) {
+        assert!(f["error"].is_null(), "{f:#}");
+        assert!(f64_at(f, "/report/end/sum_received/bytes") > 0.0, "{f:#}");
+    }
+    assert_eq!(
+        flows(&v)[1]["report"]["start"]["netmeter"]["peer"],
+        "iperf3"
+    );
+}
+
 /// Ctrl-C stops the flows the scenario started on other hosts too: the controller
 /// tells the host (`CLIENT_TERMINATE` on the third-party request's connection), the
 /// host stops the test it runs and says so in its log, and its report of what ran
