@@ -568,13 +568,13 @@ fn run_scenario(s: cli::scenario_cmd::ScenarioCommand) -> anyhow::Result<()> {
         );
         anyhow::bail!(why);
     }
-    let (epoch, flows) = run::run(&s.plan);
+    let (epoch, flows) = run::run(&s.plan, &clocks);
     let judged = s
         .baseline
         .as_ref()
         .map(|b| netmeter::scenario::judge::against_baseline(b, &flows));
-    // Ctrl-C: the local flows stopped with what they measured (a flow from a host
-    // gives up waiting; its host runs the test to its end), and the document is written.
+    // Ctrl-C: every flow stopped with what it measured (a flow from a host: its host
+    // was told to stop and sent back what ran), and the document is written.
     let interrupted = netmeter::sock::stop_signal().is_some();
     if interrupted {
         eprintln!("netmeter: scenario stopped by a signal; writing what the flows measured");

@@ -480,7 +480,7 @@ fn scenario_document(cmd: &cli::scenario_cmd::ScenarioCommand) -> (String, Optio
         let doc = output::document(0.0, &clocks, &[], None, false);
         return (doc, Some(why));
     }
-    let (epoch, flows) = run::run(&cmd.plan);
+    let (epoch, flows) = run::run(&cmd.plan, &clocks);
     let judged = cmd
         .baseline
         .as_ref()

@@ -74,6 +74,9 @@ pub struct ClientConfig {
     /// `--iperf2`: the server is an iperf 2 server (`engine::iperf2_client`), with
     /// the options only iperf 2's command line has.
     pub iperf2: Option<Iperf2Opts>,
+    /// Stop the test as a stop signal would, when set from elsewhere (the server
+    /// running a third-party test whose controller asked to stop it).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What only iperf 2's command line (`netmeter iperf2 -c`) asks of a client of an iperf
@@ -332,6 +335,7 @@ fn run_inner(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let mut ctrl = Ctrl::new(ctrl_sock);
     ctrl.debug = cfg.side.debug.is_some();
     ctrl.stop_on_signal = true;
+    ctrl.stop = cfg.stop.clone();
     let r = converse(cfg, out, &mut ctrl, server, origin);
     match r.as_ref().err().and_then(TestError::stopped) {
         // Tell the server, as iperf3 does (CLIENT_TERMINATE), so its session ends now.

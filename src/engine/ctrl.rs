@@ -18,6 +18,8 @@ use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What went wrong on the control connection.
@@ -51,6 +53,10 @@ pub struct Ctrl {
     /// (`sock::stop_signal`). Off for the in-process server of `--loopback`, which the
     /// client stops itself.
     pub stop_on_signal: bool,
+    /// A stop asked for by other means than a signal (a third-party test's controller,
+    /// `engine::server::third_party`): heeded as a stop signal is, with
+    /// `stop_on_signal`.
+    pub stop: Option<Arc<AtomicBool>>,
     /// `-d`: write each control message (state bytes, JSON) to stderr as it passes.
     pub debug: bool,
 }
@@ -70,13 +76,19 @@ impl Ctrl {
         Ctrl {
             sock,
             stop_on_signal: false,
+            stop: None,
             debug: false,
         }
     }
 
     /// Whether a stop signal arrived that this connection heeds.
     fn signalled(&self) -> bool {
-        self.stop_on_signal && crate::sock::stop_signal().is_some()
+        self.stop_on_signal
+            && (crate::sock::stop_signal().is_some()
+                || self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.load(Ordering::Acquire)))
     }
 
     /// Read exactly `buf.len()` bytes before `timeout` elapses.

@@ -1,7 +1,9 @@
 //! The controller's side of a third-party test: ask server A (over its control port,
 //! proving the pre-shared key) to run a client test toward B, and take back A's whole
-//! report. `netmeter -c B --via A` and `netmeter mesh` call [`request`]; the server's
-//! side is `server::third_party`. docs/protocol.md, "Third-party tests".
+//! report. `netmeter -c B --via A` and `netmeter mesh` call [`request`], `netmeter
+//! scenario` [`request_keeping_partial`] (on a stop signal it asks A to stop the test
+//! and takes back what A measured until then); the server's side is
+//! `server::third_party`. docs/protocol.md, "Third-party tests".
 
 use super::client::{ctrl_err, resolve, server_error};
 use super::ctrl::Ctrl;
@@ -34,8 +36,32 @@ pub struct Controller {
 
 /// Ask `ctl.host` to run `req`; its report, or why there is none. A busy server (A's
 /// slot, or B's, taken) is [`TestError::ThirdPartyBusy`] or iperf3's access denied:
-/// see [`TestError::is_busy`].
+/// see [`TestError::is_busy`]. Stopped by a signal, it tells A to stop
+/// (`CLIENT_TERMINATE`) and returns the stop.
 pub fn request(ctl: &Controller, req: &ThirdPartyRequest) -> Result<Report, TestError> {
+    request_with(ctl, req, false)
+}
+
+/// How long a stopped controller waits for what A measured until it stopped: A stops
+/// its test within a fraction of a second; a server older than the stop message runs
+/// the test to its end, and then the stop is all there is.
+pub const PARTIAL_WAIT: Duration = Duration::from_secs(5);
+
+/// [`request`], but stopped by a signal it waits (at most [`PARTIAL_WAIT`]) for A's
+/// partial report after telling it to stop: the report of what ran, with the stop
+/// as its `error`. Without an answer in time, the stop.
+pub fn request_keeping_partial(
+    ctl: &Controller,
+    req: &ThirdPartyRequest,
+) -> Result<Report, TestError> {
+    request_with(ctl, req, true)
+}
+
+fn request_with(
+    ctl: &Controller,
+    req: &ThirdPartyRequest,
+    keep_partial: bool,
+) -> Result<Report, TestError> {
     let addr = resolve(&ctl.host, ctl.port, Family::Any)?;
     let sock =
         TcpStream::connect_timeout(&addr, ctl.connect_timeout).map_err(|e| match e.kind() {
@@ -53,8 +79,28 @@ pub fn request(ctl: &Controller, req: &ThirdPartyRequest) -> Result<Report, Test
     let r = converse(ctl, req, &mut ctrl);
     if matches!(r, Err(TestError::Stopped(_))) {
         let _ = ctrl.send_state(wire::State::ClientTerminate);
+        if keep_partial && let Some(partial) = partial_answer(&ctl.host, &mut ctrl) {
+            return Ok(partial);
+        }
     }
     r
+}
+
+/// After `CLIENT_TERMINATE`: A's answer with the report of what ran, if it comes
+/// within [`PARTIAL_WAIT`] (further signals do not cut this bounded wait short).
+fn partial_answer(host: &str, ctrl: &mut Ctrl) -> Option<Report> {
+    ctrl.stop_on_signal = false;
+    let st = ctrl
+        .read_state(PARTIAL_WAIT, "the third-party server's partial report")
+        .ok()?;
+    if st != wire::State::NetmeterThirdParty {
+        return None;
+    }
+    let a: ThirdPartyAnswer = ctrl
+        .read_json(wire::MAX_RESULTS_LEN, PARTIAL_WAIT, "the partial report")
+        .ok()?;
+    ctrl.close_quietly();
+    outcome(host, a).ok()
 }
 
 fn converse(

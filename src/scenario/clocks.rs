@@ -15,7 +15,11 @@
 //! instant already past when its test is set up). Hosts that are only targets start
 //! nothing, and a flow's one-way delays are corrected by the estimate its own test
 //! makes, so their offsets are measured and recorded but not judged. A host that could
-//! not be reached is not judged either: its flows will fail with the reason.
+//! not be reached is not judged either: its flows will fail with the reason. A host
+//! whose server is iperf3 has no clock exchange to measure: its clock is *not checked*
+//! ([`HostClock::not_checked`], a field and a sentence, not an error), and as an
+//! iperf3 server runs no third-party tests it can only be a target, whose clock
+//! nothing depends on.
 
 use crate::clocksync::ClockEstimate;
 use serde::Serialize;
@@ -40,7 +44,15 @@ pub struct HostClock {
     /// Why the offset could not be measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_error: Option<String>,
+    /// Why the offset was not measured although the host answered (its server is
+    /// iperf3, which has no clock exchange): a note, not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_not_checked: Option<String>,
 }
+
+/// The note of a host whose server is iperf3.
+pub const IPERF3_NOT_CHECKED: &str =
+    "its server is iperf3, which has no netmeter clock exchange: its clock is not checked";
 
 impl HostClock {
     /// A host measured: `est` is its server's estimate of host − controller.
@@ -53,6 +65,21 @@ impl HostClock {
             clock_offset_s: Some(offset),
             clock_offset_bound_s: Some(offset.abs() + est.uncertainty_ns.max(0) as f64 / 1e9),
             clock_error: None,
+            clock_not_checked: None,
+        }
+    }
+
+    /// A host that answered but has no clock exchange (an iperf3 server): not
+    /// measured, not judged, and not an error; `why` says so.
+    pub fn not_checked(name: &str, address: &str, starts_flows: bool, why: &str) -> Self {
+        HostClock {
+            name: name.into(),
+            address: address.into(),
+            starts_flows,
+            clock_offset_s: None,
+            clock_offset_bound_s: None,
+            clock_error: None,
+            clock_not_checked: Some(why.into()),
         }
     }
 
@@ -65,6 +92,7 @@ impl HostClock {
             clock_offset_s: None,
             clock_offset_bound_s: None,
             clock_error: Some(why),
+            clock_not_checked: None,
         }
     }
 }
@@ -122,7 +150,10 @@ pub fn text(hosts: &[HostClock], limit_s: f64) -> String {
                 format!("{:+.6} s (± {:.6} s)  {verdict}", o, b - o.abs())
             }
             (_, _, Some(e)) => format!("not measured: {e}"),
-            _ => "not measured".into(),
+            _ => match &h.clock_not_checked {
+                Some(why) => format!("not checked: {why}"),
+                None => "not measured".into(),
+            },
         };
         out.push_str(&format!("  {:<w$}  {:<22}  {what}\n", h.name, h.address));
     }
@@ -217,5 +248,22 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("not measured: refused"), "{t}");
+    }
+
+    #[test]
+    fn an_iperf3_host_is_not_checked_rather_than_an_error() {
+        let h = HostClock::not_checked("i3", "10.0.0.9:5201", false, IPERF3_NOT_CHECKED);
+        let j = serde_json::to_value(&h).unwrap();
+        assert!(j.get("clock_error").is_none(), "{j}");
+        assert!(j.get("clock_offset_s").is_none(), "{j}");
+        assert_eq!(j["clock_not_checked"], IPERF3_NOT_CHECKED);
+        // Nothing to judge: it never refuses a run.
+        assert_eq!(refusal(std::slice::from_ref(&h), 0.1), None);
+        let t = text(&[h], 0.1);
+        assert!(
+            t.contains("not checked: its server is iperf3, which has no netmeter clock exchange"),
+            "{t}"
+        );
+        assert!(!t.contains("not measured"), "{t}");
     }
 }

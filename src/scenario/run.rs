@@ -5,12 +5,15 @@
 //! that cannot run (a host down, a refusal, a failed test) is an outcome with its
 //! error; the others run on.
 
-use super::clocks::HostClock;
+use super::clocks::{HostClock, IPERF3_NOT_CHECKED};
 use super::{FlowPlan, Origin, Scenario};
 use crate::auth::psk::Psk;
 use crate::clock::Clock;
+use crate::clocksync::ClockEstimate;
+use crate::control::ClientFailure;
+use crate::engine::TestError;
 use crate::engine::client::{ClientConfig, run_keeping_report};
-use crate::engine::third_party::{Controller, request};
+use crate::engine::third_party::{Controller, request_keeping_partial};
 use crate::report::Report;
 use crate::report::observe::Quiet;
 use crate::wire::ThirdPartyRequest;
@@ -86,8 +89,85 @@ pub fn start_instant(lead: Duration, wall: SystemTime) -> f64 {
     ((now + lead).as_secs_f64() * 1000.0).round() / 1000.0
 }
 
+/// What one host's clock probe found.
+#[derive(Debug, Clone, PartialEq)]
+enum Probe {
+    Measured(ClockEstimate),
+    /// The host answered as iperf3: no clock exchange to measure.
+    Iperf3,
+    Failed(String),
+}
+
+/// Judge a probe test: its report's clock estimate, an iperf3 server (the probe's
+/// `--trip-times` refused because the server answered as iperf3, or a report naming
+/// iperf3 its peer), or why there is neither.
+fn probe_outcome(report: &Report, r: Result<(), TestError>) -> Probe {
+    match (report.start.netmeter.clock, r) {
+        (Some(est), _) => Probe::Measured(est),
+        (None, r) if answered_as_iperf3(report, &r) => Probe::Iperf3,
+        (None, Err(e)) => Probe::Failed(e.to_string()),
+        (None, Ok(())) => Probe::Failed("its server sent no clock estimate".into()),
+    }
+}
+
+/// The control connection reset or closed by the server before the test: what a
+/// server still busy with the attempt just dropped may do to the next one.
+fn reset_early(e: &TestError) -> bool {
+    use crate::engine::ctrl::CtrlError;
+    match e {
+        TestError::Ctrl(CtrlError::Closed(_)) => true,
+        TestError::Ctrl(CtrlError::Io(io, _)) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        _ => false,
+    }
+}
+
+/// Whether the server answered as iperf3 does (no netmeter extensions).
+fn answered_as_iperf3(report: &Report, r: &Result<(), TestError>) -> bool {
+    report.start.netmeter.peer == "iperf3" || matches!(r, Err(TestError::NeedsNetmeter { .. }))
+}
+
+/// The server went on without asking for the key: it has none, or it is iperf3.
+fn no_key_challenge(r: &Result<(), TestError>) -> bool {
+    matches!(r, Err(TestError::Client(ClientFailure::NoPskChallenge)))
+}
+
+/// Run a client test; when the server did not ask for the key, run it again without
+/// it, and keep that run only if the server turned out to be iperf3 (which has no key
+/// exchange); a netmeter server without the key stays the key error it is. The first
+/// attempt ends before any data (the challenge comes before the streams), and the
+/// server frees the slot it took once it sees the connection closed: a moment of
+/// "busy", or (iperf3 3.22, still cleaning up) a reset of the next connection, is
+/// that, not a rival test.
+fn run_dropping_key_for_iperf3(cfg: &ClientConfig) -> (Report, Result<(), TestError>) {
+    let first = run_keeping_report(cfg, &mut Quiet);
+    if cfg.psk.is_none() || !no_key_challenge(&first.1) {
+        return first;
+    }
+    let mut plain = cfg.clone();
+    plain.psk = None;
+    let mut again = run_keeping_report(&plain, &mut Quiet);
+    for _ in 0..20 {
+        match &again.1 {
+            Err(e) if e.is_busy() || reset_early(e) => {
+                std::thread::sleep(Duration::from_millis(100));
+                again = run_keeping_report(&plain, &mut Quiet);
+            }
+            _ => break,
+        }
+    }
+    if answered_as_iperf3(&again.0, &again.1) {
+        again
+    } else {
+        first
+    }
+}
+
 /// Measure every host's clock against this controller's, all hosts at once: each
-/// host's [`RunPlan::probes`] test, whose setup sends netmeter's clock probes.
+/// host's [`RunPlan::probes`] test, whose setup sends netmeter's clock probes. A host
+/// whose server is iperf3 is [`HostClock::not_checked`].
 pub fn probe_clocks(plan: &RunPlan) -> Vec<HostClock> {
     let s = &plan.scenario;
     std::thread::scope(|sc| {
@@ -102,12 +182,8 @@ pub fn probe_clocks(plan: &RunPlan) -> Vec<HostClock> {
                 std::thread::Builder::new()
                     .name("nm-clock".into())
                     .spawn_scoped(sc, move || {
-                        let (report, r) = run_keeping_report(&cfg, &mut Quiet);
-                        match (report.start.netmeter.clock, r) {
-                            (Some(est), _) => Ok(est),
-                            (None, Err(e)) => Err(e.to_string()),
-                            (None, Ok(())) => Err("its server sent no clock estimate".into()),
-                        }
+                        let (report, r) = run_dropping_key_for_iperf3(&cfg);
+                        probe_outcome(&report, r)
                     })
             })
             .collect();
@@ -125,20 +201,25 @@ pub fn probe_clocks(plan: &RunPlan) -> Vec<HostClock> {
                 let r = match t {
                     Ok(t) => t
                         .join()
-                        .unwrap_or_else(|_| Err("the probe's thread failed".into())),
-                    Err(e) => Err(format!("cannot start a thread: {e}")),
+                        .unwrap_or_else(|_| Probe::Failed("the probe's thread failed".into())),
+                    Err(e) => Probe::Failed(format!("cannot start a thread: {e}")),
                 };
                 match r {
-                    Ok(est) => HostClock::measured(&h.name, &address, starts, &est),
-                    Err(e) => HostClock::failed(&h.name, &address, starts, e),
+                    Probe::Measured(est) => HostClock::measured(&h.name, &address, starts, &est),
+                    Probe::Iperf3 => {
+                        HostClock::not_checked(&h.name, &address, starts, IPERF3_NOT_CHECKED)
+                    }
+                    Probe::Failed(e) => HostClock::failed(&h.name, &address, starts, e),
                 }
             })
             .collect()
     })
 }
 
-/// Run every flow; the start instant and the outcomes, in the file's order.
-pub fn run(plan: &RunPlan) -> (f64, Vec<FlowOutcome>) {
+/// Run every flow; the start instant and the outcomes, in the file's order. `clocks`
+/// is what [`probe_clocks`] found: a local flow toward a host it saw as iperf3 runs
+/// without the key (iperf3 has no key exchange).
+pub fn run(plan: &RunPlan, clocks: &[HostClock]) -> (f64, Vec<FlowOutcome>) {
     let epoch = start_instant(plan.lead, plan.clock.wall());
     let plans = plan.scenario.plan(epoch);
     let outcomes = std::thread::scope(|s| {
@@ -147,7 +228,7 @@ pub fn run(plan: &RunPlan) -> (f64, Vec<FlowOutcome>) {
             .map(|p| {
                 std::thread::Builder::new()
                     .name("nm-flow".into())
-                    .spawn_scoped(s, move || one_flow(plan, p))
+                    .spawn_scoped(s, move || one_flow(plan, clocks, p))
             })
             .collect();
         running
@@ -189,7 +270,7 @@ fn outcome(
     }
 }
 
-fn one_flow(plan: &RunPlan, p: &FlowPlan) -> FlowOutcome {
+fn one_flow(plan: &RunPlan, clocks: &[HostClock], p: &FlowPlan) -> FlowOutcome {
     let s = &plan.scenario;
     let f = &s.flows[p.flow];
     let to = &s.hosts[f.to];
@@ -200,7 +281,10 @@ fn one_flow(plan: &RunPlan, p: &FlowPlan) -> FlowOutcome {
             };
             let mut cfg = cfg.clone();
             cfg.txstart = Some(p.txstart);
-            if cfg.psk.is_none() {
+            let iperf3 = clocks
+                .iter()
+                .any(|c| c.name == to.name && c.clock_not_checked.is_some());
+            if cfg.psk.is_none() && !iperf3 {
                 cfg.psk = plan.psk.clone();
             }
             let (report, r) = run_keeping_report(&cfg, &mut Quiet);
@@ -228,7 +312,7 @@ fn one_flow(plan: &RunPlan, p: &FlowPlan) -> FlowOutcome {
                 port: to.port,
                 args: p.args.clone(),
             };
-            match request(&ctl, &req) {
+            match request_keeping_partial(&ctl, &req) {
                 Ok(r) => {
                     let error = r.error.clone();
                     outcome(plan, p, Some(r), error)
@@ -251,5 +335,37 @@ mod tests {
             1_700_000_003.123
         );
         assert_eq!(start_instant(Duration::ZERO, UNIX_EPOCH), 0.0);
+    }
+
+    #[test]
+    fn a_probe_is_an_estimate_an_iperf3_server_or_an_error() {
+        let mut r = Report::default();
+        r.start.netmeter.peer = "iperf3".into();
+        // iperf3 ran the test and sent no estimate: not an error.
+        assert_eq!(probe_outcome(&r, Ok(())), Probe::Iperf3);
+        // A netmeter server that sent no estimate is one.
+        r.start.netmeter.peer = "netmeter".into();
+        assert!(
+            matches!(probe_outcome(&r, Ok(())), Probe::Failed(e) if e.contains("no clock estimate"))
+        );
+        // The probe's --trip-times refused: the server answered as iperf3.
+        let needs = Err(TestError::NeedsNetmeter {
+            flag: "--trip-times",
+            host: "h".into(),
+        });
+        assert_eq!(probe_outcome(&r, needs), Probe::Iperf3);
+        let refused = Err(TestError::Client(ClientFailure::NoPskChallenge));
+        assert!(no_key_challenge(&refused));
+        assert!(
+            matches!(probe_outcome(&r, refused), Probe::Failed(e) if e.contains("pre-shared key"))
+        );
+        let est = ClockEstimate {
+            offset_ns: 5,
+            uncertainty_ns: 1,
+            rtt_ns: 2,
+            probes: 8,
+        };
+        r.start.netmeter.clock = Some(est);
+        assert_eq!(probe_outcome(&r, Ok(())), Probe::Measured(est));
     }
 }

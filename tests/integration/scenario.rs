@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 struct Dir(PathBuf);
@@ -584,4 +584,286 @@ fn ctrl_c_stops_every_flow_and_writes_what_was_measured() {
     // The text printed too, each flow under its label.
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Flow one (from local to a"), "{text}");
+}
+
+/// A flow toward a host whose server is iperf3 (3.22): the controller's clock probe
+/// finds no netmeter clock exchange there, and the host's clock is reported as not
+/// checked (a field and a sentence), not as an error; `--check` passes, and the flow
+/// runs (without the scenario's key, which iperf3 cannot prove).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the peers of scripts/setup-peers.sh"
+)]
+fn an_iperf3_target_has_its_clock_not_checked_rather_than_an_error() {
+    let dir = Dir::new("iperf3");
+    let (pa, pi) = (free_port(), free_port());
+    let key = dir.0.join("key").display().to_string();
+    let _a = netmeter_server(pa, &["--psk-file", &key, "--max-tests", "4"]);
+    let (_i3, _) = iperf3_server_ready("NETMETER_IPERF3_322", pi, &[]);
+    let file = dir.write(
+        "s.toml",
+        &format!(
+            "psk_file = \"key\"\n[hosts.a]\naddress = \"127.0.0.1:{pa}\"\n[hosts.i3]\naddress = \"127.0.0.1:{pi}\"\n\
+             [[flow]]\nname = \"to-a\"\nfrom = \"local\"\nto = \"a\"\nargs = \"-t 0.5\"\n\
+             [[flow]]\nname = \"to-iperf3\"\nfrom = \"local\"\nto = \"i3\"\nargs = \"-t 0.5\"\n"
+        ),
+    );
+    let scenario = |extra: &[&str]| {
+        run(
+            Command::new(netmeter())
+                .arg("scenario")
+                .arg(&file)
+                .args(["--lead", "1"])
+                .args(extra),
+            Duration::from_secs(120),
+        )
+    };
+    let out = scenario(&["--check"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not checked: its server is iperf3, which has no netmeter clock exchange"),
+        "{text}"
+    );
+    let out = scenario(&["-J"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "scenario");
+    let hosts = v["hosts"].as_array().expect("hosts");
+    let (a, i3) = (&hosts[0], &hosts[1]);
+    assert_eq!(i3["name"], "i3", "{v:#}");
+    assert!(i3.get("clock_error").is_none(), "{v:#}");
+    assert!(i3.get("clock_offset_s").is_none(), "{v:#}");
+    assert!(
+        i3["clock_not_checked"]
+            .as_str()
+            .is_some_and(|s| s.contains("iperf3")),
+        "{v:#}"
+    );
+    // The netmeter host's clock is measured as before.
+    assert!(f64_at(a, "/clock_offset_s").abs() < 0.5, "{v:#}");
+    assert!(a.get("clock_not_checked").is_none(), "{v:#}");
+    for f in flows(&v) {
+        assert!(f["error"].is_null(), "{f:#}");
+        assert!(f64_at(f, "/report/end/sum_received/bytes") > 0.0, "{f:#}");
+    }
+    assert_eq!(
+        flows(&v)[1]["report"]["start"]["netmeter"]["peer"],
+        "iperf3"
+    );
+}
+
+/// Ctrl-C stops the flows the scenario started on other hosts too: the controller
+/// tells the host (`CLIENT_TERMINATE` on the third-party request's connection), the
+/// host stops the test it runs and says so in its log, and its report of what ran
+/// comes back into the document with the interrupt as its error. The flow is asked
+/// for 60 s; the report the host sent back shows it ended long before.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (seconds of traffic; the quick tier stays under 90 s)"
+)]
+fn ctrl_c_stops_the_flows_running_on_other_hosts() {
+    let dir = Dir::new("sigint-far");
+    let (pa, pb) = (free_port(), free_port());
+    let key = dir.0.join("key").display().to_string();
+    let a = netmeter_server_watched(
+        pa,
+        &[
+            "--psk-file",
+            &key,
+            "--allow-third-party",
+            "127.0.0.0/8",
+            "--max-tests",
+            "4",
+        ],
+    );
+    let b = netmeter_server_watched(pb, &["--psk-file", &key, "--max-tests", "4"]);
+    let mb = b.out.mark();
+    let file = dir.write(
+        "s.toml",
+        &format!(
+            "psk_file = \"key\"\n[hosts.a]\naddress = \"127.0.0.1:{pa}\"\n[hosts.b]\naddress = \"127.0.0.1:{pb}\"\n\
+             [[flow]]\nname = \"far\"\nfrom = \"a\"\nto = \"b\"\nargs = \"-t 60 -b 10M\"\n"
+        ),
+    );
+    let json = dir.0.join("run.json");
+    let scenario = Proc::spawn(
+        "netmeter scenario",
+        Command::new(netmeter())
+            .arg("scenario")
+            .arg(&file)
+            .args(["--lead", "1", "-o"])
+            .arg(&json),
+    )
+    .watch();
+    // Evidence the far flow runs: b, its target, has printed its first second of rows.
+    b.out.await_interval_end(mb, 1.0, "server b");
+    let st = Command::new("kill")
+        .args(["-s", "INT", &scenario.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = scenario.finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // The host stopped the test it ran for the controller, and says so.
+    await_evidence(
+        "host a's log line about the stopped third-party test",
+        || a.out.text().contains("stopped by its controller"),
+        || a.out.text(),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the document")).unwrap();
+    assert_eq!(v["interrupted"], true, "{v:#}");
+    let f = &flows(&v)[0];
+    assert_eq!(f["from"], "a");
+    let e = f["error"].as_str().unwrap_or_default();
+    assert!(e.contains("interrupt"), "{f:#}");
+    // What ran came back from the host: its intervals, ending long before the 60 s.
+    let intervals = f["report"]["intervals"].as_array().expect("intervals");
+    assert!(!intervals.is_empty(), "{f:#}");
+    let secs = f64_at(intervals.last().unwrap(), "/sum/end");
+    assert!(secs > 0.0 && secs < 59.0, "far: {secs} s");
+    // The text printed too, the flow under its label.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Flow far (from a to b"), "{text}");
+}
+
+/// One run of the KS test's scenario on a fresh bed (`cfg`): two UDP flows with
+/// `--trip-times` from the controller (in h1) to h2's server, "up" (h1 → h2, the one
+/// the second bed delays) and "down" (`-R`, h2 → h1); `extra` are the scenario's
+/// options. The output, and the bed's delay-line figures checked by the caller.
+fn ks_run(dir: &Dir, cfg: crate::support::netbed::LinkConfig, extra: &[&str]) -> Output {
+    use crate::support::netbed::{Side, bed, tcp_listening};
+    let bed = bed(cfg);
+    let _server = bed
+        .spawn_in(
+            Side::H2,
+            netmeter(),
+            &["-s", "-p", "5201", "--max-tests", "4"],
+        )
+        .expect("server");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap() {
+        assert!(std::time::Instant::now() < deadline, "no server on 5201");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // 40 datagrams a second for 3 s.
+    let load = "-u -b 64K -l 200 --trip-times -t 3";
+    let file = dir.write(
+        "ks.toml",
+        &format!(
+            "[hosts.far]\naddress = \"{}:5201\"\n\
+             [[flow]]\nname = \"up\"\nfrom = \"local\"\nto = \"far\"\nargs = \"{load}\"\n\
+             [[flow]]\nname = \"down\"\nfrom = \"local\"\nto = \"far\"\nargs = \"{load} -R\"\n",
+            bed.h2_addr()
+        ),
+    );
+    let mut cmd = bed.cmd(Side::H1, netmeter());
+    cmd.arg("scenario")
+        .arg(&file)
+        .args(["--lead", "1"])
+        .args(extra);
+    run(&mut cmd, Duration::from_secs(120))
+}
+
+/// The row `key` of flow `name`'s comparison against the baseline.
+fn baseline_row<'a>(v: &'a serde_json::Value, name: &str, key: &str) -> &'a serde_json::Value {
+    v["baseline"]
+        .as_array()
+        .and_then(|b| b.iter().find(|x| x["name"] == name))
+        .and_then(|x| x["comparison"]["figures"].as_array())
+        .and_then(|f| f.iter().find(|r| r["key"] == key))
+        .unwrap_or_else(|| panic!("no {key} row for {name} in {v:#}"))
+}
+
+/// The KS verdict on a real path: the same two-flow scenario over a 10 ms delay line,
+/// first as the baseline, then with 20 ms more on the "up" flow's path only (the delay
+/// line adds it to UDP from h1 to h2; "down" flows h2 → h1, and the control
+/// connections, TCP, keep the line symmetric for the clock estimate). Judged from the
+/// reports: each flow's one-way delay shows its path, the comparison against the
+/// baseline calls "up" worse with significance and "down" no significant change, and
+/// `--fail-if-worse` exits 2 naming "up" only.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn the_ks_verdict_finds_the_flow_whose_path_got_slower() {
+    use crate::support::netbed::{Dir as Way, LinkConfig, Proto, Reorder, Variation, timing_lock};
+    let _t = timing_lock();
+    let dir = Dir::new("ks");
+    let base_json = dir.0.join("base.json");
+    // The line: 10 ms each way, and on UDP (the flows' data, not the control
+    // connections: the clock estimate stays symmetric) a known spread, the same cycle
+    // of 0 to 4.75 ms in 0.25 ms steps on every bed. The flows' delays are spread over
+    // it, so the line's own lateness, which differs by tens of µs from one bed to the
+    // next, is not what the test sees; each flow's 120 datagrams are whole cycles but
+    // for a few, whatever packet the cycle starts at.
+    let cycle: Vec<Duration> = (0..20).map(|i| Duration::from_micros(250 * i)).collect();
+    let line = || {
+        LinkConfig::new()
+            .delay_ms(10.0)
+            .variation(Variation::Cycle(cycle.clone()))
+            .variation_dir(Way::Both)
+            .variation_proto(Proto::Udp)
+    };
+    let out = ks_run(&dir, line(), &["-o", base_json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", show(&out));
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base_json).unwrap()).unwrap();
+    for f in flows(&base) {
+        assert!(f["error"].is_null(), "{f:#}");
+    }
+    // 20 ms more on every UDP datagram from h1 to h2: the "up" flow's path only.
+    let slower = line().reorder(Reorder {
+        every_nth: 1,
+        extra: Duration::from_millis(20),
+        dir: Way::H1ToH2,
+        proto: Proto::Udp,
+    });
+    let out = ks_run(
+        &dir,
+        slower,
+        &[
+            "-J",
+            "--baseline",
+            base_json.to_str().unwrap(),
+            "--fail-if-worse",
+            "100",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().any(|l| l.ends_with("more than 100%: up")),
+        "{err}"
+    );
+    let v = json_of(&out, "scenario");
+    // The paths as the reports measured them: up 30 ms and the spread, down 10 ms and
+    // the spread (and both 10 ms and the spread in the baseline).
+    let owd = |doc: &serde_json::Value, i: usize, side: &str| {
+        f64_at(
+            &flows(doc)[i],
+            &format!("/report/end/netmeter/trip_times/{side}/owd/p50_ms"),
+        )
+    };
+    let (up, down) = (
+        owd(&v, 0, "client_to_server"),
+        owd(&v, 1, "server_to_client"),
+    );
+    let (up0, down0) = (
+        owd(&base, 0, "client_to_server"),
+        owd(&base, 1, "server_to_client"),
+    );
+    eprintln!("ks: up {up0:.3} → {up:.3} ms, down {down0:.3} → {down:.3} ms");
+    assert!((30.0..40.0).contains(&up), "up {up} ms");
+    for d in [down, up0, down0] {
+        assert!((10.0..20.0).contains(&d), "{d} ms");
+    }
+    let up_row = baseline_row(&v, "up", "owd_c2s_p50_ms");
+    assert_eq!(up_row["verdict"], "worse", "{up_row:#}");
+    assert!(f64_at(up_row, "/test/p") < 0.05, "{up_row:#}");
+    let down_row = baseline_row(&v, "down", "owd_s2c_p50_ms");
+    assert_eq!(down_row["verdict"], "no_significant_change", "{down_row:#}");
 }

@@ -689,6 +689,7 @@ impl Args {
                 .map_err(usage)?,
             clock: crate::clock::system(),
             iperf2: self.latency.iperf2.then(Default::default),
+            stop: None,
         })
     }
 }

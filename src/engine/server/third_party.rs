@@ -2,7 +2,10 @@
 //! to run a client test toward another server; this server checks the target against
 //! its `--allow-third-party` list, runs the test with the library's client
 //! (`engine::client::run`, what `netmeter::run` calls) and sends the whole report back
-//! (state 0x42, docs/protocol.md "Third-party tests").
+//! (state 0x42, docs/protocol.md "Third-party tests"). While the test runs it watches
+//! the controller's connection: `CLIENT_TERMINATE` there (the controller was stopped,
+//! e.g. Ctrl-C of `netmeter scenario`), or the connection gone, stops the test, and
+//! what it measured until then goes back with its error ([`watch_controller`]).
 //!
 //! The allow list is a small CIDR check of its own ([`Cidr`]). Seam: the server policy
 //! work (issue 15, "server policy as one object") brings a general allow/deny policy;
@@ -19,7 +22,7 @@ use crate::report::observe::Quiet;
 use crate::wire::{ErrCode, State, ThirdPartyAnswer, ThirdPartyRequest};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Turns a request into the client test to run (the target already resolved to `ip`).
@@ -216,27 +219,40 @@ pub(super) fn serve(
     // The target may want the key too (a mesh's hosts all have it): prove ours; a
     // target without a key does not ask, and then the test runs without it.
     cfg.psk = shared.cfg.psk.as_deref().cloned();
-    let mut result = crate::engine::client::run(&cfg, &mut Quiet);
-    if matches!(
-        result,
-        Err(TestError::Client(ClientFailure::NoPskChallenge))
-    ) {
-        cfg.psk = None;
-        // The target took a test slot for the attempt we dropped and frees it once it
-        // notices the closed connection: a moment of "busy" is that, not a rival test.
-        for _ in 0..20 {
-            result = crate::engine::client::run(&cfg, &mut Quiet);
-            match &result {
-                Err(e) if is_busy(e) => std::thread::sleep(Duration::from_millis(100)),
-                _ => break,
-            }
-        }
+    let stop = Arc::new(AtomicBool::new(false));
+    cfg.stop = Some(stop.clone());
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = ctrl.sock.try_clone().ok().and_then(|sock| {
+        let (stop, done) = (stop.clone(), done.clone());
+        std::thread::Builder::new()
+            .name("nm-3p-watch".into())
+            .spawn(move || watch_controller(sock, &stop, &done))
+            .ok()
+    });
+    let (report, result) = run_test(&cfg);
+    done.store(true, Ordering::Release);
+    if let Some(w) = watcher {
+        let _ = w.join();
     }
+    let stopped = stop.load(Ordering::Acquire);
     let a = match result {
-        Ok(report) => ThirdPartyAnswer {
+        Ok(()) => ThirdPartyAnswer {
             report: serde_json::from_str(&crate::report::json::document(&report)).ok(),
             ..Default::default()
         },
+        // Stopped by its controller: what ran goes back, its error inside.
+        Err(e) if stopped => {
+            let ran = report.intervals.len();
+            shared.log(&format!(
+                "third-party test for {} to {ip} stopped by its controller after {ran} interval(s): {e:#}",
+                shown(entry.peer)
+            ));
+            ThirdPartyAnswer {
+                report: serde_json::from_str(&crate::report::json::document(&report)).ok(),
+                error: Some(format!("{e:#}")),
+                busy: false,
+            }
+        }
         Err(e) => {
             shared.log(&format!("third-party test to {ip} failed: {e:#}"));
             ThirdPartyAnswer {
@@ -250,6 +266,63 @@ pub(super) fn serve(
     ctrl.close_gracefully(Duration::from_secs(2));
     shared.touch();
     true
+}
+
+/// Run the client test; a target without a key (it did not ask for ours) gets the test
+/// again without it.
+fn run_test(cfg: &ClientConfig) -> (crate::report::Report, Result<(), TestError>) {
+    let mut out = crate::engine::client::run_keeping_report(cfg, &mut Quiet);
+    if matches!(out.1, Err(TestError::Client(ClientFailure::NoPskChallenge))) {
+        let mut cfg = cfg.clone();
+        cfg.psk = None;
+        // The target took a test slot for the attempt we dropped and frees it once it
+        // notices the closed connection: a moment of "busy" is that, not a rival test.
+        for _ in 0..20 {
+            out = crate::engine::client::run_keeping_report(&cfg, &mut Quiet);
+            match &out.1 {
+                Err(e) if is_busy(e) => std::thread::sleep(Duration::from_millis(100)),
+                _ => break,
+            }
+        }
+    }
+    out
+}
+
+/// How often the watcher looks whether the test has ended.
+const WATCH_SLICE: Duration = Duration::from_millis(100);
+
+/// Watch the controller's connection while its test runs (until `done`): its
+/// `CLIENT_TERMINATE`, or the connection closed or broken, sets `stop`, which the
+/// running test heeds as a stop signal (`Ctrl::stop`). Anything else it sends is
+/// ignored: the controller has nothing else to say during the test.
+fn watch_controller(mut sock: std::net::TcpStream, stop: &AtomicBool, done: &AtomicBool) {
+    use std::io::Read;
+    if sock.set_read_timeout(Some(WATCH_SLICE)).is_err() {
+        return;
+    }
+    let mut b = [0u8; 1];
+    while !done.load(Ordering::Acquire) {
+        match sock.read(&mut b) {
+            Ok(1) if matches!(State::from_byte(b[0]), Ok(State::ClientTerminate)) => break,
+            Ok(1) => continue,
+            // Closed: nobody waits for this test's report any more.
+            Ok(_) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => break,
+        }
+    }
+    if !done.load(Ordering::Acquire) {
+        stop.store(true, Ordering::Release);
+    }
 }
 
 /// The test's server was busy (iperf3's access denied): worth trying again later.
