@@ -389,4 +389,65 @@ mod tests {
             assert!(e.contains(says), "{words:?} → {e}");
         }
     }
+
+    /// `netmeter -s --rpm`: the responsiveness server resolved from `-s`'s flags.
+    #[test]
+    fn s_with_rpm_takes_the_servers_lists_and_audit_log() {
+        use crate::cli::{Command, parse_args};
+        let server = |words: &[&str]| {
+            let argv = std::iter::once("netmeter").chain(words.iter().copied());
+            match parse_args(argv.collect::<Vec<_>>()).map(|a| a.resolve()) {
+                Ok(Ok(Command::Server { cfg, rpm, .. })) => Ok((cfg, rpm)),
+                Ok(Ok(other)) => panic!("{other:?}"),
+                Ok(Err(e)) => Err(e.0),
+                Err(e) => Err(format!("{e:?}")),
+            }
+        };
+        let (_, rpm) = server(&["-s"]).unwrap();
+        assert_eq!(rpm, None);
+        let (cfg, rpm) = server(&[
+            "-s",
+            "-B",
+            "127.0.0.1",
+            "--rpm",
+            "--deny",
+            "10.0.0.0/8",
+            "--max-conn-rate",
+            "5/min",
+            "--audit-log",
+            "/x/a.jsonl",
+        ])
+        .unwrap();
+        let rpm = rpm.expect("--rpm");
+        assert_eq!(rpm.listen, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(rpm.limits.deny, vec!["10.0.0.0/8".parse().unwrap()]);
+        // -s's rate counts tests: not the responsiveness server's connections.
+        assert_eq!(rpm.limits.conn_rate, None);
+        assert_eq!(rpm.audit_log, cfg.audit_log);
+        assert!(matches!(rpm.cert, CertSource::SelfSigned(_)));
+        let (_, rpm) = server(&[
+            "-s",
+            "--rpm",
+            "9443",
+            "--rpm-cert",
+            "c.pem",
+            "--rpm-key",
+            "k.pem",
+        ])
+        .unwrap();
+        let rpm = rpm.expect("--rpm 9443");
+        assert_eq!(rpm.listen, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            rpm.cert,
+            CertSource::Files {
+                cert: "c.pem".into(),
+                key: "k.pem".into()
+            }
+        );
+        let e = server(&["-c", "h", "--rpm"]).unwrap_err();
+        assert!(e.contains("--rpm is a server option"), "{e}");
+        let e = server(&["-s", "--rpm", "70000"]).unwrap_err();
+        assert!(e.contains("--rpm"), "{e}");
+        assert!(server(&["-s", "--rpm", "--rpm-cert", "c.pem"]).is_err());
+    }
 }
