@@ -71,7 +71,7 @@ struct Shared {
     large_bytes: u64,
     admission: Mutex<Admission>,
     access: Mutex<Access>,
-    audit: Option<AuditLog>,
+    audit: Option<Audit>,
     clock: Arc<dyn Clock>,
 }
 
@@ -83,7 +83,7 @@ impl Server {
             .map_err(|e| ServerError::Listen(cfg.listen, e))?;
         let audit = match &cfg.audit_log {
             Some(t) => Some(
-                AuditLog::open(t)
+                Audit::open(t)
                     .map_err(|e| ServerError::AuditLog(t.path.display().to_string(), e))?,
             ),
             None => None,
@@ -252,6 +252,50 @@ fn write_audit(sh: &Shared, line: &AuditLine) {
         && let Err(e) = a.write(&line.to_json())
     {
         log(&format!("cannot write the audit log: {e}"));
+    }
+}
+
+/// The audit log as this server writes it: the netmeter server's writer, which the
+/// file's rotation belongs to when both servers share it (`netmeter -s --rpm`), so this
+/// one never rotates it but follows it: before each line, when the file at the path is
+/// no longer the one it holds (rotated by the iperf3 server, moved by logrotate), it
+/// opens the path again.
+struct Audit {
+    log: AuditLog,
+    path: std::path::PathBuf,
+    /// The device and inode of the file it holds (`None` for stdout).
+    held: Mutex<Option<(u64, u64)>>,
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Audit {
+    fn open(t: &AuditTarget) -> io::Result<Audit> {
+        let own = AuditTarget {
+            path: t.path.clone(),
+            rotation: None,
+        };
+        let log = AuditLog::open(&own)?;
+        let stdout = t.path.as_os_str() == "-";
+        Ok(Audit {
+            log,
+            held: Mutex::new(if stdout { None } else { file_id(&t.path) }),
+            path: t.path.clone(),
+        })
+    }
+
+    fn write(&self, line: &str) -> io::Result<()> {
+        if let Ok(mut held) = self.held.lock()
+            && held.is_some()
+            && file_id(&self.path) != *held
+        {
+            self.log.reopen()?;
+            *held = file_id(&self.path);
+        }
+        self.log.write(line)
     }
 }
 

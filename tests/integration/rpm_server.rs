@@ -724,7 +724,8 @@ fn connections_the_client_closed_are_audited_ok() {
 }
 
 /// `netmeter -s --rpm 0`: one process serves an iperf3-style test and `netmeter rpm`,
-/// with one `--deny` list and one audit log for both; Ctrl-C (SIGINT) ends both.
+/// with one `--deny` list and one audit log for both, which the responsiveness server
+/// follows when the file is moved away; Ctrl-C (SIGINT) ends both.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -788,8 +789,6 @@ fn one_process_serves_iperf3_tests_and_rpm() {
         "{rdoc}"
     );
 
-    // -s's --deny holds on the responsiveness port too, before any TLS.
-    assert_closed(hold("127.0.0.3", rpm_port), "a denied connection");
     // One audit log: the iperf3 test's line and the responsiveness server's.
     await_evidence(
         "both servers' lines in the one audit log",
@@ -801,10 +800,21 @@ fn one_process_serves_iperf3_tests_and_rpm() {
                 && lines
                     .iter()
                     .any(|l| l["outcome"] == "ok" && l["alpn"] == "h2")
-                && lines.iter().any(|l| {
-                    l["outcome"] == "refused"
-                        && l["detail"].as_str().is_some_and(|d| d.contains("--deny"))
-                })
+        },
+        || format!("{:?}", audit()),
+    );
+    // The file moved away (a rotation, logrotate): the responsiveness server's next
+    // line goes to a new file at the path. And -s's --deny holds on its port too,
+    // before any TLS.
+    std::fs::rename(&audit_path, dir.join("audit.jsonl.1")).unwrap();
+    assert_closed(hold("127.0.0.3", rpm_port), "a denied connection");
+    await_evidence(
+        "the refusal's line in the new audit file",
+        || {
+            audit().iter().any(|l| {
+                l["outcome"] == "refused"
+                    && l["detail"].as_str().is_some_and(|d| d.contains("--deny"))
+            })
         },
         || format!("{:?}", audit()),
     );
