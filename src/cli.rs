@@ -133,6 +133,8 @@ pub enum Command {
     Version,
     Server {
         cfg: ServerConfig,
+        /// `--rpm [PORT]`: the responsiveness server alongside, in the same process.
+        rpm: Option<rpm_server_cmd::RpmServerCommand>,
         daemon: bool,
         pidfile: Option<PathBuf>,
         logfile: Option<PathBuf>,

@@ -55,12 +55,14 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Server {
             cfg,
+            rpm,
             daemon,
             pidfile,
             logfile,
             stamps,
         } => run_server(
             cfg,
+            rpm,
             daemon,
             pidfile.as_deref(),
             logfile.as_deref(),
@@ -203,6 +205,7 @@ fn run_multicast_send(
 /// `netmeter -s`: become a daemon if asked, write the pid file, serve until stopped.
 fn run_server(
     cfg: server::ServerConfig,
+    rpm: Option<cli::rpm_server_cmd::RpmServerCommand>,
     daemon: bool,
     pidfile: Option<&Path>,
     logfile: Option<&Path>,
@@ -224,7 +227,23 @@ fn run_server(
     }
     let r = open_sink(logfile, stamps).and_then(|sink| {
         let srv = server::Server::bind(cfg, sink, Arc::new(AtomicBool::new(false)))?;
-        Ok(srv.stop_on_signals().serve()?)
+        // `--rpm`: the responsiveness server on a thread of its own, bound before the
+        // iperf3 server serves (a port in use ends both at start); a stop signal ends
+        // both, and the iperf3 server's end (-1) ends it too.
+        let rpm = rpm.map(bind_rpm_server).transpose()?.map(|rpm| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&stop);
+            (stop, std::thread::spawn(move || rpm.run_until(flag)))
+        });
+        let served = srv.stop_on_signals().serve();
+        if let Some((stop, thread)) = rpm {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            match thread.join() {
+                Ok(r) => r?,
+                Err(_) => anyhow::bail!("the responsiveness server's thread failed"),
+            }
+        }
+        Ok(served?)
     });
     if let Some(p) = pidfile {
         let _ = std::fs::remove_file(p);
@@ -502,8 +521,16 @@ struct WorseThanBaseline;
 /// `netmeter rpm-server`: the certificate made or read, the banner, then serving until a
 /// stop signal.
 fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()> {
-    use netmeter::rpm::{server, tls};
     catch_stop_signals()?;
+    Ok(bind_rpm_server(c)?.run()?)
+}
+
+/// The responsiveness server bound, its certificate made or read and its banner
+/// printed (`rpm-server`, `-s --rpm`).
+fn bind_rpm_server(
+    c: cli::rpm_server_cmd::RpmServerCommand,
+) -> anyhow::Result<netmeter::rpm::server::Server> {
+    use netmeter::rpm::{server, tls};
     let cert = match &c.cert {
         cli::rpm_server_cmd::CertSource::Files { cert, key } => tls::load(cert, key)?,
         cli::rpm_server_cmd::CertSource::SelfSigned(names) => tls::self_signed(names)?,
@@ -522,7 +549,7 @@ fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()
     let mut out = server::listening_lines(addr, c.public_name.as_deref());
     out.extend(about);
     write_stdout(format!("{}\n", out.join("\n")).as_bytes())?;
-    Ok(srv.run()?)
+    Ok(srv)
 }
 
 /// `netmeter rpm URL`: the responsiveness test; progress lines while it runs (text), then

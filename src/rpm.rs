@@ -16,6 +16,7 @@ pub mod algo;
 pub mod algo_math;
 pub mod client;
 pub mod config;
+pub mod histogram;
 pub mod net;
 pub mod output;
 pub mod server;

@@ -55,6 +55,9 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "audit_log_max_size",
             "audit_log_keep",
             "metrics",
+            "rpm",
+            "rpm_cert",
+            "rpm_key",
         ],
     ),
     (

@@ -5,6 +5,7 @@
 
 mod client;
 mod server;
+pub(in crate::cli) use server::networks;
 
 use crate::cli::*;
 
@@ -189,6 +190,8 @@ impl Args {
             ),
             (self.server.audit_log_keep.is_some(), "--audit-log-keep"),
             (self.server.metrics.is_some(), "--metrics"),
+            (self.server.rpm.is_some(), "--rpm"),
+            (self.server.rpm_cert.is_some(), "--rpm-cert"),
         ] {
             if used {
                 return Err(usage(format!("{f} is a server option (use with -s)")));

@@ -22,7 +22,7 @@ pub const MAX_DURATION_S: f64 = 600.0;
     name = "netmeter rpm",
     bin_name = "netmeter rpm",
     disable_version_flag = true,
-    after_help = "URL is the server's configuration (https://HOST/.well-known/nq, Apple's /config), or give --large, --small and --upload instead.\nPrints the capacity each way, the responsiveness (RPM) with its confidence, the idle latency and the percentiles of every kind of probe time; -J prints every probe. Ctrl-C ends the run with what was measured. See docs/rpm.md.\n\nExamples:\n  netmeter rpm https://example.net/.well-known/nq\n  netmeter rpm --insecure -d down -J https://127.0.0.1:8443/.well-known/nq\n  netmeter rpm --sequential --plot probes.svg https://example.net/.well-known/nq"
+    after_help = "URL is the server's configuration (https://HOST/.well-known/nq, Apple's /config), or give --large, --small and --upload instead.\nPrints the capacity each way, the responsiveness (RPM) with its confidence, the idle latency, the percentiles and a histogram of every kind of probe time; -J prints every probe. Ctrl-C ends the run with what was measured. See docs/rpm.md.\n\nExamples:\n  netmeter rpm https://example.net/.well-known/nq\n  netmeter rpm --insecure -d down -J https://127.0.0.1:8443/.well-known/nq\n  netmeter rpm --sequential --plot probes.svg https://example.net/.well-known/nq"
 )]
 pub struct RpmArgs {
     /// The server's configuration URL (https).

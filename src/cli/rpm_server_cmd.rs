@@ -4,6 +4,7 @@
 //! `rpm::server`'s. docs/rpm-server.md.
 
 use super::{ArgsError, Command, UsageError, usage};
+use crate::engine::server::audit::Target as AuditTarget;
 use crate::rpm::server_config::origin_from_authority;
 use crate::rpm::server_policy::Limits;
 use clap::Parser;
@@ -71,6 +72,18 @@ pub struct RpmServerArgs {
     /// The large object's size (at least 1M) [default: 8G, 8 GiB].
     #[arg(long = "large-size", value_name = "SIZE")]
     pub large_size: Option<String>,
+    /// Only these sources may connect (addresses or CIDR networks, comma-separated), as
+    /// `netmeter -s --allow`.
+    #[arg(long = "allow", value_name = "CIDR,...", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// These sources may not connect (wins over --allow).
+    #[arg(long = "deny", value_name = "CIDR,...", value_delimiter = ',')]
+    pub deny: Vec<String>,
+    /// Let one source address open at most N connections per period (N, N/s, N/min,
+    /// N/h; a bare N is per minute). A responsiveness test opens one connection per
+    /// foreign probe, up to 100 a second.
+    #[arg(long = "max-conn-rate", value_name = "N[/PERIOD]")]
+    pub max_conn_rate: Option<String>,
     /// Append one JSON line per connection to FILE (peer, bytes each way, duration, how
     /// it ended).
     #[arg(long = "audit-log", value_name = "FILE")]
@@ -94,7 +107,9 @@ pub struct RpmServerCommand {
     pub public_name: Option<String>,
     pub limits: Limits,
     pub large_bytes: u64,
-    pub audit_log: Option<PathBuf>,
+    /// `--audit-log FILE` (no rotation), or `netmeter -s`'s audit log with its rotation
+    /// when the server runs inside `netmeter -s --rpm`.
+    pub audit_log: Option<AuditTarget>,
 }
 
 /// Parse `rpm-server ...` (the arguments after the program name).
@@ -156,6 +171,15 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
             d.max_transfer_bytes,
             (64 << 10, u64::MAX),
         )?,
+        // The netmeter server's own readers: the same lists and rates mean the same.
+        allow: super::resolve::networks("--allow", &a.allow)?,
+        deny: super::resolve::networks("--deny", &a.deny)?,
+        conn_rate: a
+            .max_conn_rate
+            .as_deref()
+            .map(crate::engine::server::policy::ConnRate::parse)
+            .transpose()
+            .map_err(usage)?,
     };
     let large_bytes = size("--large-size", &a.large_size, 8 << 30, (1 << 20, 1 << 50))?;
     if let Some(p) = &a.public_name
@@ -178,7 +202,48 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
         public_name: a.public_name.clone(),
         limits,
         large_bytes,
-        audit_log: a.audit_log.clone(),
+        audit_log: a.audit_log.clone().map(|path| AuditTarget {
+            path,
+            rotation: None,
+        }),
+    })
+}
+
+/// `netmeter -s --rpm [PORT]`: the responsiveness server inside the iperf3-compatible
+/// one, on `-B`'s address (all IPv4 addresses without it), with `-s`'s `--allow`/`--deny`
+/// lists and audit log and `--rpm-cert`/`--rpm-key`; its other limits are
+/// `rpm-server`'s defaults. `-s`'s `--max-conn-rate` counts tests, not connections (a
+/// responsiveness test opens one per foreign probe), so it is not applied here.
+pub fn alongside(
+    bind: Option<IpAddr>,
+    port: u16,
+    cert: Option<(PathBuf, PathBuf)>,
+    allow: &[String],
+    deny: &[String],
+    audit_log: Option<AuditTarget>,
+) -> Result<RpmServerCommand, UsageError> {
+    let (cert, key) = cert.unzip();
+    let args = RpmServerArgs {
+        bind: bind.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        port,
+        cert,
+        key,
+        public_name: None,
+        max_connections: None,
+        max_per_host: None,
+        max_header_size: None,
+        header_timeout: None,
+        idle_timeout: None,
+        max_transfer: None,
+        large_size: None,
+        allow: allow.to_vec(),
+        deny: deny.to_vec(),
+        max_conn_rate: None,
+        audit_log: None,
+    };
+    Ok(RpmServerCommand {
+        audit_log,
+        ..resolve(&args)?
     })
 }
 
@@ -247,6 +312,12 @@ mod tests {
             "1M",
             "--large-size",
             "16G",
+            "--allow",
+            "127.0.0.0/8,::1",
+            "--deny",
+            "127.0.0.9",
+            "--max-conn-rate",
+            "600/min",
         ])
         .unwrap();
         assert_eq!(c.listen, "127.0.0.2:0".parse().unwrap());
@@ -257,6 +328,18 @@ mod tests {
         assert_eq!(c.limits.idle_timeout, Duration::from_secs(2));
         assert_eq!(c.limits.max_transfer_bytes, 1 << 20);
         assert_eq!(c.large_bytes, 16 << 30);
+        assert_eq!(
+            c.limits.allow,
+            vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()]
+        );
+        assert_eq!(c.limits.deny, vec!["127.0.0.9/32".parse().unwrap()]);
+        assert_eq!(
+            c.limits.conn_rate,
+            Some(crate::engine::server::policy::ConnRate {
+                burst: 600,
+                period: Duration::from_secs(60)
+            })
+        );
         assert_eq!(
             c.cert,
             CertSource::SelfSigned(vec![
@@ -292,10 +375,79 @@ mod tests {
             (&["--max-transfer", "1K"], "--max-transfer must be"),
             (&["--large-size", "10"], "--large-size must be"),
             (&["--public-name", "evil/x"], "--public-name takes"),
+            (&["--allow", "10.0.0.0/33"], "--allow: '10.0.0.0/33' is not"),
+            (&["--allow", ""], "--allow needs at least one"),
+            (&["--deny", "evil"], "--deny: 'evil' is not"),
+            (&["--max-conn-rate", "0"], "--max-conn-rate: '0'"),
+            (
+                &["--max-conn-rate", "5/fortnight"],
+                "--max-conn-rate: 'fortnight'",
+            ),
             (&["--cert", "c.pem"], "--key"),
         ] {
             let e = parse_words(words).unwrap_err();
             assert!(e.contains(says), "{words:?} → {e}");
         }
+    }
+
+    /// `netmeter -s --rpm`: the responsiveness server resolved from `-s`'s flags.
+    #[test]
+    fn s_with_rpm_takes_the_servers_lists_and_audit_log() {
+        use crate::cli::{Command, parse_args};
+        let server = |words: &[&str]| {
+            let argv = std::iter::once("netmeter").chain(words.iter().copied());
+            match parse_args(argv.collect::<Vec<_>>()).map(|a| a.resolve()) {
+                Ok(Ok(Command::Server { cfg, rpm, .. })) => Ok((cfg, rpm)),
+                Ok(Ok(other)) => panic!("{other:?}"),
+                Ok(Err(e)) => Err(e.0),
+                Err(e) => Err(format!("{e:?}")),
+            }
+        };
+        let (_, rpm) = server(&["-s"]).unwrap();
+        assert_eq!(rpm, None);
+        let (cfg, rpm) = server(&[
+            "-s",
+            "-B",
+            "127.0.0.1",
+            "--rpm",
+            "--deny",
+            "10.0.0.0/8",
+            "--max-conn-rate",
+            "5/min",
+            "--audit-log",
+            "/x/a.jsonl",
+        ])
+        .unwrap();
+        let rpm = rpm.expect("--rpm");
+        assert_eq!(rpm.listen, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(rpm.limits.deny, vec!["10.0.0.0/8".parse().unwrap()]);
+        // -s's rate counts tests: not the responsiveness server's connections.
+        assert_eq!(rpm.limits.conn_rate, None);
+        assert_eq!(rpm.audit_log, cfg.audit_log);
+        assert!(matches!(rpm.cert, CertSource::SelfSigned(_)));
+        let (_, rpm) = server(&[
+            "-s",
+            "--rpm",
+            "9443",
+            "--rpm-cert",
+            "c.pem",
+            "--rpm-key",
+            "k.pem",
+        ])
+        .unwrap();
+        let rpm = rpm.expect("--rpm 9443");
+        assert_eq!(rpm.listen, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            rpm.cert,
+            CertSource::Files {
+                cert: "c.pem".into(),
+                key: "k.pem".into()
+            }
+        );
+        let e = server(&["-c", "h", "--rpm"]).unwrap_err();
+        assert!(e.contains("--rpm is a server option"), "{e}");
+        let e = server(&["-s", "--rpm", "70000"]).unwrap_err();
+        assert!(e.contains("--rpm"), "{e}");
+        assert!(server(&["-s", "--rpm", "--rpm-cert", "c.pem"]).is_err());
     }
 }

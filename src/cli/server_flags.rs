@@ -80,4 +80,15 @@ pub struct ServerFlags {
     /// Serve the server's counters for Prometheus at http://ADDR:PORT/metrics.
     #[arg(long = "metrics", value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
+    /// Also serve the responsiveness test (`netmeter rpm-server`) on TCP PORT [default:
+    /// 8443], with this server's --allow, --deny and --audit-log (docs/rpm-server.md).
+    #[arg(long = "rpm", value_name = "PORT", num_args = 0..=1, default_missing_value = "8443", value_parser = ranged::<u16>("--rpm", 0, 65535))]
+    pub rpm: Option<u16>,
+    /// With --rpm: the responsiveness server's certificate chain (PEM; with --rpm-key;
+    /// default: self-signed at start).
+    #[arg(long = "rpm-cert", value_name = "FILE", requires = "rpm_key")]
+    pub rpm_cert: Option<PathBuf>,
+    /// With --rpm: the certificate's private key (PEM; with --rpm-cert).
+    #[arg(long = "rpm-key", value_name = "FILE", requires = "rpm_cert")]
+    pub rpm_key: Option<PathBuf>,
 }

@@ -1,8 +1,8 @@
 //! `netmeter rpm`'s output, pure: the run's figures as one serializable document
 //! (`-J`: the summary, each phase with its intervals, every probe), the summary text
 //! networkQuality prints (capacity each way, responsiveness with its confidence, idle
-//! latency) with netmeter's percentiles of every kind of probe time, and the probe
-//! times over the run as a chart for `report::plot`.
+//! latency) with netmeter's percentiles and text histograms (`rpm::histogram`) of every
+//! kind of probe time, and the probe times over the run as a chart for `report::plot`.
 
 use std::fmt::Write as _;
 
@@ -289,6 +289,13 @@ pub fn render_text(r: &RpmReport) -> String {
             }
         }
     }
+    let idle: Vec<&ProbeRecord> = r.idle_probes.iter().collect();
+    let loaded: Vec<&ProbeRecord> = r.phases.iter().flat_map(|p| p.probes.iter()).collect();
+    let histograms = super::histogram::render_kinds("idle", &idle)
+        + &super::histogram::render_kinds("loaded", &loaded);
+    if !histograms.is_empty() {
+        let _ = write!(out, "\nProbe time histograms\n{histograms}");
+    }
     if r.probe_errors > 0 {
         let _ = writeln!(out, "{} probes failed", r.probe_errors);
     }
@@ -455,9 +462,24 @@ mod tests {
             "Idle Latency: 2.000 milliseconds",
             "loaded self GET",
             "2 probes failed",
+            "Probe time histograms",
+            "idle foreign TCP (ms), 1 probes",
+            "loaded self GET (ms), 9 probes",
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
         }
+        // Self GETs: six of 100 ms (100-200), three of 20 ms (20-50), and the empty
+        // 50-100 between them.
+        let self_rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("loaded self GET (ms)"))
+            .skip(1)
+            .take_while(|l| l.contains('|'))
+            .collect();
+        assert_eq!(self_rows.len(), 3, "{text}");
+        assert!(self_rows[0].trim_start().starts_with("20-50 |"), "{text}");
+        assert!(self_rows[2].ends_with(" 6"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     }
 
     #[test]

@@ -7,9 +7,11 @@
 use super::server_body::LargeBody;
 use super::server_config::{NqConfig, origin_from_authority, origin_of_addr};
 use super::server_policy::{
-    Admission, AuditLine, CACHE_CONTROL, CONTENT_TYPE, IdleWatch, Limits, Outcome, Route, route,
+    Access, Admission, AuditLine, CACHE_CONTROL, CONTENT_TYPE, IdleWatch, Limits, Outcome, Route,
+    route,
 };
 use crate::clock::Clock;
+use crate::engine::server::audit::{AuditLog, Target as AuditTarget};
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode, header};
@@ -17,7 +19,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,8 +38,10 @@ pub struct ServerConfig {
     pub tls: Arc<rustls::ServerConfig>,
     /// The large object's size in bytes.
     pub large_bytes: u64,
-    /// `--audit-log FILE`: one JSON line per connection.
-    pub audit_log: Option<PathBuf>,
+    /// `--audit-log FILE` (`-` = stdout): one JSON line per connection, written
+    /// whole by the netmeter server's audit writer (so that inside `netmeter -s --rpm`
+    /// both servers' lines go to one file, rotated as `-s` says).
+    pub audit_log: Option<AuditTarget>,
     /// Times the connections (duration, wall time of the audit line).
     pub clock: Arc<dyn Clock>,
 }
@@ -67,7 +70,8 @@ struct Shared {
     acceptor: tokio_rustls::TlsAcceptor,
     large_bytes: u64,
     admission: Mutex<Admission>,
-    audit: Option<Mutex<std::fs::File>>,
+    access: Mutex<Access>,
+    audit: Option<Audit>,
     clock: Arc<dyn Clock>,
 }
 
@@ -78,18 +82,16 @@ impl Server {
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| ServerError::Listen(cfg.listen, e))?;
         let audit = match &cfg.audit_log {
-            Some(p) => Some(Mutex::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| ServerError::AuditLog(p.display().to_string(), e))?,
-            )),
+            Some(t) => Some(
+                Audit::open(t)
+                    .map_err(|e| ServerError::AuditLog(t.path.display().to_string(), e))?,
+            ),
             None => None,
         };
         Ok(Server {
             listener,
             shared: Shared {
+                access: Mutex::new(Access::new(&cfg.limits)),
                 limits: cfg.limits,
                 public_name: cfg.public_name,
                 acceptor: tokio_rustls::TlsAcceptor::from(cfg.tls),
@@ -109,16 +111,26 @@ impl Server {
     /// Serve until a stop signal (`sock::stop_signal`), then give the open connections
     /// up to 2 s to write their audit lines.
     pub fn run(self) -> Result<(), ServerError> {
+        self.run_until(Arc::new(AtomicBool::new(false)))
+    }
+
+    /// [`Server::run`], stopping also when `stop` is set (`netmeter -s --rpm`: the
+    /// iperf3-compatible server ended without a signal, after `-1`'s test).
+    pub fn run_until(self, stop: Arc<AtomicBool>) -> Result<(), ServerError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("rpm-server")
             .build()
             .map_err(ServerError::Runtime)?;
-        rt.block_on(serve(self.listener, Arc::new(self.shared)))
+        rt.block_on(serve(self.listener, Arc::new(self.shared), stop))
     }
 }
 
-async fn serve(listener: std::net::TcpListener, sh: Arc<Shared>) -> Result<(), ServerError> {
+async fn serve(
+    listener: std::net::TcpListener,
+    sh: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
     let addr = listener.local_addr().map_err(ServerError::Runtime)?;
     let listener =
         tokio::net::TcpListener::from_std(listener).map_err(|e| ServerError::Listen(addr, e))?;
@@ -142,7 +154,7 @@ async fn serve(listener: std::net::TcpListener, sh: Arc<Shared>) -> Result<(), S
             },
             _ = look.tick() => {
                 while tasks.try_join_next().is_some() {}
-                if crate::sock::stop_signal().is_some() {
+                if crate::sock::stop_signal().is_some() || stop.load(Ordering::Relaxed) {
                     break;
                 }
             }
@@ -171,15 +183,23 @@ fn admit(
     stop: watch::Receiver<bool>,
 ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
     let begun = (sh.clock.now(), sh.clock.wall());
+    // --allow/--deny and --max-conn-rate first, then the caps: nothing of the TLS
+    // handshake is spent on a refused connection.
     let taken = sh
-        .admission
+        .access
         .lock()
-        .map_or(Ok(()), |mut a| a.admit(peer.ip(), &sh.limits));
+        .map_or(Ok(()), |mut a| a.check(peer.ip(), begun.0))
+        .and_then(|()| {
+            sh.admission
+                .lock()
+                .map_or(Ok(()), |mut a| a.admit(peer.ip(), &sh.limits))
+                .map_err(|why| format!("{} reached", why.option()))
+        });
     let counters = Arc::new(Counters::new(sh.limits.max_transfer_bytes));
     if let Err(why) = taken {
         drop(tcp);
         let mut line = audit_line(sh, peer, begun, &counters, None, Outcome::Refused);
-        line.detail = Some(format!("{} reached", why.option()));
+        line.detail = Some(why);
         write_audit(sh, &line);
         return None;
     }
@@ -228,11 +248,54 @@ fn audit_line(
 
 fn write_audit(sh: &Shared, line: &AuditLine) {
     log(&line.to_text());
-    if let Some(f) = &sh.audit
-        && let Ok(mut f) = f.lock()
-        && let Err(e) = writeln!(f, "{}", line.to_json())
+    if let Some(a) = &sh.audit
+        && let Err(e) = a.write(&line.to_json())
     {
         log(&format!("cannot write the audit log: {e}"));
+    }
+}
+
+/// The audit log as this server writes it: the netmeter server's writer, which the
+/// file's rotation belongs to when both servers share it (`netmeter -s --rpm`), so this
+/// one never rotates it but follows it: before each line, when the file at the path is
+/// no longer the one it holds (rotated by the iperf3 server, moved by logrotate), it
+/// opens the path again.
+struct Audit {
+    log: AuditLog,
+    path: std::path::PathBuf,
+    /// The device and inode of the file it holds (`None` for stdout).
+    held: Mutex<Option<(u64, u64)>>,
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Audit {
+    fn open(t: &AuditTarget) -> io::Result<Audit> {
+        let own = AuditTarget {
+            path: t.path.clone(),
+            rotation: None,
+        };
+        let log = AuditLog::open(&own)?;
+        let stdout = t.path.as_os_str() == "-";
+        Ok(Audit {
+            log,
+            held: Mutex::new(if stdout { None } else { file_id(&t.path) }),
+            path: t.path.clone(),
+        })
+    }
+
+    fn write(&self, line: &str) -> io::Result<()> {
+        if let Ok(mut held) = self.held.lock()
+            && held.is_some()
+            && file_id(&self.path) != *held
+        {
+            self.log.reopen()?;
+            *held = file_id(&self.path);
+        }
+        self.log.write(line)
     }
 }
 
@@ -246,6 +309,9 @@ struct Counters {
     requests: AtomicU64,
     cap: u64,
     capped: AtomicBool,
+    /// The client's end of the socket closed: a read found its end, or a read or write
+    /// was refused with a reset (a client that closes with bytes unread resets).
+    peer_closed: AtomicBool,
 }
 
 impl Counters {
@@ -258,6 +324,23 @@ impl Counters {
             requests: AtomicU64::new(0),
             cap,
             capped: AtomicBool::new(false),
+            peer_closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Note what a socket call said of the client's end.
+    fn saw(&self, err: Option<io::ErrorKind>, eof: bool) {
+        let gone = match err {
+            None => eof,
+            Some(k) => matches!(
+                k,
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionAborted
+            ),
+        };
+        if gone {
+            self.peer_closed.store(true, Ordering::Relaxed);
         }
     }
 
@@ -295,10 +378,13 @@ impl AsyncRead for CountingIo {
         if me.c.over_cap() {
             return Poll::Ready(Err(cap_error()));
         }
-        let before = buf.filled().len();
+        let (before, room) = (buf.filled().len(), buf.remaining());
         let r = Pin::new(&mut me.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
         me.c.rx.fetch_add(n as u64, Ordering::Relaxed);
+        if let Poll::Ready(res) = &r {
+            me.c.saw(res.as_ref().err().map(io::Error::kind), n == 0 && room > 0);
+        }
         r
     }
 }
@@ -314,8 +400,12 @@ impl AsyncWrite for CountingIo {
             return Poll::Ready(Err(cap_error()));
         }
         let r = Pin::new(&mut me.inner).poll_write(cx, data);
-        if let Poll::Ready(Ok(n)) = r {
-            me.c.tx.fetch_add(n as u64, Ordering::Relaxed);
+        match &r {
+            Poll::Ready(Ok(n)) => {
+                me.c.tx.fetch_add(*n as u64, Ordering::Relaxed);
+            }
+            Poll::Ready(Err(e)) => me.c.saw(Some(e.kind()), false),
+            Poll::Pending => {}
         }
         r
     }
@@ -362,6 +452,9 @@ async fn connection(
     let tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
+            Ok(Err(_)) if c.peer_closed.load(Ordering::Relaxed) => {
+                return (None, Outcome::Tls, Some(CLOSED_IN_HANDSHAKE.into()))
+            }
             Ok(Err(e)) => return (None, Outcome::Tls, Some(e.to_string())),
             Err(_) => return (None, Outcome::Tls, Some("no handshake within --header-timeout".into())),
         },
@@ -416,9 +509,38 @@ fn ended(
     {
         return (Outcome::HeaderTimeout, None);
     }
+    // A responsiveness client ends its load connections by closing them with the large
+    // object still coming (the draft never reads it to its end), so the socket resets
+    // and hyper says "connection error": that is the test's normal end.
+    if c.peer_closed.load(Ordering::Relaxed) {
+        return (Outcome::Ok, Some(CLOSED_MID_TRANSFER.into()));
+    }
+    (Outcome::Error, Some(error_chain(&*e)))
+}
+
+/// The audit detail of a connection the client closed while an answer was under way.
+const CLOSED_MID_TRANSFER: &str = "closed by the client mid-transfer";
+/// The audit detail of a connection the client closed before its handshake finished (a
+/// probe the client gave up when its phase ended, or a port probe).
+const CLOSED_IN_HANDSHAKE: &str = "closed by the client during the TLS handshake";
+
+/// An error with its causes, `outer: inner: ...`, at most 200 bytes: hyper's own text
+/// alone is only "connection error".
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
-    text.truncate(200);
-    (Outcome::Error, Some(text))
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    if text.len() > 200 {
+        let mut cut = 200;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
 }
 
 /// What a request's answer needs of its connection.

@@ -2,13 +2,18 @@
 //! (the caps on open connections, overall and per source address), what each request
 //! is answered with (the paths, methods and headers of Apple's reference nginx
 //! configuration), when a quiet connection has been idle too long, and the audit line
-//! written when a connection ends. Time comes in as an argument.
+//! written when a connection ends. Time comes in as an argument. Who may connect at all
+//! (`--allow`, `--deny`, `--max-conn-rate`) is judged by the netmeter server's own
+//! policy code ([`crate::engine::server::policy`]), so both servers mean the same by
+//! those options.
 
 use super::server_config::{CONFIG_PATH, LARGE_PATH, SMALL_PATH, UPLOAD_PATH, WELL_KNOWN_PATH};
+use crate::engine::server::policy::{ConnRate, Policy, RateGate};
+use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What one server enforces (`netmeter rpm-server`'s options).
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +33,12 @@ pub struct Limits {
     /// `--max-transfer`: bytes one connection may move, both ways together, counted on
     /// the wire (TLS included); past it the connection is closed.
     pub max_transfer_bytes: u64,
+    /// `--allow CIDR,...`: when not empty, only these sources may connect.
+    pub allow: Vec<IpNet>,
+    /// `--deny CIDR,...`: these sources may not connect (wins over `--allow`).
+    pub deny: Vec<IpNet>,
+    /// `--max-conn-rate N/PERIOD`: connections one source address may open.
+    pub conn_rate: Option<ConnRate>,
 }
 
 impl Default for Limits {
@@ -39,6 +50,46 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_transfer_bytes: 64 << 30,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            conn_rate: None,
+        }
+    }
+}
+
+/// `--allow`/`--deny` and `--max-conn-rate`, judged at accept before anything else is
+/// spent on a connection: the netmeter server's [`Policy::check_address`] and
+/// [`RateGate`], the same code `netmeter -s` runs. A responsiveness client opens one
+/// connection per foreign probe (up to 100 a second, draft section 4.4), so a rate meant
+/// for it is far above one meant for iperf3 tests.
+#[derive(Debug)]
+pub struct Access {
+    policy: Policy,
+    gate: Option<RateGate>,
+}
+
+impl Access {
+    /// The access rules of `limits`.
+    pub fn new(limits: &Limits) -> Access {
+        Access {
+            policy: Policy {
+                allow: limits.allow.clone(),
+                deny: limits.deny.clone(),
+                ..Policy::default()
+            },
+            gate: limits.conn_rate.map(RateGate::new),
+        }
+    }
+
+    /// Whether `ip` may open a connection at `now`: the refusal's sentence for the
+    /// audit line when not. An address refused by `--deny`/`--allow` spends no token of
+    /// its rate.
+    pub fn check(&mut self, ip: IpAddr, now: Instant) -> Result<(), String> {
+        let ip = host_of(ip);
+        self.policy.check_address(ip).map_err(|r| r.message)?;
+        match &mut self.gate {
+            Some(g) => g.admit(ip, now).map_err(|r| r.message),
+            None => Ok(()),
         }
     }
 }
@@ -204,7 +255,8 @@ impl IdleWatch {
 pub enum Outcome {
     /// The client closed it (or the server finished with it).
     Ok,
-    /// Closed at accept by a cap (`detail` names the option).
+    /// Closed at accept, before the TLS handshake, by `--allow`/`--deny`,
+    /// `--max-conn-rate` or a cap (`detail` says which, naming the option).
     Refused,
     /// The TLS handshake failed or did not finish within `--header-timeout`.
     Tls,
@@ -305,6 +357,38 @@ mod tests {
         // Releasing an address that holds nothing changes nothing.
         adm.release("10.0.0.1".parse().unwrap());
         assert_eq!(adm.open(), 3);
+    }
+
+    #[test]
+    fn access_applies_the_servers_allow_deny_and_rate() {
+        let nets = |s: &[&str]| s.iter().map(|n| n.parse().unwrap()).collect::<Vec<IpNet>>();
+        let limits = Limits {
+            allow: nets(&["127.0.0.0/8", "::1/128"]),
+            deny: nets(&["127.0.0.9/32"]),
+            conn_rate: Some(ConnRate::parse("2/min").unwrap()),
+            ..Limits::default()
+        };
+        let mut access = Access::new(&limits);
+        let t0 = crate::clock::Clock::now(&crate::clock::ManualClock::at_unix(1_700_000_000));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let denied = access.check(ip("127.0.0.9"), t0).unwrap_err();
+        assert!(denied.contains("--deny"), "{denied}");
+        let outside = access.check(ip("10.0.0.1"), t0).unwrap_err();
+        assert!(outside.contains("--allow"), "{outside}");
+        // A mapped address is its IPv4 address: allowed, and counted with it.
+        assert_eq!(access.check(ip("::ffff:127.0.0.1"), t0), Ok(()));
+        assert_eq!(access.check(ip("127.0.0.1"), t0), Ok(()));
+        let fast = access.check(ip("127.0.0.1"), t0).unwrap_err();
+        assert!(fast.contains("--max-conn-rate"), "{fast}");
+        // Another address has its own bucket; half a minute refills one connection.
+        assert_eq!(access.check(ip("::1"), t0), Ok(()));
+        assert_eq!(
+            access.check(ip("127.0.0.1"), t0 + Duration::from_secs(30)),
+            Ok(())
+        );
+        // The denied address spent nothing: with no rate it would pass the rest.
+        let mut open = Access::new(&Limits::default());
+        assert_eq!(open.check(ip("10.0.0.1"), t0), Ok(()));
     }
 
     #[test]

@@ -63,6 +63,7 @@ mod results;
 mod robustness;
 mod rpm;
 mod rpm_server;
+mod rpm_truth;
 mod scenario;
 mod trip_times;
 mod working_load;

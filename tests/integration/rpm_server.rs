@@ -595,3 +595,243 @@ fn a_stop_signal_ends_the_server_and_audits_open_connections() {
     s.await_audit("the open connection's line", |l| l["outcome"] == "stopped");
     drop(quiet.child.as_mut().unwrap().stdin.take());
 }
+
+/// `--allow`/`--deny` and `--max-conn-rate`, read and judged by the netmeter server's
+/// own policy code: a denied or unlisted source, and a source past its rate, are closed
+/// at accept before any TLS byte, and audited as refused naming the option; the others
+/// are served.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs curl with HTTP/2 and openssl (scripts/setup-peers.sh)"
+)]
+fn allow_deny_and_conn_rate_refuse_before_the_handshake() {
+    let s = RpmServer::start(
+        "policy",
+        &[
+            "--allow",
+            "127.0.0.1,127.0.0.2/31",
+            "--deny",
+            "127.0.0.3",
+            "--max-conn-rate",
+            "2/h",
+            "--header-timeout",
+            "120",
+        ],
+    );
+    // Denied (in the --allow network 127.0.0.2/31, but --deny wins), and not allowed:
+    // closed without a byte of the server's TLS.
+    for (from, says) in [
+        ("127.0.0.3", "is in 127.0.0.3/32 (--deny)"),
+        ("127.0.0.4", "is not in any --allow network"),
+    ] {
+        assert_closed(hold(from, s.port), &format!("a connection from {from}"));
+        s.await_audit(&format!("{from}'s refusal"), |l| {
+            l["outcome"] == "refused"
+                && l["peer"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(&format!("{from}:")))
+                && l["detail"].as_str().is_some_and(|d| d.contains(says))
+                && l["bytes_sent"] == 0
+        });
+    }
+    // 127.0.0.2 may open two connections an hour: two requests served, the third
+    // connection refused; 127.0.0.1 has a bucket of its own.
+    let small = |from: &str| {
+        s.curl(&[
+            "--interface",
+            from,
+            &format!("https://127.0.0.1:{}/files/small", s.port),
+        ])
+    };
+    for n in 0..2 {
+        let out = small("127.0.0.2");
+        assert!(out.status.success(), "request {n}: {}", show(&out));
+    }
+    assert!(!small("127.0.0.2").status.success(), "the third connection");
+    s.await_audit("the rate refusal", |l| {
+        l["outcome"] == "refused"
+            && l["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("127.0.0.2") && d.contains("--max-conn-rate"))
+    });
+    s.assert_serves();
+}
+
+/// `netmeter rpm` against `netmeter rpm-server`: every connection the client opened and
+/// closed when it was done (load connections, probes, the configuration's) is audited
+/// as "ok", none as a connection error (the load connections, closed with the large
+/// object still coming, were "error: connection error"). A foreign probe the client
+/// gave up when its phase ended may end in its handshake: audited as the client's
+/// close, not an error.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs curl with HTTP/2 and openssl (scripts/setup-peers.sh)"
+)]
+fn connections_the_client_closed_are_audited_ok() {
+    let s = RpmServer::start("closed", &["--large-size", "64M"]);
+    let out = run_bounded(
+        Command::new(netmeter()).args([
+            "rpm",
+            "--insecure",
+            "-d",
+            "down",
+            "--max-duration",
+            "4",
+            "-J",
+            &s.url("/.well-known/nq"),
+        ]),
+        Duration::from_secs(120),
+        "netmeter rpm",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The connections the client opened and finished with: the configuration's, one
+    // per completed foreign probe, idle or loaded, and the load-generating ones.
+    let foreign = |probes: &serde_json::Value| {
+        probes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["kind"] == "foreign")
+            .count()
+    };
+    let phases = doc["phases"].as_array().unwrap();
+    let opened = 1
+        + foreign(&doc["idle_probes"])
+        + phases.iter().map(|p| foreign(&p["probes"])).sum::<usize>()
+        + phases
+            .iter()
+            .flat_map(|p| p["directions"].as_array().unwrap())
+            .map(|d| d["connections_opened"].as_u64().unwrap() as usize)
+            .sum::<usize>();
+    assert!(opened > 2, "{doc}");
+    // The client has exited: each of those connections ends and is audited.
+    s.await_audit("the client's connections' lines", |_| {
+        s.audit().len() >= opened
+    });
+    let bad: Vec<serde_json::Value> = s
+        .audit()
+        .into_iter()
+        .filter(|l| {
+            let detail = l["detail"].as_str().unwrap_or("");
+            let given_up = l["outcome"] == "tls" && detail.contains("closed by the client");
+            (l["outcome"] != "ok" && !given_up) || detail.contains("connection error")
+        })
+        .collect();
+    assert!(bad.is_empty(), "not ok: {bad:?}\nserver: {}", s.out.text());
+}
+
+/// `netmeter -s --rpm 0`: one process serves an iperf3-style test and `netmeter rpm`,
+/// with one `--deny` list and one audit log for both, which the responsiveness server
+/// follows when the file is moved away; Ctrl-C (SIGINT) ends both.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs curl with HTTP/2 and openssl (scripts/setup-peers.sh)"
+)]
+fn one_process_serves_iperf3_tests_and_rpm() {
+    let dir = std::env::temp_dir().join(format!("nm-rpm-one-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit_path = dir.join("audit.jsonl");
+    let port = free_port();
+    let mut p = Proc::spawn(
+        "netmeter -s --rpm",
+        Command::new(netmeter())
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(["--rpm", "0", "--deny", "127.0.0.3", "--audit-log"])
+            .arg(&audit_path),
+    );
+    let out = p.drain();
+    await_evidence(
+        "the responsiveness server's banner",
+        || out.text().contains("public key pin"),
+        || out.text(),
+    );
+    let rpm_port: u16 = out
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("rpm-server listening on 127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rpm port in {}", out.text()));
+    await_tcp_listening(p.pid(), port);
+    let audit = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&audit_path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+
+    // An iperf3-style test, then the responsiveness test, against the one process.
+    let doc = client_json(port, &["-t", "1"]);
+    assert!(num(&doc, "end.sum_received.bytes") > 0.0, "{doc}");
+    let rpm = run_bounded(
+        Command::new(netmeter()).args([
+            "rpm",
+            "--insecure",
+            "-d",
+            "down",
+            "--max-duration",
+            "3",
+            "-J",
+            &format!("https://127.0.0.1:{rpm_port}/.well-known/nq"),
+        ]),
+        Duration::from_secs(120),
+        "netmeter rpm",
+    );
+    assert!(rpm.status.success(), "{}", show(&rpm));
+    let rdoc: serde_json::Value = serde_json::from_slice(&rpm.stdout).unwrap();
+    assert!(
+        rdoc["summary"]["downlink_bps"].as_f64().unwrap() > 0.0,
+        "{rdoc}"
+    );
+
+    // One audit log: the iperf3 test's line and the responsiveness server's.
+    await_evidence(
+        "both servers' lines in the one audit log",
+        || {
+            let lines = audit();
+            lines
+                .iter()
+                .any(|l| l["result"] == "ok" && l["test"].is_object())
+                && lines
+                    .iter()
+                    .any(|l| l["outcome"] == "ok" && l["alpn"] == "h2")
+        },
+        || format!("{:?}", audit()),
+    );
+    // The file moved away (a rotation, logrotate): the responsiveness server's next
+    // line goes to a new file at the path. And -s's --deny holds on its port too,
+    // before any TLS.
+    std::fs::rename(&audit_path, dir.join("audit.jsonl.1")).unwrap();
+    assert_closed(hold("127.0.0.3", rpm_port), "a denied connection");
+    await_evidence(
+        "the refusal's line in the new audit file",
+        || {
+            audit().iter().any(|l| {
+                l["outcome"] == "refused"
+                    && l["detail"].as_str().is_some_and(|d| d.contains("--deny"))
+            })
+        },
+        || format!("{:?}", audit()),
+    );
+
+    // Ctrl-C ends the process: both servers.
+    let pid = p.pid().to_string();
+    let kill = run_bounded(
+        Command::new("kill").args(["-INT", &pid]),
+        Duration::from_secs(30),
+        "kill",
+    );
+    assert!(kill.status.success(), "{}", show(&kill));
+    let end = p.wait_bounded(Duration::from_secs(60));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", rpm_port)).is_err(),
+        "the responsiveness port still open after Ctrl-C: {}",
+        show(&end)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

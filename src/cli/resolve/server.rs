@@ -3,31 +3,38 @@
 
 use crate::cli::*;
 
+/// `--allow`/`--deny CIDR,...` as typed (after clap split the commas): addresses and
+/// networks. Shared by `netmeter -s` and `netmeter rpm-server`, so both read the lists
+/// alike.
+pub(in crate::cli) fn networks(
+    flag: &str,
+    list: &[String],
+) -> Result<Vec<ipnet::IpNet>, UsageError> {
+    // An empty --allow would allow everyone: a list that came out empty (say from an
+    // unset shell variable) is a mistake, not "no restriction".
+    if !list.is_empty() && list.iter().all(|n| n.trim().is_empty()) {
+        return Err(usage(format!(
+            "{flag} needs at least one address or network, such as 10.0.0.0/8"
+        )));
+    }
+    list.iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            n.parse::<ipnet::IpNet>()
+                .or_else(|_| n.parse::<IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    usage(format!(
+                        "{flag}: '{n}' is not an address or a network such as 10.0.0.0/8"
+                    ))
+                })
+        })
+        .collect()
+}
+
 impl Args {
     /// The server's [`Policy`] from its flags.
     pub(in crate::cli) fn server_policy(&self) -> Result<Policy, UsageError> {
-        let nets = |flag: &str, list: &[String]| -> Result<Vec<ipnet::IpNet>, UsageError> {
-            // An empty --allow would allow everyone: a list that came out empty (say
-            // from an unset shell variable) is a mistake, not "no restriction".
-            if !list.is_empty() && list.iter().all(|n| n.trim().is_empty()) {
-                return Err(usage(format!(
-                    "{flag} needs at least one address or network, such as 10.0.0.0/8"
-                )));
-            }
-            list.iter()
-                .map(|n| n.trim())
-                .filter(|n| !n.is_empty())
-                .map(|n| {
-                    n.parse::<ipnet::IpNet>()
-                        .or_else(|_| n.parse::<IpAddr>().map(ipnet::IpNet::from))
-                        .map_err(|_| {
-                            usage(format!(
-                                "{flag}: '{n}' is not an address or a network such as 10.0.0.0/8"
-                            ))
-                        })
-                })
-                .collect()
-        };
         Ok(Policy {
             max_tests: self.server.max_tests,
             max_duration_s: self.server.server_max_duration.filter(|&d| d > 0),
@@ -48,8 +55,8 @@ impl Args {
                 .map(ConnRate::parse)
                 .transpose()
                 .map_err(usage)?,
-            allow: nets("--allow", &self.server.allow)?,
-            deny: nets("--deny", &self.server.deny)?,
+            allow: networks("--allow", &self.server.allow)?,
+            deny: networks("--deny", &self.server.deny)?,
         })
     }
 
@@ -138,8 +145,24 @@ impl Args {
         if csv.is_some() {
             return Err(usage("--csv writes a client test's rows; use it with -c"));
         }
+        let cfg = self.server_config(format)?;
+        let rpm = match self.server.rpm {
+            Some(port) => Some(crate::cli::rpm_server_cmd::alongside(
+                cfg.bind,
+                port,
+                self.server
+                    .rpm_cert
+                    .clone()
+                    .zip(self.server.rpm_key.clone()),
+                &self.server.allow,
+                &self.server.deny,
+                cfg.audit_log.clone(),
+            )?),
+            None => None,
+        };
         Ok(Command::Server {
-            cfg: self.server_config(format)?,
+            cfg,
+            rpm,
             daemon: self.server.daemon,
             pidfile: self.server.pidfile.clone(),
             logfile: self.output.logfile.clone(),
