@@ -517,6 +517,7 @@ fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()
         large_bytes: c.large_bytes,
         audit_log: c.audit_log,
         clock: netmeter::clock::system(),
+        http3: c.http3,
     })?;
     let addr = srv.local_addr()?;
     let mut out = server::listening_lines(addr, c.public_name.as_deref());

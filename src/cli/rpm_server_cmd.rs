@@ -75,6 +75,10 @@ pub struct RpmServerArgs {
     /// it ended).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Experimental: also serve HTTP/3 (QUIC, ALPN h3) on UDP at the same port, with the
+    /// same paths and limits, advertised by Alt-Svc on the HTTP/2 answers.
+    #[arg(long = "http3")]
+    pub http3: bool,
 }
 
 /// Where the certificate comes from.
@@ -95,6 +99,8 @@ pub struct RpmServerCommand {
     pub limits: Limits,
     pub large_bytes: u64,
     pub audit_log: Option<PathBuf>,
+    /// `--http3` (experimental).
+    pub http3: bool,
 }
 
 /// Parse `rpm-server ...` (the arguments after the program name).
@@ -179,6 +185,7 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
         limits,
         large_bytes,
         audit_log: a.audit_log.clone(),
+        http3: a.http3,
     })
 }
 
@@ -219,6 +226,8 @@ mod tests {
     #[test]
     fn defaults_and_options_resolve() {
         let c = parse_words(&[]).unwrap();
+        assert!(!c.http3);
+        assert!(parse_words(&["--http3"]).unwrap().http3);
         assert_eq!(c.listen, "0.0.0.0:8443".parse().unwrap());
         assert_eq!(c.limits, Limits::default());
         assert_eq!(c.large_bytes, 8 << 30);
