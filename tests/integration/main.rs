@@ -61,6 +61,7 @@ mod psk;
 mod results;
 mod robustness;
 mod rpm;
+mod rpm_h3;
 mod rpm_server;
 mod scenario;
 mod trip_times;
