@@ -130,6 +130,29 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(s)
 }
 
+/// How many ports are tried, with port 0 asked for, before the server gives up on
+/// one whose UDP side is free too.
+const PORT_TRIES: usize = 16;
+
+/// The TCP listener (`bind_tcp`) and the UDP socket on one port: with port 0 the
+/// kernel picks the TCP port, and one whose UDP port is taken is given up for another.
+pub fn bind_pair(
+    listen: SocketAddr,
+    bind_tcp: impl Fn() -> std::io::Result<std::net::TcpListener>,
+) -> std::io::Result<(std::net::TcpListener, std::net::UdpSocket)> {
+    let tries = if listen.port() == 0 { PORT_TRIES } else { 1 };
+    let mut last = std::io::Error::other("no port tried");
+    for _ in 0..tries {
+        let tcp = bind_tcp()?;
+        let port = tcp.local_addr()?.port();
+        match bind_udp(SocketAddr::new(listen.ip(), port)) {
+            Ok(udp) => return Ok((tcp, udp)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// The QUIC endpoint on `socket`; inside the server's runtime.
 pub fn endpoint(
     socket: std::net::UdpSocket,
@@ -429,6 +452,20 @@ mod tests {
     #[test]
     fn alt_svc_names_the_port() {
         assert_eq!(alt_svc(8443), "h3=\":8443\"; ma=86400");
+    }
+
+    #[test]
+    fn tcp_and_udp_share_a_port_and_a_taken_udp_port_is_given_up() {
+        let lo: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let bind = || std::net::TcpListener::bind(lo);
+        let (tcp, udp) = bind_pair(lo, bind).unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        assert_eq!(udp.local_addr().unwrap().port(), port);
+        // A fixed port whose UDP side is taken (by `udp`) fails, naming no other port.
+        drop(tcp);
+        let fixed: SocketAddr = ([127, 0, 0, 1], port).into();
+        let err = bind_pair(fixed, || std::net::TcpListener::bind(fixed)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
     }
 
     #[test]

@@ -115,9 +115,15 @@ impl super::h3_server::Host for Shared {
 impl Server {
     /// Bind the listening socket and open the audit log.
     pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let listener = std::net::TcpListener::bind(cfg.listen)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| ServerError::Listen(cfg.listen, e))?;
+        let bind_tcp = || {
+            std::net::TcpListener::bind(cfg.listen)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        };
+        let (listener, udp) = match cfg.http3 {
+            true => super::h3_server::bind_pair(cfg.listen, bind_tcp).map(|(l, u)| (l, Some(u))),
+            false => bind_tcp().map(|l| (l, None)),
+        }
+        .map_err(|e| ServerError::Listen(cfg.listen, e))?;
         let audit = match &cfg.audit_log {
             Some(p) => Some(Mutex::new(
                 std::fs::OpenOptions::new()
@@ -131,14 +137,13 @@ impl Server {
         let port = listener
             .local_addr()
             .map_or(cfg.listen.port(), |a| a.port());
-        let quic = if cfg.http3 {
-            let udp = super::h3_server::bind_udp(SocketAddr::new(cfg.listen.ip(), port))
-                .map_err(|e| ServerError::Listen(cfg.listen, e))?;
-            let qc = super::h3_server::quic_config(&cfg.tls, cfg.limits.idle_timeout)
-                .map_err(ServerError::Http3)?;
-            Some((udp, qc))
-        } else {
-            None
+        let quic = match udp {
+            Some(udp) => {
+                let qc = super::h3_server::quic_config(&cfg.tls, cfg.limits.idle_timeout)
+                    .map_err(ServerError::Http3)?;
+                Some((udp, qc))
+            }
+            None => None,
         };
         let alt_svc = quic
             .as_ref()
