@@ -544,6 +544,7 @@ fn bind_rpm_server(
         large_bytes: c.large_bytes,
         audit_log: c.audit_log,
         clock: netmeter::clock::system(),
+        http3: c.http3,
     })?;
     let addr = srv.local_addr()?;
     let mut out = server::listening_lines(addr, c.public_name.as_deref());

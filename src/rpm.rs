@@ -16,6 +16,8 @@ pub mod algo;
 pub mod algo_math;
 pub mod client;
 pub mod config;
+pub mod h3_net;
+pub mod h3_server;
 pub mod histogram;
 pub mod net;
 pub mod output;

@@ -61,6 +61,11 @@ pub struct RpmArgs {
     /// Draw the probe times over the run (.svg or .png).
     #[arg(long = "plot", value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Experimental: run the test over HTTP/3 (QUIC) instead of HTTP/2 over TLS; the
+    /// foreign probe's TCP and TLS times are then each the QUIC handshake (QUIC's own
+    /// congestion control, CUBIC: -C does not apply).
+    #[arg(long = "http3", conflicts_with = "congestion")]
+    pub http3: bool,
 }
 
 /// `--direction`.
@@ -147,6 +152,7 @@ pub fn resolve(a: &RpmArgs) -> Result<RpmCommand, UsageError> {
             sequential: a.sequential,
             params,
             congestion: a.congestion.clone(),
+            http3: a.http3,
         },
         json: a.json,
         plot: a.plot.clone(),
@@ -168,6 +174,15 @@ mod tests {
             Err(ArgsError::Usage(u)) => Err(u.0),
             Err(ArgsError::Clap(e)) => Err(e.to_string()),
         }
+    }
+
+    #[test]
+    fn http3_is_asked_for_and_refuses_a_tcp_congestion_control() {
+        let url = "https://h/.well-known/nq";
+        assert!(!parse_of(&[url]).unwrap().opts.http3);
+        assert!(parse_of(&["--http3", url]).unwrap().opts.http3);
+        let e = parse_of(&["--http3", "-C", "cubic", url]).unwrap_err();
+        assert!(e.contains("--http3") && e.contains("--congestion"), "{e}");
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub struct RpmServerArgs {
     /// it ended).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Experimental: also serve HTTP/3 (QUIC, ALPN h3) on UDP at the same port, with the
+    /// same paths and limits, advertised by Alt-Svc on the HTTP/2 answers.
+    #[arg(long = "http3")]
+    pub http3: bool,
 }
 
 /// Where the certificate comes from.
@@ -110,6 +114,8 @@ pub struct RpmServerCommand {
     /// `--audit-log FILE` (no rotation), or `netmeter -s`'s audit log with its rotation
     /// when the server runs inside `netmeter -s --rpm`.
     pub audit_log: Option<AuditTarget>,
+    /// `--http3` (experimental).
+    pub http3: bool,
 }
 
 /// Parse `rpm-server ...` (the arguments after the program name).
@@ -206,6 +212,7 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
             path,
             rotation: None,
         }),
+        http3: a.http3,
     })
 }
 
@@ -240,6 +247,7 @@ pub fn alongside(
         deny: deny.to_vec(),
         max_conn_rate: None,
         audit_log: None,
+        http3: false,
     };
     Ok(RpmServerCommand {
         audit_log,
@@ -284,6 +292,8 @@ mod tests {
     #[test]
     fn defaults_and_options_resolve() {
         let c = parse_words(&[]).unwrap();
+        assert!(!c.http3);
+        assert!(parse_words(&["--http3"]).unwrap().http3);
         assert_eq!(c.listen, "0.0.0.0:8443".parse().unwrap());
         assert_eq!(c.limits, Limits::default());
         assert_eq!(c.large_bytes, 8 << 30);

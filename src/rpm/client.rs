@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http2::SendRequest;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -20,7 +19,8 @@ use super::algo::{
     Saturation,
 };
 use super::config::{ConfigError, HttpsUrl, MAX_CONFIG_BYTES, NqConfig};
-use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, ReqBody, Target};
+use super::h3_net::{Link, open_link};
+use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, Target};
 use crate::clock::Clock;
 
 /// Foreign probes sent one after another on the idle path, before any load.
@@ -86,6 +86,8 @@ pub struct RpmOptions {
     pub params: Params,
     /// `-C`: the load and probe connections' congestion control.
     pub congestion: Option<String>,
+    /// `--http3` (experimental): every connection HTTP/3 over QUIC (`rpm::h3_net`).
+    pub http3: bool,
 }
 
 /// Why a run failed: one sentence.
@@ -145,6 +147,8 @@ pub struct RpmRun {
     /// are neither completed nor failed).
     pub probes_launched: u64,
     pub params: Params,
+    /// The HTTP version every connection used: `h2`, or `h3` with `--http3`.
+    pub protocol: &'static str,
 }
 
 /// Runs the test on a runtime of its own; `on_row` sees each interval's figures as they
@@ -172,6 +176,10 @@ async fn run_async(
     on_row: &mut dyn FnMut(Dir, &IntervalRow),
 ) -> Result<RpmRun, RpmError> {
     let tls = net::tls_config(opts.insecure, opts.cacert.as_deref())?;
+    let quic = match opts.http3 {
+        true => Some(Arc::new(super::h3_net::client_config(&tls)?)),
+        false => None,
+    };
     let (small, large, upload, endpoint, config_url) = match &opts.source {
         Source::Urls {
             large,
@@ -179,7 +187,7 @@ async fn run_async(
             upload,
         } => (small.clone(), large.clone(), upload.clone(), None, None),
         Source::Config(url) => {
-            let cfg = fetch_config(url, &tls, &clock).await?;
+            let cfg = fetch_config(url, &tls, &quic, &clock).await?;
             (
                 cfg.small,
                 cfg.large,
@@ -197,6 +205,7 @@ async fn run_async(
             tls: tls.clone(),
             congestion: opts.congestion.clone(),
             clock: clock.clone(),
+            quic: quic.clone(),
         });
     }
     let dialer = dialers[0].clone();
@@ -229,6 +238,7 @@ async fn run_async(
         probe_errors: 0,
         probes_launched: run_launched,
         params: opts.params,
+        protocol: if opts.http3 { "h3" } else { "h2" },
     };
     for (i, dirs) in phases.iter().enumerate() {
         if crate::sock::stop_signal().is_some() {
@@ -247,6 +257,7 @@ async fn run_async(
 async fn fetch_config(
     url: &HttpsUrl,
     tls: &Arc<rustls::ClientConfig>,
+    quic: &Option<Arc<quinn::ClientConfig>>,
     clock: &Arc<dyn Clock>,
 ) -> Result<NqConfig, RpmError> {
     let dialer = Dialer {
@@ -254,13 +265,14 @@ async fn fetch_config(
         tls: tls.clone(),
         congestion: None,
         clock: clock.clone(),
+        quic: quic.clone(),
     };
-    let mut conn = dialer.open().await?;
+    let mut conn = open_link(&dialer).await?;
     let bad = |err| RpmError::Config {
         url: url.url.clone(),
         err,
     };
-    let body = match net::get_small(&mut conn.send, url, MAX_CONFIG_BYTES).await {
+    let body = match conn.send.get_small(url, MAX_CONFIG_BYTES).await {
         Err(NetError::TooLarge { .. }) => {
             return Err(bad(ConfigError::TooLong {
                 len: MAX_CONFIG_BYTES + 1,
@@ -278,9 +290,9 @@ async fn fetch_config(
 /// object on it.
 async fn foreign_probe(dialer: &Dialer, small: &HttpsUrl) -> Result<Probe, NetError> {
     let start = dialer.clock.now();
-    let mut conn = dialer.open().await?;
+    let mut conn = open_link(dialer).await?;
     let t = dialer.clock.now();
-    net::get_small(&mut conn.send, small, MAX_SMALL_BYTES).await?;
+    conn.send.get_small(small, MAX_SMALL_BYTES).await?;
     let http = dialer.clock.now().saturating_duration_since(t);
     Ok(Probe {
         start,
@@ -294,12 +306,12 @@ async fn foreign_probe(dialer: &Dialer, small: &HttpsUrl) -> Result<Probe, NetEr
 
 /// A self probe: a GET of the small object on a load-generating connection.
 async fn self_probe(
-    mut send: SendRequest<ReqBody>,
+    mut send: Link,
     small: HttpsUrl,
     clock: Arc<dyn Clock>,
 ) -> Result<Probe, NetError> {
     let start = clock.now();
-    net::get_small(&mut send, &small, MAX_SMALL_BYTES).await?;
+    send.get_small(&small, MAX_SMALL_BYTES).await?;
     Ok(Probe {
         start,
         times: ProbeTimes::Own {
@@ -313,7 +325,7 @@ enum Msg {
     Probe(Probe),
     ProbeFailed,
     /// A load-generating connection of load `usize` is open: its handle for self probes.
-    Opened(usize, SendRequest<ReqBody>, Option<OwnedFd>),
+    Opened(usize, Link, Option<OwnedFd>),
     LoadFailed(usize, NetError),
 }
 
@@ -322,11 +334,13 @@ struct Load {
     dir: Dir,
     machine: Saturation,
     counter: Arc<AtomicU64>,
-    senders: Vec<SendRequest<ReqBody>>,
+    senders: Vec<Link>,
     rows: Vec<IntervalRow>,
     opened: usize,
     /// The load connections' sockets (duplicates), for TCP_INFO.
     sockets: Vec<OwnedFd>,
+    /// HTTP/3: no TCP_INFO, so an upload counts what QUIC took of the body.
+    quic: bool,
 }
 
 impl Load {
@@ -337,6 +351,7 @@ impl Load {
     fn bytes(&self) -> u64 {
         match self.dir {
             Dir::Download => self.counter.load(Ordering::Relaxed),
+            Dir::Upload if self.quic => self.counter.load(Ordering::Relaxed),
             Dir::Upload => self
                 .sockets
                 .iter()
@@ -387,6 +402,7 @@ impl Phase {
                 rows: Vec::new(),
                 opened: 0,
                 sockets: Vec::new(),
+                quic: dialer.quic.is_some(),
             })
             .collect();
         Phase {
@@ -423,7 +439,7 @@ impl Phase {
         let k = usize::from(dir == Dir::Upload);
         let (dialer, url) = (self.load_dialers[k].clone(), self.target_url[k].clone());
         self.tasks.push(tokio::spawn(async move {
-            let conn = match dialer.open().await {
+            let conn = match open_link(&dialer).await {
                 Ok(c) => c,
                 Err(e) => {
                     let _ = tx.send(Msg::LoadFailed(i, e)).await;
@@ -434,8 +450,8 @@ impl Phase {
                 .send(Msg::Opened(i, conn.send.clone(), conn.socket))
                 .await;
             let done = match dir {
-                Dir::Download => net::download(conn.send, url, counter).await,
-                Dir::Upload => net::upload(conn.send, url, counter).await,
+                Dir::Download => conn.send.download(url, counter).await,
+                Dir::Upload => conn.send.upload(url, counter).await,
             };
             if let Err(e) = done {
                 let _ = tx.send(Msg::LoadFailed(i, e)).await;
@@ -455,8 +471,7 @@ impl Phase {
             };
             let _ = tx.send(msg).await;
         }));
-        let senders: Vec<&SendRequest<ReqBody>> =
-            self.loads.iter().flat_map(|l| l.senders.iter()).collect();
+        let senders: Vec<&Link> = self.loads.iter().flat_map(|l| l.senders.iter()).collect();
         if senders.is_empty() {
             return;
         }

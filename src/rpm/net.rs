@@ -223,6 +223,9 @@ pub struct Dialer {
     /// `-C`: the TCP congestion control of every connection.
     pub congestion: Option<String>,
     pub clock: Arc<dyn Clock>,
+    /// `--http3` (experimental): connections are QUIC with these settings, opened by
+    /// `rpm::h3_net::open_link` instead of [`Dialer::open`].
+    pub quic: Option<Arc<quinn::ClientConfig>>,
 }
 
 impl Dialer {

@@ -21,6 +21,8 @@ pub const DRAFT: &str = "draft-ietf-ippm-responsiveness-08";
 #[derive(Debug, Clone, Serialize)]
 pub struct RpmReport {
     pub draft: &'static str,
+    /// The HTTP version the run used: `h2`, or `h3` with `--http3` (experimental).
+    pub protocol: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_url: Option<String>,
     pub small_url: String,
@@ -169,6 +171,7 @@ pub fn report(run: &RpmRun) -> RpmReport {
     let loaded: Vec<Probe> = run.probes.iter().map(|(_, p)| *p).collect();
     RpmReport {
         draft: DRAFT,
+        protocol: run.protocol,
         config_url: run.config_url.clone(),
         small_url: run.small.url.clone(),
         large_url: run.large.url.clone(),
@@ -229,6 +232,12 @@ pub fn render_text(r: &RpmReport) -> String {
     let s = &r.summary;
     let mut out = String::new();
     let _ = writeln!(out, "==== SUMMARY ({}) ====", r.draft);
+    if r.protocol == "h3" {
+        let _ = writeln!(
+            out,
+            "Over HTTP/3 (experimental): the foreign probes' TCP and TLS times are each the QUIC handshake (one round trip)"
+        );
+    }
     if let Some(bps) = s.uplink_bps {
         let _ = writeln!(
             out,
@@ -430,6 +439,7 @@ mod tests {
             }],
             probes,
             probe_errors: 2,
+            protocol: "h2",
             probes_launched: 21,
             params: Params::default(),
         }

@@ -44,6 +44,8 @@ pub struct ServerConfig {
     pub audit_log: Option<AuditTarget>,
     /// Times the connections (duration, wall time of the audit line).
     pub clock: Arc<dyn Clock>,
+    /// `--http3` (experimental): also HTTP/3 on UDP at the same port (`rpm::h3_server`).
+    pub http3: bool,
 }
 
 /// Why the server could not start.
@@ -55,12 +57,16 @@ pub enum ServerError {
     AuditLog(String, io::Error),
     #[error("cannot start the server's runtime: {0}")]
     Runtime(io::Error),
+    #[error("--http3: {0}")]
+    Http3(String),
 }
 
 /// A bound server, not yet serving.
 pub struct Server {
     listener: std::net::TcpListener,
     shared: Shared,
+    /// `--http3`: the UDP socket at the TCP port and quinn's configuration.
+    quic: Option<(std::net::UdpSocket, quinn::ServerConfig)>,
 }
 
 /// What every connection reads.
@@ -73,14 +79,55 @@ struct Shared {
     access: Mutex<Access>,
     audit: Option<Audit>,
     clock: Arc<dyn Clock>,
+    /// The listening port; with `--http3` the HTTP/2 answers' `Alt-Svc`.
+    port: u16,
+    alt_svc: Option<header::HeaderValue>,
+}
+
+/// The HTTP/3 side (`--http3`) shares the caps, the audit log and the objects.
+impl super::h3_server::Host for Shared {
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+    fn admit(&self, ip: std::net::IpAddr) -> Result<(), super::server_policy::Refusal> {
+        self.admission
+            .lock()
+            .map_or(Ok(()), |mut a| a.admit(ip, &self.limits))
+    }
+    fn release(&self, ip: std::net::IpAddr) {
+        if let Ok(mut a) = self.admission.lock() {
+            a.release(ip);
+        }
+    }
+    fn write_audit(&self, line: &AuditLine) {
+        write_audit(self, line);
+    }
+    fn large_bytes(&self) -> u64 {
+        self.large_bytes
+    }
+    fn public_name(&self) -> Option<&str> {
+        self.public_name.as_deref()
+    }
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
 }
 
 impl Server {
     /// Bind the listening socket and open the audit log.
     pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let listener = std::net::TcpListener::bind(cfg.listen)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| ServerError::Listen(cfg.listen, e))?;
+        let bind_tcp = || {
+            std::net::TcpListener::bind(cfg.listen)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        };
+        let (listener, udp) = match cfg.http3 {
+            true => super::h3_server::bind_pair(cfg.listen, bind_tcp).map(|(l, u)| (l, Some(u))),
+            false => bind_tcp().map(|l| (l, None)),
+        }
+        .map_err(|e| ServerError::Listen(cfg.listen, e))?;
         let audit = match &cfg.audit_log {
             Some(t) => Some(
                 Audit::open(t)
@@ -88,7 +135,22 @@ impl Server {
             ),
             None => None,
         };
+        let port = listener
+            .local_addr()
+            .map_or(cfg.listen.port(), |a| a.port());
+        let quic = match udp {
+            Some(udp) => {
+                let qc = super::h3_server::quic_config(&cfg.tls, cfg.limits.idle_timeout)
+                    .map_err(ServerError::Http3)?;
+                Some((udp, qc))
+            }
+            None => None,
+        };
+        let alt_svc = quic
+            .as_ref()
+            .and_then(|_| header::HeaderValue::from_str(&super::h3_server::alt_svc(port)).ok());
         Ok(Server {
+            quic,
             listener,
             shared: Shared {
                 access: Mutex::new(Access::new(&cfg.limits)),
@@ -99,6 +161,8 @@ impl Server {
                 admission: Mutex::new(Admission::default()),
                 audit,
                 clock: cfg.clock,
+                port,
+                alt_svc,
             },
         })
     }
@@ -122,18 +186,25 @@ impl Server {
             .thread_name("rpm-server")
             .build()
             .map_err(ServerError::Runtime)?;
-        rt.block_on(serve(self.listener, Arc::new(self.shared), stop))
+        rt.block_on(serve(self.listener, self.quic, Arc::new(self.shared), stop))
     }
 }
 
 async fn serve(
     listener: std::net::TcpListener,
+    quic: Option<(std::net::UdpSocket, quinn::ServerConfig)>,
     sh: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), ServerError> {
     let addr = listener.local_addr().map_err(ServerError::Runtime)?;
     let listener =
         tokio::net::TcpListener::from_std(listener).map_err(|e| ServerError::Listen(addr, e))?;
+    let quic = match quic {
+        Some((udp, cfg)) => {
+            Some(super::h3_server::endpoint(udp, cfg).map_err(|e| ServerError::Listen(addr, e))?)
+        }
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let mut look = tokio::time::interval(Duration::from_millis(200));
@@ -152,6 +223,11 @@ async fn serve(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
+            Some(incoming) = super::h3_server::next(quic.as_ref()) => {
+                if let Some(task) = super::h3_server::admit(incoming, &sh, stop_rx.clone()) {
+                    tasks.spawn(task);
+                }
+            }
             _ = look.tick() => {
                 while tasks.try_join_next().is_some() {}
                 if crate::sock::stop_signal().is_some() || stop.load(Ordering::Relaxed) {
@@ -471,9 +547,16 @@ async fn connection(
         public_name: sh.public_name.clone(),
         local,
     });
+    let alt_svc = sh.alt_svc.clone();
     let service = hyper::service::service_fn(move |req| {
-        let ctx = Arc::clone(&ctx);
-        async move { Ok::<_, Infallible>(answer(req, &ctx).await) }
+        let (ctx, alt_svc) = (Arc::clone(&ctx), alt_svc.clone());
+        async move {
+            let mut r = answer(req, &ctx).await;
+            if let Some(v) = alt_svc {
+                r.headers_mut().insert(header::ALT_SVC, v);
+            }
+            Ok::<_, Infallible>(r)
+        }
     });
     let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     http.http1()

@@ -62,6 +62,7 @@ mod psk;
 mod results;
 mod robustness;
 mod rpm;
+mod rpm_h3;
 mod rpm_server;
 mod rpm_truth;
 mod scenario;
