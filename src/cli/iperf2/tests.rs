@@ -119,7 +119,6 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
-        (&["-c", "h", "-u", "-R"][..], "-R"),
         (&["-c", "h", "-u", "--full-duplex"][..], "--full-duplex"),
         (&["-c", "h", "--isochronous"][..], "--isochronous"),
     ] {
@@ -130,6 +129,14 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "{args:?}: {e}"
         );
     }
+}
+
+/// UDP `-R` runs on iperf 2's wire: the server sends, this client receives.
+#[test]
+fn udp_reverse_is_taken() {
+    let (cfg, ctx) = client(&["-c", "h", "-u", "-R"]);
+    assert_eq!(cfg.spec.direction, crate::spec::Direction::Reverse);
+    assert!(ctx.udp && cfg.iperf2.is_some());
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! The data loops of an iperf 2 client: TCP writes the test header first, then blocks;
 //! UDP carries the header in every datagram after its 64-bit sequence number and send
-//! time, as iperf 2's client does. Both publish into the stream's `StreamShared` like
+//! time, as iperf 2's client does, and receives iperf 2's datagrams (`-R`, `--bidir`:
+//! `recv` decides). Both publish into the stream's `StreamShared` like
 //! the bulk loops (`engine::stream`), so the meter and the report see them as any
 //! stream; they are kept apart from those loops because the bytes differ.
 
+use super::recv::{Arrival, HeaderRetry, UdpRecvHalf};
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
+use crate::engine::machine::udp::RecvSinks;
 use crate::engine::record::StreamShared;
 use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
@@ -341,4 +344,64 @@ fn write_all_or_stop(w: &Worker, sock: &mut TcpStream, buf: &[u8]) -> io::Result
         }
     }
     Ok(true)
+}
+
+/// UDP receiving half (`-R`, `--bidir`): iperf 2's datagrams from the server read and
+/// accounted by [`UdpRecvHalf`] until its FIN, which is answered with the report
+/// datagram iperf 2's receiver sends (`write_UDP_AckFIN`; an iperf 2 server sending
+/// `-R` asks for none and ignores it), or until asked to stop. `trip_times`: the
+/// report carries the transit. `hello`: `-R`'s test header datagram, sent again until
+/// the server answers ([`HeaderRetry`]).
+pub fn udp_recv(
+    w: &Worker,
+    sock: UdpSocket,
+    trip_times: bool,
+    mut hello: Option<Vec<u8>>,
+) -> io::Result<()> {
+    let began = mono_now();
+    sock.set_read_timeout(Some(HeaderRetry::EVERY.min(STOP_POLL)))?;
+    let Some(udp) = w.shared.udp.as_ref() else {
+        return Ok(());
+    };
+    let owd = w.shared.owd.as_ref();
+    let mut half = UdpRecvHalf::default();
+    let mut retry = HeaderRetry::default();
+    let mut buf = vec![0u8; crate::wire::UDP_MAX_LEN + 64];
+    while !w.stop.load(Ordering::Relaxed) {
+        let since = mono_now().saturating_duration_since(began);
+        if let Some(d) = hello.as_mut()
+            && retry.due(since, half.datagrams() > 0)
+        {
+            let (sec, usec) = stream::wall_now(false);
+            write_datagram_id(d, 1, sec, usec);
+            let _ = sock.send(d);
+        }
+        let got = w.shared.calls.read(sock.recv(&mut buf), buf.len());
+        let n = match got {
+            Ok(n) => n,
+            Err(e) if stream::is_transient(&e) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        };
+        let rx_ns = crate::engine::clock::wall_ns();
+        let mut acc = udp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut sinks = RecvSinks {
+            acc: &mut acc,
+            owd: owd_rec.as_deref_mut(),
+            frames: None,
+        };
+        let arrival = half.on_datagram(&buf[..n], rx_ns, w.owd_correction_ns, &mut sinks);
+        let counts = sinks.acc.counts();
+        drop(owd_rec);
+        drop(acc);
+        publish(&w.shared, half.bytes(), half.datagrams());
+        w.shared.messages.store(half.datagrams(), Ordering::Relaxed);
+        if let Arrival::Fin(id) = arrival {
+            // One answer: the server's sender sends its FIN once and reads nothing.
+            let _ = sock.send(&half.report(&counts, trip_times).encode(&id));
+            return Ok(());
+        }
+    }
+    Ok(())
 }
