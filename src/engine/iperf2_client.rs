@@ -51,7 +51,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
-    let refusals: [(bool, &'static str); 21] = [
+    let refusals: [(bool, &'static str); 20] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -59,10 +59,6 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         (
             dual && s.direction != Direction::Bidir,
             "-d sends both ways at once: it does not go with -R",
-        ),
-        (
-            udp && s.direction == Direction::Bidir,
-            "--iperf2 cannot run --bidir over UDP yet (over TCP it can)",
         ),
         (
             udp && s.bounceback.is_some(),
@@ -259,6 +255,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         Some(p) => Some(p),
     };
     let trip_times = spec.trip_times;
+    // --bidir over UDP: the sender ends with its FIN at once (no report to await).
+    let duplex_fin = udp && spec.direction == Direction::Bidir;
     let hello =
         (udp && spec.direction == Direction::Reverse).then(|| reverse_hdr(&hdr, spec.block_len));
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
@@ -281,7 +279,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
             (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
-            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
+            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr, duplex_fin),
         })
     });
     let side = Side::Client {
@@ -406,7 +404,12 @@ fn open_streams(
             DataSock::Udp(u) if run.spec().direction == Direction::Reverse => {
                 send_reverse_hdr(u, hdr, run.spec().block_len)?;
             }
-            DataSock::Udp(u) => fins.push(u.try_clone()?),
+            DataSock::Udp(u) => {
+                fins.push(u.try_clone()?);
+                if run.spec().direction == Direction::Bidir {
+                    duplex.push(DataSock::Udp(u.try_clone()?));
+                }
+            }
             DataSock::Tcp(t) => {
                 // iperf 2 has no control connection: the first data connection's MSS is
                 // the one `start` reports (the engine's client reads its control's).
@@ -618,7 +621,15 @@ impl Control for Ends {
             None => end,
             Some(w) => {
                 let (bytes, all_fin) = run.receive_progress();
-                w.over(now_s, bytes, all_fin, end)
+                let over = w.over(now_s, bytes, all_fin, end);
+                // --bidir: this side's sending half runs to its own end and stops there
+                // (its FIN goes out at once, while the server still reads), the
+                // receiving half on until the server's end.
+                let bidir = run.spec().direction == Direction::Bidir;
+                if bidir && end {
+                    run.signal_senders();
+                }
+                over && (end || !bidir)
             }
         };
         over.then_some(Ending {

@@ -226,3 +226,121 @@ iperf2_udp!(
     udp_reverse_bytes_221,
     check_reverse(V221, &["-n", "500K", "-b", "5M", "-l", "1000"], 1000)
 );
+
+/// One row of an iperf 2 server's `-e -f b` text for a `--full-duplex` UDP test: what
+/// it received (`[  1] … 262000 Bytes  2092648 bits/sec   0.003 ms 0/262 (0%) …`:
+/// bytes, lost, total) or what it sent (`[ *1] … 262000 Bytes  2093312 bits/sec
+/// 262/0/0 …`: bytes, writes).
+#[derive(Debug)]
+enum DuplexRow {
+    Received { bytes: u64, lost: u64, total: u64 },
+    Sent { bytes: u64, writes: u64 },
+}
+
+fn duplex_rows(text: &str) -> Vec<DuplexRow> {
+    text.lines()
+        .filter_map(|l| {
+            let (id, rest) = l.trim().strip_prefix('[')?.split_once(']')?;
+            id.trim().trim_start_matches('*').parse::<u32>().ok()?;
+            let t: Vec<&str> = rest.split_whitespace().collect();
+            let at = t.iter().position(|w| *w == "Bytes")?;
+            let bytes = t.get(at.checked_sub(1)?)?.parse().ok()?;
+            let rate = t.iter().position(|w| *w == "bits/sec")?;
+            if t.get(rate + 2) == Some(&"ms") {
+                let (lost, total) = t.get(rate + 3)?.split_once('/')?;
+                return Some(DuplexRow::Received {
+                    bytes,
+                    lost: lost.parse().ok()?,
+                    total: total.parse().ok()?,
+                });
+            }
+            let writes = t.get(rate + 1)?.split('/').next()?.parse().ok()?;
+            Some(DuplexRow::Sent { bytes, writes })
+        })
+        .collect()
+}
+
+/// `--bidir` over UDP against a real iperf 2 server (its `--full-duplex` on one
+/// socket): the server's received total is what netmeter sent (the FIN included), its
+/// write count what netmeter received and counted; bytes the same way when nothing was
+/// lost.
+fn check_duplex(key: &str, args: &[&str], len: u64) {
+    let port = free_port();
+    let mut server = Proc::spawn(
+        key,
+        Command::new("stdbuf")
+            .args([
+                "-oL",
+                &peer(key),
+                "-s",
+                "-u",
+                "-e",
+                "-f",
+                "b",
+                "-B",
+                "127.0.0.1",
+            ])
+            .args(["-p", &port.to_string()]),
+    );
+    let d = server.drain();
+    await_evidence(
+        &format!("{key} listening on UDP port {port}"),
+        || d.text().contains("Server listening"),
+        || d.text(),
+    );
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-u"])
+            .args(["--bidir", "-J"])
+            .args(args),
+        Duration::from_secs(90),
+    );
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let v = json_of(&out, "netmeter");
+    await_evidence(
+        &format!("{key}'s rows for both halves"),
+        || duplex_rows(&d.text()).len() >= 2,
+        || d.text(),
+    );
+    let rows = duplex_rows(&d.text());
+    drop(server);
+    let streams = v["end"]["streams"].as_array().unwrap();
+    let what = format!("{key} {args:?}: server rows {rows:?}, netmeter {streams:?}");
+    let udp = |sender: bool| {
+        streams
+            .iter()
+            .map(|s| &s["udp"])
+            .find(|u| u["sender"] == sender)
+            .unwrap_or_else(|| panic!("{what}: no stream with sender={sender}"))
+    };
+    let (tx, rx) = (udp(true), udp(false));
+    let n = |u: &Value, k: &str| u[k].as_u64().unwrap_or_else(|| panic!("{what}: {k}"));
+    for r in &rows {
+        match *r {
+            DuplexRow::Received { bytes, lost, total } => {
+                assert_eq!(total, n(tx, "packets"), "{what}: sent vs server total");
+                if lost == 0 {
+                    assert_eq!(bytes, n(tx, "bytes"), "{what}: sent bytes");
+                }
+            }
+            DuplexRow::Sent { bytes, writes } => {
+                assert_eq!(writes, n(rx, "packets"), "{what}: server writes vs counted");
+                let got = (n(rx, "packets") - n(rx, "lost_packets")) * len;
+                assert_eq!(n(rx, "bytes"), got, "{what}: bytes that arrived");
+                if n(rx, "lost_packets") == 0 {
+                    assert_eq!(bytes, n(rx, "bytes"), "{what}: received bytes");
+                }
+            }
+        }
+    }
+    assert!(n(rx, "packets") > 10 && n(tx, "packets") > 10, "{what}");
+}
+
+iperf2_udp!(
+    udp_full_duplex_218,
+    check_duplex(V218, &["-t", "2", "-b", "2M", "-l", "1000"], 1000)
+);
+iperf2_udp!(
+    udp_full_duplex_221,
+    check_duplex(V221, &["-t", "2", "-b", "2M", "-l", "1000"], 1000)
+);

@@ -154,8 +154,10 @@ fn drain_until_closed(sock: &mut TcpStream) {
 
 /// UDP: `hdr` (from [`crate::wire::iperf2::ClientHdr::encode`]) at the start of
 /// every datagram, its sequence number (1, 2, …) and send time written before each send.
-/// The FIN is the control thread's (`fin`), once this loop has ended.
-pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
+/// The FIN is the control thread's (`fin`), once this loop has ended, but with
+/// `duplex_fin` (`--bidir`, iperf 2's `--full-duplex`: no report is awaited) this loop
+/// sends it, once, as soon as it stops, counted as sent (as iperf 2 counts it).
+pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8], duplex_fin: bool) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let len = w.block_len.max(hdr.len());
     let mut buf = w.payload.to_vec();
@@ -200,6 +202,13 @@ pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
     w.shared
         .pacing_lag_us
         .store((lag_s * 1e6) as u64, Ordering::Relaxed);
+    if duplex_fin {
+        let (sec, usec) = stream::wall_now(false);
+        write_datagram_id(&mut buf, -seq, sec, usec);
+        if let Ok(sent) = sock.send(&buf[..len.max(UDP_DATAGRAM_LEN)]) {
+            publish(&w.shared, bytes + sent as u64, seq as u64);
+        }
+    }
     Ok(())
 }
 
