@@ -622,7 +622,7 @@ Server specific:
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
   -d, --dualtest           do a bidirectional test simultaneously (the server connects back; TCP)
-      --full-duplex        run full duplex test using same socket (TCP)
+      --full-duplex        run full duplex test using same socket
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
   -R, --reverse            reverse the test (client receives, server sends)
@@ -642,7 +642,7 @@ Miscellaneous:
 
 The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
 Not supported (refused with the reason): -r, -T, -b MEAN,STDEV;
-not yet on iperf 2's wire: TCP --trip-times, --isochronous, UDP -R and --full-duplex.
+not yet on iperf 2's wire: --isochronous.
 See docs/iperf2.md.
 ";
 

@@ -10,12 +10,13 @@
 
 mod fin;
 mod loops;
+mod recv;
 
 use super::client::{self, ClientConfig};
 use super::output::Output;
 use super::stream::DataSock;
 use super::test_common;
-use super::test_run::{Control, Ending, Launch, Running, Side, SpawnLoop, TestRun};
+use super::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, SpawnLoop, TestRun};
 use super::{Stopped, TestError};
 use crate::control::Negotiated;
 use crate::report::observe::Event;
@@ -23,8 +24,8 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
     Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
-    ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_REVERSE,
-    UPPER_TRIPTIME, write_datagram_id,
+    ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_NOUDPFIN,
+    UPPER_REVERSE, UPPER_TRIPTIME, write_datagram_id,
 };
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
@@ -49,7 +50,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
-    let refusals: [(bool, &'static str); 22] = [
+    let refusals: [(bool, &'static str); 20] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -57,14 +58,6 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         (
             dual && s.direction != Direction::Bidir,
             "-d sends both ways at once: it does not go with -R",
-        ),
-        (
-            udp && s.direction == Direction::Reverse,
-            "--iperf2 cannot run -R over UDP yet (over TCP it can)",
-        ),
-        (
-            udp && s.direction == Direction::Bidir,
-            "--iperf2 cannot run --bidir over UDP yet (over TCP it can)",
         ),
         (
             udp && s.bounceback.is_some(),
@@ -187,6 +180,14 @@ fn client_hdr(
     if start.is_some() && udp {
         flags |= HEADER_UDPTESTS;
     }
+    // iperf 2's UDP client marks -R and --full-duplex as UDP test settings, and asks
+    // for no server report with --full-duplex (`Settings_GenerateClientHdr`).
+    if udp && dual.is_none() && spec.direction != Direction::Upload {
+        flags |= HEADER_UDPTESTS;
+    }
+    if udp && dual.is_none() && spec.direction == Direction::Bidir {
+        upper |= UPPER_NOUDPFIN;
+    }
     ClientHdr {
         udp: spec.protocol == Protocol::Udp,
         threads: spec.parallel,
@@ -245,17 +246,32 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         Some(p) if p.is_zero() => None,
         Some(p) => Some(p),
     };
+    let trip_times = spec.trip_times;
+    // --bidir over UDP: the sender ends with its FIN at once (no report to await).
+    let duplex_fin = udp && spec.direction == Direction::Bidir;
+    let hello =
+        (udp && spec.direction == Direction::Reverse).then(|| reverse_hdr(&hdr, spec.block_len));
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
-        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first).
+        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first);
+        // a UDP receiver reads iperf 2's datagrams.
         if !w.shared.sender {
-            return super::stream::spawn(w, sock);
+            return match sock {
+                DataSock::Udp(u) => {
+                    let name = format!("nm-iperf2-rx-{}", w.shared.id);
+                    let hello = hello.clone();
+                    super::stream::spawn_loop(name, w, move |w| {
+                        loops::udp_recv(w, u, trip_times, hello)
+                    })
+                }
+                tcp => super::stream::spawn(w, tcp),
+            };
         }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
             (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
-            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr),
+            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr, duplex_fin),
         })
     });
     let side = Side::Client {
@@ -297,7 +313,13 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         cpu_start: sock::cpu_sample(origin),
         origin,
     })?;
-    let ending = running.run_until(out, &mut Ends)?;
+    let mut ends = Ends {
+        recv: (udp && running.receives()).then(|| {
+            let spec = running.spec();
+            recv::RecvWatch::new(recv::RecvWatch::idle_bound(spec.rate_bps, spec.block_len))
+        }),
+    };
+    let ending = running.run_until(out, &mut ends)?;
     if let Some(why) = ending.stopped {
         running.stop_all();
         let now = running.now_s().max(ending.at_s);
@@ -310,30 +332,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     if let Some(e) = running.stream_error() {
         return Err(TestError::Stream(e));
     }
-    let peer = if udp {
-        let sent: Vec<Sent> = fig
-            .locals
-            .iter()
-            .map(|l| Sent {
-                id: l.id,
-                socket: l.socket,
-                datagrams: l.packets,
-            })
-            .collect();
-        let fin_len = running.spec().block_len.max(hdr.len());
-        let reports = server_reports(out, &fins, &sent, &hdr, fin_len);
-        // The FIN is a datagram of the test as iperf 2 counts it: its server counts its
-        // bytes and its sequence number as the total (`reporter_handle_packet_server_udp`),
-        // and iperf 2's client counts it as sent (its bytes in the Transfer column). A
-        // server that answered got one FIN; one that did not got at least one.
-        for l in &mut fig.locals {
-            l.bytes += fin_len as u64;
-            l.packets += 1;
-        }
-        Some(reports)
-    } else {
-        None
-    };
+    let fin_len = running.spec().block_len.max(hdr.len());
+    let peer = (udp && running.spec().direction == Direction::Upload)
+        .then(|| udp_upload_end(out, &fins, &mut fig, &hdr, fin_len));
     let results = peer.as_ref().map(|(r, _)| r);
     let mut end = running.summary(&out.report.start, &fig, results);
     if let Some((_, reports)) = &peer {
@@ -342,6 +343,36 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     out.end(end);
     out.emit(Event::Done);
     Ok(())
+}
+
+/// The end of a UDP upload: each stream's FIN exchange, the server's reports (as the
+/// receiver's results, and each by its socket label), the FIN counted as sent.
+fn udp_upload_end(
+    out: &mut Output,
+    fins: &[UdpSocket],
+    fig: &mut FinalFigures,
+    hdr: &[u8],
+    fin_len: usize,
+) -> (Results, Vec<(i64, ServerReport)>) {
+    let sent: Vec<Sent> = fig
+        .locals
+        .iter()
+        .map(|l| Sent {
+            id: l.id,
+            socket: l.socket,
+            datagrams: l.packets,
+        })
+        .collect();
+    let reports = server_reports(out, fins, &sent, hdr, fin_len);
+    // The FIN is a datagram of the test as iperf 2 counts it: its server counts its
+    // bytes and its sequence number as the total (`reporter_handle_packet_server_udp`),
+    // and iperf 2's client counts it as sent (its bytes in the Transfer column). A
+    // server that answered got one FIN; one that did not got at least one.
+    for l in &mut fig.locals {
+        l.bytes += fin_len as u64;
+        l.packets += 1;
+    }
+    reports
 }
 
 /// Open the `-P` connections (TCP: each starts with the test header, written here; with
@@ -362,7 +393,15 @@ fn open_streams(
         let cport = cfg.cport.map(|p| p.wrapping_add(i as u16)).unwrap_or(0);
         let sock = open_stream(cfg, run.spec(), &server, cport)?;
         match &sock {
-            DataSock::Udp(u) => fins.push(u.try_clone()?),
+            DataSock::Udp(u) if run.spec().direction == Direction::Reverse => {
+                send_reverse_hdr(u, hdr, run.spec().block_len)?;
+            }
+            DataSock::Udp(u) => {
+                fins.push(u.try_clone()?);
+                if run.spec().direction == Direction::Bidir {
+                    duplex.push(DataSock::Udp(u.try_clone()?));
+                }
+            }
             DataSock::Tcp(t) => {
                 // iperf 2 has no control connection: the first data connection's MSS is
                 // the one `start` reports (the engine's client reads its control's).
@@ -400,6 +439,27 @@ fn open_streams(
         out.connected(c);
     }
     Ok(fins)
+}
+
+/// `-R` over UDP: the test header as one datagram, `-l` long when that is longer, as
+/// iperf 2's client sends it (`Client::SendFirstPayload`); its sequence number (1) and
+/// send time are written as it goes.
+fn reverse_hdr(hdr: &[u8], len: usize) -> Vec<u8> {
+    let mut d = hdr.to_vec();
+    d.resize(len.max(hdr.len()), 0);
+    d
+}
+
+/// `-R` over UDP: the header datagram, sent once as the stream opens (the receiving
+/// loop sends it again until the server answers); the server sends on the socket it
+/// came from.
+fn send_reverse_hdr(sock: &UdpSocket, hdr: &[u8], len: usize) -> Result<(), TestError> {
+    let mut d = reverse_hdr(hdr, len);
+    let (sec, usec) = super::stream::wall_now(false);
+    write_datagram_id(&mut d, 1, sec, usec);
+    sock.send(&d)
+        .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
+    Ok(())
 }
 
 /// `-d`'s listener, on the address family of `server`'s (and `-B`'s address if given),
@@ -487,13 +547,34 @@ fn open_stream(
     })
 }
 
-/// The client's half while data flows: nothing to listen to, so it ends the test on
-/// its end condition or an interrupt, and wakes for the interval rows.
-struct Ends;
+/// The client's half while data flows: no control connection to listen to, so it ends
+/// the test on its end condition or an interrupt, and wakes for the interval rows. With
+/// UDP receivers (`recv`) the end waits for them too: `-R` ends when the server's data
+/// does (its FIN, or its silence: [`recv::RecvWatch`]), the server's clock starting a
+/// little after the client's.
+struct Ends {
+    recv: Option<recv::RecvWatch>,
+}
 
 impl Control for Ends {
     fn check(&mut self, run: &Running, now_s: f64) -> Option<Ending> {
-        run.end_reached(now_s).then_some(Ending {
+        let end = run.end_reached(now_s);
+        let over = match self.recv.as_mut() {
+            None => end,
+            Some(w) => {
+                let (bytes, all_fin) = run.receive_progress();
+                let over = w.over(now_s, bytes, all_fin, end);
+                // --bidir: this side's sending half runs to its own end and stops there
+                // (its FIN goes out at once, while the server still reads), the
+                // receiving half on until the server's end.
+                let bidir = run.spec().direction == Direction::Bidir;
+                if bidir && end {
+                    run.signal_senders();
+                }
+                over && (end || !bidir)
+            }
+        };
+        over.then_some(Ending {
             at_s: now_s,
             stopped: None,
         })
@@ -509,8 +590,9 @@ impl Control for Ends {
         if let Some(e) = run.stream_error() {
             return Err(TestError::Stream(e));
         }
+        // Past -t (receivers still listening) it wakes every 10 ms, never spins.
         let until = match run.spec().end {
-            EndCondition::Time(t) if t > 0.0 => run.next_tick.min(t),
+            EndCondition::Time(t) if t > now_s => run.next_tick.min(t),
             _ => run.next_tick.min(now_s + 0.01),
         };
         std::thread::sleep(Duration::from_secs_f64((until - now_s).clamp(0.0, 0.1)));

@@ -409,6 +409,19 @@ impl Running {
         self.live.shared.iter().any(|s| !s.sender)
     }
 
+    /// The bytes this side's receiving streams have counted so far, and whether all of
+    /// their threads have ended (an iperf 2 client's receivers end at the server's FIN).
+    pub fn receive_progress(&self) -> (u64, bool) {
+        let mut receivers = self.live.shared.iter().filter(|s| !s.sender).peekable();
+        let any = receivers.peek().is_some();
+        let (mut bytes, mut done) = (0, any);
+        for s in receivers {
+            bytes += s.bytes.load(Ordering::Relaxed);
+            done &= s.finished.load(Ordering::Acquire);
+        }
+        (bytes, done)
+    }
+
     /// The first error a data thread ended with.
     pub fn stream_error(&self) -> Option<StreamError> {
         self.live.first_error()

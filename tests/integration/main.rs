@@ -44,6 +44,7 @@ mod host_load;
 mod interop;
 mod interrupt;
 mod iperf2_client;
+mod iperf2_client_udp;
 mod iperf2_delay;
 mod iperf2_server;
 mod iperf2_ui;

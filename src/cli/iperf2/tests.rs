@@ -119,8 +119,6 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
-        (&["-c", "h", "-u", "-R"][..], "-R"),
-        (&["-c", "h", "-u", "--full-duplex"][..], "--full-duplex"),
         (&["-c", "h", "--isochronous"][..], "--isochronous"),
     ] {
         let e = refused(args);
@@ -130,6 +128,16 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "{args:?}: {e}"
         );
     }
+}
+
+/// UDP `-R` and `--full-duplex` run on iperf 2's wire.
+#[test]
+fn udp_reverse_is_taken() {
+    let (cfg, ctx) = client(&["-c", "h", "-u", "-R"]);
+    assert_eq!(cfg.spec.direction, crate::spec::Direction::Reverse);
+    assert!(ctx.udp && cfg.iperf2.is_some());
+    let (cfg, _) = client(&["-c", "h", "-u", "--full-duplex"]);
+    assert_eq!(cfg.spec.direction, crate::spec::Direction::Bidir);
 }
 
 #[test]

@@ -1,14 +1,17 @@
 //! The data loops of an iperf 2 client: TCP writes the test header first, then blocks;
 //! UDP carries the header in every datagram after its 64-bit sequence number and send
-//! time, as iperf 2's client does. Both publish into the stream's `StreamShared` like
+//! time, as iperf 2's client does, and receives iperf 2's datagrams (`-R`, `--bidir`:
+//! `recv` decides). Both publish into the stream's `StreamShared` like
 //! the bulk loops (`engine::stream`), so the meter and the report see them as any
 //! stream. The TCP sender drives the bulk sender's machine
 //! (`engine::machine::tcp_send::TcpSender`, through `engine::stream`'s helpers) and
 //! differs only in the bytes: iperf 2's burst head instead of netmeter's frame head.
 
+use super::recv::{Arrival, HeaderRetry, UdpRecvHalf};
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
 use crate::engine::machine::tcp_send::TcpSendStep;
+use crate::engine::machine::udp::RecvSinks;
 use crate::engine::record::StreamShared;
 use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
@@ -172,8 +175,10 @@ fn drain_until_closed(sock: &mut TcpStream) {
 
 /// UDP: `hdr` (from [`crate::wire::iperf2::ClientHdr::encode`]) at the start of
 /// every datagram, its sequence number (1, 2, …) and send time written before each send.
-/// The FIN is the control thread's (`fin`), once this loop has ended.
-pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
+/// The FIN is the control thread's (`fin`), once this loop has ended, but with
+/// `duplex_fin` (`--bidir`, iperf 2's `--full-duplex`: no report is awaited) this loop
+/// sends it, once, as soon as it stops, counted as sent (as iperf 2 counts it).
+pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8], duplex_fin: bool) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let len = w.block_len.max(hdr.len());
     let mut buf = w.payload.to_vec();
@@ -218,6 +223,13 @@ pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8]) -> io::Result<()> {
     w.shared
         .pacing_lag_us
         .store((lag_s * 1e6) as u64, Ordering::Relaxed);
+    if duplex_fin {
+        let (sec, usec) = stream::wall_now(false);
+        write_datagram_id(&mut buf, -seq, sec, usec);
+        if let Ok(sent) = sock.send(&buf[..len.max(UDP_DATAGRAM_LEN)]) {
+            publish(&w.shared, bytes + sent as u64, seq as u64);
+        }
+    }
     Ok(())
 }
 
@@ -343,4 +355,64 @@ pub fn tcp_bounce(
 /// closed.
 fn write_all_or_stop(w: &Worker, sock: &mut TcpStream, buf: &[u8]) -> io::Result<bool> {
     stream::write_full_counted(sock, buf, &w.stop, Some(&w.shared.calls))
+}
+
+/// UDP receiving half (`-R`, `--bidir`): iperf 2's datagrams from the server read and
+/// accounted by [`UdpRecvHalf`] until its FIN, which is answered with the report
+/// datagram iperf 2's receiver sends (`write_UDP_AckFIN`; an iperf 2 server sending
+/// `-R` asks for none and ignores it), or until asked to stop. `trip_times`: the
+/// report carries the transit. `hello`: `-R`'s test header datagram, sent again until
+/// the server answers ([`HeaderRetry`]).
+pub fn udp_recv(
+    w: &Worker,
+    sock: UdpSocket,
+    trip_times: bool,
+    mut hello: Option<Vec<u8>>,
+) -> io::Result<()> {
+    let began = mono_now();
+    sock.set_read_timeout(Some(HeaderRetry::EVERY.min(STOP_POLL)))?;
+    let Some(udp) = w.shared.udp.as_ref() else {
+        return Ok(());
+    };
+    let owd = w.shared.owd.as_ref();
+    let mut half = UdpRecvHalf::default();
+    let mut retry = HeaderRetry::default();
+    let mut buf = vec![0u8; crate::wire::UDP_MAX_LEN + 64];
+    while !w.stop.load(Ordering::Relaxed) {
+        let since = mono_now().saturating_duration_since(began);
+        if let Some(d) = hello.as_mut()
+            && retry.due(since, half.datagrams() > 0)
+        {
+            let (sec, usec) = stream::wall_now(false);
+            write_datagram_id(d, 1, sec, usec);
+            let _ = sock.send(d);
+        }
+        let got = w.shared.calls.read(sock.recv(&mut buf), buf.len());
+        let n = match got {
+            Ok(n) => n,
+            Err(e) if stream::is_transient(&e) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        };
+        let rx_ns = crate::engine::clock::wall_ns();
+        let mut acc = udp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owd_rec = owd.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut sinks = RecvSinks {
+            acc: &mut acc,
+            owd: owd_rec.as_deref_mut(),
+            frames: None,
+        };
+        let arrival = half.on_datagram(&buf[..n], rx_ns, w.owd_correction_ns, &mut sinks);
+        let counts = sinks.acc.counts();
+        drop(owd_rec);
+        drop(acc);
+        publish(&w.shared, half.bytes(), half.datagrams());
+        w.shared.messages.store(half.datagrams(), Ordering::Relaxed);
+        if let Arrival::Fin(id) = arrival {
+            // One answer: the server's sender sends its FIN once and reads nothing.
+            let _ = sock.send(&half.report(&counts, trip_times).encode(&id));
+            return Ok(());
+        }
+    }
+    Ok(())
 }
