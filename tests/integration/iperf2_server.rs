@@ -751,6 +751,121 @@ fn udp_reverse_221() {
     udp_reverse(V221, &[&["-u", "-R", "-t", "1", "-b", "10M"]]);
 }
 
+/// Every `lost/total` row the client printed: (after a "Server Report:" line, lost,
+/// total). The others are what its own listener counted (`-d`/`-r`, `-R`).
+fn lost_total_rows(out: &std::process::Output) -> Vec<(bool, u64, u64)> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rows = Vec::new();
+    let mut report = false;
+    for l in text.lines() {
+        if l.contains("Server Report:") {
+            report = true;
+            continue;
+        }
+        if !l.contains(" ms ") || l.starts_with("[SUM") {
+            continue;
+        }
+        let lt = l.split_whitespace().find_map(|w| {
+            let (a, b) = w.split_once('/')?;
+            Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?))
+        });
+        if let Some((lost, total)) = lt {
+            rows.push((report, lost, total));
+            report = false;
+        }
+    }
+    rows
+}
+
+/// A number after `word` in `line`.
+fn number_after(line: &str, word: &str) -> u64 {
+    let at = line
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} in {line}"))
+        + word.len();
+    line[at..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("a number after {word:?} in {line}"))
+}
+
+/// UDP `-d` and `-r`: the server connects back over UDP to the client's listener
+/// (`-L`) and sends at the client's `-b`. The client's Server Report (what it sent) is
+/// the server's count; what its listener counted (its row's total, the end included)
+/// is what the server logged sending, and the report the listener sent back is what
+/// the client printed.
+fn udp_legacy(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    for (i, flag) in ["-d", "-r"].into_iter().enumerate() {
+        let listen = free_port().to_string();
+        let args = ["-u", "-t", "1", "-b", "5M", "-L", &listen, flag];
+        let out = iperf2_text(key, port, &args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        await_evidence(
+            "the server's flow lines",
+            || server_flows(&d).len() > i && d.text().matches("iperf 2 UDP flow to").count() > i,
+            || format!("{}\n{}", show(&out), d.text()),
+        );
+        let log = d.text();
+        let what = format!("{key} {flag}:\n{}\n{log}", show(&out));
+        assert!(
+            out.status.success() && !text.contains("WARN") && !text.contains("failed"),
+            "{what}"
+        );
+        let rows = lost_total_rows(&out);
+        let report: Vec<_> = rows.iter().filter(|r| r.0).collect();
+        let listener: Vec<_> = rows.iter().filter(|r| !r.0).collect();
+        assert_eq!((report.len(), listener.len()), (1, 1), "{what}");
+        assert_eq!(
+            (report[0].1, report[0].2),
+            server_flows(&d)[i],
+            "the client's Server Report is the server's count: {what}"
+        );
+        let to = log
+            .lines()
+            .filter(|l| l.contains("iperf 2 UDP flow to"))
+            .nth(i)
+            .unwrap();
+        assert!(
+            to.contains(&format!(":{listen}:")),
+            "sent to -L's port: {what}"
+        );
+        assert_eq!(
+            listener[0].2,
+            number_after(to, " sent "),
+            "the listener counted what the server sent: {what}"
+        );
+        assert_eq!(
+            (listener[0].1, listener[0].2),
+            (number_after(to, " lost "), number_after(to, " of ")),
+            "the listener's report is what the client printed: {what}"
+        );
+    }
+    let log = d.text();
+    assert!(log.contains(" -d (back to its port "), "{log}");
+    assert!(log.contains(" -r (back to its port "), "{log}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn udp_legacy_dual_and_tradeoff_218() {
+    udp_legacy(V218);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn udp_legacy_dual_and_tradeoff_221() {
+    udp_legacy(V221);
+}
+
 /// `VmRSS` of a process, kB.
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -16,9 +16,9 @@
 //!   server's own sending is paced under it), `--psk-file` (iperf 2 cannot prove a key:
 //!   refused, logged). iperf 2 has no way to tell a client why: it is closed and the
 //!   server's log says why.
-//! * `-d`/`-r` (TCP): this server connects back to the client's own address, at the
-//!   port its header names, and sends (at once, or after the client's test); never to
-//!   another address. Not served (refused with a logged reason): `-d`/`-r` over UDP,
+//! * `-d`/`-r` (TCP and UDP): this server connects back to the client's own address,
+//!   at the port its header names, and sends (at once, or after the client's test);
+//!   never to another address. Not served (refused with a logged reason):
 //!   `--permit-key`. A bounceback test (`iperf2/bounce.rs`) is judged as a
 //!   one-thread TCP test of its run time.
 //!
@@ -120,14 +120,12 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         ));
     }
     if let Some(l) = h.legacy
-        && (h.udp || h.port == 0)
+        && h.port == 0
     {
         let flag = if l == Legacy::Dual { "-d" } else { "-r" };
         return Err(refusal(
             Reason::Params,
-            format!(
-                "iperf 2's {flag} over UDP (the server connects back to the client) is not supported"
-            ),
+            format!("iperf 2's {flag} header names no port to connect back to"),
         ));
     }
     let flow = if h.full_duplex() {
@@ -595,7 +593,7 @@ mod tests {
     }
 
     #[test]
-    fn legacy_dual_and_tradeoff_connect_back_over_tcp_only() {
+    fn legacy_dual_and_tradeoff_connect_back_over_tcp_and_udp() {
         let mut h = hdr(Amount::TimeCentis(300));
         h.flags |= HEADER_VERSION1;
         h.legacy = Some(Legacy::Dual);
@@ -615,11 +613,11 @@ mod tests {
             r.message
         );
         h.udp = true;
-        let r = plan(&h, &Policy::default(), false).unwrap_err();
-        assert!(r.message.contains("-r over UDP"), "{}", r.message);
-        h.udp = false;
+        let p = plan(&h, &Policy::default(), false).unwrap();
+        assert_eq!(p.legacy, Some(Legacy::Tradeoff), "-r over UDP is served");
         h.port = 0;
-        assert!(plan(&h, &Policy::default(), false).is_err());
+        let r = plan(&h, &Policy::default(), false).unwrap_err();
+        assert!(r.message.contains("names no port"), "{}", r.message);
     }
 
     #[test]
