@@ -1073,6 +1073,69 @@ fn the_iperf2_server_layout_for_tcp() {
     assert_eq!(whole.1, client_sent, "{rows:?}\n{}", show(&out));
 }
 
+/// `-R` from a real iperf 2.2.1 client: the server prints a sender's rows as iperf
+/// 2.2.1's server does (`-e`: TCP's Write/Err, UDP's Write/Err/Timeo and PPS, then
+/// `Sent N datagrams`), line for line once the numbers are masked; its `Sent` count is
+/// what it logged sending; with `-y C` its whole-test row holds the bytes the client
+/// received, its `-i` rows add up to them.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_reverse() {
+    for (args, capture) in [
+        (&["-e"][..], "tcp_rev.server"),
+        (&["-u", "-e"][..], "udp_rev.server"),
+        (&["-u"][..], "udp_rev_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &["-R", "-i", "1", "-t", "2"]].concat());
+        no_errors(&out, "iperf 2.2.1 client");
+        let udp = args.contains(&"-u");
+        if udp {
+            assert!(
+                d.wait_for("iperf 2 UDP flow to", 1, Duration::from_secs(60)),
+                "{}",
+                d.text()
+            );
+        }
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        if udp {
+            let text = d.text();
+            let printed = text.lines().find(|l| l.contains("] Sent ")).unwrap();
+            let logged = text
+                .lines()
+                .find(|l| l.contains("iperf 2 UDP flow to"))
+                .unwrap();
+            assert_eq!(
+                number_after(printed, " Sent "),
+                number_after(logged, " sent "),
+                "{text}"
+            );
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-R", "-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let parts: u64 = rows.iter().filter(|r| r != &whole).map(|r| r.1).sum();
+    let client_received: u64 = csv_bytes(&out, port).1;
+    assert!(rows.len() >= 3, "-i 1 rows and the whole test's: {rows:?}");
+    assert_eq!(whole.1, parts, "{rows:?}");
+    assert_eq!(whole.1, client_received, "{rows:?}\n{}", show(&out));
+}
+
 /// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns
 /// as iperf 2.2.1's server prints them; with `-y C` the whole test's lost/total are
 /// the Server Report the client printed.

@@ -259,6 +259,9 @@ impl Hist {
 struct Tally {
     bytes: u64,
     reads: u64,
+    /// A sending test's send calls that succeeded and failed.
+    writes: u64,
+    write_errors: u64,
     bins: [u64; READ_BINS],
     delays: Delays,
     hist: Option<Hist>,
@@ -326,6 +329,8 @@ pub struct ServerTest {
     header_done: bool,
     /// `--histograms`: the delays' T8 (UDP) or F8 (TCP writes) lines.
     hist: Option<HistSpec>,
+    /// The server sends in this test (`-R`): its rows are a sender's.
+    sending: bool,
 }
 
 impl ServerTest {
@@ -361,7 +366,18 @@ impl ServerTest {
             udp_now: None,
             header_done: false,
             hist: None,
+            sending: false,
         }
+    }
+
+    /// A test in which this server sends (the client's `-R`): the connection line says
+    /// `(reverse)` (and for UDP `(no-udp-fin)`) without its time, as iperf 2.2.1's
+    /// server prints it, and the rows are a sender's: with `-e` TCP's
+    /// `Write/Err  Rtry  InF/Cwnd/RTT  NetPwr` (the TCP state `NA`: this server does
+    /// not read it), UDP's `Write/Err/Timeo  PPS`.
+    pub fn sending(mut self) -> Self {
+        self.sending = true;
+        self
     }
 
     /// With `--histograms`: a histogram line after each row, when the test's client
@@ -381,7 +397,41 @@ impl ServerTest {
             return Vec::new();
         }
         let c = &self.start.connected[0];
-        vec![lines::connection(&self.ctx, self.no, c, &self.start)]
+        if !self.sending {
+            return vec![lines::connection(&self.ctx, self.no, c, &self.start)];
+        }
+        let mut untimed = self.start.clone();
+        untimed.timestamp = Default::default();
+        let mut line = lines::connection(&self.ctx, self.no, c, &untimed);
+        line.push_str(" (reverse)");
+        if self.ctx.udp {
+            line.push_str(" (no-udp-fin)");
+        }
+        vec![line]
+    }
+
+    /// A send call at `t` that sent `len` bytes (`ok`) or failed: the rows of the
+    /// intervals that ended before it, then the call counted.
+    pub fn write(&mut self, len: usize, ok: bool, t: f64) -> Vec<String> {
+        let out = self.tick(t);
+        for x in [&mut self.cur, &mut self.total] {
+            if ok {
+                x.bytes = x.bytes.saturating_add(len as u64);
+                x.writes += 1;
+            } else {
+                x.write_errors += 1;
+            }
+        }
+        out
+    }
+
+    /// A UDP sender's last line, after the whole test's row: the datagrams it sent,
+    /// its end included (`[  1] Sent N datagrams`; none in CSV).
+    pub fn sent_datagrams(&self, n: u64) -> Vec<String> {
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.data {
+            return Vec::new();
+        }
+        vec![format!("{}Sent {n} datagrams", super::id(self.no))]
     }
 
     /// A read of `len` bytes (asking for `asked`) at `t`: the rows of the intervals that
@@ -434,7 +484,7 @@ impl ServerTest {
             // rolls its intervals on arrivals).
             let cur = std::mem::take(&mut self.cur);
             self.cur.hist = cur.hist.as_ref().map(|_| Hist::default());
-            if cur.reads > 0 {
+            if cur.reads + cur.writes + cur.write_errors > 0 {
                 out.extend(self.row_of(b, e, &cur, false));
             }
             self.udp_mark = self.udp_now.unwrap_or_default();
@@ -450,7 +500,8 @@ impl ServerTest {
     pub fn finish(&mut self, t: f64) -> Vec<String> {
         let mut out = self.tick(t);
         let t = t.max(self.begun);
-        if self.interval_s > 0.0 && self.cur.reads > 0 && t > self.begun {
+        let moved = self.cur.reads + self.cur.writes + self.cur.write_errors > 0;
+        if self.interval_s > 0.0 && moved && t > self.begun {
             let cur = self.cur.clone();
             out.extend(self.row_of(self.begun, t, &cur, false));
         }
@@ -493,7 +544,8 @@ impl ServerTest {
         });
         let owd = x.delays.stats();
         let rate = |n: f64| (seconds > 0.0).then(|| n / seconds);
-        let pps = rate(x.reads as f64).filter(|_| self.ctx.udp);
+        let calls = if self.sending { x.writes } else { x.reads };
+        let pps = rate(calls as f64).filter(|_| self.ctx.udp);
         // Little's law: what was on the way, at this span's rate and mean delay.
         let in_progress = |per_s: Option<f64>| {
             owd.zip(per_s)
@@ -505,13 +557,19 @@ impl ServerTest {
             end,
             seconds,
             bytes: x.bytes,
-            packets: udp.map(|_| x.reads),
+            packets: if self.sending {
+                Some(x.writes).filter(|_| self.ctx.udp)
+            } else {
+                udp.map(|_| x.reads)
+            },
             udp_recv: udp,
             out_of_order: ooo,
             owd,
             figures: Iperf2Figures {
-                reads: Some(x.reads),
-                read_bins: (!self.ctx.udp).then_some(x.bins),
+                reads: (!self.sending).then_some(x.reads),
+                writes: self.sending.then_some(x.writes),
+                write_errors: self.sending.then_some(x.write_errors),
+                read_bins: (!self.ctx.udp && !self.sending).then_some(x.bins),
                 packets_per_second: pps,
                 in_progress_bytes: in_progress(rate(x.bytes as f64)),
                 in_progress_packets: in_progress(pps),
@@ -521,15 +579,22 @@ impl ServerTest {
         };
         if self.ctx.layout == Layout::Csv {
             let socket = self.start.connected[0].socket;
+            // iperf 2 names the sender's address first: a sending server's own.
+            let mut start = self.start.clone();
+            if self.sending {
+                let c = &mut start.connected[0];
+                std::mem::swap(&mut c.local_host, &mut c.remote_host);
+                std::mem::swap(&mut c.local_port, &mut c.remote_port);
+            }
             return vec![super::csv::line(
                 &self.ctx,
-                Some(&self.start),
+                Some(&start),
                 socket,
                 self.no as i64,
                 &row,
             )];
         }
-        let kind = lines::kind(&self.ctx, false);
+        let kind = lines::kind(&self.ctx, self.sending);
         let mut out = Vec::new();
         if !self.header_done {
             self.header_done = true;
@@ -670,6 +735,88 @@ mod tests {
         }
         out.extend(t.finish(2.0863));
         same_shape("bb.server", &out.join("\n"));
+    }
+
+    /// A sending test (`-R`): `n` sends over two seconds with `-i 1`, the UDP
+    /// sender's `Sent` line last.
+    fn send_run(c: Iperf2Ctx, n: u32, len: usize, end: f64) -> String {
+        let udp = c.udp;
+        let mut out = banner(&c, c.datagram_len, if udp { 212_992 } else { 131072 }, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).sending();
+        out.extend(t.opening());
+        for i in 0..n {
+            out.extend(t.write(len, true, f64::from(i) * 2.0 / f64::from(n)));
+        }
+        out.extend(t.finish(end));
+        if udp {
+            out.extend(t.sent_datagrams(u64::from(n) + 1));
+        }
+        out.join("\n")
+    }
+
+    /// `-R`: the server's rows are a sender's, in each layout, as iperf 2.2.1's server
+    /// printed them (captured in `testdata/iperf2/*_rev*.server.txt`).
+    #[test]
+    fn a_sending_server_matches_iperf2() {
+        let tcp = |l| send_run(ctx(l, false), 400, 128 * 1024, 2.0621);
+        same_shape("tcp_rev.server", &tcp(Layout::Enhanced));
+        same_shape("tcp_rev_plain.server", &tcp(Layout::Plain));
+        same_shape("tcp_rev_csv.server", &tcp(Layout::Csv));
+        let udp = |l| send_run(ctx(l, true), 181, 1470, 2.0189);
+        same_shape("udp_rev.server", &udp(Layout::Enhanced));
+        same_shape("udp_rev_plain.server", &udp(Layout::Plain));
+    }
+
+    /// The counts in a sender's rows are its own: writes, errors, bytes, PPS; in CSV
+    /// the sender (this server) first and its datagrams as the total (iperf 2.2.1
+    /// writes `-nan,0,-1` in the whole test's line, `testdata/iperf2/udp_rev_csv`).
+    #[test]
+    fn a_sending_servers_rows_count_its_writes() {
+        let mut t = ServerTest::new(ctx(Layout::Enhanced, true), 1, conn(), 0, 1.0).sending();
+        let mut out = Vec::new();
+        for i in 0..10 {
+            out.extend(t.write(1470, i != 3, f64::from(i) * 0.1));
+        }
+        out.extend(t.write(1470, true, 1.5));
+        out.extend(t.finish(2.0));
+        let rows: Vec<&String> = out.iter().filter(|l| l.starts_with("[  1]")).collect();
+        assert_eq!(rows.len(), 3, "{out:#?}");
+        assert!(
+            rows[0].contains(" 9/1/NA ") && rows[0].ends_with("9 pps"),
+            "{}",
+            rows[0]
+        );
+        assert!(rows[1].contains(" 1/0/NA "), "{}", rows[1]);
+        assert!(
+            rows[2].contains("14.4 KBytes") && rows[2].contains(" 10/1/NA "),
+            "{}",
+            rows[2]
+        );
+        assert_eq!(
+            t.sent_datagrams(11),
+            vec!["[  1] Sent 11 datagrams".to_string()]
+        );
+        let mut c = ctx(Layout::Csv, true);
+        c.exclude = Default::default();
+        let mut t = ServerTest::new(c, 1, conn(), 0, 0.0).sending();
+        for i in 0..4 {
+            t.write(1000, true, f64::from(i) * 0.25);
+        }
+        let line = t.finish(1.0).join("");
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(
+            &f[1..5],
+            ["127.0.0.1", "5001", "127.0.0.1", "40000"],
+            "{line}"
+        );
+        assert_eq!((f[7], f[11]), ("4000", "4"), "{line}");
+        assert!(t.sent_datagrams(5).is_empty(), "no Sent line in CSV");
+        let tcp = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 1.0).sending();
+        assert!(
+            tcp.opening()[0].ends_with("port 40000 (reverse)"),
+            "{:?}",
+            tcp.opening()
+        );
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

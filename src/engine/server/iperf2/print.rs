@@ -29,6 +29,26 @@ impl Printer {
     /// A printer for the test `h` on the connection `local`–`peer`, with its
     /// connection line printed; `None` unless the server prints iperf 2's layout.
     pub fn start(g: &Group, h: &TestHdr, local: SocketAddr, peer: SocketAddr) -> Option<Printer> {
+        Self::start_as(g, h, local, peer, false)
+    }
+
+    /// The same for a test this server sends on (`-R`): a sender's rows.
+    pub fn start_sending(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<Printer> {
+        Self::start_as(g, h, local, peer, true)
+    }
+
+    fn start_as(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+        sending: bool,
+    ) -> Option<Printer> {
         let shared = g.shared();
         let layout = shared.cfg.iperf2_layout.clone()?;
         let mut ctx = layout.ctx;
@@ -49,8 +69,11 @@ impl Printer {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        let test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
+        let mut test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
             .with_histograms(layout.histograms);
+        if sending {
+            test = test.sending();
+        }
         let p = Printer {
             started: g.now(),
             sink: shared.sink.clone(),
@@ -97,6 +120,13 @@ impl Printer {
         self.test.delay(owd_s, sent_us);
     }
 
+    /// A send call that sent `len` bytes (`ok`) or failed.
+    pub fn wrote(&mut self, len: usize, ok: bool, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.write(len, ok, t);
+        self.write(out);
+    }
+
     /// Nothing arrived: the rows of the intervals that ended.
     pub fn tick(&mut self, now: Instant) {
         let t = self.t(now);
@@ -108,6 +138,15 @@ impl Printer {
     pub fn finish(mut self, now: Instant) {
         let t = self.t(now);
         let out = self.test.finish(t);
+        self.write(out);
+    }
+
+    /// A UDP sender's test is over: its last rows, then the datagrams it sent (`n`,
+    /// its end included).
+    pub fn finish_sent(mut self, now: Instant, n: u64) {
+        let t = self.t(now);
+        let mut out = self.test.finish(t);
+        out.extend(self.test.sent_datagrams(n));
         self.write(out);
     }
 }

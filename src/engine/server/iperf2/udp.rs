@@ -548,6 +548,11 @@ fn send(
     } else {
         (0..len).map(|i| b'0' + (i % 10) as u8).collect()
     };
+    // `netmeter iperf2 -s`: a `-R` test's rows (not the connection back of -d/-r).
+    let mut printer = match (back, plan.flow, sock.local_addr()) {
+        (false, Flow::Send, Ok(local)) => Printer::start_sending(&g, h, local, to),
+        _ => None,
+    };
     let started = g.now();
     let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
     loop {
@@ -569,10 +574,14 @@ fn send(
         write_datagram_id(&mut d, seq, t.as_secs() as u32, t.subsec_micros());
         // An error (the client gone, ICMP unreachable; a full buffer) loses the
         // datagram, as on any link.
-        if let Ok(n) = sock.send(&d) {
+        let r = sock.send(&d);
+        if let Ok(n) = r {
             sent += n as u64;
             seq += 1;
             g.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some(p) = printer.as_mut() {
+            p.wrote(*r.as_ref().unwrap_or(&0), r.is_ok(), now);
         }
         if let Some(w) = stop_reason(&g, plan, started, now, now) {
             why = Some(w);
@@ -595,6 +604,9 @@ fn send(
             }
         }
         seq += 1;
+    }
+    if let Some(p) = printer {
+        p.finish_sent(g.now(), (seq - 1) as u64);
     }
     let heard = match report {
         Some(r) => format!(
