@@ -1136,6 +1136,33 @@ fn the_iperf2_server_layout_for_reverse() {
     assert_eq!(whole.1, client_received, "{rows:?}\n{}", show(&out));
 }
 
+/// `--bounceback` from a real iperf 2.2.1 client: the server prints what iperf 2.2.1's
+/// server prints (the connection line with the request/reply sizes, the requests as
+/// `Reads=Dist`), and its reads are the client's bounceback count.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_bounceback() {
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-e"]);
+    let out = iperf2_text(V221, port, &["-e", "-t", "2", "--bounceback"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    let got = server_shapes(&d, " 0.0000-", 1);
+    let want = netmeter::report::iperf2::shape::shapes(&server_capture("bb_whole.server"));
+    assert_eq!(got, want, "the server printed\n{}", d.text());
+    let text = stdout_of(&d);
+    let row = text.lines().find(|l| l.contains(" 0.0000-")).unwrap();
+    let reads: u64 = row
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.split('=').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(reads, bounce_count(&out), "{row}\n{}", show(&out));
+}
+
 /// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns
 /// as iperf 2.2.1's server prints them; with `-y C` the whole test's lost/total are
 /// the Server Report the client printed.

@@ -6,8 +6,9 @@
 use super::Group;
 use crate::engine::output::Sink;
 use crate::report::Connected;
+use crate::report::iperf2::Bounceback;
 use crate::report::iperf2::server::{ServerTest, UdpCounts};
-use crate::wire::iperf2::TestHdr;
+use crate::wire::iperf2::{BbHdr, TestHdr};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -29,7 +30,24 @@ impl Printer {
     /// A printer for the test `h` on the connection `local`–`peer`, with its
     /// connection line printed; `None` unless the server prints iperf 2's layout.
     pub fn start(g: &Group, h: &TestHdr, local: SocketAddr, peer: SocketAddr) -> Option<Printer> {
-        Self::start_as(g, h, local, peer, false)
+        Self::start_as(g, h, local, peer, false, None)
+    }
+
+    /// The same for a `--bounceback` test: each request is a read (iperf 2.2.1's
+    /// server prints `Reads=Dist` rows for it), the connection line names the sizes.
+    pub fn start_bounceback(
+        g: &Group,
+        bb: &BbHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<Printer> {
+        let sizes = Bounceback {
+            request_len: bb.size,
+            reply_len: bb.reply_size,
+            hold_us: bb.hold_us,
+        };
+        let h = super::bounceback_as_test(bb);
+        Self::start_as(g, &h, local, peer, false, Some(sizes))
     }
 
     /// The same for a test this server sends on (`-R`): a sender's rows.
@@ -39,7 +57,7 @@ impl Printer {
         local: SocketAddr,
         peer: SocketAddr,
     ) -> Option<Printer> {
-        Self::start_as(g, h, local, peer, true)
+        Self::start_as(g, h, local, peer, true, None)
     }
 
     fn start_as(
@@ -48,6 +66,7 @@ impl Printer {
         local: SocketAddr,
         peer: SocketAddr,
         sending: bool,
+        bounceback: Option<Bounceback>,
     ) -> Option<Printer> {
         let shared = g.shared();
         let layout = shared.cfg.iperf2_layout.clone()?;
@@ -55,6 +74,7 @@ impl Printer {
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
+        ctx.bounceback = bounceback;
         ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
         let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
         let c = Connected {
@@ -97,6 +117,11 @@ impl Printer {
             }
             let _ = w.flush();
         }
+    }
+
+    /// A bounceback request of `len` bytes, read whole: one read of iperf 2's length.
+    pub fn request(&mut self, len: usize, now: Instant) {
+        self.read(len, TCP_READ_LEN as usize, now);
     }
 
     /// A TCP read of `len` bytes that asked for `asked`.
