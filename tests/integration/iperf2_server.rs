@@ -1163,6 +1163,65 @@ fn the_iperf2_server_layout_for_bounceback() {
     assert_eq!(reads, bounce_count(&out), "{row}\n{}", show(&out));
 }
 
+/// `-P 2` from a real iperf 2.2.1 client: after the members' rows the server prints
+/// iperf 2's `[SUM-cnt]` header once and `[SUM-2]` rows, per interval and for the whole
+/// test (last), which add the members' reads up.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_sums_parallel_connections() {
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-e", "-i", "1"]);
+    let out = iperf2_text(V221, port, &["-e", "-i", "1", "-t", "2", "-P", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let what = format!("the server printed\n{}", d.text());
+    // (prefix, reads) of each row.
+    let rows: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| l.contains(" sec ") && l.contains('='))
+        .map(|l| {
+            let prefix = l[..l.find(']').unwrap() + 1].to_string();
+            let reads = l.split_whitespace().last().unwrap();
+            (prefix, reads.split('=').next().unwrap().parse().unwrap())
+        })
+        .collect();
+    let sums: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.0 == "[SUM-2]")
+        .map(|r| r.1)
+        .collect();
+    assert!(
+        sums.len() >= 2,
+        "interval sums and the whole test's: {what}"
+    );
+    assert_eq!(
+        rows.last().unwrap().0,
+        "[SUM-2]",
+        "the whole test's sum last: {what}"
+    );
+    assert_eq!(text.matches("[SUM-cnt] Interval").count(), 1, "{what}");
+    // Each member's last row is its whole test's.
+    let mut members: Vec<&(String, u64)> = rows.iter().filter(|r| r.0 != "[SUM-2]").collect();
+    let mut wholes = 0;
+    for id in ["[  1]", "[  2]"] {
+        let at = members.iter().rposition(|r| r.0 == id).expect(&what);
+        wholes += members.remove(at).1;
+    }
+    let intervals: u64 = members.iter().map(|r| r.1).sum();
+    let (whole_sum, interval_sums) = sums.split_last().unwrap();
+    assert_eq!(*whole_sum, wholes, "{what}");
+    assert_eq!(interval_sums.iter().sum::<u64>(), intervals, "{what}");
+    assert_eq!(*whole_sum, intervals, "{what}");
+}
+
 /// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns
 /// as iperf 2.2.1's server prints them; with `-y C` the whole test's lost/total are
 /// the Server Report the client printed.

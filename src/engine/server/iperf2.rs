@@ -33,6 +33,7 @@ pub mod udp;
 use super::audit::{self, TestParams};
 use super::policy::{Answer, MAX_DURATION_GRACE, Policy, Reason, Refusal, TEST_GRACE};
 use super::{LiveSession, Shared, SlotGuard, canon, shown};
+use crate::report::iperf2::server::SumRows;
 use crate::wire::iperf2::{Amount, BB_HDR_LEN, BbHdr, HEADER_EXTEND, Legacy, TestHdr};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -318,6 +319,9 @@ pub(super) struct Group {
     pub received: AtomicU64,
     entry: Mutex<audit::Entry>,
     error: Mutex<Option<String>>,
+    /// `netmeter iperf2 -s` and a `-P N` TCP test this server receives: the group's
+    /// `[SUM-N]` rows, which its members' printers feed.
+    pub(super) sum: Option<Arc<Mutex<SumRows>>>,
     source: IpAddr,
     _slot: SlotGuard,
     _live: LiveSession,
@@ -462,6 +466,18 @@ fn new_group(
     let mut entry = audit::Entry::begun(shown(peer), shared.now(), shared.cfg.clock.wall());
     entry.test = Some(audit_params(h, plan));
     shared.touch();
+    let sum = match &shared.cfg.iperf2_layout {
+        Some(l)
+            if h.threads > 1 && !h.udp && plan.flow == Flow::Receive && plan.legacy.is_none() =>
+        {
+            let mut ctx = l.ctx.clone();
+            ctx.client = false;
+            ctx.udp = false;
+            let sum = SumRows::new(ctx, h.threads, shared.cfg.interval_s);
+            Some(Arc::new(Mutex::new(sum)))
+        }
+        _ => None,
+    };
     Ok(Group {
         shared: shared.clone(),
         peer,
@@ -470,6 +486,7 @@ fn new_group(
         received: AtomicU64::new(0),
         entry: Mutex::new(entry),
         error: Mutex::new(None),
+        sum,
         source,
         _slot: slot,
         _live: LiveSession::new(shared, peer.ip()),

@@ -13,6 +13,8 @@ use super::{Iperf2Ctx, Layout, Row};
 use crate::latency::LatencyStats;
 use crate::report::{Connected, Iperf2Figures, Start, UdpRecvFigures};
 use crate::stats::{READ_BINS, read_bin};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// The settings header an iperf 2 server prints once, when it starts listening: `blk`
 /// is its read length, `rcvbuf` its sockets' receive buffer (bytes, 0: not known).
@@ -331,6 +333,160 @@ pub struct ServerTest {
     hist: Option<HistSpec>,
     /// The server sends in this test (`-R`): its rows are a sender's.
     sending: bool,
+    /// `-P`: the group's sum, told each row's span; its rows follow this one's.
+    sum: Option<Arc<Mutex<SumRows>>>,
+}
+
+/// What one member's row counted, for the `-P` sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Span {
+    pub begin: f64,
+    pub end: f64,
+    pub bytes: u64,
+    pub reads: u64,
+    pub bins: [u64; READ_BINS],
+    /// The member's whole test (its last span).
+    pub whole: bool,
+}
+
+/// One interval's sum so far.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    span: Span,
+    started: bool,
+}
+
+impl Slot {
+    fn add(&mut self, x: &Span) {
+        let s = &mut self.span;
+        if !self.started {
+            s.begin = x.begin;
+            s.end = x.end;
+            self.started = true;
+        }
+        s.begin = s.begin.min(x.begin);
+        s.end = s.end.max(x.end);
+        s.bytes = s.bytes.saturating_add(x.bytes);
+        s.reads = s.reads.saturating_add(x.reads);
+        for (a, b) in s.bins.iter_mut().zip(x.bins) {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
+/// The `[SUM-N]` rows of a `-P N` TCP test on an iperf 2 server (`-e` layout): an
+/// interval's once every member's row of it came (a member whose next row is a later
+/// interval's, or who ended, had none), with `[SUM-cnt]`'s header before the first,
+/// and the whole test's once every member ended, as iperf 2.2.1's server prints them.
+/// Pure: the members' [`Span`]s in, lines out.
+#[derive(Debug, Clone)]
+pub struct SumRows {
+    ctx: Iperf2Ctx,
+    members: usize,
+    interval_s: f64,
+    /// Per member (its transfer id): the last interval it had a row of, and whether
+    /// it ended.
+    progress: HashMap<usize, (Option<u64>, bool)>,
+    slots: BTreeMap<u64, Slot>,
+    whole: Slot,
+    header_done: bool,
+    /// The members' column header was printed (once for the group, as iperf 2 does).
+    member_header_done: bool,
+}
+
+impl SumRows {
+    /// The sum of `members` connections' rows, `-i interval_s`.
+    pub fn new(ctx: Iperf2Ctx, members: u32, interval_s: f64) -> SumRows {
+        SumRows {
+            ctx,
+            members: members as usize,
+            interval_s: if interval_s.is_finite() && interval_s > 0.0 {
+                interval_s
+            } else {
+                0.0
+            },
+            progress: HashMap::new(),
+            slots: BTreeMap::new(),
+            whole: Slot::default(),
+            header_done: false,
+            member_header_done: false,
+        }
+    }
+
+    /// Whether a member is the first to print the column header (the others do not).
+    fn claim_member_header(&mut self) -> bool {
+        !std::mem::replace(&mut self.member_header_done, true)
+    }
+
+    /// Member `no`'s row counted `x`: the sum rows now due.
+    pub fn add(&mut self, no: usize, x: &Span) -> Vec<String> {
+        if self.members < 2
+            || (!self.progress.contains_key(&no) && self.progress.len() >= self.members)
+        {
+            return Vec::new();
+        }
+        let entry = self.progress.entry(no).or_insert((None, false));
+        if x.whole {
+            entry.1 = true;
+            self.whole.add(x);
+        } else if self.interval_s > 0.0 {
+            let k = (x.begin / self.interval_s + 1e-6).floor().max(0.0) as u64;
+            entry.0 = Some(entry.0.map_or(k, |l| l.max(k)));
+            self.slots.entry(k).or_default().add(x);
+        }
+        let mut out = Vec::new();
+        while let Some((&k, _)) = self.slots.first_key_value() {
+            let complete = self.progress.len() == self.members
+                && self
+                    .progress
+                    .values()
+                    .all(|&(last, ended)| ended || last.is_some_and(|l| l >= k));
+            if !complete {
+                break;
+            }
+            if let Some(slot) = self.slots.remove(&k) {
+                out.extend(self.row(&slot.span));
+            }
+        }
+        let all_ended = self.progress.len() == self.members && self.progress.values().all(|p| p.1);
+        if x.whole && all_ended && self.slots.is_empty() {
+            let whole = self.whole.span;
+            out.extend(self.row(&whole));
+        }
+        out
+    }
+
+    fn row(&mut self, x: &Span) -> Vec<String> {
+        if self.ctx.layout != Layout::Enhanced || self.ctx.udp || self.ctx.exclude.data {
+            return Vec::new();
+        }
+        let row = Row {
+            start: x.begin,
+            end: x.end,
+            seconds: x.end - x.begin,
+            bytes: x.bytes,
+            figures: Iperf2Figures {
+                reads: Some(x.reads),
+                read_bins: Some(x.bins),
+                ..Iperf2Figures::default()
+            },
+            ..Row::default()
+        };
+        let kind = lines::Kind::TcpRead;
+        let mut out = Vec::new();
+        if !self.header_done {
+            self.header_done = true;
+            out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+        }
+        let facts = Facts {
+            sum: true,
+            at_end: x.whole,
+            ..Facts::default()
+        };
+        let prefix = format!("[SUM-{}] ", self.members);
+        out.push(lines::row(kind, &prefix, &row, &facts));
+        out
+    }
 }
 
 impl ServerTest {
@@ -367,7 +523,15 @@ impl ServerTest {
             header_done: false,
             hist: None,
             sending: false,
+            sum: None,
         }
+    }
+
+    /// A member of a `-P` test: its rows are told to the group's `sum`, whose rows
+    /// follow them, and the column header is the group's first member's only.
+    pub fn with_sum(mut self, sum: Arc<Mutex<SumRows>>) -> Self {
+        self.sum = Some(sum);
+        self
     }
 
     /// A test in which this server sends (the client's `-R`): the connection line says
@@ -511,6 +675,22 @@ impl ServerTest {
     }
 
     fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
+        let span = Span {
+            begin,
+            end,
+            bytes: x.bytes,
+            reads: x.reads,
+            bins: x.bins,
+            whole,
+        };
+        let mut out = self.member_row(begin, end, x, whole);
+        if let Some(mut sum) = self.sum.as_ref().and_then(|s| s.lock().ok()) {
+            out.extend(sum.add(self.no, &span));
+        }
+        out
+    }
+
+    fn member_row(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
         if self.ctx.exclude.data {
             return Vec::new();
         }
@@ -598,7 +778,13 @@ impl ServerTest {
         let mut out = Vec::new();
         if !self.header_done {
             self.header_done = true;
-            out.push(lines::column_header(kind).to_string());
+            let first = match self.sum.as_ref().map(|s| s.lock()) {
+                Some(Ok(mut s)) => s.claim_member_header(),
+                _ => true,
+            };
+            if first {
+                out.push(lines::column_header(kind).to_string());
+            }
         }
         let facts = Facts {
             len: self.blk,
@@ -817,6 +1003,45 @@ mod tests {
             "{:?}",
             tcp.opening()
         );
+    }
+
+    /// `-P 2`: the members' rows and the `[SUM-2]` rows in the order iperf 2.2.1's
+    /// server printed them (`testdata/iperf2/tcp_p2.server.txt`): an interval's sum
+    /// once both members' rows of it came, the last member's part-interval summed with
+    /// the other's interval, the whole test's sum last; the sums add the members up.
+    #[test]
+    fn p2_sum_rows_match_iperf2() {
+        let c = ctx(Layout::Enhanced, false);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                let mut cn = conn();
+                cn.socket = no as i64;
+                ServerTest::new(c.clone(), no, cn, 1_764_184_214_054, 1.0).with_sum(sum.clone())
+            })
+            .collect();
+        for t in &tests {
+            out.extend(t.opening());
+        }
+        // Member 2 reads first in each second, as in the capture; member 1 ends last.
+        for i in 0..199u32 {
+            let at = f64::from(i) * 0.01;
+            for t in [1usize, 0] {
+                out.extend(tests[t].read(128 * 1024, 128 * 1024, at));
+            }
+        }
+        out.extend(tests[1].finish(1.9981));
+        out.extend(tests[0].finish(2.0016));
+        let text = out.join("\n");
+        same_shape("tcp_p2.server", &text);
+        let sums: Vec<&String> = out.iter().filter(|l| l.starts_with("[SUM-2]")).collect();
+        assert_eq!(sums.len(), 3, "{text}");
+        assert!(
+            sums[2].contains("0.0000-2.0016") && sums[2].contains(" 398="),
+            "{text}"
+        );
+        assert!(sums[1].contains("1.0000-2.0000"), "{text}");
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

@@ -93,6 +93,8 @@ impl Printer {
             .with_histograms(layout.histograms);
         if sending {
             test = test.sending();
+        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
+            test = test.with_sum(sum);
         }
         let p = Printer {
             started: g.now(),
