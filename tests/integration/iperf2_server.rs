@@ -751,6 +751,121 @@ fn udp_reverse_221() {
     udp_reverse(V221, &[&["-u", "-R", "-t", "1", "-b", "10M"]]);
 }
 
+/// Every `lost/total` row the client printed: (after a "Server Report:" line, lost,
+/// total). The others are what its own listener counted (`-d`/`-r`, `-R`).
+fn lost_total_rows(out: &std::process::Output) -> Vec<(bool, u64, u64)> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rows = Vec::new();
+    let mut report = false;
+    for l in text.lines() {
+        if l.contains("Server Report:") {
+            report = true;
+            continue;
+        }
+        if !l.contains(" ms ") || l.starts_with("[SUM") {
+            continue;
+        }
+        let lt = l.split_whitespace().find_map(|w| {
+            let (a, b) = w.split_once('/')?;
+            Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?))
+        });
+        if let Some((lost, total)) = lt {
+            rows.push((report, lost, total));
+            report = false;
+        }
+    }
+    rows
+}
+
+/// A number after `word` in `line`.
+fn number_after(line: &str, word: &str) -> u64 {
+    let at = line
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} in {line}"))
+        + word.len();
+    line[at..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("a number after {word:?} in {line}"))
+}
+
+/// UDP `-d` and `-r`: the server connects back over UDP to the client's listener
+/// (`-L`) and sends at the client's `-b`. The client's Server Report (what it sent) is
+/// the server's count; what its listener counted (its row's total, the end included)
+/// is what the server logged sending, and the report the listener sent back is what
+/// the client printed.
+fn udp_legacy(key: &str) {
+    let port = free_port();
+    let (_srv, d) = netmeter_server(port, &[]);
+    for (i, flag) in ["-d", "-r"].into_iter().enumerate() {
+        let listen = free_port().to_string();
+        let args = ["-u", "-t", "1", "-b", "5M", "-L", &listen, flag];
+        let out = iperf2_text(key, port, &args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        await_evidence(
+            "the server's flow lines",
+            || server_flows(&d).len() > i && d.text().matches("iperf 2 UDP flow to").count() > i,
+            || format!("{}\n{}", show(&out), d.text()),
+        );
+        let log = d.text();
+        let what = format!("{key} {flag}:\n{}\n{log}", show(&out));
+        assert!(
+            out.status.success() && !text.contains("WARN") && !text.contains("failed"),
+            "{what}"
+        );
+        let rows = lost_total_rows(&out);
+        let report: Vec<_> = rows.iter().filter(|r| r.0).collect();
+        let listener: Vec<_> = rows.iter().filter(|r| !r.0).collect();
+        assert_eq!((report.len(), listener.len()), (1, 1), "{what}");
+        assert_eq!(
+            (report[0].1, report[0].2),
+            server_flows(&d)[i],
+            "the client's Server Report is the server's count: {what}"
+        );
+        let to = log
+            .lines()
+            .filter(|l| l.contains("iperf 2 UDP flow to"))
+            .nth(i)
+            .unwrap();
+        assert!(
+            to.contains(&format!(":{listen}:")),
+            "sent to -L's port: {what}"
+        );
+        assert_eq!(
+            listener[0].2,
+            number_after(to, " sent "),
+            "the listener counted what the server sent: {what}"
+        );
+        assert_eq!(
+            (listener[0].1, listener[0].2),
+            (number_after(to, " lost "), number_after(to, " of ")),
+            "the listener's report is what the client printed: {what}"
+        );
+    }
+    let log = d.text();
+    assert!(log.contains(" -d (back to its port "), "{log}");
+    assert!(log.contains(" -r (back to its port "), "{log}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.1.8 peer"
+)]
+fn udp_legacy_dual_and_tradeoff_218() {
+    udp_legacy(V218);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn udp_legacy_dual_and_tradeoff_221() {
+    udp_legacy(V221);
+}
+
 /// `VmRSS` of a process, kB.
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -956,6 +1071,155 @@ fn the_iperf2_server_layout_for_tcp() {
     assert!(rows.len() >= 3, "-i 1 rows and the whole test's: {rows:?}");
     assert_eq!(whole.1, parts, "{rows:?}");
     assert_eq!(whole.1, client_sent, "{rows:?}\n{}", show(&out));
+}
+
+/// `-R` from a real iperf 2.2.1 client: the server prints a sender's rows as iperf
+/// 2.2.1's server does (`-e`: TCP's Write/Err, UDP's Write/Err/Timeo and PPS, then
+/// `Sent N datagrams`), line for line once the numbers are masked; its `Sent` count is
+/// what it logged sending; with `-y C` its whole-test row holds the bytes the client
+/// received, its `-i` rows add up to them.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_reverse() {
+    for (args, capture) in [
+        (&["-e"][..], "tcp_rev.server"),
+        (&["-u", "-e"][..], "udp_rev.server"),
+        (&["-u"][..], "udp_rev_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let out = iperf2_text(V221, port, &[args, &["-R", "-i", "1", "-t", "2"]].concat());
+        no_errors(&out, "iperf 2.2.1 client");
+        let udp = args.contains(&"-u");
+        if udp {
+            assert!(
+                d.wait_for("iperf 2 UDP flow to", 1, Duration::from_secs(60)),
+                "{}",
+                d.text()
+            );
+        }
+        let got = server_shapes(&d, " 0.0000-", 2);
+        let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        if udp {
+            let text = d.text();
+            let printed = text.lines().find(|l| l.contains("] Sent ")).unwrap();
+            let logged = text
+                .lines()
+                .find(|l| l.contains("iperf 2 UDP flow to"))
+                .unwrap();
+            assert_eq!(
+                number_after(printed, " Sent "),
+                number_after(logged, " sent "),
+                "{text}"
+            );
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-R", "-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let rows = server_csv(&d);
+    let whole = rows.iter().find(|r| r.0.starts_with("0.0-2.")).unwrap();
+    let parts: u64 = rows.iter().filter(|r| r != &whole).map(|r| r.1).sum();
+    let client_received: u64 = csv_bytes(&out, port).1;
+    assert!(rows.len() >= 3, "-i 1 rows and the whole test's: {rows:?}");
+    assert_eq!(whole.1, parts, "{rows:?}");
+    assert_eq!(whole.1, client_received, "{rows:?}\n{}", show(&out));
+}
+
+/// `--bounceback` from a real iperf 2.2.1 client: the server prints what iperf 2.2.1's
+/// server prints (the connection line with the request/reply sizes, the requests as
+/// `Reads=Dist`), and its reads are the client's bounceback count.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_layout_for_bounceback() {
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-e"]);
+    let out = iperf2_text(V221, port, &["-e", "-t", "2", "--bounceback"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    let got = server_shapes(&d, " 0.0000-", 1);
+    let want = netmeter::report::iperf2::shape::shapes(&server_capture("bb_whole.server"));
+    assert_eq!(got, want, "the server printed\n{}", d.text());
+    let text = stdout_of(&d);
+    let row = text.lines().find(|l| l.contains(" 0.0000-")).unwrap();
+    let reads: u64 = row
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.split('=').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(reads, bounce_count(&out), "{row}\n{}", show(&out));
+}
+
+/// `-P 2` from a real iperf 2.2.1 client: after the members' rows the server prints
+/// iperf 2's `[SUM-cnt]` header once and `[SUM-2]` rows, per interval and for the whole
+/// test (last), which add the members' reads up.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_sums_parallel_connections() {
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-e", "-i", "1"]);
+    let out = iperf2_text(V221, port, &["-e", "-i", "1", "-t", "2", "-P", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let what = format!("the server printed\n{}", d.text());
+    // (prefix, reads) of each row.
+    let rows: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| l.contains(" sec ") && l.contains('='))
+        .map(|l| {
+            let prefix = l[..l.find(']').unwrap() + 1].to_string();
+            let reads = l.split_whitespace().last().unwrap();
+            (prefix, reads.split('=').next().unwrap().parse().unwrap())
+        })
+        .collect();
+    let sums: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.0 == "[SUM-2]")
+        .map(|r| r.1)
+        .collect();
+    assert!(
+        sums.len() >= 2,
+        "interval sums and the whole test's: {what}"
+    );
+    assert_eq!(
+        rows.last().unwrap().0,
+        "[SUM-2]",
+        "the whole test's sum last: {what}"
+    );
+    assert_eq!(text.matches("[SUM-cnt] Interval").count(), 1, "{what}");
+    // Each member's last row is its whole test's.
+    let mut members: Vec<&(String, u64)> = rows.iter().filter(|r| r.0 != "[SUM-2]").collect();
+    let mut wholes = 0;
+    for id in ["[  1]", "[  2]"] {
+        let at = members.iter().rposition(|r| r.0 == id).expect(&what);
+        wholes += members.remove(at).1;
+    }
+    let intervals: u64 = members.iter().map(|r| r.1).sum();
+    let (whole_sum, interval_sums) = sums.split_last().unwrap();
+    assert_eq!(*whole_sum, wholes, "{what}");
+    assert_eq!(interval_sums.iter().sum::<u64>(), intervals, "{what}");
+    assert_eq!(*whole_sum, intervals, "{what}");
 }
 
 /// UDP from a real iperf 2.2.1 client: `-e` with its loss, jitter and latency columns

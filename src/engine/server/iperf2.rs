@@ -16,9 +16,9 @@
 //!   server's own sending is paced under it), `--psk-file` (iperf 2 cannot prove a key:
 //!   refused, logged). iperf 2 has no way to tell a client why: it is closed and the
 //!   server's log says why.
-//! * `-d`/`-r` (TCP): this server connects back to the client's own address, at the
-//!   port its header names, and sends (at once, or after the client's test); never to
-//!   another address. Not served (refused with a logged reason): `-d`/`-r` over UDP,
+//! * `-d`/`-r` (TCP and UDP): this server connects back to the client's own address,
+//!   at the port its header names, and sends (at once, or after the client's test);
+//!   never to another address. Not served (refused with a logged reason):
 //!   `--permit-key`. A bounceback test (`iperf2/bounce.rs`) is judged as a
 //!   one-thread TCP test of its run time.
 //!
@@ -33,6 +33,7 @@ pub mod udp;
 use super::audit::{self, TestParams};
 use super::policy::{Answer, MAX_DURATION_GRACE, Policy, Reason, Refusal, TEST_GRACE};
 use super::{LiveSession, Shared, SlotGuard, canon, shown};
+use crate::report::iperf2::server::SumRows;
 use crate::wire::iperf2::{Amount, BB_HDR_LEN, BbHdr, HEADER_EXTEND, Legacy, TestHdr};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -120,14 +121,12 @@ pub fn plan(h: &TestHdr, policy: &Policy, psk_required: bool) -> Result<Plan, Re
         ));
     }
     if let Some(l) = h.legacy
-        && (h.udp || h.port == 0)
+        && h.port == 0
     {
         let flag = if l == Legacy::Dual { "-d" } else { "-r" };
         return Err(refusal(
             Reason::Params,
-            format!(
-                "iperf 2's {flag} over UDP (the server connects back to the client) is not supported"
-            ),
+            format!("iperf 2's {flag} header names no port to connect back to"),
         ));
     }
     let flow = if h.full_duplex() {
@@ -320,6 +319,9 @@ pub(super) struct Group {
     pub received: AtomicU64,
     entry: Mutex<audit::Entry>,
     error: Mutex<Option<String>>,
+    /// `netmeter iperf2 -s` and a `-P N` TCP test this server receives: the group's
+    /// `[SUM-N]` rows, which its members' printers feed.
+    pub(super) sum: Option<Arc<Mutex<SumRows>>>,
     source: IpAddr,
     _slot: SlotGuard,
     _live: LiveSession,
@@ -464,6 +466,18 @@ fn new_group(
     let mut entry = audit::Entry::begun(shown(peer), shared.now(), shared.cfg.clock.wall());
     entry.test = Some(audit_params(h, plan));
     shared.touch();
+    let sum = match &shared.cfg.iperf2_layout {
+        Some(l)
+            if h.threads > 1 && !h.udp && plan.flow == Flow::Receive && plan.legacy.is_none() =>
+        {
+            let mut ctx = l.ctx.clone();
+            ctx.client = false;
+            ctx.udp = false;
+            let sum = SumRows::new(ctx, h.threads, shared.cfg.interval_s);
+            Some(Arc::new(Mutex::new(sum)))
+        }
+        _ => None,
+    };
     Ok(Group {
         shared: shared.clone(),
         peer,
@@ -472,6 +486,7 @@ fn new_group(
         received: AtomicU64::new(0),
         entry: Mutex::new(entry),
         error: Mutex::new(None),
+        sum,
         source,
         _slot: slot,
         _live: LiveSession::new(shared, peer.ip()),
@@ -595,7 +610,7 @@ mod tests {
     }
 
     #[test]
-    fn legacy_dual_and_tradeoff_connect_back_over_tcp_only() {
+    fn legacy_dual_and_tradeoff_connect_back_over_tcp_and_udp() {
         let mut h = hdr(Amount::TimeCentis(300));
         h.flags |= HEADER_VERSION1;
         h.legacy = Some(Legacy::Dual);
@@ -615,11 +630,11 @@ mod tests {
             r.message
         );
         h.udp = true;
-        let r = plan(&h, &Policy::default(), false).unwrap_err();
-        assert!(r.message.contains("-r over UDP"), "{}", r.message);
-        h.udp = false;
+        let p = plan(&h, &Policy::default(), false).unwrap();
+        assert_eq!(p.legacy, Some(Legacy::Tradeoff), "-r over UDP is served");
         h.port = 0;
-        assert!(plan(&h, &Policy::default(), false).is_err());
+        let r = plan(&h, &Policy::default(), false).unwrap_err();
+        assert!(r.message.contains("names no port"), "{}", r.message);
     }
 
     #[test]

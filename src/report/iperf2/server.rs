@@ -13,6 +13,8 @@ use super::{Iperf2Ctx, Layout, Row};
 use crate::latency::LatencyStats;
 use crate::report::{Connected, Iperf2Figures, Start, UdpRecvFigures};
 use crate::stats::{READ_BINS, read_bin};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// The settings header an iperf 2 server prints once, when it starts listening: `blk`
 /// is its read length, `rcvbuf` its sockets' receive buffer (bytes, 0: not known).
@@ -259,6 +261,9 @@ impl Hist {
 struct Tally {
     bytes: u64,
     reads: u64,
+    /// A sending test's send calls that succeeded and failed.
+    writes: u64,
+    write_errors: u64,
     bins: [u64; READ_BINS],
     delays: Delays,
     hist: Option<Hist>,
@@ -326,6 +331,162 @@ pub struct ServerTest {
     header_done: bool,
     /// `--histograms`: the delays' T8 (UDP) or F8 (TCP writes) lines.
     hist: Option<HistSpec>,
+    /// The server sends in this test (`-R`): its rows are a sender's.
+    sending: bool,
+    /// `-P`: the group's sum, told each row's span; its rows follow this one's.
+    sum: Option<Arc<Mutex<SumRows>>>,
+}
+
+/// What one member's row counted, for the `-P` sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Span {
+    pub begin: f64,
+    pub end: f64,
+    pub bytes: u64,
+    pub reads: u64,
+    pub bins: [u64; READ_BINS],
+    /// The member's whole test (its last span).
+    pub whole: bool,
+}
+
+/// One interval's sum so far.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    span: Span,
+    started: bool,
+}
+
+impl Slot {
+    fn add(&mut self, x: &Span) {
+        let s = &mut self.span;
+        if !self.started {
+            s.begin = x.begin;
+            s.end = x.end;
+            self.started = true;
+        }
+        s.begin = s.begin.min(x.begin);
+        s.end = s.end.max(x.end);
+        s.bytes = s.bytes.saturating_add(x.bytes);
+        s.reads = s.reads.saturating_add(x.reads);
+        for (a, b) in s.bins.iter_mut().zip(x.bins) {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
+/// The `[SUM-N]` rows of a `-P N` TCP test on an iperf 2 server (`-e` layout): an
+/// interval's once every member's row of it came (a member whose next row is a later
+/// interval's, or who ended, had none), with `[SUM-cnt]`'s header before the first,
+/// and the whole test's once every member ended, as iperf 2.2.1's server prints them.
+/// Pure: the members' [`Span`]s in, lines out.
+#[derive(Debug, Clone)]
+pub struct SumRows {
+    ctx: Iperf2Ctx,
+    members: usize,
+    interval_s: f64,
+    /// Per member (its transfer id): the last interval it had a row of, and whether
+    /// it ended.
+    progress: HashMap<usize, (Option<u64>, bool)>,
+    slots: BTreeMap<u64, Slot>,
+    whole: Slot,
+    header_done: bool,
+    /// The members' column header was printed (once for the group, as iperf 2 does).
+    member_header_done: bool,
+}
+
+impl SumRows {
+    /// The sum of `members` connections' rows, `-i interval_s`.
+    pub fn new(ctx: Iperf2Ctx, members: u32, interval_s: f64) -> SumRows {
+        SumRows {
+            ctx,
+            members: members as usize,
+            interval_s: if interval_s.is_finite() && interval_s > 0.0 {
+                interval_s
+            } else {
+                0.0
+            },
+            progress: HashMap::new(),
+            slots: BTreeMap::new(),
+            whole: Slot::default(),
+            header_done: false,
+            member_header_done: false,
+        }
+    }
+
+    /// Whether a member is the first to print the column header (the others do not).
+    fn claim_member_header(&mut self) -> bool {
+        !std::mem::replace(&mut self.member_header_done, true)
+    }
+
+    /// Member `no`'s row counted `x`: the sum rows now due.
+    pub fn add(&mut self, no: usize, x: &Span) -> Vec<String> {
+        if self.members < 2
+            || (!self.progress.contains_key(&no) && self.progress.len() >= self.members)
+        {
+            return Vec::new();
+        }
+        let entry = self.progress.entry(no).or_insert((None, false));
+        if x.whole {
+            entry.1 = true;
+            self.whole.add(x);
+        } else if self.interval_s > 0.0 {
+            let k = (x.begin / self.interval_s + 1e-6).floor().max(0.0) as u64;
+            entry.0 = Some(entry.0.map_or(k, |l| l.max(k)));
+            self.slots.entry(k).or_default().add(x);
+        }
+        let mut out = Vec::new();
+        while let Some((&k, _)) = self.slots.first_key_value() {
+            let complete = self.progress.len() == self.members
+                && self
+                    .progress
+                    .values()
+                    .all(|&(last, ended)| ended || last.is_some_and(|l| l >= k));
+            if !complete {
+                break;
+            }
+            if let Some(slot) = self.slots.remove(&k) {
+                out.extend(self.row(&slot.span));
+            }
+        }
+        let all_ended = self.progress.len() == self.members && self.progress.values().all(|p| p.1);
+        if x.whole && all_ended && self.slots.is_empty() {
+            let whole = self.whole.span;
+            out.extend(self.row(&whole));
+        }
+        out
+    }
+
+    fn row(&mut self, x: &Span) -> Vec<String> {
+        if self.ctx.layout != Layout::Enhanced || self.ctx.udp || self.ctx.exclude.data {
+            return Vec::new();
+        }
+        let row = Row {
+            start: x.begin,
+            end: x.end,
+            seconds: x.end - x.begin,
+            bytes: x.bytes,
+            figures: Iperf2Figures {
+                reads: Some(x.reads),
+                read_bins: Some(x.bins),
+                ..Iperf2Figures::default()
+            },
+            ..Row::default()
+        };
+        let kind = lines::Kind::TcpRead;
+        let mut out = Vec::new();
+        if !self.header_done {
+            self.header_done = true;
+            out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+        }
+        let facts = Facts {
+            sum: true,
+            at_end: x.whole,
+            ..Facts::default()
+        };
+        let prefix = format!("[SUM-{}] ", self.members);
+        out.push(lines::row(kind, &prefix, &row, &facts));
+        out
+    }
 }
 
 impl ServerTest {
@@ -361,7 +522,26 @@ impl ServerTest {
             udp_now: None,
             header_done: false,
             hist: None,
+            sending: false,
+            sum: None,
         }
+    }
+
+    /// A member of a `-P` test: its rows are told to the group's `sum`, whose rows
+    /// follow them, and the column header is the group's first member's only.
+    pub fn with_sum(mut self, sum: Arc<Mutex<SumRows>>) -> Self {
+        self.sum = Some(sum);
+        self
+    }
+
+    /// A test in which this server sends (the client's `-R`): the connection line says
+    /// `(reverse)` (and for UDP `(no-udp-fin)`) without its time, as iperf 2.2.1's
+    /// server prints it, and the rows are a sender's: with `-e` TCP's
+    /// `Write/Err  Rtry  InF/Cwnd/RTT  NetPwr` (the TCP state `NA`: this server does
+    /// not read it), UDP's `Write/Err/Timeo  PPS`.
+    pub fn sending(mut self) -> Self {
+        self.sending = true;
+        self
     }
 
     /// With `--histograms`: a histogram line after each row, when the test's client
@@ -381,7 +561,41 @@ impl ServerTest {
             return Vec::new();
         }
         let c = &self.start.connected[0];
-        vec![lines::connection(&self.ctx, self.no, c, &self.start)]
+        if !self.sending {
+            return vec![lines::connection(&self.ctx, self.no, c, &self.start)];
+        }
+        let mut untimed = self.start.clone();
+        untimed.timestamp = Default::default();
+        let mut line = lines::connection(&self.ctx, self.no, c, &untimed);
+        line.push_str(" (reverse)");
+        if self.ctx.udp {
+            line.push_str(" (no-udp-fin)");
+        }
+        vec![line]
+    }
+
+    /// A send call at `t` that sent `len` bytes (`ok`) or failed: the rows of the
+    /// intervals that ended before it, then the call counted.
+    pub fn write(&mut self, len: usize, ok: bool, t: f64) -> Vec<String> {
+        let out = self.tick(t);
+        for x in [&mut self.cur, &mut self.total] {
+            if ok {
+                x.bytes = x.bytes.saturating_add(len as u64);
+                x.writes += 1;
+            } else {
+                x.write_errors += 1;
+            }
+        }
+        out
+    }
+
+    /// A UDP sender's last line, after the whole test's row: the datagrams it sent,
+    /// its end included (`[  1] Sent N datagrams`; none in CSV).
+    pub fn sent_datagrams(&self, n: u64) -> Vec<String> {
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.data {
+            return Vec::new();
+        }
+        vec![format!("{}Sent {n} datagrams", super::id(self.no))]
     }
 
     /// A read of `len` bytes (asking for `asked`) at `t`: the rows of the intervals that
@@ -434,7 +648,7 @@ impl ServerTest {
             // rolls its intervals on arrivals).
             let cur = std::mem::take(&mut self.cur);
             self.cur.hist = cur.hist.as_ref().map(|_| Hist::default());
-            if cur.reads > 0 {
+            if cur.reads + cur.writes + cur.write_errors > 0 {
                 out.extend(self.row_of(b, e, &cur, false));
             }
             self.udp_mark = self.udp_now.unwrap_or_default();
@@ -450,7 +664,8 @@ impl ServerTest {
     pub fn finish(&mut self, t: f64) -> Vec<String> {
         let mut out = self.tick(t);
         let t = t.max(self.begun);
-        if self.interval_s > 0.0 && self.cur.reads > 0 && t > self.begun {
+        let moved = self.cur.reads + self.cur.writes + self.cur.write_errors > 0;
+        if self.interval_s > 0.0 && moved && t > self.begun {
             let cur = self.cur.clone();
             out.extend(self.row_of(self.begun, t, &cur, false));
         }
@@ -460,6 +675,22 @@ impl ServerTest {
     }
 
     fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
+        let span = Span {
+            begin,
+            end,
+            bytes: x.bytes,
+            reads: x.reads,
+            bins: x.bins,
+            whole,
+        };
+        let mut out = self.member_row(begin, end, x, whole);
+        if let Some(mut sum) = self.sum.as_ref().and_then(|s| s.lock().ok()) {
+            out.extend(sum.add(self.no, &span));
+        }
+        out
+    }
+
+    fn member_row(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
         if self.ctx.exclude.data {
             return Vec::new();
         }
@@ -493,7 +724,8 @@ impl ServerTest {
         });
         let owd = x.delays.stats();
         let rate = |n: f64| (seconds > 0.0).then(|| n / seconds);
-        let pps = rate(x.reads as f64).filter(|_| self.ctx.udp);
+        let calls = if self.sending { x.writes } else { x.reads };
+        let pps = rate(calls as f64).filter(|_| self.ctx.udp);
         // Little's law: what was on the way, at this span's rate and mean delay.
         let in_progress = |per_s: Option<f64>| {
             owd.zip(per_s)
@@ -505,13 +737,19 @@ impl ServerTest {
             end,
             seconds,
             bytes: x.bytes,
-            packets: udp.map(|_| x.reads),
+            packets: if self.sending {
+                Some(x.writes).filter(|_| self.ctx.udp)
+            } else {
+                udp.map(|_| x.reads)
+            },
             udp_recv: udp,
             out_of_order: ooo,
             owd,
             figures: Iperf2Figures {
-                reads: Some(x.reads),
-                read_bins: (!self.ctx.udp).then_some(x.bins),
+                reads: (!self.sending).then_some(x.reads),
+                writes: self.sending.then_some(x.writes),
+                write_errors: self.sending.then_some(x.write_errors),
+                read_bins: (!self.ctx.udp && !self.sending).then_some(x.bins),
                 packets_per_second: pps,
                 in_progress_bytes: in_progress(rate(x.bytes as f64)),
                 in_progress_packets: in_progress(pps),
@@ -521,19 +759,32 @@ impl ServerTest {
         };
         if self.ctx.layout == Layout::Csv {
             let socket = self.start.connected[0].socket;
+            // iperf 2 names the sender's address first: a sending server's own.
+            let mut start = self.start.clone();
+            if self.sending {
+                let c = &mut start.connected[0];
+                std::mem::swap(&mut c.local_host, &mut c.remote_host);
+                std::mem::swap(&mut c.local_port, &mut c.remote_port);
+            }
             return vec![super::csv::line(
                 &self.ctx,
-                Some(&self.start),
+                Some(&start),
                 socket,
                 self.no as i64,
                 &row,
             )];
         }
-        let kind = lines::kind(&self.ctx, false);
+        let kind = lines::kind(&self.ctx, self.sending);
         let mut out = Vec::new();
         if !self.header_done {
             self.header_done = true;
-            out.push(lines::column_header(kind).to_string());
+            let first = match self.sum.as_ref().map(|s| s.lock()) {
+                Some(Ok(mut s)) => s.claim_member_header(),
+                _ => true,
+            };
+            if first {
+                out.push(lines::column_header(kind).to_string());
+            }
         }
         let facts = Facts {
             len: self.blk,
@@ -670,6 +921,127 @@ mod tests {
         }
         out.extend(t.finish(2.0863));
         same_shape("bb.server", &out.join("\n"));
+    }
+
+    /// A sending test (`-R`): `n` sends over two seconds with `-i 1`, the UDP
+    /// sender's `Sent` line last.
+    fn send_run(c: Iperf2Ctx, n: u32, len: usize, end: f64) -> String {
+        let udp = c.udp;
+        let mut out = banner(&c, c.datagram_len, if udp { 212_992 } else { 131072 }, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).sending();
+        out.extend(t.opening());
+        for i in 0..n {
+            out.extend(t.write(len, true, f64::from(i) * 2.0 / f64::from(n)));
+        }
+        out.extend(t.finish(end));
+        if udp {
+            out.extend(t.sent_datagrams(u64::from(n) + 1));
+        }
+        out.join("\n")
+    }
+
+    /// `-R`: the server's rows are a sender's, in each layout, as iperf 2.2.1's server
+    /// printed them (captured in `testdata/iperf2/*_rev*.server.txt`).
+    #[test]
+    fn a_sending_server_matches_iperf2() {
+        let tcp = |l| send_run(ctx(l, false), 400, 128 * 1024, 2.0621);
+        same_shape("tcp_rev.server", &tcp(Layout::Enhanced));
+        same_shape("tcp_rev_plain.server", &tcp(Layout::Plain));
+        same_shape("tcp_rev_csv.server", &tcp(Layout::Csv));
+        let udp = |l| send_run(ctx(l, true), 181, 1470, 2.0189);
+        same_shape("udp_rev.server", &udp(Layout::Enhanced));
+        same_shape("udp_rev_plain.server", &udp(Layout::Plain));
+    }
+
+    /// The counts in a sender's rows are its own: writes, errors, bytes, PPS; in CSV
+    /// the sender (this server) first and its datagrams as the total (iperf 2.2.1
+    /// writes `-nan,0,-1` in the whole test's line, `testdata/iperf2/udp_rev_csv`).
+    #[test]
+    fn a_sending_servers_rows_count_its_writes() {
+        let mut t = ServerTest::new(ctx(Layout::Enhanced, true), 1, conn(), 0, 1.0).sending();
+        let mut out = Vec::new();
+        for i in 0..10 {
+            out.extend(t.write(1470, i != 3, f64::from(i) * 0.1));
+        }
+        out.extend(t.write(1470, true, 1.5));
+        out.extend(t.finish(2.0));
+        let rows: Vec<&String> = out.iter().filter(|l| l.starts_with("[  1]")).collect();
+        assert_eq!(rows.len(), 3, "{out:#?}");
+        assert!(
+            rows[0].contains(" 9/1/NA ") && rows[0].ends_with("9 pps"),
+            "{}",
+            rows[0]
+        );
+        assert!(rows[1].contains(" 1/0/NA "), "{}", rows[1]);
+        assert!(
+            rows[2].contains("14.4 KBytes") && rows[2].contains(" 10/1/NA "),
+            "{}",
+            rows[2]
+        );
+        assert_eq!(
+            t.sent_datagrams(11),
+            vec!["[  1] Sent 11 datagrams".to_string()]
+        );
+        let mut c = ctx(Layout::Csv, true);
+        c.exclude = Default::default();
+        let mut t = ServerTest::new(c, 1, conn(), 0, 0.0).sending();
+        for i in 0..4 {
+            t.write(1000, true, f64::from(i) * 0.25);
+        }
+        let line = t.finish(1.0).join("");
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(
+            &f[1..5],
+            ["127.0.0.1", "5001", "127.0.0.1", "40000"],
+            "{line}"
+        );
+        assert_eq!((f[7], f[11]), ("4000", "4"), "{line}");
+        assert!(t.sent_datagrams(5).is_empty(), "no Sent line in CSV");
+        let tcp = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 1.0).sending();
+        assert!(
+            tcp.opening()[0].ends_with("port 40000 (reverse)"),
+            "{:?}",
+            tcp.opening()
+        );
+    }
+
+    /// `-P 2`: the members' rows and the `[SUM-2]` rows in the order iperf 2.2.1's
+    /// server printed them (`testdata/iperf2/tcp_p2.server.txt`): an interval's sum
+    /// once both members' rows of it came, the last member's part-interval summed with
+    /// the other's interval, the whole test's sum last; the sums add the members up.
+    #[test]
+    fn p2_sum_rows_match_iperf2() {
+        let c = ctx(Layout::Enhanced, false);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                let mut cn = conn();
+                cn.socket = no as i64;
+                ServerTest::new(c.clone(), no, cn, 1_764_184_214_054, 1.0).with_sum(sum.clone())
+            })
+            .collect();
+        for t in &tests {
+            out.extend(t.opening());
+        }
+        // Member 2 reads first in each second, as in the capture; member 1 ends last.
+        for i in 0..199u32 {
+            let at = f64::from(i) * 0.01;
+            for t in [1usize, 0] {
+                out.extend(tests[t].read(128 * 1024, 128 * 1024, at));
+            }
+        }
+        out.extend(tests[1].finish(1.9981));
+        out.extend(tests[0].finish(2.0016));
+        let text = out.join("\n");
+        same_shape("tcp_p2.server", &text);
+        let sums: Vec<&String> = out.iter().filter(|l| l.starts_with("[SUM-2]")).collect();
+        assert_eq!(sums.len(), 3, "{text}");
+        assert!(
+            sums[2].contains("0.0000-2.0016") && sums[2].contains(" 398="),
+            "{text}"
+        );
+        assert!(sums[1].contains("1.0000-2.0000"), "{text}");
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

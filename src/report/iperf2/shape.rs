@@ -28,7 +28,8 @@ fn drop_parts(line: &str) -> String {
             l.replace_range(a..end, "");
         }
     }
-    l
+    // A part dropped at the line's end leaves the space before it.
+    l.trim_end().to_string()
 }
 
 /// Numbers (with the spaces that pad them) become `#`, units lose their prefix, and

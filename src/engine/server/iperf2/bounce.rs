@@ -11,6 +11,7 @@
 
 use super::Group;
 use super::Plan;
+use super::print::Printer;
 use super::tcp::{is_timeout, sec_usec, stop_reason};
 use crate::wire::iperf2::{BB_HDR_LEN, BB_STOP, BbHdr};
 use std::io::{Read, Write};
@@ -70,6 +71,11 @@ pub(in crate::engine::server) fn serve(
     let mut last_move = g.now();
     g.received.fetch_add(BB_HDR_LEN as u64, Ordering::Relaxed);
     let mut have = BB_HDR_LEN;
+    // `netmeter iperf2 -s`: a row of the requests per interval, as iperf 2's server.
+    let mut printer = match (sock.local_addr(), sock.peer_addr()) {
+        (Ok(local), Ok(peer)) => Printer::start_bounceback(&g, &bb, local, peer),
+        _ => None,
+    };
     loop {
         match fill(&g, &mut sock, &mut buf[have..size], plan, &mut last_move) {
             Ok(true) => {}
@@ -87,6 +93,9 @@ pub(in crate::engine::server) fn serve(
         if h.bbflags & BB_STOP != 0 {
             break;
         }
+        if let Some(p) = printer.as_mut() {
+            p.request(size, g.now());
+        }
         let hold = hold_for(h.hold_us);
         if !hold.is_zero() && !hold_until(&g, g.now() + hold) {
             break;
@@ -100,6 +109,9 @@ pub(in crate::engine::server) fn serve(
         }
         g.sent.fetch_add(reply as u64, Ordering::Relaxed);
         have = 0;
+    }
+    if let Some(p) = printer {
+        p.finish(g.now());
     }
     let _ = sock.shutdown(Shutdown::Both);
 }

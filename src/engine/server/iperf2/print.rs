@@ -6,8 +6,9 @@
 use super::Group;
 use crate::engine::output::Sink;
 use crate::report::Connected;
+use crate::report::iperf2::Bounceback;
 use crate::report::iperf2::server::{ServerTest, UdpCounts};
-use crate::wire::iperf2::TestHdr;
+use crate::wire::iperf2::{BbHdr, TestHdr};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -29,12 +30,51 @@ impl Printer {
     /// A printer for the test `h` on the connection `local`–`peer`, with its
     /// connection line printed; `None` unless the server prints iperf 2's layout.
     pub fn start(g: &Group, h: &TestHdr, local: SocketAddr, peer: SocketAddr) -> Option<Printer> {
+        Self::start_as(g, h, local, peer, false, None)
+    }
+
+    /// The same for a `--bounceback` test: each request is a read (iperf 2.2.1's
+    /// server prints `Reads=Dist` rows for it), the connection line names the sizes.
+    pub fn start_bounceback(
+        g: &Group,
+        bb: &BbHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<Printer> {
+        let sizes = Bounceback {
+            request_len: bb.size,
+            reply_len: bb.reply_size,
+            hold_us: bb.hold_us,
+        };
+        let h = super::bounceback_as_test(bb);
+        Self::start_as(g, &h, local, peer, false, Some(sizes))
+    }
+
+    /// The same for a test this server sends on (`-R`): a sender's rows.
+    pub fn start_sending(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<Printer> {
+        Self::start_as(g, h, local, peer, true, None)
+    }
+
+    fn start_as(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+        sending: bool,
+        bounceback: Option<Bounceback>,
+    ) -> Option<Printer> {
         let shared = g.shared();
         let layout = shared.cfg.iperf2_layout.clone()?;
         let mut ctx = layout.ctx;
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
+        ctx.bounceback = bounceback;
         ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
         let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
         let c = Connected {
@@ -49,8 +89,13 @@ impl Printer {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        let test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
+        let mut test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
             .with_histograms(layout.histograms);
+        if sending {
+            test = test.sending();
+        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
+            test = test.with_sum(sum);
+        }
         let p = Printer {
             started: g.now(),
             sink: shared.sink.clone(),
@@ -76,6 +121,11 @@ impl Printer {
         }
     }
 
+    /// A bounceback request of `len` bytes, read whole: one read of iperf 2's length.
+    pub fn request(&mut self, len: usize, now: Instant) {
+        self.read(len, TCP_READ_LEN as usize, now);
+    }
+
     /// A TCP read of `len` bytes that asked for `asked`.
     pub fn read(&mut self, len: usize, asked: usize, now: Instant) {
         let t = self.t(now);
@@ -97,6 +147,13 @@ impl Printer {
         self.test.delay(owd_s, sent_us);
     }
 
+    /// A send call that sent `len` bytes (`ok`) or failed.
+    pub fn wrote(&mut self, len: usize, ok: bool, now: Instant) {
+        let t = self.t(now);
+        let out = self.test.write(len, ok, t);
+        self.write(out);
+    }
+
     /// Nothing arrived: the rows of the intervals that ended.
     pub fn tick(&mut self, now: Instant) {
         let t = self.t(now);
@@ -108,6 +165,15 @@ impl Printer {
     pub fn finish(mut self, now: Instant) {
         let t = self.t(now);
         let out = self.test.finish(t);
+        self.write(out);
+    }
+
+    /// A UDP sender's test is over: its last rows, then the datagrams it sent (`n`,
+    /// its end included).
+    pub fn finish_sent(mut self, now: Instant, n: u64) {
+        let t = self.t(now);
+        let mut out = self.test.finish(t);
+        out.extend(self.test.sent_datagrams(n));
         self.write(out);
     }
 }

@@ -102,11 +102,12 @@ pub(in crate::engine::server) fn serve(
     // `netmeter iperf2 -s`: what this side reads, in iperf 2's server layout (the
     // header's bytes, read by the door, as the first read).
     let mut printer = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
+        (Flow::Send, None, Ok(local), Some(peer)) => Printer::start_sending(&g, h, local, peer),
         (Flow::Send, None, _, _) => None,
         (_, _, Ok(local), Some(peer)) => Printer::start(&g, h, local, peer),
         _ => None,
     };
-    if let Some(p) = printer.as_mut() {
+    if let Some(p) = printer.as_mut().filter(|_| plan.flow != Flow::Send) {
         p.read(early, early, g.now());
     }
     let mut pr = printer.as_mut();
@@ -122,10 +123,10 @@ pub(in crate::engine::server) fn serve(
                 .and_then(|()| connect_back(&g, peer, h.port, plan))
         }
         (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut(), pr.take()),
-        (Flow::Send, _, _) => send(&g, &mut sock, plan).map(|()| linger(&g, &mut sock)),
+        (Flow::Send, _, _) => send(&g, &mut sock, plan, pr.take()).map(|()| linger(&g, &mut sock)),
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
-                let sender = s.spawn(|| send(&g, &mut tx, plan));
+                let sender = s.spawn(|| send(&g, &mut tx, plan, None));
                 let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
@@ -229,8 +230,13 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
 }
 
 /// Send until the client's `-t` or `-n` (paced under `plan.send_bps`), then close our
-/// side of the connection.
-fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
+/// side of the connection. `printer`: `netmeter iperf2 -s`'s rows of a `-R` test.
+fn send(
+    g: &Group,
+    sock: &mut TcpStream,
+    plan: &Plan,
+    mut printer: Option<&mut Printer>,
+) -> Result<(), String> {
     // iperf 2's payload pattern: the digits, repeated.
     let block: Vec<u8> = (0..plan.block).map(|i| b'0' + (i % 10) as u8).collect();
     let started = g.now();
@@ -257,6 +263,9 @@ fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
                 sent += n as u64;
                 g.sent.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = g.now();
+                if let Some(p) = printer.as_deref_mut() {
+                    p.wrote(n, true, last_move);
+                }
             }
             Err(e) if is_timeout(&e) => {}
             Err(e)
@@ -268,7 +277,12 @@ fn send(g: &Group, sock: &mut TcpStream, plan: &Plan) -> Result<(), String> {
                 // The client stopped reading (its own -t is over): the test ended.
                 return Ok(());
             }
-            Err(e) => return Err(format!("write failed: {e}")),
+            Err(e) => {
+                if let Some(p) = printer.as_deref_mut() {
+                    p.wrote(0, false, g.now());
+                }
+                return Err(format!("write failed: {e}"));
+            }
         }
         if let Some(why) = stop_reason(g, plan, last_move) {
             return Err(why);
@@ -307,7 +321,7 @@ fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(
     back.write_all(&[0u8; 4])
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);
-    let r = send(g, &mut back, plan);
+    let r = send(g, &mut back, plan, None);
     linger(g, &mut back);
     r
 }

@@ -19,12 +19,12 @@ use super::{Flow, Group, Plan, over_limit};
 use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
-    DatagramId, HEADER_SEQNO64B, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
+    DatagramId, HEADER_SEQNO64B, Legacy, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
     write_datagram_id,
 };
 use socket2::{SockAddr, Type};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -168,10 +168,14 @@ impl UdpDoor {
         let first = d.to_vec();
         let thread = std::thread::Builder::new()
             .name("nm-iperf2-udp".into())
-            .spawn(move || match plan.flow {
-                Flow::Send => send(group, sock, from, &h, &plan, &AtomicBool::new(false)),
-                Flow::Both => both(group, sock, from, h, plan, first, rx),
-                Flow::Receive => {
+            .spawn(move || match (plan.legacy, plan.flow) {
+                (Some(_), _) => legacy(group, sock, from, h, plan, first, rx),
+                (None, Flow::Send) => {
+                    let halt = AtomicBool::new(false);
+                    send(group, sock, from, &h, &plan, &halt, false);
+                }
+                (None, Flow::Both) => both(group, sock, from, h, plan, first, rx),
+                (None, Flow::Receive) => {
                     serve(group, sock, from, h, plan, first, rx);
                 }
             })
@@ -338,11 +342,65 @@ fn both(
     let halt = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (g2, h2, plan2, halt) = (g.clone(), h.clone(), plan.clone(), &halt);
-        s.spawn(move || send(g2, tx, from, &h2, &plan2, halt));
+        s.spawn(move || send(g2, tx, from, &h2, &plan2, halt, false));
         if !serve(g, sock, from, h, plan, first, queued) {
             halt.store(true, Ordering::Relaxed);
         }
     });
+}
+
+/// `-d`/`-r` over UDP, iperf 2's way: the client listens on the port its header names
+/// (`-L`, or its `-p`); this server sends there from a socket of its own, to the
+/// client's own address only: at once while it receives (`-d`), or after the client's
+/// test and its server report (`-r`). The client's listener answers the end with a
+/// server report of its own, which the log shows.
+fn legacy(
+    g: Arc<Group>,
+    sock: UdpSocket,
+    from: SocketAddr,
+    h: TestHdr,
+    plan: Plan,
+    first: Vec<u8>,
+    queued: Receiver<Vec<u8>>,
+) {
+    let back = SocketAddr::new(super::canon(from.ip()), h.port);
+    let (g2, h2, plan2) = (g.clone(), h.clone(), plan.clone());
+    let halt = AtomicBool::new(false);
+    if plan.legacy == Some(Legacy::Tradeoff) {
+        if serve(g, sock, from, h, plan, first, queued) {
+            send_back(g2, back, &h2, &plan2, &halt);
+        }
+        return;
+    }
+    // The sending half stops when the receiving half ends other than by the client's
+    // end, as for --full-duplex.
+    std::thread::scope(|s| {
+        let halt = &halt;
+        s.spawn(move || send_back(g2, back, &h2, &plan2, halt));
+        if !serve(g, sock, from, h, plan, first, queued) {
+            halt.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+/// The sending half of `-d`/`-r`: a socket of this server's own, connected to `to`.
+fn send_back(g: Arc<Group>, to: SocketAddr, h: &TestHdr, plan: &Plan, halt: &AtomicBool) {
+    let any: IpAddr = if to.is_ipv4() {
+        Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        Ipv6Addr::UNSPECIFIED.into()
+    };
+    let sock = UdpSocket::bind((any, 0)).and_then(|s| {
+        s.connect(to)?;
+        s.set_read_timeout(Some(TICK))?;
+        Ok(s)
+    });
+    match sock {
+        Ok(sock) => send(g, sock, to, h, plan, halt, true),
+        Err(e) => g.failed(format!(
+            "cannot open a UDP socket back to {to} (-d/-r): {e}"
+        )),
+    }
 }
 
 /// Serve one flow until its FIN (then the report) or a limit; whether the FIN ended it.
@@ -464,6 +522,10 @@ const DEFAULT_UDP_LEN: usize = 1470;
 /// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
 /// reverse test).
 /// `halt`: stop now (a full-duplex flow whose receiving half ended).
+/// `back`: the `-d`/`-r` connection back to the client's listener: the bytes after
+/// each datagram's id are zero (flags naming no test header, so the listener takes its
+/// defaults, as from iperf 2's own server), and the end waits for the listener's
+/// server report.
 fn send(
     g: Arc<Group>,
     sock: UdpSocket,
@@ -471,6 +533,7 @@ fn send(
     h: &TestHdr,
     plan: &Plan,
     halt: &AtomicBool,
+    back: bool,
 ) {
     let len = match h.buf_len {
         0 => DEFAULT_UDP_LEN,
@@ -480,7 +543,16 @@ fn send(
         ),
     };
     let bps = plan.send_bps.unwrap_or(DEFAULT_UDP_BPS).max(1);
-    let mut d: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+    let mut d: Vec<u8> = if back {
+        vec![0u8; len]
+    } else {
+        (0..len).map(|i| b'0' + (i % 10) as u8).collect()
+    };
+    // `netmeter iperf2 -s`: a `-R` test's rows (not the connection back of -d/-r).
+    let mut printer = match (back, plan.flow, sock.local_addr()) {
+        (false, Flow::Send, Ok(local)) => Printer::start_sending(&g, h, local, to),
+        _ => None,
+    };
     let started = g.now();
     let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
     loop {
@@ -502,10 +574,14 @@ fn send(
         write_datagram_id(&mut d, seq, t.as_secs() as u32, t.subsec_micros());
         // An error (the client gone, ICMP unreachable; a full buffer) loses the
         // datagram, as on any link.
-        if let Ok(n) = sock.send(&d) {
+        let r = sock.send(&d);
+        if let Ok(n) = r {
             sent += n as u64;
             seq += 1;
             g.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some(p) = printer.as_mut() {
+            p.wrote(*r.as_ref().unwrap_or(&0), r.is_ok(), now);
         }
         if let Some(w) = stop_reason(&g, plan, started, now, now) {
             why = Some(w);
@@ -514,17 +590,37 @@ fn send(
     }
     // The end: the next sequence number negated, as iperf 2's sender ends (its reader
     // counts it as the last datagram and stops at once rather than on a timeout);
-    // sent three times against loss, the copies ignored once it stopped.
+    // sent three times against loss, the copies ignored once it stopped. A listener
+    // (`back`) answers with its report: the end is sent again until it does.
+    let mut report = None;
     if why.is_none() {
         let t = g.wall().duration_since(UNIX_EPOCH).unwrap_or_default();
         write_datagram_id(&mut d, -seq, t.as_secs() as u32, t.subsec_micros());
-        for _ in 0..3 {
-            let _ = sock.send(&d);
+        if back {
+            report = await_report(&sock, &d);
+        } else {
+            for _ in 0..3 {
+                let _ = sock.send(&d);
+            }
         }
         seq += 1;
     }
+    if let Some(p) = printer {
+        p.finish_sent(g.now(), (seq - 1) as u64);
+    }
+    let heard = match report {
+        Some(r) => format!(
+            "; its listener reported {} bytes, lost {} of {} datagrams, jitter {:.3} ms",
+            r.bytes,
+            r.lost,
+            r.datagrams,
+            r.jitter_s * 1e3
+        ),
+        None if back && why.is_none() => "; no report from its listener".to_string(),
+        None => String::new(),
+    };
     g.shared().log(&format!(
-        "iperf 2 UDP flow to {}: sent {} datagrams (the last its end), {sent} bytes",
+        "iperf 2 UDP flow to {}: sent {} datagrams (the last its end), {sent} bytes{heard}",
         super::shown(to),
         seq - 1
     ));
@@ -557,6 +653,23 @@ fn stop_reason(
         return Some(format!(
             "its rate exceeded this server's limit of {limit} bit/s (--server-bitrate-limit)"
         ));
+    }
+    None
+}
+
+/// Send the end `fin` and wait for the listener's server report, sending it again
+/// after each [`ACK_SILENCE`] without one (at most [`ACK_TRIES`] times), as iperf 2's
+/// client waits for its server's (`AwaitServerFinPacket`).
+fn await_report(sock: &UdpSocket, fin: &[u8]) -> Option<ServerReport> {
+    let _ = sock.set_read_timeout(Some(ACK_SILENCE));
+    let mut buf = [0u8; 2048];
+    for _ in 0..ACK_TRIES {
+        let _ = sock.send(fin);
+        if let Ok(n) = sock.recv(&mut buf)
+            && let Ok(r) = ServerReport::parse(&buf[..n])
+        {
+            return Some(r);
+        }
     }
     None
 }
