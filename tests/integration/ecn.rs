@@ -110,41 +110,15 @@ fn add_ce_marking(bed: &Netbed, iif: &str, matching: &str, n: u32) {
          iifname \"{iif}\" {matching} numgen inc mod {n} == 0 ip ecn set ce counter comment \"ce\"\n    \
          iifname \"{iif}\" {matching} counter comment \"rest\"\n  }}\n}}\n"
     );
-    let path = std::env::temp_dir().join(format!("nmecn-{}-{}.nft", std::process::id(), bed.id()));
-    std::fs::write(&path, script).expect("writing the nft script");
-    let r = bed.run_in(
-        Side::R,
-        "nft",
-        &["-f", path.to_str().expect("path")],
-        BED_TIMEOUT,
-    );
-    let _ = std::fs::remove_file(&path);
-    r.expect("adding the CE marking rule");
+    bed.nft_apply(Side::R, &script)
+        .expect("adding the CE marking rule");
 }
 
 /// The packets counted by the rule commented `name` of [`add_ce_marking`].
 fn nft_count(bed: &Netbed, name: &str) -> u64 {
-    let out = bed
-        .run_in(
-            Side::R,
-            "nft",
-            &["-j", "list", "table", "inet", "nmecn"],
-            BED_TIMEOUT,
-        )
-        .expect("reading the nft counters");
-    let v: Value = serde_json::from_str(&out).expect("nft -j output");
-    v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| i["rule"]["comment"].as_str() == Some(name))
-        .find_map(|i| {
-            i["rule"]["expr"]
-                .as_array()?
-                .iter()
-                .find_map(|e| e["counter"]["packets"].as_u64())
-        })
-        .unwrap_or_else(|| panic!("no counter {name}: {out}"))
+    bed.nft_rule_counter(Side::R, "nmecn", name)
+        .expect("reading the nft counters")
+        .0
 }
 
 /// A one-test netmeter server in h2 and a client in h1 with `args`: the client's `-J`.
