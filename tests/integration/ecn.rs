@@ -220,6 +220,106 @@ fn tcp_negotiates_ecn_and_reports_the_echoed_marks() {
     );
 }
 
+/// TCP_INFO's ECN counters (Linux 6.18+) with `--bidir`: ECN on both hosts (AccECN,
+/// `net.ipv4.tcp_ecn` 3, where the kernel negotiates it; else classic, 1), the router
+/// sets CE on every 7th ECN-capable TCP segment in each direction and counts what it
+/// marked per connection (a set keyed by the client's port). The client's receiving
+/// stream's CE-marked segments (`tcp_received_ecn.received_ce`, `tcpi_received_ce`) add
+/// up over the intervals to what the router marked on that connection; its sending
+/// stream carries the AccECN byte counters and was echoed CE (under AccECN exactly what
+/// the router marked, less at most the segments unacknowledged at its last sample;
+/// classic ECN repeats its echo, so there only that it came). The bed carries each
+/// segment as its own packet (offloads off), so the router's packets are segments.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables, sysctls)"
+)]
+fn accecn_ce_counts_equal_the_routers_marks() {
+    if !std::path::Path::new("/proc/sys/net/ipv4/tcp_ecn_option").exists() {
+        eprintln!("skipped: this kernel has no AccECN (net.ipv4.tcp_ecn_option)");
+        return;
+    }
+    let b = bed(LinkConfig::new());
+    // 6.18 has the counters; AccECN negotiation (tcp_ecn 3) only where the kernel takes it.
+    let accecn = [Side::H1, Side::H2]
+        .iter()
+        .all(|&side| b.sysctls(side, &[("net/ipv4/tcp_ecn", "3")]).is_ok());
+    if !accecn {
+        for side in [Side::H1, Side::H2] {
+            b.sysctls(side, &[("net/ipv4/tcp_ecn", "1")])
+                .expect("tcp_ecn=1");
+        }
+    }
+    let script = format!(
+        "table inet nmecn {{\n  \
+         set to_h1 {{ type inet_service; size 1024; flags dynamic; counter; }}\n  \
+         set from_h1 {{ type inet_service; size 1024; flags dynamic; counter; }}\n  \
+         chain cemark {{\n    type filter hook forward priority -10; policy accept;\n    \
+         iifname \"{R_H2_IF}\" meta l4proto tcp ip ecn {{ ect0, ect1 }} numgen inc mod 7 == 0 \
+         ip ecn set ce update @to_h1 {{ tcp dport }}\n    \
+         iifname \"{R_H1_IF}\" meta l4proto tcp ip ecn {{ ect0, ect1 }} numgen inc mod 7 == 0 \
+         ip ecn set ce update @from_h1 {{ tcp sport }}\n  }}\n}}\n"
+    );
+    b.nft_apply(Side::R, &script)
+        .expect("adding the CE marking rules");
+    let v = run_on_bed(&b, &["-b", "20M", "-t", "3", "--bidir"]);
+    let to_h1 = b.port_counts("nmecn", "to_h1").expect("to_h1 counts");
+    let from_h1 = b.port_counts("nmecn", "from_h1").expect("from_h1 counts");
+    let port_of = |socket: &Value| -> u16 {
+        v["start"]["connected"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| &c["socket"] == socket)
+            .and_then(|c| c["local_port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| panic!("no connection for socket {socket}: {}", v["start"]))
+    };
+    let (mut received_ce, mut delivered_ce) = (0u64, 0u64);
+    let (mut rx_port, mut tx_port, mut unacked_at_end) = (0u16, 0u16, 0u64);
+    for iv in v["intervals"].as_array().expect("intervals") {
+        for row in iv["streams"].as_array().expect("streams") {
+            let n = &row["netmeter"];
+            if row["sender"] == true {
+                let e = &n["tcp"]["ecn"];
+                assert!(e["accecn"].is_object(), "{row}");
+                delivered_ce += e["ce_delivered"].as_u64().expect("ce_delivered");
+                tx_port = port_of(&row["socket"]);
+                let in_flight = n["tcp"]["bytes_in_flight"].as_u64().unwrap_or(0);
+                unacked_at_end = in_flight.div_ceil(500);
+            } else {
+                let r = &n["tcp_received_ecn"];
+                assert!(r.is_object(), "{row}");
+                received_ce += r["received_ce"].as_u64().expect("received_ce");
+                rx_port = port_of(&row["socket"]);
+            }
+        }
+    }
+    let marked_rx = to_h1.get(&rx_port).copied().unwrap_or(0);
+    let marked_tx = from_h1.get(&tx_port).copied().unwrap_or(0);
+    eprintln!(
+        "AccECN negotiated: {accecn}; received CE {received_ce} (router {marked_rx}), echoed CE {delivered_ce} \
+         (router {marked_tx}, {unacked_at_end} unacked at the end)"
+    );
+    assert!(
+        marked_rx > 0 && marked_tx > 0,
+        "the router marked nothing: {to_h1:?} {from_h1:?}"
+    );
+    assert_eq!(received_ce, marked_rx, "router per port: {to_h1:?}");
+    if accecn {
+        assert!(
+            delivered_ce <= marked_tx && delivered_ce + unacked_at_end >= marked_tx,
+            "echoed {delivered_ce}, router marked {marked_tx}: {from_h1:?}"
+        );
+    } else {
+        assert!(
+            delivered_ce > 0,
+            "no CE echoed though the router marked {marked_tx}"
+        );
+    }
+}
+
 /// With `-P 2` the `[SUM]` rows and the end sums carry the receivers' codepoint counts,
 /// and each is the streams' added up: JSON per interval and at the end, CSV on the sum
 /// rows.
