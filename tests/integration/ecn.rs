@@ -95,7 +95,7 @@ fn unmarked_datagrams_count_as_not_ect_and_keep_iperf3s_columns() {
 // ---------------------------------------------------------------------------------
 // On the network-namespace bed: the router marks CE and counts what it marked.
 
-use crate::support::netbed::{LinkConfig, Netbed, R_H1_IF, R_H2_IF, Side, bed, tcp_listening};
+use crate::support::netbed::{Dir, LinkConfig, Netbed, R_H1_IF, R_H2_IF, Side, bed, tcp_listening};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -320,6 +320,31 @@ fn accecn_ce_counts_equal_the_routers_marks() {
     }
 }
 
+/// The router sets CE on every `n`th ECT(1) data datagram toward the client, which runs
+/// `-u -b 20M -l 1000 -t SECS --ecn-responsive -R` against the bed's server: its `-J`.
+fn responsive_run(bed: &Netbed, n: u32, secs: &str) -> Value {
+    add_ce_marking(
+        bed,
+        R_H2_IF,
+        "meta l4proto udp udp length > 100 ip ecn ect1",
+        n,
+    );
+    run_on_bed(
+        bed,
+        &[
+            "-u",
+            "-b",
+            "20M",
+            "-l",
+            "1000",
+            "-t",
+            secs,
+            "--ecn-responsive",
+            "-R",
+        ],
+    )
+}
+
 /// With `-P 2` the `[SUM]` rows and the end sums carry the receivers' codepoint counts,
 /// and each is the streams' added up: JSON per interval and at the end, CSV on the sum
 /// rows.
@@ -400,26 +425,7 @@ fn sums_carry_the_streams_ecn_counts_added_up() {
 fn responsive_sender_slows_as_the_marked_fraction_rises() {
     let run = |n: u32| {
         let b = bed(LinkConfig::new());
-        add_ce_marking(
-            &b,
-            R_H2_IF,
-            "meta l4proto udp udp length > 100 ip ecn ect1",
-            n,
-        );
-        let v = run_on_bed(
-            &b,
-            &[
-                "-u",
-                "-b",
-                "20M",
-                "-l",
-                "1000",
-                "-t",
-                "3",
-                "--ecn-responsive",
-                "-R",
-            ],
-        );
+        let v = responsive_run(&b, n, "3");
         let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
         let end = &v["end"]["streams"][0]["udp"]["netmeter"];
         let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
@@ -437,4 +443,68 @@ fn responsive_sender_slows_as_the_marked_fraction_rises() {
         half * 2 < tenth,
         "p = 1/2 delivered {half} datagrams, p = 1/10 {tenth}: the sender did not slow"
     );
+}
+
+/// `--ecn-responsive` behind a real bottleneck: tbf shapes h2 → h1 to 10 Mbit/s on the
+/// router's veth, and nftables sets CE on every 5th data datagram before it. The law's
+/// settling rate for p = 1/5 (`ResponsiveRate::settle_bps`: 23 % of `-b 20M`, 4.64 Mbit/s)
+/// is under the bottleneck, so the marks, not the queue, set the rate: once settled (from
+/// 2 s on) the received rate is within a wide margin of the formula and below the link;
+/// the client's counts add up to what the router marked and passed, less only what tbf
+/// dropped while the sender still started at `-b`; and every settled interval's CE share
+/// is the rule's fifth.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, tc, nftables)"
+)]
+fn responsive_sender_behind_a_tbf_bottleneck_follows_the_marks() {
+    let b = bed(LinkConfig::new().rate_mbit(10.0).rate_dir(Dir::H2ToH1));
+    let v = responsive_run(&b, 5, "4");
+    let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
+    let drops = b
+        .shaper_stats(Dir::H2ToH1)
+        .expect("tc -s")
+        .map_or(0, |s| s.drops);
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
+    assert_eq!((not_ect, e0), (0, 0), "{end}");
+    assert!(ce > 0, "nothing marked: {end}");
+    let (got, passed) = (e1 + c, ce + rest);
+    assert!(
+        got <= passed && passed - got <= drops && c <= ce,
+        "received {e1} ECT(1) + {c} CE; router marked {ce}, passed {rest} unmarked; tbf dropped {drops}"
+    );
+    let want = netmeter::responsive::ResponsiveRate::settle_bps(20_000_000, 0.2);
+    let settled: Vec<(f64, u64, u64)> = v["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .map(|iv| &iv["streams"][0])
+        .filter(|r| r["start"].as_f64().unwrap_or(0.0) >= 1.99)
+        .map(|r| {
+            let (_, e1, _, c) = ecn_of(&r["netmeter"]).unwrap_or_else(|| panic!("{r}"));
+            (r["bits_per_second"].as_f64().unwrap_or(0.0), e1 + c, c)
+        })
+        .collect();
+    assert!(
+        !settled.is_empty(),
+        "no interval from 2 s on: {}",
+        v["intervals"]
+    );
+    let rate = settled.iter().map(|s| s.0).sum::<f64>() / settled.len() as f64;
+    eprintln!(
+        "--ecn-responsive -b 20M behind tbf 10M, CE on every 5th: {rate:.0} bit/s settled \
+         (formula {want:.0}); router marked {ce} of {passed}, tbf dropped {drops}"
+    );
+    assert!(
+        rate > 0.5 * want && rate < 1.5 * want && rate < 9.5e6,
+        "settled at {rate:.0} bit/s, the formula says {want:.0} (bottleneck 10 Mbit/s)"
+    );
+    for (_, n, c) in settled {
+        assert!(
+            5 * c + 10 > n && 5 * c < n + 10,
+            "CE {c} of {n} is not a fifth"
+        );
+    }
 }
