@@ -589,6 +589,14 @@ mod tests {
             tcp_received_ecn: a,
             ..bulk(bytes, 0)
         };
+        // The rows' TCP ECN figures: the sender's, the receiver's.
+        let sent = |iv: &Interval| iv.streams[0].netmeter.as_ref().and_then(|n| n.tcp?.ecn);
+        let received = |iv: &Interval| {
+            iv.streams[1]
+                .netmeter
+                .as_ref()
+                .and_then(|n| n.tcp_received_ecn)
+        };
         let first = sender(0, 10, 1, Some(acc(1, 1448)));
         let mut a = Accountant::new(
             Protocol::Tcp,
@@ -605,22 +613,10 @@ mod tests {
             ],
             no_extras,
         );
-        let e = iv.streams[0]
-            .netmeter
-            .as_ref()
-            .unwrap()
-            .tcp
-            .unwrap()
-            .ecn
-            .unwrap();
+        let e = sent(&iv).unwrap();
         assert_eq!((e.delivered, e.ce_delivered), (700, 7));
         assert_eq!(e.accecn.unwrap().delivered_ce_bytes, 7 * 1448);
-        let r = iv.streams[1]
-            .netmeter
-            .as_ref()
-            .unwrap()
-            .tcp_received_ecn
-            .unwrap();
+        let r = received(&iv).unwrap();
         assert_eq!((r.received_ce, r.received_ce_bytes), (5, 5 * 1448));
         let iv = a.tick(
             2.0,
@@ -630,12 +626,7 @@ mod tests {
             ],
             no_extras,
         );
-        let r = iv.streams[1]
-            .netmeter
-            .as_ref()
-            .unwrap()
-            .tcp_received_ecn
-            .unwrap();
+        let r = received(&iv).unwrap();
         assert_eq!(r.received_ce, 4);
         // An older kernel: no AccECN figures on the sender, nothing on the receiver
         // (absent, not zero).
@@ -644,21 +635,9 @@ mod tests {
             &[sender(3_000_000, 2110, 10, None), receiver(3_000_000, None)],
             no_extras,
         );
-        let e = iv.streams[0]
-            .netmeter
-            .as_ref()
-            .unwrap()
-            .tcp
-            .unwrap()
-            .ecn
-            .unwrap();
+        let e = sent(&iv).unwrap();
         assert_eq!((e.accecn, e.ce_delivered), (None, 1));
-        assert!(
-            iv.streams[1]
-                .netmeter
-                .as_ref()
-                .is_none_or(|n| n.tcp_received_ecn.is_none())
-        );
+        assert_eq!(received(&iv), None);
     }
 
     proptest::proptest! {
