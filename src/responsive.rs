@@ -68,6 +68,8 @@ pub struct ResponsiveRate {
     rounds: u64,
     marked_rounds: u64,
     next_cut: u64,
+    /// When the sender next reads its socket for feedback ([`ResponsiveRate::read_due`]).
+    next_read: Option<Duration>,
 }
 
 /// One feedback round as the law saw it (for the charts and tests).
@@ -101,6 +103,7 @@ impl ResponsiveRate {
             rounds: 0,
             marked_rounds: 0,
             next_cut: 0,
+            next_read: None,
         }
     }
 
@@ -148,6 +151,18 @@ impl ResponsiveRate {
             return true;
         }
         false
+    }
+
+    /// Whether the sender should read its feedback at `now`: the first time, then once
+    /// a [`ROUND`] (the receiver returns its counts once a round, so reading on every
+    /// send round would be a wasted system call per batch). Each `true` starts the
+    /// next round's wait.
+    pub fn read_due(&mut self, now: Duration) -> bool {
+        if self.next_read.is_some_and(|t| now < t) {
+            return false;
+        }
+        self.next_read = Some(now + ROUND);
+        true
     }
 
     /// The rate to send at now, bits per second.
@@ -269,6 +284,20 @@ mod tests {
         // An empty round moves the silence clock only.
         assert_eq!(l.on_feedback(ms(40), counts(100, 50)), None);
         assert_eq!(l.rate(), before.rate());
+    }
+
+    #[test]
+    fn feedback_is_read_once_a_round() {
+        let mut l = ResponsiveRate::new(10_000_000);
+        // A sender polling every 100 µs reads its socket once per 10 ms round.
+        let reads = (0..1000u64)
+            .filter(|&k| l.read_due(Duration::from_micros(100 * k)))
+            .count();
+        assert_eq!(reads, 10);
+        // A sender that slept past a round reads at once, then waits a round again.
+        assert!(l.read_due(ms(250)));
+        assert!(!l.read_due(ms(259)));
+        assert!(l.read_due(ms(260)));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 mod calls;
 pub mod ecn;
 pub use calls::{READ_BINS, SocketCalls, lenient_calls, read_bin};
-pub use ecn::{EcnCounts, EcnFigures, EcnMark};
+pub use ecn::{AccEcnCounters, AccEcnFigures, EcnCounts, EcnFigures, EcnMark};
 
 /// RFC 3550 (§6.4.1, A.8) interarrival jitter, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

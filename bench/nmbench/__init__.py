@@ -19,7 +19,7 @@ What one command does:
      exact commands, a table per case with median, min-max, CPU per Gbit and peak RSS,
      ratios netmeter / peer and the goals, marked met / not met).
 
-Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 rr crr tcpP mem growth plot (see
+Cases: tcp1 tcp2 tcpR tcpbest udp1448 udp64 udpecn rr crr tcpP mem growth plot (see
 docs/benchmarks.md; tcpP: -P 2/8/32 and --bidir against the newest iperf3; growth: 1/8/32/128
 streams and 1/4/16 concurrent tests on one server, bench/nmbench/growth.py; plot: `netmeter
 plot`/`report` of a 10,000-interval result, bench/nmbench/plotcase.py).

@@ -223,6 +223,17 @@ def make_rows(case: str, tools: dict[str, Tool], smoke: bool) -> tuple[list[Row]
                         ["-u", "-b", "0", "-l", str(n), "--no-gso", "--no-gro"], udp_len=n))
         if npf:
             rows.append(Row(case, npf, "netperf UDP_STREAM", ["-m", str(n)], netperf_test="UDP_STREAM", udp_len=n))
+    elif case == "udpecn":
+        # What counting ECN codepoints costs the receiver: the same netmeter with the TOS
+        # byte read (IP_RECVTOS, the default) and not (NETMETER_ECN_COUNTING=off), with
+        # GRO and without; the rows alternate run by run.
+        args = ["-u", "-b", "0", "-l", "1448"]
+        for extra, what in (([], "GRO"), (["--no-gso", "--no-gro"], "no GSO/GRO")):
+            rows.append(Row(case, nm, f"netmeter {' '.join(extra)}".strip() + " (counting)", args + extra,
+                            udp_len=1448, note=f"{what}; the receiver reads each message's TOS byte"))
+            rows.append(Row(case, nm, f"netmeter {' '.join(extra)}".strip() + " NETMETER_ECN_COUNTING=off",
+                            args + extra, env={"NETMETER_ECN_COUNTING": "off"}, udp_len=1448,
+                            note=f"{what}; no IP_RECVTOS, no ECN counts"))
     elif case == "tcpP":
         # netmeter and the newest iperf3 only (the older ones are in tcp2): -P 2/8/32, --bidir.
         peers = [i3[-1]] if i3 else []

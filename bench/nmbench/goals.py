@@ -6,7 +6,7 @@ import statistics
 
 
 PRIMARY = {"tcp1": "rx_gbps", "tcp2": "rx_gbps", "tcpR": "rx_gbps", "tcpbest": "rx_gbps",
-           "udp1448": "rx_gbps", "udp64": "rx_pps", "rr": "trans_per_s", "crr": "trans_per_s",
+           "udp1448": "rx_gbps", "udp64": "rx_pps", "udpecn": "rx_gbps", "rr": "trans_per_s", "crr": "trans_per_s",
            "tcpP": "rx_gbps"}
 
 

@@ -222,8 +222,9 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
     udp = case.startswith("udp")
     rr = case in ("rr", "crr")
     if udp:
-        unit = "received Gbit/s" if case == "udp1448" else "received packets/s"
-        hdr = ["Tool / options", f"{unit} median", "min–max", "sent " + ("Gbit/s" if case == "udp1448" else "packets/s"),
+        gbit = case in ("udp1448", "udpecn")
+        unit = "received Gbit/s" if gbit else "received packets/s"
+        hdr = ["Tool / options", f"{unit} median", "min–max", "sent " + ("Gbit/s" if gbit else "packets/s"),
                "received datagrams/s", "lo packets/s", "datagrams per lo packet",
                "loss %", "lo bytes / sent", "CPU s/Gbit", "incl. softirq",
                "CPU s client / server", "peak RSS MiB client / server", "other load", "runs ok"]
@@ -246,7 +247,7 @@ def case_section(case: str, rows: list[Row], skipped: list[str], summ: dict, sec
         okc = f"{s['ok']}/{s['runs']}"
         label = r.label + (f" ({', '.join(s['data_path'])})" if s.get("data_path") else "")
         if udp:
-            sent_metric = "tx_gbps" if case == "udp1448" else "tx_pps"
+            sent_metric = "tx_gbps" if gbit else "tx_pps"
             body.append([label, m, rng, mm(s, sent_metric, lambda v: fmt_rate(v, sent_metric))[0],
                          mm(s, "rx_pps", lambda v: fmt_rate(v, "rx_pps"))[0],
                          mm(s, "lo_pps", lambda v: fmt_rate(v, "rx_pps"))[0],

@@ -337,8 +337,11 @@ pub(super) fn probe_capabilities(w: &mut Worker, spec: &TestSpec, fd: BorrowedFd
         && w.bounceback.is_none()
         && w.shared.udp.is_some();
     // The same loop counts ECN codepoints (`stats::ecn`): always on, as the kernel
-    // hands the TOS byte over in the control message it already fills.
-    want.recv_tos = want.rx_timestamps;
+    // hands the TOS byte over in the control message it already fills. The benchmark
+    // turns it off with NETMETER_ECN_COUNTING=off to measure what counting costs
+    // (bench case `udpecn`, docs/ecn.md).
+    let counting_off = std::env::var_os("NETMETER_ECN_COUNTING").is_some_and(|v| v == "off");
+    want.recv_tos = want.rx_timestamps && !counting_off;
     w.caps = sock::Capabilities::probe(fd, &want);
 }
 

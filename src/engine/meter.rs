@@ -12,6 +12,7 @@ use crate::report::build::{LocalFinal, Sample};
 use crate::report::{Interval, StreamExt, TcpFigures};
 use crate::sock;
 use crate::spec::Protocol;
+use crate::stats::AccEcnCounters;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -45,6 +46,7 @@ fn tcp_snapshot(i: sock::TcpInfo) -> TcpSnapshot {
         ecn: i.ecn(),
         delivered: i.delivered as u64,
         delivered_ce: i.delivered_ce as u64,
+        accecn: i.accecn,
     }
 }
 
@@ -102,6 +104,16 @@ impl Meter {
         }
     }
 
+    /// A TCP receiver's AccECN counters while its socket is open, where its connection
+    /// negotiated ECN, on kernels that have them (6.18+).
+    fn tcp_received_ecn_of(protocol: Protocol, s: &StreamShared) -> Option<AccEcnCounters> {
+        if protocol == Protocol::Tcp && !s.sender {
+            s.tcp_info().filter(|i| i.ecn()).and_then(|i| i.accecn)
+        } else {
+            None
+        }
+    }
+
     fn sample(s: &StreamShared) -> Sample {
         Sample {
             bytes: s.bytes.load(Ordering::Relaxed),
@@ -117,6 +129,7 @@ impl Meter {
             .map(|s| Snapshot {
                 sample: Self::sample(s),
                 tcp: Self::tcp_of(self.protocol, s),
+                tcp_received_ecn: Self::tcp_received_ecn_of(self.protocol, s),
             })
             .collect()
     }

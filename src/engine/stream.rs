@@ -577,7 +577,9 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
     let nap = if law.is_some() { ROUND } else { STOP_POLL };
     while !w.stop.load(Ordering::Relaxed) {
         let now = w.clock.now().saturating_duration_since(origin);
-        if let Some(l) = law.as_mut() {
+        if let Some(l) = law.as_mut()
+            && l.read_due(now)
+        {
             udp_feedback(fd, l, &mut m, now);
         }
         let n = match m.poll(now, UDP_BATCH * segs) {
@@ -621,7 +623,8 @@ fn udp_send(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
 }
 
 /// Read the feedback datagrams waiting on a responsive sender's socket (at most a
-/// batch's worth a call), feed them to the law and pace at its rate.
+/// batch's worth a call; the caller comes once a round, `ResponsiveRate::read_due`),
+/// feed them to the law and pace at its rate.
 fn udp_feedback(
     fd: std::os::fd::BorrowedFd<'_>,
     law: &mut ResponsiveRate,

@@ -74,11 +74,15 @@ pub enum Field {
     EcnEct1,
     EcnEct0,
     EcnCe,
+    TcpCeDelivered,
+    TcpCeDeliveredBytes,
+    TcpCeReceived,
+    TcpCeReceivedBytes,
 }
 
 impl Field {
     /// Every column, in the default order.
-    pub const ALL: [Field; 46] = [
+    pub const ALL: [Field; 50] = [
         Field::Kind,
         Field::Direction,
         Field::Role,
@@ -125,6 +129,10 @@ impl Field {
         Field::EcnEct1,
         Field::EcnEct0,
         Field::EcnCe,
+        Field::TcpCeDelivered,
+        Field::TcpCeDeliveredBytes,
+        Field::TcpCeReceived,
+        Field::TcpCeReceivedBytes,
     ];
 
     /// The header name.
@@ -176,6 +184,10 @@ impl Field {
             Field::EcnEct1 => "ecn_ect1",
             Field::EcnEct0 => "ecn_ect0",
             Field::EcnCe => "ecn_ce",
+            Field::TcpCeDelivered => "tcp_ce_delivered",
+            Field::TcpCeDeliveredBytes => "tcp_ce_delivered_bytes",
+            Field::TcpCeReceived => "tcp_ce_received",
+            Field::TcpCeReceivedBytes => "tcp_ce_received_bytes",
         }
     }
 }
@@ -641,9 +653,33 @@ fn render(out: &mut String, cols: &Columns, ctx: &RowCtx, row: &Row) {
             Field::EcnEct1 => opt(out, row.ecn.map(|e| e.ect1)),
             Field::EcnEct0 => opt(out, row.ecn.map(|e| e.ect0)),
             Field::EcnCe => opt(out, row.ecn.map(|e| e.ce)),
+            Field::TcpCeDelivered => opt(out, tcp_ecn(row.ext.as_ref()).map(|e| e.ce_delivered)),
+            Field::TcpCeDeliveredBytes => opt(
+                out,
+                tcp_ecn(row.ext.as_ref())
+                    .and_then(|e| e.accecn)
+                    .map(|a| a.delivered_ce_bytes),
+            ),
+            Field::TcpCeReceived => opt(
+                out,
+                row.ext
+                    .and_then(|e| e.tcp_received_ecn)
+                    .map(|r| r.received_ce),
+            ),
+            Field::TcpCeReceivedBytes => opt(
+                out,
+                row.ext
+                    .and_then(|e| e.tcp_received_ecn)
+                    .map(|r| r.received_ce_bytes),
+            ),
         }
     }
     out.push('\n');
+}
+
+/// A TCP sender row's ECN figures, where the connection negotiated ECN.
+fn tcp_ecn(ext: Option<&StreamExt>) -> Option<crate::report::TcpEcn> {
+    ext.and_then(|e| e.tcp).and_then(|t| t.ecn)
 }
 
 fn render_all(cols: &Columns, ctx: &RowCtx, rows: &[Row]) -> String {
@@ -762,7 +798,8 @@ mod tests {
              transaction_rtt_mean_us,transaction_rtt_p99_us,owd_mean_us,owd_p99_us,\
              connections,connect_mean_us,packets_per_second,writes,write_errors,reads,\
              in_progress_bytes,in_progress_packets,net_power,clock_sync_errors,\
-             ecn_not_ect,ecn_ect1,ecn_ect0,ecn_ce\n"
+             ecn_not_ect,ecn_ect1,ecn_ect0,ecn_ce,tcp_ce_delivered,\
+             tcp_ce_delivered_bytes,tcp_ce_received,tcp_ce_received_bytes\n"
         );
     }
 

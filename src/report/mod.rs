@@ -200,6 +200,9 @@ pub struct StreamExt {
     /// TCP sender state beyond iperf3's keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpExtra>,
+    /// A TCP receiver's ECN counts, where the kernel has them (Linux 6.18+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_received_ecn: Option<TcpReceivedEcn>,
     /// `--connect-only`: completed short connections (client), or connections answered
     /// (server, `[SUM]` only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -336,6 +339,9 @@ pub struct TcpEcn {
     /// classic ECN the echo repeats until the sender's CWR, so an upper bound).
     pub ce_delivered: u64,
     pub ce_percent: f64,
+    /// The AccECN counters' interval deltas (Linux 6.18+; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accecn: Option<crate::stats::AccEcnFigures>,
 }
 
 impl TcpEcn {
@@ -349,8 +355,20 @@ impl TcpEcn {
             } else {
                 0.0
             },
+            accecn: None,
         }
     }
+}
+
+/// A TCP receiver's ECN over an interval, from its TCP_INFO (Linux 6.18+, where the
+/// connection negotiated ECN): the CE-marked segments and the bytes per codepoint it
+/// received (`netmeter.tcp_received_ecn`, docs/ecn.md).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct TcpReceivedEcn {
+    pub received_ce: u64,
+    pub received_ect1_bytes: u64,
+    pub received_ect0_bytes: u64,
+    pub received_ce_bytes: u64,
 }
 
 /// netmeter's extras for a TCP sender's end summary (`end.streams[].sender.netmeter`).

@@ -5,12 +5,23 @@
 //!
 //! The syscall ([`tcp_info`]) is apart from the parsing ([`TcpInfo::parse`]), which is
 //! pure and tested on byte buffers.
+//!
+//! The layout past `tcpi_snd_wnd` is newer than the installed C headers, so it is
+//! written down here from the kernel's `include/uapi/linux/tcp.h`: `tcpi_rcv_wnd` and
+//! `tcpi_rehash` (Linux 6.2), `tcpi_total_rto`, `tcpi_total_rto_recoveries`,
+//! `tcpi_total_rto_time` (6.7), then the ECN fields of Linux 6.18 (Accurate ECN):
+//! `tcpi_received_ce`, the six AccECN byte counters and two u16, `tcpi_accecn_fail_mode`
+//! and `tcpi_accecn_opt_seen`, 280 bytes in all. Figures from fields the kernel did not
+//! write are `None`, never 0. Later kernels turn those last four bytes into one word of
+//! bitfields that starts with `tcpi_ecn_mode`, at the same length, so the returned
+//! length cannot tell which layout a kernel has: netmeter does not read them.
 
 use std::mem::{offset_of, size_of};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// The kernel's `struct tcp_info` (`include/uapi/linux/tcp.h`) up to `tcpi_snd_wnd`
-/// (Linux 5.4), the last field netmeter reads. Field names are the kernel's without
+use crate::stats::AccEcnCounters;
+
+/// The kernel's `struct tcp_info` (`include/uapi/linux/tcp.h`) as of Linux 6.18. Field names are the kernel's without
 /// the `tcpi_` prefix; the two bitfield bytes are kept whole. All fields are plain
 /// integers laid out without padding (checked below), so any byte pattern is a valid
 /// value.
@@ -87,6 +98,25 @@ pub struct RawTcpInfo {
     pub rcv_ooopack: u32,
 
     pub snd_wnd: u32,
+    /// Linux 6.2.
+    pub rcv_wnd: u32,
+    pub rehash: u32,
+    /// Linux 6.7.
+    pub total_rto: u16,
+    pub total_rto_recoveries: u16,
+    pub total_rto_time: u32,
+    /// Linux 6.18 (AccECN).
+    pub received_ce: u32,
+    pub delivered_e1_bytes: u32,
+    pub delivered_e0_bytes: u32,
+    pub delivered_ce_bytes: u32,
+    pub received_e1_bytes: u32,
+    pub received_e0_bytes: u32,
+    pub received_ce_bytes: u32,
+    /// Linux 6.18's two u16 (a bitfield word with `tcpi_ecn_mode` on later kernels, at
+    /// the same length): not read.
+    pub accecn_fail_mode: u16,
+    pub accecn_opt_seen: u16,
 }
 
 // The layout must be the kernel's: offsets from linux/tcp.h (as netmeter read them as
@@ -105,11 +135,26 @@ const _: () = {
     assert!(offset_of!(RawTcpInfo, dsack_dups) == 216);
     assert!(offset_of!(RawTcpInfo, reord_seen) == 220);
     assert!(offset_of!(RawTcpInfo, snd_wnd) == 228);
-    assert!(size_of::<RawTcpInfo>() == 232);
+    assert!(offset_of!(RawTcpInfo, rcv_wnd) == 232);
+    assert!(offset_of!(RawTcpInfo, total_rto) == 240);
+    assert!(offset_of!(RawTcpInfo, total_rto_time) == 244);
+    assert!(offset_of!(RawTcpInfo, received_ce) == 248);
+    assert!(offset_of!(RawTcpInfo, delivered_e1_bytes) == 252);
+    assert!(offset_of!(RawTcpInfo, received_ce_bytes) == 272);
+    assert!(offset_of!(RawTcpInfo, accecn_fail_mode) == 276);
+    assert!(size_of::<RawTcpInfo>() == 280);
 };
 
-/// The TCP_INFO figures netmeter uses, cumulative since the connection opened. A field
-/// the kernel did not return (too old) is 0.
+/// Whether the kernel wrote the field `$name` of `$raw` (its bytes lie within the first
+/// `$len`).
+macro_rules! covered {
+    ($raw:expr, $len:expr, $name:ident) => {
+        offset_of!(RawTcpInfo, $name) + size_of_val(&$raw.$name) <= $len
+    };
+}
+
+/// The TCP_INFO figures netmeter uses, cumulative since the connection opened. A plain
+/// field the kernel did not return (too old) is 0; the 6.18 ECN figures are `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpInfo {
     /// `tcpi_snd_mss`: the sender's maximum segment size, bytes.
@@ -146,6 +191,8 @@ pub struct TcpInfo {
     /// `tcpi_bytes_acked` (Linux 4.1+): payload bytes the peer acknowledged
     /// (`netmeter rpm` counts an upload's goodput with it).
     pub bytes_acked: u64,
+    /// The AccECN counters (Linux 6.18+); `None` from an older kernel.
+    pub accecn: Option<AccEcnCounters>,
 }
 
 /// `tcpi_options` bit: ECN was negotiated on the connection (`linux/tcp.h`).
@@ -172,7 +219,7 @@ impl TcpInfo {
     pub fn from_raw(raw: &RawTcpInfo, len: usize) -> TcpInfo {
         macro_rules! field {
             ($name:ident) => {
-                if offset_of!(RawTcpInfo, $name) + size_of_val(&raw.$name) <= len {
+                if covered!(raw, len, $name) {
                     raw.$name
                 } else {
                     0
@@ -194,6 +241,16 @@ impl TcpInfo {
             delivered: field!(delivered),
             delivered_ce: field!(delivered_ce),
             bytes_acked: field!(bytes_acked),
+            // The 6.18 counters came together; `tcpi_received_ce_bytes` is their last.
+            accecn: covered!(raw, len, received_ce_bytes).then(|| AccEcnCounters {
+                received_ce: raw.received_ce,
+                received_ect1_bytes: raw.received_e1_bytes,
+                received_ect0_bytes: raw.received_e0_bytes,
+                received_ce_bytes: raw.received_ce_bytes,
+                delivered_ect1_bytes: raw.delivered_e1_bytes,
+                delivered_ect0_bytes: raw.delivered_e0_bytes,
+                delivered_ce_bytes: raw.delivered_ce_bytes,
+            }),
         }
     }
 
@@ -267,7 +324,27 @@ mod tests {
             delivered: 900,
             delivered_ce: 45,
             bytes_acked: 123_456_789_012,
+            received_ce: 17,
+            delivered_e1_bytes: 1_000,
+            delivered_e0_bytes: 2_000,
+            delivered_ce_bytes: 3_000,
+            received_e1_bytes: 4_000,
+            received_e0_bytes: 5_000,
+            received_ce_bytes: 6_000,
+            accecn_opt_seen: 2,
             ..RawTcpInfo::default()
+        }
+    }
+
+    fn accecn() -> AccEcnCounters {
+        AccEcnCounters {
+            received_ce: 17,
+            received_ect1_bytes: 4_000,
+            received_ect0_bytes: 5_000,
+            received_ce_bytes: 6_000,
+            delivered_ect1_bytes: 1_000,
+            delivered_ect0_bytes: 2_000,
+            delivered_ce_bytes: 3_000,
         }
     }
 
@@ -291,6 +368,7 @@ mod tests {
                 delivered: 900,
                 delivered_ce: 45,
                 bytes_acked: 123_456_789_012,
+                accecn: Some(accecn()),
             }
         );
         assert!(info.ecn());
@@ -309,6 +387,15 @@ mod tests {
         // Linux 4.18 and older stop before tcpi_dsack_dups (offset 216).
         let old = TcpInfo::parse(&all[..offset_of!(RawTcpInfo, dsack_dups)]);
         assert_eq!((old.dsack_dups, old.reord_seen, old.snd_wnd), (0, 0, 0));
+        assert_eq!(old.accecn, None);
+        // Linux 6.7 to 6.17 (248 bytes): no AccECN figures.
+        let pre = TcpInfo::parse(&all[..offset_of!(RawTcpInfo, received_ce)]);
+        assert_eq!((pre.accecn, pre.snd_wnd), (None, 65535));
+        assert!(pre.ecn());
+        // The counters cut short: none of them.
+        assert_eq!(TcpInfo::parse(&all[..274]).accecn, None);
+        assert!(TcpInfo::parse(&all[..276]).accecn.is_some());
+        assert_eq!(TcpInfo::parse(&all).accecn, Some(accecn()));
         assert_eq!((old.total_retrans, old.rtt_us, old.snd_cwnd), (7, 1234, 20));
         // A length that cuts a field in half leaves that field out too.
         let cut = TcpInfo::parse(&all[..offset_of!(RawTcpInfo, snd_wnd) + 2]);
@@ -330,7 +417,20 @@ mod tests {
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let info = tcp_info(c.as_fd()).unwrap();
         assert!(info.snd_cwnd_bytes() > 0);
+        // This kernel's length decides the AccECN figures: present from 6.18 on.
+        let (major, minor) = kernel_version();
+        assert_eq!(
+            info.accecn.is_some(),
+            (major, minor) >= (6, 18),
+            "{major}.{minor}"
+        );
         let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         assert_eq!(tcp_info(u.as_fd()), None);
+    }
+
+    fn kernel_version() -> (u32, u32) {
+        let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut it = r.trim().split(['.', '-']).map(|p| p.parse().unwrap_or(0));
+        (it.next().unwrap_or(0), it.next().unwrap_or(0))
     }
 }

@@ -167,6 +167,58 @@ pub struct EcnFigures {
     pub ce_percent: f64,
 }
 
+/// The ECN counters of a TCP connection that Linux 6.18 added to TCP_INFO, cumulative
+/// since the connection opened. The kernel keeps them as u32, so the byte counters
+/// wrap every 4 GiB: [`AccEcnCounters::since`] takes differences modulo 2^32 (an
+/// interval moves far less). `received_*` is what this end received; `delivered_*` is
+/// what the peer reported receiving of what this end sent (AccECN feedback, so only
+/// where the connection runs AccECN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AccEcnCounters {
+    /// `tcpi_received_ce`: CE-marked segments received.
+    pub received_ce: u32,
+    /// `tcpi_received_e1_bytes`, `_e0_bytes`, `_ce_bytes`: payload bytes received with
+    /// ECT(1), ECT(0), CE.
+    pub received_ect1_bytes: u32,
+    pub received_ect0_bytes: u32,
+    pub received_ce_bytes: u32,
+    /// `tcpi_delivered_e1_bytes`, `_e0_bytes`, `_ce_bytes`: payload bytes the peer
+    /// reported receiving with ECT(1), ECT(0), CE.
+    pub delivered_ect1_bytes: u32,
+    pub delivered_ect0_bytes: u32,
+    pub delivered_ce_bytes: u32,
+}
+
+impl AccEcnCounters {
+    /// What moved since `earlier` (the connection's start when `None`).
+    pub fn since(&self, earlier: Option<&AccEcnCounters>) -> AccEcnFigures {
+        let e = earlier.copied().unwrap_or_default();
+        let d = |now: u32, then: u32| u64::from(now.wrapping_sub(then));
+        AccEcnFigures {
+            received_ce: d(self.received_ce, e.received_ce),
+            received_ect1_bytes: d(self.received_ect1_bytes, e.received_ect1_bytes),
+            received_ect0_bytes: d(self.received_ect0_bytes, e.received_ect0_bytes),
+            received_ce_bytes: d(self.received_ce_bytes, e.received_ce_bytes),
+            delivered_ect1_bytes: d(self.delivered_ect1_bytes, e.delivered_ect1_bytes),
+            delivered_ect0_bytes: d(self.delivered_ect0_bytes, e.delivered_ect0_bytes),
+            delivered_ce_bytes: d(self.delivered_ce_bytes, e.delivered_ce_bytes),
+        }
+    }
+}
+
+/// A TCP connection's AccECN counters over an interval (JSON `netmeter.tcp.ecn.accecn`
+/// on a sender's rows, `netmeter.tcp_received_ecn` on a receiver's; docs/ecn.md).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct AccEcnFigures {
+    pub received_ce: u64,
+    pub received_ect1_bytes: u64,
+    pub received_ect0_bytes: u64,
+    pub received_ce_bytes: u64,
+    pub delivered_ect1_bytes: u64,
+    pub delivered_ect0_bytes: u64,
+    pub delivered_ce_bytes: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +302,25 @@ mod tests {
         assert_eq!(v["not_ect"], 1);
         assert_eq!(v["ect0"], 3);
         assert_eq!(v["ect0_percent"], 75.0);
+    }
+
+    #[test]
+    fn accecn_deltas_wrap_with_the_kernels_u32() {
+        let a = AccEcnCounters {
+            received_ce: 10,
+            received_ce_bytes: u32::MAX - 99,
+            delivered_ce_bytes: 5_000,
+            ..AccEcnCounters::default()
+        };
+        let b = AccEcnCounters {
+            received_ce: 14,
+            received_ce_bytes: 900, // wrapped past 2^32
+            delivered_ce_bytes: 8_000,
+            ..a
+        };
+        let d = b.since(Some(&a));
+        assert_eq!((d.received_ce, d.received_ce_bytes), (4, 1_000));
+        assert_eq!(d.delivered_ce_bytes, 3_000);
+        assert_eq!(a.since(None).received_ce, 10);
     }
 }

@@ -1104,37 +1104,16 @@ fn add_udp_io_counters(bed: &Netbed, side: Side, port: u16) {
          chain in {{ type filter hook input priority 0; udp dport {port} meta length > 1000 counter comment \"in\"; }}\n\
          }}\n"
     );
-    let path = std::env::temp_dir().join(format!("nmio-{}-{port}.nft", std::process::id()));
-    std::fs::write(&path, script).unwrap();
-    bed.run_in(side, "nft", &["-f", path.to_str().unwrap()], RUN_TIMEOUT)
+    bed.nft_apply(side, &script)
         .expect("adding the nft counters");
-    let _ = std::fs::remove_file(&path);
 }
 
 /// (output, input) packets counted by [`add_udp_io_counters`] in `side`.
 fn udp_io_counts(bed: &Netbed, side: Side) -> (u64, u64) {
-    let out = bed
-        .run_in(
-            side,
-            "nft",
-            &["-j", "list", "table", "inet", "nmio"],
-            RUN_TIMEOUT,
-        )
-        .expect("reading the nft counters");
-    let v: Value = serde_json::from_str(&out).expect("nft -j output");
     let count = |name: &str| {
-        v["nftables"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|i| i["rule"]["comment"].as_str() == Some(name))
-            .find_map(|i| {
-                i["rule"]["expr"]
-                    .as_array()?
-                    .iter()
-                    .find_map(|e| e["counter"]["packets"].as_u64())
-            })
-            .unwrap_or_else(|| panic!("no counter {name}: {out}"))
+        bed.nft_rule_counter(side, "nmio", name)
+            .expect("reading the nft counters")
+            .0
     };
     (count("out"), count("in"))
 }

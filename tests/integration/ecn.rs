@@ -95,7 +95,7 @@ fn unmarked_datagrams_count_as_not_ect_and_keep_iperf3s_columns() {
 // ---------------------------------------------------------------------------------
 // On the network-namespace bed: the router marks CE and counts what it marked.
 
-use crate::support::netbed::{LinkConfig, Netbed, R_H1_IF, R_H2_IF, Side, bed, tcp_listening};
+use crate::support::netbed::{Dir, LinkConfig, Netbed, R_H1_IF, R_H2_IF, Side, bed, tcp_listening};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -110,41 +110,15 @@ fn add_ce_marking(bed: &Netbed, iif: &str, matching: &str, n: u32) {
          iifname \"{iif}\" {matching} numgen inc mod {n} == 0 ip ecn set ce counter comment \"ce\"\n    \
          iifname \"{iif}\" {matching} counter comment \"rest\"\n  }}\n}}\n"
     );
-    let path = std::env::temp_dir().join(format!("nmecn-{}-{}.nft", std::process::id(), bed.id()));
-    std::fs::write(&path, script).expect("writing the nft script");
-    let r = bed.run_in(
-        Side::R,
-        "nft",
-        &["-f", path.to_str().expect("path")],
-        BED_TIMEOUT,
-    );
-    let _ = std::fs::remove_file(&path);
-    r.expect("adding the CE marking rule");
+    bed.nft_apply(Side::R, &script)
+        .expect("adding the CE marking rule");
 }
 
 /// The packets counted by the rule commented `name` of [`add_ce_marking`].
 fn nft_count(bed: &Netbed, name: &str) -> u64 {
-    let out = bed
-        .run_in(
-            Side::R,
-            "nft",
-            &["-j", "list", "table", "inet", "nmecn"],
-            BED_TIMEOUT,
-        )
-        .expect("reading the nft counters");
-    let v: Value = serde_json::from_str(&out).expect("nft -j output");
-    v["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| i["rule"]["comment"].as_str() == Some(name))
-        .find_map(|i| {
-            i["rule"]["expr"]
-                .as_array()?
-                .iter()
-                .find_map(|e| e["counter"]["packets"].as_u64())
-        })
-        .unwrap_or_else(|| panic!("no counter {name}: {out}"))
+    bed.nft_rule_counter(Side::R, "nmecn", name)
+        .expect("reading the nft counters")
+        .0
 }
 
 /// A one-test netmeter server in h2 and a client in h1 with `args`: the client's `-J`.
@@ -246,6 +220,131 @@ fn tcp_negotiates_ecn_and_reports_the_echoed_marks() {
     );
 }
 
+/// TCP_INFO's ECN counters (Linux 6.18+) with `--bidir`: ECN on both hosts (AccECN,
+/// `net.ipv4.tcp_ecn` 3, where the kernel negotiates it; else classic, 1), the router
+/// sets CE on every 7th ECN-capable TCP segment in each direction and counts what it
+/// marked per connection (a set keyed by the client's port). The client's receiving
+/// stream's CE-marked segments (`tcp_received_ecn.received_ce`, `tcpi_received_ce`) add
+/// up over the intervals to what the router marked on that connection; its sending
+/// stream carries the AccECN byte counters and was echoed CE (under AccECN exactly what
+/// the router marked, less at most the segments unacknowledged at its last sample;
+/// classic ECN repeats its echo, so there only that it came). The bed carries each
+/// segment as its own packet (offloads off), so the router's packets are segments.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, nftables, sysctls)"
+)]
+fn accecn_ce_counts_equal_the_routers_marks() {
+    if !std::path::Path::new("/proc/sys/net/ipv4/tcp_ecn_option").exists() {
+        eprintln!("skipped: this kernel has no AccECN (net.ipv4.tcp_ecn_option)");
+        return;
+    }
+    let b = bed(LinkConfig::new());
+    // 6.18 has the counters; AccECN negotiation (tcp_ecn 3) only where the kernel takes it.
+    let accecn = [Side::H1, Side::H2]
+        .iter()
+        .all(|&side| b.sysctls(side, &[("net/ipv4/tcp_ecn", "3")]).is_ok());
+    if !accecn {
+        for side in [Side::H1, Side::H2] {
+            b.sysctls(side, &[("net/ipv4/tcp_ecn", "1")])
+                .expect("tcp_ecn=1");
+        }
+    }
+    let script = format!(
+        "table inet nmecn {{\n  \
+         set to_h1 {{ type inet_service; size 1024; flags dynamic; counter; }}\n  \
+         set from_h1 {{ type inet_service; size 1024; flags dynamic; counter; }}\n  \
+         chain cemark {{\n    type filter hook forward priority -10; policy accept;\n    \
+         iifname \"{R_H2_IF}\" meta l4proto tcp ip ecn {{ ect0, ect1 }} numgen inc mod 7 == 0 \
+         ip ecn set ce update @to_h1 {{ tcp dport }}\n    \
+         iifname \"{R_H1_IF}\" meta l4proto tcp ip ecn {{ ect0, ect1 }} numgen inc mod 7 == 0 \
+         ip ecn set ce update @from_h1 {{ tcp sport }}\n  }}\n}}\n"
+    );
+    b.nft_apply(Side::R, &script)
+        .expect("adding the CE marking rules");
+    let v = run_on_bed(&b, &["-b", "20M", "-t", "3", "--bidir"]);
+    let to_h1 = b.port_counts("nmecn", "to_h1").expect("to_h1 counts");
+    let from_h1 = b.port_counts("nmecn", "from_h1").expect("from_h1 counts");
+    let port_of = |socket: &Value| -> u16 {
+        v["start"]["connected"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| &c["socket"] == socket)
+            .and_then(|c| c["local_port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| panic!("no connection for socket {socket}: {}", v["start"]))
+    };
+    let (mut received_ce, mut delivered_ce) = (0u64, 0u64);
+    let (mut rx_port, mut tx_port, mut unacked_at_end) = (0u16, 0u16, 0u64);
+    for iv in v["intervals"].as_array().expect("intervals") {
+        for row in iv["streams"].as_array().expect("streams") {
+            let n = &row["netmeter"];
+            if row["sender"] == true {
+                let e = &n["tcp"]["ecn"];
+                assert!(e["accecn"].is_object(), "{row}");
+                delivered_ce += e["ce_delivered"].as_u64().expect("ce_delivered");
+                tx_port = port_of(&row["socket"]);
+                let in_flight = n["tcp"]["bytes_in_flight"].as_u64().unwrap_or(0);
+                unacked_at_end = in_flight.div_ceil(500);
+            } else {
+                let r = &n["tcp_received_ecn"];
+                assert!(r.is_object(), "{row}");
+                received_ce += r["received_ce"].as_u64().expect("received_ce");
+                rx_port = port_of(&row["socket"]);
+            }
+        }
+    }
+    let marked_rx = to_h1.get(&rx_port).copied().unwrap_or(0);
+    let marked_tx = from_h1.get(&tx_port).copied().unwrap_or(0);
+    eprintln!(
+        "AccECN negotiated: {accecn}; received CE {received_ce} (router {marked_rx}), echoed CE {delivered_ce} \
+         (router {marked_tx}, {unacked_at_end} unacked at the end)"
+    );
+    assert!(
+        marked_rx > 0 && marked_tx > 0,
+        "the router marked nothing: {to_h1:?} {from_h1:?}"
+    );
+    assert_eq!(received_ce, marked_rx, "router per port: {to_h1:?}");
+    if accecn {
+        assert!(
+            delivered_ce <= marked_tx && delivered_ce + unacked_at_end >= marked_tx,
+            "echoed {delivered_ce}, router marked {marked_tx}: {from_h1:?}"
+        );
+    } else {
+        assert!(
+            delivered_ce > 0,
+            "no CE echoed though the router marked {marked_tx}"
+        );
+    }
+}
+
+/// The router sets CE on every `n`th ECT(1) data datagram toward the client, which runs
+/// `-u -b 20M -l 1000 -t SECS --ecn-responsive -R` against the bed's server: its `-J`.
+fn responsive_run(bed: &Netbed, n: u32, secs: &str) -> Value {
+    add_ce_marking(
+        bed,
+        R_H2_IF,
+        "meta l4proto udp udp length > 100 ip ecn ect1",
+        n,
+    );
+    run_on_bed(
+        bed,
+        &[
+            "-u",
+            "-b",
+            "20M",
+            "-l",
+            "1000",
+            "-t",
+            secs,
+            "--ecn-responsive",
+            "-R",
+        ],
+    )
+}
+
 /// With `-P 2` the `[SUM]` rows and the end sums carry the receivers' codepoint counts,
 /// and each is the streams' added up: JSON per interval and at the end, CSV on the sum
 /// rows.
@@ -326,26 +425,7 @@ fn sums_carry_the_streams_ecn_counts_added_up() {
 fn responsive_sender_slows_as_the_marked_fraction_rises() {
     let run = |n: u32| {
         let b = bed(LinkConfig::new());
-        add_ce_marking(
-            &b,
-            R_H2_IF,
-            "meta l4proto udp udp length > 100 ip ecn ect1",
-            n,
-        );
-        let v = run_on_bed(
-            &b,
-            &[
-                "-u",
-                "-b",
-                "20M",
-                "-l",
-                "1000",
-                "-t",
-                "3",
-                "--ecn-responsive",
-                "-R",
-            ],
-        );
+        let v = responsive_run(&b, n, "3");
         let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
         let end = &v["end"]["streams"][0]["udp"]["netmeter"];
         let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
@@ -363,4 +443,68 @@ fn responsive_sender_slows_as_the_marked_fraction_rises() {
         half * 2 < tenth,
         "p = 1/2 delivered {half} datagrams, p = 1/10 {tenth}: the sender did not slow"
     );
+}
+
+/// `--ecn-responsive` behind a real bottleneck: tbf shapes h2 → h1 to 10 Mbit/s on the
+/// router's veth, and nftables sets CE on every 5th data datagram before it. The law's
+/// settling rate for p = 1/5 (`ResponsiveRate::settle_bps`: 23 % of `-b 20M`, 4.64 Mbit/s)
+/// is under the bottleneck, so the marks, not the queue, set the rate: once settled (from
+/// 2 s on) the received rate is within a wide margin of the formula and below the link;
+/// the client's counts add up to what the router marked and passed, less only what tbf
+/// dropped while the sender still started at `-b`; and every settled interval's CE share
+/// is the rule's fifth.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, tc, nftables)"
+)]
+fn responsive_sender_behind_a_tbf_bottleneck_follows_the_marks() {
+    let b = bed(LinkConfig::new().rate_mbit(10.0).rate_dir(Dir::H2ToH1));
+    let v = responsive_run(&b, 5, "4");
+    let (ce, rest) = (nft_count(&b, "ce"), nft_count(&b, "rest"));
+    let drops = b
+        .shaper_stats(Dir::H2ToH1)
+        .expect("tc -s")
+        .map_or(0, |s| s.drops);
+    let end = &v["end"]["streams"][0]["udp"]["netmeter"];
+    let (not_ect, e1, e0, c) = ecn_of(end).unwrap_or_else(|| panic!("{end}"));
+    assert_eq!((not_ect, e0), (0, 0), "{end}");
+    assert!(ce > 0, "nothing marked: {end}");
+    let (got, passed) = (e1 + c, ce + rest);
+    assert!(
+        got <= passed && passed - got <= drops && c <= ce,
+        "received {e1} ECT(1) + {c} CE; router marked {ce}, passed {rest} unmarked; tbf dropped {drops}"
+    );
+    let want = netmeter::responsive::ResponsiveRate::settle_bps(20_000_000, 0.2);
+    let settled: Vec<(f64, u64, u64)> = v["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .map(|iv| &iv["streams"][0])
+        .filter(|r| r["start"].as_f64().unwrap_or(0.0) >= 1.99)
+        .map(|r| {
+            let (_, e1, _, c) = ecn_of(&r["netmeter"]).unwrap_or_else(|| panic!("{r}"));
+            (r["bits_per_second"].as_f64().unwrap_or(0.0), e1 + c, c)
+        })
+        .collect();
+    assert!(
+        !settled.is_empty(),
+        "no interval from 2 s on: {}",
+        v["intervals"]
+    );
+    let rate = settled.iter().map(|s| s.0).sum::<f64>() / settled.len() as f64;
+    eprintln!(
+        "--ecn-responsive -b 20M behind tbf 10M, CE on every 5th: {rate:.0} bit/s settled \
+         (formula {want:.0}); router marked {ce} of {passed}, tbf dropped {drops}"
+    );
+    assert!(
+        rate > 0.5 * want && rate < 1.5 * want && rate < 9.5e6,
+        "settled at {rate:.0} bit/s, the formula says {want:.0} (bottleneck 10 Mbit/s)"
+    );
+    for (_, n, c) in settled {
+        assert!(
+            5 * c + 10 > n && 5 * c < n + 10,
+            "CE {c} of {n} is not a fifth"
+        );
+    }
 }

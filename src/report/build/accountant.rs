@@ -19,8 +19,9 @@
 //! figures to the rows this module builds (see [`Accountant::tick`]'s `extras`).
 
 use super::{LocalFinal, Sample, TcpTotals, figures, interval, stream_interval};
-use crate::report::{Interval, StreamInterval, TcpEcn, TcpExtra, TcpFigures};
+use crate::report::{Interval, StreamInterval, TcpEcn, TcpExtra, TcpFigures, TcpReceivedEcn};
 use crate::spec::Protocol;
+use crate::stats::AccEcnCounters;
 use crate::stats::UdpCounts;
 
 /// What a stream is, fixed for the test.
@@ -55,6 +56,8 @@ pub struct TcpSnapshot {
     pub delivered: u64,
     /// `tcpi_delivered_ce`, cumulative: of those, echoed as CE-marked.
     pub delivered_ce: u64,
+    /// The AccECN counters (Linux 6.18+), cumulative.
+    pub accecn: Option<AccEcnCounters>,
 }
 
 /// One stream's cumulative counters at one instant.
@@ -63,6 +66,9 @@ pub struct Snapshot {
     pub sample: Sample,
     /// TCP senders whose socket is still open: TCP_INFO.
     pub tcp: Option<TcpSnapshot>,
+    /// TCP receivers whose socket is still open and whose connection negotiated ECN, on
+    /// kernels with them (6.18+): the AccECN counters of TCP_INFO, cumulative.
+    pub tcp_received_ecn: Option<AccEcnCounters>,
 }
 
 /// Interval bookkeeping of one test on one side.
@@ -86,6 +92,8 @@ pub struct Accountant {
     retrans_base: Vec<(u64, u64)>,
     /// (`tcpi_delivered`, `tcpi_delivered_ce`) at the last interval's end.
     prev_delivered: Vec<(u64, u64)>,
+    /// The AccECN counters (sender's or receiver's) at the last interval's end.
+    prev_accecn: Vec<Option<AccEcnCounters>>,
     tcp_totals: Vec<TcpTotals>,
 }
 
@@ -116,9 +124,13 @@ impl Accountant {
                     .map_or((0, 0), |t| (t.delivered, t.delivered_ce))
             })
             .collect();
+        let prev_accecn = (0..n)
+            .map(|i| first_tcp.get(i).copied().flatten().and_then(|t| t.accecn))
+            .collect();
         Accountant {
             retrans_base: prev_retrans.clone(),
             prev_delivered,
+            prev_accecn,
             protocol,
             bidir,
             streams,
@@ -194,17 +206,31 @@ impl Accountant {
                 let bps = row.bits_per_second;
                 let (prev_delivered, prev_ce) = self.prev_delivered[i];
                 self.prev_delivered[i] = (info.delivered, info.delivered_ce);
+                let prev_accecn = std::mem::replace(&mut self.prev_accecn[i], info.accecn);
                 row.netmeter.get_or_insert_with(Default::default).tcp = Some(TcpExtra {
                     bytes_in_flight: info.bytes_in_flight,
                     inp_bytes: bps / 8.0 * rtt_s,
                     net_power: if rtt_s > 0.0 { bps / rtt_s } else { 0.0 },
                     spurious_retransmits: spurious,
-                    ecn: info.ecn.then(|| {
-                        TcpEcn::new(
+                    ecn: info.ecn.then(|| TcpEcn {
+                        accecn: info.accecn.map(|a| a.since(prev_accecn.as_ref())),
+                        ..TcpEcn::new(
                             info.delivered.saturating_sub(prev_delivered),
                             info.delivered_ce.saturating_sub(prev_ce),
                         )
                     }),
+                });
+            }
+            if let Some(a) = snap.tcp_received_ecn {
+                let prev = self.prev_accecn[i].replace(a);
+                let d = a.since(prev.as_ref());
+                row.netmeter
+                    .get_or_insert_with(Default::default)
+                    .tcp_received_ecn = Some(TcpReceivedEcn {
+                    received_ce: d.received_ce,
+                    received_ect1_bytes: d.received_ect1_bytes,
+                    received_ect0_bytes: d.received_ect0_bytes,
+                    received_ce_bytes: d.received_ce_bytes,
                 });
             }
             extras(
@@ -327,6 +353,7 @@ mod tests {
                 calls: None,
             },
             tcp: None,
+            tcp_received_ecn: None,
         }
     }
 
@@ -349,6 +376,7 @@ mod tests {
                 dsack_dups,
                 ..TcpSnapshot::default()
             }),
+            tcp_received_ecn: None,
         }
     }
 
@@ -369,6 +397,7 @@ mod tests {
                 calls: None,
             },
             tcp: None,
+            tcp_received_ecn: None,
         }
     }
 
@@ -539,6 +568,76 @@ mod tests {
         a.tick(1.0, &[bulk(10, 1)], no_extras);
         assert!(!a.worth_reporting(1.05, 1.0));
         assert!(a.worth_reporting(1.1, 1.0));
+    }
+
+    #[test]
+    fn accecn_counters_become_interval_deltas_on_both_ends() {
+        let acc = |ce: u32, ce_bytes: u32| AccEcnCounters {
+            received_ce: ce,
+            received_ce_bytes: ce_bytes,
+            delivered_ce_bytes: ce_bytes,
+            ..AccEcnCounters::default()
+        };
+        let sender = |bytes: u64, delivered: u64, ce: u64, a: Option<AccEcnCounters>| {
+            let mut s = tcp(bytes, 0, 0, 100);
+            if let Some(t) = s.tcp.as_mut() {
+                (t.ecn, t.delivered, t.delivered_ce, t.accecn) = (true, delivered, ce, a);
+            }
+            s
+        };
+        let receiver = |bytes: u64, a: Option<AccEcnCounters>| Snapshot {
+            tcp_received_ecn: a,
+            ..bulk(bytes, 0)
+        };
+        // The rows' TCP ECN figures: the sender's, the receiver's.
+        let sent = |iv: &Interval| iv.streams[0].netmeter.as_ref().and_then(|n| n.tcp?.ecn);
+        let received = |iv: &Interval| {
+            iv.streams[1]
+                .netmeter
+                .as_ref()
+                .and_then(|n| n.tcp_received_ecn)
+        };
+        let first = sender(0, 10, 1, Some(acc(1, 1448)));
+        let mut a = Accountant::new(
+            Protocol::Tcp,
+            false,
+            vec![key(1, true, true), key(2, false, false)],
+            0.0,
+            &[first.tcp, None],
+        );
+        let iv = a.tick(
+            1.0,
+            &[
+                sender(1_000_000, 710, 8, Some(acc(8, 8 * 1448))),
+                receiver(1_000_000, Some(acc(5, 5 * 1448))),
+            ],
+            no_extras,
+        );
+        let e = sent(&iv).unwrap();
+        assert_eq!((e.delivered, e.ce_delivered), (700, 7));
+        assert_eq!(e.accecn.unwrap().delivered_ce_bytes, 7 * 1448);
+        let r = received(&iv).unwrap();
+        assert_eq!((r.received_ce, r.received_ce_bytes), (5, 5 * 1448));
+        let iv = a.tick(
+            2.0,
+            &[
+                sender(2_000_000, 1410, 9, Some(acc(9, 9 * 1448))),
+                receiver(2_000_000, Some(acc(9, 9 * 1448))),
+            ],
+            no_extras,
+        );
+        let r = received(&iv).unwrap();
+        assert_eq!(r.received_ce, 4);
+        // An older kernel: no AccECN figures on the sender, nothing on the receiver
+        // (absent, not zero).
+        let iv = a.tick(
+            3.0,
+            &[sender(3_000_000, 2110, 10, None), receiver(3_000_000, None)],
+            no_extras,
+        );
+        let e = sent(&iv).unwrap();
+        assert_eq!((e.accecn, e.ce_delivered), (None, 1));
+        assert_eq!(received(&iv), None);
     }
 
     proptest::proptest! {

@@ -282,6 +282,7 @@ mod tests {
                 calls: Some(calls),
             },
             tcp: None,
+            tcp_received_ecn: None,
         }
     }
 

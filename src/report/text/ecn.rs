@@ -14,13 +14,21 @@ fn shown(ctx: &TextCtx, c: &EcnCounts) -> bool {
 }
 
 /// The row's ECN suffix: `  ECN 0/980/0/20 (CE 2%)`, counts in the order Not-ECT,
-/// ECT(1), ECT(0), CE; for a TCP sender that negotiated ECN, the CE it was echoed.
+/// ECT(1), ECT(0), CE; for a TCP sender that negotiated ECN, the CE it was echoed
+/// (`  ECN CE 12 (3%)`); for a TCP receiver on a kernel with the AccECN counters, the
+/// CE-marked segments and bytes it received (`  ECN CE received 12 (17376 bytes)`).
 pub fn row_suffix(ctx: &TextCtx, r: &StreamInterval) -> String {
     let Some(x) = r.netmeter.as_deref() else {
         return String::new();
     };
     if let Some(e) = x.udp.and_then(|u| u.ecn).filter(|e| shown(ctx, &e.counts)) {
         return udp_suffix(&e);
+    }
+    if let Some(r) = x.tcp_received_ecn {
+        return format!(
+            "  ECN CE received {} ({} bytes)",
+            r.received_ce, r.received_ce_bytes
+        );
     }
     match x.tcp.and_then(|t| t.ecn) {
         Some(TcpEcn {
@@ -228,6 +236,26 @@ mod tests {
                 "[SUM] ECN at the receivers: Not-ECT 0 (0%), ECT(1) 1960 (98%), ECT(0) 0 (0%), CE 40 (2%)\n"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_tcp_receiver_row_shows_its_received_ce() {
+        use crate::report::TcpReceivedEcn;
+        let receiver = StreamInterval {
+            netmeter: Some(Box::new(StreamExt {
+                tcp_received_ecn: Some(TcpReceivedEcn {
+                    received_ce: 12,
+                    received_ce_bytes: 17_376,
+                    ..TcpReceivedEcn::default()
+                }),
+                ..StreamExt::default()
+            })),
+            ..StreamInterval::default()
+        };
+        assert_eq!(
+            row_suffix(&ctx(false), &receiver),
+            "  ECN CE received 12 (17376 bytes)"
         );
     }
 }

@@ -1756,18 +1756,46 @@ impl Netbed {
 
     /// UDP packets counted so far by [`Netbed::add_input_udp_counter`].
     pub fn input_udp_count(&self, side: Side, table: &str) -> Result<u64> {
-        let out = run_checked(
-            self.cmd(side, "nft")
-                .args(["-j", "list", "counter", "inet", table, "udp_in"]),
-            None,
-        )?;
-        let v: serde_json::Value = serde_json::from_str(&out).context("parsing `nft -j` output")?;
+        let v = self.nft_json(side, &["list", "counter", "inet", table, "udp_in"])?;
         v["nftables"]
             .as_array()
             .into_iter()
             .flatten()
             .find_map(|i| i["counter"]["packets"].as_u64())
             .context("no udp_in counter in `nft -j` output")
+    }
+
+    /// `nft -j ARGS` in `side`'s namespace, parsed.
+    fn nft_json(&self, side: Side, args: &[&str]) -> Result<serde_json::Value> {
+        let out = run_checked(self.cmd(side, "nft").arg("-j").args(args), None)?;
+        serde_json::from_str(&out).context("parsing `nft -j` output")
+    }
+
+    /// Loads the nftables `script` (`nft -f -`) in `side`'s namespace: a test's own
+    /// table beside the bed's (marking, counting), read back with
+    /// [`Netbed::nft_rule_counter`].
+    pub fn nft_apply(&self, side: Side, script: &str) -> Result<()> {
+        run_checked(self.cmd(side, "nft").args(["-f", "-"]), Some(script))?;
+        Ok(())
+    }
+
+    /// The counter (packets, bytes) of the rule commented `comment` in table
+    /// `inet TABLE` of `side`'s namespace. nftables counts `sk_buff`s: where offloads
+    /// batch segments (GSO, GRO) one packet is many, and the bytes tell how many.
+    pub fn nft_rule_counter(&self, side: Side, table: &str, comment: &str) -> Result<(u64, u64)> {
+        let v = self.nft_json(side, &["list", "table", "inet", table])?;
+        v["nftables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["rule"]["comment"].as_str() == Some(comment))
+            .find_map(|i| {
+                i["rule"]["expr"].as_array()?.iter().find_map(|e| {
+                    let c = &e["counter"];
+                    Some((c["packets"].as_u64()?, c["bytes"].as_u64()?))
+                })
+            })
+            .ok_or_else(|| anyhow!("no counter on rule {comment} in table {table}: {v}"))
     }
 
     /// Packets dropped by the loss rules (every-Nth plus random), both directions.
