@@ -256,7 +256,7 @@ pub async fn download(
 }
 
 /// The endless upload over HTTP/3: a POST whose body never ends, each chunk counted
-/// as QUIC takes it (at most [`SEND_WINDOW_BYTES`] ahead of what the server
+/// as QUIC takes it (at most `SEND_WINDOW_BYTES` ahead of what the server
 /// acknowledged), until the stream fails or the task is dropped.
 pub async fn upload(mut s: H3Send, url: HttpsUrl, counter: Arc<AtomicU64>) -> Result<(), NetError> {
     let mut req = request(http::Method::POST, &url);

@@ -1,6 +1,6 @@
 //! `netmeter rpm-server --http3` (experimental): the same paths over HTTP/3 on QUIC,
 //! on UDP at the TCP listener's port. Connections go through the same caps
-//! ([`Admission`]) as the TCP ones before the handshake is answered, the handshake is
+//! (`Admission`) as the TCP ones before the handshake is answered, the handshake is
 //! bounded by `--header-timeout`, a connection's bytes (QUIC's UDP payload both ways,
 //! read from quinn's statistics) are held to `--max-transfer` and watched for
 //! `--idle-timeout`, and each connection ends in the same audit line (ALPN `h3`).

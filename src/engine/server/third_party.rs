@@ -5,7 +5,7 @@
 //! (state 0x42, docs/protocol.md "Third-party tests"). While the test runs it watches
 //! the controller's connection: `CLIENT_TERMINATE` there (the controller was stopped,
 //! e.g. Ctrl-C of `netmeter scenario`), or the connection gone, stops the test, and
-//! what it measured until then goes back with its error ([`watch_controller`]).
+//! what it measured until then goes back with its error (`watch_controller`).
 //!
 //! The allow list is a small CIDR check of its own ([`Cidr`]). Seam: the server policy
 //! work (issue 15, "server policy as one object") brings a general allow/deny policy;
