@@ -361,6 +361,8 @@ fn netmeter_iperf2_prints_the_udp_figures_iperf2_prints() {
         }
         assert_eq!(r.lost, 0, "{who}:\n{text}");
     }
+    // iperf 2's client prints the server's total + 1 (it counts its FIN and the
+    // end-of-test record, Reporter.c); netmeter's prints what iperf 2's prints.
     assert_eq!(t.total, t.sent - 1, "iperf 2:\n{theirs}");
-    assert_eq!(o.total, o.sent, "netmeter iperf2:\n{ours}");
+    assert_eq!(o.total, o.sent - 1, "netmeter iperf2:\n{ours}");
 }
