@@ -255,8 +255,8 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    // Count the data datagrams (not the 4-byte UDP connect and its reply) by DSCP and
-    // direction, in the router.
+    // Count the data datagrams (not the UDP connect, 4 bytes or "9876" and the test's
+    // cookie, nor its reply) by DSCP and direction, in the router.
     let mut script = String::from(
         "table inet scen {\n  counter cs5_12 { }\n  counter cs6_12 { }\n  counter udp_21 { }\n  \
          chain scenario_count {\n    type filter hook forward priority -10; policy accept;\n",
@@ -265,11 +265,11 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
     // through the forward hook a second time, from its TUN device.
     for c in ["cs5", "cs6"] {
         script.push_str(&format!(
-            "    iifname \"{R_H1_IF}\" ip dscp {c} udp length > 16 counter name {c}_12\n"
+            "    iifname \"{R_H1_IF}\" ip dscp {c} udp length > 16 @th,64,32 != 0x39383736 counter name {c}_12\n"
         ));
     }
     script.push_str(&format!(
-        "    iifname \"{R_H2_IF}\" udp length > 16 counter name udp_21\n  }}\n}}\n"
+        "    iifname \"{R_H2_IF}\" udp length > 16 @th,64,32 != 0x39383736 counter name udp_21\n  }}\n}}\n"
     ));
     let mut nft = bed.cmd(Side::R, "nft");
     nft.args(["-f", "-"]).stdin(std::process::Stdio::piped());
