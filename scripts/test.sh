@@ -108,6 +108,7 @@ fi
 
 stage "stage 2: root and the peers"
 ./scripts/setup-peers.sh
+./scripts/setup-rpm-reference.sh  # nginx as the responsiveness reference server (integration module rpm)
 ./scripts/setup-chromium.sh  # headless Chromium renders the HTML report (integration module plots)
 ./scripts/setup-package-tools.sh  # dpkg-dev, man-db, zsh, fish: the .deb and its tests
 export NETMETER_PEERS_ENV="${NETMETER_PEERS_DIR:-/opt/netmeter-peers}/peers.env"

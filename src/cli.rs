@@ -52,6 +52,7 @@ mod output_flags;
 mod parse_error;
 mod profile_flags;
 mod resolve;
+pub mod rpm_cmd;
 pub mod rpm_server_cmd;
 pub mod scenario_cmd;
 mod server_flags;
@@ -183,6 +184,8 @@ pub enum Command {
     Scenario(scenario_cmd::ScenarioCommand),
     /// `netmeter rpm-server`: the responsiveness server (`cli/rpm_server_cmd.rs`).
     RpmServer(rpm_server_cmd::RpmServerCommand),
+    /// `netmeter rpm URL`: the IETF responsiveness test (`cli/rpm_cmd.rs`).
+    Rpm(rpm_cmd::RpmCommand),
     /// `netmeter generate KIND`: a man page or a shell completion, to stdout.
     Generate(generate::Asset),
     /// `netmeter doctor [-c HOST] [--json]`: this host's ceilings (see `cli/doctor_cmd.rs`).
@@ -212,6 +215,8 @@ pub enum Command {
     /// `-c GROUP -u`: a multicast sender.
     MulticastSend {
         cfg: crate::engine::multicast::SenderConfig,
+        /// `--receivers`: ask them, and print their rows (`receivers::run`).
+        receivers: Option<crate::engine::multicast::receivers::run::ReceiversPlan>,
         logfile: Option<PathBuf>,
     },
 }
@@ -242,6 +247,7 @@ pub fn subcommand(argv: &[std::ffi::OsString]) -> Option<Result<Command, ArgsErr
         "mesh" => Some(mesh_cmd::parse(&argv[1..])),
         "scenario" => Some(scenario_cmd::parse(&argv[1..])),
         "rpm-server" => Some(rpm_server_cmd::parse(&argv[1..])),
+        "rpm" => Some(rpm_cmd::parse(&argv[1..])),
         _ => None,
     }
 }

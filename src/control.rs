@@ -274,6 +274,9 @@ pub enum ClientStep {
     Authenticate,
     /// Read the third-party test's answer (state 0x42): the conversation ends there.
     ReadThirdParty,
+    /// Read a multicast receiver's answer (state 0x43): first whether it joined, then
+    /// (once the test ended) its figures.
+    ReadMcastAnswer,
     /// Open the data streams.
     CreateStreams,
     /// The server accepted all streams: start the clocks.
@@ -302,6 +305,11 @@ pub enum ClientFailure {
         "the server did not ask for the pre-shared key: it runs without --psk-file (or is not netmeter), so it cannot prove it holds the key"
     )]
     NoPskChallenge,
+    /// `--receivers`, but the server went on to a test: it does not take join requests.
+    #[error(
+        "it went on to a test instead of answering the join request: --receivers needs a netmeter server (iperf3 does not join groups)"
+    )]
+    NotMcastReceiver,
 }
 
 /// Where the client is in the conversation.
@@ -314,6 +322,8 @@ pub enum ClientPhase {
     Running,
     AwaitExchangeResults,
     AwaitDisplay,
+    /// A multicast receiver joined: its figures (state 0x43) come at the test's end.
+    McastMember,
     Done,
 }
 
@@ -328,6 +338,8 @@ pub struct ClientMachine {
     psk_challenged: bool,
     /// The request is a third-party request: the answer is the result (0x42).
     third_party: bool,
+    /// The request asks the server to join a multicast group (`--receivers`).
+    mcast_join: bool,
     negotiated: Negotiated,
     /// When the server's next word is due, and what it is.
     deadline: Option<Deadline>,
@@ -345,6 +357,7 @@ impl ClientMachine {
             psk_requested: request.is_some_and(|r| r.psk.is_some()),
             psk_challenged: false,
             third_party: request.is_some_and(|r| r.third_party.is_some()),
+            mcast_join: request.is_some_and(|r| r.mcast_join.is_some()),
             negotiated: Negotiated::iperf3(requested),
             deadline: None,
             results_pending: false,
@@ -363,7 +376,8 @@ impl ClientMachine {
             | P::AwaitTestRunning => Some(Awaited::ServerMessage),
             P::AwaitDisplay if self.results_pending => Some(Awaited::ServerResults),
             P::AwaitExchangeResults | P::AwaitDisplay => Some(Awaited::ResultsExchange),
-            P::Running | P::Done => None,
+            // The figures come when the sender's test ended: its own wait bounds them.
+            P::Running | P::McastMember | P::Done => None,
         };
         self.deadline = awaited.and_then(|a| Deadline::after(now, CTRL_TIMEOUT, a));
     }
@@ -424,7 +438,10 @@ impl ClientMachine {
             && self.phase == P::AwaitCreateStreams
             && matches!(
                 s,
-                State::NetmeterExt | State::CreateStreams | State::NetmeterThirdParty
+                State::NetmeterExt
+                    | State::CreateStreams
+                    | State::NetmeterThirdParty
+                    | State::NetmeterMcast
             )
         {
             return Err(ClientFailure::NoPskChallenge);
@@ -442,6 +459,13 @@ impl ClientMachine {
             }
             (P::AwaitCreateStreams, State::NetmeterThirdParty) if self.third_party => {
                 (P::Done, ClientStep::ReadThirdParty, "")
+            }
+            (P::AwaitCreateStreams, State::NetmeterMcast) if self.mcast_join => {
+                (P::McastMember, ClientStep::ReadMcastAnswer, "")
+            }
+            (P::McastMember, State::NetmeterMcast) => (P::Done, ClientStep::ReadMcastAnswer, ""),
+            (P::AwaitCreateStreams, State::CreateStreams) if self.mcast_join => {
+                return Err(ClientFailure::NotMcastReceiver);
             }
             (P::AwaitCreateStreams, State::CreateStreams) => {
                 (P::AwaitTestStart, ClientStep::CreateStreams, "")
@@ -464,6 +488,7 @@ impl ClientMachine {
                     P::Running => "nothing until the test ends",
                     P::AwaitExchangeResults => "EXCHANGE_RESULTS",
                     P::AwaitDisplay => "DISPLAY_RESULTS",
+                    P::McastMember => "the multicast receiver's figures",
                     P::Done => "nothing more",
                 };
                 return Err(ClientFailure::Unexpected { got, expected });
@@ -791,6 +816,50 @@ mod tests {
         assert!(plain.on_state(State::NetmeterThirdParty, t0()).is_err());
     }
 
+    /// A join request: the answer, then the figures, both state 0x43; a server that
+    /// goes on to a test (iperf3 ignores the request) is refused naming --receivers.
+    #[test]
+    fn a_join_request_reads_two_answers_or_refuses_a_test() {
+        let req = ExtRequest {
+            mcast_join: Some(wire::mcast_join::JoinRequest {
+                group: "239.1.1.1".into(),
+                dev: None,
+                source: None,
+                port: 5201,
+                duration_ms: 1000,
+                interval_ms: 0,
+                trip_times: false,
+                sender: None,
+            }),
+            ..ExtRequest::default()
+        };
+        let mut m = ClientMachine::new(Some(&req));
+        m.on_state(State::ParamExchange, t0()).unwrap();
+        assert_eq!(
+            m.on_state(State::NetmeterMcast, t0()),
+            Ok(ClientStep::ReadMcastAnswer)
+        );
+        m.step_done(t0());
+        // The figures wait is the driver's (the sender's test runs first).
+        assert_eq!(m.poll_timeout(), None);
+        assert_eq!(
+            m.on_state(State::NetmeterMcast, t0()),
+            Ok(ClientStep::ReadMcastAnswer)
+        );
+        assert_eq!(m.phase, ClientPhase::Done);
+        assert!(m.on_state(State::NetmeterMcast, t0()).is_err());
+
+        let mut iperf3 = ClientMachine::new(Some(&req));
+        iperf3.on_state(State::ParamExchange, t0()).unwrap();
+        let e = iperf3.on_state(State::CreateStreams, t0()).unwrap_err();
+        assert_eq!(e, ClientFailure::NotMcastReceiver);
+        assert!(e.to_string().contains("--receivers"));
+        // Only a client that asked reads the answer.
+        let mut plain = ClientMachine::new(Some(&ExtRequest::default()));
+        plain.on_state(State::ParamExchange, t0()).unwrap();
+        assert!(plain.on_state(State::NetmeterMcast, t0()).is_err());
+    }
+
     #[test]
     fn busy_error_and_out_of_order_states() {
         let mut m = ClientMachine::new(None);
@@ -968,6 +1037,7 @@ mod tests {
             ecn_feedback: false,
             psk: None,
             third_party: None,
+            mcast_join: None,
             features: vec![
                 Feature::UdpSeq64,
                 Feature::Unknown("teleport".into()),

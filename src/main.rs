@@ -89,12 +89,11 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             netmeter::engine::multicast::run_receivers(&cfg, sink, Default::default())?;
             Ok(())
         }
-        Command::MulticastSend { cfg, logfile } => {
-            catch_stop_signals()?;
-            let sink = open_sink(logfile.as_deref(), None)?;
-            netmeter::engine::multicast::run_sender(&cfg, sink, Default::default())?;
-            Ok(())
-        }
+        Command::MulticastSend {
+            cfg,
+            receivers,
+            logfile,
+        } => run_multicast_send(&cfg, receivers.as_ref(), logfile.as_deref()),
         Command::Plot { inputs, output } => {
             // A sweep's -J document draws the sweep's chart.
             match netmeter::experiment::sweep_plot::sweep_charts_of(&inputs)
@@ -116,6 +115,7 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Mesh(m) => run_mesh(m),
         Command::Scenario(s) => run_scenario(s),
         Command::RpmServer(c) => run_rpm_server(c),
+        Command::Rpm(r) => run_rpm(r),
         Command::Generate(asset) => {
             let mut v = Vec::new();
             cli::generate::render(asset, &mut v)?;
@@ -180,6 +180,24 @@ fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         } => run_loopback(tcp, udp, logfile.as_deref(), stamps.as_deref()),
     };
     done.map(|()| ExitCode::SUCCESS)
+}
+
+/// `netmeter -c GROUP -u`: send to the group, asking `--receivers` for their figures
+/// when given.
+fn run_multicast_send(
+    cfg: &netmeter::engine::multicast::SenderConfig,
+    receivers: Option<&netmeter::engine::multicast::receivers::run::ReceiversPlan>,
+    logfile: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    catch_stop_signals()?;
+    let sink = open_sink(logfile, None)?;
+    match receivers {
+        Some(plan) => netmeter::engine::multicast::receivers::run::run_to_end(cfg, plan, sink)?,
+        None => {
+            netmeter::engine::multicast::run_sender(cfg, sink, Default::default())?;
+        }
+    }
+    Ok(())
 }
 
 /// `netmeter -s`: become a daemon if asked, write the pid file, serve until stopped.
@@ -505,6 +523,33 @@ fn run_rpm_server(c: cli::rpm_server_cmd::RpmServerCommand) -> anyhow::Result<()
     out.extend(about);
     write_stdout(format!("{}\n", out.join("\n")).as_bytes())?;
     Ok(srv.run()?)
+}
+
+/// `netmeter rpm URL`: the responsiveness test; progress lines while it runs (text), then
+/// the summary, or one JSON document.
+fn run_rpm(r: cli::rpm_cmd::RpmCommand) -> anyhow::Result<()> {
+    use netmeter::rpm::{client, output};
+    catch_stop_signals()?;
+    if r.opts.insecure {
+        eprintln!("netmeter: --insecure: the server's certificate is not checked");
+    }
+    let json = r.json;
+    let mut on_row = |dir, row: &netmeter::rpm::algo::IntervalRow| {
+        if !json {
+            println!("{}", output::row_line(dir, row));
+        }
+    };
+    let run = client::run(&r.opts, netmeter::clock::system(), &mut on_row)?;
+    let doc = output::report(&run);
+    if let Some(p) = &r.plot {
+        plot::write_charts(&[output::probe_chart(&doc)], p)?;
+    }
+    let out = if json {
+        serde_json::to_string_pretty(&doc)? + "\n"
+    } else {
+        output::render_text(&doc)
+    };
+    write_stdout(out.as_bytes())
 }
 
 /// `netmeter scenario FILE`: every flow at once; per-flow text or one JSON document.

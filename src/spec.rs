@@ -381,6 +381,7 @@ impl TestSpec {
             // Set by the engine (`--psk-file`, third-party requests), not by the test.
             psk: None,
             third_party: None,
+            mcast_join: None,
             version: wire::EXT_VERSION,
             features: Feature::ALL
                 .into_iter()

@@ -18,6 +18,7 @@ mod errcode;
 mod ext;
 pub mod iperf2;
 pub mod iperf2_client;
+pub mod mcast_join;
 
 pub use data::{IsochHeader, TCP_FRAME_HDR, TcpFrameParser, UdpHeader, write_tcp_frame_header};
 pub use ecn_feedback::{ECN_FEEDBACK_LEN, EcnFeedback};
@@ -178,6 +179,12 @@ pub enum State {
     /// and sends a length-prefixed JSON [`ThirdPartyAnswer`]. Only a client that sent a
     /// `third_party` request ever receives it.
     NetmeterThirdParty,
+    /// netmeter multicast receiver (0x43): the server asked to join a group
+    /// (`mcast_join` in the extension request) sends a length-prefixed JSON
+    /// [`mcast_join::JoinAnswer`] after it: once when it joined or why not, once more
+    /// with its figures at the test's end. Only a client that sent `mcast_join` ever
+    /// receives it.
+    NetmeterMcast,
 }
 
 impl State {
@@ -197,6 +204,7 @@ impl State {
             State::NetmeterExt => 0x40,
             State::NetmeterAuth => 0x41,
             State::NetmeterThirdParty => 0x42,
+            State::NetmeterMcast => 0x43,
             State::AccessDenied => 0xff, // -1
             State::ServerError => 0xfe,  // -2
         }
@@ -218,6 +226,7 @@ impl State {
             0x40 => State::NetmeterExt,
             0x41 => State::NetmeterAuth,
             0x42 => State::NetmeterThirdParty,
+            0x43 => State::NetmeterMcast,
             0xff => State::AccessDenied,
             0xfe => State::ServerError,
             other => return Err(WireError::UnknownState(other)),

@@ -9,8 +9,10 @@ use libfuzzer_sys::fuzz_target;
 use netmeter::auth::psk::{self, Psk};
 use netmeter::clock::{Clock, ManualClock};
 use netmeter::control::{ClientMachine, ClientStep};
+use netmeter::wire::mcast_join::JoinAnswer;
 use netmeter::wire::{
-    self, ExtAnswer, ExtRequest, Feature, PskChallenge, PskConfirm, Results, State, ThirdPartyAnswer,
+    self, ExtAnswer, ExtRequest, Feature, PskChallenge, PskConfirm, Results, State,
+    ThirdPartyAnswer,
 };
 
 fn take_json<T: for<'de> serde::Deserialize<'de>>(
@@ -102,6 +104,13 @@ fuzz_target!(|data: &[u8]| {
             ClientStep::ReadThirdParty => {
                 let _ = take_json::<ThirdPartyAnswer>(&mut rest, wire::MAX_RESULTS_LEN);
                 return;
+            }
+            ClientStep::ReadMcastAnswer => {
+                // A multicast receiver's answer: joined or refused, later its figures.
+                let Some(Ok(a)) = take_json::<JoinAnswer>(&mut rest, wire::MAX_RESULTS_LEN) else {
+                    return;
+                };
+                let _ = (a.joined, a.error, a.figures);
             }
             ClientStep::Display => return,
             ClientStep::SendParams | ClientStep::CreateStreams | ClientStep::StartClock => {}

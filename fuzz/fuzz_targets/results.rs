@@ -7,11 +7,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use netmeter::control::ClientMachine;
 use netmeter::latency::OwdRecord;
 use netmeter::report::build::{self, EndInputs, LocalFinal, TcpTotals};
 use netmeter::report::text::{self, TextCtx};
 use netmeter::report::{Report, json};
-use netmeter::control::ClientMachine;
 use netmeter::spec::{Direction, Protocol, TestSpec};
 use netmeter::stats::UdpCounts;
 use netmeter::units::Format;

@@ -32,6 +32,8 @@ pub enum Asset {
     ManMesh,
     /// netmeter-scenario(1)
     ManScenario,
+    /// netmeter-rpm(1)
+    ManRpm,
     /// netmeter-doctor(1)
     ManDoctor,
     /// netmeter-rpm-server(1)
@@ -58,6 +60,7 @@ pub const MAN_PAGES: &[(Asset, &str, Option<&str>)] = &[
     (Asset::ManSweep, "netmeter-sweep", Some("sweep")),
     (Asset::ManMesh, "netmeter-mesh", Some("mesh")),
     (Asset::ManScenario, "netmeter-scenario", Some("scenario")),
+    (Asset::ManRpm, "netmeter-rpm", Some("rpm")),
     (Asset::ManDoctor, "netmeter-doctor", Some("doctor")),
     (
         Asset::ManRpmServer,
@@ -112,6 +115,12 @@ pub fn command() -> clap::Command {
             super::scenario_cmd::ScenarioArgs::command()
                 .name("scenario")
                 .bin_name("netmeter scenario")
+                .version(env!("CARGO_PKG_VERSION")),
+        )
+        .subcommand(
+            super::rpm_cmd::RpmArgs::command()
+                .name("rpm")
+                .bin_name("netmeter rpm")
                 .version(env!("CARGO_PKG_VERSION")),
         )
         .subcommand(doctor_command())

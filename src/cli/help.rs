@@ -125,7 +125,10 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "dont_fragment",
         ],
     ),
-    (Some("Multicast (docs/multicast.md)"), &["ssm_host", "ttl"]),
+    (
+        Some("Multicast (docs/multicast.md)"),
+        &["ssm_host", "ttl", "receivers"],
+    ),
     (
         Some("Latency modes"),
         &[
@@ -194,6 +197,10 @@ pub const SUBCOMMANDS: &[(&str, &str)] = &[
         "run named flows together, locally and from netmeter servers",
     ),
     (
+        "rpm",
+        "measure responsiveness (RPM) against a web server, IETF draft",
+    ),
+    (
         "rpm-server",
         "serve the IETF responsiveness test (HTTP/2, TLS)",
     ),
@@ -230,6 +237,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "netmeter -c 239.1.1.1 -u -b 10M --ttl 8",
         "send to a multicast group (iperf 2's datagrams)",
+    ),
+    (
+        "netmeter -c 239.1.1.1 -u -p 5001 --receivers h1,h2",
+        "multicast, with a row for each netmeter server asked to join",
     ),
     (
         "netmeter -c HOST -u -b 100M",

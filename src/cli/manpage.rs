@@ -226,6 +226,16 @@ fn exit_status(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
                 "An error: a usage mistake, a certificate or key that cannot be read, an address that cannot be listened on.",
             ),
         ],
+        Some("rpm") => &[
+            (
+                "0",
+                "The test ran, or was stopped by a signal and printed what it measured.",
+            ),
+            (
+                "1",
+                "An error: a usage mistake, a configuration that is not usable, a server that cannot be reached or refuses, a load-generating connection that failed.",
+            ),
+        ],
         Some("scenario") => &[
             (
                 "0",

@@ -6,6 +6,7 @@
 //! (docs/multicast.md).
 
 use super::{Args, Command, UsageError, usage};
+use crate::engine::multicast::receivers::run::{ReceiversPlan, Rows};
 use crate::engine::multicast::{self, ReceiverConfig, SenderConfig, target};
 use crate::spec::{Direction, EndCondition, Protocol};
 use crate::units::Format;
@@ -20,7 +21,16 @@ pub struct MulticastFlags {
     /// Multicast sender: the TTL / hop limit (default 1).
     #[arg(long = "ttl", value_name = "N")]
     pub ttl: Option<u32>,
+    /// Multicast sender: ask these netmeter servers to join the group and report what
+    /// they received, a row each (HOST or HOST:PORT, port 5201 unless given).
+    #[arg(long = "receivers", value_name = "H1,H2,...")]
+    pub receivers: Option<String>,
 }
+
+/// The control port of a `--receivers` host that names none: a netmeter server's
+/// default. Not the client's `-p`, which is the group's port, and a server refuses a
+/// group on its own port.
+pub const RECEIVERS_PORT: u16 = 5201;
 
 /// iperf 2's default multicast TTL (`-T`, 1: the local link).
 pub const DEFAULT_TTL: u32 = 1;
@@ -43,6 +53,11 @@ pub(super) fn command(a: &Args) -> Option<Result<Command, UsageError>> {
                 "--ttl sets a multicast sender's TTL; use it with -c GROUP -u",
             )));
         }
+        if a.multicast.receivers.is_some() {
+            return Some(Err(usage(
+                "--receivers names the netmeter servers a multicast sender asks to join; use it with -c GROUP -u",
+            )));
+        }
         return None;
     }
     Some(roles(a).and_then(|format| {
@@ -59,7 +74,8 @@ fn roles(a: &Args) -> Result<Format, UsageError> {
     if a.server.server && (a.client.client.is_some() || a.common.loopback) {
         return Err(usage("use only one of -s, -c and --loopback"));
     }
-    if a.output.plot.is_some() || a.output.csv {
+    let rows = a.client.client.is_some() && a.multicast.receivers.is_some();
+    if a.output.plot.is_some() || (a.output.csv && !rows) {
         return Err(usage(
             "--plot and --csv draw a unicast test; a multicast test prints its rows (-J: JSON lines)",
         ));
@@ -76,6 +92,11 @@ fn receiver(a: &Args, format: Format) -> Result<Command, UsageError> {
     }
     if a.multicast.ttl.is_some() {
         return Err(usage("--ttl is a multicast sender's option (-c GROUP)"));
+    }
+    if a.multicast.receivers.is_some() {
+        return Err(usage(
+            "--receivers is a multicast sender's option (-c GROUP -u); a receiver is a netmeter server (-s)",
+        ));
     }
     let list = a.common.bind.as_deref().unwrap_or_default();
     let (groups, source) =
@@ -109,9 +130,9 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
     if !a.udp.udp {
         return Err(usage("a multicast group with -c takes UDP; add -u"));
     }
-    if a.multicast.ssm_host.is_some() {
+    if a.multicast.ssm_host.is_some() && a.multicast.receivers.is_none() {
         return Err(usage(
-            "--ssm-host is a multicast receiver's option (-s -u -B GROUP); a sender's source is its -B address",
+            "--ssm-host is a multicast receiver's option (-s -u -B GROUP), or with --receivers the source they join; a sender's source is its -B address",
         ));
     }
     let ttl = a.multicast.ttl.unwrap_or(DEFAULT_TTL);
@@ -120,6 +141,7 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
     }
     let group =
         target::parse_group(a.client.client.as_deref().unwrap_or_default()).map_err(usage)?;
+    let group_v4 = group.addr.is_ipv4();
     let c = a.client_config(format)?;
     if c.spec.protocol != Protocol::Udp
         || c.spec.parallel > 1
@@ -157,8 +179,50 @@ fn sender(a: &Args, format: Format) -> Result<Command, UsageError> {
             json: a.output.json,
             clock: crate::clock::system(),
         },
+        receivers: receivers_plan(a, &c, format, group_v4)?,
         logfile: a.output.logfile.clone(),
     })
+}
+
+/// `--receivers` resolved: the hosts (each at [`RECEIVERS_PORT`] unless it names one), `-H` as
+/// the source they join, the key, `--trip-times`, `-i` and how the rows print.
+fn receivers_plan(
+    a: &Args,
+    c: &crate::engine::client::ClientConfig,
+    format: Format,
+    group_v4: bool,
+) -> Result<Option<ReceiversPlan>, UsageError> {
+    let Some(list) = a.multicast.receivers.as_deref() else {
+        return Ok(None);
+    };
+    let hosts = target::parse_receivers(list, RECEIVERS_PORT).map_err(usage)?;
+    let ssm_source = match a.multicast.ssm_host.as_deref() {
+        None => None,
+        Some(s) => match s.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_ipv4() == group_v4 && !ip.is_multicast() => Some(ip),
+            _ => {
+                return Err(usage(format!(
+                    "-H {s}: with --receivers it is the source the receivers join, a unicast address of the group's family"
+                )));
+            }
+        },
+    };
+    let rows = if a.output.json {
+        Rows::Json
+    } else if a.output.csv {
+        Rows::Csv
+    } else {
+        Rows::Text(format)
+    };
+    Ok(Some(ReceiversPlan {
+        hosts,
+        ssm_source,
+        psk: c.psk.clone(),
+        trip_times: c.spec.trip_times,
+        interval: (a.output.interval > 0.0).then(|| Duration::from_secs_f64(a.output.interval)),
+        connect_timeout: c.connect_timeout,
+        rows,
+    }))
 }
 
 #[cfg(test)]
@@ -249,5 +313,52 @@ mod tests {
             resolve(&["-v", "-c", "239.1.1.1"]),
             Ok(Command::Version)
         ));
+        assert!(err(&["-c", "127.0.0.1", "--receivers", "h1"]).contains("--receivers"));
+        assert!(err(&["-s", "-u", "-B", "239.1.1.1", "--receivers", "h1"]).contains("--receivers"));
+        assert!(err(&["-c", "239.1.1.1", "-u", "--receivers", "h1,,h2"]).contains("--receivers"));
+        assert!(
+            err(&[
+                "-c",
+                "239.1.1.1",
+                "-u",
+                "--receivers",
+                "h1",
+                "-H",
+                "fd00::1"
+            ])
+            .contains("-H fd00::1")
+        );
+    }
+
+    #[test]
+    fn receivers_resolve_into_the_senders_plan() {
+        match resolve(&[
+            "-c",
+            "232.1.1.1",
+            "-u",
+            "-p",
+            "5301",
+            "--receivers",
+            "h1,h2:5202",
+            "-H",
+            "10.0.0.1",
+            "--trip-times",
+            "--csv",
+            "-i",
+            "0.5",
+        ]) {
+            Ok(Command::MulticastSend { receivers, .. }) => {
+                let p = receivers.expect("a plan");
+                let hosts: Vec<(String, u16)> =
+                    p.hosts.iter().map(|h| (h.host.clone(), h.port)).collect();
+                // -p is the group's port; a host without one is at a server's default.
+                assert_eq!(hosts, [("h1".into(), 5201), ("h2".into(), 5202)]);
+                assert_eq!(p.ssm_source, Some("10.0.0.1".parse().unwrap()));
+                assert!(p.trip_times);
+                assert_eq!(p.rows, Rows::Csv);
+                assert_eq!(p.interval, Some(Duration::from_millis(500)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -409,7 +409,7 @@ impl Pair {
                 self.client_end = Some(End::Done);
             }
             ClientStep::ReadServerError => self.client_read = ClientRead::ErrorTrailer,
-            ClientStep::Authenticate | ClientStep::ReadThirdParty => {
+            ClientStep::Authenticate | ClientStep::ReadThirdParty | ClientStep::ReadMcastAnswer => {
                 panic!("the harness does not script {step:?}")
             }
         }

@@ -16,6 +16,7 @@
 //! [`TICK`] for a datagram before it looks at the time.
 
 pub mod account;
+pub mod receivers;
 pub mod render;
 pub mod target;
 
@@ -91,7 +92,7 @@ fn secs(clock: &dyn Clock, since: std::time::Instant) -> f64 {
     clock.now().saturating_duration_since(since).as_secs_f64()
 }
 
-fn say(out: &crate::engine::output::Sink, lines: &[String]) {
+pub(crate) fn say(out: &crate::engine::output::Sink, lines: &[String]) {
     if let Ok(mut w) = out.lock() {
         for l in lines {
             let _ = writeln!(w, "{l}");
@@ -110,7 +111,11 @@ fn ifindex_of(g: &Group) -> anyhow::Result<u32> {
 
 /// A socket bound to `group`'s port (on the group address, so it hears no other
 /// group's datagrams) and joined to it.
-fn join_socket(g: &Group, source: Option<IpAddr>, port: u16) -> anyhow::Result<UdpSocket> {
+pub(crate) fn join_socket(
+    g: &Group,
+    source: Option<IpAddr>,
+    port: u16,
+) -> anyhow::Result<UdpSocket> {
     let ifindex = ifindex_of(g)?;
     let dom = if g.addr.is_ipv4() {
         Domain::IPV4
@@ -281,15 +286,17 @@ fn say_nobody(cfg: &ReceiverConfig, group: IpAddr, out: &crate::engine::output::
 }
 
 /// What a sender sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Sent {
     pub datagrams: u64,
     pub bytes: u64,
     /// Sends the kernel refused (a full buffer, no route): lost as on a link.
     pub errors: u64,
+    /// From the first datagram's schedule to the FIN.
+    pub seconds: f64,
 }
 
-fn sender_socket(cfg: &SenderConfig) -> anyhow::Result<UdpSocket> {
+pub(crate) fn sender_socket(cfg: &SenderConfig) -> anyhow::Result<UdpSocket> {
     let g = &cfg.group;
     let v6 = g.addr.is_ipv6();
     let s = Socket::new(
@@ -338,11 +345,24 @@ pub fn run_sender(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Sent> {
     let sock = sender_socket(cfg)?;
+    let sent = send_on(cfg, &sock, &out, &stop)?;
+    say(&out, &[sent_line(cfg, &sent)]);
+    Ok(sent)
+}
+
+/// Send on `sock` (from [`sender_socket`]) until `-t`/`-n`, a stop signal or `stop`,
+/// then the FIN; the seconds it took are in [`Sent::seconds`].
+pub(crate) fn send_on(
+    cfg: &SenderConfig,
+    sock: &UdpSocket,
+    out: &crate::engine::output::Sink,
+    stop: &AtomicBool,
+) -> anyhow::Result<Sent> {
     let clock = &*cfg.clock;
     let local = sock.local_addr()?;
     if !cfg.json {
         say(
-            &out,
+            out,
             &[format!(
                 "Multicast sender {} port {} to {} port {}, TTL {}, {} datagrams of {} bytes",
                 local.ip(),
@@ -393,8 +413,14 @@ pub fn run_sender(
         }
     }
     sent.datagrams += 1;
-    let elapsed = secs(clock, t0).max(1e-9);
-    let line = if cfg.json {
+    sent.seconds = secs(clock, t0).max(1e-9);
+    Ok(sent)
+}
+
+/// What a sender prints of what it sent (`-J`: one object).
+pub(crate) fn sent_line(cfg: &SenderConfig, sent: &Sent) -> String {
+    let elapsed = sent.seconds;
+    if cfg.json {
         serde_json::json!({
             "multicast": "sender",
             "group": cfg.group.addr,
@@ -414,9 +440,7 @@ pub fn run_sender(
             crate::units::format_rate(sent.bytes as f64 * 8.0 / elapsed, Format::Auto),
             sent.errors
         )
-    };
-    say(&out, &[line]);
-    Ok(sent)
+    }
 }
 
 /// A datagram with iperf 2's client header after the sequence and time fields (so an

@@ -12,6 +12,7 @@
 pub mod audit;
 pub mod door;
 mod iperf2;
+mod mcast_join;
 pub mod metrics;
 pub mod policy;
 pub mod refusal_log;

@@ -143,6 +143,9 @@ pub struct TcpInfo {
     /// CE-marked (ECE on the ACK; with classic ECN the echo repeats until CWR, so an
     /// upper bound; with AccECN exact).
     pub delivered_ce: u32,
+    /// `tcpi_bytes_acked` (Linux 4.1+): payload bytes the peer acknowledged
+    /// (`netmeter rpm` counts an upload's goodput with it).
+    pub bytes_acked: u64,
 }
 
 /// `tcpi_options` bit: ECN was negotiated on the connection (`linux/tcp.h`).
@@ -190,6 +193,7 @@ impl TcpInfo {
             options: field!(options),
             delivered: field!(delivered),
             delivered_ce: field!(delivered_ce),
+            bytes_acked: field!(bytes_acked),
         }
     }
 
@@ -262,6 +266,7 @@ mod tests {
             options: 0x08 | 0x04,
             delivered: 900,
             delivered_ce: 45,
+            bytes_acked: 123_456_789_012,
             ..RawTcpInfo::default()
         }
     }
@@ -285,6 +290,7 @@ mod tests {
                 options: 0x0c,
                 delivered: 900,
                 delivered_ce: 45,
+                bytes_acked: 123_456_789_012,
             }
         );
         assert!(info.ecn());

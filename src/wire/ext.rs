@@ -57,6 +57,13 @@ pub struct ExtRequest {
     /// (state 0x42, [`ThirdPartyAnswer`]) instead of testing with me.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub third_party: Option<ThirdPartyRequest>,
+    /// Multicast `--receivers`: join this group for the sender's test, answer when
+    /// joined (state 0x43, [`JoinAnswer`]) and send the figures at its end (0x43
+    /// again), instead of testing with me. docs/protocol.md, "Multicast receivers".
+    ///
+    /// [`JoinAnswer`]: super::mcast_join::JoinAnswer
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcast_join: Option<super::mcast_join::JoinRequest>,
 }
 
 /// The client's half of the pre-shared-key exchange's opening (`crate::auth::psk`).

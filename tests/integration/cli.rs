@@ -132,6 +132,7 @@ fn help_groups_the_options_and_lists_the_subcommands() {
         "generate",
         "iperf2",
         "rpm-server",
+        "rpm",
     ] {
         let line = long
             .lines()
@@ -166,6 +167,7 @@ fn man_pages_render_whole_with_no_dangling_reference() {
         "generate",
         "iperf2",
         "rpm-server",
+        "rpm",
     ];
     let pages: Vec<(String, String)> = std::iter::once(("man".to_string(), "netmeter".to_string()))
         .chain(

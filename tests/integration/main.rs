@@ -60,6 +60,7 @@ mod profiles;
 mod psk;
 mod results;
 mod robustness;
+mod rpm;
 mod rpm_server;
 mod scenario;
 mod trip_times;

@@ -590,3 +590,324 @@ fn a_missing_interface_is_one_line_naming_it() {
         "{err}"
     );
 }
+
+/// The control port of the receivers' netmeter servers (the group's port is `PORT`).
+const CTRL_PORT: &str = "5201";
+
+/// A netmeter server (`-s -p 5201`) in namespace `i`, listening.
+fn server(bed: &Bed, i: usize) -> (Proc, Drained) {
+    let mut c = bed.exec(i, netmeter());
+    c.args(["-s", "-p", CTRL_PORT]);
+    let mut p = Proc::spawn(&format!("server {i}"), &mut c);
+    let d = p.drain();
+    crate::support::await_tcp_listening(p.pid(), CTRL_PORT.parse().unwrap());
+    (p, d)
+}
+
+fn ctrl_host(c: &Case, i: usize) -> String {
+    if c.v6 {
+        format!("[{}]:{CTRL_PORT}", v6(i))
+    } else {
+        format!("{}:{CTRL_PORT}", v4(i))
+    }
+}
+
+/// The sender with `--receivers` to receivers `which`; its `-J` document.
+fn receivers_run(bed: &Bed, c: &Case, which: &[usize]) -> (Value, Output) {
+    let list: Vec<String> = which.iter().map(|&i| ctrl_host(c, i)).collect();
+    let out = crate::support::run_bounded(
+        bed.exec(0, netmeter()).args([
+            "-c",
+            &format!("{}%{IF}", c.group),
+            "-B",
+            &addr(c, 0),
+            "-u",
+            "-b",
+            "2M",
+            "-t",
+            "2",
+            "-p",
+            PORT,
+            "--ttl",
+            "2",
+            "--trip-times",
+            "-J",
+            "--receivers",
+            &list.join(","),
+        ]),
+        LONG,
+        "the multicast sender with --receivers",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("the sender's -J document ({e})\n{}", show(&out)));
+    (v, out)
+}
+
+/// Three netmeter servers asked by the sender; receiver `lossy` drops every Nth data
+/// datagram. Each row's loss is its own drop counter, the others' none, and every
+/// datagram sent is received or lost at each.
+fn receivers_bed_run(c: &Case) {
+    let bed = Bed::new();
+    bed.drop_every(c.lossy, c.nth);
+    let servers: Vec<_> = (1..=3).map(|i| server(&bed, i)).collect();
+    let (v, out) = receivers_run(&bed, c, &[1, 2, 3]);
+    assert!(out.status.success(), "{}", show(&out));
+    let datagrams = v["end"]["sender"]["datagrams"].as_u64().unwrap();
+    assert!(datagrams > 100, "{v}");
+    let rows = v["end"]["receivers"].as_array().expect("end.receivers");
+    assert_eq!(rows.len(), 3, "{v}");
+    let mut lost_sum = 0;
+    for (k, row) in rows.iter().enumerate() {
+        let i = k + 1;
+        assert_eq!(row["name"], ctrl_host(c, i).as_str(), "{row}");
+        assert!(row.get("reason").is_none(), "receiver {i}: {row}");
+        let (lost, packets) = (
+            row["sum"]["lost"].as_u64().unwrap(),
+            row["sum"]["packets"].as_u64().unwrap(),
+        );
+        assert_eq!(lost + packets, datagrams, "receiver {i}: {row}");
+        let want = if i == c.lossy { bed.dropped(i).0 } else { 0 };
+        assert!(i != c.lossy || want > 0, "receiver {i} dropped nothing");
+        assert_eq!(
+            lost, want,
+            "receiver {i}'s loss is its own drop counter: {row}"
+        );
+        assert!(row["owd"]["count"].as_u64().unwrap() > 0, "{row}");
+        assert!(!row["intervals"].as_array().unwrap().is_empty(), "{row}");
+        lost_sum += lost;
+    }
+    assert_eq!(
+        v["end"]["receivers_sum"]["sum"]["lost"].as_u64(),
+        Some(lost_sum),
+        "{v}"
+    );
+    for (p, d) in servers {
+        stop(&p);
+        let _ = p.wait_bounded(LONG);
+        let log = d.text();
+        assert!(log.contains("multicast receiver for"), "{log}");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_any_source_v4_each_row_is_its_own_loss() {
+    receivers_bed_run(&Case {
+        group: "239.1.1.1",
+        v6: false,
+        ssm: false,
+        lossy: 2,
+        nth: 7,
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_source_specific_v4_each_row_is_its_own_loss() {
+    receivers_bed_run(&Case {
+        group: "232.1.1.1",
+        v6: false,
+        ssm: true,
+        lossy: 1,
+        nth: 5,
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_any_source_v6_each_row_is_its_own_loss() {
+    receivers_bed_run(&Case {
+        group: "ff15::77",
+        v6: true,
+        ssm: false,
+        lossy: 3,
+        nth: 6,
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_source_specific_v6_each_row_is_its_own_loss() {
+    receivers_bed_run(&Case {
+        group: "ff3e::8000:1",
+        v6: true,
+        ssm: true,
+        lossy: 2,
+        nth: 9,
+    });
+}
+
+/// Receiver 3's server is not running: its row says why, the other two are complete;
+/// the text rows name each receiver as given, and the sum adds the two.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_one_server_missing_is_a_row_with_its_reason() {
+    let c = Case {
+        group: "239.1.1.1",
+        v6: false,
+        ssm: false,
+        lossy: 1,
+        nth: 4,
+    };
+    let bed = Bed::new();
+    bed.drop_every(c.lossy, c.nth);
+    let servers: Vec<_> = (1..=2).map(|i| server(&bed, i)).collect();
+    let (v, out) = receivers_run(&bed, &c, &[1, 2, 3]);
+    assert!(out.status.success(), "{}", show(&out));
+    let rows = v["end"]["receivers"].as_array().expect("end.receivers");
+    assert_eq!(rows.len(), 3, "{v}");
+    let datagrams = v["end"]["sender"]["datagrams"].as_u64().unwrap();
+    for row in &rows[..2] {
+        let s = &row["sum"];
+        assert_eq!(
+            s["lost"].as_u64().unwrap() + s["packets"].as_u64().unwrap(),
+            datagrams,
+            "{row}"
+        );
+    }
+    assert_eq!(rows[0]["sum"]["lost"].as_u64(), Some(bed.dropped(1).0));
+    let why = rows[2]["reason"].as_str().expect("a reason");
+    assert!(why.contains("refused"), "{why}");
+    assert!(rows[2].get("sum").is_none(), "{}", rows[2]);
+    for (p, _) in servers {
+        stop(&p);
+        let _ = p.wait_bounded(LONG);
+    }
+}
+
+/// Receiver 1 is an iperf3 server (3.18), which ignores the join request and goes on
+/// to a test: its row is a sentence naming --receivers, and receiver 2 (netmeter) is
+/// complete. In text: a row per receiver, named as given, and the sum.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root and the iperf3 3.18 peer"
+)]
+fn receivers_an_iperf3_server_is_refused_naming_the_option() {
+    let iperf3 = peer("NETMETER_IPERF3_318");
+    let bed = Bed::new();
+    let mut c = bed.exec(1, &iperf3);
+    c.args(["-s", "-p", CTRL_PORT]);
+    let mut i3 = Proc::spawn("iperf3 server 1", &mut c);
+    let _i3_out = i3.drain();
+    crate::support::await_tcp_listening(i3.pid(), CTRL_PORT.parse().unwrap());
+    let (nm, _nm_out) = server(&bed, 2);
+    let names = [
+        format!("{}:{CTRL_PORT}", v4(1)),
+        format!("{}:{CTRL_PORT}", v4(2)),
+    ];
+    let out = crate::support::run_bounded(
+        bed.exec(0, netmeter()).args([
+            "-c",
+            &format!("239.1.1.1%{IF}"),
+            "-B",
+            &v4(0),
+            "-u",
+            "-b",
+            "1M",
+            "-t",
+            "1",
+            "-p",
+            PORT,
+            "--receivers",
+            &names.join(","),
+        ]),
+        LONG,
+        "the multicast sender with an iperf3 receiver",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}\n{text}"))
+            .to_string()
+    };
+    let r1 = row(&names[0]);
+    assert!(
+        r1.contains("refused: it went on to a test") && r1.contains("--receivers"),
+        "{r1}"
+    );
+    let r2 = row(&names[1]);
+    assert!(r2.contains("0/") && r2.contains("bits/sec"), "{r2}");
+    assert!(row("[SUM]").contains("bits/sec"), "{text}");
+    stop(&i3);
+    stop(&nm);
+    let _ = i3.wait_bounded(LONG);
+    let _ = nm.wait_bounded(LONG);
+}
+
+/// Interrupted while it sends (SIGINT), the sender ends with its FIN and still
+/// collects every receiver's figures: rows with figures, not "no figures sent".
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_an_interrupted_sender_still_reports_every_receiver() {
+    let bed = Bed::new();
+    let servers: Vec<_> = (1..=2).map(|i| server(&bed, i)).collect();
+    let names = [
+        format!("{}:{CTRL_PORT}", v4(1)),
+        format!("{}:{CTRL_PORT}", v4(2)),
+    ];
+    let mut c = bed.exec(0, netmeter());
+    c.args([
+        "-c",
+        &format!("239.1.1.1%{IF}"),
+        "-B",
+        &v4(0),
+        "-u",
+        "-b",
+        "1M",
+        "-t",
+        "60",
+        "-p",
+        PORT,
+        "--receivers",
+        &names.join(","),
+    ]);
+    let mut p = Proc::spawn("the multicast sender", &mut c);
+    let d = p.drain();
+    assert!(
+        d.wait_for("Multicast sender", 1, LONG),
+        "the sender never started sending\n{}",
+        d.text()
+    );
+    let st = Command::new("kill")
+        .args(["-s", "INT", &p.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = p.wait_bounded(LONG);
+    assert!(out.status.success(), "{}\n{}", show(&out), d.text());
+    // The pipe's last bytes may still be on their way to the drain.
+    assert!(d.wait_for("[SUM]", 1, LONG), "no [SUM] row\n{}", d.text());
+    let text = d.text();
+    for name in &names {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(name.as_str()))
+            .unwrap_or_else(|| panic!("no row for {name}\n{text}"));
+        assert!(row.contains("bits/sec"), "{row}\n{text}");
+    }
+    for (s, _) in servers {
+        stop(&s);
+        let _ = s.wait_bounded(LONG);
+    }
+}

@@ -102,9 +102,133 @@ pub fn parse_groups(
     Ok((groups, source))
 }
 
+/// The most receivers one sender asks with `--receivers`.
+pub const MAX_RECEIVERS: usize = 64;
+
+/// One receiver of `--receivers`: the name as the user gave it (its row's label), and
+/// the netmeter server to ask: host and control port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverHost {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+fn parse_receiver(s: &str, default_port: u16) -> Result<ReceiverHost, String> {
+    let bad = || format!("--receivers: '{s}' is not HOST or HOST:PORT");
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        // [V6ADDR] or [V6ADDR]:PORT
+        let (h, after) = rest.split_once(']').ok_or_else(bad)?;
+        match after {
+            "" => (h, None),
+            p => (h, Some(p.strip_prefix(':').ok_or_else(bad)?)),
+        }
+    } else if s.matches(':').count() > 1 {
+        (s, None) // a bare IPv6 address: the default port
+    } else {
+        match s.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "--receivers: '{p}' in '{s}' is not a port (1 to 65535)"
+                ));
+            }
+        },
+    };
+    Ok(ReceiverHost {
+        name: s.to_string(),
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// `--receivers H1,H2[:PORT],[V6]:PORT...`: each a netmeter server (at `default_port`,
+/// the client's `-p`, unless given), at most [`MAX_RECEIVERS`], none twice.
+pub fn parse_receivers(list: &str, default_port: u16) -> Result<Vec<ReceiverHost>, String> {
+    let items: Vec<&str> = list.split(',').map(str::trim).collect();
+    if items.len() > MAX_RECEIVERS {
+        return Err(format!(
+            "--receivers names {} hosts; one sender asks at most {MAX_RECEIVERS}",
+            items.len()
+        ));
+    }
+    let mut out: Vec<ReceiverHost> = Vec::with_capacity(items.len());
+    for s in items {
+        if s.is_empty() {
+            return Err(format!("--receivers: '{list}' has an empty entry"));
+        }
+        let r = parse_receiver(s, default_port)?;
+        if out.iter().any(|o| o.host == r.host && o.port == r.port) {
+            return Err(format!("--receivers names {s} twice"));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receivers_are_hosts_with_ports() {
+        let r =
+            parse_receivers("h1, 10.0.0.2:5202,[fd00::3]:5203,fd00::4,[fd00::5]", 5201).unwrap();
+        let got: Vec<(&str, &str, u16)> = r
+            .iter()
+            .map(|r| (r.name.as_str(), r.host.as_str(), r.port))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("h1", "h1", 5201),
+                ("10.0.0.2:5202", "10.0.0.2", 5202),
+                ("[fd00::3]:5203", "fd00::3", 5203),
+                ("fd00::4", "fd00::4", 5201),
+                ("[fd00::5]", "fd00::5", 5201),
+            ]
+        );
+    }
+
+    #[test]
+    fn receiver_mistakes_name_the_option() {
+        for (list, says) in [
+            ("h1,,h2", "empty entry"),
+            ("h1:0", "not a port"),
+            ("h1:http", "not a port"),
+            ("[fd00::1", "not HOST or HOST:PORT"),
+            ("[fd00::1]5201", "not HOST or HOST:PORT"),
+            ("h1,h1:5201", "twice"),
+            (":5201", "not HOST or HOST:PORT"),
+        ] {
+            let e = parse_receivers(list, 5201).unwrap_err();
+            assert!(
+                e.starts_with("--receivers") && e.contains(says),
+                "{list}: {e}"
+            );
+        }
+        let many = vec!["h"; MAX_RECEIVERS + 1]
+            .iter()
+            .enumerate()
+            .map(|(i, h)| format!("{h}{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(
+            parse_receivers(&many, 5201)
+                .unwrap_err()
+                .contains("at most 64")
+        );
+    }
 
     #[test]
     fn groups_devices_and_lists() {

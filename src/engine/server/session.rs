@@ -527,8 +527,8 @@ impl<'a> Session<'a> {
 }
 
 /// Before the session takes a test slot: this side's control-connection options, the
-/// credential (`--authorized-users-path`), a third-party request (served here and
-/// done). `Err` when the connection ends here: refused (`false`), or served as a
+/// credential (`--authorized-users-path`), a third-party request or a multicast join
+/// (served here and done). `Err` when the connection ends here: refused (`false`), or served as a
 /// third-party request (whether that ran a test).
 fn admit(
     shared: &Arc<Shared>,
@@ -574,6 +574,9 @@ fn admit(
                 return Err(false);
             }
         }
+    }
+    if let Some(req) = params.netmeter.as_ref().and_then(|r| r.mcast_join.as_ref()) {
+        return Err(super::mcast_join::serve(shared, ctrl, entry, req, peer));
     }
     if let Some(req) = params
         .netmeter

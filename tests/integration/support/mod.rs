@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod netbed;
+pub mod rpm_reference;
 
 use std::collections::HashMap;
 use std::net::{TcpListener, UdpSocket};

@@ -1,0 +1,287 @@
+//! `netmeter -c GROUP -u --receivers H1,H2`: the sender's whole run. It opens its
+//! socket (so the receivers can be told the address its datagrams come from), asks
+//! every receiver over its control connection ([`ask`](super::ask)), lets the
+//! [`Conversation`] decide when to send and how long to wait, sends as any multicast
+//! sender does, collects the figures and prints a row per receiver and their sum
+//! ([`render`]: text, `-J`'s `end.receivers`, CSV). `main.rs` calls
+//! [`run_to_end`] in place of `multicast::run_sender` when `--receivers` is given.
+
+use super::ask::{Word, ask};
+use super::{Action, Conversation, FIGURES_WAIT, JOIN_WAIT, Receiver, Standing, render};
+use crate::auth::psk::Psk;
+use crate::engine::multicast::target::ReceiverHost;
+use crate::engine::multicast::{SenderConfig, Sent, TICK, say, send_on, sender_socket, sent_line};
+use crate::engine::output::Sink;
+use crate::units::Format;
+use crate::wire::mcast_join::JoinRequest;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+/// How the rows are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    Text(Format),
+    /// One `-J` document (`SenderConfig::json`).
+    Json,
+    Csv,
+}
+
+/// `--receivers` and what goes with it.
+#[derive(Debug, Clone)]
+pub struct ReceiversPlan {
+    pub hosts: Vec<ReceiverHost>,
+    /// `-H SOURCE`: the receivers join (SOURCE, GROUP). Without it a group in the SSM
+    /// ranges is joined with the sender's own address as the source.
+    pub ssm_source: Option<IpAddr>,
+    /// `--psk-file`: proved to each receiver that asks.
+    pub psk: Option<Psk>,
+    pub trip_times: bool,
+    /// `-i`: the receivers' interval rows; none: no rows.
+    pub interval: Option<Duration>,
+    pub connect_timeout: Duration,
+    pub rows: Rows,
+}
+
+/// How long the receivers are asked to stay: `-t`, or for `-n` the time the bytes
+/// take at the rate, and a second more (the server adds its grace).
+fn duration_of(cfg: &SenderConfig) -> Duration {
+    match cfg.bytes {
+        Some(n) if cfg.rate_bps > 0 => {
+            let s = (n as f64 * 8.0 / cfg.rate_bps as f64).ceil() + 1.0;
+            Duration::from_secs_f64(s.min(cfg.time.as_secs_f64()))
+        }
+        _ => cfg.time,
+    }
+}
+
+/// The request every receiver gets, from the sender's configuration and its socket's
+/// address `local`.
+pub fn join_request(cfg: &SenderConfig, plan: &ReceiversPlan, local: IpAddr) -> JoinRequest {
+    let source = plan
+        .ssm_source
+        .or_else(|| cfg.group.is_ssm_range().then_some(local));
+    JoinRequest {
+        group: cfg.group.addr.to_string(),
+        dev: None,
+        source: source.map(|s| s.to_string()),
+        port: cfg.port,
+        duration_ms: duration_of(cfg).as_millis().min(u64::MAX as u128) as u64,
+        interval_ms: plan.interval.map_or(0, |d| d.as_millis() as u64),
+        trip_times: plan.trip_times,
+        sender: (!local.is_unspecified()).then(|| local.to_string()),
+    }
+}
+
+fn apply(conv: &mut Conversation, w: Word) {
+    match w {
+        Word::Joined(i) => conv.on_joined(i),
+        Word::Refused(i, why) => conv.on_refused(i, &why),
+        Word::Figures(i, f) => conv.on_figures(i, f),
+        Word::Closed(i, why) => conv.on_closed(i, &why),
+    }
+}
+
+/// Ask, send, collect, print. What was sent (nothing when nobody joined) and one entry
+/// per receiver.
+pub fn run(
+    cfg: &SenderConfig,
+    plan: &ReceiversPlan,
+    out: &Sink,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<(Sent, Vec<Receiver>)> {
+    let sock = sender_socket(cfg)?;
+    let local = sock.local_addr()?.ip();
+    let req = join_request(cfg, plan, local);
+    let clock = &*cfg.clock;
+    let names: Vec<String> = plan.hosts.iter().map(|h| h.name.clone()).collect();
+    let asking = ask(&plan.hosts, &req, plan.psk.as_ref(), plan.connect_timeout);
+    let mut conv = Conversation::new(&names, clock.now(), JOIN_WAIT, FIGURES_WAIT);
+    let mut sent = Sent::default();
+    let stopped = || stop.load(Ordering::Relaxed) || crate::sock::stop_signal().is_some();
+    loop {
+        let now = clock.now();
+        match conv.poll(now) {
+            Action::Done => break,
+            Action::Send { joined } => {
+                if plan.rows != Rows::Json {
+                    say(
+                        out,
+                        &[format!(
+                            "{joined} of {} receivers joined {} port {}",
+                            names.len(),
+                            cfg.group.addr,
+                            cfg.port
+                        )],
+                    );
+                }
+                sent = send_on(cfg, &sock, out, &stop)?;
+                // What the connections said meanwhile (a receiver gone mid-test).
+                while let Ok(w) = asking.words.try_recv() {
+                    apply(&mut conv, w);
+                }
+                conv.sending_ended(clock.now());
+            }
+            Action::Wait { until } => {
+                // A stop while asking ends it; once the datagrams went out (a stop
+                // ended them early, with the FIN) the figures are still collected,
+                // within the figures wait.
+                if stopped() && sent.datagrams == 0 {
+                    break;
+                }
+                let wait = until.saturating_duration_since(now).min(TICK);
+                match asking.words.recv_timeout(wait) {
+                    Ok(w) => apply(&mut conv, w),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    // Every connection ended and said so: the waits settle the rest.
+                    Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+                }
+            }
+        }
+    }
+    asking.close();
+    let results = conv.results().to_vec();
+    say(out, &rows(cfg, plan, &sent, &results));
+    Ok((sent, results))
+}
+
+/// The printed output: text lines, one `-J` document, or CSV lines.
+fn rows(
+    cfg: &SenderConfig,
+    plan: &ReceiversPlan,
+    sent: &Sent,
+    results: &[Receiver],
+) -> Vec<String> {
+    match plan.rows {
+        Rows::Text(fmt) => {
+            let mut l = vec![sent_line(cfg, sent)];
+            l.extend(render::text(results, fmt));
+            l
+        }
+        Rows::Csv => vec![render::csv(results).trim_end().to_string()],
+        Rows::Json => {
+            let mut end = render::json(results);
+            if let Some(o) = end.as_object_mut() {
+                o.insert(
+                    "sender".into(),
+                    serde_json::json!({
+                        "datagrams": sent.datagrams,
+                        "bytes": sent.bytes,
+                        "send_errors": sent.errors,
+                        "seconds": sent.seconds,
+                    }),
+                );
+            }
+            let doc = serde_json::json!({
+                "start": {
+                    "multicast": "sender",
+                    "group": cfg.group.addr,
+                    "port": cfg.port,
+                    "ttl": cfg.ttl,
+                },
+                "end": end,
+            });
+            vec![serde_json::to_string_pretty(&doc).unwrap_or_default()]
+        }
+    }
+}
+
+/// `netmeter -c GROUP -u --receivers ...` (`main.rs`): [`run`] until the conversation
+/// ends or a stop signal, then an error when no receiver reported.
+pub fn run_to_end(cfg: &SenderConfig, plan: &ReceiversPlan, out: Sink) -> anyhow::Result<()> {
+    let (_, results) = run(cfg, plan, &out, Arc::default())?;
+    outcome(&results)
+}
+
+/// An error sentence when no receiver reported (the rows are printed already).
+pub fn outcome(results: &[Receiver]) -> anyhow::Result<()> {
+    if results
+        .iter()
+        .any(|r| matches!(r.standing, Standing::Reported(_)))
+    {
+        return Ok(());
+    }
+    anyhow::bail!("--receivers: no receiver reported figures (each row above says why)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::multicast::target::parse_group;
+
+    fn cfg(group: &str) -> SenderConfig {
+        SenderConfig {
+            group: parse_group(group).unwrap(),
+            port: 5001,
+            bind: None,
+            ttl: 1,
+            looped: false,
+            rate_bps: 1_000_000,
+            len: 1470,
+            time: Duration::from_secs(3),
+            bytes: None,
+            tos: 0,
+            json: false,
+            clock: crate::clock::system(),
+        }
+    }
+
+    fn plan() -> ReceiversPlan {
+        ReceiversPlan {
+            hosts: vec![],
+            ssm_source: None,
+            psk: None,
+            trip_times: true,
+            interval: Some(Duration::from_secs(1)),
+            connect_timeout: Duration::from_secs(5),
+            rows: Rows::Csv,
+        }
+    }
+
+    #[test]
+    fn the_request_carries_the_test_and_the_senders_address() {
+        let local: IpAddr = "10.0.0.1".parse().unwrap();
+        let r = join_request(&cfg("239.1.1.1"), &plan(), local);
+        assert_eq!(
+            (r.duration_ms, r.interval_ms, r.trip_times, r.port),
+            (3000, 1000, true, 5001)
+        );
+        assert_eq!((r.source, r.sender.as_deref()), (None, Some("10.0.0.1")));
+        // A group in the SSM range: the receivers hear this sender only.
+        let ssm = join_request(&cfg("232.1.1.1"), &plan(), local);
+        assert_eq!(ssm.source.as_deref(), Some("10.0.0.1"));
+        let mut p = plan();
+        p.ssm_source = Some("10.0.0.9".parse().unwrap());
+        assert_eq!(
+            join_request(&cfg("232.1.1.1"), &p, local).source.as_deref(),
+            Some("10.0.0.9")
+        );
+        // -n: the bytes' time at the rate, and a second more.
+        let mut c = cfg("239.1.1.1");
+        c.bytes = Some(1_000_000);
+        c.time = Duration::from_secs(86400);
+        assert_eq!(join_request(&c, &p, local).duration_ms, 9000);
+        // Every request a sender makes passes a server's checks.
+        for c in [cfg("239.1.1.1"), cfg("232.1.1.1"), cfg("ff15::77")] {
+            let l: IpAddr = if c.group.addr.is_ipv4() {
+                local
+            } else {
+                "fd00::1".parse().unwrap()
+            };
+            let r = join_request(&c, &plan(), l);
+            assert!(super::super::server::check(&r, None).is_ok(), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn no_receiver_reporting_is_an_error_sentence() {
+        let none = [Receiver {
+            name: "h1".into(),
+            standing: Standing::NoAnswer,
+        }];
+        let e = outcome(&none).unwrap_err().to_string();
+        assert!(e.starts_with("--receivers:") && !e.contains('\n'), "{e}");
+    }
+}

@@ -1,0 +1,457 @@
+//! The responsiveness client's network side: TLS settings, one HTTP/2 connection over
+//! TLS with its set-up timed (the foreign probe's TCP and TLS parts), a GET of the small
+//! object timed and bounded, and the load-generating transfers (a GET of the large
+//! object, a POST of an endless body) counting their bytes. Everything here runs on
+//! the tokio runtime `rpm::client` creates; the decisions are `rpm::algo`'s.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::{Body, Frame, Incoming};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::net::TcpStream;
+
+use super::config::HttpsUrl;
+use crate::clock::Clock;
+
+/// The request body type of every request: empty for a GET, endless for the upload.
+pub type ReqBody = BoxBody<Bytes, Infallible>;
+
+/// The most a small object's answer may hold: it is 1 byte; a server sending more is
+/// refused rather than read without end.
+pub const MAX_SMALL_BYTES: usize = 64 * 1024;
+/// The longest a `--cacert` file may be.
+pub const MAX_CACERT_BYTES: u64 = 1024 * 1024;
+/// The longest a configuration download, a connection set-up or a small GET may take.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The upload's chunk: zeros, shared by reference.
+const UPLOAD_CHUNK: usize = 64 * 1024;
+
+/// Why a connection or a request failed: one sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot read the CA file {path}: {why}")]
+    CaFile { path: String, why: String },
+    #[error("cannot resolve {0}")]
+    Resolve(String),
+    #[error("cannot connect to {addr}: {why}")]
+    Connect { addr: SocketAddr, why: String },
+    #[error("the TLS handshake with {host} failed: {why}")]
+    Tls { host: String, why: String },
+    #[error("{host} did not agree to HTTP/2 (ALPN h2)")]
+    NoH2 { host: String },
+    #[error("the HTTP/2 exchange with {host} failed: {why}")]
+    Http { host: String, why: String },
+    #[error("{url} answered with status {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url} sent more than {max} bytes where a small object was expected")]
+    TooLarge { url: String, max: usize },
+    #[error("{what} took more than {} s", .after.as_secs())]
+    Timeout { what: String, after: Duration },
+}
+
+/// Where the client connects and what it calls the server.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The address every connection goes to (resolved once).
+    pub addr: SocketAddr,
+    /// The TLS server name and the `:authority` (the URLs' host).
+    pub host: String,
+}
+
+impl Target {
+    /// Resolves `url`'s host, or `endpoint` (the configuration's `test_endpoint`)
+    /// instead, keeping the URL's host as the TLS name.
+    pub async fn resolve(url: &HttpsUrl, endpoint: Option<&str>) -> Result<Target, NetError> {
+        let host = endpoint.unwrap_or(&url.host);
+        let authority = if host.contains(':') {
+            format!("[{host}]:{}", url.port)
+        } else {
+            format!("{host}:{}", url.port)
+        };
+        let found =
+            tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host(authority.clone())).await;
+        let addr = match found {
+            Ok(Ok(mut addrs)) => addrs.next(),
+            _ => None,
+        };
+        let addr = addr.ok_or(NetError::Resolve(authority))?;
+        Ok(Target {
+            addr,
+            host: url.host.clone(),
+        })
+    }
+}
+
+/// The TLS settings: ALPN `h2`; the default trust roots (webpki-roots) and a
+/// `--cacert` file's certificates, or with `insecure` any certificate.
+pub fn tls_config(insecure: bool, cacert: Option<&Path>) -> Result<Arc<ClientConfig>, NetError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| NetError::Tls {
+            host: "-".into(),
+            why: e.to_string(),
+        })?;
+    let mut cfg = if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        if let Some(path) = cacert {
+            for cert in read_certs(path)? {
+                roots.add(cert).map_err(|e| NetError::CaFile {
+                    path: path.display().to_string(),
+                    why: e.to_string(),
+                })?;
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    use std::io::Read;
+    let bad = |why: String| NetError::CaFile {
+        path: path.display().to_string(),
+        why,
+    };
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut pem = Vec::new();
+    f.take(MAX_CACERT_BYTES + 1)
+        .read_to_end(&mut pem)
+        .map_err(|e| bad(e.to_string()))?;
+    if pem.len() as u64 > MAX_CACERT_BYTES {
+        return Err(bad(format!("it is over {MAX_CACERT_BYTES} bytes")));
+    }
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(format!("{e:?}")))?;
+    if certs.is_empty() {
+        return Err(bad("it holds no PEM certificate".into()));
+    }
+    Ok(certs)
+}
+
+/// `--insecure`: any certificate is taken; the signatures are still checked so the
+/// handshake is a real one (its round trips are what the probe times).
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// An open HTTP/2 connection and how long it took to set up.
+pub struct Conn {
+    pub send: SendRequest<ReqBody>,
+    /// The TCP connection set-up.
+    pub tcp: Duration,
+    /// The TLS handshake per round trip: TLS 1.3 takes one, 1.2 two (the draft's
+    /// normalisation, "Measuring Responsiveness").
+    pub tls: Duration,
+    /// A duplicate of the TCP socket's descriptor, for TCP_INFO (the upload counts what
+    /// the peer acknowledged); it keeps the socket open until dropped.
+    pub socket: Option<std::os::fd::OwnedFd>,
+}
+
+/// How each connection is set up.
+#[derive(Debug, Clone)]
+pub struct Dialer {
+    pub target: Target,
+    pub tls: Arc<ClientConfig>,
+    /// `-C`: the TCP congestion control of every connection.
+    pub congestion: Option<String>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Dialer {
+    /// Opens a connection: TCP, TLS with ALPN h2, the HTTP/2 preface; each step bounded.
+    pub async fn open(&self) -> Result<Conn, NetError> {
+        let addr = self.target.addr;
+        let host = self.target.host.clone();
+        let t0 = self.clock.now();
+        let tcp = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| timeout(format!("connecting to {addr}")))?
+            .map_err(|e| NetError::Connect {
+                addr,
+                why: e.to_string(),
+            })?;
+        let t1 = self.clock.now();
+        let _ = tcp.set_nodelay(true);
+        let socket = {
+            use std::os::fd::AsFd;
+            tcp.as_fd().try_clone_to_owned().ok()
+        };
+        if let Some(cc) = &self.congestion {
+            use std::os::fd::AsFd;
+            crate::sock::set_congestion(tcp.as_fd(), cc).map_err(|e| NetError::Connect {
+                addr,
+                why: format!("cannot set the congestion control {cc}: {e}"),
+            })?;
+        }
+        let name = ServerName::try_from(host.clone()).map_err(|e| NetError::Tls {
+            host: host.clone(),
+            why: e.to_string(),
+        })?;
+        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+        let tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
+            .await
+            .map_err(|_| timeout(format!("the TLS handshake with {host}")))?
+            .map_err(|e| NetError::Tls {
+                host: host.clone(),
+                why: e.to_string(),
+            })?;
+        let t2 = self.clock.now();
+        let session = tls.get_ref().1;
+        if session.alpn_protocol() != Some(b"h2".as_slice()) {
+            return Err(NetError::NoH2 { host });
+        }
+        let round_trips = match session.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_2) => 2,
+            _ => 1,
+        };
+        let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+        builder
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(16 << 20)
+            .max_header_list_size(64 * 1024);
+        let (send, conn) = tokio::time::timeout(STEP_TIMEOUT, builder.handshake(TokioIo::new(tls)))
+            .await
+            .map_err(|_| timeout(format!("the HTTP/2 handshake with {host}")))?
+            .map_err(|e| http_err(&host, e))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            send,
+            tcp: t1.saturating_duration_since(t0),
+            tls: t2.saturating_duration_since(t1) / round_trips,
+            socket,
+        })
+    }
+}
+
+fn timeout(what: String) -> NetError {
+    NetError::Timeout {
+        what,
+        after: STEP_TIMEOUT,
+    }
+}
+
+fn http_err(host: &str, e: hyper::Error) -> NetError {
+    NetError::Http {
+        host: host.to_string(),
+        why: e.to_string(),
+    }
+}
+
+fn request(method: http::Method, url: &HttpsUrl, body: ReqBody) -> http::Request<ReqBody> {
+    let mut req = http::Request::new(body);
+    *req.method_mut() = method;
+    // The URL was checked by HttpsUrl::parse; a URI hyper still refuses is sent as "/".
+    *req.uri_mut() = url
+        .url
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("/"));
+    let h = req.headers_mut();
+    h.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    h.insert(
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("netmeter/", env!("CARGO_PKG_VERSION"))),
+    );
+    req
+}
+
+fn empty() -> ReqBody {
+    http_body_util::Empty::new().boxed()
+}
+
+/// Sends `req` and checks the status.
+async fn send(
+    s: &mut SendRequest<ReqBody>,
+    req: http::Request<ReqBody>,
+    url: &HttpsUrl,
+) -> Result<http::Response<Incoming>, NetError> {
+    s.ready().await.map_err(|e| http_err(&url.host, e))?;
+    let resp = s
+        .send_request(req)
+        .await
+        .map_err(|e| http_err(&url.host, e))?;
+    if !resp.status().is_success() {
+        return Err(NetError::Status {
+            url: url.url.clone(),
+            status: resp.status().as_u16(),
+        });
+    }
+    Ok(resp)
+}
+
+/// GETs `url` (a small object or the configuration) whole, at most `max` bytes,
+/// within [`STEP_TIMEOUT`].
+pub async fn get_small(
+    s: &mut SendRequest<ReqBody>,
+    url: &HttpsUrl,
+    max: usize,
+) -> Result<Bytes, NetError> {
+    let work = async {
+        let resp = send(s, request(http::Method::GET, url, empty()), url).await?;
+        let body = http_body_util::Limited::new(resp.into_body(), max);
+        match body.collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(NetError::TooLarge {
+                url: url.url.clone(),
+                max,
+            }),
+            Err(e) => Err(NetError::Http {
+                host: url.host.clone(),
+                why: e.to_string(),
+            }),
+        }
+    };
+    tokio::time::timeout(STEP_TIMEOUT, work)
+        .await
+        .map_err(|_| timeout(format!("the GET of {}", url.url)))?
+}
+
+/// A load-generating download: GETs the large object and counts its bytes into
+/// `counter`, again on the same connection when it ends (the draft's load is
+/// endless), until a request fails or the task is dropped.
+pub async fn download(
+    mut s: SendRequest<ReqBody>,
+    url: HttpsUrl,
+    counter: Arc<AtomicU64>,
+) -> Result<(), NetError> {
+    loop {
+        let resp = send(&mut s, request(http::Method::GET, &url, empty()), &url).await?;
+        let mut body = resp.into_body();
+        let mut got = 0u64;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| http_err(&url.host, e))?;
+            if let Some(d) = frame.data_ref() {
+                got += d.len() as u64;
+                counter.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+        }
+        if got == 0 {
+            // An empty large object would loop without load: the server is not usable.
+            return Err(NetError::Http {
+                host: url.host.clone(),
+                why: format!("{} answered with no bytes", url.url),
+            });
+        }
+    }
+}
+
+/// A load-generating upload: POSTs an endless body, counting what HTTP/2 takes of it
+/// into `counter`, until the server answers, fails, or the task is dropped.
+pub async fn upload(
+    mut s: SendRequest<ReqBody>,
+    url: HttpsUrl,
+    counter: Arc<AtomicU64>,
+) -> Result<(), NetError> {
+    let body = Endless {
+        chunk: Bytes::from(vec![0u8; UPLOAD_CHUNK]),
+        counter,
+    }
+    .boxed();
+    let mut req = request(http::Method::POST, &url, body);
+    req.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/octet-stream"),
+    );
+    let resp = send(&mut s, req, &url).await?;
+    // The sink answered: read its (small) answer and end.
+    let _ = http_body_util::Limited::new(resp.into_body(), MAX_SMALL_BYTES)
+        .collect()
+        .await;
+    Ok(())
+}
+
+/// The upload's body: the same chunk for ever, each counted as HTTP/2 takes it.
+struct Endless {
+    chunk: Bytes,
+    counter: Arc<AtomicU64>,
+}
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.counter
+            .fetch_add(self.chunk.len() as u64, Ordering::Relaxed);
+        Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        false
+    }
+}
