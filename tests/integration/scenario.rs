@@ -359,7 +359,8 @@ fn check_owd_against_line(flow: &serde_json::Value, side: &str, line: &[f64]) {
 ///   datagrams as the flow's report says it sent, and the reverse directions'
 ///   datagrams all arrive;
 /// - both flows were scheduled for the same instant and their data started within
-///   5 ms of each other, as their reports recorded it (one clock: both ran on alice);
+///   5 ms of each other (plus how late a loaded host woke both), as their reports
+///   recorded it (one clock: both ran on alice: `check_started_together`);
 /// - each flow's one-way delay, both ways, matches the line's own record of its
 ///   datagrams as a single test's does (`check_owd_against_line`).
 #[test]
@@ -444,7 +445,7 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
 /// (`start.netmeter.txstart`): both were scheduled for the one instant the
 /// controller chose (`requested`, the same number in both), neither started before
 /// it, and their data began within 5 ms of each other (both clients ran on alice:
-/// one clock).
+/// one clock), plus however late the host woke both (the smaller `late_ms`).
 fn check_started_together(f: &[serde_json::Value]) {
     let at = |flow: &serde_json::Value, k: &str| {
         f64_at(flow, &format!("/report/start/netmeter/txstart/{k}"))
@@ -460,7 +461,18 @@ fn check_started_together(f: &[serde_json::Value]) {
     for l in &late_ms {
         assert!(*l >= 0.0, "a flow started {l} ms before its instant");
     }
-    assert!(spread_ms < 5.0, "starts {spread_ms} ms apart");
+    // Each start is its own thread waking from a sleep until that instant, recorded
+    // 0.06 to 0.14 ms late on this 2-CPU machine when it was merely busy, but 10.0 and
+    // 13.1 ms late (3.2 ms apart) when other tests loaded it: the host was then slow
+    // to wake both. How late the earlier one woke is what the report shows of that
+    // (both waited for the same instant; netmeter had nothing left to do but wake), so
+    // the bound is the 5 ms plus it: 5 ms on an idle host, and a flow that
+    // alone starts late (its setup missing the instant) still fails it.
+    let host_late_ms = late_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        spread_ms < 5.0 + host_late_ms,
+        "starts {spread_ms} ms apart: late by {late_ms:?} ms"
+    );
 }
 
 /// Scale every latency in a saved `-J` document's flows by `f` (a baseline that was
@@ -936,13 +948,17 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
         assert_eq!(bed.delay_line_losses().unwrap(), 0);
         out
     };
-    let out = on_fresh_bed(line(), &["--lead", "1", "-o", base_json.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", show(&out));
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&base_json).unwrap()).unwrap();
-    for f in flows(&base) {
-        assert!(f["error"].is_null(), "{f:#}");
-    }
+    // The baseline: a run on a fresh bed, its document to base.json.
+    let baseline = || {
+        let out = on_fresh_bed(line(), &["--lead", "1", "-o", base_json.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", show(&out));
+        let base: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&base_json).unwrap()).unwrap();
+        for f in flows(&base) {
+            assert!(f["error"].is_null(), "{f:#}");
+        }
+        base
+    };
     // The document to a file, the text (with its verdicts in words) on stdout.
     let new_json = dir.0.join("new.json");
     let against_base = [
@@ -967,13 +983,16 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
     // Every KS-judged figure of both flows as expected: "worse" (p < 0.05) in
     // audio's client → server delay if `audio_slower`, no significant change in all
     // the others. Each run's verdicts, or the first figure that differs.
-    let judge = |v: &serde_json::Value, audio_slower: bool| -> Result<(), String> {
+    let judge = |base: &serde_json::Value,
+                 v: &serde_json::Value,
+                 audio_slower: bool|
+     -> Result<(), String> {
         for (i, name) in ["video", "audio"].into_iter().enumerate() {
             eprintln!(
                 "ks {name}: c→s {:.3} → {:.3} ms, s→c {:.3} → {:.3} ms",
-                owd(&base, i, "client_to_server"),
+                owd(base, i, "client_to_server"),
                 owd(v, i, "client_to_server"),
-                owd(&base, i, "server_to_client"),
+                owd(base, i, "server_to_client"),
                 owd(v, i, "server_to_client"),
             );
             for r in ks_rows(v, name) {
@@ -993,28 +1012,31 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
     // The comparison's own promise is a false alarm on an unchanged setup with at most
     // 5 % probability per flow, and a frame's datagrams share the host's moment (a
     // busy host's stall delays a whole video frame), which makes video's KS figures
-    // more often significant than that: seen once in four runs on this 2-CPU machine,
-    // always a shift of under 0.3 ms in one direction, p just below the bound. So a
-    // verdict takes up to three runs, each on a fresh bed; a real difference (or a
-    // wrong verdict from netmeter) fails all three.
-    let verdict_in_three = |cfg: &dyn Fn() -> LinkConfig, audio_slower: bool| -> Output {
-        let mut seen = Vec::new();
-        for _ in 0..3 {
-            let out = on_fresh_bed(cfg(), &against_base);
-            let v = doc();
-            match judge(&v, audio_slower) {
-                Ok(()) => return out,
-                Err(e) => {
-                    eprintln!("ks: another run; this one found {e}");
-                    seen.push(e);
-                }
+    // more often significant than that: seen in one run of four on this 2-CPU
+    // machine, a shift of 0.1 to 0.7 ms in one direction, of the run compared or of
+    // the baseline itself. So the verdicts take up to three tries, each on fresh beds:
+    // the identical pair a new baseline and a new run each time, the slower path a new
+    // run against the baseline the identical pair agreed with. A real difference (or
+    // a wrong verdict from netmeter) fails all three.
+    let mut seen = Vec::new();
+    let mut agreed = None;
+    for _ in 0..3 {
+        let base = baseline();
+        // The same line again: no significant change anywhere.
+        let out = on_fresh_bed(line(), &against_base);
+        match judge(&base, &doc(), false) {
+            Ok(()) => {
+                agreed = Some((base, out));
+                break;
+            }
+            Err(e) => {
+                eprintln!("ks: another try; the same line found {e}");
+                seen.push(e);
             }
         }
-        panic!("three runs, none as expected: {seen:#?}");
-    };
-
-    // The same line again: no significant change anywhere.
-    let out = verdict_in_three(&line, false);
+    }
+    let (base, out) =
+        agreed.unwrap_or_else(|| panic!("three identical pairs, each called different: {seen:#?}"));
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 
     // 5 ms more on every UDP datagram from alice to bob's audio server.
@@ -1028,7 +1050,23 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
             })
             .reorder_port(AUDIO_PORT)
     };
-    let out = verdict_in_three(&slower, true);
+    let mut seen = Vec::new();
+    let mut found = None;
+    for _ in 0..3 {
+        let out = on_fresh_bed(slower(), &against_base);
+        match judge(&base, &doc(), true) {
+            Ok(()) => {
+                found = Some(out);
+                break;
+            }
+            Err(e) => {
+                eprintln!("ks: another try; the slower path found {e}");
+                seen.push(e);
+            }
+        }
+    }
+    let out = found
+        .unwrap_or_else(|| panic!("three runs on the slower path, none as expected: {seen:#?}"));
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
