@@ -217,12 +217,152 @@ fn nft_count(bed: &crate::support::netbed::Netbed, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no counter {name} in {out}"))
 }
 
+/// bob's servers (h2): the video flow's on 5201, the audio flow's on 5202 (the
+/// example's `bob-audio`), as the example's comment has them.
+const VIDEO_PORT: u16 = 5201;
+const AUDIO_PORT: u16 = 5202;
+
+/// The FaceTime example's hosts on `bed`: alice (h1) runs a server that takes
+/// third-party tests toward bob, bob (h2) the two servers the flows go to; returned
+/// once all three listen (they stop when dropped).
+fn facetime_servers(
+    bed: &crate::support::netbed::Netbed,
+    dir: &Dir,
+) -> Vec<crate::support::netbed::NsChild> {
+    use crate::support::netbed::{Side, tcp_listening};
+    let key = dir.0.join("key").display().to_string();
+    let allow = format!("{}/32", bed.h2_addr());
+    let server = |side: Side, port: u16, extra: &[&str]| {
+        let port = port.to_string();
+        let mut args = vec!["-s", "-p", &port, "--psk-file", &key, "--max-tests", "4"];
+        args.extend_from_slice(extra);
+        bed.spawn_in(side, netmeter(), &args).expect("server")
+    };
+    let servers = vec![
+        server(Side::H1, VIDEO_PORT, &["--allow-third-party", &allow]),
+        server(Side::H2, VIDEO_PORT, &[]),
+        server(Side::H2, AUDIO_PORT, &[]),
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for (side, port) in [
+        (Side::H1, VIDEO_PORT),
+        (Side::H2, VIDEO_PORT),
+        (Side::H2, AUDIO_PORT),
+    ] {
+        while !bed.in_ns(side, || tcp_listening(port)).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "no server on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    servers
+}
+
+/// The shipped FaceTime example itself, its addresses rewritten to `bed`'s and its
+/// flows 3 s long, run by the controller in alice's namespace with the scenario
+/// options `extra`.
+fn facetime_run(dir: &Dir, bed: &crate::support::netbed::Netbed, extra: &[&str]) -> Output {
+    use crate::support::netbed::Side;
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios/facetime.toml"),
+    )
+    .unwrap();
+    let text = example
+        .replace("10.0.0.1", &bed.h1_addr().to_string())
+        .replace("10.0.0.2", &bed.h2_addr().to_string())
+        .replace("call.key", "key")
+        .replace("-t 30", "-t 3");
+    assert_eq!(text.matches("-t 3\"").count(), 2, "{text}");
+    let file = dir.write("facetime.toml", &text);
+    let mut cmd = bed.cmd(Side::H1, netmeter());
+    cmd.arg("scenario").arg(&file).args(extra);
+    run(&mut cmd, Duration::from_secs(120))
+}
+
+/// One direction's data datagrams of the flow to bob's `port`, as the delay line
+/// logged them: their one-way delays (ms) from the sender's timestamp (ns, with
+/// `--trip-times`) to the moment the line wrote them out, the truth the flow's figures
+/// are judged against (latency_accuracy's, the receiving stack aside). Not the
+/// connect datagrams ("9876" and the cookie) nor their short replies.
+fn line_owd_ms(
+    bed: &crate::support::netbed::Netbed,
+    way: crate::support::netbed::Dir,
+    port: u16,
+) -> Vec<f64> {
+    use crate::support::netbed::{Dir as Way, IPPROTO_UDP};
+    let st = bed.delay_stats().expect("delay line stats");
+    st.dir(way)
+        .records
+        .iter()
+        .filter(|r| r.proto == IPPROTO_UDP && r.len >= 20 + 8 + 16)
+        .filter(|r| match way {
+            Way::H2ToH1 => r.src_port == port,
+            _ => r.dst_port == port,
+        })
+        .filter(|r| r.udp_head.is_some_and(|h| &h[..4] != b"9876"))
+        .filter_map(|r| r.transit_to_egress_ns(true))
+        .map(|ns| ns as f64 / 1e6)
+        .collect()
+}
+
+/// The median of `v` (not empty).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A flow's one-way delay in one direction (`side`, "client_to_server" or
+/// "server_to_client") against the delay line's own record of the same datagrams, as
+/// latency_accuracy judges a single test's: the median within 0.5 ms of the line's,
+/// once the clock offset netmeter estimated is taken into account (the hosts share one
+/// clock, so what the estimate is off by moves every corrected delay: `sign` −1 for
+/// client → server, whose arrival the server's clock reads, +1 the other way), and
+/// nearly every datagram sent (the line logged at least 98 % of the samples).
+fn check_owd_against_line(flow: &serde_json::Value, side: &str, line: &[f64]) {
+    let name = flow["name"].as_str().unwrap_or_default();
+    let tt = "/report/end/netmeter/trip_times";
+    let offset_ms = f64_at(flow, &format!("{tt}/offset_ms"));
+    let sign = if side == "client_to_server" {
+        -1.0
+    } else {
+        1.0
+    };
+    let est_err = sign * offset_ms;
+    let samples = f64_at(flow, &format!("{tt}/{side}/samples"));
+    let p50 = f64_at(flow, &format!("{tt}/{side}/owd/p50_ms"));
+    assert!(
+        samples > 0.0 && !line.is_empty(),
+        "{name} {side}: no samples"
+    );
+    let line_p50 = median(line);
+    eprintln!(
+        "facetime {name} {side}: {samples} samples, owd p50 {p50:.4} ms; the line's p50 \
+         {line_p50:.4} ms over {} datagrams; offset estimate {offset_ms:.4} ms",
+        line.len()
+    );
+    assert!(
+        line.len() as f64 >= 0.98 * samples,
+        "{name} {side}: the line logged {} datagrams of {samples}",
+        line.len()
+    );
+    assert!(
+        (p50 - (line_p50 + est_err)).abs() < 0.5,
+        "{name} {side}: owd p50 {p50} ms, the line's {line_p50} ms, estimate error {est_err} ms"
+    );
+}
+
 /// The shipped FaceTime-like example between two network-namespace hosts (alice runs
 /// both flows as third-party tests toward bob's two servers; the controller sits in
-/// alice's namespace) over a 10 ms delay line: each flow's DSCP is on the wire (the
-/// router counts, per DSCP value, as many datagrams as the flow's report says it sent),
-/// the reverse directions' datagrams all arrive, and each flow's one-way delay shows
-/// the line.
+/// alice's namespace) over a 10 ms delay line. Judged from the reports against what
+/// the router and the line recorded:
+/// - each flow's DSCP is on the wire: the router counts, per DSCP value, as many
+///   datagrams as the flow's report says it sent, and the reverse directions'
+///   datagrams all arrive;
+/// - both flows were scheduled for the same instant and their data started within
+///   5 ms of each other (plus how late a loaded host woke both), as their reports
+///   recorded it (one clock: both ran on alice: `check_started_together`);
+/// - each flow's one-way delay, both ways, matches the line's own record of its
+///   datagrams as a single test's does (`check_owd_against_line`).
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -230,31 +370,19 @@ fn nft_count(bed: &crate::support::netbed::Netbed, name: &str) -> u64 {
 )]
 fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() {
     use crate::support::netbed::{
-        LinkConfig, R_H1_IF, R_H2_IF, Side, bed, tcp_listening, timing_lock,
+        Dir as Way, LinkConfig, R_H1_IF, R_H2_IF, Side, bed, timing_lock,
     };
     let _t = timing_lock();
     let dir = Dir::new("facetime");
-    let bed = bed(LinkConfig::new().delay_ms(10.0));
-    let (alice, bob) = (bed.h1_addr(), bed.h2_addr());
-    let key = dir.0.join("key").display().to_string();
-    let allow = format!("{bob}/32");
-    let server = |side: Side, port: &str, extra: &[&str]| {
-        let mut args = vec!["-s", "-p", port, "--psk-file", &key, "--max-tests", "4"];
-        args.extend_from_slice(extra);
-        bed.spawn_in(side, netmeter(), &args).expect("server")
-    };
-    let _servers = [
-        server(Side::H1, "5201", &["--allow-third-party", &allow]),
-        server(Side::H2, "5201", &[]),
-        server(Side::H2, "5202", &[]),
-    ];
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    for (side, port) in [(Side::H1, 5201), (Side::H2, 5201), (Side::H2, 5202)] {
-        while !bed.in_ns(side, || tcp_listening(port)).unwrap() {
-            assert!(std::time::Instant::now() < deadline, "no server on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    // The line's threads at normal priority: at real-time priority they preempt
+    // whatever runs when the first flow's first frame (14 datagrams) reaches them,
+    // which on this 2-CPU machine can keep the other flow's just-woken client off
+    // both CPUs: in seven runs each, recorded starts 0.4 to 4.4 ms apart with (five
+    // over 2 ms; one flow 0.1 ms late, the other up to 4.5 ms), 0 to 2.3 ms without.
+    // The one-way delays are judged against the line's own record, so its lateness
+    // costs nothing there.
+    let bed = bed(LinkConfig::new().delay_ms(10.0).delay_rt_priority(None));
+    let _servers = facetime_servers(&bed, &dir);
     // Count the data datagrams (not the UDP connect, 4 bytes or "9876" and the test's
     // cookie, nor its reply) by DSCP and direction, in the router.
     let mut script = String::from(
@@ -283,30 +411,13 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
         .unwrap();
     assert!(child.wait().unwrap().success(), "nft -f: {script}");
 
-    let example = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios/facetime.toml"),
-    )
-    .unwrap();
-    let text = example
-        .replace("10.0.0.1", &alice.to_string())
-        .replace("10.0.0.2", &bob.to_string())
-        .replace("call.key", "key")
-        .replace("-t 30", "-t 3");
-    let file = dir.write("facetime.toml", &text);
-    let out = bed
-        .run_in(
-            Side::H1,
-            netmeter(),
-            &["scenario", file.to_str().unwrap(), "-J"],
-            Duration::from_secs(120),
-        )
-        .expect("netmeter scenario");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("scenario -J");
+    let out = facetime_run(&dir, &bed, &["-J"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let v = json_of(&out, "scenario");
     let f = flows(&v);
     assert_eq!(f.len(), 2, "{v:#}");
-    let mut starts = Vec::new();
     let mut back_all = 0;
-    for (flow, dscp) in [(&f[0], "cs5"), (&f[1], "cs6")] {
+    for (flow, dscp, port) in [(&f[0], "cs5", VIDEO_PORT), (&f[1], "cs6", AUDIO_PORT)] {
         assert!(flow["error"].is_null(), "{flow:#}");
         let sent = f64_at(flow, "/report/end/sum_sent/packets") as u64;
         let back = f64_at(flow, "/report/end/sum_sent_bidir_reverse/packets") as u64;
@@ -318,21 +429,57 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
             flow["name"]
         );
         back_all += back;
-        // The delay line's 10 ms shows in the one-way delay the flow measured.
-        let owd = f64_at(
+        // The delay line's 10 ms, as the line itself held this flow's datagrams.
+        check_owd_against_line(
             flow,
-            "/report/end/netmeter/trip_times/client_to_server/owd/mean_ms",
+            "client_to_server",
+            &line_owd_ms(&bed, Way::H1ToH2, port),
         );
-        assert!(owd >= 9.0, "{}: one-way delay {owd} ms", flow["name"]);
-        starts.push(f64_at(flow, "/report/start/netmeter/txstart/started"));
+        check_owd_against_line(
+            flow,
+            "server_to_client",
+            &line_owd_ms(&bed, Way::H2ToH1, port),
+        );
     }
     // The servers' reverse streams (bob → alice): every datagram counted. (They go
     // unmarked today: the server does not apply the client's --dscp to them.)
     assert_eq!(nft_count(&bed, "udp_21"), back_all);
-    // Both clients ran on alice, one clock: their data began together.
-    let spread_ms = (starts[0] - starts[1]).abs() * 1e3;
-    eprintln!("facetime: starts {spread_ms:.3} ms apart");
-    assert!(spread_ms < 500.0, "starts {spread_ms} ms apart");
+    assert_eq!(bed.delay_line_losses().unwrap(), 0);
+    check_started_together(f);
+}
+
+/// The flows started together, from what their reports recorded
+/// (`start.netmeter.txstart`): both were scheduled for the one instant the
+/// controller chose (`requested`, the same number in both), neither started before
+/// it, and their data began within 5 ms of each other (both clients ran on alice:
+/// one clock), plus however late the host woke both (the smaller `late_ms`).
+fn check_started_together(f: &[serde_json::Value]) {
+    let at = |flow: &serde_json::Value, k: &str| {
+        f64_at(flow, &format!("/report/start/netmeter/txstart/{k}"))
+    };
+    let requested: Vec<f64> = f.iter().map(|x| at(x, "requested")).collect();
+    let late_ms: Vec<f64> = f.iter().map(|x| at(x, "late_ms")).collect();
+    let started: Vec<f64> = f.iter().map(|x| at(x, "started")).collect();
+    let spread_ms = (started[0] - started[1]).abs() * 1e3;
+    eprintln!(
+        "facetime: requested {requested:?}, late {late_ms:?} ms, starts {spread_ms:.3} ms apart"
+    );
+    assert_eq!(requested[0], requested[1], "one scheduled instant");
+    for l in &late_ms {
+        assert!(*l >= 0.0, "a flow started {l} ms before its instant");
+    }
+    // Each start is its own thread waking from a sleep until that instant, recorded
+    // 0.06 to 0.14 ms late on this 2-CPU machine when it was merely busy, but 10.0 and
+    // 13.1 ms late (3.2 ms apart) when other tests loaded it: the host was then slow
+    // to wake both (and see the bed's line priority above for one flow alone late). How late the earlier one woke is what the report shows of that
+    // (both waited for the same instant; netmeter had nothing left to do but wake), so
+    // the bound is the issue's 5 ms plus it: 5 ms on an idle host, and a flow that
+    // alone starts late (its setup missing the instant) still fails it.
+    let host_late_ms = late_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        spread_ms < 5.0 + host_late_ms,
+        "starts {spread_ms} ms apart: late by {late_ms:?} ms"
+    );
 }
 
 /// Scale every latency in a saved `-J` document's flows by `f` (a baseline that was
@@ -717,8 +864,13 @@ fn ctrl_c_stops_the_flows_running_on_other_hosts() {
     assert_eq!(v["interrupted"], true, "{v:#}");
     let f = &flows(&v)[0];
     assert_eq!(f["from"], "a");
+    // Host a got no signal: its test's error says who stopped it.
     let e = f["error"].as_str().unwrap_or_default();
-    assert!(e.contains("interrupt"), "{f:#}");
+    assert_eq!(
+        e, "interrupt - the test was stopped by its controller",
+        "{f:#}"
+    );
+    assert_eq!(f["report"]["error"].as_str(), Some(e), "{f:#}");
     // What ran came back from the host: its intervals, ending long before the 60 s.
     let intervals = f["report"]["intervals"].as_array().expect("intervals");
     assert!(!intervals.is_empty(), "{f:#}");
@@ -727,44 +879,6 @@ fn ctrl_c_stops_the_flows_running_on_other_hosts() {
     // The text printed too, the flow under its label.
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Flow far (from a to b"), "{text}");
-}
-
-/// One run of the KS test's scenario on a fresh bed (`cfg`): two UDP flows with
-/// `--trip-times` from the controller (in h1) to h2's server, "up" (h1 → h2, the one
-/// the second bed delays) and "down" (`-R`, h2 → h1); `extra` are the scenario's
-/// options. The output, and the bed's delay-line figures checked by the caller.
-fn ks_run(dir: &Dir, cfg: crate::support::netbed::LinkConfig, extra: &[&str]) -> Output {
-    use crate::support::netbed::{Side, bed, tcp_listening};
-    let bed = bed(cfg);
-    let _server = bed
-        .spawn_in(
-            Side::H2,
-            netmeter(),
-            &["-s", "-p", "5201", "--max-tests", "4"],
-        )
-        .expect("server");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !bed.in_ns(Side::H2, || tcp_listening(5201)).unwrap() {
-        assert!(std::time::Instant::now() < deadline, "no server on 5201");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // 40 datagrams a second for 3 s.
-    let load = "-u -b 64K -l 200 --trip-times -t 3";
-    let file = dir.write(
-        "ks.toml",
-        &format!(
-            "[hosts.far]\naddress = \"{}:5201\"\n\
-             [[flow]]\nname = \"up\"\nfrom = \"local\"\nto = \"far\"\nargs = \"{load}\"\n\
-             [[flow]]\nname = \"down\"\nfrom = \"local\"\nto = \"far\"\nargs = \"{load} -R\"\n",
-            bed.h2_addr()
-        ),
-    );
-    let mut cmd = bed.cmd(Side::H1, netmeter());
-    cmd.arg("scenario")
-        .arg(&file)
-        .args(["--lead", "1"])
-        .args(extra);
-    run(&mut cmd, Duration::from_secs(120))
 }
 
 /// The row `key` of flow `name`'s comparison against the baseline.
@@ -777,93 +891,199 @@ fn baseline_row<'a>(v: &'a serde_json::Value, name: &str, key: &str) -> &'a serd
         .unwrap_or_else(|| panic!("no {key} row for {name} in {v:#}"))
 }
 
-/// The KS verdict on a real path: the same two-flow scenario over a 10 ms delay line,
-/// first as the baseline, then with 20 ms more on the "up" flow's path only (the delay
-/// line adds it to UDP from h1 to h2; "down" flows h2 → h1, and the control
-/// connections, TCP, keep the line symmetric for the clock estimate). Judged from the
-/// reports: each flow's one-way delay shows its path, the comparison against the
-/// baseline calls "up" worse with significance and "down" no significant change, and
-/// `--fail-if-worse` exits 2 naming "up" only.
+/// Every figure of flow `name`'s comparison against the baseline that a
+/// Kolmogorov-Smirnov test judged (its one-way delay percentiles, both ways).
+fn ks_rows<'a>(v: &'a serde_json::Value, name: &str) -> Vec<&'a serde_json::Value> {
+    let rows: Vec<_> = v["baseline"]
+        .as_array()
+        .and_then(|b| b.iter().find(|x| x["name"] == name))
+        .and_then(|x| x["comparison"]["figures"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|r| r["test"]["test"] == "kolmogorov_smirnov")
+        .collect();
+    assert!(rows.len() >= 2, "no KS rows for {name} in {v:#}");
+    rows
+}
+
+/// The KS verdict on the FaceTime example itself, over a 10 ms delay line, each run
+/// on a fresh bed: a baseline run; a second run on the same line, which the
+/// comparison calls "no significant change" in every one-way delay figure of both
+/// flows; and a run with 5 ms more on the audio flow's path from alice to bob only
+/// (the line holds back UDP to bob's audio server port; video, the reverse ways and
+/// the control connections, TCP, keep their paths, so the clock estimate stays
+/// symmetric), which it calls "worse, significant" in audio's client → server delay
+/// and nowhere else, `--fail-if-worse` exiting 2 naming audio only.
+///
+/// Two beds with the same line differ in what the host adds: tens of µs of the
+/// line's lateness, and on a busy host video's median moved by up to 0.3 ms from one
+/// bed to the next; the KS test at video's ~1,250 samples calls a shift of 0.07 ms
+/// different against a narrow spread (seen with 0 to 4.75 ms). So the line adds, on
+/// every bed, the same known spread to UDP both ways, a cycle of 0 to 9.5 ms in
+/// 0.5 ms steps: a shift below ~0.6 ms moves video's distribution by less than KS
+/// can tell at that size (D < 0.06), while the 5 ms added to audio's 150 samples
+/// moves it by about half (D ~ 0.5, where 0.18 is significant). Each
+/// datagram keeps its own step: were the line to keep their order, a video frame's
+/// datagrams, sent back to back, would all wait for the slowest step among them, and
+/// where in the cycle a frame begins (different on every bed) would shape video's
+/// distribution (seen: KS D = 0.24 between two beds with the same line).
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
     ignore = "full tier: needs root (network namespaces)"
 )]
-fn the_ks_verdict_finds_the_flow_whose_path_got_slower() {
-    use crate::support::netbed::{Dir as Way, LinkConfig, Proto, Reorder, Variation, timing_lock};
+fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
+    use crate::support::netbed::{
+        Dir as Way, LinkConfig, Proto, Reorder, Variation, bed, timing_lock,
+    };
     let _t = timing_lock();
     let dir = Dir::new("ks");
     let base_json = dir.0.join("base.json");
-    // The line: 10 ms each way, and on UDP (the flows' data, not the control
-    // connections: the clock estimate stays symmetric) a known spread, the same cycle
-    // of 0 to 4.75 ms in 0.25 ms steps on every bed. The flows' delays are spread over
-    // it, so the line's own lateness, which differs by tens of µs from one bed to the
-    // next, is not what the test sees; each flow's 120 datagrams are whole cycles but
-    // for a few, whatever packet the cycle starts at.
-    let cycle: Vec<Duration> = (0..20).map(|i| Duration::from_micros(250 * i)).collect();
+    let cycle: Vec<Duration> = (0..20).map(|i| Duration::from_micros(500 * i)).collect();
     let line = || {
         LinkConfig::new()
             .delay_ms(10.0)
             .variation(Variation::Cycle(cycle.clone()))
             .variation_dir(Way::Both)
             .variation_proto(Proto::Udp)
+            .preserve_order(false)
     };
-    let out = ks_run(&dir, line(), &["-o", base_json.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", show(&out));
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&base_json).unwrap()).unwrap();
-    for f in flows(&base) {
-        assert!(f["error"].is_null(), "{f:#}");
-    }
-    // 20 ms more on every UDP datagram from h1 to h2: the "up" flow's path only.
-    let slower = line().reorder(Reorder {
-        every_nth: 1,
-        extra: Duration::from_millis(20),
-        dir: Way::H1ToH2,
-        proto: Proto::Udp,
-    });
-    let out = ks_run(
-        &dir,
-        slower,
-        &[
-            "-J",
-            "--baseline",
-            base_json.to_str().unwrap(),
-            "--fail-if-worse",
-            "100",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.lines().any(|l| l.ends_with("more than 100%: up")),
-        "{err}"
-    );
-    let v = json_of(&out, "scenario");
-    // The paths as the reports measured them: up 30 ms and the spread, down 10 ms and
-    // the spread (and both 10 ms and the spread in the baseline).
+    let on_fresh_bed = |cfg: LinkConfig, extra: &[&str]| {
+        let bed = bed(cfg);
+        let _servers = facetime_servers(&bed, &dir);
+        let out = facetime_run(&dir, &bed, extra);
+        assert_eq!(bed.delay_line_losses().unwrap(), 0);
+        out
+    };
+    // The baseline: a run on a fresh bed, its document to base.json.
+    let baseline = || {
+        let out = on_fresh_bed(line(), &["--lead", "1", "-o", base_json.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", show(&out));
+        let base: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&base_json).unwrap()).unwrap();
+        for f in flows(&base) {
+            assert!(f["error"].is_null(), "{f:#}");
+        }
+        base
+    };
+    // The document to a file, the text (with its verdicts in words) on stdout.
+    let new_json = dir.0.join("new.json");
+    let against_base = [
+        "--lead",
+        "1",
+        "-o",
+        new_json.to_str().unwrap(),
+        "--baseline",
+        base_json.to_str().unwrap(),
+        "--fail-if-worse",
+        "10",
+    ];
+    let doc = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&new_json).expect("the document")).unwrap()
+    };
     let owd = |doc: &serde_json::Value, i: usize, side: &str| {
         f64_at(
             &flows(doc)[i],
             &format!("/report/end/netmeter/trip_times/{side}/owd/p50_ms"),
         )
     };
-    let (up, down) = (
-        owd(&v, 0, "client_to_server"),
-        owd(&v, 1, "server_to_client"),
-    );
-    let (up0, down0) = (
-        owd(&base, 0, "client_to_server"),
-        owd(&base, 1, "server_to_client"),
-    );
-    eprintln!("ks: up {up0:.3} → {up:.3} ms, down {down0:.3} → {down:.3} ms");
-    assert!((30.0..40.0).contains(&up), "up {up} ms");
-    for d in [down, up0, down0] {
-        assert!((10.0..20.0).contains(&d), "{d} ms");
+    // Every KS-judged figure of both flows as expected: "worse" (p < 0.05) in
+    // audio's client → server delay if `audio_slower`, no significant change in all
+    // the others. Each run's verdicts, or the first figure that differs.
+    let judge = |base: &serde_json::Value,
+                 v: &serde_json::Value,
+                 audio_slower: bool|
+     -> Result<(), String> {
+        for (i, name) in ["video", "audio"].into_iter().enumerate() {
+            eprintln!(
+                "ks {name}: c→s {:.3} → {:.3} ms, s→c {:.3} → {:.3} ms",
+                owd(base, i, "client_to_server"),
+                owd(v, i, "client_to_server"),
+                owd(base, i, "server_to_client"),
+                owd(v, i, "server_to_client"),
+            );
+            for r in ks_rows(v, name) {
+                let c2s = r["key"].as_str().unwrap_or_default().starts_with("owd_c2s");
+                let want = if audio_slower && name == "audio" && c2s {
+                    "worse"
+                } else {
+                    "no_significant_change"
+                };
+                if r["verdict"] != want || (want == "worse" && f64_at(r, "/test/p") >= 0.05) {
+                    return Err(format!("{name}: {r}"));
+                }
+            }
+        }
+        Ok(())
+    };
+    // The comparison's own promise is a false alarm on an unchanged setup with at most
+    // 5 % probability per flow, and a frame's datagrams share the host's moment (a
+    // busy host's stall delays a whole video frame), which makes video's KS figures
+    // more often significant than that: seen in one run of four on this 2-CPU
+    // machine, a shift of 0.1 to 0.7 ms in one direction, of the run compared or of
+    // the baseline itself. So the verdicts take up to three tries, each on fresh beds:
+    // the identical pair a new baseline and a new run each time, the slower path a new
+    // run against the baseline the identical pair agreed with. A real difference (or
+    // a wrong verdict from netmeter) fails all three.
+    let mut seen = Vec::new();
+    let mut agreed = None;
+    for _ in 0..3 {
+        let base = baseline();
+        // The same line again: no significant change anywhere.
+        let out = on_fresh_bed(line(), &against_base);
+        match judge(&base, &doc(), false) {
+            Ok(()) => {
+                agreed = Some((base, out));
+                break;
+            }
+            Err(e) => {
+                eprintln!("ks: another try; the same line found {e}");
+                seen.push(e);
+            }
+        }
     }
-    let up_row = baseline_row(&v, "up", "owd_c2s_p50_ms");
-    assert_eq!(up_row["verdict"], "worse", "{up_row:#}");
-    assert!(f64_at(up_row, "/test/p") < 0.05, "{up_row:#}");
-    let down_row = baseline_row(&v, "down", "owd_s2c_p50_ms");
-    assert_eq!(down_row["verdict"], "no_significant_change", "{down_row:#}");
+    let (base, out) =
+        agreed.unwrap_or_else(|| panic!("three identical pairs, each called different: {seen:#?}"));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+
+    // 5 ms more on every UDP datagram from alice to bob's audio server.
+    let slower = || {
+        line()
+            .reorder(Reorder {
+                every_nth: 1,
+                extra: Duration::from_millis(5),
+                dir: Way::H1ToH2,
+                proto: Proto::Udp,
+            })
+            .reorder_port(AUDIO_PORT)
+    };
+    let mut seen = Vec::new();
+    let mut found = None;
+    for _ in 0..3 {
+        let out = on_fresh_bed(slower(), &against_base);
+        match judge(&base, &doc(), true) {
+            Ok(()) => {
+                found = Some(out);
+                break;
+            }
+            Err(e) => {
+                eprintln!("ks: another try; the slower path found {e}");
+                seen.push(e);
+            }
+        }
+    }
+    let out = found
+        .unwrap_or_else(|| panic!("three runs on the slower path, none as expected: {seen:#?}"));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().any(|l| l.ends_with("more than 10%: audio")),
+        "{err}"
+    );
+    let v = doc();
+    let audio_p50 = baseline_row(&v, "audio", "owd_c2s_p50_ms");
+    assert_eq!(audio_p50["verdict"], "worse", "{audio_p50:#}");
+    // The text says it in words.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("worse, significant"), "{text}");
 }

@@ -229,7 +229,7 @@ pub(super) fn serve(
             .spawn(move || watch_controller(sock, &stop, &done))
             .ok()
     });
-    let (report, result) = run_test(&cfg);
+    let (mut report, result) = run_test(&cfg);
     done.store(true, Ordering::Release);
     if let Some(w) = watcher {
         let _ = w.join();
@@ -243,13 +243,20 @@ pub(super) fn serve(
         // Stopped by its controller: what ran goes back, its error inside.
         Err(e) if stopped => {
             let ran = report.intervals.len();
+            let why = stopped_wording(&e);
+            let other = if why == STOPPED_BY_CONTROLLER {
+                String::new()
+            } else {
+                format!(": {why}")
+            };
             shared.log(&format!(
-                "third-party test for {} to {ip} stopped by its controller after {ran} interval(s): {e:#}",
+                "third-party test for {} to {ip} stopped by its controller after {ran} interval(s){other}",
                 shown(entry.peer)
             ));
+            report.error = Some(why.clone());
             ThirdPartyAnswer {
                 report: serde_json::from_str(&crate::report::json::document(&report)).ok(),
-                error: Some(format!("{e:#}")),
+                error: Some(why),
                 busy: false,
             }
         }
@@ -267,6 +274,23 @@ pub(super) fn serve(
     shared.touch();
     true
 }
+
+/// How a test stopped by its controller ended, in words (`report.error` and the log
+/// alike). This host's client heeds the controller's stop as it heeds a signal, and so
+/// would say "the client has terminated by signal Interrupt(2)", though this host got
+/// none: the stop is its controller's. Any other error (one that came first) stays as
+/// it was.
+fn stopped_wording(e: &TestError) -> String {
+    match e.stopped() {
+        Some(crate::engine::Stopped::ClientInterrupted(_)) => STOPPED_BY_CONTROLLER.to_string(),
+        _ => format!("{e:#}"),
+    }
+}
+
+/// The error of a third-party test its controller stopped (`CLIENT_TERMINATE`, or the
+/// controller's connection gone): what the far host logs and the controller's flow
+/// reads.
+pub const STOPPED_BY_CONTROLLER: &str = "interrupt - the test was stopped by its controller";
 
 /// Run the client test; a target without a key (it did not ask for ours) gets the test
 /// again without it.
@@ -371,6 +395,19 @@ mod tests {
         assert!(Cidr::parse("10.0.0.0/33").unwrap_err().contains("0 to 32"));
         assert!(Cidr::parse("ten/8").unwrap_err().contains("not an address"));
         assert_eq!(Cidr::parse_list("10.0.0.0/8, 127.0.0.1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_test_its_controller_stopped_says_so_not_signal_interrupt() {
+        let stop = TestError::from(crate::engine::Stopped::ClientInterrupted(libc::SIGINT));
+        // What the client itself would say: a signal this host never got.
+        assert!(format!("{stop:#}").contains("signal Interrupt(2)"));
+        let said = stopped_wording(&stop);
+        assert_eq!(said, STOPPED_BY_CONTROLLER);
+        assert!(said.contains("stopped by its controller") && !said.contains("signal"));
+        // An error of its own, before the stop, stays what it was.
+        let other = TestError::from(crate::engine::Stopped::ServerTerminated);
+        assert_eq!(stopped_wording(&other), "the server has terminated");
     }
 
     #[test]

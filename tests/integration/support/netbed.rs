@@ -197,6 +197,9 @@ pub struct LinkConfig {
     /// direction (the logged `scheduled` delay includes that clamp).
     pub preserve_order: bool,
     pub reorder: Option<Reorder>,
+    /// Hold back (reorder) only packets with this source or destination port: one
+    /// flow among others of the same protocol and direction.
+    pub reorder_port: Option<u16>,
     /// Maximum packets held by the delay line; more are dropped and counted.
     pub delay_queue_limit: usize,
     /// Packets per direction whose delays are logged.
@@ -227,6 +230,7 @@ impl Default for LinkConfig {
             variation_proto: Proto::Udp,
             preserve_order: true,
             reorder: None,
+            reorder_port: None,
             delay_queue_limit: 16_384,
             delay_log_limit: 100_000,
             force_delay_line: false,
@@ -321,6 +325,11 @@ impl LinkConfig {
         self.reorder = Some(r);
         self
     }
+    /// [`Self::reorder`] only for packets from or to `port`.
+    pub fn reorder_port(mut self, port: u16) -> Self {
+        self.reorder_port = Some(port);
+        self
+    }
     pub fn delay_queue_limit(mut self, packets: usize) -> Self {
         self.delay_queue_limit = packets;
         self
@@ -404,7 +413,7 @@ impl LinkConfig {
             .reorder
             .as_ref()
             .filter(|r| r.dir.mask()[d])
-            .map(|r| (r.every_nth, r.extra, r.proto));
+            .map(|r| (r.every_nth, r.extra, r.proto, self.reorder_port));
         let needed =
             self.force_delay_line || !base.is_zero() || variation.is_some() || reorder.is_some();
         needed.then_some(DirConfig {

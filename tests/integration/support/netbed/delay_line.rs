@@ -83,7 +83,8 @@ pub struct Reorder {
 pub(super) struct DirConfig {
     pub base: Duration,
     pub variation: Option<(Variation, Proto)>,
-    pub reorder: Option<(u32, Duration, Proto)>,
+    /// Every Nth packet of the protocol (and from or to the port, if one) held back.
+    pub reorder: Option<(u32, Duration, Proto, Option<u16>)>,
     /// Variation never lets a packet overtake an earlier one (held packets excepted).
     pub preserve_order: bool,
 }
@@ -556,8 +557,9 @@ impl Worker {
                 st.variation_matched += 1;
             }
             let mut held = false;
-            if let Some((nth, extra, rproto)) = cfg.reorder
+            if let Some((nth, extra, rproto, rport)) = cfg.reorder
                 && rproto.matches(proto)
+                && rport.is_none_or(|p| sport == p || dport == p)
             {
                 st.reorder_matched += 1;
                 if nth > 0 && st.reorder_matched.is_multiple_of(u64::from(nth)) {
@@ -650,7 +652,7 @@ impl Worker {
 }
 
 fn extra_of(cfg: &DirConfig) -> Duration {
-    cfg.reorder.map_or(Duration::ZERO, |(_, extra, _)| extra)
+    cfg.reorder.map_or(Duration::ZERO, |(_, extra, _, _)| extra)
 }
 
 /// Opens (creating if needed) TUN device `name` in the calling thread's network
