@@ -18,7 +18,7 @@
 //! that keep such stalls, are printed, not judged.
 //!
 //! The ICMP truth (below [`TRUTH_RATE_MBIT`]): an upload with cubic into a tbf queue of
-//! a known size, timed at once by `netmeter rpm -C
+//! a known size, without and with the delay line, timed at once by `netmeter rpm -C
 //! cubic -d up` and by ICMP echo from the same namespace, then by `--working-load` and
 //! echo; the loaded round trips that cross the queue once must agree within 10 %, and a
 //! smaller queue must raise the RPM as the buffer predicts.
@@ -633,4 +633,25 @@ fn rpm_upload_agrees_with_ping_through_a_tbf_queue() {
         small.tcp_rpm,
         big.tcp_rpm
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, the TUN delay line)"
+)]
+fn rpm_upload_agrees_with_ping_through_the_delay_line_and_a_tbf_queue() {
+    let _t = timing_lock();
+    Netbed::require();
+    let f = truth_of(
+        LinkConfig::new()
+            .rate_mbit(TRUTH_RATE_MBIT)
+            .queue_ms(20.0)
+            .burst_ms(BURST_MS)
+            .delay_ms(ONE_WAY_MS),
+        rtt_ms(),
+        "10 ms each way and a 20 ms queue",
+    );
+    check_truth(&f);
+    predicted(&f, rtt_ms(), 20.0);
 }
