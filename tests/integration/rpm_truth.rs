@@ -280,20 +280,58 @@ fn ping_window(p: &PingStats, from_s: f64, to_s: f64) -> Vec<f64> {
 }
 
 /// Runs `program args` in H1 while ICMP echo times the path from H1 to H2 for
-/// `ping_s` seconds, both started together; returns the program's stdout and the
-/// echoes.
-fn with_ping(bed: &Netbed, args: &[&str], ping_s: u64, timeout: Duration) -> (String, PingStats) {
+/// `ping_s` seconds, both started together; returns the program's stdout, the echoes
+/// and [`SendQueues`] of H1's connections to `port` sampled meanwhile.
+fn with_ping(
+    bed: &Netbed,
+    args: &[&str],
+    ping_s: u64,
+    timeout: Duration,
+    port: u16,
+) -> (String, PingStats, SendQueues) {
     let to = std::net::IpAddr::V4(bed.h2_addr());
     let count = (Duration::from_secs(ping_s).as_millis() / PING_EVERY.as_millis()) as u16;
+    let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let ping = s.spawn(|| {
             bed.ping(Side::H1, to, count, PING_EVERY, Duration::from_secs(2))
                 .expect("ping")
         });
+        let queues = s.spawn(|| sample_send_queues(bed, port, &done));
         let out = bed.run_in(Side::H1, netmeter(), args, timeout);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
         let ping = ping.join().expect("ping thread");
-        (out.expect("netmeter in H1"), ping)
+        let queues = queues.join().expect("ss thread");
+        (out.expect("netmeter in H1"), ping, queues)
     })
+}
+
+/// The bytes H1's TCP connections to a port held in their send queues (`ss`'s
+/// Send-Q: sent and not acknowledged, or not sent yet), summed, with the seconds
+/// since sampling began.
+type SendQueues = Vec<(f64, u64)>;
+
+/// Samples H1's send queues toward `port` four times a second until `done` (at most
+/// 600 samples): the evidence of what waits in the client's own buffers.
+fn sample_send_queues(bed: &Netbed, port: u16, done: &std::sync::atomic::AtomicBool) -> SendQueues {
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) && out.len() < 600 {
+        let filter = format!("dport = :{port}");
+        if let Ok(o) = bed
+            .cmd(Side::H1, "ss")
+            .args(["-Htn", "state", "established", &filter])
+            .output()
+        {
+            let sum: u64 = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            out.push((start.elapsed().as_secs_f64(), sum));
+        }
+        std::thread::sleep(Duration::from_millis(250)); // a sampling period, not a wait
+    }
+    out
 }
 
 /// What one bed showed: ping's and netmeter's loaded round trips.
@@ -389,6 +427,7 @@ fn truth_of(cfg: LinkConfig, idle_rtt_ms: f64, what: &str) -> TruthFigures {
 
 /// Runs both measurements of the truth on `cfg`'s bed and checks the idle ones.
 fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
+    let queue_ms = cfg.queue_ms;
     let bed = Netbed::new(cfg).expect("building the bed");
     let h2 = bed.h2_addr().to_string();
     let to = std::net::IpAddr::V4(bed.h2_addr());
@@ -420,7 +459,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
     await_tcp_listening(srv.id(), 8443);
     let url = format!("https://{h2}:8443/.well-known/nq");
     let m = RPM_MAX_S.to_string();
-    let (out, ping) = with_ping(
+    let (out, ping, queues) = with_ping(
         &bed,
         &[
             "rpm",
@@ -436,6 +475,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
         ],
         RPM_MAX_S + 8,
         Duration::from_secs(RPM_MAX_S + 60),
+        8443,
     );
     let _ = srv.finish(Duration::from_secs(1));
     let doc: Value = serde_json::from_str(&out).expect("rpm JSON");
@@ -509,6 +549,25 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
         trimmed_mean(selfs.clone()),
         selfs.len()
     );
+    // Why the self probe is slow: what the client's own send queues hold, and how long
+    // a request behind its connection's share of them waits at the upload's rate.
+    let held: Vec<f64> = queues
+        .iter()
+        .filter(|(t, _)| (from_s..=end_s).contains(t))
+        .map(|&(_, b)| b as f64)
+        .collect();
+    if !held.is_empty() {
+        let mean = held.iter().sum::<f64>() / held.len() as f64;
+        eprintln!(
+            "client send queues toward the server: {:.0} kB on average over {} samples \
+             (the tbf's queue holds at most {:.0} kB): {:.0} ms at {:.1} Mbit/s",
+            mean / 1e3,
+            held.len(),
+            TRUTH_RATE_MBIT * 1e3 / 8.0 * (queue_ms + BURST_MS) / 1e3,
+            mean * 8.0 / (figures.uplink_mbit * 1e3),
+            figures.uplink_mbit
+        );
+    }
     // The self probe waits behind the upload's own data: never faster than the path.
     assert!(
         figures.self_rpm <= figures.ping_rpm * (1.0 + AGREE),
@@ -523,7 +582,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
         .spawn_in(Side::H2, netmeter(), &["-s", "-1", "-J"])
         .expect("server");
     await_tcp_listening(srv.id(), 5201);
-    let (client, ping) = with_ping(
+    let (client, ping, _) = with_ping(
         &bed,
         &[
             "-c",
@@ -537,6 +596,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
         ],
         10,
         Duration::from_secs(60),
+        5201,
     );
     let _ = srv.wait_timeout(Duration::from_secs(10));
     let v: Value = serde_json::from_str(&client).expect("client JSON");
