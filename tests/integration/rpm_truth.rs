@@ -241,11 +241,11 @@ fn rpm_and_working_load_tell_the_delay_lines_truth() {
 // both are taken over the same window (the phase's last MAD intervals) and reduced
 // the same way (the draft's trimmed mean, fastest 95 %). The TLS handshake and the
 // GET also wait for the CPU of two debug-build processes, and the self probe waits
-// behind the upload's own send queues (0.6 to 1.3 MB, sampled with `ss`, where the tbf's queue
-// holds at most 55 kB), so the draft's RPM, the mean of the foreign and self RPMs, falls far
-// below the path's: the test prints it and the self probe's time and holds the self
-// probe to the relation it must have (slower than the path's round trip, never
-// faster). docs/rpm.md, "The ICMP truth", has the figures.
+// behind the upload's own send queues (0.6 to 1.3 MB, sampled with `ss`, where the
+// tbf's queue holds at most 55 kB), so the draft's RPM, the mean of the foreign and
+// self RPMs, falls far below the path's: the test prints it and the self probe's
+// time and holds the self probe to the relation it must have (slower than the path's
+// round trip, never faster). docs/rpm.md, "The ICMP truth", has the figures.
 
 /// The bottleneck's rate for the ICMP-truth cases.
 const TRUTH_RATE_MBIT: f64 = 20.0;
