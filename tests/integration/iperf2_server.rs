@@ -163,11 +163,56 @@ fn tcp_modes(key: &str) {
         log.contains(version),
         "the log names the peer's version:\n{log}"
     );
+    reverse_trip_times(key, port);
     assert_eq!(
-        log.matches(" ended: received ").count(),
-        cases.len(),
-        "one end line per test, -P 2 included:\n{log}"
+        d.text().matches(" ended: received ").count(),
+        cases.len() + 1,
+        "one end line per test, -P 2 included:\n{}",
+        d.text()
     );
+}
+
+/// The `(count/size)` of the last row's write latency in an iperf 2 client's `-e` text.
+fn latency_count(text: &str) -> Option<u64> {
+    let row = text.lines().rev().find(|l| l.contains(" ms ("))?;
+    let inner = row.split(" ms (").nth(1)?.split(')').next()?;
+    inner.split('/').next()?.parse().ok()
+}
+
+/// `-R --trip-times` over TCP: the server's test header carries its start time and each
+/// write its own head, as iperf 2's server sends them, so the iperf 2 client keeps
+/// `--trip-times` (no "ignore --trip-times" warning) and times every 1000-byte write.
+fn reverse_trip_times(key: &str, port: u16) {
+    let args = [
+        "-e",
+        "-R",
+        "--trip-times",
+        "-t",
+        "1",
+        "-l",
+        "1000",
+        "-b",
+        "10M",
+    ];
+    let out = iperf2_text(key, port, &args);
+    no_errors(&out, &format!("{key} {args:?}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let writes = latency_count(&text)
+        .unwrap_or_else(|| panic!("{key} {args:?}: no latency row:\n{}", show(&out)));
+    // 10 Mbit/s for 1 s in 1000-byte writes: about 1250, each one timed.
+    assert!(
+        writes > 500,
+        "{key} {args:?}: {writes} writes timed:\n{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn latency_counts_are_read_from_iperf2_rows() {
+    let row = "[ *1] 0.0000-2.0004 sec  2.38 MBytes  10.0 Mbits/sec  20.189/0.008/43.715/12.760 ms (2500/1000) 24.6 KByte 61.91  2501=1:0:0:0:0:0:0:2500";
+    assert_eq!(latency_count(row), Some(2500));
+    let ignored = "[ *1] 0.0000-2.0084 sec   716 MBytes  2.99 Gbits/sec  0.000/0.000/0.000/0.000 ms (0/0) 0.000 Byte NAN  750458=3:1:1:25:25:1:1:750401";
+    assert_eq!(latency_count(ignored), Some(0));
 }
 
 #[test]
