@@ -265,6 +265,19 @@ impl ServerReport {
     }
 }
 
+/// The datagram an iperf 2 sender writes first on a UDP test with a start time (its
+/// `Client::SendFirstPayload`): `hdr`'s bytes with the start time, grown to `len`,
+/// sequence `seq`, sent at `sent`. A server sending on `-R`/`--full-duplex` with
+/// `--trip-times` writes it first: the client's reverse reader
+/// (`Server::ClientReverseFirstRead`) consumes the first datagram for its start time
+/// and counts none of it. `hdr` must be a UDP header with a start time.
+pub fn udp_start_datagram(hdr: &ClientHdr, len: usize, seq: i64, sent: (u32, u32)) -> Vec<u8> {
+    let mut d = hdr.encode();
+    d.resize(d.len().max(len), 0);
+    write_datagram_id(&mut d, seq, sent.0, sent.1);
+    d
+}
+
 /// `struct TCP_burst_payload`: what opens every write of a `--trip-times` TCP client
 /// (`Client.cpp` `WriteTcpTxHdr`), and the least such a write carries.
 pub const TCP_BURST_LEN: usize = 92;
@@ -410,6 +423,35 @@ mod tests {
         assert_eq!(UDP_START_HDR_LEN, 128);
         assert_eq!((get(&u, 16) & HEADER_LEN_MASK) >> 1, 108);
         assert_eq!((get(&u, 112), get(&u, 116)), (1_700_000_000, 250_000));
+    }
+
+    /// The server's first `-R --trip-times` datagram: a UDP header an iperf 2 reader
+    /// parses for the start time, grown to the test's length, sequence 0.
+    #[test]
+    fn a_reverse_start_datagram_carries_the_start_time_and_sequence_0() {
+        let hdr = ClientHdr {
+            udp: true,
+            threads: 1,
+            port: 5001,
+            buf_len: 1000,
+            amount: Amount::TimeCentis(300),
+            rate_bps: 2_000_000,
+            tos: 0,
+            flags: crate::wire::iperf2::HEADER_VERSION2,
+            upper: crate::wire::iperf2::UPPER_REVERSE | crate::wire::iperf2::UPPER_TRIPTIME,
+            start: Some((1_700_000_000, 250_000)),
+        };
+        let d = udp_start_datagram(&hdr, 1000, 0, (1_700_000_001, 5));
+        assert_eq!(d.len(), 1000);
+        assert_eq!((get(&d, 0), get(&d, 4), get(&d, 8)), (0, 1_700_000_001, 5));
+        let h = crate::wire::iperf2::TestHdr::parse_udp(&d).expect("a test header");
+        assert!(h.trip_times() && h.reverse());
+        assert_eq!(h.start, Some((1_700_000_000, 250_000)));
+        // A short -l still carries the whole header.
+        assert_eq!(
+            udp_start_datagram(&hdr, 64, 0, (0, 0)).len(),
+            UDP_START_HDR_LEN
+        );
     }
 
     #[test]
