@@ -55,6 +55,20 @@ impl Iperf2Renderer {
         super::stream_no(self.start.as_ref(), socket)
     }
 
+    /// A stream row's `[  1] `, or for what a `-R` client receives `[ *1] `, as iperf
+    /// 2.2.1's client labels its reverse reader's rows.
+    fn row_id(&self, socket: i64, sender: bool) -> String {
+        let reverse = self
+            .start
+            .as_ref()
+            .is_some_and(|s| s.test_start.reverse != 0);
+        let no = self.no(socket);
+        match self.ctx.client && reverse && !sender {
+            true => format!("[{:>3}] ", format!("*{no}")),
+            false => super::id(no),
+        }
+    }
+
     fn started(&mut self, s: &Start) {
         self.start = Some(s.clone());
         if self.ctx.layout == Layout::Csv {
@@ -94,7 +108,7 @@ impl Iperf2Renderer {
             self.header_once(lines::column_header(kind));
             let l = lines::row(
                 kind,
-                &super::id(self.no(s.socket)),
+                &self.row_id(s.socket, s.sender),
                 &Row::of_stream(s),
                 &self.facts(false, false),
             );
@@ -155,7 +169,7 @@ impl Iperf2Renderer {
             let kind = lines::kind(&self.ctx, sends);
             if streams_shown {
                 self.header_once(lines::column_header(kind));
-                let id = super::id(self.no(socket));
+                let id = self.row_id(socket, sends);
                 let l = lines::row(kind, &id, &row, &self.facts(false, true));
                 self.line(&l);
             }

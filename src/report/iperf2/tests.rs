@@ -241,6 +241,25 @@ fn udp_trip_times_receiver_matches_iperf2() {
     assert_same_shape("udp_tt.server", &render(c, &r));
 }
 
+/// `netmeter iperf2 -c HOST -u -R` with and without `-e --trip-times`: the connection
+/// line's `(reverse)` and the reverse reader's `[ *1]` rows, as iperf 2.2.1's client
+/// prints them (captured against iperf 2.2.1's server).
+#[test]
+fn udp_reverse_client_matches_iperf2() {
+    let r = load("udp_reverse_figures");
+    assert_eq!(r.start.test_start.reverse, 1, "a -R run");
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.trip_times = true;
+    c.datagram_len = 1000;
+    let out = render(c, &r);
+    assert!(out.contains(" (reverse) (trip-times) on "), "{out}");
+    assert!(out.contains("\n[ *1] 0.0000-"), "{out}");
+    assert_same_shape("udp_rev_tt.client", &out);
+    let mut c = ctx(Layout::Plain, true, true);
+    c.datagram_len = 1000;
+    assert_same_shape("udp_rev_plain.client", &render(c, &r));
+}
+
 #[test]
 fn csv_matches_iperf2() {
     let r = one_stream(load("tcp"));
