@@ -260,6 +260,22 @@ fn udp_reverse_client_matches_iperf2() {
     assert_same_shape("udp_rev_plain.client", &render(c, &r));
 }
 
+/// A `-R --trip-times` client against an iperf 2 server has its intervals' one-way
+/// delays but no end summary of them (no clock estimate): the whole test's row has
+/// the intervals' latency, as iperf 2's client prints it, not `-/-/-/-`.
+#[test]
+fn a_reverse_clients_whole_row_has_its_intervals_latency() {
+    let mut r = load("udp_reverse_figures");
+    r.end.netmeter.trip_times = None;
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.trip_times = true;
+    let out = render(c, &r);
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("[ *1] 0.0000-"), "{out}");
+    assert!(!last.contains("-/-/-/-"), "{out}");
+    assert_same_shape("udp_rev_tt.client", &out);
+}
+
 #[test]
 fn csv_matches_iperf2() {
     let r = one_stream(load("tcp"));
