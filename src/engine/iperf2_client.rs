@@ -23,9 +23,10 @@ use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
-    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2, RUN_NOW,
-    ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_NOUDPFIN,
-    UPPER_REVERSE, UPPER_TRIPTIME, write_datagram_id,
+    Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2,
+    ISOCH_MIN_LEN, RUN_NOW, ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START,
+    UPPER_FULLDUPLEX, UPPER_ISOCH, UPPER_NOUDPFIN, UPPER_REVERSE, UPPER_TRIPTIME,
+    write_datagram_id,
 };
 use crate::wire::iperf2_client::UDP_START_HDR_LEN;
 use crate::wire::{Results, StreamResult};
@@ -50,7 +51,11 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
-    let refusals: [(bool, &'static str); 20] = [
+    let isoch = s
+        .profile
+        .as_ref()
+        .is_some_and(|p| p.isochronous().is_some());
+    let refusals: [(bool, &'static str); 23] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -74,8 +79,22 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "--bounceback runs one stream against an iperf 2 server: drop -P",
         ),
         (
-            s.profile.is_some(),
-            "--iperf2 cannot send --isochronous frames or --burst-size bursts yet",
+            s.profile
+                .as_ref()
+                .is_some_and(|p| p.isochronous().is_none()),
+            "--iperf2 cannot send --burst-size bursts yet",
+        ),
+        (
+            isoch && !udp,
+            "with --iperf2, --isochronous runs over UDP only: add -u",
+        ),
+        (
+            isoch && s.direction != Direction::Upload,
+            "with --iperf2, --isochronous sends from the client only: drop -R or --bidir",
+        ),
+        (
+            isoch && udp && s.block_len < ISOCH_MIN_LEN,
+            "with --iperf2, --isochronous needs -l of at least 108 bytes: iperf 2's frame fields ride in every datagram",
         ),
         (
             s.working_load.is_some(),
@@ -180,6 +199,16 @@ fn client_hdr(
     if start.is_some() && udp {
         flags |= HEADER_UDPTESTS;
     }
+    // --isochronous: the frame fields' enclave in every datagram.
+    if udp
+        && spec
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.isochronous().is_some())
+    {
+        upper |= UPPER_ISOCH;
+        flags |= HEADER_UDPTESTS;
+    }
     // iperf 2's UDP client marks -R and --full-duplex as UDP test settings, and asks
     // for no server report with --full-duplex (`Settings_GenerateClientHdr`).
     if udp && dual.is_none() && spec.direction != Direction::Upload {
@@ -247,6 +276,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         Some(p) => Some(p),
     };
     let trip_times = spec.trip_times;
+    let isoch = spec.profile.as_ref().and_then(|p| p.isochronous());
     // --bidir over UDP: the sender ends with its FIN at once (no report to await).
     let duplex_fin = udp && spec.direction == Direction::Bidir;
     let hello =
@@ -271,7 +301,10 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
             (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
-            (DataSock::Udp(u), _) => loops::udp_send(w, u, &hdr, duplex_fin),
+            (DataSock::Udp(u), _) => match isoch {
+                Some(iso) => loops::udp_send_isoch(w, u, &hdr, iso),
+                None => loops::udp_send(w, u, &hdr, duplex_fin),
+            },
         })
     });
     let side = Side::Client {

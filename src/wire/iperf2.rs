@@ -26,9 +26,10 @@ pub mod plausible;
 
 pub use super::iperf2_client::{
     Amount, CLIENT_HDR_V1_LEN, CLIENT_HDREXT_LEN, CLIENTHDRACK, ClientHdr, HDR_ACK_LEN,
-    HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, Iperf2Error, SERVER_HDR_LEN,
-    SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN, ServerReport, TCP_BURST_LEN,
-    TCP_HDR_LEN, Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN, VERSION_L, VERSION_U, write_datagram_id,
+    HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, ISOCH_MIN_LEN, Iperf2Error,
+    IsochPayload, SERVER_HDR_LEN, SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN,
+    ServerReport, TCP_BURST_LEN, TCP_HDR_LEN, TcpBurstHdr, Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN,
+    VERSION_L, VERSION_U, udp_start_datagram, write_datagram_id,
 };
 
 /// `client_hdr_v1.flags`: a 1.7-style header (dual/tradeoff tests, `RUN_NOW`).
@@ -397,6 +398,13 @@ impl TestHdr {
     /// `--isochronous`.
     pub fn isochronous(&self) -> bool {
         self.upper & UPPER_ISOCH != 0
+    }
+
+    /// The client's reverse reader (`-R`, `--full-duplex`) takes the sender's first
+    /// datagram or header for its start time (`Server::ClientReverseFirstRead`):
+    /// with `--trip-times`, `--isochronous` or periodic bursts.
+    pub fn reverse_reads_a_start(&self) -> bool {
+        self.trip_times() || self.isochronous() || self.upper & UPPER_PERIODICBURST != 0
     }
 
     /// The client asked for a permit key (`--permit-key`).

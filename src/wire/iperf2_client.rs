@@ -108,7 +108,14 @@ impl ClientHdr {
     /// after it (not counted: the server reads it from the datagram), so a UDP header
     /// with a start time needs [`UDP_START_HDR_LEN`] bytes.
     pub fn encode(&self) -> Vec<u8> {
+        let isoch = self.upper & crate::wire::iperf2::UPPER_ISOCH != 0;
         let (lead, len, size) = match (self.udp, self.start.is_some()) {
+            // `--isochronous` without a start time: the enclave, counted, ends the header.
+            (true, false) if isoch => (
+                UDP_DATAGRAM_LEN,
+                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
+                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
+            ),
             (true, false) => (UDP_DATAGRAM_LEN, UDP_HDR_LEN, UDP_HDR_LEN),
             (true, true) => (
                 UDP_DATAGRAM_LEN,
@@ -265,6 +272,61 @@ impl ServerReport {
     }
 }
 
+/// Where `struct isoch_payload` sits in a UDP datagram: after the datagram id, the
+/// test header and its extension (`struct client_udp_testhdr`), as iperf 2's server
+/// reads it (`Server::udp_isoch_processing`, which ignores a shorter datagram).
+pub const ISOCH_AT: usize = UDP_HDR_LEN;
+/// The least an isochronous datagram holds: up to the end of `isoch_payload`.
+pub const ISOCH_MIN_LEN: usize = ISOCH_AT + ISOCH_PAYLOAD_LEN;
+
+/// The frame fields of each datagram of an `--isochronous` UDP client (`struct
+/// isoch_payload`, written by iperf 2's `Client::RunUDPIsochronous`): the frame period,
+/// the first frame's send time, the previous frame's id and this one's (iperf 2's frame
+/// counter: 1, 2, …, a skipped slot skipped), the frame's bytes and the bytes of it
+/// left with this datagram's. The server counts a frame when its last datagram
+/// (`remaining` equal to its length) follows the previous frame (ids one apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsochPayload {
+    pub period_us: u32,
+    pub start: (u32, u32),
+    pub prev_frame_id: u32,
+    pub frame_id: u32,
+    pub burst_size: u32,
+    pub remaining: u32,
+}
+
+impl IsochPayload {
+    /// Write into `buf`, which must hold [`ISOCH_MIN_LEN`] bytes.
+    pub fn write(&self, buf: &mut [u8]) {
+        let f = [
+            self.period_us,
+            self.start.0,
+            self.start.1,
+            self.prev_frame_id,
+            self.frame_id,
+            self.burst_size,
+            self.remaining,
+            0,
+        ];
+        for (i, v) in f.iter().enumerate() {
+            put(buf, ISOCH_AT + 4 * i, *v);
+        }
+    }
+}
+
+/// The datagram an iperf 2 sender writes first on a UDP test with a start time (its
+/// `Client::SendFirstPayload`): `hdr`'s bytes with the start time, grown to `len`,
+/// sequence `seq`, sent at `sent`. A server sending on `-R`/`--full-duplex` with
+/// `--trip-times` writes it first: the client's reverse reader
+/// (`Server::ClientReverseFirstRead`) consumes the first datagram for its start time
+/// and counts none of it. `hdr` must be a UDP header with a start time.
+pub fn udp_start_datagram(hdr: &ClientHdr, len: usize, seq: i64, sent: (u32, u32)) -> Vec<u8> {
+    let mut d = hdr.encode();
+    d.resize(d.len().max(len), 0);
+    write_datagram_id(&mut d, seq, sent.0, sent.1);
+    d
+}
+
 /// `struct TCP_burst_payload`: what opens every write of a `--trip-times` TCP client
 /// (`Client.cpp` `WriteTcpTxHdr`), and the least such a write carries.
 pub const TCP_BURST_LEN: usize = 92;
@@ -410,6 +472,74 @@ mod tests {
         assert_eq!(UDP_START_HDR_LEN, 128);
         assert_eq!((get(&u, 16) & HEADER_LEN_MASK) >> 1, 108);
         assert_eq!((get(&u, 112), get(&u, 116)), (1_700_000_000, 250_000));
+    }
+
+    /// The server's first `-R --trip-times` datagram: a UDP header an iperf 2 reader
+    /// parses for the start time, grown to the test's length, sequence 0.
+    #[test]
+    fn a_reverse_start_datagram_carries_the_start_time_and_sequence_0() {
+        let hdr = ClientHdr {
+            udp: true,
+            threads: 1,
+            port: 5001,
+            buf_len: 1000,
+            amount: Amount::TimeCentis(300),
+            rate_bps: 2_000_000,
+            tos: 0,
+            flags: crate::wire::iperf2::HEADER_VERSION2,
+            upper: crate::wire::iperf2::UPPER_REVERSE | crate::wire::iperf2::UPPER_TRIPTIME,
+            start: Some((1_700_000_000, 250_000)),
+        };
+        let d = udp_start_datagram(&hdr, 1000, 0, (1_700_000_001, 5));
+        assert_eq!(d.len(), 1000);
+        assert_eq!((get(&d, 0), get(&d, 4), get(&d, 8)), (0, 1_700_000_001, 5));
+        let h = crate::wire::iperf2::TestHdr::parse_udp(&d).expect("a test header");
+        assert!(h.trip_times() && h.reverse());
+        assert_eq!(h.start, Some((1_700_000_000, 250_000)));
+        // A short -l still carries the whole header.
+        assert_eq!(
+            udp_start_datagram(&hdr, 64, 0, (0, 0)).len(),
+            UDP_START_HDR_LEN
+        );
+    }
+
+    /// An isochronous header counts the enclave; the frame fields land where iperf 2's
+    /// server reads them (offset 76: `burstperiod`, start, `prevframeid`, `frameid`,
+    /// `burstsize`, `remaining`).
+    #[test]
+    fn isochronous_header_and_frame_fields() {
+        let hdr = ClientHdr {
+            udp: true,
+            threads: 1,
+            port: 5001,
+            buf_len: 0,
+            amount: Amount::TimeCentis(200),
+            rate_bps: 0,
+            tos: 0,
+            flags: crate::wire::iperf2::HEADER_UDPTESTS,
+            upper: crate::wire::iperf2::UPPER_ISOCH,
+            start: None,
+        };
+        let mut d = hdr.encode();
+        assert_eq!(d.len(), ISOCH_MIN_LEN);
+        assert_eq!(ISOCH_MIN_LEN, 108);
+        assert_eq!((get(&d, 16) & HEADER_LEN_MASK) >> 1, 108);
+        let h = crate::wire::iperf2::TestHdr::parse_udp(&d).expect("a test header");
+        assert!(h.isochronous() && !h.trip_times());
+        IsochPayload {
+            period_us: 16_667,
+            start: (1_700_000_000, 5),
+            prev_frame_id: 3,
+            frame_id: 4,
+            burst_size: 4000,
+            remaining: 1530,
+        }
+        .write(&mut d);
+        let at = |i: usize| get(&d, 76 + 4 * i);
+        assert_eq!(
+            (0..7).map(at).collect::<Vec<_>>(),
+            [16_667, 1_700_000_000, 5, 3, 4, 4000, 1530]
+        );
     }
 
     #[test]

@@ -344,3 +344,74 @@ iperf2_udp!(
     udp_full_duplex_221,
     check_duplex(V221, &["-t", "2", "-b", "2M", "-l", "1000"], 1000)
 );
+
+/// The `Frame:rx/lost` of an iperf 2 server's last `-e` row of an isochronous
+/// `--trip-times` test (`... 179 pps   61/0  -0.1/... ms 20043`).
+fn server_frames(text: &str) -> Option<(u64, u64)> {
+    let row = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(" pps ") && l.contains(" sec "))?;
+    let t: Vec<&str> = row.split_whitespace().collect();
+    let at = t.iter().position(|w| *w == "pps")?;
+    let (rx, lost) = t.get(at + 1)?.split_once('/')?;
+    Some((rx.parse().ok()?, lost.parse().ok()?))
+}
+
+#[test]
+fn server_frames_are_read_from_iperf2_rows() {
+    let row = "[  1] 0.0000-2.0115 sec   490 KBytes  1.99 Mbits/sec   0.013 ms 0/361 (0%) 0.012/0.001/0.680/0.048 ms 179 pps   61/0  -3.799/-4.097/0.038/0.586 ms 20043";
+    assert_eq!(server_frames(row), Some((61, 0)));
+}
+
+/// `--isochronous` over UDP against a real iperf 2.1.8 server: it takes the test as
+/// isochronous with trip times (its connection line says `(isoch) (trip-times)`) and
+/// counts netmeter's frames: the frames it received and lost are the frames netmeter
+/// sent (and skipped), and one more (iperf 2's reporter starts its frame count at the first frame's
+/// id: iperf 2.1.8's own client's 120 frames count 121 there too).
+fn check_isochronous(key: &str) {
+    let port = free_port();
+    let mut server = Proc::spawn(
+        key,
+        Command::new("stdbuf")
+            .args(["-oL", &peer(key), "-s", "-u", "-e", "-B", "127.0.0.1"])
+            .args(["-p", &port.to_string()]),
+    );
+    let d = server.drain();
+    await_evidence(
+        &format!("{key} listening on UDP port {port}"),
+        || d.text().contains("Server listening"),
+        || d.text(),
+    );
+    let out = run_bounded(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-u"])
+            .args(["--isochronous", "30:2M,0", "--trip-times", "-t", "2", "-J"]),
+        Duration::from_secs(60),
+        "netmeter --iperf2 --isochronous",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let sent = v["end"]["netmeter"]["isochronous"]["sender"]["sent"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no frames sent: {}", show(&out)));
+    await_evidence(
+        &format!("{key}'s whole-test row"),
+        || server_frames(&d.text()).is_some() && d.text().contains(" 0.0000-2."),
+        || d.text(),
+    );
+    let text = d.text();
+    drop(server);
+    let what = format!("{key}: netmeter sent {sent} frames; the server:\n{text}");
+    assert!(text.contains("(isoch) (trip-times)"), "{what}");
+    let (rx, lost) = server_frames(&text).expect("the server's frames");
+    // A slot netmeter skipped (a stalled thread on a busy host) is a frame the server
+    // counts lost.
+    let slips = v["end"]["netmeter"]["isochronous"]["sender"]["slips"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(sent >= 50, "{what}");
+    assert_eq!(rx + lost, sent + slips + 1, "{what} ({slips} slips)");
+}
+
+iperf2_udp!(isochronous_frames_218, check_isochronous(V218));

@@ -317,7 +317,8 @@ fn netmeter_client_and_iperf2_server_agree_with_the_line() {
 /// (the Server Report iperf 2 prints is what netmeter's server measured and sent back:
 /// against the line's h1 → h2 holds; with `-R`, what iperf 2 measured of netmeter's
 /// datagrams, against the h2 → h1 holds), TCP `--trip-times` (netmeter's server's one-way
-/// delay log line) and `--bounceback` (iperf 2's round trips, both ways' holds).
+/// delay log line; with `-R`, iperf 2's write latency of netmeter's writes, against the
+/// h2 → h1 holds) and `--bounceback` (iperf 2's round trips, both ways' holds).
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -362,9 +363,9 @@ fn iperf2_client_and_netmeter_server_agree_with_the_line() {
         against_line(what, (r[1], r[0]), line.up)
     });
     // -R: netmeter's server sends, iperf 2's client times each datagram from its send
-    // time to its arrival (h2 → h1). netmeter's server sends no start time in its first
-    // datagram, so iperf 2 warns that it ignores --trip-times, but it still prints the
-    // datagrams' latency, which must be the line's.
+    // time to its arrival (h2 → h1), which must be the line's. The server's start
+    // datagram (its start time, sequence 0) goes first, so iperf 2 keeps --trip-times
+    // and counts as lost only what the line lost: none (without it, 1 of 788).
     passes_once_in(RUNS, "UDP -R --trip-times from iperf 2's client", || {
         b.reset_delay_stats();
         let args = [
@@ -378,8 +379,15 @@ fn iperf2_client_and_netmeter_server_agree_with_the_line() {
             "-t",
             "3",
         ];
-        let r = figures(&args, None)?;
+        let text = iperf2(&args)?;
         let line = line_of(&b, 17, NETMETER_PORT)?;
+        if text.contains("ignore --trip-times") || !text.contains(" 0/") {
+            return Err(format!(
+                "iperf 2 ignored --trip-times or counted a loss the line did not have:\n{text}"
+            ));
+        }
+        let r = slashed_ms(&text, None)
+            .ok_or_else(|| format!("no figures in iperf 2's output:\n{text}"))?;
         against_line(
             "UDP one-way delay (netmeter → iperf 2, -R)",
             (r[1], r[0]),
@@ -404,6 +412,25 @@ fn iperf2_client_and_netmeter_server_agree_with_the_line() {
             "TCP write one-way delay (iperf 2 → netmeter)",
             (mm[0], mm[1]),
             line.up,
+        )
+    });
+    // TCP -R: netmeter's server sends iperf 2's test header with its start time and a
+    // head on each write; iperf 2's client times each write (h2 → h1). At 10 writes a
+    // second each write leaves before the next is due, so Nagle holds none of them.
+    passes_once_in(RUNS, "TCP -R --trip-times from iperf 2's client", || {
+        b.reset_delay_stats();
+        let args = ["-R", "--trip-times", "-b", "80k", "-l", "1000", "-t", "3"];
+        let text = iperf2(&args)?;
+        if text.contains("ignore --trip-times") {
+            return Err(format!("iperf 2 ignored --trip-times:\n{text}"));
+        }
+        let r = slashed_ms(&text, None)
+            .ok_or_else(|| format!("no figures in iperf 2's output:\n{text}"))?;
+        let line = line_of(&b, 6, NETMETER_PORT)?;
+        against_line(
+            "TCP write one-way delay (netmeter → iperf 2, -R)",
+            (r[1], r[0]),
+            line.down,
         )
     });
     passes_once_in(RUNS, "--bounceback from iperf 2's client", || {

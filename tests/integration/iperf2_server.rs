@@ -163,11 +163,56 @@ fn tcp_modes(key: &str) {
         log.contains(version),
         "the log names the peer's version:\n{log}"
     );
+    reverse_trip_times(key, port);
     assert_eq!(
-        log.matches(" ended: received ").count(),
-        cases.len(),
-        "one end line per test, -P 2 included:\n{log}"
+        d.text().matches(" ended: received ").count(),
+        cases.len() + 1,
+        "one end line per test, -P 2 included:\n{}",
+        d.text()
     );
+}
+
+/// The `(count/size)` of the last row's write latency in an iperf 2 client's `-e` text.
+fn latency_count(text: &str) -> Option<u64> {
+    let row = text.lines().rev().find(|l| l.contains(" ms ("))?;
+    let inner = row.split(" ms (").nth(1)?.split(')').next()?;
+    inner.split('/').next()?.parse().ok()
+}
+
+/// `-R --trip-times` over TCP: the server's test header carries its start time and each
+/// write its own head, as iperf 2's server sends them, so the iperf 2 client keeps
+/// `--trip-times` (no "ignore --trip-times" warning) and times every 1000-byte write.
+fn reverse_trip_times(key: &str, port: u16) {
+    let args = [
+        "-e",
+        "-R",
+        "--trip-times",
+        "-t",
+        "1",
+        "-l",
+        "1000",
+        "-b",
+        "10M",
+    ];
+    let out = iperf2_text(key, port, &args);
+    no_errors(&out, &format!("{key} {args:?}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let writes = latency_count(&text)
+        .unwrap_or_else(|| panic!("{key} {args:?}: no latency row:\n{}", show(&out)));
+    // 10 Mbit/s for 1 s in 1000-byte writes: about 1250, each one timed.
+    assert!(
+        writes > 500,
+        "{key} {args:?}: {writes} writes timed:\n{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn latency_counts_are_read_from_iperf2_rows() {
+    let row = "[ *1] 0.0000-2.0004 sec  2.38 MBytes  10.0 Mbits/sec  20.189/0.008/43.715/12.760 ms (2500/1000) 24.6 KByte 61.91  2501=1:0:0:0:0:0:0:2500";
+    assert_eq!(latency_count(row), Some(2500));
+    let ignored = "[ *1] 0.0000-2.0084 sec   716 MBytes  2.99 Gbits/sec  0.000/0.000/0.000/0.000 ms (0/0) 0.000 Byte NAN  750458=3:1:1:25:25:1:1:750401";
+    assert_eq!(latency_count(ignored), Some(0));
 }
 
 #[test]
@@ -722,6 +767,32 @@ fn udp_reverse(key: &str, cases: &[&[&str]]) {
         sent.sort();
         assert_eq!(totals.len(), threads, "{what}");
         assert_eq!(totals, sent, "{what}");
+        if args.contains(&"--trip-times") {
+            trip_times_reverse_rows(&out, &what);
+        }
+    }
+}
+
+/// `-u -R --trip-times`: the client's reverse reader takes the server's first datagram
+/// for the start time and counts none of it. With the server's start datagram (sequence
+/// 0) before the data, no data datagram is taken for it: at 100 kbit/s on loopback none
+/// is lost (the old server's first data datagram was: 1 lost), and the client's test
+/// runs from the server's start (2.1.8, given no start, ran it from the epoch: a row of
+/// 953541674 s).
+fn trip_times_reverse_rows(out: &std::process::Output, what: &str) {
+    let rows = lost_total_rows(out);
+    assert!(!rows.is_empty(), "{what}");
+    for (_, lost, total) in rows {
+        assert!(lost == 0 && total > 0, "{what}");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    for l in text.lines().filter(|l| l.contains(" sec ")) {
+        let span = l.split_whitespace().find_map(|w| {
+            let (a, b) = w.split_once('-')?;
+            Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?))
+        });
+        let (from, to) = span.unwrap_or_else(|| panic!("no interval in {l}: {what}"));
+        assert!(from >= 0.0 && to < 30.0, "{what}");
     }
 }
 
@@ -736,6 +807,17 @@ fn udp_reverse_218() {
         &[
             &["-u", "-R", "-t", "1", "-b", "10M"],
             &["-u", "-R", "-t", "1", "-b", "2M", "-P", "2"],
+            &[
+                "-u",
+                "-R",
+                "--trip-times",
+                "-t",
+                "1",
+                "-b",
+                "100k",
+                "-l",
+                "1000",
+            ],
         ],
     );
 }
@@ -748,7 +830,23 @@ fn udp_reverse_218() {
 fn udp_reverse_221() {
     // Not -P 2: the 2.2.1 client sometimes hangs at its exit after `-u -R -P 2`, against
     // iperf 2.2.1's own server too (2 of 5 runs on 2026-11-26).
-    udp_reverse(V221, &[&["-u", "-R", "-t", "1", "-b", "10M"]]);
+    udp_reverse(
+        V221,
+        &[
+            &["-u", "-R", "-t", "1", "-b", "10M"],
+            &[
+                "-u",
+                "-R",
+                "--trip-times",
+                "-t",
+                "1",
+                "-b",
+                "100k",
+                "-l",
+                "1000",
+            ],
+        ],
+    );
 }
 
 /// Every `lost/total` row the client printed: (after a "Server Report:" line, lost,

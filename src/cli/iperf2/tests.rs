@@ -130,6 +130,17 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     }
 }
 
+/// UDP `--isochronous` runs on iperf 2's wire (iperf 2's default 60:20m,0 without a
+/// value); over TCP it is refused naming `-u`.
+#[test]
+fn udp_isochronous_is_taken() {
+    let (cfg, ctx) = client(&["-c", "h", "-u", "--isochronous"]);
+    let iso = cfg.spec.profile.as_ref().and_then(|p| p.isochronous());
+    assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
+    assert!(ctx.isochronous.is_some());
+    assert!(refused(&["-c", "h", "--isochronous"]).contains("-u"));
+}
+
 /// UDP `-R` and `--full-duplex` run on iperf 2's wire.
 #[test]
 fn udp_reverse_is_taken() {

@@ -15,12 +15,14 @@ use crate::engine::machine::udp::RecvSinks;
 use crate::engine::record::StreamShared;
 use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
-use crate::wire::Bounceback;
+use crate::profile::{Due, Schedule, UnitSizer};
 use crate::wire::iperf2::{
     BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, TCP_BURST_LEN, UDP_DATAGRAM_LEN,
     write_datagram_id,
 };
+use crate::wire::iperf2::{ISOCH_MIN_LEN, IsochPayload};
 use crate::wire::iperf2_client::TcpBurstHdr;
+use crate::wire::{Bounceback, Isochronous};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -228,6 +230,122 @@ pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8], duplex_fin: bool) -> io
         write_datagram_id(&mut buf, -seq, sec, usec);
         if let Ok(sent) = sock.send(&buf[..len.max(UDP_DATAGRAM_LEN)]) {
             publish(&w.shared, bytes + sent as u64, seq as u64);
+        }
+    }
+    Ok(())
+}
+
+/// UDP `--isochronous`, as iperf 2's client sends frames (`Client::RunUDPIsochronous`):
+/// on the frame clock ([`Schedule`], `fps` a second from the stream's start; a slot
+/// that passed entirely is skipped), a frame of log-normal size ([`UnitSizer`], at
+/// least one datagram) cut into `-l` datagrams, each with its sequence number, send
+/// time and [`IsochPayload`] (the frame's id, the previous frame's, its size and the
+/// bytes left), so the iperf 2 server counts frames. A frame's tail shorter than the
+/// header grows to it, as iperf 2's does.
+pub fn udp_send_isoch(w: &Worker, sock: UdpSocket, hdr: &[u8], iso: Isochronous) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    let min = hdr.len().max(ISOCH_MIN_LEN);
+    let len = w.block_len.max(min);
+    let mut buf = w.payload.to_vec();
+    buf.resize(len, 0);
+    buf[..hdr.len()].copy_from_slice(hdr);
+    let origin = w.pace_origin.unwrap_or_else(mono_now);
+    let fps = u64::from(iso.fps.max(1));
+    let mut clock = Schedule::every(1_000_000_000, fps);
+    if let (Some(o), Some(e)) = (w.schedule_origin, w.schedule_end) {
+        let end = (o + e).saturating_duration_since(origin);
+        clock = clock.ending_at(end.as_nanos() as u64);
+    }
+    let mut sizer = UnitSizer::lognormal(&iso, w.shared.id as u64);
+    let period_us = (1e6 / fps as f64).round() as u32;
+    let (mut bytes, mut seq, mut prev_frame) = (0u64, 1i64, 0u32);
+    let mut start = None;
+    'frames: while !w.stop.load(Ordering::Relaxed) {
+        let now_ns = mono_now().saturating_duration_since(origin).as_nanos() as u64;
+        let slot = match clock.poll(now_ns) {
+            Due::Wait(ns) => {
+                std::thread::sleep(Duration::from_nanos(ns).min(STOP_POLL));
+                continue;
+            }
+            Due::Over => break,
+            Due::Send { slot, skipped, .. } => {
+                if let (Some(rec), true) = (&w.shared.profile, skipped > 0) {
+                    rec.lock().unwrap_or_else(|p| p.into_inner()).interval.slips += skipped;
+                }
+                slot
+            }
+        };
+        let frame_id = (slot + 1) as u32;
+        let mut remaining = sizer.next_bytes().max(min as u64);
+        let mut burst = remaining;
+        let (frame_began, frame_bytes) = (mono_now(), bytes);
+        // The frame clock's origin on the wall clock: the server times frame k from
+        // start + (k - 1) periods, so a late first frame must not move the grid.
+        let start = *start.get_or_insert_with(|| {
+            let (sec, usec) = stream::wall_now(false);
+            let since = mono_now().saturating_duration_since(origin).as_micros() as u64;
+            let at = (u64::from(sec) * 1_000_000 + u64::from(usec)).saturating_sub(since);
+            ((at / 1_000_000) as u32, (at % 1_000_000) as u32)
+        });
+        while remaining > 0 {
+            if w.stop.load(Ordering::Relaxed) {
+                break 'frames;
+            }
+            let want = remaining.min(len as u64) as usize;
+            let n = match &w.budget {
+                Some(b) => b.take(want),
+                None => want,
+            };
+            if n == 0 {
+                break 'frames;
+            }
+            let n = n.max(min);
+            let (sec, usec) = stream::wall_now(false);
+            write_datagram_id(&mut buf, seq, sec, usec);
+            IsochPayload {
+                period_us,
+                start,
+                prev_frame_id: prev_frame,
+                frame_id,
+                burst_size: burst.min(u64::from(u32::MAX)) as u32,
+                remaining: remaining.min(u64::from(u32::MAX)) as u32,
+            }
+            .write(&mut buf);
+            match w.shared.calls.wrote(sock.send(&buf[..n])) {
+                Ok(sent) => {
+                    bytes += sent as u64;
+                    seq += 1;
+                    remaining = remaining.saturating_sub(sent as u64);
+                    if remaining > 0 && remaining < min as u64 {
+                        (remaining, burst) = (min as u64, min as u64);
+                    }
+                    publish(&w.shared, bytes, seq as u64 - 1);
+                    w.shared.messages.store(seq as u64 - 1, Ordering::Relaxed);
+                }
+                // Not sent (a full buffer, an earlier datagram's ICMP): the frame's rest
+                // goes on, as iperf 2's does after a write error it accounts.
+                Err(e)
+                    if stream::is_transient(&e)
+                        || e.kind() == io::ErrorKind::ConnectionRefused
+                        || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                {
+                    w.shared.send_blocked.fetch_add(1, Ordering::Relaxed);
+                    if let Some(b) = &w.budget {
+                        b.remaining.fetch_add(n as i64, Ordering::Relaxed);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        prev_frame = frame_id;
+        // The frame went out whole: netmeter's own frame figures (frames, bytes, the
+        // time its datagrams took).
+        if let Some(rec) = &w.shared.profile {
+            let ns = mono_now().saturating_duration_since(frame_began).as_nanos() as u64;
+            rec.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .interval
+                .record(ns, bytes - frame_bytes);
         }
     }
     Ok(())

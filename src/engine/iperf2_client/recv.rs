@@ -82,6 +82,12 @@ impl UdpRecvHalf {
         let Some(id) = DatagramId::parse(d, true) else {
             return Arrival::Ignored;
         };
+        // Sequence 0: a sender's start datagram (netmeter's server writes one before the
+        // data of a `-R --trip-times` test, as iperf 2's reverse readers expect), no data:
+        // iperf 2 numbers data from 1, and its own readers count none of it.
+        if id.seq == 0 {
+            return Arrival::Ignored;
+        }
         let sent_ns = i64::from(id.sec) * 1_000_000_000 + i64::from(id.usec) * 1000;
         let raw_ns = rx_ns.saturating_sub(sent_ns);
         let seq = id.seq.unsigned_abs();
@@ -263,6 +269,27 @@ mod tests {
         assert_eq!(t.count, 6);
         assert!((t.mean_s - 0.001).abs() < 1e-9, "{t:?}");
         assert_eq!(h.report(&c, false).transit, None);
+    }
+
+    /// netmeter's server's start datagram (sequence 0) before the data is not counted.
+    #[test]
+    fn a_start_datagram_numbered_0_is_not_data() {
+        let (mut h, mut acc) = (UdpRecvHalf::default(), UdpRecv::default());
+        let at = 100 * 1_000_000_000;
+        assert_eq!(
+            feed(&mut h, &mut acc, &dgram(0, 100, 0, 1000), at),
+            Arrival::Ignored
+        );
+        for s in [1, 2] {
+            feed(&mut h, &mut acc, &dgram(s, 100, 0, 1000), at);
+        }
+        feed(&mut h, &mut acc, &dgram(-3, 100, 0, 1000), at);
+        let c = acc.counts();
+        assert_eq!(
+            (c.highest_seq, c.received, c.lost, c.out_of_order),
+            (3, 3, 0, 0)
+        );
+        assert_eq!((h.bytes(), h.datagrams()), (3000, 3));
     }
 
     #[test]

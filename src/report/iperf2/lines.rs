@@ -122,6 +122,10 @@ pub fn connection(ctx: &Iperf2Ctx, no: usize, c: &Connected, start: &Start) -> S
         c.remote_host,
         c.remote_port
     );
+    // A `-R` client says so in every layout, before the enhanced layout's features.
+    if ctx.client && start.test_start.reverse != 0 {
+        s.push_str(" (reverse)");
+    }
     if ctx.layout == Layout::Enhanced {
         if ctx.trip_times {
             s.push_str(" (trip-times)");

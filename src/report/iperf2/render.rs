@@ -7,6 +7,7 @@ use super::csv;
 use super::lines;
 use super::rows::end_row;
 use super::{Iperf2Ctx, Layout, Row};
+use crate::latency::LatencyStats;
 use crate::report::observe::{Event, Observer};
 use crate::report::{End, Interval, Start};
 use std::collections::HashMap;
@@ -20,6 +21,10 @@ pub struct Iperf2Renderer {
     headers: Vec<&'static str>,
     /// Each stream's last interval row: its TCP state is the end row's.
     last: HashMap<i64, Row>,
+    /// Each receiving stream's one-way delays over its intervals so far: the whole
+    /// test's row when the end summary has none (an iperf 2 server's `-R` datagrams:
+    /// no clock estimate, so no end summary of one-way delays).
+    owd_run: HashMap<i64, LatencyStats>,
 }
 
 impl Iperf2Renderer {
@@ -30,6 +35,7 @@ impl Iperf2Renderer {
             start: None,
             headers: Vec::new(),
             last: HashMap::new(),
+            owd_run: HashMap::new(),
         }
     }
 
@@ -55,6 +61,20 @@ impl Iperf2Renderer {
         super::stream_no(self.start.as_ref(), socket)
     }
 
+    /// A stream row's `[  1] `, or for what a `-R` client receives `[ *1] `, as iperf
+    /// 2.2.1's client labels its reverse reader's rows.
+    fn row_id(&self, socket: i64, sender: bool) -> String {
+        let reverse = self
+            .start
+            .as_ref()
+            .is_some_and(|s| s.test_start.reverse != 0);
+        let no = self.no(socket);
+        match self.ctx.client && reverse && !sender {
+            true => format!("[{:>3}] ", format!("*{no}")),
+            false => super::id(no),
+        }
+    }
+
     fn started(&mut self, s: &Start) {
         self.start = Some(s.clone());
         if self.ctx.layout == Layout::Csv {
@@ -76,7 +96,12 @@ impl Iperf2Renderer {
 
     fn interval(&mut self, iv: &Interval) {
         for s in &iv.streams {
-            self.last.insert(s.socket, Row::of_stream(s));
+            let row = Row::of_stream(s);
+            if let (Some(o), false, false) = (row.owd, s.sender, s.omitted) {
+                let run = self.owd_run.get(&s.socket).copied();
+                self.owd_run.insert(s.socket, merge_latency(run, o));
+            }
+            self.last.insert(s.socket, row);
         }
         if iv.streams.iter().all(|s| s.omitted) || self.ctx.exclude.data {
             return;
@@ -94,7 +119,7 @@ impl Iperf2Renderer {
             self.header_once(lines::column_header(kind));
             let l = lines::row(
                 kind,
-                &super::id(self.no(s.socket)),
+                &self.row_id(s.socket, s.sender),
                 &Row::of_stream(s),
                 &self.facts(false, false),
             );
@@ -149,13 +174,17 @@ impl Iperf2Renderer {
             // The client sends on this stream when this side is the client and sends,
             // or the server and receives.
             let client_sends = sends == self.ctx.client;
-            let Some((socket, row)) = end_row(end, i, st, (sends, client_sends), &self.last) else {
+            let Some((socket, mut row)) = end_row(end, i, st, (sends, client_sends), &self.last)
+            else {
                 continue;
             };
+            if row.owd.is_none() && !sends {
+                row.owd = self.owd_run.get(&socket).copied();
+            }
             let kind = lines::kind(&self.ctx, sends);
             if streams_shown {
                 self.header_once(lines::column_header(kind));
-                let id = super::id(self.no(socket));
+                let id = self.row_id(socket, sends);
                 let l = lines::row(kind, &id, &row, &self.facts(false, true));
                 self.line(&l);
             }
@@ -195,6 +224,39 @@ impl Iperf2Renderer {
     }
 }
 
+/// Two spans' one-way delay figures as one (`run` so far, then `next`): counts added,
+/// the extremes kept, the mean weighted by count and the standard deviation pooled
+/// (each part's spread about its own mean plus its mean's distance from the whole's).
+/// The percentiles, which iperf 2's rows do not print, are the larger part's.
+fn merge_latency(run: Option<LatencyStats>, next: LatencyStats) -> LatencyStats {
+    let Some(a) = run.filter(|a| a.count > 0) else {
+        return next;
+    };
+    if next.count == 0 {
+        return a;
+    }
+    let (na, nb) = (a.count as f64, next.count as f64);
+    let n = na + nb;
+    let mean = (a.mean_ms * na + next.mean_ms * nb) / n;
+    let ss = |l: &LatencyStats, k: f64| {
+        (k - 1.0).max(0.0) * l.stdev_ms.powi(2) + k * (l.mean_ms - mean).powi(2)
+    };
+    let stdev = if n > 1.0 {
+        ((ss(&a, na) + ss(&next, nb)) / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let big = if a.count >= next.count { a } else { next };
+    LatencyStats {
+        count: a.count + next.count,
+        min_ms: a.min_ms.min(next.min_ms),
+        mean_ms: mean,
+        stdev_ms: stdev,
+        max_ms: a.max_ms.max(next.max_ms),
+        ..big
+    }
+}
+
 /// The whole test's sum row of one direction.
 fn end_sum_row(end: &End, sender: bool) -> Option<Row> {
     let f = end.netmeter.iperf2_figures.as_ref();
@@ -224,5 +286,37 @@ impl Observer for Iperf2Renderer {
             Event::End(e) => self.end(e),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn stats(v: &[f64]) -> LatencyStats {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+        LatencyStats {
+            count: v.len() as u64,
+            min_ms: v.iter().copied().fold(f64::INFINITY, f64::min),
+            mean_ms: mean,
+            stdev_ms: var.sqrt(),
+            max_ms: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ..LatencyStats::default()
+        }
+    }
+
+    /// Merging two spans' figures gives the figures of all their samples.
+    #[test]
+    fn merged_spans_are_the_whole() {
+        let (a, b) = ([1.0, 2.0, 4.0], [10.0, 11.0]);
+        let all: Vec<f64> = a.iter().chain(b.iter()).copied().collect();
+        let m = merge_latency(Some(stats(&a)), stats(&b));
+        let w = stats(&all);
+        assert_eq!((m.count, m.min_ms, m.max_ms), (5, 1.0, 11.0));
+        assert!((m.mean_ms - w.mean_ms).abs() < 1e-9, "{m:?} {w:?}");
+        assert!((m.stdev_ms - w.stdev_ms).abs() < 1e-9, "{m:?} {w:?}");
+        assert_eq!(merge_latency(None, stats(&b)).count, 2);
     }
 }

@@ -241,6 +241,41 @@ fn udp_trip_times_receiver_matches_iperf2() {
     assert_same_shape("udp_tt.server", &render(c, &r));
 }
 
+/// `netmeter iperf2 -c HOST -u -R` with and without `-e --trip-times`: the connection
+/// line's `(reverse)` and the reverse reader's `[ *1]` rows, as iperf 2.2.1's client
+/// prints them (captured against iperf 2.2.1's server).
+#[test]
+fn udp_reverse_client_matches_iperf2() {
+    let r = load("udp_reverse_figures");
+    assert_eq!(r.start.test_start.reverse, 1, "a -R run");
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.trip_times = true;
+    c.datagram_len = 1000;
+    let out = render(c, &r);
+    assert!(out.contains(" (reverse) (trip-times) on "), "{out}");
+    assert!(out.contains("\n[ *1] 0.0000-"), "{out}");
+    assert_same_shape("udp_rev_tt.client", &out);
+    let mut c = ctx(Layout::Plain, true, true);
+    c.datagram_len = 1000;
+    assert_same_shape("udp_rev_plain.client", &render(c, &r));
+}
+
+/// A `-R --trip-times` client against an iperf 2 server has its intervals' one-way
+/// delays but no end summary of them (no clock estimate): the whole test's row has
+/// the intervals' latency, as iperf 2's client prints it, not `-/-/-/-`.
+#[test]
+fn a_reverse_clients_whole_row_has_its_intervals_latency() {
+    let mut r = load("udp_reverse_figures");
+    r.end.netmeter.trip_times = None;
+    let mut c = ctx(Layout::Enhanced, true, true);
+    c.trip_times = true;
+    let out = render(c, &r);
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("[ *1] 0.0000-"), "{out}");
+    assert!(!last.contains("-/-/-/-"), "{out}");
+    assert_same_shape("udp_rev_tt.client", &out);
+}
+
 #[test]
 fn csv_matches_iperf2() {
     let r = one_stream(load("tcp"));

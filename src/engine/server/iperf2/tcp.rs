@@ -8,7 +8,8 @@ use super::print::Printer;
 use super::udp::TransitStats;
 use super::{Flow, Group, Plan, over_limit};
 use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
-use crate::wire::iperf2::{BurstFramer, Legacy};
+use crate::wire::iperf2::{Amount, ClientHdr, TCP_BURST_LEN, TcpBurstHdr};
+use crate::wire::iperf2::{BurstFramer, HEADER_VERSION2, Legacy, UPPER_REVERSE, UPPER_TRIPTIME};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::net::{Shutdown, TcpStream};
@@ -111,6 +112,12 @@ pub(in crate::engine::server) fn serve(
         p.read(early, early, g.now());
     }
     let mut pr = printer.as_mut();
+    // `-R`/`--full-duplex` with `--trip-times`: what this side sends opens with a test
+    // header carrying its start time and frames each write, as iperf 2's own server does.
+    let trip = h.trip_times().then(|| TripSend {
+        start: sec_usec(g.wall()),
+        port: h.port,
+    });
     let result = match (plan.flow, plan.legacy, peer) {
         (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
             let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
@@ -123,10 +130,12 @@ pub(in crate::engine::server) fn serve(
                 .and_then(|()| connect_back(&g, peer, h.port, plan))
         }
         (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut(), pr.take()),
-        (Flow::Send, _, _) => send(&g, &mut sock, plan, pr.take()).map(|()| linger(&g, &mut sock)),
+        (Flow::Send, _, _) => {
+            send(&g, &mut sock, plan, trip, pr.take()).map(|()| linger(&g, &mut sock))
+        }
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
-                let sender = s.spawn(|| send(&g, &mut tx, plan, None));
+                let sender = s.spawn(|| send(&g, &mut tx, plan, trip, None));
                 let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
@@ -229,37 +238,114 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
+/// A `--trip-times` test this server sends on: the start time (wall clock, iperf 2's
+/// seconds and microseconds) its test header and every write's head carry, and the
+/// port its header names.
+#[derive(Clone, Copy)]
+struct TripSend {
+    start: (u32, u32),
+    port: u16,
+}
+
+/// What a `--trip-times` sender writes first: iperf 2's TCP test header with the start
+/// time (`Client::SendFirstPayload`, which iperf 2's server sends on `-R`; the client's
+/// `Server::ClientReverseFirstRead` takes its start time from it, and without one
+/// ignores `--trip-times`).
+fn trip_header(t: TripSend, plan: &Plan) -> Vec<u8> {
+    let amount = match (plan.bytes, plan.time) {
+        (Some(n), _) => Amount::Bytes(n),
+        (None, t) => Amount::TimeCentis(t.map_or(0, |t| (t.as_millis() / 10) as u32)),
+    };
+    ClientHdr {
+        udp: false,
+        threads: 1,
+        port: t.port,
+        buf_len: plan.block as u32,
+        amount,
+        rate_bps: plan.send_bps.unwrap_or(0),
+        tos: 0,
+        flags: HEADER_VERSION2,
+        upper: UPPER_REVERSE | UPPER_TRIPTIME,
+        start: Some(t.start),
+    }
+    .encode()
+}
+
 /// Send until the client's `-t` or `-n` (paced under `plan.send_bps`), then close our
 /// side of the connection. `printer`: `netmeter iperf2 -s`'s rows of a `-R` test.
+/// With `trip` the test header goes first ([`trip_header`]) and each block opens with
+/// iperf 2's write head ([`TcpBurstHdr`]: its send time, id and size), written whole
+/// before the next head, so the client times each write.
 fn send(
     g: &Group,
     sock: &mut TcpStream,
     plan: &Plan,
+    trip: Option<TripSend>,
     mut printer: Option<&mut Printer>,
 ) -> Result<(), String> {
-    // iperf 2's payload pattern: the digits, repeated.
-    let block: Vec<u8> = (0..plan.block).map(|i| b'0' + (i % 10) as u8).collect();
+    // iperf 2's payload pattern: the digits, repeated (a trip-times block holds at
+    // least its head).
+    let size = match trip {
+        Some(_) => plan.block.max(TCP_BURST_LEN),
+        None => plan.block,
+    };
+    let mut block: Vec<u8> = (0..size).map(|i| b'0' + (i % 10) as u8).collect();
     let started = g.now();
     let mut last_move = started;
     let mut sent: u64 = 0;
+    if let Some(t) = trip {
+        let head = trip_header(t, plan);
+        let _ = sock.set_nodelay(true);
+        sock.write_all(&head)
+            .map_err(|e| format!("cannot send the test header (-R --trip-times): {e}"))?;
+        let _ = sock.set_nodelay(false);
+        sent += head.len() as u64;
+        g.sent.fetch_add(head.len() as u64, Ordering::Relaxed);
+        if let Some(p) = printer.as_deref_mut() {
+            p.wrote(head.len(), true, g.now());
+        }
+    }
+    // The part of the current (framed) block not yet written.
+    let (mut off, mut end) = (0usize, 0usize);
+    let (mut burst_id, mut framed) = (0u32, 0u64);
     loop {
         let now = g.now();
         let elapsed = now.duration_since(started);
-        if plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n) {
+        let framing = off < end;
+        if !framing
+            && (plan.time.is_some_and(|t| elapsed >= t) || plan.bytes.is_some_and(|n| sent >= n))
+        {
             break;
         }
-        if let Some(bps) = plan.send_bps {
+        if let (Some(bps), false) = (plan.send_bps, framing) {
             let due = Duration::from_secs_f64(sent as f64 * 8.0 / bps as f64);
             if due > elapsed {
                 std::thread::sleep((due - elapsed).min(TICK));
                 continue;
             }
         }
-        let len = plan
-            .bytes
-            .map_or(block.len(), |n| (n - sent).min(block.len() as u64) as usize);
-        match sock.write(&block[..len]) {
+        if !framing {
+            let len = plan
+                .bytes
+                .map_or(block.len(), |n| (n - sent).min(block.len() as u64) as usize);
+            (off, end) = (0, len);
+            if let Some(t) = trip {
+                end = len.max(TCP_BURST_LEN);
+                burst_id = burst_id.wrapping_add(1);
+                framed += end as u64;
+                TcpBurstHdr {
+                    start: t.start,
+                    sent: sec_usec(g.wall()),
+                    burst_id,
+                    burst_size: end as u32,
+                    seq: framed as i64,
+                }
+                .write(&mut block);
+            }
+        }
+        match sock.write(&block[off..end]) {
             Ok(n) => {
+                off += n;
                 sent += n as u64;
                 g.sent.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = g.now();
@@ -321,7 +407,7 @@ fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(
     back.write_all(&[0u8; 4])
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);
-    let r = send(g, &mut back, plan, None);
+    let r = send(g, &mut back, plan, None, None);
     linger(g, &mut back);
     r
 }

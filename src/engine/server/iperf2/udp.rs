@@ -19,8 +19,9 @@ use super::{Flow, Group, Plan, over_limit};
 use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
-    DatagramId, HEADER_SEQNO64B, Legacy, ServerReport, TestHdr, Transit, UdpOpening, classify_udp,
-    write_datagram_id,
+    Amount, ClientHdr, DatagramId, HEADER_SEQNO64B, HEADER_UDPTESTS, HEADER_VERSION2, Legacy,
+    ServerReport, TestHdr, Transit, UPPER_REVERSE, UPPER_TRIPTIME, UdpOpening, classify_udp,
+    udp_start_datagram, write_datagram_id,
 };
 use socket2::{SockAddr, Type};
 use std::collections::HashMap;
@@ -553,6 +554,9 @@ fn send(
         (false, Flow::Send, Ok(local)) => Printer::start_sending(&g, h, local, to),
         _ => None,
     };
+    if !back && h.reverse_reads_a_start() {
+        send_start(&g, &sock, h, plan, len, bps);
+    }
     let started = g.now();
     let (mut seq, mut sent, mut why) = (1i64, 0u64, None);
     loop {
@@ -627,6 +631,40 @@ fn send(
     if let Some(w) = why {
         g.failed(w);
     }
+}
+
+/// Before the data of a `-R`/`--full-duplex` test with `--trip-times` (or isochronous
+/// or periodic bursts): the datagram iperf 2's own server writes first, a test header
+/// with this sender's start time ([`udp_start_datagram`]). The client's reverse reader
+/// consumes the first datagram for that start time and counts none of it: without it
+/// that reader took the first data datagram, counted it lost (1 of N, where the path
+/// lost none) and, finding no start time, ignored `--trip-times` (2.2.1) or timed the
+/// test from the epoch (2.1.8). Its sequence number is 0, so the data's 1, 2, … are
+/// what the client counts from (iperf 2's own server numbers it 1 and its client
+/// counts 1 lost). Not counted in the flow's bytes or datagrams: the client does not
+/// count it either.
+fn send_start(g: &Group, sock: &UdpSocket, h: &TestHdr, plan: &Plan, len: usize, bps: u64) {
+    let t = g.wall().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = (t.as_secs() as u32, t.subsec_micros());
+    let amount = match (plan.bytes, plan.time) {
+        (Some(n), _) => Amount::Bytes(n),
+        (None, t) => Amount::TimeCentis(t.map_or(0, |t| (t.as_millis() / 10) as u32)),
+    };
+    let hdr = ClientHdr {
+        udp: true,
+        threads: 1,
+        port: h.port,
+        buf_len: len as u32,
+        amount,
+        rate_bps: bps,
+        tos: 0,
+        flags: HEADER_VERSION2 | HEADER_UDPTESTS,
+        upper: UPPER_REVERSE | UPPER_TRIPTIME,
+        start: Some(now),
+    };
+    // A lost or refused send is what the link does to any datagram: the client then
+    // reads the first data datagram in its place, as it would from iperf 2's server.
+    let _ = sock.send(&udp_start_datagram(&hdr, len, 0, now));
 }
 
 fn stop_reason(
