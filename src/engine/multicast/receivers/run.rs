@@ -439,6 +439,54 @@ mod tests {
     }
 
     #[test]
+    fn live_rows_are_asked_only_for_text_with_intervals() {
+        let local: IpAddr = "10.0.0.1".parse().unwrap();
+        let mut p = plan();
+        assert!(!join_request(&cfg("239.1.1.1"), &p, local).live);
+        p.rows = Rows::Text(Format::Auto);
+        assert!(join_request(&cfg("239.1.1.1"), &p, local).live);
+        p.interval = None;
+        assert!(!join_request(&cfg("239.1.1.1"), &p, local).live);
+    }
+
+    /// An older server promises no live rows (its join answer lacks `live`): nothing is
+    /// aligned or printed live, and its interval rows stay in the end's table; a
+    /// receiver that printed live has them taken out of it.
+    #[test]
+    fn without_a_promise_the_end_keeps_the_rows() {
+        use crate::wire::mcast_join::{FigureRow, ReceiverFigures};
+        let t0 = crate::clock::ManualClock::at_unix(0).now();
+        let mut p = plan();
+        p.rows = Rows::Text(Format::Auto);
+        let names = vec!["old".to_string(), "new".to_string()];
+        let mut conv = Conversation::new(&names, t0, JOIN_WAIT, FIGURES_WAIT);
+        let mut live = Live::new(&p, names.clone());
+        let out = crate::engine::output::sink(Box::new(std::io::sink()));
+        for w in [Word::Joined(0), Word::Live(1), Word::Joined(1)] {
+            if let Some(w) = live.take(w) {
+                apply(&mut conv, w);
+            }
+        }
+        assert_eq!(conv.poll(t0), Action::Send { joined: 2 });
+        live.begin(&conv, t0);
+        let figures = ReceiverFigures {
+            intervals: vec![FigureRow::default(); 2],
+            ..Default::default()
+        };
+        conv.on_figures(0, figures.clone());
+        conv.on_figures(1, figures);
+        let shown = live.finish(&out, conv.results());
+        let rows = |i: usize| match &shown[i].standing {
+            Standing::Reported(f) => f.intervals.len(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((rows(0), rows(1)), (2, 0));
+        // Nobody promised: the results as they are.
+        let mut none = Live::new(&p, names);
+        assert_eq!(none.finish(&out, conv.results()), conv.results().to_vec());
+    }
+
+    #[test]
     fn no_receiver_reporting_is_an_error_sentence() {
         let none = [Receiver {
             name: "h1".into(),
