@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// How long after an interval closed at the sender its block waits for a silent
 /// receiver's row (the receivers close their rows on their own clocks, a path's delay
 /// later, then the row crosses the control connection).
-pub const LIVE_WAIT: Duration = Duration::from_secs(2);
+pub const LIVE_WAIT: Duration = Duration::from_secs(3);
 
 /// What a missing row says.
 pub const MISSING: &str = "missing: no row within the wait after the interval";
