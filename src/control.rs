@@ -830,6 +830,7 @@ mod tests {
                 interval_ms: 0,
                 trip_times: false,
                 sender: None,
+                live: false,
             }),
             ..ExtRequest::default()
         };

@@ -40,6 +40,11 @@ pub struct JoinRequest {
     /// control connection's peer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<String>,
+    /// Send each interval's row as it closes (`{"row": ...}`), not only at the end.
+    /// Additive: an older server ignores it (its join answer lacks `live`), an older
+    /// client never sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
 }
 
 /// A receiver's answer: `joined`, or `error` (a refusal or a failure, one sentence),
@@ -52,6 +57,28 @@ pub struct JoinAnswer {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub figures: Option<ReceiverFigures>,
+    /// In the join answer: this server will send live rows (the request asked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
+    /// During the test: one interval's row, as it closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<LiveRow>,
+}
+
+/// One interval's row sent live: `k`, the interval's number from 0 (the `k`-th row
+/// this receiver closed for the sender), and its figures.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct LiveRow {
+    pub k: u64,
+    pub row: FigureRow,
+}
+
+impl LiveRow {
+    /// The row if a sane receiver could have sent it: `k` below [`MAX_FIGURE_ROWS`],
+    /// times finite and in order.
+    pub fn checked(self) -> Option<LiveRow> {
+        (self.k < MAX_FIGURE_ROWS as u64 && self.row.plausible()).then_some(self)
+    }
 }
 
 /// One span's figures at a receiver (an interval, or the whole test).
@@ -150,6 +177,7 @@ mod tests {
             interval_ms: 1000,
             trip_times: true,
             sender: Some("10.0.0.1".into()),
+            live: true,
         };
         let s = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<JoinRequest>(&s).unwrap(), r);
@@ -164,6 +192,25 @@ mod tests {
         })
         .unwrap();
         assert_eq!(joined, r#"{"joined":true}"#);
+        // An older peer's messages: no live rows asked, none promised.
+        assert!(!bare.live);
+        let old: JoinAnswer = serde_json::from_str(r#"{"joined":true}"#).unwrap();
+        assert!(!old.live && old.row.is_none());
+        let live = JoinAnswer {
+            row: Some(LiveRow {
+                k: 2,
+                row: FigureRow::default(),
+            }),
+            ..Default::default()
+        };
+        let s = serde_json::to_string(&live).unwrap();
+        assert_eq!(serde_json::from_str::<JoinAnswer>(&s).unwrap(), live);
+        assert!(live.row.unwrap().checked().is_some());
+        let far = LiveRow {
+            k: MAX_FIGURE_ROWS as u64,
+            row: FigureRow::default(),
+        };
+        assert!(far.checked().is_none());
     }
 
     #[test]

@@ -907,3 +907,109 @@ fn jitter_agrees_with_iperf2_218() {
 fn jitter_agrees_with_iperf2_221() {
     jitter_against_iperf2("NETMETER_IPERF2_221");
 }
+
+/// The datagrams a text row counts: its `LOST/TOTAL` cell.
+fn row_total(line: &str) -> Option<u64> {
+    line.split_whitespace().find_map(|w| {
+        let (lost, total) = w.split_once('/')?;
+        lost.parse::<u64>().ok()?;
+        total.parse().ok()
+    })
+}
+
+/// Text with `-i 1`: each interval's block (a row per receiver and `[SUM]`) is printed
+/// while the sender sends. The sender runs for `-t 60` and is interrupted only after
+/// two interval blocks were printed, so they came before the test's end; in the output
+/// they stand before the end's table, their spans end before the sender's own
+/// seconds, and each receiver's interval rows add up to its end row.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces)"
+)]
+fn receivers_interval_rows_are_printed_while_sending() {
+    let bed = Bed::new();
+    let servers: Vec<_> = (1..=2).map(|i| bed.server(i, CTRL_PORT)).collect();
+    let names = [
+        format!("{}:{CTRL_PORT}", v4(1)),
+        format!("{}:{CTRL_PORT}", v4(2)),
+    ];
+    let list = names.join(",");
+    let mut c = sender(
+        &bed,
+        "239.1.1.1",
+        &v4(0),
+        "1M",
+        "60",
+        &["-i", "1", "--receivers", &list],
+    );
+    let mut p = Proc::spawn("the multicast sender", &mut c);
+    let d = p.drain();
+    let live_sum = |l: &str| l.starts_with("[SUM]") && l.contains(" sec ");
+    let deadline = Instant::now() + LONG;
+    while d.text().lines().filter(|l| live_sum(l)).count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no two interval blocks while sending\n{}",
+            d.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = d.text();
+    assert!(!seen.contains("Sent "), "the run ended early\n{seen}");
+    let st = Command::new("kill")
+        .args(["-s", "INT", &p.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = p.wait_bounded(LONG);
+    assert!(out.status.success(), "{}\n{}", show(&out), d.text());
+    let end_sum = |l: &str| l.starts_with("[SUM]") && !l.contains(" sec ");
+    while !d.text().lines().last().is_some_and(end_sum) {
+        assert!(Instant::now() < deadline, "no end [SUM] row\n{}", d.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = d.text();
+    let lines: Vec<&str> = text.lines().collect();
+    let sent_at = lines
+        .iter()
+        .position(|l| l.starts_with("Sent "))
+        .unwrap_or_else(|| panic!("no Sent line\n{text}"));
+    // The report's own times: the sender sent for fewer seconds than -t asked (the
+    // interrupt), and the second block's span ended within them.
+    let secs: f64 = lines[sent_at]
+        .split(" in ")
+        .nth(1)
+        .and_then(|r| r.split(" s,").next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no seconds in {}", lines[sent_at]));
+    assert!(secs < 60.0, "{text}");
+    let blocks: Vec<usize> = (0..lines.len()).filter(|&i| live_sum(lines[i])).collect();
+    assert!(blocks.len() >= 2 && blocks[1] < sent_at, "{text}");
+    let second_end: f64 = lines[blocks[1]]
+        .split("-")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no span in {}", lines[blocks[1]]));
+    assert!(second_end <= secs + 1.0, "{text}");
+    // The rows add up: per receiver, its interval rows' datagrams are its end row's.
+    for name in &names {
+        let mine: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with(name.as_str()))
+            .collect();
+        let (intervals, end): (Vec<&str>, Vec<&str>) =
+            mine.iter().partition(|l| l.contains(" sec "));
+        assert!(intervals.len() >= 2, "{name}\n{text}");
+        assert!(
+            intervals.iter().all(|l| !l.contains("missing")),
+            "{name}\n{text}"
+        );
+        let total: u64 = intervals.iter().map(|l| row_total(l).unwrap()).sum();
+        assert_eq!(end.len(), 1, "{name}\n{text}");
+        assert_eq!(Some(total), row_total(end[0]), "{name}\n{text}");
+    }
+    stop_all(servers);
+}

@@ -19,6 +19,7 @@
 
 pub mod ask;
 pub mod listen;
+pub mod live;
 pub mod render;
 pub mod run;
 pub mod server;

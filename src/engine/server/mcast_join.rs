@@ -125,19 +125,48 @@ pub(super) fn serve(
             .map_or(String::new(), |s| format!(" from source {s}")),
         plan.duration.as_secs_f64()
     ));
+    // Live rows when asked and there are rows (`-i`); an older client never asks.
+    let live = req.live && plan.interval.is_some();
     if !answer(
         &mut ctrl,
         &JoinAnswer {
             joined: true,
+            live,
             ..Default::default()
         },
     ) {
         return true;
     }
     // The client says nothing more until it closes: any word or the end of the
-    // connection means it is gone.
-    let mut gone = || !matches!(ctrl.poll_state(Duration::ZERO, "the sender"), Ok(None));
-    let (left, figures) = listen(&plan, &sock, client, &*shared.cfg.clock, &mut gone);
+    // connection means it is gone (as does a live row it cannot be sent).
+    let ctrl_cell = std::cell::RefCell::new(&mut ctrl);
+    let failed = std::cell::Cell::new(false);
+    let mut gone = || {
+        failed.get()
+            || !matches!(
+                ctrl_cell
+                    .borrow_mut()
+                    .poll_state(Duration::ZERO, "the sender"),
+                Ok(None)
+            )
+    };
+    let mut on_row = |row| {
+        let a = JoinAnswer {
+            row: Some(row),
+            ..Default::default()
+        };
+        if live && !failed.get() && !answer(&mut ctrl_cell.borrow_mut(), &a) {
+            failed.set(true);
+        }
+    };
+    let (left, figures) = listen(
+        &plan,
+        &sock,
+        client,
+        &*shared.cfg.clock,
+        &mut gone,
+        &mut on_row,
+    );
     drop(sock);
     let reply = match left {
         Left::Ended => JoinAnswer {
@@ -228,6 +257,7 @@ mod tests {
             interval_ms: 0,
             trip_times: false,
             sender: None,
+            live: false,
         };
         for (group, said) in [
             ("10.0.0.2", "'10.0.0.2' is not a multicast group"),
@@ -279,6 +309,7 @@ mod tests {
             interval_ms: 0,
             trip_times: false,
             sender: None,
+            live: false,
         };
         let wait = Duration::from_secs(60);
         let first = ask(&host, &req, None, Duration::from_secs(10));

@@ -12,7 +12,7 @@ use crate::control::{ClientFailure, ClientMachine, ClientStep};
 use crate::engine::client::{ctrl_err, resolve, server_error};
 use crate::engine::ctrl::{Ctrl, CtrlError};
 use crate::engine::{CTRL_TIMEOUT, Family, TestError};
-use crate::wire::mcast_join::{JoinAnswer, JoinRequest, ReceiverFigures};
+use crate::wire::mcast_join::{JoinAnswer, JoinRequest, LiveRow, ReceiverFigures};
 use crate::wire::{self, Cookie, ExtRequest, Params, State};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -33,6 +33,10 @@ pub enum Word {
     Figures(usize, ReceiverFigures),
     /// The connection could not open, failed or closed: why.
     Closed(usize, String),
+    /// Receiver `i` will send its interval rows live (before its `Joined`).
+    Live(usize),
+    /// One of receiver `i`'s live rows.
+    Row(usize, LiveRow),
 }
 
 /// The connections being held.
@@ -137,7 +141,14 @@ fn talk(
             return Ok(());
         };
         let now = crate::clock::mono_now();
-        match machine.on_state(st, now) {
+        // After the join answer every 0x43 is a live row or the end's answer: the
+        // control machine takes only the first two, so they are read here.
+        let step = if joined && st == State::NetmeterMcast {
+            Ok(ClientStep::ReadMcastAnswer)
+        } else {
+            machine.on_state(st, now)
+        };
+        match step {
             Ok(ClientStep::SendParams) => {
                 let params = Params {
                     udp: Some(true),
@@ -171,6 +182,14 @@ fn talk(
                 let a: JoinAnswer = ctrl
                     .read_json(wire::MAX_RESULTS_LEN, CTRL_TIMEOUT, "the receiver's answer")
                     .map_err(ctrl_err)?;
+                if let (Some(row), true, None, None) = (a.row, joined, &a.error, &a.figures) {
+                    let _ = tx.send(Word::Row(i, row));
+                    continue;
+                }
+                if a.live && a.joined && !joined {
+                    // Said before `Joined`, so the sender knows it when it starts.
+                    let _ = tx.send(Word::Live(i));
+                }
                 let word = match (a.error, a.figures, joined) {
                     (Some(why), _, false) => Word::Refused(i, why),
                     (Some(why), _, true) => Word::Closed(i, why),
@@ -254,6 +273,7 @@ mod tests {
             interval_ms: 0,
             trip_times: false,
             sender: None,
+            live: false,
         };
         let asking = ask(&[host], &req, None, Duration::from_secs(10));
         let (mut s, _) = l.accept().unwrap();

@@ -5,11 +5,11 @@
 //! and the figures owed to the client. The driver (the server's control session)
 //! answers with them and drops the membership by dropping the socket.
 
-use super::server::{Left, Membership, Plan, Step, figures_for};
+use super::server::{Left, Membership, Plan, Step, figure_row, figures_for};
 use crate::clock::Clock;
 use crate::engine::multicast::account::{EndReason, Event, Receiver, Summary};
 use crate::engine::multicast::{TICK, arrival_s};
-use crate::wire::mcast_join::ReceiverFigures;
+use crate::wire::mcast_join::{LiveRow, ReceiverFigures};
 use std::net::{IpAddr, UdpSocket};
 
 /// Receive for `plan` on `sock` from `client`, joined at `clock.now()`. `client_gone`
@@ -21,6 +21,7 @@ pub fn listen(
     client: IpAddr,
     clock: &dyn Clock,
     client_gone: &mut dyn FnMut() -> bool,
+    on_row: &mut dyn FnMut(LiveRow),
 ) -> (Left, ReceiverFigures) {
     let t0 = clock.now();
     let secs = || clock.now().saturating_duration_since(t0).as_secs_f64();
@@ -29,6 +30,7 @@ pub fn listen(
     // The idle end is the membership's: a sender silent until then is accounted whole.
     let mut r = Receiver::new(interval_s, f64::MAX);
     let mut ended: Vec<Summary> = Vec::new();
+    let mut k = 0u64;
     let mut buf = vec![0u8; 65536];
     if let Err(e) = sock.set_read_timeout(Some(TICK)) {
         m.on_error(format!("cannot set the socket's read timeout: {e}"));
@@ -67,6 +69,17 @@ pub fn listen(
         let fin = ev.iter().any(|e| {
             matches!(e, Event::Ended(s) if s.source.ip() == client && s.reason == EndReason::Fin)
         });
+        for e in &ev {
+            if let Event::Interval { source, row } = e
+                && source.ip() == client
+            {
+                on_row(LiveRow {
+                    k,
+                    row: figure_row(row),
+                });
+                k += 1;
+            }
+        }
         keep(&mut ended, ev);
         if fin {
             m.on_fin();
@@ -107,6 +120,7 @@ mod tests {
                 interval_ms: 0,
                 trip_times: true,
                 sender: None,
+                live: false,
             },
             None,
         )
@@ -144,6 +158,7 @@ mod tests {
             "127.0.0.1".parse().unwrap(),
             &*clock,
             &mut || false,
+            &mut |_| {},
         );
         assert_eq!(left, Left::Ended);
         // The FIN counts as the last datagram, as iperf 2's receiver counts it.
@@ -169,6 +184,7 @@ mod tests {
                 asked += 1;
                 asked > 3
             },
+            &mut |_| {},
         );
         assert_eq!(left, Left::ClientGone);
         assert!(f.sum.packets <= 1);

@@ -168,6 +168,25 @@ fn interval_text(name: &str, r: &FigureRow, fmt: Format) -> String {
     )
 }
 
+/// One live block (`receivers::live`): a row per expected receiver (`names` by index),
+/// its figures or why not, and `[SUM]`.
+pub fn block_text(names: &[String], b: &super::live::Block, fmt: Format) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, r) in &b.rows {
+        let name = names.get(*i).map_or("?", String::as_str);
+        let name = crate::report::escape::escape_controls(name, crate::report::escape::Lines::One);
+        out.push(match r {
+            Ok(r) => interval_text(&name, r, fmt),
+            Err(why) => format!(
+                "{name:<20}  {:>6.2}-{:<6.2} sec  {why}",
+                b.sum.start_s, b.sum.end_s
+            ),
+        });
+    }
+    out.push(interval_text("[SUM]", &b.sum, fmt));
+    out
+}
+
 fn shown_name(r: &Receiver) -> String {
     crate::report::escape::escape_controls(&r.name, crate::report::escape::Lines::One).into_owned()
 }

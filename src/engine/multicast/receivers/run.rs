@@ -7,8 +7,10 @@
 //! [`run_to_end`] in place of `multicast::run_sender` when `--receivers` is given.
 
 use super::ask::{Word, ask};
+use super::live::{Aligner, Block, LIVE_WAIT};
 use super::{Action, Conversation, FIGURES_WAIT, JOIN_WAIT, Receiver, Standing, render};
 use crate::auth::psk::Psk;
+use crate::clock::Clock;
 use crate::engine::multicast::target::ReceiverHost;
 use crate::engine::multicast::{SenderConfig, Sent, TICK, say, send_on, sender_socket, sent_line};
 use crate::engine::output::Sink;
@@ -17,8 +19,8 @@ use crate::wire::mcast_join::JoinRequest;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
+use std::sync::mpsc::{Receiver as Receiver_, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
 
 /// How the rows are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,11 +74,148 @@ pub fn join_request(cfg: &SenderConfig, plan: &ReceiversPlan, local: IpAddr) -> 
         interval_ms: plan.interval.map_or(0, |d| d.as_millis() as u64),
         trip_times: plan.trip_times,
         sender: (!local.is_unspecified()).then(|| local.to_string()),
+        live: live_text(plan).is_some(),
     }
+}
+
+/// The text format when the interval rows are printed live (text with `-i`).
+fn live_text(plan: &ReceiversPlan) -> Option<Format> {
+    match plan.rows {
+        Rows::Text(fmt) if plan.interval.is_some() => Some(fmt),
+        _ => None,
+    }
+}
+
+/// The live rows: who promised them, and once sending began their alignment.
+struct Live {
+    fmt: Option<Format>,
+    interval: Duration,
+    names: Vec<String>,
+    promised: Vec<usize>,
+    aligner: Option<Aligner>,
+    headed: bool,
+}
+
+impl Live {
+    fn new(plan: &ReceiversPlan, names: Vec<String>) -> Live {
+        Live {
+            fmt: live_text(plan),
+            interval: plan.interval.unwrap_or_default(),
+            names,
+            promised: Vec::new(),
+            aligner: None,
+            headed: false,
+        }
+    }
+
+    /// Sending begins at `now`: the promised receivers that joined are expected.
+    fn begin(&mut self, conv: &Conversation, now: Instant) {
+        let joined: Vec<usize> = self
+            .promised
+            .iter()
+            .copied()
+            .filter(|&i| {
+                conv.results()
+                    .get(i)
+                    .is_some_and(|r| r.standing == Standing::Joined)
+            })
+            .collect();
+        if self.fmt.is_some() && !joined.is_empty() {
+            self.aligner = Some(Aligner::new(joined, now, self.interval, LIVE_WAIT));
+        }
+    }
+
+    /// Take a live word; any other is handed back.
+    fn take(&mut self, w: Word) -> Option<Word> {
+        match (w, self.aligner.as_mut()) {
+            (Word::Live(i), _) => {
+                self.promised.push(i);
+                None
+            }
+            (Word::Row(i, r), Some(a)) => {
+                a.on_row(i, r);
+                None
+            }
+            (Word::Row(..), None) => None,
+            (w @ Word::Closed(i, _), Some(a)) => {
+                a.on_gone(i);
+                Some(w)
+            }
+            (w, _) => Some(w),
+        }
+    }
+
+    fn print(&mut self, blocks: Vec<Block>, out: &Sink) {
+        let Some(fmt) = self.fmt else { return };
+        if blocks.is_empty() {
+            return;
+        }
+        let mut lines = Vec::new();
+        if !self.headed {
+            lines.push(render::INTERVAL_HEADER.to_string());
+            self.headed = true;
+        }
+        for b in &blocks {
+            lines.extend(render::block_text(&self.names, b, fmt));
+        }
+        say(out, &lines);
+    }
+
+    /// Print the blocks ready at `now`.
+    fn show(&mut self, now: Instant, out: &Sink) {
+        if let Some(b) = self.aligner.as_mut().map(|a| a.poll(now)) {
+            self.print(b, out);
+        }
+    }
+
+    /// The end: the blocks still held, and the results without the rows printed.
+    fn finish(&mut self, out: &Sink, results: &[Receiver]) -> Vec<Receiver> {
+        let Some(mut a) = self.aligner.take() else {
+            return results.to_vec();
+        };
+        let blocks = a.finish();
+        self.print(blocks, out);
+        if self.headed {
+            say(out, &[render::SEPARATOR.to_string()]);
+        }
+        let mut shown = results.to_vec();
+        for &i in &self.promised {
+            if let Some(Receiver {
+                standing: Standing::Reported(f),
+                ..
+            }) = shown.get_mut(i)
+            {
+                f.intervals.clear();
+            }
+        }
+        shown
+    }
+}
+
+/// While the datagrams go out: read the words, print the blocks as they are ready,
+/// hold the other words for the conversation; until `done`.
+fn follow(
+    words: Receiver_<Word>,
+    live: &mut Live,
+    out: &Sink,
+    clock: &dyn Clock,
+    done: &AtomicBool,
+) -> (Receiver_<Word>, Vec<Word>) {
+    let mut held = Vec::new();
+    while !done.load(Ordering::Relaxed) {
+        match words.recv_timeout(TICK) {
+            Ok(w) => held.extend(live.take(w)),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(TICK),
+        }
+        live.show(clock.now(), out);
+    }
+    (words, held)
 }
 
 fn apply(conv: &mut Conversation, w: Word) {
     match w {
+        Word::Live(_) | Word::Row(..) => {}
         Word::Joined(i) => conv.on_joined(i),
         Word::Refused(i, why) => conv.on_refused(i, &why),
         Word::Figures(i, f) => conv.on_figures(i, f),
@@ -97,7 +236,8 @@ pub fn run(
     let req = join_request(cfg, plan, local);
     let clock = &*cfg.clock;
     let names: Vec<String> = plan.hosts.iter().map(|h| h.name.clone()).collect();
-    let asking = ask(&plan.hosts, &req, plan.psk.as_ref(), plan.connect_timeout);
+    let mut asking = ask(&plan.hosts, &req, plan.psk.as_ref(), plan.connect_timeout);
+    let mut live = Live::new(plan, names.clone());
     let mut conv = Conversation::new(&names, clock.now(), JOIN_WAIT, FIGURES_WAIT);
     let mut sent = Sent::default();
     let stopped = || stop.load(Ordering::Relaxed) || crate::sock::stop_signal().is_some();
@@ -117,10 +257,27 @@ pub fn run(
                         )],
                     );
                 }
-                sent = send_on(cfg, &sock, out, &stop)?;
+                live.begin(&conv, clock.now());
+                let words = std::mem::replace(&mut asking.words, channel().1);
+                let done = AtomicBool::new(false);
+                let (result, back) = std::thread::scope(|s| {
+                    let (live, done) = (&mut live, &done);
+                    let reader = s.spawn(move || follow(words, live, out, clock, done));
+                    let result = send_on(cfg, &sock, out, &stop);
+                    done.store(true, Ordering::Relaxed);
+                    (result, reader.join())
+                });
+                let (words, held) = back.unwrap_or_else(|p| std::panic::resume_unwind(p));
+                asking.words = words;
+                sent = result?;
                 // What the connections said meanwhile (a receiver gone mid-test).
-                while let Ok(w) = asking.words.try_recv() {
+                for w in held {
                     apply(&mut conv, w);
+                }
+                while let Ok(w) = asking.words.try_recv() {
+                    if let Some(w) = live.take(w) {
+                        apply(&mut conv, w);
+                    }
                 }
                 conv.sending_ended(clock.now());
             }
@@ -133,7 +290,12 @@ pub fn run(
                 }
                 let wait = until.saturating_duration_since(now).min(TICK);
                 match asking.words.recv_timeout(wait) {
-                    Ok(w) => apply(&mut conv, w),
+                    Ok(w) => {
+                        if let Some(w) = live.take(w) {
+                            apply(&mut conv, w);
+                        }
+                        live.show(clock.now(), out);
+                    }
                     Err(RecvTimeoutError::Timeout) => {}
                     // Every connection ended and said so: the waits settle the rest.
                     Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
@@ -143,7 +305,8 @@ pub fn run(
     }
     asking.close();
     let results = conv.results().to_vec();
-    say(out, &rows(cfg, plan, &sent, &results));
+    let shown = live.finish(out, &results);
+    say(out, &rows(cfg, plan, &sent, &shown));
     Ok((sent, results))
 }
 
@@ -273,6 +436,54 @@ mod tests {
             let r = join_request(&c, &plan(), l);
             assert!(super::super::server::check(&r, None).is_ok(), "{r:?}");
         }
+    }
+
+    #[test]
+    fn live_rows_are_asked_only_for_text_with_intervals() {
+        let local: IpAddr = "10.0.0.1".parse().unwrap();
+        let mut p = plan();
+        assert!(!join_request(&cfg("239.1.1.1"), &p, local).live);
+        p.rows = Rows::Text(Format::Auto);
+        assert!(join_request(&cfg("239.1.1.1"), &p, local).live);
+        p.interval = None;
+        assert!(!join_request(&cfg("239.1.1.1"), &p, local).live);
+    }
+
+    /// An older server promises no live rows (its join answer lacks `live`): nothing is
+    /// aligned or printed live, and its interval rows stay in the end's table; a
+    /// receiver that printed live has them taken out of it.
+    #[test]
+    fn without_a_promise_the_end_keeps_the_rows() {
+        use crate::wire::mcast_join::{FigureRow, ReceiverFigures};
+        let t0 = crate::clock::ManualClock::at_unix(0).now();
+        let mut p = plan();
+        p.rows = Rows::Text(Format::Auto);
+        let names = vec!["old".to_string(), "new".to_string()];
+        let mut conv = Conversation::new(&names, t0, JOIN_WAIT, FIGURES_WAIT);
+        let mut live = Live::new(&p, names.clone());
+        let out = crate::engine::output::sink(Box::new(std::io::sink()));
+        for w in [Word::Joined(0), Word::Live(1), Word::Joined(1)] {
+            if let Some(w) = live.take(w) {
+                apply(&mut conv, w);
+            }
+        }
+        assert_eq!(conv.poll(t0), Action::Send { joined: 2 });
+        live.begin(&conv, t0);
+        let figures = ReceiverFigures {
+            intervals: vec![FigureRow::default(); 2],
+            ..Default::default()
+        };
+        conv.on_figures(0, figures.clone());
+        conv.on_figures(1, figures);
+        let shown = live.finish(&out, conv.results());
+        let rows = |i: usize| match &shown[i].standing {
+            Standing::Reported(f) => f.intervals.len(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((rows(0), rows(1)), (2, 0));
+        // Nobody promised: the results as they are.
+        let mut none = Live::new(&p, names);
+        assert_eq!(none.finish(&out, conv.results()), conv.results().to_vec());
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl Membership {
     }
 }
 
-fn figure_row(r: &Row) -> FigureRow {
+pub fn figure_row(r: &Row) -> FigureRow {
     FigureRow {
         start_s: r.start_s,
         end_s: r.end_s,
@@ -250,6 +250,7 @@ mod tests {
             interval_ms: 1000,
             trip_times: false,
             sender: None,
+            live: false,
         }
     }
 
