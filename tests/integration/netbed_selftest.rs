@@ -400,6 +400,10 @@ fn shaper_100mbit_delivers_100mbit() {
         let h = s.spawn(|| {
             rx.set_read_timeout(Some(Duration::from_millis(20)))
                 .unwrap();
+            // Each datagram's arrival is the kernel's receive stamp, not this thread's
+            // read: a reader descheduled at either end of the steady part would
+            // stretch or shrink the span the goodput is measured over.
+            enable_rx_timestamps(&rx).unwrap();
             let mut buf = [0u8; 2048];
             let mut times = Vec::new();
             let start = Instant::now();
@@ -407,10 +411,10 @@ fn shaper_100mbit_delivers_100mbit() {
             while start.elapsed() < Duration::from_secs(5)
                 && last.elapsed() < Duration::from_millis(300)
             {
-                if let Ok(n) = rx.recv(&mut buf) {
+                if let Ok((n, stamp)) = recv_timestamped(&rx, &mut buf) {
                     assert_eq!(n, SIZE);
                     last = Instant::now();
-                    times.push(last);
+                    times.push(stamp.unwrap_or_else(SystemTime::now));
                 }
             }
             times
@@ -431,7 +435,7 @@ fn shaper_100mbit_delivers_100mbit() {
     });
     // Skip the first 300 ms (tbf burst, queue filling); measure the steady part.
     let first = times[0];
-    let steady: Vec<Instant> = times
+    let steady: Vec<SystemTime> = times
         .iter()
         .copied()
         .filter(|t| *t >= first + Duration::from_millis(300))
@@ -440,6 +444,7 @@ fn shaper_100mbit_delivers_100mbit() {
         .last()
         .unwrap()
         .duration_since(steady[0])
+        .unwrap()
         .as_secs_f64();
     let goodput = (steady.len() - 1) as f64 * SIZE as f64 * 8.0 / span / 1e6;
     let expected = 100.0 * udp_goodput_fraction(SIZE, false);
