@@ -168,32 +168,12 @@ fn h3_err(host: &str, e: impl std::fmt::Display) -> NetError {
     }
 }
 
-fn request(method: http::Method, url: &HttpsUrl) -> http::Request<()> {
-    let mut req = http::Request::new(());
-    *req.method_mut() = method;
-    // The URL was checked by HttpsUrl::parse; HTTP/3 needs its scheme and authority.
-    *req.uri_mut() = url
-        .url
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("/"));
-    let h = req.headers_mut();
-    h.insert(
-        http::header::ACCEPT_ENCODING,
-        http::HeaderValue::from_static("identity"),
-    );
-    h.insert(
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(concat!("netmeter/", env!("CARGO_PKG_VERSION"))),
-    );
-    req
-}
-
 type Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// Sends a bodiless request and checks the answer's status.
 async fn send_get(s: &mut H3Send, url: &HttpsUrl) -> Result<Stream, NetError> {
     let mut stream = s
-        .send_request(request(http::Method::GET, url))
+        .send_request(net::request(http::Method::GET, url, ()))
         .await
         .map_err(|e| h3_err(&url.host, e))?;
     stream.finish().await.map_err(|e| h3_err(&url.host, e))?;
@@ -259,7 +239,7 @@ pub async fn download(
 /// as QUIC takes it (at most `SEND_WINDOW_BYTES` ahead of what the server
 /// acknowledged), until the stream fails or the task is dropped.
 pub async fn upload(mut s: H3Send, url: HttpsUrl, counter: Arc<AtomicU64>) -> Result<(), NetError> {
-    let mut req = request(http::Method::POST, &url);
+    let mut req = net::request(http::Method::POST, &url, ());
     req.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/octet-stream"),

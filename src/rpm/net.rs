@@ -310,10 +310,13 @@ fn http_err(host: &str, e: hyper::Error) -> NetError {
     }
 }
 
-fn request(method: http::Method, url: &HttpsUrl, body: ReqBody) -> http::Request<ReqBody> {
+/// A request as every netmeter rpm request is made, over HTTP/2 or HTTP/3 (`h3_net`
+/// passes `()` as its body): the URL, `Accept-Encoding: identity`, netmeter's agent.
+pub(super) fn request<B>(method: http::Method, url: &HttpsUrl, body: B) -> http::Request<B> {
     let mut req = http::Request::new(body);
     *req.method_mut() = method;
-    // The URL was checked by HttpsUrl::parse; a URI hyper still refuses is sent as "/".
+    // The URL was checked by HttpsUrl::parse; a URI the HTTP stack still refuses is
+    // sent as "/". (HTTP/3 needs the scheme and authority the full URL carries.)
     *req.uri_mut() = url
         .url
         .parse()
