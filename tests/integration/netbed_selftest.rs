@@ -386,76 +386,32 @@ fn random_loss_matches_counter_exactly() {
 fn shaper_100mbit_delivers_100mbit() {
     let _serial = timing_lock();
     let b = bed(LinkConfig::new().rate_mbit(100.0));
-    let dst = SocketAddr::new(IpAddr::V4(b.h2_addr()), PORT);
-    let rx = b.udp_socket(Side::H2, dst).unwrap();
-    force_socket_buffers(&rx, 8 << 20).unwrap();
-    let tx = b
-        .udp_socket(Side::H1, "0.0.0.0:0".parse().unwrap())
-        .unwrap();
-    const SIZE: usize = 1400;
-    let offered_bps = 150e6;
-    let pps = offered_bps / (SIZE as f64 * 8.0);
-    let dur = Duration::from_millis(1500);
-    let times = std::thread::scope(|s| {
-        let h = s.spawn(|| {
-            rx.set_read_timeout(Some(Duration::from_millis(20)))
-                .unwrap();
-            // Each datagram's arrival is the kernel's receive stamp, not this thread's
-            // read: a reader descheduled at either end of the steady part would
-            // stretch or shrink the span the goodput is measured over.
-            enable_rx_timestamps(&rx).unwrap();
-            let mut buf = [0u8; 2048];
-            let mut times = Vec::new();
-            let start = Instant::now();
-            let mut last = Instant::now();
-            while start.elapsed() < Duration::from_secs(5)
-                && last.elapsed() < Duration::from_millis(300)
-            {
-                if let Ok((n, stamp)) = recv_timestamped(&rx, &mut buf) {
-                    assert_eq!(n, SIZE);
-                    last = Instant::now();
-                    times.push(stamp.unwrap_or_else(SystemTime::now));
-                }
-            }
-            times
-        });
-        // Paced sender, bounded by `dur`.
-        let buf = [0u8; SIZE];
-        let start = Instant::now();
-        let mut sent = 0u64;
-        while start.elapsed() < dur {
-            let due = (start.elapsed().as_secs_f64() * pps) as u64;
-            while sent < due {
-                let _ = tx.send_to(&buf, dst);
-                sent += 1;
-            }
-            std::thread::sleep(Duration::from_micros(200));
+    let expected = 100.0 * udp_goodput_fraction(SHAPED_SIZE, false);
+    // tbf never lets more than its rate (plus one bucket) through, on any host; a
+    // busy host can only make it deliver less: its dequeue runs from a timer and a
+    // softirq, and a late one overflows the bucket, or a descheduled sender lets the
+    // 25 ms queue run dry. So every attempt must stay under the rate, and one of up
+    // to three must reach it.
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let goodput = shaped_udp_goodput(&b);
+        assert!(
+            goodput < expected * 1.05,
+            "goodput {goodput:.2} Mbit/s exceeds the shaper's {expected:.2}"
+        );
+        attempts.push(goodput);
+        if (goodput - expected).abs() / expected < 0.03 {
+            break;
         }
-        h.join().unwrap()
-    });
-    // Skip the first 300 ms (tbf burst, queue filling); measure the steady part.
-    let first = times[0];
-    let steady: Vec<SystemTime> = times
-        .iter()
-        .copied()
-        .filter(|t| *t >= first + Duration::from_millis(300))
-        .collect();
-    let span = steady
-        .last()
-        .unwrap()
-        .duration_since(steady[0])
-        .unwrap()
-        .as_secs_f64();
-    let goodput = (steady.len() - 1) as f64 * SIZE as f64 * 8.0 / span / 1e6;
-    let expected = 100.0 * udp_goodput_fraction(SIZE, false);
+    }
     let sh = b.shaper_stats(Dir::H1ToH2).unwrap().unwrap();
     eprintln!(
-        "UDP through 100 Mbit/s tbf: {goodput:.2} Mbit/s payload (expected {expected:.2}), {} datagrams, shaper {sh:?}",
-        times.len()
+        "UDP through 100 Mbit/s tbf: {attempts:.2?} Mbit/s payload (expected {expected:.2}), shaper {sh:?}"
     );
+    let best = attempts.iter().copied().fold(0.0, f64::max);
     assert!(
-        (goodput - expected).abs() / expected < 0.03,
-        "goodput {goodput:.2} vs {expected:.2}"
+        (best - expected).abs() / expected < 0.03,
+        "goodput {attempts:.2?} vs {expected:.2}"
     );
     assert!(sh.drops > 0, "the shaper should have dropped the excess");
 
@@ -503,6 +459,71 @@ fn shaper_100mbit_delivers_100mbit() {
             bps / 1e6
         );
     }
+}
+
+const SHAPED_SIZE: usize = 1400;
+
+/// Offers 150 Mbit/s of UDP for 1.5 s through the bed's shaper and returns the
+/// payload goodput over the steady part (after the first 300 ms: tbf's bucket and the
+/// queue filling), timed by the kernel's receive stamps, not the reading thread's
+/// clock (a reader descheduled at either end would stretch or shrink the span).
+fn shaped_udp_goodput(b: &Netbed) -> f64 {
+    let dst = SocketAddr::new(IpAddr::V4(b.h2_addr()), PORT);
+    let rx = b.udp_socket(Side::H2, dst).unwrap();
+    force_socket_buffers(&rx, 8 << 20).unwrap();
+    let tx = b
+        .udp_socket(Side::H1, "0.0.0.0:0".parse().unwrap())
+        .unwrap();
+    let offered_bps = 150e6;
+    let pps = offered_bps / (SHAPED_SIZE as f64 * 8.0);
+    let dur = Duration::from_millis(1500);
+    let times = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            rx.set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
+            enable_rx_timestamps(&rx).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut times = Vec::new();
+            let start = Instant::now();
+            let mut last = Instant::now();
+            while start.elapsed() < Duration::from_secs(5)
+                && last.elapsed() < Duration::from_millis(300)
+            {
+                if let Ok((n, stamp)) = recv_timestamped(&rx, &mut buf) {
+                    assert_eq!(n, SHAPED_SIZE);
+                    last = Instant::now();
+                    times.push(stamp.unwrap_or_else(SystemTime::now));
+                }
+            }
+            times
+        });
+        // Paced sender, bounded by `dur`.
+        let buf = [0u8; SHAPED_SIZE];
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while start.elapsed() < dur {
+            let due = (start.elapsed().as_secs_f64() * pps) as u64;
+            while sent < due {
+                let _ = tx.send_to(&buf, dst);
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        h.join().unwrap()
+    });
+    let first = times[0];
+    let steady: Vec<SystemTime> = times
+        .iter()
+        .copied()
+        .filter(|t| *t >= first + Duration::from_millis(300))
+        .collect();
+    let span = steady
+        .last()
+        .unwrap()
+        .duration_since(steady[0])
+        .unwrap()
+        .as_secs_f64();
+    (steady.len() - 1) as f64 * SHAPED_SIZE as f64 * 8.0 / span / 1e6
 }
 
 #[test]
