@@ -276,6 +276,9 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         Some(p) => Some(p),
     };
     let trip_times = spec.trip_times;
+    // A TCP sender reads what the server sent on its connection before closing it,
+    // unless a receiver shares the connection (--bidir on one connection) and reads it.
+    let sole_reader = !(spec.direction == Direction::Bidir && listener.is_none());
     let isoch = spec.profile.as_ref().and_then(|p| p.isochronous());
     // --bidir over UDP: the sender ends with its FIN at once (no report to await).
     let duplex_fin = udp && spec.direction == Direction::Bidir;
@@ -300,7 +303,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
-            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip),
+            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip, sole_reader),
             (DataSock::Udp(u), _) => match isoch {
                 Some(iso) => loops::udp_send_isoch(w, u, &hdr, iso),
                 None => loops::udp_send(w, u, &hdr, duplex_fin),

@@ -393,8 +393,9 @@ pub fn txstart_before_streams(at: f64, ctrl_fd: BorrowedFd<'_>, streams: u32) {
 
 /// Right before the data threads start: sleep until the instant itself.
 pub fn txstart_now(at: f64) -> TxStart {
+    let ready = epoch_now();
     sleep_until(at, 0.0);
-    txstart::started(at, epoch_now())
+    txstart::started(at, ready, epoch_now())
 }
 
 /// A start later than this (ms) gets a warning.
@@ -416,8 +417,9 @@ pub fn client_t0(
     let t0 = clock.now();
     if ts.late_ms > TXSTART_LATE_WARN_MS {
         let w = format!(
-            "data started {:.0} ms after --txstart-time: the time had passed, or setup took longer than allowed for",
-            ts.late_ms
+            "data started {:.0} ms after --txstart-time: {}",
+            ts.late_ms,
+            txstart::lateness_cause(&ts)
         );
         out.warning(&w);
         out.report.start.netmeter.warnings.push(w);

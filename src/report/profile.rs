@@ -110,9 +110,15 @@ pub struct IsochHalf {
 pub struct TxStart {
     /// The requested start, seconds since the Unix epoch.
     pub requested: f64,
+    /// When the client had set everything up and began its last wait for the start,
+    /// seconds since the Unix epoch: after `requested` when setup took longer than
+    /// its lead (absent in documents from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<f64>,
     /// When the data threads started, seconds since the Unix epoch.
     pub started: f64,
-    /// `started − requested`, ms (setup took longer than its lead when clearly > 0).
+    /// `started − requested`, ms: setup's lateness when `ready` is after `requested`,
+    /// else how late the host woke the client from its wait.
     pub late_ms: f64,
 }
 

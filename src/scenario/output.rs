@@ -230,6 +230,7 @@ mod tests {
             let mut r = Report::default();
             r.start.netmeter.txstart = Some(TxStart {
                 requested: 100.0 + start,
+                ready: Some(99.0 + start),
                 started: s,
                 late_ms: (s - 100.0 - start) * 1e3,
             });

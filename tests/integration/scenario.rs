@@ -369,10 +369,22 @@ fn check_owd_against_line(flow: &serde_json::Value, side: &str, line: &[f64]) {
     ignore = "full tier: needs root (network namespaces)"
 )]
 fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() {
-    use crate::support::netbed::{
-        Dir as Way, LinkConfig, R_H1_IF, R_H2_IF, Side, bed, timing_lock,
-    };
-    let _t = timing_lock();
+    let _t = crate::support::netbed::timing_lock();
+    // A run whose clients were both ready before the instant but which the host woke
+    // too far apart is the host's doing, shown in the record: again on a fresh bed.
+    for attempt in 1..=3 {
+        match facetime_dscp_run() {
+            Ok(()) => return,
+            Err(why) if attempt < 3 => eprintln!("facetime run {attempt}: {why}; again"),
+            Err(why) => panic!("{why}"),
+        }
+    }
+}
+
+/// One run of the FaceTime example on a fresh bed, judged (panicking) on everything
+/// but a start spread the host caused (`Err`, see `check_started_together`).
+fn facetime_dscp_run() -> Result<(), String> {
+    use crate::support::netbed::{Dir as Way, LinkConfig, R_H1_IF, R_H2_IF, Side, bed};
     let dir = Dir::new("facetime");
     // The line's threads at normal priority: at real-time priority they preempt
     // whatever runs when the first flow's first frame (14 datagrams) reaches them,
@@ -445,41 +457,54 @@ fn the_facetime_example_marks_each_flow_with_its_dscp_between_two_netns_hosts() 
     // unmarked today: the server does not apply the client's --dscp to them.)
     assert_eq!(nft_count(&bed, "udp_21"), back_all);
     assert_eq!(bed.delay_line_losses().unwrap(), 0);
-    check_started_together(f);
+    check_started_together(f)
 }
 
 /// The flows started together, from what their reports recorded
 /// (`start.netmeter.txstart`): both were scheduled for the one instant the
-/// controller chose (`requested`, the same number in both), neither started before
-/// it, and their data began within 5 ms of each other (both clients ran on alice:
-/// one clock), plus however late the host woke both (the smaller `late_ms`).
-fn check_started_together(f: &[serde_json::Value]) {
+/// controller chose (`requested`, the same number in both), both were set up and
+/// waiting before it (`ready`: what netmeter controls), neither started before it,
+/// and their data began within 5 ms of each other (both clients ran on alice: one
+/// clock), plus however late the host woke both (the smaller `late_ms`). With both
+/// ready in time, a wider spread is the host waking one client late: `Err`, for a
+/// fresh run.
+fn check_started_together(f: &[serde_json::Value]) -> Result<(), String> {
     let at = |flow: &serde_json::Value, k: &str| {
         f64_at(flow, &format!("/report/start/netmeter/txstart/{k}"))
     };
     let requested: Vec<f64> = f.iter().map(|x| at(x, "requested")).collect();
+    let ready_ms: Vec<f64> = f
+        .iter()
+        .map(|x| (at(x, "ready") - at(x, "requested")) * 1e3)
+        .collect();
     let late_ms: Vec<f64> = f.iter().map(|x| at(x, "late_ms")).collect();
     let started: Vec<f64> = f.iter().map(|x| at(x, "started")).collect();
     let spread_ms = (started[0] - started[1]).abs() * 1e3;
     eprintln!(
-        "facetime: requested {requested:?}, late {late_ms:?} ms, starts {spread_ms:.3} ms apart"
+        "facetime: requested {requested:?}, ready {ready_ms:?} ms, late {late_ms:?} ms, starts {spread_ms:.3} ms apart"
     );
     assert_eq!(requested[0], requested[1], "one scheduled instant");
+    for r in &ready_ms {
+        assert!(*r < 0.0, "a flow was set up {r} ms after its instant");
+    }
     for l in &late_ms {
         assert!(*l >= 0.0, "a flow started {l} ms before its instant");
     }
     // Each start is its own thread waking from a sleep until that instant, recorded
     // 0.06 to 0.14 ms late on this 2-CPU machine when it was merely busy, but 10.0 and
-    // 13.1 ms late (3.2 ms apart) when other tests loaded it: the host was then slow
-    // to wake both (and see the bed's line priority above for one flow alone late). How late the earlier one woke is what the report shows of that
-    // (both waited for the same instant; netmeter had nothing left to do but wake), so
-    // the bound is the 5 ms plus it: 5 ms on an idle host, and a flow that
-    // alone starts late (its setup missing the instant) still fails it.
+    // 13.1 ms late (3.2 ms apart) when other tests loaded it: the host was then slow to
+    // wake both (and see the bed's line priority above for one flow alone late). How
+    // late the earlier one woke is what the report shows of that (both waited for the
+    // same instant; netmeter had nothing left to do but wake), so the bound is the
+    // issue's 5 ms plus it.
     let host_late_ms = late_ms.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(
-        spread_ms < 5.0 + host_late_ms,
-        "starts {spread_ms} ms apart: late by {late_ms:?} ms"
-    );
+    if spread_ms < 5.0 + host_late_ms {
+        Ok(())
+    } else {
+        Err(format!(
+            "starts {spread_ms} ms apart: both ready in time ({ready_ms:?} ms), woken {late_ms:?} ms late"
+        ))
+    }
 }
 
 /// Scale every latency in a saved `-J` document's flows by `f` (a baseline that was

@@ -23,12 +23,14 @@ fn wake(host: &Host, at: f64, lead_s: f64, mut now: u64) -> (u64, u32) {
 fn a_host_whose_clock_is_ahead_starts_that_much_early() {
     let host = Host::new(250_000_000);
     let at = (WALL0_S + 10) as f64;
+    let ready = host.wall_s(0);
     let (t, sleeps) = wake(&host, at, 0.0, 0);
     // True time 9.75 s; the wall clock's f64 seconds resolve ~0.24 µs here.
     assert!(t.abs_diff(9_750_000_000) < 1_000, "woke at {t} ns");
     assert_eq!(sleeps, 10, "nine whole seconds, then the rest");
-    let ts = txstart::started(at, host.wall_s(t));
+    let ts = txstart::started(at, ready, host.wall_s(t));
     assert!(ts.late_ms.abs() < 0.001, "{ts:?}");
+    assert!(ts.ready.unwrap() < at, "{ts:?}");
 }
 
 #[test]
@@ -49,8 +51,12 @@ fn a_time_already_past_starts_at_once_and_says_how_late() {
     let at = WALL0_S as f64 + 1.0;
     let now = 1_500_000_000;
     assert_eq!(wake(&host, at, 0.0, now), (now, 0));
-    let ts = txstart::started(at, host.wall_s(now));
+    let ts = txstart::started(at, host.wall_s(now), host.wall_s(now));
     assert!((ts.late_ms - 500.0).abs() < 0.001, "{ts:?}");
+    assert!(
+        txstart::lateness_cause(&ts).starts_with("setup ended 500 ms after"),
+        "{ts:?}"
+    );
     assert_eq!(
         txstart::wait(at, 0.0, at - 0.25),
         Some(Duration::from_millis(250))

@@ -244,6 +244,8 @@ struct World {
     exchange_pending: bool,
     /// `--txstart-time`: the client's data starts at this virtual ns.
     data_start: Option<u64>,
+    /// `--txstart-time`: the client's wall clock when it was set up and began to wait.
+    txstart_ready: f64,
     /// The client's data threads run (its receivers read).
     client_running: bool,
     /// `start.netmeter.txstart`, the client's.
@@ -414,6 +416,7 @@ impl World {
             peer_results: None,
             exchange_pending: false,
             data_start: None,
+            txstart_ready: 0.0,
             client_running: false,
             txstart: None,
             timed_out: None,
@@ -583,7 +586,10 @@ impl World {
             ClientStep::StartData => match self.t.txstart_after {
                 // The wall instant on the client's own clock: sleep towards it as
                 // `machine::txstart` says, then the test's clock starts there.
-                Some(after) => self.data_start = Some(self.txstart_wake(now, after)),
+                Some(after) => {
+                    self.txstart_ready = self.a.wall_s(now);
+                    self.data_start = Some(self.txstart_wake(now, after));
+                }
                 None => self.client_starts(now),
             },
             ClientStep::ExchangeResults => self.exchange_pending = true,
@@ -609,7 +615,8 @@ impl World {
     fn client_starts(&mut self, now: u64) {
         if let Some(after) = self.t.txstart_after {
             let at = WALL0_S as f64 + after.as_secs_f64();
-            self.txstart = Some(txstart::started(at, self.a.wall_s(now)));
+            let ready = self.txstart_ready;
+            self.txstart = Some(txstart::started(at, ready, self.a.wall_s(now)));
             self.client.t0 = Some(now);
         }
         let t0 = self.client.t0.expect("TEST_START came");

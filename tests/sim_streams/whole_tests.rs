@@ -191,6 +191,8 @@ fn txstart_starts_the_data_at_the_instant_on_the_clients_own_clock() {
     let ts = r.client.start.netmeter.txstart.expect("recorded");
     assert_eq!(ts.requested, crate::world::WALL0_S as f64 + 2.0);
     assert!((0.0..0.01).contains(&ts.late_ms), "{ts:?}");
+    // Set up (streams open) well before the instant, and waited for it.
+    assert!(ts.ready.unwrap() < ts.requested - 0.5, "{ts:?}");
     // The test's clock starts there: one whole row, the -t end a second later.
     assert_eq!(r.client.intervals.len(), 1);
     check_rows(&r.client, 1.0, 1.0);

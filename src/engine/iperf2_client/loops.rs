@@ -74,12 +74,15 @@ fn publish(s: &StreamShared, bytes: u64, blocks: u64) {
 /// With `trip` (`--trip-times`: the start time the test header carried) each block
 /// opens with iperf 2's `TCP_burst_payload` ([`TcpBurstHdr`]) holding its send time,
 /// as iperf 2's client writes them, so the server measures each write's one-way delay;
-/// a block is then at least that head's [`TCP_BURST_LEN`] bytes.
+/// a block is then at least that head's [`TCP_BURST_LEN`] bytes. `sole_reader`: no
+/// receiver shares the connection, so this loop reads what the server sent on it
+/// before closing ([`drain_until_closed`]).
 pub fn tcp_send(
     w: &Worker,
     mut sock: TcpStream,
     header_len: u64,
     trip: Option<(u32, u32)>,
+    sole_reader: bool,
 ) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     if let Some(b) = &w.budget {
@@ -146,19 +149,20 @@ pub fn tcp_send(
     }
     let _ = sock.flush();
     let _ = sock.shutdown(Shutdown::Write);
-    if trip.is_some() {
+    if sole_reader {
         drain_until_closed(&mut sock);
     }
     Ok(())
 }
 
-/// How long a `--trip-times` sender waits for the server to close after its shutdown.
+/// How long a sender waits for the server to close after its shutdown.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Read (and drop) what the server sent until it closes, for at most [`CLOSE_WAIT`]: an
-/// iperf 2 server answers a trip-times header with its acknowledgement, and a socket
-/// closed with those bytes unread resets the connection, which makes the server drop
-/// the data it has not read yet.
+/// iperf 2 server answers netmeter's extended header (and a trip-times one) with its
+/// acknowledgement, and a socket closed with those bytes unread is reset, which throws
+/// away what is still in its send queue: behind a small window, megabytes the server
+/// never counted. Waiting for the server's close also means it has read everything.
 fn drain_until_closed(sock: &mut TcpStream) {
     if sock.set_read_timeout(Some(STOP_POLL)).is_err() {
         return;
