@@ -554,11 +554,12 @@ fn sweep_runs_the_grid_in_order() {
         let runs = pt["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 2, "{pt}");
         for r in runs {
-            let got = r["end"]["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap();
-            // Each point ran at its own rate: the -b value reached the test.
-            assert!((got - want).abs() < 0.05 * want, "{got} for {want}");
+            // Each point ran at its own rate: the -b value reached the test, and its
+            // sender kept to it (a paced sender never runs ahead; on a loaded host it
+            // and the receiver can fall behind, so that is no bound).
+            assert_eq!(r["start"]["test_start"]["target_bitrate"], want as u64);
+            let sent = r["end"]["sum_sent"]["bits_per_second"].as_f64().unwrap();
+            assert!(sent > 0.0 && sent < 1.05 * want, "{sent} for {want}");
         }
         assert_eq!(pt["statistics"][0]["n"], 2);
         assert!(
@@ -1127,5 +1128,21 @@ fn compare_verdicts_on_a_shaped_link() {
         .split_whitespace()
         .find_map(|w| w.strip_prefix('-').and_then(|v| v.parse().ok()))
         .unwrap();
-    assert!((change - 20.0).abs() < 2.0, "{line}");
+    // The change is the two documents' own means' (what compare read), and the 80
+    // Mbit/s link cannot be faster than 80 % of the 100 Mbit/s one at its ceiling
+    // (checked above): at least 20 % worse, within the runs' spread at 100. More
+    // when a loaded host held the 80 Mbit/s shaper back (its runs' own mean shows it:
+    // 75.48 against 77.67 Mbit/s in one full run).
+    let mean = |x: &PathBuf| {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(x).unwrap()).unwrap();
+        doc["statistics"][0]["mean"].as_f64().unwrap()
+    };
+    let (base, new) = (mean(&at100[0]), mean(&at80[0]));
+    let want = (base - new) / base * 100.0;
+    assert!(
+        (change - want).abs() < 0.1,
+        "{line}: the means give -{want:.2} %"
+    );
+    assert!(new <= 80e6 * 1400.0 / 1442.0 * 1.005, "{new} at 80 Mbit/s");
+    assert!(change > 18.0, "{line}");
 }
