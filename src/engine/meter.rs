@@ -115,11 +115,15 @@ impl Meter {
     }
 
     fn sample(s: &StreamShared) -> Sample {
+        // The calls first: a loop counts a read after the data it returned, so the data
+        // loaded next holds at least what those reads returned (never more reads than
+        // datagrams, though the loop may be reading while the end of a test samples).
+        let calls = s.calls.snapshot();
         Sample {
             bytes: s.bytes.load(Ordering::Relaxed),
             packets: s.packets.load(Ordering::Relaxed),
             udp: s.udp_counts(),
-            calls: s.calls.snapshot(),
+            calls,
         }
     }
 

@@ -687,11 +687,7 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
             let _ = sock.send(&EcnFeedback(counts.unwrap_or_default()).encode());
             next_feedback = w.clock.now() + ROUND;
         }
-        match w
-            .shared
-            .calls
-            .read_batch(batch.recv_segments(fd, &mut bufs, &mut got))
-        {
+        match batch.recv_segments(fd, &mut bufs, &mut got) {
             Ok(()) => {
                 let now_ns = clock::wall_ns();
                 let mut acc = udp.lock().unwrap_or_else(|p| p.into_inner());
@@ -718,6 +714,8 @@ fn udp_recv(w: &Worker, sock: &UdpSocket) -> io::Result<()> {
                 w.shared.bytes.store(m.bytes(), Ordering::Relaxed);
                 w.shared.packets.store(m.datagrams(), Ordering::Relaxed);
                 w.shared.messages.store(m.messages(), Ordering::Relaxed);
+                // Counted after the datagrams, so no sample sees more reads than data.
+                w.shared.calls.read_batch();
             }
             Err(e) if is_transient(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
