@@ -642,7 +642,7 @@ Miscellaneous:
 
 The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
 Not supported (refused with the reason): -r, -T, -b MEAN,STDEV;
-not yet on iperf 2's wire: --isochronous over TCP or with -R/--full-duplex.
+not yet on iperf 2's wire: --isochronous with -R/--full-duplex.
 See docs/iperf2.md.
 ";
 

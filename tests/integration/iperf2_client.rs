@@ -797,3 +797,129 @@ iperf2_client!(
     client_preamble_and_cport_221,
     check_client_preamble_and_cport(V221)
 );
+
+/// `netmeter -c --iperf2 -J ARGS` against a fresh iperf 2 server started with `-e -f b`
+/// (its enhanced rows, bytes exact): netmeter's document and the server's output, once
+/// it printed its whole-test row (from 0.0000, holding `mark`).
+fn run_against_enhanced(key: &str, args: &[&str], mark: &str) -> (Value, String) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e", "-f", "b"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let whole = |t: &str| {
+        t.lines()
+            .any(|l| l.contains("0.0000-") && l.contains(mark) && !l.contains("%)"))
+    };
+    await_evidence(
+        &format!("{key}'s whole-test row"),
+        || whole(&d.text()),
+        || d.text(),
+    );
+    let text = d.text();
+    drop(server);
+    (v, text)
+}
+
+/// The bytes of an iperf 2 `-f b` row: the number before `Bytes`.
+fn row_bytes(row: &str) -> Option<u64> {
+    let t: Vec<&str> = row.split_whitespace().collect();
+    t.windows(2)
+        .find(|w| w[1] == "Bytes")
+        .and_then(|w| w[0].parse().ok())
+}
+
+/// TCP `--isochronous` against a real iperf 2 server (`-e`, `--trip-times`): the
+/// server takes the test as an isochronous trip-times one (its connection line says
+/// both), counts every byte netmeter sent and, where it counts frames (2.2.1: its
+/// `(cnt/size)` after the burst latency), counts the frames netmeter sent whole, of
+/// their mean size. 2.1.8's server reads the same heads but prints `(0/0)` for an
+/// isochronous test (as for iperf 2.1.8's own client): there netmeter's own frame
+/// count is checked against the frame clock (60 a second for 2 s, a few slips allowed).
+fn check_tcp_isochronous(key: &str, counts_frames: bool) {
+    let args = ["--isochronous", "60:10m,1m", "--trip-times", "-t", "2"];
+    let (v, text) = run_against_enhanced(key, &args, " ms (");
+    let iso = &v["end"]["netmeter"]["isochronous"]["sender"];
+    let what = format!("{key}: server\n{text}\nnetmeter {iso}");
+    let (frames, frame_bytes) = (
+        iso["sent"].as_u64().expect("frames sent"),
+        iso["bytes"].as_u64().expect("frame bytes"),
+    );
+    assert!((90..=121).contains(&frames), "{what}");
+    assert!(
+        text.contains("(isoch)") && text.contains("(trip-times)"),
+        "not an isochronous trip-times test: {what}"
+    );
+    let row = text
+        .lines()
+        .rfind(|l| l.contains("0.0000-") && l.contains(" ms ("))
+        .expect("the whole-test row");
+    let sent = v["end"]["streams"][0]["sender"]["bytes"].as_u64().unwrap();
+    assert_eq!(row_bytes(row), Some(sent), "server bytes vs sent: {what}");
+    // The frames and the 80-byte test header (no partial frame on the wire).
+    assert_eq!(sent, frame_bytes + 80, "{what}");
+    let (cnt, size): (u64, u64) = row
+        .split(" ms (")
+        .nth(1)
+        .and_then(|t| {
+            let (c, s) = t.split(')').next()?.split_once('/')?;
+            Some((c.parse().ok()?, s.parse().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no (cnt/size): {what}"));
+    if counts_frames {
+        assert_eq!(cnt, frames, "frames counted vs sent: {what}");
+        assert!(
+            size.abs_diff(frame_bytes / frames) <= 1,
+            "mean size: {what}"
+        );
+    } else {
+        assert!(cnt == 0 || cnt == frames, "{what}");
+    }
+}
+
+iperf2_client!(tcp_isochronous_218, check_tcp_isochronous(V218, false));
+iperf2_client!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
+
+/// TCP periodic bursts (`--burst-size 40K --burst-period 0.1`, `-l 10K`) against a
+/// real iperf 2 server (`-e`, `--trip-times`): the header's `HEADER_PERIODICBURST` and
+/// burst settings make the server print a row per burst (its `Burst (start-end)` rows
+/// with the transfer time and duty cycle): one for each burst netmeter sent, each of
+/// the burst's 40960 bytes (the first also carrying the 112-byte test header), adding
+/// up to what netmeter sent.
+fn check_tcp_bursts(key: &str) {
+    let args = [
+        "--burst-size",
+        "40K",
+        "--burst-period",
+        "0.1",
+        "-l",
+        "10K",
+        "--trip-times",
+        "-t",
+        "2",
+    ];
+    let (v, text) = run_against_enhanced(key, &args, " ms ");
+    let b = &v["end"]["netmeter"]["burst"]["sender"];
+    let what = format!("{key}: server\n{text}\nnetmeter {b}");
+    let bursts = b["sent"].as_u64().expect("bursts sent");
+    assert!((10..=20).contains(&bursts), "{what}");
+    assert!(text.contains("(burst-period=0.1000s)"), "{what}");
+    let rows: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains(" ms (") && l.contains("%)"))
+        .map(|l| row_bytes(l).unwrap_or_else(|| panic!("no bytes in {l}: {what}")))
+        .collect();
+    assert_eq!(rows.len() as u64, bursts, "a row per burst: {what}");
+    assert_eq!(rows[0], 40_960 + 112, "{what}");
+    assert!(rows[1..].iter().all(|&r| r == 40_960), "{what}");
+    let sent = v["end"]["streams"][0]["sender"]["bytes"].as_u64().unwrap();
+    assert_eq!(rows.iter().sum::<u64>(), sent, "{what}");
+}
+
+iperf2_client!(tcp_bursts_218, check_tcp_bursts(V218));
+iperf2_client!(tcp_bursts_221, check_tcp_bursts(V221));

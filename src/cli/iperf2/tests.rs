@@ -119,7 +119,7 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
-        (&["-c", "h", "--isochronous"][..], "--isochronous"),
+        (&["-c", "h", "--isochronous", "-l", "80"][..], "at least 92"),
     ] {
         let e = refused(args);
         assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
@@ -130,15 +130,21 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     }
 }
 
-/// UDP `--isochronous` runs on iperf 2's wire (iperf 2's default 60:20m,0 without a
-/// value); over TCP it is refused naming `-u`.
+/// `--isochronous` runs on iperf 2's wire over UDP and TCP (iperf 2's default
+/// 60:20m,0 without a value).
 #[test]
-fn udp_isochronous_is_taken() {
-    let (cfg, ctx) = client(&["-c", "h", "-u", "--isochronous"]);
-    let iso = cfg.spec.profile.as_ref().and_then(|p| p.isochronous());
-    assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
-    assert!(ctx.isochronous.is_some());
-    assert!(refused(&["-c", "h", "--isochronous"]).contains("-u"));
+fn isochronous_is_taken_over_udp_and_tcp() {
+    for udp in [true, false] {
+        let args: &[&str] = if udp {
+            &["-c", "h", "-u", "--isochronous"]
+        } else {
+            &["-c", "h", "--isochronous"]
+        };
+        let (cfg, ctx) = client(args);
+        let iso = cfg.spec.profile.as_ref().and_then(|p| p.isochronous());
+        assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
+        assert!(ctx.isochronous.is_some());
+    }
 }
 
 /// UDP `-R` and `--full-duplex` run on iperf 2's wire.
