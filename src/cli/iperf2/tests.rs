@@ -119,6 +119,10 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
+        (
+            &["-c", "h", "-u", "--burst-size", "10K"][..],
+            "--burst-size",
+        ),
         (&["-c", "h", "--isochronous", "-l", "80"][..], "at least 92"),
     ] {
         let e = refused(args);
@@ -145,6 +149,25 @@ fn isochronous_is_taken_over_udp_and_tcp() {
         assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
         assert!(ctx.isochronous.is_some());
     }
+}
+
+/// iperf 2's `--burst-size` (its units: `40K` is 40 × 1024) and `--burst-period`
+/// become netmeter's burst profile, over TCP.
+#[test]
+fn bursts_take_iperf2s_names_and_units() {
+    let (cfg, _) = client(&["-c", "h", "--burst-size", "40K", "--burst-period", "0.05"]);
+    assert_eq!(
+        cfg.spec.profile,
+        Some(crate::profile::Profile::Burst {
+            bytes: 40 * 1024,
+            period_s: 0.05
+        })
+    );
+    let (cfg, _) = client(&["-c", "h", "--burst-size", "40k"]);
+    assert!(matches!(
+        cfg.spec.profile,
+        Some(crate::profile::Profile::Burst { bytes: 40_000, .. })
+    ));
 }
 
 /// UDP `-R` and `--full-duplex` run on iperf 2's wire.
