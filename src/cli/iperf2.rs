@@ -439,6 +439,8 @@ impl Iperf2Args {
         Ok(Iperf2Opts {
             dual: self.dualtest,
             bounceback_period,
+            // iperf 2's -R client prints the datagrams' latency without --trip-times.
+            send_time_latency: self.udp && self.reverse,
         })
     }
 

@@ -341,6 +341,12 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let side = Side::Client {
         in_process_server: false,
     };
+    // UDP -R: iperf 2's client prints each datagram's latency from its send time with
+    // or without --trip-times, so the receiver records it (`opts.send_time_latency`);
+    // the header, built above, still asks for no trip times.
+    if opts.send_time_latency && udp && spec.direction == Direction::Reverse {
+        spec.trip_times = true;
+    }
     let mut run = TestRun::new(spec, side)?
         .with_peak(cfg.line_rate.and_then(|l| l.peak()))
         .with_clock(cfg.clock.clone())

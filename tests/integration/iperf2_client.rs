@@ -923,3 +923,36 @@ fn check_tcp_bursts(key: &str) {
 
 iperf2_client!(tcp_bursts_218, check_tcp_bursts(V218));
 iperf2_client!(tcp_bursts_221, check_tcp_bursts(V221));
+
+/// UDP `-R -e` without `--trip-times` through `netmeter iperf2 -c`: iperf 2.2.1's own
+/// client prints each interval's latency from the datagrams' send times (its capture
+/// `udp_rev.client`), and so does netmeter: the same layout line for line, the latency
+/// real figures (min ≤ avg ≤ max, under a generous second on loopback), not the
+/// `-/-/-/-` of a receiver that kept none.
+fn check_cli_udp_reverse_latency(key: &str) {
+    let args = [
+        "-u", "-R", "-e", "-b", "8m", "-l", "1000", "-i", "1", "-t", "2",
+    ];
+    check_cli_shape(key, &args, "udp_rev.client");
+    let (text, _) = iperf2_cli_against(key, &args, 1);
+    let row = text
+        .lines()
+        .rfind(|l| l.starts_with("[ *1] 0.0000-"))
+        .unwrap_or_else(|| panic!("{key}: no whole-test row:\n{text}"));
+    let lat = slashed_ms(row).unwrap_or_else(|| panic!("{key}: no latency in the row:\n{text}"));
+    assert_eq!(lat.len(), 4, "{key}:\n{text}");
+    let (avg, min, max) = (lat[0], lat[1], lat[2]);
+    assert!(
+        0.0 <= min && min <= avg && avg <= max && max < 1000.0,
+        "{key}:\n{text}"
+    );
+}
+
+iperf2_client!(
+    cli_udp_reverse_latency_218,
+    check_cli_udp_reverse_latency(V218)
+);
+iperf2_client!(
+    cli_udp_reverse_latency_221,
+    check_cli_udp_reverse_latency(V221)
+);

@@ -176,6 +176,11 @@ fn udp_reverse_is_taken() {
     let (cfg, ctx) = client(&["-c", "h", "-u", "-R"]);
     assert_eq!(cfg.spec.direction, crate::spec::Direction::Reverse);
     assert!(ctx.udp && cfg.iperf2.is_some());
+    // iperf 2's -R client prints latency from the send times without --trip-times.
+    assert!(cfg.iperf2.is_some_and(|o| o.send_time_latency));
+    assert!(!cfg.spec.trip_times, "the header asks for no trip times");
+    let (cfg, _) = client(&["-c", "h", "-R"]);
+    assert!(cfg.iperf2.is_some_and(|o| !o.send_time_latency));
     let (cfg, _) = client(&["-c", "h", "-u", "--full-duplex"]);
     assert_eq!(cfg.spec.direction, crate::spec::Direction::Bidir);
 }
