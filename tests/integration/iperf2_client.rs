@@ -883,6 +883,14 @@ fn check_tcp_isochronous(key: &str, counts_frames: bool) {
 }
 
 iperf2_client!(tcp_isochronous_218, check_tcp_isochronous(V218, false));
+iperf2_client!(
+    cli_tcp_isochronous_shape_221,
+    check_cli_shape(
+        V221,
+        &["-e", "-i", "1", "-t", "2", "--isochronous=60:10m,1m"],
+        "tcp_iso.client"
+    )
+);
 iperf2_client!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
 
 /// TCP periodic bursts (`--burst-size 40K --burst-period 0.1`, `-l 10K`) against a
