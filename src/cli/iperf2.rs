@@ -377,6 +377,12 @@ impl Iperf2Args {
                         hold_us: b.hold_us,
                     }),
                     isochronous: cfg.spec.profile.as_ref().and_then(|p| p.isochronous()),
+                    burst: match cfg.spec.profile {
+                        Some(crate::profile::Profile::Burst { bytes, period_s }) => {
+                            Some((bytes, period_s))
+                        }
+                        _ => None,
+                    },
                     exclude: self.excluded(),
                     sum_only: self.sum_only,
                 };

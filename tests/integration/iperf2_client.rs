@@ -964,3 +964,37 @@ iperf2_client!(
     cli_udp_reverse_latency_221,
     check_cli_udp_reverse_latency(V221)
 );
+
+/// `netmeter iperf2 -c -e` sending TCP periodic bursts against a real iperf 2.2.1
+/// server (`-e`: a burst test's server prints its per-burst rows, no CSV) has iperf 2.2.1's
+/// client layout (`tcp_burst.client`: the burst size beside the write size, the
+/// `Bursting:` line).
+fn check_cli_bursts_shape(key: &str) {
+    let args = [
+        "-e",
+        "-i",
+        "1",
+        "-t",
+        "2",
+        "-l",
+        "10K",
+        "--burst-size",
+        "40K",
+        "--burst-period",
+        "0.1",
+    ];
+    let (ours, theirs, _) = cli_against_enhanced(key, false, &args, " ms  ");
+    let p = format!(
+        "{}/src/report/testdata/iperf2/tcp_burst.client.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    use netmeter::report::iperf2::shape::shapes;
+    assert_eq!(
+        shapes(&want),
+        shapes(&ours),
+        "{key}: not iperf 2.2.1's shape:\n{ours}\nserver:\n{theirs}"
+    );
+}
+
+iperf2_client!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));

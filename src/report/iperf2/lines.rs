@@ -48,7 +48,7 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
     }
     if enhanced {
         if ctx.client && !ctx.udp && ctx.bounceback.is_none() {
-            out.push(format!("Write buffer size: {} Byte", blk));
+            out.extend(write_size_lines(ctx, blk));
             out.extend(isoch);
         } else if !ctx.client && ctx.udp {
             out.push(format!("Read buffer size: {} ", byte_fmt(blk as f64, 'B')));
@@ -97,6 +97,22 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
     }
     out.push(SEPARATOR.to_string());
     out
+}
+
+/// A TCP client's write size, and with periodic bursts their size and period
+/// (`Write buffer size: 10240 Byte  Burst size: 40960 Byte`, `Bursting: 40.0 KByte
+/// every 0.100 second(s)`).
+fn write_size_lines(ctx: &Iperf2Ctx, blk: u64) -> Vec<String> {
+    match ctx.burst {
+        None => vec![format!("Write buffer size: {blk} Byte")],
+        Some((bytes, period_s)) => vec![
+            format!("Write buffer size: {blk} Byte  Burst size: {bytes} Byte"),
+            format!(
+                "Bursting: {} every {period_s:.3} second(s)",
+                byte_fmt(bytes as f64, 'A')
+            ),
+        ],
+    }
 }
 
 /// An isochronous client's settings line (`Isochronous: 60.00 frames/sec …`).

@@ -338,6 +338,24 @@ fn tcp_isochronous_client_matches_iperf2() {
     assert!(out.contains(" 121/NA/1 "), "{out}");
 }
 
+/// A TCP client sending periodic bursts (`iperf -c -e -i 1 -t 2 -l 10K --burst-size
+/// 40K --burst-period 0.1`, 2.2.1): the burst size beside the write size and the
+/// `Bursting:` line in the settings header; the rows are TCP's.
+#[test]
+fn tcp_burst_client_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.burst = Some((40_960, 0.1));
+    let mut r = one_stream(load("tcp"));
+    r.start.test_start.blksize = 10_240;
+    let out = render(c, &r);
+    assert_same_shape("tcp_burst.client", &out);
+    assert!(
+        out.contains("Write buffer size: 10240 Byte  Burst size: 40960 Byte\n")
+            && out.contains("Bursting: 40.0 KByte every 0.100 second(s)\n"),
+        "{out}"
+    );
+}
+
 #[test]
 fn isochronous_client_matches_iperf2() {
     let mut c = ctx(Layout::Enhanced, true, true);
