@@ -837,12 +837,15 @@ fn row_bytes(row: &str) -> Option<u64> {
 /// TCP `--isochronous` against a real iperf 2 server (`-e`, `--trip-times`): the
 /// server takes the test as an isochronous trip-times one (its connection line says
 /// both), counts every byte netmeter sent and, where it counts frames (2.2.1: its
-/// `(cnt/size)` after the burst latency), counts the frames netmeter sent whole, of
-/// their mean size. 2.1.8's server reads the same heads but prints `(0/0)` for an
+/// `(cnt/size)` after the burst latency), counts the frames netmeter sent whole (less
+/// those that followed a slip, which it does not time), its size the bytes per frame. 2.1.8's server reads the same heads but prints `(0/0)` for an
 /// isochronous test (as for iperf 2.1.8's own client): there netmeter's own frame
-/// count is checked against the frame clock (60 a second for 2 s, a few slips allowed).
+/// count is checked against the frame clock (20 a second for 2 s, a few slips allowed).
 fn check_tcp_isochronous(key: &str, counts_frames: bool) {
-    let args = ["--isochronous", "60:10m,1m", "--trip-times", "-t", "2"];
+    // 20 frames a second: the server gives up on a stream silent for two frame
+    // periods (its receive timeout, `Server.cpp`), which a busy host's scheduling must
+    // not reach.
+    let args = ["--isochronous", "20:10m,1m", "--trip-times", "-t", "2"];
     let (v, text) = run_against_enhanced(key, &args, " ms (");
     let iso = &v["end"]["netmeter"]["isochronous"]["sender"];
     let what = format!("{key}: server\n{text}\nnetmeter {iso}");
@@ -850,7 +853,7 @@ fn check_tcp_isochronous(key: &str, counts_frames: bool) {
         iso["sent"].as_u64().expect("frames sent"),
         iso["bytes"].as_u64().expect("frame bytes"),
     );
-    assert!((90..=121).contains(&frames), "{what}");
+    assert!((30..=41).contains(&frames), "{what}");
     assert!(
         text.contains("(isoch)") && text.contains("(trip-times)"),
         "not an isochronous trip-times test: {what}"
@@ -872,11 +875,20 @@ fn check_tcp_isochronous(key: &str, counts_frames: bool) {
         })
         .unwrap_or_else(|| panic!("no (cnt/size): {what}"));
     if counts_frames {
-        assert_eq!(cnt, frames, "frames counted vs sent: {what}");
+        // 2.2.1 times a frame only when its id follows the previous frame's
+        // (`Reporter.c`, the TCP frame accounting): a frame after skipped slots (a
+        // slip, on a busy host) is counted as a slip, not timed. So every frame
+        // netmeter sent is counted but at most one per slip, all of them without.
+        let slips = iso["slips"].as_u64().expect("slips");
         assert!(
-            size.abs_diff(frame_bytes / frames) <= 1,
-            "mean size: {what}"
+            cnt <= frames && cnt + slips >= frames,
+            "frames counted: {what}"
         );
+        if slips == 0 {
+            assert_eq!(cnt, frames, "frames counted vs sent: {what}");
+        }
+        // Its size is the bytes it read (netmeter's, header included) per frame.
+        assert!(size.abs_diff(sent / cnt.max(1)) <= 1, "mean size: {what}");
     } else {
         assert!(cnt == 0 || cnt == frames, "{what}");
     }
@@ -887,24 +899,26 @@ iperf2_client!(
     cli_tcp_isochronous_shape_221,
     check_cli_shape(
         V221,
-        &["-e", "-i", "1", "-t", "2", "--isochronous=60:10m,1m"],
+        &["-e", "-i", "1", "-t", "2", "--isochronous=20:10m,1m"],
         "tcp_iso.client"
     )
 );
 iperf2_client!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
 
-/// TCP periodic bursts (`--burst-size 40K --burst-period 0.1`, `-l 10K`) against a
+/// TCP periodic bursts (`--burst-size 40K --burst-period 0.25`, `-l 10K`) against a
 /// real iperf 2 server (`-e`, `--trip-times`): the header's `HEADER_PERIODICBURST` and
 /// burst settings make the server print a row per burst (its `Burst (start-end)` rows
 /// with the transfer time and duty cycle): one for each burst netmeter sent, each of
 /// the burst's 40960 bytes (the first also carrying the 112-byte test header), adding
-/// up to what netmeter sent.
+/// up to what netmeter sent. (A quarter-second period: the server ends a test whose
+/// next burst is two periods late, its receive timeout, which a busy host must not
+/// reach.)
 fn check_tcp_bursts(key: &str) {
     let args = [
         "--burst-size",
         "40K",
         "--burst-period",
-        "0.1",
+        "0.25",
         "-l",
         "10K",
         "--trip-times",
@@ -915,8 +929,8 @@ fn check_tcp_bursts(key: &str) {
     let b = &v["end"]["netmeter"]["burst"]["sender"];
     let what = format!("{key}: server\n{text}\nnetmeter {b}");
     let bursts = b["sent"].as_u64().expect("bursts sent");
-    assert!((10..=20).contains(&bursts), "{what}");
-    assert!(text.contains("(burst-period=0.1000s)"), "{what}");
+    assert!((4..=8).contains(&bursts), "{what}");
+    assert!(text.contains("(burst-period=0.2500s)"), "{what}");
     let rows: Vec<u64> = text
         .lines()
         .filter(|l| l.contains(" ms (") && l.contains("%)"))
@@ -934,15 +948,36 @@ iperf2_client!(tcp_bursts_221, check_tcp_bursts(V221));
 
 /// UDP `-R -e` without `--trip-times` through `netmeter iperf2 -c`: iperf 2.2.1's own
 /// client prints each interval's latency from the datagrams' send times (its capture
-/// `udp_rev.client`), and so does netmeter: the same layout line for line, the latency
-/// real figures (min ≤ avg ≤ max, under a generous second on loopback), not the
+/// `udp_rev.client`), and so does netmeter: the same headers line for line, the first
+/// interval's and the whole test's latency real figures (min ≤ avg ≤ max, under a generous second on loopback), not the
 /// `-/-/-/-` of a receiver that kept none.
 fn check_cli_udp_reverse_latency(key: &str) {
     let args = [
         "-u", "-R", "-e", "-b", "8m", "-l", "1000", "-i", "1", "-t", "2",
     ];
-    check_cli_shape(key, &args, "udp_rev.client");
     let (text, _) = iperf2_cli_against(key, &args, 1);
+    // The settings and column headers line for line; the rows below (a last interval
+    // past -t on a busy host may hold only the server's FIN, without a latency).
+    let p = format!(
+        "{}/src/report/testdata/iperf2/udp_rev.client.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let head = |t: &str| -> Vec<String> {
+        let upto: String = t
+            .lines()
+            .take_while(|l| !l.starts_with("[ *1]"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        netmeter::report::iperf2::shape::shapes(&upto)
+    };
+    assert_eq!(head(&want), head(&text), "{key}: headers:\n{text}");
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("[ *1] 0.0000-1.0"))
+        .unwrap_or_else(|| panic!("{key}: no first interval row:\n{text}"));
+    let first = slashed_ms(first).unwrap_or_else(|| panic!("{key}: no latency:\n{text}"));
+    assert_eq!(first.len(), 4, "{key}:\n{text}");
     let row = text
         .lines()
         .rfind(|l| l.starts_with("[ *1] 0.0000-"))
@@ -981,7 +1016,7 @@ fn check_cli_bursts_shape(key: &str) {
         "--burst-size",
         "40K",
         "--burst-period",
-        "0.1",
+        "0.25",
     ];
     let (ours, theirs, _) = cli_against_enhanced(key, false, &args, " ms  ");
     let p = format!(
