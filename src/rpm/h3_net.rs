@@ -66,6 +66,8 @@ pub struct LinkConn {
     pub tls: Duration,
     /// HTTP/2: a duplicate of the TCP socket, for TCP_INFO.
     pub socket: Option<std::os::fd::OwnedFd>,
+    /// HTTP/2: `TCP_NOTSENT_LOWAT` as the kernel reports it (`net::Conn`).
+    pub notsent_lowat: Option<u32>,
 }
 
 /// Opens a connection as `dialer` says: HTTP/3 over QUIC when it has QUIC settings
@@ -79,6 +81,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 tcp: c.handshake,
                 tls: c.handshake,
                 socket: None,
+                notsent_lowat: None,
             })
         }
         None => {
@@ -88,6 +91,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 tcp: c.tcp,
                 tls: c.tls,
                 socket: c.socket,
+                notsent_lowat: c.notsent_lowat,
             })
         }
     }

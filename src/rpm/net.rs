@@ -39,6 +39,15 @@ pub const MAX_CACERT_BYTES: u64 = 1024 * 1024;
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The upload's chunk: zeros, shared by reference.
 const UPLOAD_CHUNK: usize = 64 * 1024;
+/// `TCP_NOTSENT_LOWAT` on every connection, by default: at most this many bytes wait
+/// unsent in the kernel's send buffer (draft -09's advice to limit the sender's
+/// buffering). 16 KiB is the value Cloudflare publishes for HTTP/2 senders
+/// ("Optimizing HTTP/2 prioritization with BBR and tcp_notsent_lowat", 2018);
+/// goresponsiveness sets none, networkQuality's source is not public. Without it the
+/// kernel lets an upload queue megabytes ahead of the path and a self probe waits
+/// behind them (docs/rpm.md, "The ICMP truth"); 16 KiB is eleven 1448-byte segments,
+/// enough to keep the path busy between two wake-ups of the writer.
+pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 
 /// Why a connection or a request failed: one sentence.
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +222,9 @@ pub struct Conn {
     /// A duplicate of the TCP socket's descriptor, for TCP_INFO (the upload counts what
     /// the peer acknowledged); it keeps the socket open until dropped.
     pub socket: Option<std::os::fd::OwnedFd>,
+    /// `TCP_NOTSENT_LOWAT` as the kernel reports it after netmeter set it (getsockopt);
+    /// `None` when it was not set or the kernel did not take it.
+    pub notsent_lowat: Option<u32>,
 }
 
 /// How each connection is set up.
@@ -222,6 +234,9 @@ pub struct Dialer {
     pub tls: Arc<ClientConfig>,
     /// `-C`: the TCP congestion control of every connection.
     pub congestion: Option<String>,
+    /// `TCP_NOTSENT_LOWAT` of every connection (`--notsent-lowat`; `None`: the kernel's
+    /// default, no limit).
+    pub notsent_lowat: Option<u32>,
     pub clock: Arc<dyn Clock>,
     /// `--http3` (experimental): connections are QUIC with these settings, opened by
     /// `rpm::h3_net::open_link` instead of [`Dialer::open`].
@@ -254,12 +269,13 @@ impl Dialer {
                 why: format!("cannot set the congestion control {cc}: {e}"),
             })?;
         }
+        let notsent_lowat = self.notsent_lowat.and_then(|v| set_notsent_lowat(&tcp, v));
         let name = ServerName::try_from(host.clone()).map_err(|e| NetError::Tls {
             host: host.clone(),
             why: e.to_string(),
         })?;
         let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-        let tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
+        let mut tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
             .await
             .map_err(|_| timeout(format!("the TLS handshake with {host}")))?
             .map_err(|e| NetError::Tls {
@@ -267,6 +283,12 @@ impl Dialer {
                 why: e.to_string(),
             })?;
         let t2 = self.clock.now();
+        // What TLS holds encrypted and not yet written waits in front of a self probe
+        // as the kernel's unsent bytes do (rustls holds up to 64 KiB by default): the
+        // same limit for both.
+        if let Some(v) = self.notsent_lowat {
+            tls.get_mut().1.set_buffer_limit(Some(v as usize));
+        }
         let session = tls.get_ref().1;
         if session.alpn_protocol() != Some(b"h2".as_slice()) {
             return Err(NetError::NoH2 { host });
@@ -292,8 +314,18 @@ impl Dialer {
             tcp: t1.saturating_duration_since(t0),
             tls: t2.saturating_duration_since(t1) / round_trips,
             socket,
+            notsent_lowat,
         })
     }
+}
+
+/// Sets `TCP_NOTSENT_LOWAT` to `bytes` and reads it back: the kernel's value, or `None`
+/// when it refused it (a kernel before 3.12); the connection goes on either way, and
+/// `-J` says which.
+pub fn set_notsent_lowat(tcp: &TcpStream, bytes: u32) -> Option<u32> {
+    let sock = socket2::SockRef::from(tcp);
+    sock.set_tcp_notsent_lowat(bytes).ok()?;
+    sock.tcp_notsent_lowat().ok()
 }
 
 fn timeout(what: String) -> NetError {

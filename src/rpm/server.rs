@@ -519,13 +519,17 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) -> (Option<String>, Outcome, Option<String>) {
     let _ = tcp.set_nodelay(true);
+    // A download's self probe waits behind what this server has queued unsent for the
+    // same connection, as an upload's waits behind the client's: the same limit as
+    // `netmeter rpm` sets (docs/rpm-server.md). A kernel that refuses it serves anyway.
+    let _ = super::net::set_notsent_lowat(&tcp, super::net::NOTSENT_LOWAT_BYTES);
     let local = tcp.local_addr().unwrap_or(peer);
     let io = CountingIo {
         inner: tcp,
         c: Arc::clone(c),
     };
     let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
-    let tls = tokio::select! {
+    let mut tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(_)) if c.peer_closed.load(Ordering::Relaxed) => {
@@ -536,6 +540,10 @@ async fn connection(
         },
         _ = stop.changed() => return (None, Outcome::Stopped, None),
     };
+    // TLS records encrypted and not yet written wait in front of a self probe too.
+    tls.get_mut()
+        .1
+        .set_buffer_limit(Some(super::net::NOTSENT_LOWAT_BYTES as usize));
     let alpn = tls
         .get_ref()
         .1

@@ -101,6 +101,7 @@ impl H3Server {
             },
             tls,
             congestion: None,
+            notsent_lowat: None,
             clock: netmeter::clock::system(),
             quic,
         }
