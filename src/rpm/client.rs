@@ -19,8 +19,8 @@ use super::algo::{
     Saturation,
 };
 use super::config::{ConfigError, HttpsUrl, MAX_CONFIG_BYTES, NqConfig};
-use super::h3_net::{Link, open_link};
-use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, Target};
+use super::h3_net::{CLOSE_WAIT, H3_NO_ERROR, Link, open_link};
+use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, QuicEndpoints, Target};
 use crate::clock::Clock;
 
 /// Foreign probes sent one after another on the idle path, before any load.
@@ -171,7 +171,12 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(RpmError::Runtime)?;
-    let out = rt.block_on(run_async(opts, clock, on_row));
+    let quic = QuicEndpoints::default();
+    let out = rt.block_on(run_async(opts, clock, &quic, on_row));
+    // Whatever ended the run (its end, an error, Ctrl-C), QUIC connections still open
+    // are closed while the runtime still drives their endpoints, so the server sees
+    // CONNECTION_CLOSE rather than waiting out its idle timeout.
+    rt.block_on(quic.close_all(H3_NO_ERROR, CLOSE_WAIT));
     // Open transfers end with the runtime: their tasks are dropped, not awaited.
     rt.shutdown_timeout(Duration::from_secs(1));
     out
@@ -180,6 +185,7 @@ pub fn run(
 async fn run_async(
     opts: &RpmOptions,
     clock: Arc<dyn Clock>,
+    quic_endpoints: &QuicEndpoints,
     on_row: &mut dyn FnMut(Dir, &IntervalRow),
 ) -> Result<RpmRun, RpmError> {
     let tls = net::tls_config(opts.insecure, opts.cacert.as_deref())?;
@@ -194,7 +200,7 @@ async fn run_async(
             upload,
         } => (small.clone(), large.clone(), upload.clone(), None, None),
         Source::Config(url) => {
-            let cfg = fetch_config(url, &tls, &quic, &clock).await?;
+            let cfg = fetch_config(url, &tls, &quic, quic_endpoints, &clock).await?;
             (
                 cfg.small,
                 cfg.large,
@@ -214,6 +220,7 @@ async fn run_async(
             notsent_lowat: opts.notsent_lowat,
             clock: clock.clone(),
             quic: quic.clone(),
+            quic_endpoints: quic_endpoints.clone(),
         });
     }
     let dialer = dialers[0].clone();
@@ -266,6 +273,7 @@ async fn fetch_config(
     url: &HttpsUrl,
     tls: &Arc<rustls::ClientConfig>,
     quic: &Option<Arc<quinn::ClientConfig>>,
+    quic_endpoints: &QuicEndpoints,
     clock: &Arc<dyn Clock>,
 ) -> Result<NqConfig, RpmError> {
     let dialer = Dialer {
@@ -275,6 +283,7 @@ async fn fetch_config(
         notsent_lowat: None,
         clock: clock.clone(),
         quic: quic.clone(),
+        quic_endpoints: quic_endpoints.clone(),
     };
     let mut conn = open_link(&dialer).await?;
     let bad = |err| RpmError::Config {

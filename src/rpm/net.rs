@@ -241,6 +241,49 @@ pub struct Dialer {
     /// `--http3` (experimental): connections are QUIC with these settings, opened by
     /// `rpm::h3_net::open_link` instead of [`Dialer::open`].
     pub quic: Option<Arc<quinn::ClientConfig>>,
+    /// The QUIC endpoints of the run's open connections, closed at its end.
+    pub quic_endpoints: QuicEndpoints,
+}
+
+/// The QUIC endpoints (one per connection) whose connections may still be open, so that
+/// the run's end, however it comes (the last phase, an error, Ctrl-C), closes them
+/// with CONNECTION_CLOSE. Without it the runtime's shutdown drops the endpoints' tasks
+/// before any close is sent, and the server holds each connection's cap slot until its
+/// idle timeout. Endpoints whose connections have ended are let go as new ones come,
+/// so the list holds no more than the connections open.
+#[derive(Debug, Clone, Default)]
+pub struct QuicEndpoints(Arc<std::sync::Mutex<Vec<quinn::Endpoint>>>);
+
+impl QuicEndpoints {
+    /// Remembers `ep`, whose connection is open.
+    pub fn add(&self, ep: &quinn::Endpoint) {
+        // A poisoned lock only means another task panicked while pushing: the list is
+        // still a list of endpoints.
+        let mut eps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        eps.retain(|e| e.open_connections() > 0);
+        eps.push(ep.clone());
+    }
+
+    /// Endpoints remembered whose connections are still open.
+    pub fn open(&self) -> usize {
+        let eps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        eps.iter().filter(|e| e.open_connections() > 0).count()
+    }
+
+    /// Closes every connection still open with `code` and waits, at most `within`, for
+    /// the endpoints to have sent their closes (quinn's `wait_idle`).
+    pub async fn close_all(&self, code: u32, within: Duration) {
+        let eps = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for ep in &eps {
+            ep.close(code.into(), b"");
+        }
+        let _ = tokio::time::timeout(within, async {
+            for ep in &eps {
+                ep.wait_idle().await;
+            }
+        })
+        .await;
+    }
 }
 
 impl Dialer {
