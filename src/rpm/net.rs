@@ -318,7 +318,7 @@ impl Dialer {
             why: e.to_string(),
         })?;
         let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-        let mut tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
+        let tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
             .await
             .map_err(|_| timeout(format!("the TLS handshake with {host}")))?
             .map_err(|e| NetError::Tls {
@@ -326,12 +326,6 @@ impl Dialer {
                 why: e.to_string(),
             })?;
         let t2 = self.clock.now();
-        // What TLS holds encrypted and not yet written waits in front of a self probe
-        // as the kernel's unsent bytes do (rustls holds up to 64 KiB by default): the
-        // same limit for both.
-        if let Some(v) = self.notsent_lowat {
-            tls.get_mut().1.set_buffer_limit(Some(v as usize));
-        }
         let session = tls.get_ref().1;
         if session.alpn_protocol() != Some(b"h2".as_slice()) {
             return Err(NetError::NoH2 { host });

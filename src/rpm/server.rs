@@ -540,7 +540,7 @@ async fn connection(
         c: Arc::clone(c),
     };
     let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
-    let mut tls = tokio::select! {
+    let tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(_)) if c.peer_closed.load(Ordering::Relaxed) => {
@@ -551,10 +551,6 @@ async fn connection(
         },
         _ = stop.changed() => return (None, Outcome::Stopped, None),
     };
-    // TLS records encrypted and not yet written wait in front of a self probe too.
-    tls.get_mut()
-        .1
-        .set_buffer_limit(Some(super::net::NOTSENT_LOWAT_BYTES as usize));
     let alpn = tls
         .get_ref()
         .1
