@@ -264,12 +264,6 @@ impl QuicEndpoints {
         eps.push(ep.clone());
     }
 
-    /// Endpoints remembered whose connections are still open.
-    pub fn open(&self) -> usize {
-        let eps = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        eps.iter().filter(|e| e.open_connections() > 0).count()
-    }
-
     /// Closes every connection still open with `code` and waits, at most `within`, for
     /// the endpoints to have sent their closes (quinn's `wait_idle`).
     pub async fn close_all(&self, code: u32, within: Duration) {
