@@ -586,12 +586,16 @@ fn bounceback(key: &str, args: &[&str], request: u64, reply: u64) {
         "{key}: {n} bounces; server received {received} sent {sent}\n{}",
         d.text()
     );
-    // The client may have one request in flight when its time is up.
+    // The client may have one request in flight when its time is up, and the server
+    // may have answered it (seen: 17 counted, 18 received and answered): the client
+    // stops counting at its time, whether the last reply came or not. Never a reply
+    // without its request.
     assert!(
         received == n * request || received == (n + 1) * request,
         "{what}"
     );
-    assert_eq!(sent, n * reply, "{what}");
+    assert!(sent == n * reply || sent == (n + 1) * reply, "{what}");
+    assert!(sent / reply <= received / request, "{what}");
 }
 
 #[test]
