@@ -1534,3 +1534,114 @@ fn a_silent_full_duplex_udp_source_gets_only_the_idle_times_worth() {
     let warm = client_json(port, &["-t", "1"]);
     assert!(warm["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0);
 }
+
+/// The shapes of `text` without iperf 2's out-of-order lines: an iperf 2.2.1 server
+/// counts a datagram or two out of order while its listener hands a `-P` flow its
+/// socket (`testdata/iperf2/udp_p2.server.txt`); netmeter's server has no such handover.
+fn shapes_in_order(text: &str) -> Vec<String> {
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("datagrams received out-of-order"))
+        .collect();
+    netmeter::report::iperf2::shape::shapes(&kept.join("\n"))
+}
+
+/// `-P 2` from a real iperf 2.2.1 client, UDP with `-e` and plain, TCP plain and in
+/// CSV: the server prints iperf 2.2.1's sum rows (`[SUM-2]` under `[SUM-cnt]` with
+/// lost/total, latency and PPS; plain `[SUM]`; the CSV line of transfer id -1), line
+/// for line with its captured output once the numbers are masked; the whole test's
+/// sum adds the members' whole-test rows up.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_sums_udp_plain_and_csv() {
+    let udp = ["-u", "-b", "1m", "-t", "2", "-i", "1", "-P", "2"];
+    for (args, capture) in [
+        (&["-u", "-e"][..], "udp_p2.server"),
+        (&["-u"][..], "udp_p2_plain.server"),
+        (&[][..], "tcp_p2_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let client: Vec<&str> = if args.contains(&"-u") {
+            [args, &udp[..]].concat()
+        } else {
+            // 2.5 s: a last part-interval long enough that iperf 2 prints it too (one
+            // under a quarter of `-i` it leaves out, `PARTIALPERCENT`).
+            vec!["-i", "1", "-t", "2.5", "-P", "2"]
+        };
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        // The interval's sum and the whole test's both start at 0.
+        let sum = if args.contains(&"-e") {
+            "[SUM-2] 0.0000-"
+        } else {
+            "[SUM] 0.0000-"
+        };
+        assert!(
+            d.wait_for(sum, 2, Duration::from_secs(60)),
+            "{capture}: no whole-test sum:\n{}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let got = shapes_in_order(&text);
+        let want = shapes_in_order(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        if args.contains(&"-u") {
+            // The whole test's lost/total: the members' whole-test rows added up.
+            let rows = lost_total_rows_of(&text);
+            let sum_row = rows.iter().rev().find(|r| r.0 == "SUM").unwrap();
+            let mut wholes = (0, 0);
+            for id in ["1", "2"] {
+                let w = rows.iter().rev().find(|r| r.0 == id).unwrap();
+                wholes = (wholes.0 + w.1, wholes.1 + w.2);
+            }
+            assert_eq!((sum_row.1, sum_row.2), wholes, "{text}");
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-t", "2", "-P", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",-1,0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let ids: Vec<&str> = text.lines().filter_map(|l| l.split(',').nth(5)).collect();
+    assert_eq!(ids.last(), Some(&"-1"), "{text}");
+    let rows = server_csv(&d);
+    let whole_sum = rows.last().unwrap().1;
+    let member_wholes: u64 = rows
+        .iter()
+        .zip(&ids)
+        .filter(|(r, id)| r.0.starts_with("0.0-2.") && **id != "-1")
+        .map(|(r, _)| r.1)
+        .sum();
+    assert_eq!(whole_sum, member_wholes, "{text}");
+    assert_eq!(whole_sum, csv_bytes(&out, port).0, "{text}\n{}", show(&out));
+}
+
+/// (the row's id: `1`, `2` or `SUM`; lost; total) of each UDP row starting at 0 (an
+/// id's last is its whole test's) with lost/total in the server's text.
+fn lost_total_rows_of(text: &str) -> Vec<(String, u64, u64)> {
+    text.lines()
+        .filter(|l| l.contains("] 0.0000-") && l.contains(" sec ") && l.contains("%)"))
+        .filter_map(|l| {
+            let id = l[1..l.find(']')?].trim().trim_start_matches("SUM-2");
+            let id = if id.is_empty() || id == "SUM" {
+                "SUM"
+            } else {
+                id
+            };
+            let w = l
+                .split_whitespace()
+                .find(|w| w.contains('/') && w.split('/').all(|n| n.parse::<u64>().is_ok()))?;
+            let (a, b) = w.split_once('/')?;
+            Some((id.to_string(), a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect()
+}

@@ -270,8 +270,8 @@ struct Tally {
 }
 
 /// One-way delays over one span, seconds (Welford's running mean and square sum).
-#[derive(Debug, Clone, Copy, Default)]
-struct Delays {
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Delays {
     n: u64,
     mean: f64,
     m2: f64,
@@ -290,6 +290,25 @@ impl Delays {
         self.m2 += d * (s - self.mean);
         self.min = self.min.min(s);
         self.max = self.max.max(s);
+    }
+
+    /// Another span's delays added to these (Chan's pairwise update of the mean and
+    /// the square sum), as a `-P` sum pools its members' datagrams.
+    fn merge(&mut self, o: &Delays) {
+        if o.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = *o;
+            return;
+        }
+        let n = (self.n + o.n) as f64;
+        let d = o.mean - self.mean;
+        self.m2 += o.m2 + d * d * self.n as f64 * o.n as f64 / n;
+        self.mean += d * o.n as f64 / n;
+        self.n += o.n;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
     }
 
     /// In milliseconds, as the rows print them (none without a delay).
@@ -347,6 +366,12 @@ pub struct Span {
     pub bins: [u64; READ_BINS],
     /// The member's whole test (its last span).
     pub whole: bool,
+    /// UDP: the span's datagrams lost, expected (received + lost) and out of order.
+    pub lost: u64,
+    pub expected: u64,
+    pub out_of_order: u64,
+    /// UDP: the span's one-way delays (the sum's `Latency avg/min/max`).
+    pub delays: Delays,
 }
 
 /// One interval's sum so far.
@@ -371,13 +396,21 @@ impl Slot {
         for (a, b) in s.bins.iter_mut().zip(x.bins) {
             *a = a.saturating_add(b);
         }
+        s.lost = s.lost.saturating_add(x.lost);
+        s.expected = s.expected.saturating_add(x.expected);
+        s.out_of_order = s.out_of_order.saturating_add(x.out_of_order);
+        s.delays.merge(&x.delays);
     }
 }
 
-/// The `[SUM-N]` rows of a `-P N` TCP test on an iperf 2 server (`-e` layout): an
-/// interval's once every member's row of it came (a member whose next row is a later
-/// interval's, or who ended, had none), with `[SUM-cnt]`'s header before the first,
-/// and the whole test's once every member ended, as iperf 2.2.1's server prints them.
+/// The sum rows of a `-P N` test an iperf 2 server receives, TCP or UDP: an interval's
+/// once every member's row of it came (a member whose next row is a later interval's,
+/// or who ended, had none), and the whole test's once every member ended, as iperf
+/// 2.2.1's server prints them: with `-e` `[SUM-N]` rows under a `[SUM-cnt]` header
+/// (UDP: lost/total, the latency's avg/min/max, PPS), plain `[SUM]` rows (UDP: under
+/// the plain `[ ID]` header, with lost/total), in CSV a line of transfer id -1 (the
+/// client's address with port 0, then the server's, `0.0.0.0` for UDP); after a UDP
+/// test's whole sum the datagrams out of order, when any were.
 /// Pure: the members' [`Span`]s in, lines out.
 #[derive(Debug, Clone)]
 pub struct SumRows {
@@ -392,6 +425,9 @@ pub struct SumRows {
     header_done: bool,
     /// The members' column header was printed (once for the group, as iperf 2 does).
     member_header_done: bool,
+    /// The first member's connection and its time (seconds since the epoch): the CSV
+    /// sum line's addresses.
+    conn: Option<(Connected, u64)>,
 }
 
 impl SumRows {
@@ -410,7 +446,13 @@ impl SumRows {
             whole: Slot::default(),
             header_done: false,
             member_header_done: false,
+            conn: None,
         }
+    }
+
+    /// A member's connection (the first one told names the CSV sum line's addresses).
+    fn note_member(&mut self, c: &Connected, timesecs: u64) {
+        self.conn.get_or_insert_with(|| (c.clone(), timesecs));
     }
 
     /// Whether a member is the first to print the column header (the others do not).
@@ -426,16 +468,21 @@ impl SumRows {
             return Vec::new();
         }
         let entry = self.progress.entry(no).or_insert((None, false));
+        // A member's last part-interval row (its test ended inside the interval): iperf
+        // 2.2.1 prints that interval's sum after the member's whole-test row, which
+        // comes next.
+        let mut part = false;
         if x.whole {
             entry.1 = true;
             self.whole.add(x);
         } else if self.interval_s > 0.0 {
             let k = (x.begin / self.interval_s + 1e-6).floor().max(0.0) as u64;
             entry.0 = Some(entry.0.map_or(k, |l| l.max(k)));
+            part = x.end < (k + 1) as f64 * self.interval_s - 1e-6;
             self.slots.entry(k).or_default().add(x);
         }
         let mut out = Vec::new();
-        while let Some((&k, _)) = self.slots.first_key_value() {
+        while let Some((&k, _)) = self.slots.first_key_value().filter(|_| !part) {
             let complete = self.progress.len() == self.members
                 && self
                     .progress
@@ -450,21 +497,38 @@ impl SumRows {
         }
         let all_ended = self.progress.len() == self.members && self.progress.values().all(|p| p.1);
         if x.whole && all_ended && self.slots.is_empty() {
-            let whole = self.whole.span;
+            let whole = Span {
+                whole: true,
+                ..self.whole.span
+            };
             out.extend(self.row(&whole));
         }
         out
     }
 
     fn row(&mut self, x: &Span) -> Vec<String> {
-        if self.ctx.layout != Layout::Enhanced || self.ctx.udp || self.ctx.exclude.data {
+        if self.ctx.exclude.data {
             return Vec::new();
         }
+        let udp = self.ctx.udp;
+        let seconds = x.end - x.begin;
+        let recv = UdpRecvFigures {
+            jitter_ms: 0.0,
+            lost_packets: x.lost,
+            packets: x.expected,
+            lost_percent: if x.expected > 0 {
+                100.0 * x.lost as f64 / x.expected as f64
+            } else {
+                0.0
+            },
+        };
         let row = Row {
             start: x.begin,
             end: x.end,
-            seconds: x.end - x.begin,
+            seconds,
             bytes: x.bytes,
+            udp_recv: udp.then_some(recv),
+            out_of_order: udp.then_some(x.out_of_order),
             figures: Iperf2Figures {
                 reads: Some(x.reads),
                 read_bins: Some(x.bins),
@@ -472,22 +536,101 @@ impl SumRows {
             },
             ..Row::default()
         };
-        let kind = lines::Kind::TcpRead;
         let mut out = Vec::new();
-        if !self.header_done {
-            self.header_done = true;
-            out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+        match (self.ctx.layout, udp) {
+            (Layout::Csv, _) => return vec![self.csv_line(&row)],
+            (Layout::Enhanced, false) => {
+                let kind = lines::Kind::TcpRead;
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+                }
+                let facts = Facts {
+                    sum: true,
+                    at_end: x.whole,
+                    ..Facts::default()
+                };
+                let prefix = format!("[SUM-{}] ", self.members);
+                out.push(lines::row(kind, &prefix, &row, &facts));
+            }
+            (Layout::Enhanced, true) => {
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(UDP_SUM_HEADER.to_string());
+                }
+                let l = x.delays.stats().unwrap_or_default();
+                let pps = if seconds > 0.0 {
+                    x.reads as f64 / seconds
+                } else {
+                    0.0
+                };
+                out.push(format!(
+                    "[SUM-{}] {}  {}  {}/{} ({}%)  {:.3}/{:.3}/{:.3}  {pps:.0} pps",
+                    self.members,
+                    super::span(x.begin, x.end),
+                    super::transfer(x.bytes, seconds),
+                    x.lost,
+                    x.expected,
+                    super::g2(recv.lost_percent),
+                    l.mean_ms,
+                    l.min_ms,
+                    l.max_ms
+                ));
+            }
+            (Layout::Plain, false) => {
+                out.push(lines::row(
+                    lines::Kind::Plain,
+                    "[SUM] ",
+                    &row,
+                    &Facts::default(),
+                ));
+            }
+            (Layout::Plain, true) => {
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(lines::column_header(lines::Kind::Plain).to_string());
+                }
+                out.push(format!(
+                    "{}   {}/{} ({}%)",
+                    lines::row(lines::Kind::Plain, "[SUM] ", &row, &Facts::default()),
+                    x.lost,
+                    x.expected,
+                    super::g2(recv.lost_percent)
+                ));
+            }
         }
-        let facts = Facts {
-            sum: true,
-            at_end: x.whole,
-            ..Facts::default()
-        };
-        let prefix = format!("[SUM-{}] ", self.members);
-        out.push(lines::row(kind, &prefix, &row, &facts));
+        if udp && x.whole && x.out_of_order > 0 {
+            out.push(format!(
+                "[SUM] {}  {} datagrams received out-of-order",
+                super::span(x.begin, x.end),
+                x.out_of_order
+            ));
+        }
         out
     }
+
+    /// The CSV sum line: transfer id -1, the client's address with port 0 and the
+    /// server's (`0.0.0.0` for UDP), as iperf 2.2.1's server writes it.
+    fn csv_line(&self, row: &Row) -> String {
+        let mut start = Start::default();
+        if let Some((c, secs)) = &self.conn {
+            start.timestamp.timesecs = *secs;
+            start.connected.push(Connected {
+                socket: -1,
+                local_host: if self.ctx.udp {
+                    "0.0.0.0".to_string()
+                } else {
+                    c.local_host.clone()
+                },
+                local_port: c.local_port,
+                remote_host: c.remote_host.clone(),
+                remote_port: 0,
+            });
+        }
+        super::csv::line(&self.ctx, Some(&start), -1, -1, row)
+    }
 }
+
+/// iperf 2.2.1's server's `[SUM-cnt]` header over UDP sums (`report_sumcnt_udp_enhanced_header`).
+const UDP_SUM_HEADER: &str =
+    "[SUM-cnt] Interval     Transfer     Bandwidth       Lost/Total  Latency avg/min/max  PPS";
 
 impl ServerTest {
     /// A test on connection `c` (iperf 2's transfer id `no`), accepted at
@@ -530,6 +673,9 @@ impl ServerTest {
     /// A member of a `-P` test: its rows are told to the group's `sum`, whose rows
     /// follow them, and the column header is the group's first member's only.
     pub fn with_sum(mut self, sum: Arc<Mutex<SumRows>>) -> Self {
+        if let Ok(mut s) = sum.lock() {
+            s.note_member(&self.start.connected[0], self.start.timestamp.timesecs);
+        }
         self.sum = Some(sum);
         self
     }
@@ -675,6 +821,7 @@ impl ServerTest {
     }
 
     fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
+        let udp = self.udp_span(whole);
         let span = Span {
             begin,
             end,
@@ -682,6 +829,10 @@ impl ServerTest {
             reads: x.reads,
             bins: x.bins,
             whole,
+            lost: udp.map_or(0, |(u, _)| u.lost_packets),
+            expected: udp.map_or(0, |(u, _)| u.packets),
+            out_of_order: udp.map_or(0, |(_, o)| o),
+            delays: x.delays,
         };
         let mut out = self.member_row(begin, end, x, whole);
         if let Some(mut sum) = self.sum.as_ref().and_then(|s| s.lock().ok()) {
@@ -690,38 +841,38 @@ impl ServerTest {
         out
     }
 
+    /// A UDP receiver's figures over the current interval or the whole test (`whole`)
+    /// and its datagrams out of order; `None` before any datagram (or not UDP).
+    fn udp_span(&self, whole: bool) -> Option<(UdpRecvFigures, u64)> {
+        let now = self.udp_now?;
+        let mark = if whole {
+            UdpCounts::default()
+        } else {
+            self.udp_mark
+        };
+        let expected = now.expected.saturating_sub(mark.expected);
+        let lost = now.lost.saturating_sub(mark.lost);
+        let figures = UdpRecvFigures {
+            jitter_ms: now.jitter_ms,
+            lost_packets: lost,
+            packets: expected,
+            lost_percent: if expected > 0 {
+                100.0 * lost as f64 / expected as f64
+            } else {
+                0.0
+            },
+        };
+        Some((figures, now.out_of_order.saturating_sub(mark.out_of_order)))
+    }
+
     fn member_row(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
         if self.ctx.exclude.data {
             return Vec::new();
         }
         let seconds = end - begin;
-        let udp = self.udp_now.map(|now| {
-            let mark = if whole {
-                UdpCounts::default()
-            } else {
-                self.udp_mark
-            };
-            let expected = now.expected.saturating_sub(mark.expected);
-            let lost = now.lost.saturating_sub(mark.lost);
-            UdpRecvFigures {
-                jitter_ms: now.jitter_ms,
-                lost_packets: lost,
-                packets: expected,
-                lost_percent: if expected > 0 {
-                    100.0 * lost as f64 / expected as f64
-                } else {
-                    0.0
-                },
-            }
-        });
-        let ooo = self.udp_now.map(|now| {
-            let mark = if whole {
-                UdpCounts::default()
-            } else {
-                self.udp_mark
-            };
-            now.out_of_order.saturating_sub(mark.out_of_order)
-        });
+        let udp_span = self.udp_span(whole);
+        let udp = udp_span.map(|(u, _)| u);
+        let ooo = udp_span.map(|(_, o)| o);
         let owd = x.delays.stats();
         let rate = |n: f64| (seconds > 0.0).then(|| n / seconds);
         let calls = if self.sending { x.writes } else { x.reads };
@@ -793,6 +944,12 @@ impl ServerTest {
         };
         let prefix = super::id(self.no);
         out.push(lines::row(kind, &prefix, &row, &facts));
+        if let Some(n) = ooo.filter(|&n| n > 0 && !self.sending) {
+            out.push(format!(
+                "{prefix}{}  {n} datagrams received out-of-order",
+                super::span(begin, end)
+            ));
+        }
         if let (Some(h), Some(spec)) = (x.hist.as_ref(), self.hist.as_ref()) {
             let name = if self.ctx.udp { "T8" } else { "F8" };
             let at = format!("{prefix}{}", super::span(begin, end));
@@ -1042,6 +1199,193 @@ mod tests {
             "{text}"
         );
         assert!(sums[1].contains("1.0000-2.0000"), "{text}");
+    }
+
+    /// A `-P 2` test's members, their connection lines printed, sharing one sum.
+    fn p2_members(c: &Iperf2Ctx) -> (Vec<String>, Vec<ServerTest>) {
+        let mut out = banner(
+            c,
+            c.datagram_len,
+            if c.udp { 212_992 } else { 131072 },
+            None,
+        );
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                let mut cn = conn();
+                cn.socket = no as i64;
+                cn.remote_port = 40000 + no as u16;
+                ServerTest::new(c.clone(), no, cn, 1_764_184_214_054, 1.0).with_sum(sum.clone())
+            })
+            .collect();
+        for t in &tests {
+            out.extend(t.opening());
+        }
+        (out, tests)
+    }
+
+    /// A UDP `-P 2` test: each member 100 datagrams a second for two seconds, member 1
+    /// first, one datagram in 50 lost; `ooo`: member 1's second datagram came out of
+    /// order (as iperf 2.2.1's listener handing over its socket makes one).
+    fn udp_p2_run(layout: Layout, ooo: bool) -> (String, Vec<String>) {
+        let c = ctx(layout, true);
+        let (mut out, mut tests) = p2_members(&c);
+        // Datagrams at 5, 15, … 1995 ms, then the second's end ticked: no part-interval
+        // rows (iperf 2's last datagram before the FIN closes the second interval).
+        for i in 1..=200u64 {
+            for (k, t) in tests.iter_mut().enumerate() {
+                let counts = UdpCounts {
+                    received: i,
+                    expected: i + i / 50,
+                    lost: i / 50,
+                    out_of_order: u64::from(ooo && k == 0 && i >= 2),
+                    jitter_ms: 0.002,
+                };
+                out.extend(t.udp(1470, counts, i as f64 * 0.01 - 0.005));
+                t.delay(0.00001 * (k + 1) as f64, 0);
+            }
+        }
+        for t in &mut tests {
+            out.extend(t.tick(2.0));
+        }
+        out.extend(tests[0].finish(2.0224));
+        out.extend(tests[1].finish(2.0110));
+        (out.join("\n"), out)
+    }
+
+    /// UDP `-P 2`: iperf 2.2.1's server's sums in each layout (`testdata/iperf2/
+    /// udp_p2*.server.txt`): `-e`'s `[SUM-cnt]` header and `[SUM-2]` rows with
+    /// lost/total, latency and PPS, the out-of-order lines (a member's, and `[SUM]`'s
+    /// after the whole sum); plain `[SUM]` rows under the plain header.
+    #[test]
+    fn udp_p2_sum_rows_match_iperf2() {
+        let (text, out) = udp_p2_run(Layout::Enhanced, true);
+        same_shape("udp_p2.server", &text);
+        let sums: Vec<&String> = out.iter().filter(|l| l.starts_with("[SUM-2]")).collect();
+        assert_eq!(sums.len(), 3, "{text}");
+        // 2 × 200 datagrams received, 2 × 4 lost; delays 10 and 20 µs, mean 15.
+        assert!(
+            sums[2].contains("  8/408 (2%)  0.015/0.010/0.020  "),
+            "{text}"
+        );
+        assert_eq!(
+            out.last().map(String::as_str),
+            Some("[SUM] 0.0000-2.0224 sec  1 datagrams received out-of-order"),
+            "{text}"
+        );
+        let (text, _) = udp_p2_run(Layout::Plain, false);
+        same_shape("udp_p2_plain.server", &text);
+        assert!(
+            text.contains("\n[SUM] 0.0000-2.0224 sec   574 KBytes  2.33 Mbits/sec   8/408 (2%)"),
+            "{text}"
+        );
+    }
+
+    /// TCP `-P 2 -t 2.5` without `-e`: plain `[SUM]` rows, no header of their own, the
+    /// last part-interval's sum after both members' whole-test rows
+    /// (`testdata/iperf2/tcp_p2_plain.server.txt`).
+    #[test]
+    fn tcp_p2_plain_sum_rows_match_iperf2() {
+        let (mut out, mut tests) = p2_members(&ctx(Layout::Plain, false));
+        for i in 0..250u32 {
+            for t in [1usize, 0] {
+                out.extend(tests[t].read(1000, 128 * 1024, f64::from(i) * 0.01));
+            }
+        }
+        out.extend(tests[1].finish(2.5005));
+        out.extend(tests[0].finish(2.5007));
+        let text = out.join("\n");
+        same_shape("tcp_p2_plain.server", &text);
+        assert!(
+            text.ends_with(
+                "\n[SUM] 2.0000-2.5007 sec  97.7 KBytes  1.60 Mbits/sec\n[SUM] 0.0000-2.5007 sec   488 KBytes  1.60 Mbits/sec"
+            ),
+            "{text}"
+        );
+    }
+
+    /// `-y C` with `-P 2`: after the members' lines of a span, the sum's line with
+    /// transfer id -1, the client's address with port 0, the server's (`0.0.0.0`
+    /// for UDP) and the members' bytes (and UDP counts) added, as iperf 2.2.1's server
+    /// writes it (`testdata/iperf2/{tcp,udp}_p2_csv.server.txt`).
+    #[test]
+    fn p2_csv_sum_lines_match_iperf2() {
+        let ids = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
+                .collect()
+        };
+        let (text, out) = udp_p2_run(Layout::Csv, false);
+        same_shape("udp_p2_csv.server", &text);
+        assert_eq!(
+            ids(&text).iter().filter(|i| *i == "-1").count(),
+            3,
+            "{text}"
+        );
+        assert_eq!(
+            ids(&capture("udp_p2_csv.server"))
+                .iter()
+                .filter(|i| *i == "-1")
+                .count(),
+            3
+        );
+        let whole: Vec<&str> = out
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!(
+            &whole[1..6],
+            ["127.0.0.1", "0", "0.0.0.0", "5001", "-1"],
+            "{text}"
+        );
+        assert_eq!(
+            (whole[7], whole[10], whole[11]),
+            ("588000", "8", "408"),
+            "{text}"
+        );
+        let captured = capture("udp_p2_csv.server");
+        let want: Vec<&str> = captured
+            .lines()
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!((want[2], want[3], want[5]), ("0", "0.0.0.0", "-1"));
+
+        let (mut out, mut tests) = p2_members(&ctx(Layout::Csv, false));
+        for i in 0..200u32 {
+            for t in &mut tests {
+                out.extend(t.read(1000, 1000, f64::from(i) * 0.01));
+            }
+        }
+        for t in &mut tests {
+            out.extend(t.tick(2.0));
+        }
+        out.extend(tests[0].finish(2.0));
+        out.extend(tests[1].finish(2.0));
+        let text = out.join("\n");
+        same_shape("tcp_p2_csv.server", &text);
+        assert_eq!(
+            ids(&text),
+            ids(&capture("tcp_p2_csv.server")),
+            "the members' and the sum's lines in iperf 2.2.1's order:\n{text}"
+        );
+        let whole: Vec<&str> = out
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!(
+            &whole[1..8],
+            [
+                "127.0.0.1",
+                "0",
+                "127.0.0.1",
+                "5001",
+                "-1",
+                "0.0-2.0",
+                "400000"
+            ],
+            "{text}"
+        );
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after
