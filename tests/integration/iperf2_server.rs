@@ -1645,3 +1645,93 @@ fn lost_total_rows_of(text: &str) -> Vec<(String, u64, u64)> {
         })
         .collect()
 }
+
+/// `--full-duplex` from a real iperf 2.2.1 client, TCP and UDP, `-e` and plain: the
+/// server prints both halves as iperf 2.2.1's server does (the connection line's
+/// `(full-duplex)`, the sending half's `[ *1]` rows, with `-e` the `[FD1]` rows adding
+/// both up): every line shape of its captured output and no other (the halves' order
+/// within an interval is the threads' and is not compared); with `-y C` the receiving
+/// half's whole-test line holds the bytes the client says it sent, and the sending
+/// half's `-i` lines add up to its whole-test line.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_both_halves_of_full_duplex() {
+    use std::collections::BTreeSet;
+    for (args, capture) in [
+        (&["-e"][..], "tcp_fd.server"),
+        (&["-u", "-e"][..], "udp_fd.server"),
+        (&[][..], "tcp_fd_plain.server"),
+        (&["-u"][..], "udp_fd_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let rate: &[&str] = if args.contains(&"-u") {
+            &["-b", "1m"]
+        } else {
+            &[]
+        };
+        let client = [args, rate, &["--full-duplex", "-i", "1", "-t", "2"]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        assert!(
+            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+            "{capture}: {}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let shapes = netmeter::report::iperf2::shape::shapes;
+        let got: BTreeSet<String> = shapes(&text).into_iter().collect();
+        let want: BTreeSet<String> = shapes(&server_capture(capture)).into_iter().collect();
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        assert!(text.contains("(full-duplex)"), "{text}");
+        assert!(text.contains("[ *1] 0.0000-"), "{text}");
+        if args.contains(&"-e") {
+            assert!(
+                text.lines().last().unwrap().starts_with("[FD1] 0.0000-"),
+                "{text}"
+            );
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["--full-duplex", "-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let port_s = port.to_string();
+    // (the server sends: its own address first; span; bytes)
+    let rows: Vec<(bool, String, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.len() >= 9).then(|| (f[2] == port_s, f[6].to_string(), f[7].parse().unwrap()))
+        })
+        .collect();
+    let whole = |sending: bool| {
+        rows.iter()
+            .filter(|r| r.0 == sending && r.1.starts_with("0.0-2."))
+            .map(|r| r.2)
+            .next_back()
+            .unwrap_or_else(|| panic!("no whole-test line (sending {sending}):\n{text}"))
+    };
+    assert_eq!(
+        whole(false),
+        csv_bytes(&out, port).0,
+        "{text}\n{}",
+        show(&out)
+    );
+    let sent_parts: u64 = rows
+        .iter()
+        .filter(|r| r.0 && !r.1.starts_with("0.0-2."))
+        .map(|r| r.2)
+        .sum();
+    assert!(whole(true) > 0, "{text}");
+    assert_eq!(whole(true), sent_parts, "{text}");
+}

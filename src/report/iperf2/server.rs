@@ -354,6 +354,17 @@ pub struct ServerTest {
     sending: bool,
     /// `-P`: the group's sum, told each row's span; its rows follow this one's.
     sum: Option<Arc<Mutex<SumRows>>>,
+    /// This test's key among the sum's members (its transfer id; the sending half of a
+    /// `--full-duplex` test has one of its own).
+    sum_key: usize,
+    /// The row label when not `[  N] ` (`[ *N] `: a `--full-duplex` test's sending half).
+    label: Option<String>,
+    /// The receiving half of a `--full-duplex` test: its connection line says so.
+    full_duplex: bool,
+    /// The sending half of a `--full-duplex` test: no connection line of its own.
+    fd_sending: bool,
+    /// A UDP sender's datagrams (its end included), printed after its whole-test row.
+    sent_n: Option<u64>,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -423,8 +434,10 @@ pub struct SumRows {
     slots: BTreeMap<u64, Slot>,
     whole: Slot,
     header_done: bool,
-    /// The members' column header was printed (once for the group, as iperf 2 does).
-    member_header_done: bool,
+    /// The members' column headers printed (each once for the group, as iperf 2 does).
+    member_headers: Vec<&'static str>,
+    /// A `--full-duplex` test's halves, transfer id N: `[FDN]` rows (`-e` only).
+    fd: Option<usize>,
     /// The first member's connection and its time (seconds since the epoch): the CSV
     /// sum line's addresses.
     conn: Option<(Connected, u64)>,
@@ -445,8 +458,19 @@ impl SumRows {
             slots: BTreeMap::new(),
             whole: Slot::default(),
             header_done: false,
-            member_header_done: false,
+            member_headers: Vec::new(),
+            fd: None,
             conn: None,
+        }
+    }
+
+    /// The `[FDn]` rows of a `--full-duplex` test (transfer id `no`): its two halves'
+    /// bytes (UDP: and datagrams, with PPS) added up, with `-e` only, as iperf 2.2.1's
+    /// server prints them (plain and CSV have none).
+    pub fn full_duplex(ctx: Iperf2Ctx, no: usize, interval_s: f64) -> SumRows {
+        SumRows {
+            fd: Some(no),
+            ..SumRows::new(ctx, 2, interval_s)
         }
     }
 
@@ -455,9 +479,13 @@ impl SumRows {
         self.conn.get_or_insert_with(|| (c.clone(), timesecs));
     }
 
-    /// Whether a member is the first to print the column header (the others do not).
-    fn claim_member_header(&mut self) -> bool {
-        !std::mem::replace(&mut self.member_header_done, true)
+    /// Whether a member is the first to print this column header (the others do not).
+    fn claim_member_header(&mut self, header: &'static str) -> bool {
+        if self.member_headers.contains(&header) {
+            return false;
+        }
+        self.member_headers.push(header);
+        true
     }
 
     /// Member `no`'s row counted `x`: the sum rows now due.
@@ -509,6 +537,9 @@ impl SumRows {
     fn row(&mut self, x: &Span) -> Vec<String> {
         if self.ctx.exclude.data {
             return Vec::new();
+        }
+        if let Some(no) = self.fd {
+            return self.fd_row(no, x);
         }
         let udp = self.ctx.udp;
         let seconds = x.end - x.begin;
@@ -606,6 +637,38 @@ impl SumRows {
         out
     }
 
+    /// A `--full-duplex` test's `[FDn]` row (`-e` only), under its header printed once.
+    fn fd_row(&mut self, no: usize, x: &Span) -> Vec<String> {
+        if self.ctx.layout != Layout::Enhanced {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !std::mem::replace(&mut self.header_done, true) {
+            out.push(if self.ctx.udp {
+                UDP_FD_HEADER.to_string()
+            } else {
+                lines::column_header(lines::Kind::Plain).to_string()
+            });
+        }
+        let seconds = x.end - x.begin;
+        let head = format!(
+            "[FD{no}] {}  {}",
+            super::span(x.begin, x.end),
+            super::transfer(x.bytes, seconds)
+        );
+        out.push(if self.ctx.udp {
+            let pps = if seconds > 0.0 {
+                x.reads as f64 / seconds
+            } else {
+                0.0
+            };
+            format!("{head} {}{pps:8.0} pps", x.reads)
+        } else {
+            head
+        });
+        out
+    }
+
     /// The CSV sum line: transfer id -1, the client's address with port 0 and the
     /// server's (`0.0.0.0` for UDP), as iperf 2.2.1's server writes it.
     fn csv_line(&self, row: &Row) -> String {
@@ -627,6 +690,9 @@ impl SumRows {
         super::csv::line(&self.ctx, Some(&start), -1, -1, row)
     }
 }
+
+/// iperf 2.2.1's `[FDn]` header over UDP (`report_udp_fullduplex_header`).
+const UDP_FD_HEADER: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS";
 
 /// iperf 2.2.1's server's `[SUM-cnt]` header over UDP sums (`report_sumcnt_udp_enhanced_header`).
 const UDP_SUM_HEADER: &str =
@@ -667,7 +733,31 @@ impl ServerTest {
             hist: None,
             sending: false,
             sum: None,
+            sum_key: no,
+            label: None,
+            full_duplex: false,
+            fd_sending: false,
+            sent_n: None,
         }
+    }
+
+    /// The receiving half of a `--full-duplex` test: the connection line says
+    /// `(full-duplex)` (UDP: and `(no-udp-fin)`), and its rows and the sending half's
+    /// feed `fd`, the test's `[FDn]` rows ([`SumRows::full_duplex`]).
+    pub fn full_duplex(mut self, fd: Arc<Mutex<SumRows>>) -> Self {
+        self.full_duplex = true;
+        self.with_sum(fd)
+    }
+
+    /// The sending half of a `--full-duplex` test (the same transfer id as its
+    /// receiving half): a sender's rows labelled `[ *N]`, no connection line, feeding
+    /// the test's `[FDn]` rows, as iperf 2.2.1's server prints them.
+    pub fn full_duplex_sending(mut self, fd: Arc<Mutex<SumRows>>) -> Self {
+        self.sending = true;
+        self.fd_sending = true;
+        self.label = Some(format!("[{:>3}] ", format!("*{}", self.no)));
+        self.sum_key = usize::MAX - self.no;
+        self.with_sum(fd)
     }
 
     /// A member of a `-P` test: its rows are told to the group's `sum`, whose rows
@@ -707,6 +797,19 @@ impl ServerTest {
             return Vec::new();
         }
         let c = &self.start.connected[0];
+        if self.fd_sending {
+            return Vec::new();
+        }
+        if self.full_duplex {
+            let mut line = lines::connection(&self.ctx, self.no, c, &self.start);
+            let mut fd = " (full-duplex)".to_string();
+            if self.ctx.udp {
+                fd.push_str(" (no-udp-fin)");
+            }
+            let at = line.rfind(" on ").unwrap_or(line.len());
+            line.insert_str(at, &fd);
+            return vec![line];
+        }
         if !self.sending {
             return vec![lines::connection(&self.ctx, self.no, c, &self.start)];
         }
@@ -733,6 +836,14 @@ impl ServerTest {
             }
         }
         out
+    }
+
+    /// A UDP sender's test ended at `t` having sent `n` datagrams (its end included):
+    /// its last rows, the `Sent N datagrams` line after its whole-test row (before the
+    /// `[FDn]` row a `--full-duplex` test's whole ends with).
+    pub fn finish_sent(&mut self, t: f64, n: u64) -> Vec<String> {
+        self.sent_n = Some(n);
+        self.finish(t)
     }
 
     /// A UDP sender's last line, after the whole test's row: the datagrams it sent,
@@ -826,7 +937,7 @@ impl ServerTest {
             begin,
             end,
             bytes: x.bytes,
-            reads: x.reads,
+            reads: x.reads + x.writes,
             bins: x.bins,
             whole,
             lost: udp.map_or(0, |(u, _)| u.lost_packets),
@@ -835,8 +946,14 @@ impl ServerTest {
             delays: x.delays,
         };
         let mut out = self.member_row(begin, end, x, whole);
+        if let Some(n) = self
+            .sent_n
+            .filter(|_| whole && self.sending && self.ctx.udp)
+        {
+            out.extend(self.sent_datagrams(n));
+        }
         if let Some(mut sum) = self.sum.as_ref().and_then(|s| s.lock().ok()) {
-            out.extend(sum.add(self.no, &span));
+            out.extend(sum.add(self.sum_key, &span));
         }
         out
     }
@@ -930,7 +1047,7 @@ impl ServerTest {
         if !self.header_done {
             self.header_done = true;
             let first = match self.sum.as_ref().map(|s| s.lock()) {
-                Some(Ok(mut s)) => s.claim_member_header(),
+                Some(Ok(mut s)) => s.claim_member_header(lines::column_header(kind)),
                 _ => true,
             };
             if first {
@@ -942,7 +1059,7 @@ impl ServerTest {
             at_end: whole,
             ..Facts::default()
         };
-        let prefix = super::id(self.no);
+        let prefix = self.label.clone().unwrap_or_else(|| super::id(self.no));
         out.push(lines::row(kind, &prefix, &row, &facts));
         if let Some(n) = ooo.filter(|&n| n > 0 && !self.sending) {
             out.push(format!(
@@ -1386,6 +1503,100 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    /// A `--full-duplex` test's two halves over two seconds: each second's reads and
+    /// writes, then the halves' rows of it in the order `ticks` names (`r` the
+    /// receiving half, `s` the sending one) for the first second and for the second,
+    /// then the halves end in the order `ends` names.
+    fn fd_run(layout: Layout, udp: bool, ticks: [&str; 2], ends: &str) -> Vec<String> {
+        let c = ctx(layout, udp);
+        let mut out = banner(&c, c.datagram_len, if udp { 212_992 } else { 131072 }, None);
+        let fd = Arc::new(Mutex::new(SumRows::full_duplex(c.clone(), 1, 1.0)));
+        let mut r =
+            ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0).full_duplex(fd.clone());
+        let mut w = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).full_duplex_sending(fd);
+        out.extend(r.opening());
+        out.extend(w.opening());
+        let len = if udp { 1470 } else { 128 * 1024 };
+        for (k, order) in ticks.iter().enumerate() {
+            for i in 0..100u64 {
+                let at = k as f64 + 0.005 + i as f64 * 0.0099;
+                out.extend(w.write(len, true, at));
+                if udp {
+                    let n = k as u64 * 100 + i + 1;
+                    let counts = UdpCounts {
+                        received: n,
+                        expected: n,
+                        ..UdpCounts::default()
+                    };
+                    out.extend(r.udp(len, counts, at));
+                    r.delay(0.00001, 0);
+                } else {
+                    out.extend(r.read(len, len, at));
+                }
+            }
+            for half in order.chars() {
+                let t = if half == 'r' { &mut r } else { &mut w };
+                out.extend(t.tick(k as f64 + 1.0));
+            }
+        }
+        for half in ends.chars() {
+            if half == 'r' {
+                out.extend(r.finish(2.0233));
+            } else if udp {
+                out.extend(w.finish_sent(2.0229, 201));
+            } else {
+                out.extend(w.finish(2.0061));
+            }
+        }
+        out
+    }
+
+    /// `--full-duplex`: the sending half's `[ *1]` rows beside the receiving half's, the
+    /// connection line's `(full-duplex)`, with `-e` the `[FD1]` rows adding both halves
+    /// up, as iperf 2.2.1's server printed them (`testdata/iperf2/*_fd*.server.txt`; the
+    /// halves' order within an interval is as each capture had it).
+    #[test]
+    fn full_duplex_halves_match_iperf2() {
+        let out = fd_run(Layout::Enhanced, false, ["sr", "sr"], "sr");
+        same_shape("tcp_fd.server", &out.join("\n"));
+        let fds: Vec<&String> = out.iter().filter(|l| l.starts_with("[FD1]")).collect();
+        assert_eq!(fds.len(), 3, "{out:#?}");
+        // 200 writes and 200 reads of 128 KiB: 50 MiB over the whole test.
+        assert!(
+            fds[2].starts_with("[FD1] 0.0000-2.0233 sec  50.0 MBytes  "),
+            "{out:#?}"
+        );
+        assert!(
+            out.iter()
+                .any(|l| l.starts_with("[ *1] 0.0000-2.0061 sec  25.0 MBytes ")),
+            "{out:#?}"
+        );
+        let plain = fd_run(Layout::Plain, false, ["sr", ""], "rs");
+        same_shape("tcp_fd_plain.server", &plain.join("\n"));
+        let out = fd_run(Layout::Enhanced, true, ["rs", "rs"], "rs");
+        same_shape("udp_fd.server", &out.join("\n"));
+        let fd_whole = out.last().unwrap();
+        assert!(
+            fd_whole.starts_with("[FD1] 0.0000-2.0233 sec   574 KBytes  2.32 Mbits/sec 400 "),
+            "{out:#?}"
+        );
+        assert_eq!(out[out.len() - 2], "[  1] Sent 201 datagrams", "{out:#?}");
+        let plain = fd_run(Layout::Plain, true, ["rs", "sr"], "sr");
+        same_shape("udp_fd_plain.server", &plain.join("\n"));
+        for (udp, name) in [(false, "tcp_fd_csv.server"), (true, "udp_fd_csv.server")] {
+            let csv = fd_run(Layout::Csv, udp, ["rs", "rs"], "rs");
+            same_shape(name, &csv.join("\n"));
+            // The receiving half's lines name the client first, the sending half's
+            // this server, as iperf 2.2.1's.
+            let firsts: Vec<&str> = csv.iter().filter_map(|l| l.split(',').nth(2)).collect();
+            assert_eq!(
+                firsts,
+                ["40000", "5001", "40000", "5001", "40000", "5001"],
+                "{csv:#?}"
+            );
+        }
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

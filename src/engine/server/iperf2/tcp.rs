@@ -102,11 +102,20 @@ pub(in crate::engine::server) fn serve(
     let mut owd = h.trip_times().then(Owd::default);
     // `netmeter iperf2 -s`: what this side reads, in iperf 2's server layout (the
     // header's bytes, read by the door, as the first read).
-    let mut printer = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
-        (Flow::Send, None, Ok(local), Some(peer)) => Printer::start_sending(&g, h, local, peer),
-        (Flow::Send, None, _, _) => None,
-        (_, _, Ok(local), Some(peer)) => Printer::start(&g, h, local, peer),
-        _ => None,
+    // A `--full-duplex` test's sending half has its own (`tx_printer`).
+    let (mut printer, mut tx_printer) = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
+        (Flow::Send, None, Ok(local), Some(peer)) => {
+            (Printer::start_sending(&g, h, local, peer), None)
+        }
+        (Flow::Send, None, _, _) => (None, None),
+        (Flow::Both, None, Ok(local), Some(peer)) => {
+            match Printer::start_full_duplex(&g, h, local, peer) {
+                Some((rx, tx)) => (Some(rx), Some(tx)),
+                None => (None, None),
+            }
+        }
+        (_, _, Ok(local), Some(peer)) => (Printer::start(&g, h, local, peer), None),
+        _ => (None, None),
     };
     if let Some(p) = printer.as_mut().filter(|_| plan.flow != Flow::Send) {
         p.read(early, early, g.now());
@@ -135,7 +144,13 @@ pub(in crate::engine::server) fn serve(
         }
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
-                let sender = s.spawn(|| send(&g, &mut tx, plan, trip, None));
+                let sender = s.spawn(|| {
+                    let sent = send(&g, &mut tx, plan, trip, tx_printer.as_mut());
+                    if let Some(p) = tx_printer.take() {
+                        p.finish(g.now());
+                    }
+                    sent
+                });
                 let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
