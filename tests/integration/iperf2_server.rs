@@ -1735,3 +1735,57 @@ fn the_iperf2_server_prints_both_halves_of_full_duplex() {
     assert!(whole(true) > 0, "{text}");
     assert_eq!(whole(true), sent_parts, "{text}");
 }
+
+/// `-d` and `-r` from a real iperf 2.2.1 client, `-e` and plain: the server prints the
+/// connection back to the client's listener as iperf 2.2.1's server does (its
+/// `Client connecting to HOST, TCP port L` settings header, the `(reverse)` connection
+/// line, the sending `[ *2]` rows; with `-d` the `[SUM-2]`/`[SUM]` rows of both, the
+/// whole test's last): every line shape of its captured output and no other (the two
+/// connections' order within an interval is the threads' and is not compared).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_the_connection_back() {
+    use std::collections::BTreeSet;
+    for (args, flag, capture) in [
+        (&["-e"][..], "-d", "tcp_dual.server"),
+        (&[][..], "-d", "tcp_dual_plain.server"),
+        (&["-e"][..], "-r", "tcp_tradeoff.server"),
+        (&[][..], "-r", "tcp_tradeoff_plain.server"),
+    ] {
+        let port = free_port();
+        let listen = free_port().to_string();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let client = [args, &["-i", "1", "-t", "2", flag, "-L", &listen]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        assert!(
+            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+            "{capture}: {}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let shapes = netmeter::report::iperf2::shape::shapes;
+        let got: BTreeSet<String> = shapes(&text).into_iter().collect();
+        let want: BTreeSet<String> = shapes(&server_capture(capture)).into_iter().collect();
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        assert!(
+            text.contains(&format!(
+                "Client connecting to 127.0.0.1, TCP port {listen}"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("[ *2] 0.0000-"), "{text}");
+        let last = text.lines().last().unwrap();
+        if flag == "-d" {
+            assert!(
+                last.starts_with("[SUM"),
+                "the whole test's sum last: {text}"
+            );
+        } else {
+            assert!(last.starts_with("[ *2] 0.0000-"), "{text}");
+        }
+    }
+}

@@ -365,6 +365,19 @@ pub struct ServerTest {
     fd_sending: bool,
     /// A UDP sender's datagrams (its end included), printed after its whole-test row.
     sent_n: Option<u64>,
+    /// The `-d`/`-r` connection back to the client's listener: the settings header
+    /// iperf 2 prints for it (as a client's).
+    back: Option<BackHeader>,
+}
+
+/// What the settings header of a `-d`/`-r` connection back names: the client's
+/// listener, the write size and the socket's send buffer (bytes; 0: not known).
+#[derive(Debug, Clone)]
+pub struct BackHeader {
+    pub host: String,
+    pub port: u16,
+    pub write_len: u64,
+    pub sndbuf: u64,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -738,7 +751,19 @@ impl ServerTest {
             full_duplex: false,
             fd_sending: false,
             sent_n: None,
+            back: None,
         }
+    }
+
+    /// The `-d`/`-r` connection this server opened back to the client's listener, on
+    /// which it sends: iperf 2's client settings header (`Client connecting to`), the
+    /// connection line with `(reverse)` and a sender's rows labelled `[ *N]`, as iperf
+    /// 2.2.1's server prints them.
+    pub fn connect_back(mut self, back: BackHeader) -> Self {
+        self.sending = true;
+        self.label = Some(format!("[{:>3}] ", format!("*{}", self.no)));
+        self.back = Some(back);
+        self
     }
 
     /// The receiving half of a `--full-duplex` test: the connection line says
@@ -799,6 +824,31 @@ impl ServerTest {
         let c = &self.start.connected[0];
         if self.fd_sending {
             return Vec::new();
+        }
+        if let Some(b) = &self.back {
+            let mut ctx = self.ctx.clone();
+            ctx.client = true;
+            ctx.host = b.host.clone();
+            ctx.port = b.port;
+            ctx.parallel = 1;
+            let mut start = Start::default();
+            start.test_start.blksize = b.write_len;
+            start.sndbuf_actual = b.sndbuf;
+            let mut out = if self.ctx.exclude.settings {
+                Vec::new()
+            } else {
+                lines::header(&ctx, &start)
+            };
+            let mut untimed = self.start.clone();
+            untimed.timestamp = Default::default();
+            let line = lines::connection(&self.ctx, self.no, c, &untimed);
+            let label = self.label.as_deref().unwrap_or_default().trim_end();
+            let id = super::id(self.no);
+            out.push(format!(
+                "{} (reverse)",
+                line.replacen(id.trim_end(), label, 1)
+            ));
+            return out;
         }
         if self.full_duplex {
             let mut line = lines::connection(&self.ctx, self.no, c, &self.start);
@@ -1597,6 +1647,106 @@ mod tests {
                 "{csv:#?}"
             );
         }
+    }
+
+    /// A TCP `-d` (`dual`) or `-r` test: the client's test this server reads (its
+    /// transfer 1) and the connection back on which it sends (its transfer 2), each
+    /// second's reads and writes, the halves' rows of a second in the order the
+    /// captures had them (the sending one first); `-d`'s rows share a sum.
+    fn legacy_run(layout: Layout, dual: bool) -> Vec<String> {
+        let c = ctx(layout, false);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut r = ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0);
+        let mut back = conn();
+        back.socket = 2;
+        (back.local_port, back.remote_port) = (41796, 25231);
+        let mut w = ServerTest::new(c, 2, back, 1_764_184_214_054, 1.0).connect_back(BackHeader {
+            host: "127.0.0.1".into(),
+            port: 25231,
+            write_len: 131_072,
+            sndbuf: 4 << 20,
+        });
+        if dual {
+            r = r.with_sum(sum.clone());
+            w = w.with_sum(sum);
+        }
+        out.extend(r.opening());
+        let len = 128 * 1024;
+        let second = |t: &mut ServerTest, k: u32, out: &mut Vec<String>, send: bool| {
+            for i in 0..100u32 {
+                let at = f64::from(k) + 0.005 + f64::from(i) * 0.0099;
+                out.extend(if send {
+                    t.write(len, true, at)
+                } else {
+                    t.read(len, len, at)
+                });
+            }
+        };
+        if dual {
+            out.extend(w.opening());
+            for k in 0..2 {
+                second(&mut w, k, &mut out, true);
+                second(&mut r, k, &mut out, false);
+                out.extend(w.tick(f64::from(k) + 1.0));
+                out.extend(r.tick(f64::from(k) + 1.0));
+            }
+            out.extend(w.finish(2.0042));
+            out.extend(r.finish(2.0006));
+        } else {
+            for k in 0..2 {
+                second(&mut r, k, &mut out, false);
+            }
+            out.extend(r.finish(2.0032));
+            out.extend(w.opening());
+            for k in 0..2 {
+                second(&mut w, k, &mut out, true);
+            }
+            out.extend(w.finish(2.0013));
+        }
+        out
+    }
+
+    /// `-d` and `-r`: the connection back's settings header (`Client connecting to`,
+    /// its write size, TOS and window with `-e`), its `(reverse)` connection line and
+    /// `[ *2]` sender's rows, and with `-d` the sum of both (`[SUM-2]`, Reads=Dist
+    /// counting the writes too, as iperf 2's), as iperf 2.2.1's server printed them
+    /// (`testdata/iperf2/tcp_{dual,tradeoff}*.server.txt`).
+    #[test]
+    fn connect_back_rows_match_iperf2() {
+        let dual = legacy_run(Layout::Enhanced, true);
+        same_shape("tcp_dual.server", &dual.join("\n"));
+        assert!(
+            dual.contains(
+                &"Client connecting to 127.0.0.1, TCP port 25231 with pid 7 (1/0 flows/load)"
+                    .to_string()
+            ),
+            "{dual:#?}"
+        );
+        assert!(
+            dual.contains(
+                &"[ *2] local 127.0.0.1 port 41796 connected with 127.0.0.1 port 25231 (reverse)"
+                    .to_string()
+            ),
+            "{dual:#?}"
+        );
+        // 200 writes and 200 reads of 128 KiB, 400 calls.
+        let last = dual.last().unwrap();
+        assert!(
+            last.starts_with("[SUM-2] 0.0000-2.0042 sec  50.0 MBytes ") && last.contains(" 400="),
+            "{dual:#?}"
+        );
+        same_shape(
+            "tcp_dual_plain.server",
+            &legacy_run(Layout::Plain, true).join("\n"),
+        );
+        same_shape(
+            "tcp_tradeoff.server",
+            &legacy_run(Layout::Enhanced, false).join("\n"),
+        );
+        let plain = legacy_run(Layout::Plain, false);
+        same_shape("tcp_tradeoff_plain.server", &plain.join("\n"));
+        assert!(!plain.iter().any(|l| l.starts_with("[SUM")), "{plain:#?}");
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

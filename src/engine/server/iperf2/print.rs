@@ -6,7 +6,7 @@
 use super::Group;
 use crate::engine::output::Sink;
 use crate::report::Connected;
-use crate::report::iperf2::server::{ServerTest, SumRows, UdpCounts};
+use crate::report::iperf2::server::{BackHeader, ServerTest, SumRows, UdpCounts};
 use crate::report::iperf2::{Bounceback, Iperf2Ctx};
 use crate::wire::iperf2::{BbHdr, TestHdr};
 use std::io::Write;
@@ -77,6 +77,32 @@ impl Printer {
         let recv = Self::test(g, ctx.clone(), local, peer, no).full_duplex(fd.clone());
         let send = Self::test(g, ctx, local, peer, no).full_duplex_sending(fd);
         Some((Self::open(g, recv), Self::open(g, send)))
+    }
+
+    /// The `-d`/`-r` connection back to the client's listener `peer` (from `local`),
+    /// on which this server sends `write_len` blocks: iperf 2's client settings header
+    /// for it, its connection line and a sender's `[ *N]` rows (with `-d` in the
+    /// group's sum beside the client's test).
+    pub fn start_back(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+        write_len: u64,
+        sndbuf: u64,
+    ) -> Option<Printer> {
+        let (ctx, no) = Self::ctx(g, h, None)?;
+        let back = BackHeader {
+            host: super::canon(peer.ip()).to_string(),
+            port: peer.port(),
+            write_len,
+            sndbuf,
+        };
+        let mut test = Self::test(g, ctx, local, peer, no).connect_back(back);
+        if let Some(sum) = g.sum.clone() {
+            test = test.with_sum(sum);
+        }
+        Some(Self::open(g, test))
     }
 
     fn start_as(
