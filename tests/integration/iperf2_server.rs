@@ -1789,3 +1789,110 @@ fn the_iperf2_server_prints_the_connection_back() {
         }
     }
 }
+
+/// A flood of plausible iperf 2 UDP test headers (a real 2.2.1 client's first datagram,
+/// `src/wire/testdata/iperf2_captures.txt`) from 400 source ports of 127.0.0.5, each a
+/// "new client", while a real iperf 2.2.1 UDP client runs from 127.0.0.1: the real
+/// client is served in full (its Server Report counts what it sent), the flooding
+/// address starts no more tests than its share of the slots (`--max-tests 4`: 3 per
+/// source), the server lives, and its resident memory stays within 48 MiB of what it
+/// was after a first test. The bound: a few flows' threads, sockets and 64 KiB buffers
+/// are inside it; what it excludes is a flow (a thread, a socket, a buffer) per fake
+/// client, which for 400 of them would be 400 thread stacks and 25 MiB of buffers
+/// beyond the per-source cap that is checked before any of it is made.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn a_flood_of_plausible_iperf2_udp_clients_is_capped_per_source() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port();
+    let (mut srv, d) = netmeter_server(port, &["--max-tests", "4"]);
+    let pid = srv.pid();
+    let warm = iperf2_text(V221, port, &["-u", "-t", "0.5", "-b", "1m"]);
+    assert!(warm.status.success(), "{}", show(&warm));
+    await_evidence(
+        "the first test's end",
+        || d.text().contains(" ended: received "),
+        || d.text(),
+    );
+    let before_kb = rss_kb(pid);
+    let captures = include_str!("../../src/wire/testdata/iperf2_captures.txt");
+    let hex = captures
+        .lines()
+        .find_map(|l| l.strip_prefix("2.2.1-udp "))
+        .unwrap()
+        .trim();
+    let mut start: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    // Its first datagram: sequence number 1 (the capture is the client's FIN).
+    start[..4].copy_from_slice(&1u32.to_be_bytes());
+    start[12..16].copy_from_slice(&0u32.to_be_bytes());
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut most = 0;
+            while !stop.load(Ordering::Relaxed) {
+                most = most.max(rss_kb(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            most
+        }
+    });
+    let flood = std::thread::spawn(move || {
+        let socks: Vec<UdpSocket> = (0..400)
+            .filter_map(|_| UdpSocket::bind("127.0.0.5:0").ok())
+            .collect();
+        for _ in 0..3 {
+            for s in &socks {
+                let _ = s.send_to(&start, ("127.0.0.1", port));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        socks.len()
+    });
+    let out = iperf2_text(V221, port, &["-u", "-t", "2", "-b", "1m"]);
+    let fakes = flood.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let most_kb = sampler.join().unwrap();
+    let what = format!("{}\n{}", show(&out), d.text());
+    assert!(fakes >= 100, "only {fakes} flooding sockets: {what}");
+    assert!(out.status.success(), "{what}");
+    let reports = server_reports(&out);
+    assert_eq!(reports.len(), 1, "the real client's Server Report: {what}");
+    let (total, sent) = (reports[0].1, sent_datagrams(&out));
+    assert!(
+        total + 1 >= sent && total <= sent + 2,
+        "served in full: total {total}, sent {sent}: {what}"
+    );
+    assert!(srv.alive(), "the server died: {what}");
+    // The flooding source's tests running at once, from the log's start and end lines.
+    let log = d.text();
+    let (mut running, mut most) = (0i64, 0i64);
+    for l in log
+        .lines()
+        .filter(|l| l.contains("iperf 2 test from 127.0.0.5:"))
+    {
+        running += if l.contains(" ended: ") { -1 } else { 1 };
+        most = most.max(running);
+    }
+    assert!(
+        (1..=3).contains(&most),
+        "the flooding source ran {most} tests at once (its share: 3): {log}"
+    );
+    // Refused by the per-source share, or by the whole once the real client runs.
+    assert!(
+        log.contains("(--max-tests-per-source 3)") || log.contains("(--max-tests 4)"),
+        "the rest refused: {log}"
+    );
+    eprintln!("resident: {before_kb} kB after a first test, at most {most_kb} kB during the flood");
+    assert!(
+        before_kb > 0 && most_kb <= before_kb + 48 * 1024,
+        "resident memory grew from {before_kb} kB to {most_kb} kB"
+    );
+}
