@@ -1736,11 +1736,11 @@ fn the_iperf2_server_prints_both_halves_of_full_duplex() {
     assert_eq!(whole(true), sent_parts, "{text}");
 }
 
-/// `-d` and `-r` from a real iperf 2.2.1 client, `-e` and plain: the server prints the
-/// connection back to the client's listener as iperf 2.2.1's server does (its
-/// `Client connecting to HOST, TCP port L` settings header, the `(reverse)` connection
-/// line, the sending `[ *2]` rows; with `-d` the `[SUM-2]`/`[SUM]` rows of both, the
-/// whole test's last): every line shape of its captured output and no other (the two
+/// `-d` and `-r` from a real iperf 2.2.1 client, `-e` and plain (and UDP `-d`): the
+/// server prints the connection back to the client's listener as iperf 2.2.1's server
+/// does (its `Client connecting to HOST, TCP port L` settings header, the `(reverse)`
+/// connection line, the sending `[ *2]` rows; with `-d` the `[SUM-2]`/`[SUM]` rows of
+/// both, the whole test's last; UDP: then the listener's report): every line shape of its captured output and no other (the two
 /// connections' order within an interval is the threads' and is not compared).
 #[test]
 #[cfg_attr(
@@ -1754,11 +1754,14 @@ fn the_iperf2_server_prints_the_connection_back() {
         (&[][..], "-d", "tcp_dual_plain.server"),
         (&["-e"][..], "-r", "tcp_tradeoff.server"),
         (&[][..], "-r", "tcp_tradeoff_plain.server"),
+        (&["-u", "-e"][..], "-d", "udp_dual.server"),
     ] {
         let port = free_port();
         let listen = free_port().to_string();
         let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
-        let client = [args, &["-i", "1", "-t", "2", flag, "-L", &listen]].concat();
+        let udp = args.contains(&"-u");
+        let rate: &[&str] = if udp { &["-b", "1m"] } else { &[] };
+        let client = [args, rate, &["-i", "1", "-t", "2", flag, "-L", &listen]].concat();
         let out = iperf2_text(V221, port, &client);
         assert!(out.status.success(), "{}", show(&out));
         assert!(
@@ -1771,15 +1774,20 @@ fn the_iperf2_server_prints_the_connection_back() {
         let got: BTreeSet<String> = shapes(&text).into_iter().collect();
         let want: BTreeSet<String> = shapes(&server_capture(capture)).into_iter().collect();
         assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        let proto = if udp { "UDP" } else { "TCP" };
         assert!(
             text.contains(&format!(
-                "Client connecting to 127.0.0.1, TCP port {listen}"
+                "Client connecting to 127.0.0.1, {proto} port {listen}"
             )),
             "{text}"
         );
         assert!(text.contains("[ *2] 0.0000-"), "{text}");
         let last = text.lines().last().unwrap();
-        if flag == "-d" {
+        if udp {
+            // The client's listener's report on the connection back comes last.
+            assert!(text.contains("[  2] Server Report:"), "{text}");
+            assert!(last.starts_with("[ *2] 0.0000-"), "{text}");
+        } else if flag == "-d" {
             assert!(
                 last.starts_with("[SUM"),
                 "the whole test's sum last: {text}"

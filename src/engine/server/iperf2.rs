@@ -474,11 +474,11 @@ fn new_group(
             let sum = SumRows::new(ctx, h.threads, shared.cfg.interval_s);
             Some(Arc::new(Mutex::new(sum)))
         }
-        // TCP `-d`: the client's test and the connection back, summed as iperf 2 does.
-        Some(l) if h.threads == 1 && !h.udp && plan.legacy == Some(Legacy::Dual) => {
+        // `-d`: the client's test and the connection back, summed as iperf 2 does.
+        Some(l) if h.threads == 1 && plan.legacy == Some(Legacy::Dual) => {
             let mut ctx = l.ctx.clone();
             ctx.client = false;
-            ctx.udp = false;
+            ctx.udp = h.udp;
             let sum = SumRows::new(ctx, 2, shared.cfg.interval_s);
             Some(Arc::new(Mutex::new(sum)))
         }

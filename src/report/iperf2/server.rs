@@ -378,6 +378,8 @@ pub struct BackHeader {
     pub port: u16,
     pub write_len: u64,
     pub sndbuf: u64,
+    /// UDP: the rate it sends at, bits/s (the header's IPG target).
+    pub rate_bps: u64,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -834,6 +836,7 @@ impl ServerTest {
             let mut start = Start::default();
             start.test_start.blksize = b.write_len;
             start.sndbuf_actual = b.sndbuf;
+            start.target_bitrate = b.rate_bps;
             let mut out = if self.ctx.exclude.settings {
                 Vec::new()
             } else {
@@ -894,6 +897,20 @@ impl ServerTest {
     pub fn finish_sent(&mut self, t: f64, n: u64) -> Vec<String> {
         self.sent_n = Some(n);
         self.finish(t)
+    }
+
+    /// A UDP `-d`/`-r` connection back: the report the client's listener answered its
+    /// end with (`server`), as iperf 2.2.1's server prints it (`[  N] Server Report:`,
+    /// the header, the row labelled `[ *N]`; none in CSV or with `-x V`).
+    pub fn listener_report(&self, server: &Row) -> Vec<String> {
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.server_reports {
+            return Vec::new();
+        }
+        let mut out = lines::server_report(self.no, None, self.ctx.layout, Some(server));
+        if let (Some(last), Some(label)) = (out.last_mut(), self.label.as_deref()) {
+            *last = last.replacen(super::id(self.no).as_str(), label, 1);
+        }
+        out
     }
 
     /// A UDP sender's last line, after the whole test's row: the datagrams it sent,
@@ -1666,6 +1683,7 @@ mod tests {
             port: 25231,
             write_len: 131_072,
             sndbuf: 4 << 20,
+            rate_bps: 0,
         });
         if dual {
             r = r.with_sum(sum.clone());
@@ -1747,6 +1765,90 @@ mod tests {
         let plain = legacy_run(Layout::Plain, false);
         same_shape("tcp_tradeoff_plain.server", &plain.join("\n"));
         assert!(!plain.iter().any(|l| l.starts_with("[SUM")), "{plain:#?}");
+    }
+
+    /// UDP `-d`: the connection back's UDP settings header, its `[ *2]` sender's rows
+    /// and `Sent` line, the `[SUM-2]` rows of both halves, then the report the
+    /// client's listener answered with, as iperf 2.2.1's server printed them
+    /// (`testdata/iperf2/udp_dual.server.txt`).
+    #[test]
+    fn a_udp_connect_back_matches_iperf2() {
+        let c = ctx(Layout::Enhanced, true);
+        let mut out = banner(&c, 1470, 212_992, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut r =
+            ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0).with_sum(sum.clone());
+        let mut back = conn();
+        back.socket = 2;
+        (back.local_port, back.remote_port) = (49177, 25233);
+        let mut w = ServerTest::new(c, 2, back, 1_764_184_214_054, 1.0)
+            .connect_back(BackHeader {
+                host: "127.0.0.1".into(),
+                port: 25233,
+                write_len: 1470,
+                sndbuf: 212_992,
+                rate_bps: 1_000_000,
+            })
+            .with_sum(sum);
+        out.extend(r.opening());
+        out.extend(w.opening());
+        for k in 0..2u64 {
+            for i in 0..85u64 {
+                let at = k as f64 + 0.005 + i as f64 * 0.0116;
+                out.extend(w.write(1470, true, at));
+                let n = k * 85 + i + 1;
+                let counts = UdpCounts {
+                    received: n,
+                    expected: n,
+                    ..UdpCounts::default()
+                };
+                out.extend(r.udp(1470, counts, at));
+                r.delay(0.000015, 0);
+            }
+            out.extend(w.tick(k as f64 + 1.0));
+            out.extend(r.tick(k as f64 + 1.0));
+        }
+        out.extend(w.finish_sent(2.0228, 171));
+        out.extend(r.finish(2.0230));
+        let report = Row {
+            end: 2.0228,
+            seconds: 2.0228,
+            bytes: 170 * 1470,
+            udp_recv: Some(UdpRecvFigures {
+                jitter_ms: 0.001,
+                packets: 170,
+                ..UdpRecvFigures::default()
+            }),
+            // An iperf 2.2.1 listener's report carries its transit.
+            owd: Some(LatencyStats {
+                count: 170,
+                min_ms: 0.002,
+                mean_ms: 0.004,
+                max_ms: 0.015,
+                stdev_ms: 0.002,
+                ..LatencyStats::default()
+            }),
+            ..Row::default()
+        };
+        out.extend(w.listener_report(&report));
+        same_shape("udp_dual.server", &out.join("\n"));
+        assert!(
+            out.contains(
+                &"Client connecting to 127.0.0.1, UDP port 25233 with pid 7 (1/0 flows/load)"
+                    .to_string()
+            ),
+            "{out:#?}"
+        );
+        assert!(
+            out.contains(&"[  2] Sent 171 datagrams".to_string()),
+            "{out:#?}"
+        );
+        assert!(
+            out.last()
+                .unwrap()
+                .starts_with("[ *2] 0.0000-2.0228 sec   244 KBytes "),
+            "{out:#?}"
+        );
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

@@ -5,9 +5,12 @@
 
 use super::Group;
 use crate::engine::output::Sink;
+use crate::latency::LatencyStats;
 use crate::report::Connected;
+use crate::report::UdpRecvFigures;
 use crate::report::iperf2::server::{BackHeader, ServerTest, SumRows, UdpCounts};
-use crate::report::iperf2::{Bounceback, Iperf2Ctx};
+use crate::report::iperf2::{Bounceback, Iperf2Ctx, Row};
+use crate::wire::iperf2::ServerReport;
 use crate::wire::iperf2::{BbHdr, TestHdr};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -90,6 +93,7 @@ impl Printer {
         peer: SocketAddr,
         write_len: u64,
         sndbuf: u64,
+        rate_bps: u64,
     ) -> Option<Printer> {
         let (ctx, no) = Self::ctx(g, h, None)?;
         let back = BackHeader {
@@ -97,6 +101,7 @@ impl Printer {
             port: peer.port(),
             write_len,
             sndbuf,
+            rate_bps,
         };
         let mut test = Self::test(g, ctx, local, peer, no).connect_back(back);
         if let Some(sum) = g.sum.clone() {
@@ -233,6 +238,47 @@ impl Printer {
     pub fn finish(mut self, now: Instant) {
         let t = self.t(now);
         let out = self.test.finish(t);
+        self.write(out);
+    }
+
+    /// A UDP `-d`/`-r` connection back is over: its last rows and the datagrams it
+    /// sent (`n`, its end included), then the report the client's listener answered
+    /// with, when it did.
+    pub fn finish_back(mut self, now: Instant, n: u64, report: Option<&ServerReport>) {
+        let t = self.t(now);
+        let mut out = self.test.finish_sent(t, n);
+        if let Some(r) = report {
+            let pct = if r.datagrams > 0 {
+                100.0 * r.lost as f64 / r.datagrams as f64
+            } else {
+                0.0
+            };
+            let row = Row {
+                end: r.stop_s,
+                seconds: r.stop_s,
+                bytes: r.bytes,
+                udp_recv: Some(UdpRecvFigures {
+                    jitter_ms: r.jitter_s * 1e3,
+                    lost_packets: r.lost,
+                    packets: r.datagrams,
+                    lost_percent: pct,
+                }),
+                owd: r.transit.map(|t| LatencyStats {
+                    count: u64::from(t.count),
+                    min_ms: t.min_s * 1e3,
+                    mean_ms: t.mean_s * 1e3,
+                    max_ms: t.max_s * 1e3,
+                    stdev_ms: if t.count > 1 {
+                        (t.m2_s2 / f64::from(t.count - 1)).sqrt() * 1e3
+                    } else {
+                        0.0
+                    },
+                    ..LatencyStats::default()
+                }),
+                ..Row::default()
+            };
+            out.extend(self.test.listener_report(&row));
+        }
         self.write(out);
     }
 

@@ -427,10 +427,9 @@ fn connect_back(g: &Group, h: &TestHdr, peer: SocketAddr, plan: &Plan) -> Result
     let sndbuf = socket2::SockRef::from(&back)
         .send_buffer_size()
         .unwrap_or(0);
-    let mut rows = back
-        .local_addr()
-        .ok()
-        .and_then(|local| Printer::start_back(g, h, local, to, plan.block as u64, sndbuf as u64));
+    let mut rows = back.local_addr().ok().and_then(|local| {
+        Printer::start_back(g, h, local, to, plan.block as u64, sndbuf as u64, 0)
+    });
     back.write_all(&[0u8; 4])
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);

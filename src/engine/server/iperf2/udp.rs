@@ -582,10 +582,16 @@ fn send(
     } else {
         (0..len).map(|i| b'0' + (i % 10) as u8).collect()
     };
-    // `netmeter iperf2 -s`: a `-R` test's rows or `rows`, a `--full-duplex` test's
-    // sending half's (not the connection back of -d/-r).
+    // `netmeter iperf2 -s`: a `-R` test's rows, `rows` (a `--full-duplex` test's
+    // sending half's) or the connection back's of -d/-r.
     let mut printer = rows.or_else(|| match (back, plan.flow, sock.local_addr()) {
         (false, Flow::Send, Ok(local)) => Printer::start_sending(&g, h, local, to),
+        (true, _, Ok(local)) => {
+            let sndbuf = socket2::SockRef::from(&sock)
+                .send_buffer_size()
+                .unwrap_or(0);
+            Printer::start_back(&g, h, local, to, len as u64, sndbuf as u64, bps)
+        }
         _ => None,
     });
     if !back && h.reverse_reads_a_start() {
@@ -643,8 +649,10 @@ fn send(
         }
         seq += 1;
     }
-    if let Some(p) = printer {
-        p.finish_sent(g.now(), (seq - 1) as u64);
+    match printer {
+        Some(p) if back => p.finish_back(g.now(), (seq - 1) as u64, report.as_ref()),
+        Some(p) => p.finish_sent(g.now(), (seq - 1) as u64),
+        None => {}
     }
     let heard = match report {
         Some(r) => format!(
