@@ -88,7 +88,9 @@ fn recv_numbered(sock: &UdpSocket, expect: usize, idle: Duration, limit: Duratio
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => panic!("recv: {e}"),
         }
