@@ -12,7 +12,7 @@ mod fin;
 mod loops;
 mod recv;
 
-use super::client::{self, ClientConfig};
+use super::client::{self, ClientConfig, Iperf2Opts};
 use super::output::Output;
 use super::stream::DataSock;
 use super::test_common;
@@ -262,6 +262,16 @@ fn header_bytes(spec: &TestSpec, hdr: &ClientHdr) -> Vec<u8> {
     }
 }
 
+/// The gap between bounceback requests: iperf 2's 10 a second unless
+/// `--bounceback-period` says otherwise (0: back to back).
+fn bounceback_period(opts: &Iperf2Opts) -> Option<Duration> {
+    match opts.bounceback_period {
+        None => Some(loops::BOUNCEBACK_PERIOD),
+        Some(p) if p.is_zero() => None,
+        Some(p) => Some(p),
+    }
+}
+
 /// Run one test against an iperf 2 server (the caller has the `Output`:
 /// `engine::client::run_keeping_report_on`, which `netmeter::run` calls with this for a
 /// `ClientConfig::iperf2` test).
@@ -296,11 +306,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let tos = spec.tos.unwrap_or(0);
     // TCP --trip-times: each write carries the start time the header announced.
     let trip = (spec.trip_times && !udp).then_some(started);
-    let bb_period = match opts.bounceback_period {
-        None => Some(loops::BOUNCEBACK_PERIOD),
-        Some(p) if p.is_zero() => None,
-        Some(p) => Some(p),
-    };
+    let bb_period = bounceback_period(&opts);
     let trip_times = spec.trip_times;
     // A TCP sender reads what the server sent on its connection before closing it,
     // unless a receiver shares the connection (--bidir on one connection) and reads it.
