@@ -545,11 +545,20 @@ fn bind_rpm_server(
         audit_log: c.audit_log,
         clock: netmeter::clock::system(),
         http3: c.http3,
+        json_log: c.json_log,
     })?;
     let addr = srv.local_addr()?;
     let mut out = server::listening_lines(addr, c.public_name.as_deref());
     out.extend(about);
-    write_stdout(format!("{}\n", out.join("\n")).as_bytes())?;
+    // Inside `-s -J`, each banner line is a `server_log` event: stdout stays JSON.
+    let banner: String = match c.json_log {
+        true => out
+            .iter()
+            .map(|l| netmeter::report::json::server_log(l))
+            .collect(),
+        false => format!("{}\n", out.join("\n")),
+    };
+    write_stdout(banner.as_bytes())?;
     Ok(srv)
 }
 

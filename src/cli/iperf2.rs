@@ -127,6 +127,12 @@ pub struct Iperf2Args {
     /// Isochronous frames: FPS:MEAN,STDEV (default 60:20m,0).
     #[arg(long = "isochronous", num_args = 0..=1, require_equals = true, default_missing_value = "60:20m,0")]
     isochronous: Option<String>,
+    /// TCP periodic bursts: bytes a burst (k m g = 10^3, K M G = 2^10).
+    #[arg(long = "burst-size")]
+    burst_size: Option<String>,
+    /// TCP periodic bursts: seconds between bursts.
+    #[arg(long = "burst-period")]
+    burst_period: Option<f64>,
     /// Start sending at this Unix time (seconds).
     #[arg(long = "txstart-time")]
     txstart_time: Option<f64>,
@@ -371,6 +377,12 @@ impl Iperf2Args {
                         hold_us: b.hold_us,
                     }),
                     isochronous: cfg.spec.profile.as_ref().and_then(|p| p.isochronous()),
+                    burst: match cfg.spec.profile {
+                        Some(crate::profile::Profile::Burst { bytes, period_s }) => {
+                            Some((bytes, period_s))
+                        }
+                        _ => None,
+                    },
                     exclude: self.excluded(),
                     sum_only: self.sum_only,
                 };
@@ -433,6 +445,8 @@ impl Iperf2Args {
         Ok(Iperf2Opts {
             dual: self.dualtest,
             bounceback_period,
+            // iperf 2's -R client prints the datagrams' latency without --trip-times.
+            send_time_latency: self.udp && self.reverse,
         })
     }
 
@@ -556,6 +570,8 @@ fn netmeter_args(a: &Iperf2Args) -> Result<Args, UsageError> {
     }
     n.latency.bounceback_reply = a.bounceback_reply.clone();
     n.latency.isochronous = a.isochronous.clone();
+    n.latency.burst_size = whole_opt("--burst-size", &a.burst_size, "a byte count such as 40K")?;
+    n.latency.burst_period = a.burst_period;
     n.hosts.txstart_time = a.txstart_time;
     n.latency.histograms = match a.histograms.as_deref() {
         None => None,
@@ -633,6 +649,8 @@ Client specific:
       --bounceback-request #  bounceback request size
       --bounceback-reply #   bounceback reply size
       --isochronous[=fps:mean,stdev]  send isochronous traffic
+      --burst-size #       bytes a burst (TCP periodic bursts)
+      --burst-period #     seconds between bursts (TCP periodic bursts)
       --txstart-time       unix epoch time to schedule first write and start traffic
 
 Miscellaneous:
@@ -642,7 +660,7 @@ Miscellaneous:
 
 The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
 Not supported (refused with the reason): -r, -T, -b MEAN,STDEV;
-not yet on iperf 2's wire: --isochronous over TCP or with -R/--full-duplex.
+not yet on iperf 2's wire: --isochronous with -R/--full-duplex, UDP bursts.
 See docs/iperf2.md.
 ";
 

@@ -66,6 +66,11 @@ pub struct RpmArgs {
     /// congestion control, CUBIC: -C does not apply).
     #[arg(long = "http3", conflicts_with = "congestion")]
     pub http3: bool,
+    /// TCP_NOTSENT_LOWAT of every connection, bytes: how much unsent data the kernel
+    /// holds ahead of the path, which a self probe waits behind (draft -09's advice);
+    /// 0 leaves the kernel's default (no limit).
+    #[arg(long = "notsent-lowat", value_name = "BYTES", default_value_t = crate::rpm::net::NOTSENT_LOWAT_BYTES)]
+    pub notsent_lowat: u32,
 }
 
 /// `--direction`.
@@ -153,6 +158,7 @@ pub fn resolve(a: &RpmArgs) -> Result<RpmCommand, UsageError> {
             params,
             congestion: a.congestion.clone(),
             http3: a.http3,
+            notsent_lowat: (a.notsent_lowat > 0).then_some(a.notsent_lowat),
         },
         json: a.json,
         plot: a.plot.clone(),
@@ -194,6 +200,17 @@ mod tests {
         assert!(!c.opts.sequential);
         assert_eq!(c.opts.params.max_duration, Duration::from_secs(20));
         assert_eq!(c.opts.params.interval, Duration::from_secs(1));
+        assert_eq!(c.opts.notsent_lowat, Some(16 * 1024));
+    }
+
+    #[test]
+    fn notsent_lowat_is_set_by_default_and_zero_leaves_the_kernels() {
+        let url = "https://h/.well-known/nq";
+        let at = |v: &str| parse_of(&["--notsent-lowat", v, url]).map(|c| c.opts.notsent_lowat);
+        assert_eq!(at("4096"), Ok(Some(4096)));
+        assert_eq!(at("0"), Ok(None));
+        let e = at("lots").unwrap_err();
+        assert!(e.contains("--notsent-lowat"), "{e}");
     }
 
     #[test]

@@ -116,6 +116,9 @@ pub struct RpmServerCommand {
     pub audit_log: Option<AuditTarget>,
     /// `--http3` (experimental).
     pub http3: bool,
+    /// Inside `netmeter -s -J --rpm`: the banner and log lines go out as the `-s`
+    /// server's JSON `server_log` events, so stdout stays JSON.
+    pub json_log: bool,
 }
 
 /// Parse `rpm-server ...` (the arguments after the program name).
@@ -213,6 +216,7 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
             rotation: None,
         }),
         http3: a.http3,
+        json_log: false,
     })
 }
 
@@ -228,6 +232,7 @@ pub fn alongside(
     allow: &[String],
     deny: &[String],
     audit_log: Option<AuditTarget>,
+    json_log: bool,
 ) -> Result<RpmServerCommand, UsageError> {
     let (cert, key) = cert.unzip();
     let args = RpmServerArgs {
@@ -251,6 +256,7 @@ pub fn alongside(
     };
     Ok(RpmServerCommand {
         audit_log,
+        json_log,
         ..resolve(&args)?
     })
 }

@@ -12,23 +12,24 @@ mod fin;
 mod loops;
 mod recv;
 
-use super::client::{self, ClientConfig};
+use super::client::{self, ClientConfig, Iperf2Opts};
 use super::output::Output;
 use super::stream::DataSock;
 use super::test_common;
 use super::test_run::{Control, Ending, FinalFigures, Launch, Running, Side, SpawnLoop, TestRun};
 use super::{Stopped, TestError};
 use crate::control::Negotiated;
+use crate::profile::Profile;
 use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
     Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2,
     ISOCH_MIN_LEN, RUN_NOW, ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START,
-    UPPER_FULLDUPLEX, UPPER_ISOCH, UPPER_NOUDPFIN, UPPER_REVERSE, UPPER_TRIPTIME,
-    write_datagram_id,
+    UPPER_FULLDUPLEX, UPPER_ISOCH, UPPER_NOUDPFIN, UPPER_PERIODICBURST, UPPER_REVERSE,
+    UPPER_TRIPTIME, write_datagram_id,
 };
-use crate::wire::iperf2_client::UDP_START_HDR_LEN;
+use crate::wire::iperf2_client::{UDP_START_HDR_LEN, with_burst_settings};
 use crate::wire::{Results, StreamResult};
 use fin::{FinStep, FinWait};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -55,7 +56,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         .profile
         .as_ref()
         .is_some_and(|p| p.isochronous().is_some());
-    let refusals: [(bool, &'static str); 23] = [
+    let refusals: [(bool, &'static str); 24] = [
         (
             dual && (udp || s.bounceback.is_some()),
             "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
@@ -79,18 +80,23 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "--bounceback runs one stream against an iperf 2 server: drop -P",
         ),
         (
-            s.profile
+            udp && s
+                .profile
                 .as_ref()
                 .is_some_and(|p| p.isochronous().is_none()),
-            "--iperf2 cannot send --burst-size bursts yet",
+            "with --iperf2, --burst-size bursts run over TCP only: drop -u",
         ),
         (
-            isoch && !udp,
-            "with --iperf2, --isochronous runs over UDP only: add -u",
+            s.profile.is_some() && !udp && s.block_len < TCP_BURST_LEN,
+            "with --iperf2, TCP --burst-size and --isochronous need -l of at least 92 bytes: iperf 2's burst header opens every burst",
         ),
         (
             isoch && s.direction != Direction::Upload,
             "with --iperf2, --isochronous sends from the client only: drop -R or --bidir",
+        ),
+        (
+            s.profile.is_some() && s.direction != Direction::Upload,
+            "with --iperf2, --burst-size bursts go from the client only: drop -R or --bidir",
         ),
         (
             isoch && udp && s.block_len < ISOCH_MIN_LEN,
@@ -185,14 +191,21 @@ fn client_hdr(
     };
     let port = dual.unwrap_or(port);
     let udp = spec.protocol == Protocol::Udp;
+    let tcp_profile = !udp && spec.profile.is_some();
     let start = match txstart {
         Some(at) => {
             upper |= UPPER_EPOCH_START;
             let at = at.max(0.0);
             Some((at.trunc() as u32, (at.fract() * 1e6) as u32))
         }
-        None => spec.trip_times.then_some(started),
+        // TCP bursts and frames carry the start time too, as iperf 2's client sends it.
+        None => (spec.trip_times || tcp_profile).then_some(started),
     };
+    match spec.profile.as_ref() {
+        Some(Profile::Isochronous { .. }) if !udp => upper |= UPPER_ISOCH,
+        Some(Profile::Burst { .. }) if !udp => upper |= UPPER_PERIODICBURST,
+        _ => {}
+    }
     if spec.trip_times {
         upper |= UPPER_TRIPTIME;
     }
@@ -236,6 +249,29 @@ fn client_hdr(
     }
 }
 
+/// The header's bytes: `hdr` encoded, and for TCP periodic bursts the burst settings
+/// iperf 2's client adds (their rate and size, `wire::iperf2_client::with_burst_settings`).
+fn header_bytes(spec: &TestSpec, hdr: &ClientHdr) -> Vec<u8> {
+    match spec.profile.as_ref() {
+        Some(Profile::Burst { bytes, period_s }) if !hdr.udp => with_burst_settings(
+            hdr.encode(),
+            1.0 / period_s.max(1e-6),
+            (*bytes).min(u64::from(u32::MAX)) as u32,
+        ),
+        _ => hdr.encode(),
+    }
+}
+
+/// The gap between bounceback requests: iperf 2's 10 a second unless
+/// `--bounceback-period` says otherwise (0: back to back).
+fn bounceback_period(opts: &Iperf2Opts) -> Option<Duration> {
+    match opts.bounceback_period {
+        None => Some(loops::BOUNCEBACK_PERIOD),
+        Some(p) if p.is_zero() => None,
+        Some(p) => Some(p),
+    }
+}
+
 /// Run one test against an iperf 2 server (the caller has the `Output`:
 /// `engine::client::run_keeping_report_on`, which `netmeter::run` calls with this for a
 /// `ClientConfig::iperf2` test).
@@ -264,22 +300,20 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         cfg.txstart,
         dual_port,
     );
-    let hdr = Arc::new(hdr.encode());
+    let hdr = Arc::new(header_bytes(&spec, &hdr));
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
     // TCP --trip-times: each write carries the start time the header announced.
     let trip = (spec.trip_times && !udp).then_some(started);
-    let bb_period = match opts.bounceback_period {
-        None => Some(loops::BOUNCEBACK_PERIOD),
-        Some(p) if p.is_zero() => None,
-        Some(p) => Some(p),
-    };
+    let bb_period = bounceback_period(&opts);
     let trip_times = spec.trip_times;
     // A TCP sender reads what the server sent on its connection before closing it,
     // unless a receiver shares the connection (--bidir on one connection) and reads it.
     let sole_reader = !(spec.direction == Direction::Bidir && listener.is_none());
     let isoch = spec.profile.as_ref().and_then(|p| p.isochronous());
+    // TCP bursts and frames: iperf 2's burst heads on the profile's grid.
+    let tcp_profile = spec.profile.filter(|_| !udp);
     // --bidir over UDP: the sender ends with its FIN at once (no report to await).
     let duplex_fin = udp && spec.direction == Direction::Bidir;
     let hello =
@@ -303,7 +337,10 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         let name = format!("nm-iperf2-{}", w.shared.id);
         super::stream::spawn_loop(name, w, move |w| match (sock, w.bounceback) {
             (DataSock::Tcp(t), Some(b)) => loops::tcp_bounce(w, t, b, tos, bb_period),
-            (DataSock::Tcp(t), None) => loops::tcp_send(w, t, hdr.len() as u64, trip, sole_reader),
+            (DataSock::Tcp(t), None) => match &tcp_profile {
+                Some(p) => loops::tcp_send_profile(w, t, hdr.len() as u64, started, p),
+                None => loops::tcp_send(w, t, hdr.len() as u64, trip, sole_reader),
+            },
             (DataSock::Udp(u), _) => match isoch {
                 Some(iso) => loops::udp_send_isoch(w, u, &hdr, iso),
                 None => loops::udp_send(w, u, &hdr, duplex_fin),
@@ -313,6 +350,12 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let side = Side::Client {
         in_process_server: false,
     };
+    // UDP -R: iperf 2's client prints each datagram's latency from its send time with
+    // or without --trip-times, so the receiver records it (`opts.send_time_latency`);
+    // the header, built above, still asks for no trip times.
+    if opts.send_time_latency && udp && spec.direction == Direction::Reverse {
+        spec.trip_times = true;
+    }
     let mut run = TestRun::new(spec, side)?
         .with_peak(cfg.line_rate.and_then(|l| l.peak()))
         .with_clock(cfg.clock.clone())

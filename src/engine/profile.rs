@@ -160,7 +160,11 @@ fn machine(w: &Worker, p: &Profile, carrier: Carrier, origin: Instant) -> Profil
 /// due before the end of the test. The grid starts at
 /// the test's start, so the units of parallel streams (and, with `--txstart-time`, of
 /// several clients) line up, and a thread that starts late shows slips.
-fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> Option<Unit> {
+pub(crate) fn next_unit(
+    w: &Worker,
+    m: &mut ProfileSender,
+    rec: &Mutex<ProfileRecord>,
+) -> Option<Unit> {
     loop {
         if w.stop.load(Ordering::Relaxed) {
             return None;
@@ -182,7 +186,12 @@ fn next_unit(w: &Worker, m: &mut ProfileSender, rec: &Mutex<ProfileRecord>) -> O
 }
 
 /// The unit under way is sent: record its transfer time and bytes.
-fn record_unit(w: &Worker, rec: &Mutex<ProfileRecord>, m: &mut ProfileSender, bytes: u64) {
+pub(crate) fn record_unit(
+    w: &Worker,
+    rec: &Mutex<ProfileRecord>,
+    m: &mut ProfileSender,
+    bytes: u64,
+) {
     let ns = m.unit_done(w.clock.now());
     rec.lock()
         .unwrap_or_else(|p| p.into_inner())

@@ -28,6 +28,9 @@ pub struct Figure {
     pub value: f64,
     /// For a latency figure, the whole distribution it comes from (`[bound µs, count]`).
     pub histogram_us: Option<Vec<(f64, u64)>>,
+    /// How many independent units the histogram's samples came in, when they came in
+    /// clusters sent at one instant ([`sample_units`]); `None`: each sample its own.
+    pub histogram_units: Option<u64>,
 }
 
 /// The values a figure of this unit can take: every key figure is a rate, a count, a
@@ -47,6 +50,7 @@ fn fig(key: &str, label: &str, unit: &'static str, better: Better, value: f64) -
         better,
         value,
         histogram_us: None,
+        histogram_units: None,
     }
 }
 
@@ -169,7 +173,8 @@ pub fn figures(r: &Report) -> Vec<Figure> {
             Better::Higher,
             b.transactions_per_second,
         ));
-        percentiles(&mut out, "rtt", "RTT", &b.rtt, &b.rtt_histogram_us);
+        let units = sample_units(r, Sampled::Rtt);
+        percentiles(&mut out, "rtt", "RTT", &b.rtt, &b.rtt_histogram_us, units);
     }
     if let Some(c) = &ext.connect_only {
         out.push(fig(
@@ -185,17 +190,29 @@ pub fn figures(r: &Report) -> Vec<Figure> {
             "Connect",
             &c.connect,
             &c.connect_histogram_us,
+            None,
         );
     }
     if let Some(t) = &ext.trip_times {
-        for (key, label, side) in [
-            ("owd_c2s", "OWD c→s", &t.client_to_server),
-            ("owd_s2c", "OWD s→c", &t.server_to_client),
+        for (key, label, side, way) in [
+            (
+                "owd_c2s",
+                "OWD c→s",
+                &t.client_to_server,
+                Sampled::OwdClientToServer,
+            ),
+            (
+                "owd_s2c",
+                "OWD s→c",
+                &t.server_to_client,
+                Sampled::OwdServerToClient,
+            ),
         ] {
             if let Some(o) = side
                 && let Some(stats) = &o.owd
             {
-                percentiles(&mut out, key, label, stats, &o.histogram_us);
+                let units = sample_units(r, way);
+                percentiles(&mut out, key, label, stats, &o.histogram_us, units);
             }
         }
     }
@@ -318,13 +335,67 @@ pub fn parse_keys(list: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// p50, p90, p99 and p99.9 of one latency distribution, each with its histogram.
+/// A latency distribution a report holds, for [`sample_units`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampled {
+    /// `--trip-times`' one-way delays client → server (`trip_times.client_to_server`).
+    OwdClientToServer,
+    /// The same server → client.
+    OwdServerToClient,
+    /// `--bounceback` round trips.
+    Rtt,
+}
+
+/// How many independent units a latency distribution's samples came in, when they
+/// came in clusters sent at one instant: the frames of an `--isochronous` flow (its
+/// datagrams or writes, one-way delays), the bursts of `--burst-size` (client →
+/// server), the request bursts of `--bounceback-burst` (round trips). `None` where
+/// every sample is its own (bulk and paced traffic, one request at a time) or the
+/// report does not say. The Kolmogorov-Smirnov test judges its p-value by these
+/// (`stats::ks_histograms_in_units`): the samples of one frame share the path's and
+/// the hosts' moment and are not independent (docs/metrics.md).
+pub fn sample_units(r: &Report, which: Sampled) -> Option<u64> {
+    let n = &r.end.netmeter;
+    let units = match which {
+        Sampled::OwdClientToServer | Sampled::OwdServerToClient => {
+            let forward = which == Sampled::OwdClientToServer;
+            if let Some(i) = &n.isochronous {
+                // What the side that sent them counted, else the receiver's frames.
+                let (sent, got) = if forward {
+                    (i.sender.as_ref(), i.receiver.as_ref())
+                } else {
+                    let h = i.reverse.as_ref();
+                    (
+                        h.and_then(|h| h.sender.as_ref()),
+                        h.and_then(|h| h.receiver.as_ref()),
+                    )
+                };
+                sent.map(|s| s.sent)
+                    .or(got.map(|g| g.frames_complete + g.frames_lost))
+            } else if forward {
+                n.burst.as_ref().map(|b| b.sender.sent)
+            } else {
+                None
+            }
+        }
+        Sampled::Rtt => n
+            .bounceback
+            .as_ref()
+            .filter(|b| b.burst > 1)
+            .map(|b| b.rtt.count.div_ceil(u64::from(b.burst))),
+    };
+    units.filter(|&u| u > 0)
+}
+
+/// p50, p90, p99 and p99.9 of one latency distribution, each with its histogram and
+/// the units its samples came in.
 fn percentiles(
     out: &mut Vec<Figure>,
     key: &str,
     label: &str,
     s: &LatencyStats,
     hist: &[(f64, u64)],
+    units: Option<u64>,
 ) {
     if s.count == 0 {
         return;
@@ -343,6 +414,7 @@ fn percentiles(
             v,
         );
         f.histogram_us = (!hist.is_empty()).then(|| hist.to_vec());
+        f.histogram_units = units;
         out.push(f);
     }
 }
@@ -405,6 +477,56 @@ mod tests {
         assert!(keys(&r).contains(&"owd_c2s_p999_ms".to_string()));
         let r = load("connect_only.json");
         assert_eq!(keys(&r)[0], "connections_per_second");
+    }
+
+    #[test]
+    fn framed_and_bursty_samples_name_their_units() {
+        use crate::report::profile::{BurstEnd, IsochEnd, IsochHalf, UnitsEnd};
+        let units = |sent| UnitsEnd {
+            sent,
+            ..Default::default()
+        };
+        let mut r = load("trip_times.json");
+        // Bulk: each sample its own.
+        assert_eq!(sample_units(&r, Sampled::OwdClientToServer), None);
+        let owd = |r: &Report| {
+            figures(r)
+                .into_iter()
+                .find(|f| f.key == "owd_c2s_p50_ms")
+                .unwrap()
+        };
+        assert_eq!(owd(&r).histogram_units, None);
+        // Isochronous: the frames the client sent; back, the frames the client counted.
+        r.end.netmeter.isochronous = Some(IsochEnd {
+            sender: Some(units(90)),
+            reverse: Some(IsochHalf {
+                sender: None,
+                receiver: Some(crate::profile::FrameSummary {
+                    frames_complete: 88,
+                    frames_lost: 1,
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(sample_units(&r, Sampled::OwdClientToServer), Some(90));
+        assert_eq!(sample_units(&r, Sampled::OwdServerToClient), Some(89));
+        assert_eq!(owd(&r).histogram_units, Some(90));
+        // Bursts go client → server only.
+        r.end.netmeter.isochronous = None;
+        r.end.netmeter.burst = Some(BurstEnd {
+            sender: units(30),
+            ..Default::default()
+        });
+        assert_eq!(sample_units(&r, Sampled::OwdClientToServer), Some(30));
+        assert_eq!(sample_units(&r, Sampled::OwdServerToClient), None);
+        // Bounceback: one request at a time is its own; bursts of 4, a unit each.
+        let mut bb = load("bounceback.json");
+        assert_eq!(sample_units(&bb, Sampled::Rtt), None);
+        let b = bb.end.netmeter.bounceback.as_mut().unwrap();
+        b.burst = 4;
+        let n = b.rtt.count;
+        assert_eq!(sample_units(&bb, Sampled::Rtt), Some(n.div_ceil(4)));
     }
 
     fn summary_keys(r: &Report) -> Vec<String> {

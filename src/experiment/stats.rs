@@ -164,16 +164,46 @@ pub struct KolmogorovSmirnov {
     /// Samples in each histogram.
     pub n_a: u64,
     pub n_b: u64,
+    /// The samples counted as independent for the p-value: `n_a`/`n_b`, or fewer when
+    /// the samples came in clusters that share one moment (the frames of an
+    /// `--isochronous` flow, the bursts of a bursty one: see [`ks_histograms_in_units`]).
+    /// Absent from older documents: read as 0, "not known".
+    #[serde(default)]
+    pub n_eff_a: u64,
+    #[serde(default)]
+    pub n_eff_b: u64,
 }
 
 /// The two-sample KS test on histograms given as `[(upper bound, count)]` (netmeter's
-/// `*_histogram_us` lists: HDR buckets, sorted or not). D is taken at every bucket
-/// bound of either histogram, so values that fall in the same bucket count as equal
-/// (ties), the honest reading of binned data. The p-value is the asymptotic
-/// Kolmogorov distribution's tail at λ = (√nₑ + 0.12 + 0.11/√nₑ)·D with
-/// nₑ = n_a·n_b/(n_a + n_b) (Stephens' small-sample correction, as in Numerical
-/// Recipes' `kstwo`). `None` when either histogram is empty.
+/// `*_histogram_us` lists: HDR buckets, sorted or not), every sample taken as
+/// independent: [`ks_histograms_in_units`] with each sample its own unit.
 pub fn ks_histograms(a: &[(f64, u64)], b: &[(f64, u64)]) -> Option<KolmogorovSmirnov> {
+    ks_histograms_in_units(a, b, u64::MAX, u64::MAX)
+}
+
+/// The two-sample KS test on histograms whose samples came in `units_a`/`units_b`
+/// independent units. D is taken at every bucket bound of either histogram, so values
+/// that fall in the same bucket count as equal (ties), the honest reading of binned
+/// data. The p-value is the asymptotic Kolmogorov distribution's tail at
+/// λ = (√nₑ + 0.12 + 0.11/√nₑ)·D with nₑ = m_a·m_b/(m_a + m_b) (Stephens'
+/// small-sample correction, as in Numerical Recipes' `kstwo`), where m is a side's
+/// effective sample size: its samples, or its units when there are fewer (at least 1).
+///
+/// Why units: the test assumes independent samples. The datagrams of an isochronous
+/// frame (or of a burst) are sent at one instant and meet the same moment of the
+/// path and the hosts (a queue, a stall), so a frame of 14 datagrams is closer to one
+/// observation than to 14: counted as 14, the test is surer than the data allow and
+/// calls an unchanged path different far more often than α. The distance D is still
+/// read from every sample (the finest picture of the distribution, the one the
+/// percentiles describe); only its significance is judged by the units, which assumes
+/// the worst (a frame's datagrams fully alike) and so errs towards "no significant
+/// change". `None` when either histogram is empty.
+pub fn ks_histograms_in_units(
+    a: &[(f64, u64)],
+    b: &[(f64, u64)],
+    units_a: u64,
+    units_b: u64,
+) -> Option<KolmogorovSmirnov> {
     let n_a: u64 = a.iter().map(|&(_, c)| c).sum();
     let n_b: u64 = b.iter().map(|&(_, c)| c).sum();
     if n_a == 0 || n_b == 0 {
@@ -197,10 +227,18 @@ pub fn ks_histograms(a: &[(f64, u64)], b: &[(f64, u64)]) -> Option<KolmogorovSmi
         }
         d = d.max((ca as f64 / n_a as f64 - cb as f64 / n_b as f64).abs());
     }
-    let ne = (n_a as f64 * n_b as f64) / (n_a + n_b) as f64;
+    let (m_a, m_b) = (units_a.clamp(1, n_a), units_b.clamp(1, n_b));
+    let ne = (m_a as f64 * m_b as f64) / (m_a + m_b) as f64;
     let sq = ne.sqrt();
     let p = kolmogorov_sf((sq + 0.12 + 0.11 / sq) * d);
-    Some(KolmogorovSmirnov { d, p, n_a, n_b })
+    Some(KolmogorovSmirnov {
+        d,
+        p,
+        n_a,
+        n_b,
+        n_eff_a: m_a,
+        n_eff_b: m_b,
+    })
 }
 
 /// P(K > λ) for the Kolmogorov distribution K (the limit of √n·Dₙ).
@@ -382,6 +420,31 @@ mod tests {
         let k = ks_histograms(&a, &c).unwrap();
         assert!(close(k.d, 0.0025, 1e-12));
         assert!(k.p > 0.99);
+    }
+
+    #[test]
+    fn ks_in_units_judges_p_by_the_units() {
+        // The shifted pair above (D = 0.25, 400 samples a side) taken as 40 frames a
+        // side: nₑ = 20, λ = (√20 + 0.12 + 0.11/√20)·0.25 = 1.15415..., the same D.
+        let a: Vec<(f64, u64)> = (1..=4).map(|x| (x as f64, 100)).collect();
+        let b: Vec<(f64, u64)> = (2..=5).map(|x| (x as f64, 100)).collect();
+        let k = ks_histograms_in_units(&a, &b, 40, 40).unwrap();
+        assert_eq!((k.d, k.n_a, k.n_eff_a, k.n_eff_b), (0.25, 400, 40, 40));
+        let sq = 20f64.sqrt();
+        assert!(close(
+            k.p,
+            kolmogorov_sf((sq + 0.12 + 0.11 / sq) * 0.25),
+            1e-15
+        ));
+        assert!(k.p > 0.1, "{k:?}");
+        // Units beyond the samples, or none, are clamped: every sample its own at most,
+        // one unit at least.
+        let all = ks_histograms_in_units(&a, &b, u64::MAX, 10_000).unwrap();
+        assert_eq!(all, ks_histograms(&a, &b).unwrap());
+        assert_eq!((all.n_eff_a, all.n_eff_b), (400, 400));
+        let one = ks_histograms_in_units(&a, &b, 0, 0).unwrap();
+        assert_eq!((one.n_eff_a, one.n_eff_b), (1, 1));
+        assert!(ks_histograms_in_units(&a, &[], 4, 4).is_none());
     }
 
     #[test]

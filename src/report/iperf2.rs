@@ -62,6 +62,8 @@ pub struct Iperf2Ctx {
     pub bounceback: Option<Bounceback>,
     /// `--isochronous`: frames per second and the per-frame rate's mean and deviation.
     pub isochronous: Option<crate::wire::Isochronous>,
+    /// TCP periodic bursts (`--burst-size`, `--burst-period`): bytes and seconds.
+    pub burst: Option<(u64, f64)>,
     /// `-x`: the report types left out.
     pub exclude: Exclude,
     /// `--sum-only`: with several streams, only the `[SUM-N]` rows.

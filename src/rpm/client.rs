@@ -19,8 +19,8 @@ use super::algo::{
     Saturation,
 };
 use super::config::{ConfigError, HttpsUrl, MAX_CONFIG_BYTES, NqConfig};
-use super::h3_net::{Link, open_link};
-use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, Target};
+use super::h3_net::{CLOSE_WAIT, H3_NO_ERROR, Link, open_link};
+use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, QuicEndpoints, Target};
 use crate::clock::Clock;
 
 /// Foreign probes sent one after another on the idle path, before any load.
@@ -88,6 +88,9 @@ pub struct RpmOptions {
     pub congestion: Option<String>,
     /// `--http3` (experimental): every connection HTTP/3 over QUIC (`rpm::h3_net`).
     pub http3: bool,
+    /// `--notsent-lowat`: `TCP_NOTSENT_LOWAT` of every TCP connection (default
+    /// `net::NOTSENT_LOWAT_BYTES`; `None`, `--notsent-lowat 0`: the kernel's default).
+    pub notsent_lowat: Option<u32>,
 }
 
 /// Why a run failed: one sentence.
@@ -115,6 +118,10 @@ pub struct DirResult {
     pub bytes: u64,
     /// Load-generating connections opened.
     pub connections_opened: usize,
+    /// `TCP_NOTSENT_LOWAT` as the kernel reported it on every load connection
+    /// (getsockopt after setting it); `None` when not set (HTTP/3, `--notsent-lowat 0`)
+    /// or when any connection's kernel did not take it.
+    pub notsent_lowat_bytes: Option<u32>,
 }
 
 /// One phase: one direction, or both at once.
@@ -164,7 +171,12 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(RpmError::Runtime)?;
-    let out = rt.block_on(run_async(opts, clock, on_row));
+    let quic = QuicEndpoints::default();
+    let out = rt.block_on(run_async(opts, clock, &quic, on_row));
+    // Whatever ended the run (its end, an error, Ctrl-C), QUIC connections still open
+    // are closed while the runtime still drives their endpoints, so the server sees
+    // CONNECTION_CLOSE rather than waiting out its idle timeout.
+    rt.block_on(quic.close_all(H3_NO_ERROR, CLOSE_WAIT));
     // Open transfers end with the runtime: their tasks are dropped, not awaited.
     rt.shutdown_timeout(Duration::from_secs(1));
     out
@@ -173,6 +185,7 @@ pub fn run(
 async fn run_async(
     opts: &RpmOptions,
     clock: Arc<dyn Clock>,
+    quic_endpoints: &QuicEndpoints,
     on_row: &mut dyn FnMut(Dir, &IntervalRow),
 ) -> Result<RpmRun, RpmError> {
     let tls = net::tls_config(opts.insecure, opts.cacert.as_deref())?;
@@ -187,7 +200,7 @@ async fn run_async(
             upload,
         } => (small.clone(), large.clone(), upload.clone(), None, None),
         Source::Config(url) => {
-            let cfg = fetch_config(url, &tls, &quic, &clock).await?;
+            let cfg = fetch_config(url, &tls, &quic, quic_endpoints, &clock).await?;
             (
                 cfg.small,
                 cfg.large,
@@ -204,8 +217,10 @@ async fn run_async(
             target: Target::resolve(url, endpoint.as_deref()).await?,
             tls: tls.clone(),
             congestion: opts.congestion.clone(),
+            notsent_lowat: opts.notsent_lowat,
             clock: clock.clone(),
             quic: quic.clone(),
+            quic_endpoints: quic_endpoints.clone(),
         });
     }
     let dialer = dialers[0].clone();
@@ -258,14 +273,17 @@ async fn fetch_config(
     url: &HttpsUrl,
     tls: &Arc<rustls::ClientConfig>,
     quic: &Option<Arc<quinn::ClientConfig>>,
+    quic_endpoints: &QuicEndpoints,
     clock: &Arc<dyn Clock>,
 ) -> Result<NqConfig, RpmError> {
     let dialer = Dialer {
         target: Target::resolve(url, None).await?,
         tls: tls.clone(),
         congestion: None,
+        notsent_lowat: None,
         clock: clock.clone(),
         quic: quic.clone(),
+        quic_endpoints: quic_endpoints.clone(),
     };
     let mut conn = open_link(&dialer).await?;
     let bad = |err| RpmError::Config {
@@ -324,8 +342,9 @@ async fn self_probe(
 enum Msg {
     Probe(Probe),
     ProbeFailed,
-    /// A load-generating connection of load `usize` is open: its handle for self probes.
-    Opened(usize, Link, Option<OwnedFd>),
+    /// A load-generating connection of load `usize` is open: its handle for self probes,
+    /// its socket and its `TCP_NOTSENT_LOWAT` as the kernel reported it.
+    Opened(usize, Link, Option<OwnedFd>, Option<u32>),
     LoadFailed(usize, NetError),
 }
 
@@ -339,11 +358,20 @@ struct Load {
     opened: usize,
     /// The load connections' sockets (duplicates), for TCP_INFO.
     sockets: Vec<OwnedFd>,
+    /// Each load connection's `TCP_NOTSENT_LOWAT` as the kernel reported it.
+    notsent_lowat: Vec<Option<u32>>,
     /// HTTP/3: no TCP_INFO, so an upload counts what QUIC took of the body.
     quic: bool,
 }
 
 impl Load {
+    /// The load connections' `TCP_NOTSENT_LOWAT`: the kernel's value when every
+    /// connection reported one (they are set alike, so the largest is each's).
+    fn notsent_lowat(&self) -> Option<u32> {
+        let all: Option<Vec<u32>> = self.notsent_lowat.iter().copied().collect();
+        all?.into_iter().max()
+    }
+
     /// The bytes the load moved so far. A download counts what netmeter read; an
     /// upload what the server's TCP acknowledged (TCP_INFO's bytes_acked), not what
     /// HTTP/2 took from the body: HTTP/2 and the socket buffer megabytes ahead of the
@@ -402,6 +430,7 @@ impl Phase {
                 rows: Vec::new(),
                 opened: 0,
                 sockets: Vec::new(),
+                notsent_lowat: Vec::new(),
                 quic: dialer.quic.is_some(),
             })
             .collect();
@@ -447,7 +476,12 @@ impl Phase {
                 }
             };
             let _ = tx
-                .send(Msg::Opened(i, conn.send.clone(), conn.socket))
+                .send(Msg::Opened(
+                    i,
+                    conn.send.clone(),
+                    conn.socket,
+                    conn.notsent_lowat,
+                ))
                 .await;
             let done = match dir {
                 Dir::Download => conn.send.download(url, counter).await,
@@ -560,9 +594,10 @@ impl Phase {
                         self.done += 1;
                         run.probe_errors += 1;
                     }
-                    Msg::Opened(i, send, socket) => {
+                    Msg::Opened(i, send, socket, lowat) => {
                         self.loads[i].senders.push(send);
                         self.loads[i].sockets.extend(socket);
+                        self.loads[i].notsent_lowat.push(lowat);
                     }
                     Msg::LoadFailed(i, err) => {
                         return Err(RpmError::Load { dir: self.loads[i].dir.name(), err });
@@ -591,6 +626,7 @@ impl Phase {
                     rows: l.rows.clone(),
                     bytes: l.bytes(),
                     connections_opened: l.opened,
+                    notsent_lowat_bytes: l.notsent_lowat(),
                 })
             })
             .collect();

@@ -18,6 +18,11 @@ use crate::clock::Clock;
 
 /// The ALPN token of HTTP/3 (RFC 9114, section 3.1).
 pub const ALPN_H3: &[u8] = b"h3";
+/// The application error code of a deliberate close, H3_NO_ERROR (RFC 9114, section
+/// 8.1): what the client's connections end with when the run ends.
+pub const H3_NO_ERROR: u32 = 0x0100;
+/// The longest the run's end waits for its QUIC connections' closes to go out.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// The upload's chunk: zeros, shared by reference.
 const UPLOAD_CHUNK: usize = 64 * 1024;
 /// Bytes a connection may have sent and not yet had acknowledged: the upload counts
@@ -66,6 +71,8 @@ pub struct LinkConn {
     pub tls: Duration,
     /// HTTP/2: a duplicate of the TCP socket, for TCP_INFO.
     pub socket: Option<std::os::fd::OwnedFd>,
+    /// HTTP/2: `TCP_NOTSENT_LOWAT` as the kernel reports it (`net::Conn`).
+    pub notsent_lowat: Option<u32>,
 }
 
 /// Opens a connection as `dialer` says: HTTP/3 over QUIC when it has QUIC settings
@@ -74,11 +81,13 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
     match &dialer.quic {
         Some(quic) => {
             let c = open(&dialer.target, quic, &dialer.clock).await?;
+            dialer.quic_endpoints.add(&c.endpoint);
             Ok(LinkConn {
                 send: Link::H3(c.send),
                 tcp: c.handshake,
                 tls: c.handshake,
                 socket: None,
+                notsent_lowat: None,
             })
         }
         None => {
@@ -88,6 +97,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 tcp: c.tcp,
                 tls: c.tls,
                 socket: c.socket,
+                notsent_lowat: c.notsent_lowat,
             })
         }
     }
@@ -98,6 +108,8 @@ pub struct Conn3 {
     pub send: H3Send,
     /// The QUIC handshake (transport and TLS 1.3 together): one round trip.
     pub handshake: Duration,
+    /// The connection's endpoint (its UDP socket), to close it at the run's end.
+    pub endpoint: quinn::Endpoint,
 }
 
 /// Opens a QUIC connection to `target` on a UDP socket of its own (each connection a
@@ -147,11 +159,16 @@ pub async fn open(
         .map_err(|e| h3_err(&host, e))?;
     // The driver runs the connection's control streams until it closes; it owns the
     // endpoint so the UDP socket lives as long as the connection.
+    let endpoint = ep.clone();
     tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         drop(ep);
     });
-    Ok(Conn3 { send, handshake })
+    Ok(Conn3 {
+        send,
+        handshake,
+        endpoint,
+    })
 }
 
 fn timeout(what: String) -> NetError {

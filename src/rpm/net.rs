@@ -39,6 +39,15 @@ pub const MAX_CACERT_BYTES: u64 = 1024 * 1024;
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The upload's chunk: zeros, shared by reference.
 const UPLOAD_CHUNK: usize = 64 * 1024;
+/// `TCP_NOTSENT_LOWAT` on every connection, by default: at most this many bytes wait
+/// unsent in the kernel's send buffer (draft -09's advice to limit the sender's
+/// buffering). 16 KiB is the value Cloudflare publishes for HTTP/2 senders
+/// ("Optimizing HTTP/2 prioritization with BBR and tcp_notsent_lowat", 2018);
+/// goresponsiveness sets none, networkQuality's source is not public. Without it the
+/// kernel lets an upload queue megabytes ahead of the path and a self probe waits
+/// behind them (docs/rpm.md, "The ICMP truth"); 16 KiB is eleven 1448-byte segments,
+/// enough to keep the path busy between two wake-ups of the writer.
+pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 
 /// Why a connection or a request failed: one sentence.
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +222,9 @@ pub struct Conn {
     /// A duplicate of the TCP socket's descriptor, for TCP_INFO (the upload counts what
     /// the peer acknowledged); it keeps the socket open until dropped.
     pub socket: Option<std::os::fd::OwnedFd>,
+    /// `TCP_NOTSENT_LOWAT` as the kernel reports it after netmeter set it (getsockopt);
+    /// `None` when it was not set or the kernel did not take it.
+    pub notsent_lowat: Option<u32>,
 }
 
 /// How each connection is set up.
@@ -222,10 +234,50 @@ pub struct Dialer {
     pub tls: Arc<ClientConfig>,
     /// `-C`: the TCP congestion control of every connection.
     pub congestion: Option<String>,
+    /// `TCP_NOTSENT_LOWAT` of every connection (`--notsent-lowat`; `None`: the kernel's
+    /// default, no limit).
+    pub notsent_lowat: Option<u32>,
     pub clock: Arc<dyn Clock>,
     /// `--http3` (experimental): connections are QUIC with these settings, opened by
     /// `rpm::h3_net::open_link` instead of [`Dialer::open`].
     pub quic: Option<Arc<quinn::ClientConfig>>,
+    /// The QUIC endpoints of the run's open connections, closed at its end.
+    pub quic_endpoints: QuicEndpoints,
+}
+
+/// The QUIC endpoints (one per connection) whose connections may still be open, so that
+/// the run's end, however it comes (the last phase, an error, Ctrl-C), closes them
+/// with CONNECTION_CLOSE. Without it the runtime's shutdown drops the endpoints' tasks
+/// before any close is sent, and the server holds each connection's cap slot until its
+/// idle timeout. Endpoints whose connections have ended are let go as new ones come,
+/// so the list holds no more than the connections open.
+#[derive(Debug, Clone, Default)]
+pub struct QuicEndpoints(Arc<std::sync::Mutex<Vec<quinn::Endpoint>>>);
+
+impl QuicEndpoints {
+    /// Remembers `ep`, whose connection is open.
+    pub fn add(&self, ep: &quinn::Endpoint) {
+        // A poisoned lock only means another task panicked while pushing: the list is
+        // still a list of endpoints.
+        let mut eps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        eps.retain(|e| e.open_connections() > 0);
+        eps.push(ep.clone());
+    }
+
+    /// Closes every connection still open with `code` and waits, at most `within`, for
+    /// the endpoints to have sent their closes (quinn's `wait_idle`).
+    pub async fn close_all(&self, code: u32, within: Duration) {
+        let eps = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for ep in &eps {
+            ep.close(code.into(), b"");
+        }
+        let _ = tokio::time::timeout(within, async {
+            for ep in &eps {
+                ep.wait_idle().await;
+            }
+        })
+        .await;
+    }
 }
 
 impl Dialer {
@@ -254,6 +306,7 @@ impl Dialer {
                 why: format!("cannot set the congestion control {cc}: {e}"),
             })?;
         }
+        let notsent_lowat = self.notsent_lowat.and_then(|v| set_notsent_lowat(&tcp, v));
         let name = ServerName::try_from(host.clone()).map_err(|e| NetError::Tls {
             host: host.clone(),
             why: e.to_string(),
@@ -292,8 +345,18 @@ impl Dialer {
             tcp: t1.saturating_duration_since(t0),
             tls: t2.saturating_duration_since(t1) / round_trips,
             socket,
+            notsent_lowat,
         })
     }
+}
+
+/// Sets `TCP_NOTSENT_LOWAT` to `bytes` and reads it back: the kernel's value, or `None`
+/// when it refused it (a kernel before 3.12); the connection goes on either way, and
+/// `-J` says which.
+pub fn set_notsent_lowat(tcp: &TcpStream, bytes: u32) -> Option<u32> {
+    let sock = socket2::SockRef::from(tcp);
+    sock.set_tcp_notsent_lowat(bytes).ok()?;
+    sock.tcp_notsent_lowat().ok()
 }
 
 fn timeout(what: String) -> NetError {

@@ -82,6 +82,10 @@ pub struct DirReport {
     /// Bytes the load-generating connections moved (HTTP/2 payload).
     pub bytes: u64,
     pub connections_opened: usize,
+    /// `TCP_NOTSENT_LOWAT` on the load connections as the kernel reported it (absent:
+    /// not set, HTTP/3 or `--notsent-lowat 0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat_bytes: Option<u32>,
     pub intervals: Vec<IntervalRow>,
 }
 
@@ -138,6 +142,7 @@ pub fn report(run: &RpmRun) -> RpmReport {
                         outcome: d.outcome,
                         bytes: d.bytes,
                         connections_opened: d.connections_opened,
+                        notsent_lowat_bytes: d.notsent_lowat_bytes,
                         intervals: d.rows.clone(),
                     })
                     .collect(),
@@ -420,6 +425,7 @@ mod tests {
             rows: Vec::new(),
             bytes: 1000,
             connections_opened: 4,
+            notsent_lowat_bytes: Some(16384),
         };
         RpmRun {
             small: url("/small"),

@@ -46,6 +46,9 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// `--http3` (experimental): also HTTP/3 on UDP at the same port (`rpm::h3_server`).
     pub http3: bool,
+    /// Log lines (each connection's, an accept error) as JSON `server_log` events, as
+    /// `netmeter -s -J` writes its own, instead of text (`netmeter -s -J --rpm`).
+    pub json_log: bool,
 }
 
 /// Why the server could not start.
@@ -82,6 +85,8 @@ struct Shared {
     /// The listening port; with `--http3` the HTTP/2 answers' `Alt-Svc`.
     port: u16,
     alt_svc: Option<header::HeaderValue>,
+    /// `ServerConfig::json_log`.
+    json_log: bool,
 }
 
 /// The HTTP/3 side (`--http3`) shares the caps, the audit log and the objects.
@@ -163,6 +168,7 @@ impl Server {
                 clock: cfg.clock,
                 port,
                 alt_svc,
+                json_log: cfg.json_log,
             },
         })
     }
@@ -219,7 +225,7 @@ async fn serve(
                 // Out of descriptors or a connection reset before accept: the server goes
                 // on (the caps keep the first rare).
                 Err(e) => {
-                    log(&format!("accept: {e}"));
+                    log(sh.json_log, &format!("accept: {e}"));
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
@@ -244,9 +250,14 @@ async fn serve(
     Ok(())
 }
 
-fn log(line: &str) {
+/// Writes a log line on stdout: text, or with `json` the JSON `server_log` event
+/// `netmeter -s -J` writes for its own lines.
+fn log(json: bool, line: &str) {
     let mut out = io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    let _ = match json {
+        true => out.write_all(crate::report::json::server_log(line).as_bytes()),
+        false => writeln!(out, "{line}"),
+    };
     let _ = out.flush();
 }
 
@@ -323,11 +334,11 @@ fn audit_line(
 }
 
 fn write_audit(sh: &Shared, line: &AuditLine) {
-    log(&line.to_text());
+    log(sh.json_log, &line.to_text());
     if let Some(a) = &sh.audit
         && let Err(e) = a.write(&line.to_json())
     {
-        log(&format!("cannot write the audit log: {e}"));
+        log(sh.json_log, &format!("cannot write the audit log: {e}"));
     }
 }
 
@@ -519,6 +530,10 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) -> (Option<String>, Outcome, Option<String>) {
     let _ = tcp.set_nodelay(true);
+    // A download's self probe waits behind what this server has queued unsent for the
+    // same connection, as an upload's waits behind the client's: the same limit as
+    // `netmeter rpm` sets (docs/rpm-server.md). A kernel that refuses it serves anyway.
+    let _ = super::net::set_notsent_lowat(&tcp, super::net::NOTSENT_LOWAT_BYTES);
     let local = tcp.local_addr().unwrap_or(peer);
     let io = CountingIo {
         inner: tcp,

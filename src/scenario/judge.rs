@@ -5,16 +5,24 @@
 
 use super::run::FlowOutcome;
 use crate::experiment::compare::{self, ALPHA, Comparison};
-use crate::experiment::stats::ks_histograms;
+use crate::experiment::figures::{Sampled, sample_units};
+use crate::experiment::stats::ks_histograms_in_units;
 use crate::report::Report;
 use serde::Serialize;
 
-/// A latency's name and its `[upper bound µs, count]` buckets.
-pub type Latency<'a> = (&'static str, &'a [(f64, u64)]);
+/// A flow's latency: its name, its `[upper bound µs, count]` buckets and how many
+/// independent units its samples came in (`figures::sample_units`: the frames of an
+/// isochronous flow; `None`, each sample its own).
+#[derive(Debug, Clone, Copy)]
+pub struct Latency<'a> {
+    pub kind: &'static str,
+    pub buckets: &'a [(f64, u64)],
+    pub units: Option<u64>,
+}
 
 /// The latency a flow's report holds, the first of: its one-way delay client → server
 /// (`--trip-times`), its bounceback round trips, its receiver's frame latency
-/// (`--isochronous`). A name and `[upper bound µs, count]` buckets.
+/// (`--isochronous`, one sample per frame).
 pub fn latency_of(r: &Report) -> Option<Latency<'_>> {
     let n = &r.end.netmeter;
     let nonempty = |b: &[(f64, u64)]| b.iter().any(|x| x.1 > 0);
@@ -24,17 +32,29 @@ pub fn latency_of(r: &Report) -> Option<Latency<'_>> {
         .and_then(|t| t.client_to_server.as_ref())
         && nonempty(&s.histogram_us)
     {
-        return Some(("one-way delay client → server", &s.histogram_us));
+        return Some(Latency {
+            kind: "one-way delay client → server",
+            buckets: &s.histogram_us,
+            units: sample_units(r, Sampled::OwdClientToServer),
+        });
     }
     if let Some(b) = &n.bounceback
         && nonempty(&b.rtt_histogram_us)
     {
-        return Some(("bounceback round trip", &b.rtt_histogram_us));
+        return Some(Latency {
+            kind: "bounceback round trip",
+            buckets: &b.rtt_histogram_us,
+            units: sample_units(r, Sampled::Rtt),
+        });
     }
     if let Some(r) = n.isochronous.as_ref().and_then(|i| i.receiver.as_ref())
         && nonempty(&r.latency_histogram_us)
     {
-        return Some(("frame latency", &r.latency_histogram_us));
+        return Some(Latency {
+            kind: "frame latency",
+            buckets: &r.latency_histogram_us,
+            units: None,
+        });
     }
     None
 }
@@ -44,7 +64,7 @@ pub fn cdf_charts(flows: &[FlowOutcome]) -> Vec<crate::report::plot::Chart> {
     let mut kinds: Vec<(&'static str, Vec<crate::report::plot::Dist>)> = Vec::new();
     for f in flows {
         let Some(r) = &f.report else { continue };
-        let Some((kind, buckets)) = latency_of(r) else {
+        let Some(Latency { kind, buckets, .. }) = latency_of(r) else {
             continue;
         };
         let dist = crate::report::plot::Dist {
@@ -99,7 +119,12 @@ pub struct KsRow {
     pub b: String,
     /// The largest distance between the two CDFs.
     pub d: f64,
+    /// From the units the samples came in (`n_eff_a`, `n_eff_b`).
     pub p: f64,
+    /// Each flow's samples counted as independent (its frames or bursts, or its
+    /// samples).
+    pub n_eff_a: u64,
+    pub n_eff_b: u64,
     /// Different at α = 0.05.
     pub different: bool,
 }
@@ -113,15 +138,22 @@ pub fn ks_table(flows: &[FlowOutcome]) -> Vec<KsRow> {
     let mut rows = Vec::new();
     for i in 0..flows.len() {
         for j in i + 1..flows.len() {
-            if let (Some((ka, a)), Some((kb, b))) = (lat[i], lat[j])
-                && ka == kb
-                && let Some(ks) = ks_histograms(a, b)
+            if let (Some(a), Some(b)) = (lat[i], lat[j])
+                && a.kind == b.kind
+                && let Some(ks) = ks_histograms_in_units(
+                    a.buckets,
+                    b.buckets,
+                    a.units.unwrap_or(u64::MAX),
+                    b.units.unwrap_or(u64::MAX),
+                )
             {
                 rows.push(KsRow {
                     a: flows[i].name.clone(),
                     b: flows[j].name.clone(),
                     d: ks.d,
                     p: ks.p,
+                    n_eff_a: ks.n_eff_a,
+                    n_eff_b: ks.n_eff_b,
                     different: ks.p < ALPHA,
                 });
             }
@@ -327,6 +359,47 @@ mod tests {
         none.report = None;
         assert!(ks_table(&[flows[0].clone(), none]).is_empty());
         assert_eq!(ks_text(&[]), "");
+    }
+
+    /// The table between flows judges an isochronous flow's one-way delays by its
+    /// frames: two flows of 90 frames (1,280 datagrams) whose CDFs are 0.125 apart are
+    /// "different" counted by datagrams (nₑ = 640, p ~ 1e-9) but not by frames
+    /// (nₑ = 45, p ~ 0.45).
+    #[test]
+    fn the_ks_table_counts_an_isochronous_flows_frames() {
+        use crate::report::profile::{IsochEnd, UnitsEnd};
+        let owd = |name: &str, buckets: Vec<(f64, u64)>, frames: Option<u64>| {
+            let mut f = flow(name, Vec::new());
+            let r = f.report.as_mut().unwrap();
+            r.end.netmeter.bounceback = None;
+            r.end.netmeter.trip_times = Some(crate::report::TripTimesEnd {
+                client_to_server: Some(crate::latency::OwdSummary {
+                    samples: buckets.iter().map(|b| b.1).sum(),
+                    histogram_us: buckets,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            r.end.netmeter.isochronous = frames.map(|sent| IsochEnd {
+                sender: Some(UnitsEnd {
+                    sent,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            f
+        };
+        // 1,280 datagrams a side, in eight buckets; b one bucket later.
+        let a: Vec<(f64, u64)> = (1..=8).map(|x| (x as f64 * 1e3, 160)).collect();
+        let b: Vec<(f64, u64)> = (2..=9).map(|x| (x as f64 * 1e3, 160)).collect();
+        let framed = ks_table(&[owd("a", a.clone(), Some(90)), owd("b", b.clone(), Some(90))]);
+        assert_eq!(framed.len(), 1);
+        let r = &framed[0];
+        assert_eq!((r.d, r.n_eff_a, r.n_eff_b), (0.125, 90, 90));
+        assert!(!r.different && r.p > 0.05, "{r:?}");
+        let loose = ks_table(&[owd("a", a, None), owd("b", b, None)]);
+        assert_eq!((loose[0].n_eff_a, loose[0].n_eff_b), (1280, 1280));
+        assert!(loose[0].different && loose[0].p < 1e-6, "{loose:?}");
     }
 
     #[test]

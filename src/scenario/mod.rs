@@ -587,4 +587,66 @@ start = 1.5
             assert_eq!(host_port(bad), None, "{bad}");
         }
     }
+
+    /// The keys the parser takes at each level of the file, as it names them itself
+    /// when it refuses an unknown one ("unknown field `x`, expected one of `a`, `b`").
+    fn parser_keys() -> Vec<String> {
+        let host = "[hosts.a]\naddress = \"a\"\n";
+        let mut keys = Vec::new();
+        for text in [
+            "zz_unknown = 1\n".to_string(),
+            "[hosts.a]\nzz_unknown = 1\n".to_string(),
+            format!("{host}[[flow]]\nzz_unknown = 1\n"),
+        ] {
+            let e = Scenario::parse(&text).err().unwrap().0;
+            let expected = e.split_once("expected").map(|x| x.1).unwrap_or_default();
+            let named: Vec<String> = expected
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect();
+            assert!(!named.is_empty(), "{e}");
+            keys.extend(named);
+        }
+        keys.sort();
+        keys
+    }
+
+    /// The keys a document's "The file" table names in its first column: `key`, or
+    /// `[hosts.NAME]` / `[[flow]]` for the tables.
+    fn documented_keys(doc: &str, heading: &str) -> Vec<String> {
+        let path = format!("{}/docs/{doc}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let section = text
+            .split("\n#")
+            .find(|s| s.trim_start_matches('#').trim_start().starts_with(heading))
+            .unwrap_or_else(|| panic!("{doc} has no section {heading}"));
+        let mut keys: Vec<String> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once('`').map(|x| x.0))
+            .map(|k| {
+                let k = k.trim_start_matches('[').trim_end_matches(']');
+                k.split('.').next().unwrap_or(k).to_string()
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// docs/scenarios.md's table lists every key the parser takes, and no other; so
+    /// does docs/python.md's list for `run_scenario`.
+    #[test]
+    fn the_docs_name_every_key_the_parser_takes() {
+        let parser = parser_keys();
+        assert_eq!(
+            parser,
+            [
+                "address", "args", "flow", "from", "hosts", "name", "psk_file", "start", "to"
+            ]
+        );
+        assert_eq!(documented_keys("scenarios.md", "The file"), parser);
+        assert_eq!(documented_keys("python.md", "The scenario file"), parser);
+    }
 }

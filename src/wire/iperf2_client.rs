@@ -361,6 +361,48 @@ impl TcpBurstHdr {
     }
 }
 
+/// Where `burst_period_us` sits in a [`TcpBurstHdr`] (`struct TCP_burst_payload`,
+/// after `reserved0`; the same in 2.1.8 and 2.2.1).
+pub const TCP_BURST_PERIOD_AT: usize = 40;
+
+/// Put the profile's period into a burst head [`TcpBurstHdr::write`] wrote: iperf 2's
+/// isochronous and periodic-burst clients set `burst_period_us` in every head
+/// (`Client::InitTrafficLoop`), which an isochronous server reads. `buf` must hold
+/// [`TCP_BURST_LEN`] bytes.
+pub fn write_burst_period(buf: &mut [u8], period_us: u32) {
+    put(buf, TCP_BURST_PERIOD_AT, period_us);
+}
+
+/// `struct client_hdrext_isoch_settings`: eight words after the start time of a TCP
+/// header (offset 80 in 2.1.8, whose `client_hdrext` is 36 bytes and whose start-time
+/// block opens with a reserved word, and in 2.2.1, whose `client_hdrext` grew by
+/// `barrier_usecs` and whose start-time block lost that word).
+pub const ISOCH_SETTINGS_LEN: usize = 32;
+
+/// iperf 2's periodic bursts (`--burst-size`, `--burst-period`) in a TCP test header:
+/// `hdr` (a TCP header with a start time, [`ClientHdr::encode`] with
+/// `wire::iperf2::UPPER_PERIODICBURST` among its upper flags) grown by the
+/// `client_hdrext_isoch_settings` iperf 2's client fills for them
+/// (`Settings_GenerateClientHdr`): the bursts per second as whole and millionths
+/// (`FPSl`, `FPSu`), the burst's bytes in `Meanl`, the rest zero; the length in the
+/// flags counts it. The server reads the rate from it (`Listener.cpp`, for
+/// `HEADER_PERIODICBURST`); a header of another length is returned as it was.
+pub fn with_burst_settings(mut hdr: Vec<u8>, per_second: f64, burst_bytes: u32) -> Vec<u8> {
+    if hdr.len() != TCP_HDR_LEN + START_FQ_LEN {
+        return hdr;
+    }
+    let at = hdr.len();
+    hdr.resize(at + ISOCH_SETTINGS_LEN, 0);
+    let fps = per_second.max(0.0);
+    put(&mut hdr, at, fps.trunc() as u32);
+    put(&mut hdr, at + 4, (fps.fract() * 1e6) as u32);
+    put(&mut hdr, at + 8, burst_bytes);
+    let len = hdr.len() as u32;
+    let flags = (get(&hdr, 0) & !HEADER_LEN_MASK) | ((len << 1) & HEADER_LEN_MASK);
+    put(&mut hdr, 0, flags);
+    hdr
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,6 +637,55 @@ mod tests {
         // The mean is the sum over the count (0.2979 s / 993), not the 301 µs field.
         assert!((t.min_s - 120e-6).abs() < 1e-12 && (t.mean_s - 300e-6).abs() < 1e-12);
         assert_eq!(t.count, 993);
+    }
+
+    /// A periodic-burst header: the settings after the start time (offset 80, where
+    /// both 2.1.8 and 2.2.1 read `isoch_settings`), counted in the length; the burst
+    /// head's period at offset 40.
+    #[test]
+    fn burst_settings_follow_the_start_time() {
+        let tcp = ClientHdr {
+            udp: false,
+            threads: 1,
+            port: 5001,
+            buf_len: 0,
+            amount: Amount::TimeCentis(100),
+            rate_bps: 0,
+            tos: 0,
+            flags: 0,
+            upper: crate::wire::iperf2::UPPER_PERIODICBURST,
+            start: Some((1_700_000_000, 5)),
+        };
+        let b = with_burst_settings(tcp.encode(), 3.5, 40_960);
+        assert_eq!(b.len(), 112);
+        assert_eq!((get(&b, 0) & HEADER_LEN_MASK) >> 1, 112);
+        assert_eq!(
+            get(&b, 0) & !HEADER_LEN_MASK,
+            get(&tcp.encode(), 0) & !HEADER_LEN_MASK
+        );
+        assert_eq!(
+            (get(&b, 80), get(&b, 84), get(&b, 88)),
+            (3, 500_000, 40_960)
+        );
+        assert!(b[92..].iter().all(|&x| x == 0));
+        assert_eq!(&b[4..80], &tcp.encode()[4..80]);
+        // Without a start time the header is not one iperf 2 sends for bursts: unchanged.
+        let plain = ClientHdr { start: None, ..tcp }.encode();
+        assert_eq!(with_burst_settings(plain.clone(), 1.0, 10), plain);
+        let mut head = [0u8; TCP_BURST_LEN];
+        TcpBurstHdr {
+            start: (1, 2),
+            sent: (3, 4),
+            burst_id: 5,
+            burst_size: 6,
+            seq: 7,
+        }
+        .write(&mut head);
+        write_burst_period(&mut head, 16_667);
+        assert_eq!(
+            (get(&head, 40), get(&head, 44), get(&head, 48)),
+            (16_667, 5, 6)
+        );
     }
 
     #[test]

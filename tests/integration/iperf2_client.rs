@@ -823,3 +823,239 @@ iperf2_client!(
     client_preamble_and_cport_221,
     check_client_preamble_and_cport(V221)
 );
+
+/// `netmeter -c --iperf2 -J ARGS` against a fresh iperf 2 server started with `-e -f b`
+/// (its enhanced rows, bytes exact): netmeter's document and the server's output, once
+/// it printed its whole-test row (from 0.0000, holding `mark`).
+fn run_against_enhanced(key: &str, args: &[&str], mark: &str) -> (Value, String) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e", "-f", "b"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-J"])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    let v = json_of(&out, "netmeter");
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let whole = |t: &str| {
+        t.lines()
+            .any(|l| l.contains("0.0000-") && l.contains(mark) && !l.contains("%)"))
+    };
+    await_evidence(
+        &format!("{key}'s whole-test row"),
+        || whole(&d.text()),
+        || d.text(),
+    );
+    let text = d.text();
+    drop(server);
+    (v, text)
+}
+
+/// The bytes of an iperf 2 `-f b` row: the number before `Bytes`.
+fn row_bytes(row: &str) -> Option<u64> {
+    let t: Vec<&str> = row.split_whitespace().collect();
+    t.windows(2)
+        .find(|w| w[1] == "Bytes")
+        .and_then(|w| w[0].parse().ok())
+}
+
+/// TCP `--isochronous` against a real iperf 2 server (`-e`, `--trip-times`): the
+/// server takes the test as an isochronous trip-times one (its connection line says
+/// both), counts every byte netmeter sent and, where it counts frames (2.2.1: its
+/// `(cnt/size)` after the burst latency), counts the frames netmeter sent whole (less
+/// those that followed a slip, which it does not time), its size the bytes per frame. 2.1.8's server reads the same heads but prints `(0/0)` for an
+/// isochronous test (as for iperf 2.1.8's own client): there netmeter's own frame
+/// count is checked against the frame clock (20 a second for 2 s, a few slips allowed).
+fn check_tcp_isochronous(key: &str, counts_frames: bool) {
+    // 20 frames a second: the server gives up on a stream silent for two frame
+    // periods (its receive timeout, `Server.cpp`), which a busy host's scheduling must
+    // not reach.
+    let args = ["--isochronous", "20:10m,1m", "--trip-times", "-t", "2"];
+    let (v, text) = run_against_enhanced(key, &args, " ms (");
+    let iso = &v["end"]["netmeter"]["isochronous"]["sender"];
+    let what = format!("{key}: server\n{text}\nnetmeter {iso}");
+    let (frames, frame_bytes) = (
+        iso["sent"].as_u64().expect("frames sent"),
+        iso["bytes"].as_u64().expect("frame bytes"),
+    );
+    assert!((30..=41).contains(&frames), "{what}");
+    assert!(
+        text.contains("(isoch)") && text.contains("(trip-times)"),
+        "not an isochronous trip-times test: {what}"
+    );
+    let row = text
+        .lines()
+        .rfind(|l| l.contains("0.0000-") && l.contains(" ms ("))
+        .expect("the whole-test row");
+    let sent = v["end"]["streams"][0]["sender"]["bytes"].as_u64().unwrap();
+    assert_eq!(row_bytes(row), Some(sent), "server bytes vs sent: {what}");
+    // The frames and the 80-byte test header (no partial frame on the wire).
+    assert_eq!(sent, frame_bytes + 80, "{what}");
+    let (cnt, size): (u64, u64) = row
+        .split(" ms (")
+        .nth(1)
+        .and_then(|t| {
+            let (c, s) = t.split(')').next()?.split_once('/')?;
+            Some((c.parse().ok()?, s.parse().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no (cnt/size): {what}"));
+    if counts_frames {
+        // 2.2.1 times a frame only when its id follows the previous frame's
+        // (`Reporter.c`, the TCP frame accounting): a frame after skipped slots (a
+        // slip, on a busy host) is counted as a slip, not timed. So every frame
+        // netmeter sent is counted but at most one per slip, all of them without.
+        let slips = iso["slips"].as_u64().expect("slips");
+        assert!(
+            cnt <= frames && cnt + slips >= frames,
+            "frames counted: {what}"
+        );
+        if slips == 0 {
+            assert_eq!(cnt, frames, "frames counted vs sent: {what}");
+        }
+        // Its size is the bytes it read (netmeter's, header included) per frame.
+        assert!(size.abs_diff(sent / cnt.max(1)) <= 1, "mean size: {what}");
+    } else {
+        assert!(cnt == 0 || cnt == frames, "{what}");
+    }
+}
+
+iperf2_client!(tcp_isochronous_218, check_tcp_isochronous(V218, false));
+iperf2_client!(
+    cli_tcp_isochronous_shape_221,
+    check_cli_shape(
+        V221,
+        &["-e", "-i", "1", "-t", "2", "--isochronous=20:10m,1m"],
+        "tcp_iso.client"
+    )
+);
+iperf2_client!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
+
+/// TCP periodic bursts (`--burst-size 40K --burst-period 0.25`, `-l 10K`) against a
+/// real iperf 2 server (`-e`, `--trip-times`): the header's `HEADER_PERIODICBURST` and
+/// burst settings make the server print a row per burst (its `Burst (start-end)` rows
+/// with the transfer time and duty cycle): one for each burst netmeter sent, each of
+/// the burst's 40960 bytes (the first also carrying the 112-byte test header), adding
+/// up to what netmeter sent. (A quarter-second period: the server ends a test whose
+/// next burst is two periods late, its receive timeout, which a busy host must not
+/// reach.)
+fn check_tcp_bursts(key: &str) {
+    let args = [
+        "--burst-size",
+        "40K",
+        "--burst-period",
+        "0.25",
+        "-l",
+        "10K",
+        "--trip-times",
+        "-t",
+        "2",
+    ];
+    let (v, text) = run_against_enhanced(key, &args, " ms ");
+    let b = &v["end"]["netmeter"]["burst"]["sender"];
+    let what = format!("{key}: server\n{text}\nnetmeter {b}");
+    let bursts = b["sent"].as_u64().expect("bursts sent");
+    assert!((4..=8).contains(&bursts), "{what}");
+    assert!(text.contains("(burst-period=0.2500s)"), "{what}");
+    let rows: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains(" ms (") && l.contains("%)"))
+        .map(|l| row_bytes(l).unwrap_or_else(|| panic!("no bytes in {l}: {what}")))
+        .collect();
+    assert_eq!(rows.len() as u64, bursts, "a row per burst: {what}");
+    assert_eq!(rows[0], 40_960 + 112, "{what}");
+    assert!(rows[1..].iter().all(|&r| r == 40_960), "{what}");
+    let sent = v["end"]["streams"][0]["sender"]["bytes"].as_u64().unwrap();
+    assert_eq!(rows.iter().sum::<u64>(), sent, "{what}");
+}
+
+iperf2_client!(tcp_bursts_218, check_tcp_bursts(V218));
+iperf2_client!(tcp_bursts_221, check_tcp_bursts(V221));
+
+/// UDP `-R -e` without `--trip-times` through `netmeter iperf2 -c`: iperf 2.2.1's own
+/// client prints each interval's latency from the datagrams' send times (its capture
+/// `udp_rev.client`), and so does netmeter: the same headers line for line, the first
+/// interval's and the whole test's latency real figures (min ≤ avg ≤ max, under a generous second on loopback), not the
+/// `-/-/-/-` of a receiver that kept none.
+fn check_cli_udp_reverse_latency(key: &str) {
+    let args = [
+        "-u", "-R", "-e", "-b", "8m", "-l", "1000", "-i", "1", "-t", "2",
+    ];
+    let (text, _) = iperf2_cli_against(key, &args, 1);
+    // The settings and column headers line for line; the rows below (a last interval
+    // past -t on a busy host may hold only the server's FIN, without a latency).
+    let p = format!(
+        "{}/src/report/testdata/iperf2/udp_rev.client.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let head = |t: &str| -> Vec<String> {
+        let upto: String = t
+            .lines()
+            .take_while(|l| !l.starts_with("[ *1]"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        netmeter::report::iperf2::shape::shapes(&upto)
+    };
+    assert_eq!(head(&want), head(&text), "{key}: headers:\n{text}");
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("[ *1] 0.0000-1.0"))
+        .unwrap_or_else(|| panic!("{key}: no first interval row:\n{text}"));
+    let first = slashed_ms(first).unwrap_or_else(|| panic!("{key}: no latency:\n{text}"));
+    assert_eq!(first.len(), 4, "{key}:\n{text}");
+    let row = text
+        .lines()
+        .rfind(|l| l.starts_with("[ *1] 0.0000-"))
+        .unwrap_or_else(|| panic!("{key}: no whole-test row:\n{text}"));
+    let lat = slashed_ms(row).unwrap_or_else(|| panic!("{key}: no latency in the row:\n{text}"));
+    assert_eq!(lat.len(), 4, "{key}:\n{text}");
+    let (avg, min, max) = (lat[0], lat[1], lat[2]);
+    assert!(
+        0.0 <= min && min <= avg && avg <= max && max < 1000.0,
+        "{key}:\n{text}"
+    );
+}
+
+iperf2_client!(
+    cli_udp_reverse_latency_218,
+    check_cli_udp_reverse_latency(V218)
+);
+iperf2_client!(
+    cli_udp_reverse_latency_221,
+    check_cli_udp_reverse_latency(V221)
+);
+
+/// `netmeter iperf2 -c -e` sending TCP periodic bursts against a real iperf 2.2.1
+/// server (`-e`: a burst test's server prints its per-burst rows, no CSV) has iperf 2.2.1's
+/// client layout (`tcp_burst.client`: the burst size beside the write size, the
+/// `Bursting:` line).
+fn check_cli_bursts_shape(key: &str) {
+    let args = [
+        "-e",
+        "-i",
+        "1",
+        "-t",
+        "2",
+        "-l",
+        "10K",
+        "--burst-size",
+        "40K",
+        "--burst-period",
+        "0.25",
+    ];
+    let (ours, theirs, _) = cli_against_enhanced(key, false, &args, " ms  ");
+    let p = format!(
+        "{}/src/report/testdata/iperf2/tcp_burst.client.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    use netmeter::report::iperf2::shape::shapes;
+    assert_eq!(
+        shapes(&want),
+        shapes(&ours),
+        "{key}: not iperf 2.2.1's shape:\n{ours}\nserver:\n{theirs}"
+    );
+}
+
+iperf2_client!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));

@@ -1538,3 +1538,373 @@ fn a_silent_full_duplex_udp_source_gets_only_the_idle_times_worth() {
     let warm = client_json(port, &["-t", "1"]);
     assert!(warm["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0);
 }
+
+/// The shapes of `text` without iperf 2's out-of-order lines: an iperf 2.2.1 server
+/// counts a datagram or two out of order while its listener hands a `-P` flow its
+/// socket (`testdata/iperf2/udp_p2.server.txt`); netmeter's server has no such handover.
+fn shapes_in_order(text: &str) -> Vec<String> {
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("datagrams received out-of-order"))
+        .collect();
+    netmeter::report::iperf2::shape::shapes(&kept.join("\n"))
+}
+
+/// `-P 2` from a real iperf 2.2.1 client, UDP with `-e` and plain, TCP plain and in
+/// CSV: the server prints iperf 2.2.1's sum rows (`[SUM-2]` under `[SUM-cnt]` with
+/// lost/total, latency and PPS; plain `[SUM]`; the CSV line of transfer id -1), line
+/// for line with its captured output once the numbers are masked; the whole test's
+/// sum adds the members' whole-test rows up.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_sums_udp_plain_and_csv() {
+    let udp = ["-u", "-b", "1m", "-t", "2", "-i", "1", "-P", "2"];
+    for (args, capture) in [
+        (&["-u", "-e"][..], "udp_p2.server"),
+        (&["-u"][..], "udp_p2_plain.server"),
+        (&[][..], "tcp_p2_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let client: Vec<&str> = if args.contains(&"-u") {
+            [args, &udp[..]].concat()
+        } else {
+            // 2.5 s: a last part-interval long enough that iperf 2 prints it too (one
+            // under a quarter of `-i` it leaves out, `PARTIALPERCENT`).
+            vec!["-i", "1", "-t", "2.5", "-P", "2"]
+        };
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        // The interval's sum and the whole test's both start at 0.
+        let sum = if args.contains(&"-e") {
+            "[SUM-2] 0.0000-"
+        } else {
+            "[SUM] 0.0000-"
+        };
+        assert!(
+            d.wait_for(sum, 2, Duration::from_secs(60)),
+            "{capture}: no whole-test sum:\n{}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let got = shapes_in_order(&text);
+        let want = shapes_in_order(&server_capture(capture));
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        if args.contains(&"-u") {
+            // The whole test's lost/total: the members' whole-test rows added up.
+            let rows = lost_total_rows_of(&text);
+            let sum_row = rows.iter().rev().find(|r| r.0 == "SUM").unwrap();
+            let mut wholes = (0, 0);
+            for id in ["1", "2"] {
+                let w = rows.iter().rev().find(|r| r.0 == id).unwrap();
+                wholes = (wholes.0 + w.1, wholes.1 + w.2);
+            }
+            assert_eq!((sum_row.1, sum_row.2), wholes, "{text}");
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["-t", "2", "-P", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(",-1,0.0-2.", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let ids: Vec<&str> = text.lines().filter_map(|l| l.split(',').nth(5)).collect();
+    assert_eq!(ids.last(), Some(&"-1"), "{text}");
+    let rows = server_csv(&d);
+    let whole_sum = rows.last().unwrap().1;
+    let member_wholes: u64 = rows
+        .iter()
+        .zip(&ids)
+        .filter(|(r, id)| r.0.starts_with("0.0-2.") && **id != "-1")
+        .map(|(r, _)| r.1)
+        .sum();
+    assert_eq!(whole_sum, member_wholes, "{text}");
+    assert_eq!(whole_sum, csv_bytes(&out, port).0, "{text}\n{}", show(&out));
+}
+
+/// (the row's id: `1`, `2` or `SUM`; lost; total) of each UDP row starting at 0 (an
+/// id's last is its whole test's) with lost/total in the server's text.
+fn lost_total_rows_of(text: &str) -> Vec<(String, u64, u64)> {
+    text.lines()
+        .filter(|l| l.contains("] 0.0000-") && l.contains(" sec ") && l.contains("%)"))
+        .filter_map(|l| {
+            let id = l[1..l.find(']')?].trim().trim_start_matches("SUM-2");
+            let id = if id.is_empty() || id == "SUM" {
+                "SUM"
+            } else {
+                id
+            };
+            let w = l
+                .split_whitespace()
+                .find(|w| w.contains('/') && w.split('/').all(|n| n.parse::<u64>().is_ok()))?;
+            let (a, b) = w.split_once('/')?;
+            Some((id.to_string(), a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `--full-duplex` from a real iperf 2.2.1 client, TCP and UDP, `-e` and plain: the
+/// server prints both halves as iperf 2.2.1's server does (the connection line's
+/// `(full-duplex)`, the sending half's `[ *1]` rows, with `-e` the `[FD1]` rows adding
+/// both up): every line shape of its captured output and no other (the halves' order
+/// within an interval is the threads' and is not compared); with `-y C` the receiving
+/// half's whole-test line holds the bytes the client says it sent, and the sending
+/// half's `-i` lines add up to its whole-test line.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_both_halves_of_full_duplex() {
+    use std::collections::BTreeSet;
+    for (args, capture) in [
+        (&["-e"][..], "tcp_fd.server"),
+        (&["-u", "-e"][..], "udp_fd.server"),
+        (&[][..], "tcp_fd_plain.server"),
+        (&["-u"][..], "udp_fd_plain.server"),
+    ] {
+        let port = free_port();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let rate: &[&str] = if args.contains(&"-u") {
+            &["-b", "1m"]
+        } else {
+            &[]
+        };
+        let client = [args, rate, &["--full-duplex", "-i", "1", "-t", "2"]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        assert!(
+            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+            "{capture}: {}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let shapes = netmeter::report::iperf2::shape::shapes;
+        let got: BTreeSet<String> = shapes(&text).into_iter().collect();
+        let want: BTreeSet<String> = shapes(&server_capture(capture)).into_iter().collect();
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        assert!(text.contains("(full-duplex)"), "{text}");
+        assert!(text.contains("[ *1] 0.0000-"), "{text}");
+        if args.contains(&"-e") {
+            assert!(
+                text.lines().last().unwrap().starts_with("[FD1] 0.0000-"),
+                "{text}"
+            );
+        }
+    }
+    let port = free_port();
+    let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
+    let out = iperf2(V221, port, &["--full-duplex", "-t", "2"]);
+    no_errors(&out, "iperf 2.2.1 client");
+    assert!(
+        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        "{}",
+        d.text()
+    );
+    let text = stdout_of(&d);
+    let port_s = port.to_string();
+    // (the server sends: its own address first; span; bytes)
+    let rows: Vec<(bool, String, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.len() >= 9).then(|| (f[2] == port_s, f[6].to_string(), f[7].parse().unwrap()))
+        })
+        .collect();
+    let whole = |sending: bool| {
+        rows.iter()
+            .filter(|r| r.0 == sending && r.1.starts_with("0.0-2."))
+            .map(|r| r.2)
+            .next_back()
+            .unwrap_or_else(|| panic!("no whole-test line (sending {sending}):\n{text}"))
+    };
+    assert_eq!(
+        whole(false),
+        csv_bytes(&out, port).0,
+        "{text}\n{}",
+        show(&out)
+    );
+    let sent_parts: u64 = rows
+        .iter()
+        .filter(|r| r.0 && !r.1.starts_with("0.0-2."))
+        .map(|r| r.2)
+        .sum();
+    assert!(whole(true) > 0, "{text}");
+    assert_eq!(whole(true), sent_parts, "{text}");
+}
+
+/// `-d` and `-r` from a real iperf 2.2.1 client, `-e` and plain (and UDP `-d`): the
+/// server prints the connection back to the client's listener as iperf 2.2.1's server
+/// does (its `Client connecting to HOST, TCP port L` settings header, the `(reverse)`
+/// connection line, the sending `[ *2]` rows; with `-d` the `[SUM-2]`/`[SUM]` rows of
+/// both, the whole test's last; UDP: then the listener's report): every line shape of its captured output and no other (the two
+/// connections' order within an interval is the threads' and is not compared).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn the_iperf2_server_prints_the_connection_back() {
+    use std::collections::BTreeSet;
+    for (args, flag, capture) in [
+        (&["-e"][..], "-d", "tcp_dual.server"),
+        (&[][..], "-d", "tcp_dual_plain.server"),
+        (&["-e"][..], "-r", "tcp_tradeoff.server"),
+        (&[][..], "-r", "tcp_tradeoff_plain.server"),
+        (&["-u", "-e"][..], "-d", "udp_dual.server"),
+    ] {
+        let port = free_port();
+        let listen = free_port().to_string();
+        let (_srv, d) = iperf2_layout_server(port, &[args, &["-i", "1"]].concat());
+        let udp = args.contains(&"-u");
+        let rate: &[&str] = if udp { &["-b", "1m"] } else { &[] };
+        let client = [args, rate, &["-i", "1", "-t", "2", flag, "-L", &listen]].concat();
+        let out = iperf2_text(V221, port, &client);
+        assert!(out.status.success(), "{}", show(&out));
+        assert!(
+            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+            "{capture}: {}",
+            d.text()
+        );
+        let text = stdout_of(&d);
+        let shapes = netmeter::report::iperf2::shape::shapes;
+        let got: BTreeSet<String> = shapes(&text).into_iter().collect();
+        let want: BTreeSet<String> = shapes(&server_capture(capture)).into_iter().collect();
+        assert_eq!(got, want, "{capture}: the server printed\n{}", d.text());
+        let proto = if udp { "UDP" } else { "TCP" };
+        assert!(
+            text.contains(&format!(
+                "Client connecting to 127.0.0.1, {proto} port {listen}"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("[ *2] 0.0000-"), "{text}");
+        let last = text.lines().last().unwrap();
+        if udp {
+            // The client's listener's report on the connection back comes last.
+            assert!(text.contains("[  2] Server Report:"), "{text}");
+            assert!(last.starts_with("[ *2] 0.0000-"), "{text}");
+        } else if flag == "-d" {
+            assert!(
+                last.starts_with("[SUM"),
+                "the whole test's sum last: {text}"
+            );
+        } else {
+            assert!(last.starts_with("[ *2] 0.0000-"), "{text}");
+        }
+    }
+}
+
+/// A flood of plausible iperf 2 UDP test headers (a real 2.2.1 client's first datagram,
+/// `src/wire/testdata/iperf2_captures.txt`) from 400 source ports of 127.0.0.5, each a
+/// "new client", while a real iperf 2.2.1 UDP client runs from 127.0.0.1: the real
+/// client is served in full (its Server Report counts what it sent), the flooding
+/// address starts no more tests than its share of the slots (`--max-tests 4`: 3 per
+/// source), the server lives, and its resident memory stays within 48 MiB of what it
+/// was after a first test. The bound: a few flows' threads, sockets and 64 KiB buffers
+/// are inside it; what it excludes is a flow (a thread, a socket, a buffer) per fake
+/// client, which for 400 of them would be 400 thread stacks and 25 MiB of buffers
+/// beyond the per-source cap that is checked before any of it is made.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs the iperf 2.2.1 peer"
+)]
+fn a_flood_of_plausible_iperf2_udp_clients_is_capped_per_source() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port();
+    let (mut srv, d) = netmeter_server(port, &["--max-tests", "4"]);
+    let pid = srv.pid();
+    let warm = iperf2_text(V221, port, &["-u", "-t", "0.5", "-b", "1m"]);
+    assert!(warm.status.success(), "{}", show(&warm));
+    await_evidence(
+        "the first test's end",
+        || d.text().contains(" ended: received "),
+        || d.text(),
+    );
+    let before_kb = rss_kb(pid);
+    let captures = include_str!("../../src/wire/testdata/iperf2_captures.txt");
+    let hex = captures
+        .lines()
+        .find_map(|l| l.strip_prefix("2.2.1-udp "))
+        .unwrap()
+        .trim();
+    let mut start: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    // Its first datagram: sequence number 1 (the capture is the client's FIN).
+    start[..4].copy_from_slice(&1u32.to_be_bytes());
+    start[12..16].copy_from_slice(&0u32.to_be_bytes());
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut most = 0;
+            while !stop.load(Ordering::Relaxed) {
+                most = most.max(rss_kb(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            most
+        }
+    });
+    let flood = std::thread::spawn(move || {
+        let socks: Vec<UdpSocket> = (0..400)
+            .filter_map(|_| UdpSocket::bind("127.0.0.5:0").ok())
+            .collect();
+        for _ in 0..3 {
+            for s in &socks {
+                let _ = s.send_to(&start, ("127.0.0.1", port));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        socks.len()
+    });
+    let out = iperf2_text(V221, port, &["-u", "-t", "2", "-b", "1m"]);
+    let fakes = flood.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let most_kb = sampler.join().unwrap();
+    let what = format!("{}\n{}", show(&out), d.text());
+    assert!(fakes >= 100, "only {fakes} flooding sockets: {what}");
+    assert!(out.status.success(), "{what}");
+    let reports = server_reports(&out);
+    assert_eq!(reports.len(), 1, "the real client's Server Report: {what}");
+    let (total, sent) = (reports[0].1, sent_datagrams(&out));
+    assert!(
+        total + 1 >= sent && total <= sent + 2,
+        "served in full: total {total}, sent {sent}: {what}"
+    );
+    assert!(srv.alive(), "the server died: {what}");
+    // The flooding source's tests running at once, from the log's start and end lines.
+    let log = d.text();
+    let (mut running, mut most) = (0i64, 0i64);
+    for l in log
+        .lines()
+        .filter(|l| l.contains("iperf 2 test from 127.0.0.5:"))
+    {
+        running += if l.contains(" ended: ") { -1 } else { 1 };
+        most = most.max(running);
+    }
+    assert!(
+        (1..=3).contains(&most),
+        "the flooding source ran {most} tests at once (its share: 3): {log}"
+    );
+    // Refused by the per-source share, or by the whole once the real client runs.
+    assert!(
+        log.contains("(--max-tests-per-source 3)") || log.contains("(--max-tests 4)"),
+        "the rest refused: {log}"
+    );
+    eprintln!("resident: {before_kb} kB after a first test, at most {most_kb} kB during the flood");
+    assert!(
+        before_kb > 0 && most_kb <= before_kb + 48 * 1024,
+        "resident memory grew from {before_kb} kB to {most_kb} kB"
+    );
+}

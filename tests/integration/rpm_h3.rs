@@ -101,8 +101,10 @@ impl H3Server {
             },
             tls,
             congestion: None,
+            notsent_lowat: None,
             clock: netmeter::clock::system(),
             quic,
+            quic_endpoints: Default::default(),
         }
     }
 }
@@ -305,9 +307,9 @@ fn a_short_rpm_run_over_http3_completes() {
         assert!(d["bytes"].as_u64().unwrap() > 0, "{d}");
     }
     // Every connection the server saw was HTTP/3 (config, idle probes, loads, probes).
-    // The upload's connection writes its line when it ends: the client does not wait
-    // for QUIC's close to be sent, so that can be the idle timeout (5 s) after the run;
-    // wait for that line itself, not for a count the probes reach first.
+    // The upload's connection writes its line when it ends (the client's close at its
+    // exit, or this server's 5 s idle timeout): wait for that line itself, not for a
+    // count the probes reach first.
     srv.await_audits("h3", 1 + 5 + 2);
     let uploaded = || {
         srv.audit()
@@ -324,4 +326,131 @@ fn a_short_rpm_run_over_http3_completes() {
         "{:?}",
         srv.audit()
     );
+}
+
+/// The server's idle timeout in the close tests: far beyond the evidence deadline, so
+/// a connection the client left open cannot end in time by it.
+const LONG_IDLE_S: f64 = 60.0;
+
+/// After `netmeter rpm --http3` has exited (its document `doc`), every connection it
+/// reported is in the server's audit log well before the server's idle timeout: the
+/// configuration's, the idle probes', each completed foreign probe's and each
+/// load-generating connection's. Judged by what the server recorded: none ended by the
+/// idle timeout, each lasted less than it, and (with `loaded`, a run that went on long
+/// enough) the load connections that moved data ended `ok`.
+fn assert_closed_by_the_client(srv: &H3Server, doc: &serde_json::Value, loaded: bool) {
+    let phases = doc["phases"].as_array().expect("phases");
+    let foreign = phases
+        .iter()
+        .flat_map(|p| p["probes"].as_array().expect("probes").iter())
+        .filter(|p| p["kind"] == "foreign")
+        .count();
+    let loads: u64 = phases
+        .iter()
+        .flat_map(|p| p["directions"].as_array().expect("directions").iter())
+        .map(|d| {
+            d["connections_opened"]
+                .as_u64()
+                .expect("connections_opened")
+        })
+        .sum();
+    let idle = doc["idle_probes"].as_array().expect("idle probes").len();
+    let lines = srv.await_audits("h3", 1 + idle + foreign + loads as usize);
+    for l in &lines {
+        assert_ne!(l["outcome"], "idle", "{l}\nall: {lines:?}");
+        let d = l["duration_s"].as_f64().expect("duration_s");
+        assert!(d < LONG_IDLE_S, "{l}");
+    }
+    let loads: Vec<_> = lines
+        .iter()
+        .filter(|l| {
+            let body = |k: &str| l[k].as_u64().unwrap_or(0);
+            body("body_bytes_sent") + body("body_bytes_received") > 64 * 1024
+        })
+        .collect();
+    assert!(
+        !loaded || !loads.is_empty(),
+        "no load connection's line: {lines:?}"
+    );
+    for l in loads {
+        assert_eq!(l["outcome"], "ok", "{l}");
+    }
+}
+
+/// A run that ends by itself closes its QUIC connections (CONNECTION_CLOSE) before it
+/// exits: the server's cap slots come back at once, not at its idle timeout.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: a whole run of several seconds"
+)]
+fn an_http3_run_closes_its_connections_when_it_ends() {
+    let idle = LONG_IDLE_S.to_string();
+    let srv = H3Server::start("close", &["--idle-timeout", &idle]);
+    let url = srv.url("/.well-known/nq").url;
+    let out = run_bounded(
+        Command::new(netmeter()).args([
+            "rpm",
+            "--http3",
+            "--insecure",
+            "-J",
+            "-d",
+            "down",
+            "-m",
+            "2",
+            &url,
+        ]),
+        Duration::from_secs(120),
+        "netmeter rpm --http3",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
+    assert_closed_by_the_client(&srv, &doc, true);
+}
+
+/// Ctrl-C (SIGINT) during the load, an upload this time, closes the QUIC connections
+/// as the run's own end does.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: a whole run of several seconds"
+)]
+fn an_interrupted_http3_run_closes_its_connections() {
+    let idle = LONG_IDLE_S.to_string();
+    let srv = H3Server::start("sigint", &["--idle-timeout", &idle]);
+    let url = srv.url("/.well-known/nq").url;
+    let mut p = Proc::spawn(
+        "netmeter rpm --http3",
+        Command::new(netmeter()).args([
+            "rpm",
+            "--http3",
+            "--insecure",
+            "-J",
+            "-d",
+            "up",
+            "-m",
+            "30",
+            &url,
+        ]),
+    );
+    let out = p.drain();
+    // The phase is under way once the configuration's and the five idle probes' lines
+    // are in (those connections end before it starts) and a foreign probe's under load.
+    srv.await_audits("h3", 1 + 5 + 1);
+    let pid = p.pid().to_string();
+    let kill = run_bounded(
+        Command::new("kill").args(["-INT", &pid]),
+        Duration::from_secs(30),
+        "kill",
+    );
+    assert!(kill.status.success(), "{}", show(&kill));
+    let end = p.wait_bounded(Duration::from_secs(60));
+    assert!(end.status.success(), "{}\n{}", show(&end), out.text());
+    let stdout = out.stdout.lock().map(|b| b.clone()).unwrap_or_default();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&stdout).unwrap_or_else(|e| panic!("{e}: {}", out.text()));
+    assert_eq!(doc["summary"]["interrupted"], true, "{doc}");
+    // Every connection counts, whether or not its load had moved much by Ctrl-C.
+    assert_closed_by_the_client(&srv, &doc, false);
 }

@@ -835,3 +835,81 @@ fn one_process_serves_iperf3_tests_and_rpm() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `netmeter -s -J --rpm 0`: stdout is JSON throughout. The responsiveness server's
+/// banner and its connections' log lines are the `-s -J` server's `server_log`
+/// events, beside the iperf3-style test's document (they were text lines before,
+/// which broke every JSON reader of the server's output).
+#[test]
+fn server_json_with_rpm_keeps_stdout_json() {
+    let port = free_port();
+    let mut p = Proc::spawn(
+        "netmeter -s -J --rpm",
+        Command::new(netmeter())
+            .args(["-s", "-J", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(["--rpm", "0"]),
+    );
+    let out = p.drain();
+    let events = |out: &Drained| -> Vec<serde_json::Value> {
+        let bytes = out.stdout.lock().map(|b| b.clone()).unwrap_or_default();
+        serde_json::Deserializer::from_slice(&bytes)
+            .into_iter::<serde_json::Value>()
+            .map_while(Result::ok)
+            .collect()
+    };
+    let logged = |out: &Drained, needle: &str| -> Option<String> {
+        events(out).iter().find_map(|v| {
+            let data = v["data"].as_str()?;
+            (v["event"] == "server_log" && data.contains(needle)).then(|| data.to_string())
+        })
+    };
+    let banner = await_value(
+        "the responsiveness server's banner as a server_log event",
+        || logged(&out, "rpm-server listening on 127.0.0.1:"),
+    );
+    let rpm_port: u16 = banner
+        .strip_prefix("rpm-server listening on 127.0.0.1:")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rpm port in {banner}"));
+    await_value(
+        "the certificate's fingerprint as a server_log event",
+        || logged(&out, "certificate SHA-256 fingerprint"),
+    );
+    await_tcp_listening(p.pid(), port);
+
+    // An iperf3-style test's document, and a responsiveness connection's log line
+    // (one that leaves without a TLS handshake).
+    let doc = client_json(port, &["-t", "1"]);
+    assert!(num(&doc, "end.sum_received.bytes") > 0.0, "{doc}");
+    drop(hold("127.0.0.1", rpm_port));
+    await_evidence(
+        "the connection's log line as a server_log event",
+        || logged(&out, " requests, ").is_some_and(|d| d.starts_with("127.0.0.1:")),
+        || out.text(),
+    );
+    await_evidence(
+        "the test's document on the server's stdout",
+        || events(&out).iter().any(|v| v["end"].is_object()),
+        || out.text(),
+    );
+
+    let pid = p.pid().to_string();
+    let kill = run_bounded(
+        Command::new("kill").args(["-INT", &pid]),
+        Duration::from_secs(30),
+        "kill",
+    );
+    assert!(kill.status.success(), "{}", show(&kill));
+    let _ = p.wait_bounded(Duration::from_secs(60));
+    // Every byte of stdout is JSON: a stream of objects and nothing else.
+    let bytes = out.stdout.lock().map(|b| b.clone()).unwrap_or_default();
+    for v in serde_json::Deserializer::from_slice(&bytes).into_iter::<serde_json::Value>() {
+        let v = v.unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        assert!(v.is_object(), "{v}");
+    }
+}

@@ -241,10 +241,13 @@ fn rpm_and_working_load_tell_the_delay_lines_truth() {
 // both are taken over the same window (the phase's last MAD intervals) and reduced
 // the same way (the draft's trimmed mean, fastest 95 %). The TLS handshake and the
 // GET also wait for the CPU of two debug-build processes, and the self probe waits
-// behind the upload's own send queues (0.6 to 1.3 MB, sampled with `ss`, where the
-// tbf's queue holds at most 55 kB), so the draft's RPM, the mean of the foreign and
-// self RPMs, falls far below the path's: the test prints it and the self probe's
-// time and holds the self probe to the relation it must have (slower than the path's
+// behind its own connection's unsent bytes, which drain at that connection's share of
+// the rate (about a tenth here): 25 to 31 kB each with TCP_NOTSENT_LOWAT at 16 KiB
+// (65 to 120 kB without), sampled with `ss -tin`, 100 to 130 ms, where the tbf's
+// queue is 5 to 20 ms. So the draft's RPM, the mean of the foreign and self RPMs,
+// stays about half the path's: the test prints it, the self probe's time and what
+// waits in front of it, checks the kernel took the option (`notsent_lowat_bytes`),
+// and holds the self probe to the relation it must have (slower than the path's
 // round trip, never faster). docs/rpm.md, "The ICMP truth", has the figures.
 
 /// The bottleneck's rate for the ICMP-truth cases.
@@ -306,10 +309,45 @@ fn with_ping(
     })
 }
 
-/// The bytes H1's TCP connections to a port held in their send queues (`ss`'s
-/// Send-Q: sent and not acknowledged, or not sent yet), summed, with the seconds
-/// since sampling began.
-type SendQueues = Vec<(f64, u64)>;
+/// One `ss -tin` sample of H1's TCP connections to a port: seconds since sampling
+/// began, the bytes in their send queues (Send-Q: sent and not acknowledged, or not
+/// sent yet) and of those not yet sent (`notsent`), summed, and how many connections.
+#[derive(Clone, Copy, Debug)]
+struct SendQueue {
+    t_s: f64,
+    send_q: u64,
+    notsent: u64,
+    conns: usize,
+}
+
+type SendQueues = Vec<SendQueue>;
+
+/// One `ss -Htin` listing: each socket's line (Send-Q the second column) and, indented
+/// below it, its TCP_INFO line (`notsent:N` when bytes wait unsent).
+fn send_queue_of(t_s: f64, listing: &str) -> SendQueue {
+    let mut q = SendQueue {
+        t_s,
+        send_q: 0,
+        notsent: 0,
+        conns: 0,
+    };
+    for l in listing.lines() {
+        if l.starts_with(char::is_whitespace) {
+            q.notsent += l
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("notsent:")?.parse::<u64>().ok())
+                .unwrap_or(0);
+        } else if let Some(b) = l
+            .split_whitespace()
+            .nth(1)
+            .and_then(|b| b.parse::<u64>().ok())
+        {
+            q.send_q += b;
+            q.conns += 1;
+        }
+    }
+    q
+}
 
 /// Samples H1's send queues toward `port` four times a second until `done` (at most
 /// 600 samples): the evidence of what waits in the client's own buffers.
@@ -320,14 +358,11 @@ fn sample_send_queues(bed: &Netbed, port: u16, done: &std::sync::atomic::AtomicB
         let filter = format!("dport = :{port}");
         if let Ok(o) = bed
             .cmd(Side::H1, "ss")
-            .args(["-Htn", "state", "established", &filter])
+            .args(["-Htin", "state", "established", &filter])
             .output()
         {
-            let sum: u64 = String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum();
-            out.push((start.elapsed().as_secs_f64(), sum));
+            let listing = String::from_utf8_lossy(&o.stdout);
+            out.push(send_queue_of(start.elapsed().as_secs_f64(), &listing));
         }
         std::thread::sleep(Duration::from_millis(250)); // a sampling period, not a wait
     }
@@ -551,23 +586,39 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
     );
     // Why the self probe is slow: what the client's own send queues hold, and how long
     // a request behind its connection's share of them waits at the upload's rate.
-    let held: Vec<f64> = queues
+    let held: Vec<&SendQueue> = queues
         .iter()
-        .filter(|(t, _)| (from_s..=end_s).contains(t))
-        .map(|&(_, b)| b as f64)
+        .filter(|q| (from_s..=end_s).contains(&q.t_s) && q.conns > 0)
         .collect();
     if !held.is_empty() {
-        let mean = held.iter().sum::<f64>() / held.len() as f64;
+        let n = held.len() as f64;
+        let mean = held.iter().map(|q| q.send_q as f64).sum::<f64>() / n;
+        let notsent = held.iter().map(|q| q.notsent as f64).sum::<f64>() / n;
+        let conns = held.iter().map(|q| q.conns as f64).sum::<f64>() / n;
+        // A self probe's request waits behind its own connection's unsent bytes, which
+        // drain at that connection's share of the upload's rate.
+        let share_bps = figures.uplink_mbit * 1e6 / conns;
         eprintln!(
             "client send queues toward the server: {:.0} kB on average over {} samples \
-             (the tbf's queue holds at most {:.0} kB): {:.0} ms at {:.1} Mbit/s",
+             (the tbf's queue holds at most {:.0} kB): {:.0} ms at {:.1} Mbit/s; unsent \
+             (ss notsent) {:.0} kB over {conns:.1} connections, {:.1} kB each: {:.0} ms at \
+             a connection's share of the rate",
             mean / 1e3,
             held.len(),
             TRUTH_RATE_MBIT * 1e3 / 8.0 * (queue_ms + BURST_MS) / 1e3,
             mean * 8.0 / (figures.uplink_mbit * 1e3),
-            figures.uplink_mbit
+            figures.uplink_mbit,
+            notsent / 1e3,
+            notsent / conns / 1e3,
+            notsent / conns * 8.0 / share_bps * 1e3,
         );
     }
+    // The load connections' TCP_NOTSENT_LOWAT, as the kernel reported it (getsockopt).
+    assert_eq!(
+        phase["directions"][0]["notsent_lowat_bytes"], 16384,
+        "{}",
+        phase["directions"][0]
+    );
     // The self probe waits behind the upload's own data: never faster than the path.
     assert!(
         figures.self_rpm <= figures.ping_rpm * (1.0 + AGREE),

@@ -1012,9 +1012,11 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
             &format!("/report/end/netmeter/trip_times/{side}/owd/p50_ms"),
         )
     };
-    // Every KS-judged figure of both flows as expected: "worse" (p < 0.05) in
-    // audio's client → server delay if `audio_slower`, no significant change in all
-    // the others. Each run's verdicts, or the first figure that differs.
+    // Every KS-judged figure of both flows as expected: audio's client → server
+    // delay, if `audio_slower`, significantly different (p below the per-test level)
+    // and "worse" at its median and p90 (its far tail, the largest of 150 samples,
+    // may read either way), no significant change in all the others. Each run's
+    // verdicts, or the first figure that differs.
     let judge = |base: &serde_json::Value,
                  v: &serde_json::Value,
                  audio_slower: bool|
@@ -1028,47 +1030,61 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
                 owd(v, i, "server_to_client"),
             );
             for r in ks_rows(v, name) {
-                let c2s = r["key"].as_str().unwrap_or_default().starts_with("owd_c2s");
-                let want = if audio_slower && name == "audio" && c2s {
-                    "worse"
+                let key = r["key"].as_str().unwrap_or_default();
+                eprintln!("ks {name} {key}: {} {}", r["verdict"], r["test"]);
+                let slower = audio_slower && name == "audio" && key.starts_with("owd_c2s");
+                let ok = if !slower {
+                    r["verdict"] == "no_significant_change"
+                } else if key.ends_with("p50_ms") || key.ends_with("p90_ms") {
+                    r["verdict"] == "worse"
                 } else {
-                    "no_significant_change"
+                    r["verdict"] == "worse" || r["verdict"] == "better"
                 };
-                if r["verdict"] != want || (want == "worse" && f64_at(r, "/test/p") >= 0.05) {
+                if !ok {
                     return Err(format!("{name}: {r}"));
                 }
             }
         }
         Ok(())
     };
-    // The comparison's own promise is a false alarm on an unchanged setup with at most
-    // 5 % probability per flow, and a frame's datagrams share the host's moment (a
-    // busy host's stall delays a whole video frame), which makes video's KS figures
-    // more often significant than that: seen in one run of four on this 2-CPU
-    // machine, a shift of 0.1 to 0.7 ms in one direction, of the run compared or of
-    // the baseline itself. So the verdicts take up to three tries, each on fresh beds:
-    // the identical pair a new baseline and a new run each time, the slower path a new
-    // run against the baseline the identical pair agreed with. A real difference (or
-    // a wrong verdict from netmeter) fails all three.
-    let mut seen = Vec::new();
-    let mut agreed = None;
-    for _ in 0..3 {
-        let base = baseline();
-        // The same line again: no significant change anywhere.
-        let out = on_fresh_bed(line(), &against_base);
-        match judge(&base, &doc(), false) {
-            Ok(()) => {
-                agreed = Some((base, out));
-                break;
-            }
-            Err(e) => {
-                eprintln!("ks: another try; the same line found {e}");
-                seen.push(e);
+    // A run is judged unless its record shows the host disturbed it: an isochronous
+    // sender a whole frame period behind skips the frames it missed (`slips`), which
+    // a busy 2-CPU machine's stall of a few hundred ms does (seen: the baseline's audio
+    // flow with 115 of 150 samples and a delay 6 ms beyond the line's largest), and
+    // such a run is measured again on a fresh bed, at most three times. The KS test
+    // counts each flow's frames as its samples (docs/metrics.md, "KS sample unit"):
+    // an undisturbed identical pair is judged once, with no retry.
+    let disturbed = |v: &serde_json::Value| -> Option<String> {
+        flows(v).iter().find_map(|f| {
+            let slips = f
+                .pointer("/report/end/netmeter/isochronous/sender/slips")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            (slips > 0).then(|| format!("flow {} skipped {slips} frames", f["name"]))
+        })
+    };
+    let undisturbed = |run: &dyn Fn() -> (serde_json::Value, Option<Output>)| {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let (v, out) = run();
+            match disturbed(&v) {
+                None => return (v, out),
+                Some(why) => {
+                    eprintln!("ks: measured again: {why}");
+                    seen.push(why);
+                }
             }
         }
-    }
-    let (base, out) =
-        agreed.unwrap_or_else(|| panic!("three identical pairs, each called different: {seen:#?}"));
+        panic!("three runs, each disturbed: {seen:?}");
+    };
+    let (base, _) = undisturbed(&|| (baseline(), None));
+    // The same line again: no significant change anywhere.
+    let (v, out) = undisturbed(&|| {
+        let out = on_fresh_bed(line(), &against_base);
+        (doc(), Some(out))
+    });
+    let out = out.expect("the run's output");
+    judge(&base, &v, false).unwrap_or_else(|e| panic!("the same line was called different: {e}"));
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 
     // 5 ms more on every UDP datagram from alice to bob's audio server.
@@ -1082,23 +1098,12 @@ fn the_ks_verdict_finds_the_facetime_flow_whose_path_got_slower() {
             })
             .reorder_port(AUDIO_PORT)
     };
-    let mut seen = Vec::new();
-    let mut found = None;
-    for _ in 0..3 {
+    let (v, out) = undisturbed(&|| {
         let out = on_fresh_bed(slower(), &against_base);
-        match judge(&base, &doc(), true) {
-            Ok(()) => {
-                found = Some(out);
-                break;
-            }
-            Err(e) => {
-                eprintln!("ks: another try; the slower path found {e}");
-                seen.push(e);
-            }
-        }
-    }
-    let out = found
-        .unwrap_or_else(|| panic!("three runs on the slower path, none as expected: {seen:#?}"));
+        (doc(), Some(out))
+    });
+    let out = out.expect("the run's output");
+    judge(&base, &v, true).unwrap_or_else(|e| panic!("the slower path was judged wrongly: {e}"));
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -119,7 +119,11 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
-        (&["-c", "h", "--isochronous"][..], "--isochronous"),
+        (
+            &["-c", "h", "-u", "--burst-size", "10K"][..],
+            "--burst-size",
+        ),
+        (&["-c", "h", "--isochronous", "-l", "80"][..], "at least 92"),
     ] {
         let e = refused(args);
         assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
@@ -130,15 +134,40 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     }
 }
 
-/// UDP `--isochronous` runs on iperf 2's wire (iperf 2's default 60:20m,0 without a
-/// value); over TCP it is refused naming `-u`.
+/// `--isochronous` runs on iperf 2's wire over UDP and TCP (iperf 2's default
+/// 60:20m,0 without a value).
 #[test]
-fn udp_isochronous_is_taken() {
-    let (cfg, ctx) = client(&["-c", "h", "-u", "--isochronous"]);
-    let iso = cfg.spec.profile.as_ref().and_then(|p| p.isochronous());
-    assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
-    assert!(ctx.isochronous.is_some());
-    assert!(refused(&["-c", "h", "--isochronous"]).contains("-u"));
+fn isochronous_is_taken_over_udp_and_tcp() {
+    for udp in [true, false] {
+        let args: &[&str] = if udp {
+            &["-c", "h", "-u", "--isochronous"]
+        } else {
+            &["-c", "h", "--isochronous"]
+        };
+        let (cfg, ctx) = client(args);
+        let iso = cfg.spec.profile.as_ref().and_then(|p| p.isochronous());
+        assert_eq!(iso.map(|i| (i.fps, i.mean_bps)), Some((60, 20_000_000)));
+        assert!(ctx.isochronous.is_some());
+    }
+}
+
+/// iperf 2's `--burst-size` (its units: `40K` is 40 × 1024) and `--burst-period`
+/// become netmeter's burst profile, over TCP.
+#[test]
+fn bursts_take_iperf2s_names_and_units() {
+    let (cfg, _) = client(&["-c", "h", "--burst-size", "40K", "--burst-period", "0.05"]);
+    assert_eq!(
+        cfg.spec.profile,
+        Some(crate::profile::Profile::Burst {
+            bytes: 40 * 1024,
+            period_s: 0.05
+        })
+    );
+    let (cfg, _) = client(&["-c", "h", "--burst-size", "40k"]);
+    assert!(matches!(
+        cfg.spec.profile,
+        Some(crate::profile::Profile::Burst { bytes: 40_000, .. })
+    ));
 }
 
 /// UDP `-R` and `--full-duplex` run on iperf 2's wire.
@@ -147,6 +176,11 @@ fn udp_reverse_is_taken() {
     let (cfg, ctx) = client(&["-c", "h", "-u", "-R"]);
     assert_eq!(cfg.spec.direction, crate::spec::Direction::Reverse);
     assert!(ctx.udp && cfg.iperf2.is_some());
+    // iperf 2's -R client prints latency from the send times without --trip-times.
+    assert!(cfg.iperf2.is_some_and(|o| o.send_time_latency));
+    assert!(!cfg.spec.trip_times, "the header asks for no trip times");
+    let (cfg, _) = client(&["-c", "h", "-R"]);
+    assert!(cfg.iperf2.is_some_and(|o| !o.send_time_latency));
     let (cfg, _) = client(&["-c", "h", "-u", "--full-duplex"]);
     assert_eq!(cfg.spec.direction, crate::spec::Direction::Bidir);
 }

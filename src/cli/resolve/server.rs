@@ -157,6 +157,7 @@ impl Args {
                 &self.server.allow,
                 &self.server.deny,
                 cfg.audit_log.clone(),
+                cfg.mode != crate::engine::output::Mode::Text,
             )?),
             None => None,
         };

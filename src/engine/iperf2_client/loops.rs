@@ -10,18 +10,21 @@
 use super::recv::{Arrival, HeaderRetry, UdpRecvHalf};
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
+use crate::engine::machine::profile_send::{Carrier, ProfileSender};
 use crate::engine::machine::tcp_send::TcpSendStep;
 use crate::engine::machine::udp::RecvSinks;
+use crate::engine::profile;
 use crate::engine::record::StreamShared;
 use crate::engine::stream::{self, STOP_POLL, Worker};
 use crate::pacing::Pacer;
+use crate::profile::Profile;
 use crate::profile::{Due, Schedule, UnitSizer};
 use crate::wire::iperf2::{
     BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, TCP_BURST_LEN, UDP_DATAGRAM_LEN,
     write_datagram_id,
 };
 use crate::wire::iperf2::{ISOCH_MIN_LEN, IsochPayload};
-use crate::wire::iperf2_client::TcpBurstHdr;
+use crate::wire::iperf2_client::{TcpBurstHdr, write_burst_period};
 use crate::wire::{Bounceback, Isochronous};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
@@ -152,6 +155,95 @@ pub fn tcp_send(
     if sole_reader {
         drain_until_closed(&mut sock);
     }
+    Ok(())
+}
+
+/// TCP bursts (`--burst-size`/`--burst-period`) and isochronous frames
+/// (`--isochronous`) as iperf 2's client sends them (`Client::RunTCP` with its frame
+/// counter): after the test header (`header_len` bytes, counted as sent), on the
+/// profile's grid (`machine::profile_send::ProfileSender`: a slot that passed entirely
+/// is skipped), one unit (a burst, or a frame of log-normal size) at a time, at least
+/// iperf 2's [`TCP_BURST_LEN`] bytes, written in `-l` pieces whose first opens with the
+/// burst head ([`TcpBurstHdr`]: the start time the test header carried, the send time,
+/// the slot's number as iperf 2's `burst_id`, the unit's size, the bytes so far) and
+/// the profile's period ([`write_burst_period`]). The server reads each unit by the
+/// size in its head, so it counts bursts (and, with `--trip-times`, times them) as
+/// netmeter sent them. A unit cut off by a stop is not counted as sent.
+pub fn tcp_send_profile(
+    w: &Worker,
+    mut sock: TcpStream,
+    header_len: u64,
+    start: (u32, u32),
+    p: &Profile,
+) -> io::Result<()> {
+    sock.set_write_timeout(Some(STOP_POLL))?;
+    if let Some(b) = &w.budget {
+        b.take(header_len as usize);
+    }
+    publish(&w.shared, header_len, 1);
+    let Some(rec) = w.shared.profile.as_ref() else {
+        return Ok(());
+    };
+    let block_len = w.block_len.max(TCP_BURST_LEN);
+    let origin = w.schedule_origin.unwrap_or_else(|| w.clock.now());
+    let carrier = Carrier::Tcp { block_len };
+    let mut m = ProfileSender::new(p, w.shared.id, carrier, origin, w.schedule_end);
+    let period_us = (p.period_ns() / 1000).min(u64::from(u32::MAX)) as u32;
+    let mut buf = w.payload.to_vec();
+    buf.resize(buf.len().max(block_len), 0);
+    let (mut bytes, mut writes, mut seq) = (header_len, 1u64, 0i64);
+    'units: while let Some(unit) = profile::next_unit(w, &mut m, rec) {
+        let size = unit.size.clamp(TCP_BURST_LEN as u64, u64::from(u32::MAX));
+        let mut left = size;
+        while left > 0 {
+            let want = (left as usize).min(block_len);
+            let got = match &w.budget {
+                Some(b) => b.take(want),
+                None => want,
+            };
+            if got == 0 {
+                break 'units;
+            }
+            let head = left == size;
+            // The head rides whole in the unit's first write.
+            let len = if head { got.max(TCP_BURST_LEN) } else { got };
+            if head {
+                seq += size as i64;
+                TcpBurstHdr {
+                    start,
+                    sent: stream::wall_now(false),
+                    burst_id: (unit.slot + 1).min(u64::from(u32::MAX)) as u32,
+                    burst_size: size as u32,
+                    seq,
+                }
+                .write(&mut buf);
+                write_burst_period(&mut buf, period_us);
+            }
+            let mut off = 0;
+            while off < len {
+                if w.stop.load(Ordering::Relaxed) {
+                    break 'units;
+                }
+                match w.shared.calls.wrote(sock.write(&buf[off..len])) {
+                    Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+                    Ok(n) => {
+                        off += n;
+                        bytes += n as u64;
+                        w.shared.bytes.store(bytes, Ordering::Relaxed);
+                    }
+                    Err(e) if stream::is_transient(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            left = left.saturating_sub(len as u64);
+            writes += 1;
+            w.shared.packets.store(writes, Ordering::Relaxed);
+        }
+        profile::record_unit(w, rec, &mut m, size);
+    }
+    let _ = sock.flush();
+    let _ = sock.shutdown(Shutdown::Write);
+    drain_until_closed(&mut sock);
     Ok(())
 }
 

@@ -319,8 +319,8 @@ pub(super) struct Group {
     pub received: AtomicU64,
     entry: Mutex<audit::Entry>,
     error: Mutex<Option<String>>,
-    /// `netmeter iperf2 -s` and a `-P N` TCP test this server receives: the group's
-    /// `[SUM-N]` rows, which its members' printers feed.
+    /// `netmeter iperf2 -s` and a `-P N` test (TCP or UDP) this server receives: the
+    /// group's sum rows, which its members' printers feed.
     pub(super) sum: Option<Arc<Mutex<SumRows>>>,
     source: IpAddr,
     _slot: SlotGuard,
@@ -467,13 +467,19 @@ fn new_group(
     entry.test = Some(audit_params(h, plan));
     shared.touch();
     let sum = match &shared.cfg.iperf2_layout {
-        Some(l)
-            if h.threads > 1 && !h.udp && plan.flow == Flow::Receive && plan.legacy.is_none() =>
-        {
+        Some(l) if h.threads > 1 && plan.flow == Flow::Receive && plan.legacy.is_none() => {
             let mut ctx = l.ctx.clone();
             ctx.client = false;
-            ctx.udp = false;
+            ctx.udp = h.udp;
             let sum = SumRows::new(ctx, h.threads, shared.cfg.interval_s);
+            Some(Arc::new(Mutex::new(sum)))
+        }
+        // `-d`: the client's test and the connection back, summed as iperf 2 does.
+        Some(l) if h.threads == 1 && plan.legacy == Some(Legacy::Dual) => {
+            let mut ctx = l.ctx.clone();
+            ctx.client = false;
+            ctx.udp = h.udp;
+            let sum = SumRows::new(ctx, 2, shared.cfg.interval_s);
             Some(Arc::new(Mutex::new(sum)))
         }
         _ => None,

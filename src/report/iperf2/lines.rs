@@ -41,18 +41,15 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
             b.hold_us
         ));
     }
-    if let (Some(i), true, true) = (ctx.isochronous, enhanced, ctx.client) {
-        out.push(format!(
-            "Isochronous: {:.2} frames/sec mean={}/s, stddev={}/s, Period/IPG={:.2}/0.000 ms",
-            f64::from(i.fps),
-            byte_fmt(i.mean_bps as f64 / 8.0, 'a'),
-            byte_fmt(i.stdev_bps as f64 / 8.0, 'a'),
-            1e3 / f64::from(i.fps.max(1))
-        ));
+    let isoch = isochronous_line(ctx).filter(|_| enhanced);
+    // UDP: first; TCP: after the write size, as iperf 2 orders them.
+    if ctx.udp {
+        out.extend(isoch.clone());
     }
     if enhanced {
         if ctx.client && !ctx.udp && ctx.bounceback.is_none() {
-            out.push(format!("Write buffer size: {} Byte", blk));
+            out.extend(write_size_lines(ctx, blk));
+            out.extend(isoch);
         } else if !ctx.client && ctx.udp {
             out.push(format!("Read buffer size: {} ", byte_fmt(blk as f64, 'B')));
         } else if !ctx.client {
@@ -100,6 +97,34 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
     }
     out.push(SEPARATOR.to_string());
     out
+}
+
+/// A TCP client's write size, and with periodic bursts their size and period
+/// (`Write buffer size: 10240 Byte  Burst size: 40960 Byte`, `Bursting: 40.0 KByte
+/// every 0.100 second(s)`).
+fn write_size_lines(ctx: &Iperf2Ctx, blk: u64) -> Vec<String> {
+    match ctx.burst {
+        None => vec![format!("Write buffer size: {blk} Byte")],
+        Some((bytes, period_s)) => vec![
+            format!("Write buffer size: {blk} Byte  Burst size: {bytes} Byte"),
+            format!(
+                "Bursting: {} every {period_s:.3} second(s)",
+                byte_fmt(bytes as f64, 'A')
+            ),
+        ],
+    }
+}
+
+/// An isochronous client's settings line (`Isochronous: 60.00 frames/sec …`).
+fn isochronous_line(ctx: &Iperf2Ctx) -> Option<String> {
+    let i = ctx.isochronous.filter(|_| ctx.client)?;
+    Some(format!(
+        "Isochronous: {:.2} frames/sec mean={}/s, stddev={}/s, Period/IPG={:.2}/0.000 ms",
+        f64::from(i.fps),
+        byte_fmt(i.mean_bps as f64 / 8.0, 'a'),
+        byte_fmt(i.stdev_bps as f64 / 8.0, 'a'),
+        1e3 / f64::from(i.fps.max(1))
+    ))
 }
 
 /// The UDP client's gap between datagrams for its rate, microseconds (0 unpaced).
@@ -177,6 +202,7 @@ pub enum Kind {
     UdpReadTrip,
     BounceClient,
     UdpWriteIsoch,
+    TcpWriteIsoch,
 }
 
 /// The row kind of a side: what it does on the stream (`sender`) in which layout.
@@ -184,6 +210,9 @@ pub fn kind(ctx: &Iperf2Ctx, sender: bool) -> Kind {
     match (ctx.layout, ctx.udp, sender) {
         (Layout::Enhanced, false, true) if ctx.client && ctx.bounceback.is_some() => {
             Kind::BounceClient
+        }
+        (Layout::Enhanced, false, true) if ctx.client && ctx.isochronous.is_some() => {
+            Kind::TcpWriteIsoch
         }
         (Layout::Enhanced, false, true) => Kind::TcpWrite,
         (Layout::Enhanced, false, false) if ctx.trip_times => Kind::TcpReadTrip,
@@ -226,6 +255,9 @@ pub fn column_header(kind: Kind) -> &'static str {
         Kind::BounceClient => {
             "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd(pkts)/RTT(var)   Tx/Rx bytes  RPS(avg)"
         }
+        Kind::TcpWriteIsoch => {
+            "[ ID] Interval            Transfer     Bandwidth      Write/Err  Rtry     Cwnd(pkts)/RTT(var)     isoch:tx/miss/slip  NetPwr"
+        }
     }
 }
 
@@ -235,7 +267,7 @@ const UDP_TRIP_HEADER: &str = "[ ID] Interval            Transfer     Bandwidth 
 /// The `[SUM-cnt]` header of a row kind (`-P` above 1), where iperf 2 has one.
 pub fn sum_header(kind: Kind) -> &'static str {
     match kind {
-        Kind::TcpWrite => {
+        Kind::TcpWrite | Kind::TcpWriteIsoch => {
             "[SUM-cnt] Interval            Transfer    Bandwidth       Write/Err  Rtry"
         }
         Kind::TcpRead | Kind::TcpReadTrip => {
@@ -281,7 +313,8 @@ pub fn row(kind: Kind, prefix: &str, r: &Row, facts: &Facts) -> String {
     match kind {
         Kind::Plain => head,
         Kind::PlainUdpRecv => format!("{head}  {}", jitter_loss(r)),
-        Kind::TcpWrite => {
+        Kind::TcpWriteIsoch if !sum => tcp_isoch(&head, r, mss),
+        Kind::TcpWrite | Kind::TcpWriteIsoch => {
             let we = format!("{}/{}", or_na(f.writes), or_na(f.write_errors));
             let retry = or_na(r.retransmits);
             if sum {
@@ -390,6 +423,36 @@ fn bounce(head: &str, r: &Row, facts: &Facts) -> String {
         or_na(r.retransmits),
         bytes(req),
         bytes(reply)
+    )
+}
+
+/// An isochronous TCP client's row (iperf 2.2.1's `tcp_output_write_enhanced_isoch`):
+/// `61/0        0     1151K(18)/170(243) us         61/0/0       7345`, the frames
+/// sent and slipped; `miss` (frames whose writes overran the next frame's start) is
+/// `NA`, as for UDP.
+fn tcp_isoch(head: &str, r: &Row, mss: Option<u32>) -> String {
+    let f = r.figures;
+    let tcp = match (r.tcp, mss.filter(|&m| m > 0).map(u64::from)) {
+        (Some(t), Some(mss)) => format!(
+            "{}K({})/{}({}) us",
+            t.snd_cwnd / 1024,
+            t.snd_cwnd / mss,
+            t.rtt,
+            t.rttvar
+        ),
+        _ => "NAK(NA)/NA(NA) us".to_string(),
+    };
+    let power = r.tcp.map_or_else(
+        || "NAN".to_string(),
+        |t| net_power(r.bytes, r.seconds, t.rtt as f64 * 1e-6),
+    );
+    format!(
+        "{head}  {}/{}{:>9}     {tcp}  {:>9}  {power}",
+        or_na(f.writes),
+        or_na(f.write_errors),
+        or_na(r.retransmits),
+        r.frames
+            .map_or("NA/NA/NA".into(), |(tx, slip)| format!("{tx}/NA/{slip}"))
     )
 }
 

@@ -87,10 +87,22 @@ pub fn end_row(
         owd,
         tcp: prev.tcp,
         tcp_extra: prev.tcp_extra,
+        frames: tcp_frames(end, sender),
         figures: figs,
         ..Row::default()
     };
     Some((s.socket, row))
+}
+
+/// A TCP isochronous sender's frames sent and slips over the whole test (one stream),
+/// for its `isoch:tx/miss/slip` column.
+fn tcp_frames(end: &End, sender: bool) -> Option<(u64, u64)> {
+    end.netmeter
+        .isochronous
+        .as_ref()
+        .and_then(|i| i.sender.as_ref())
+        .filter(|_| sender && end.streams.len() == 1)
+        .map(|s| (s.sent, s.slips))
 }
 
 /// An iperf 2 server's transit as the latency of a row: the mean, minimum, maximum and

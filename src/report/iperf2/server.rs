@@ -270,8 +270,8 @@ struct Tally {
 }
 
 /// One-way delays over one span, seconds (Welford's running mean and square sum).
-#[derive(Debug, Clone, Copy, Default)]
-struct Delays {
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Delays {
     n: u64,
     mean: f64,
     m2: f64,
@@ -290,6 +290,25 @@ impl Delays {
         self.m2 += d * (s - self.mean);
         self.min = self.min.min(s);
         self.max = self.max.max(s);
+    }
+
+    /// Another span's delays added to these (Chan's pairwise update of the mean and
+    /// the square sum), as a `-P` sum pools its members' datagrams.
+    fn merge(&mut self, o: &Delays) {
+        if o.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = *o;
+            return;
+        }
+        let n = (self.n + o.n) as f64;
+        let d = o.mean - self.mean;
+        self.m2 += o.m2 + d * d * self.n as f64 * o.n as f64 / n;
+        self.mean += d * o.n as f64 / n;
+        self.n += o.n;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
     }
 
     /// In milliseconds, as the rows print them (none without a delay).
@@ -335,6 +354,32 @@ pub struct ServerTest {
     sending: bool,
     /// `-P`: the group's sum, told each row's span; its rows follow this one's.
     sum: Option<Arc<Mutex<SumRows>>>,
+    /// This test's key among the sum's members (its transfer id; the sending half of a
+    /// `--full-duplex` test has one of its own).
+    sum_key: usize,
+    /// The row label when not `[  N] ` (`[ *N] `: a `--full-duplex` test's sending half).
+    label: Option<String>,
+    /// The receiving half of a `--full-duplex` test: its connection line says so.
+    full_duplex: bool,
+    /// The sending half of a `--full-duplex` test: no connection line of its own.
+    fd_sending: bool,
+    /// A UDP sender's datagrams (its end included), printed after its whole-test row.
+    sent_n: Option<u64>,
+    /// The `-d`/`-r` connection back to the client's listener: the settings header
+    /// iperf 2 prints for it (as a client's).
+    back: Option<BackHeader>,
+}
+
+/// What the settings header of a `-d`/`-r` connection back names: the client's
+/// listener, the write size and the socket's send buffer (bytes; 0: not known).
+#[derive(Debug, Clone)]
+pub struct BackHeader {
+    pub host: String,
+    pub port: u16,
+    pub write_len: u64,
+    pub sndbuf: u64,
+    /// UDP: the rate it sends at, bits/s (the header's IPG target).
+    pub rate_bps: u64,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -347,6 +392,12 @@ pub struct Span {
     pub bins: [u64; READ_BINS],
     /// The member's whole test (its last span).
     pub whole: bool,
+    /// UDP: the span's datagrams lost, expected (received + lost) and out of order.
+    pub lost: u64,
+    pub expected: u64,
+    pub out_of_order: u64,
+    /// UDP: the span's one-way delays (the sum's `Latency avg/min/max`).
+    pub delays: Delays,
 }
 
 /// One interval's sum so far.
@@ -371,13 +422,21 @@ impl Slot {
         for (a, b) in s.bins.iter_mut().zip(x.bins) {
             *a = a.saturating_add(b);
         }
+        s.lost = s.lost.saturating_add(x.lost);
+        s.expected = s.expected.saturating_add(x.expected);
+        s.out_of_order = s.out_of_order.saturating_add(x.out_of_order);
+        s.delays.merge(&x.delays);
     }
 }
 
-/// The `[SUM-N]` rows of a `-P N` TCP test on an iperf 2 server (`-e` layout): an
-/// interval's once every member's row of it came (a member whose next row is a later
-/// interval's, or who ended, had none), with `[SUM-cnt]`'s header before the first,
-/// and the whole test's once every member ended, as iperf 2.2.1's server prints them.
+/// The sum rows of a `-P N` test an iperf 2 server receives, TCP or UDP: an interval's
+/// once every member's row of it came (a member whose next row is a later interval's,
+/// or who ended, had none), and the whole test's once every member ended, as iperf
+/// 2.2.1's server prints them: with `-e` `[SUM-N]` rows under a `[SUM-cnt]` header
+/// (UDP: lost/total, the latency's avg/min/max, PPS), plain `[SUM]` rows (UDP: under
+/// the plain `[ ID]` header, with lost/total), in CSV a line of transfer id -1 (the
+/// client's address with port 0, then the server's, `0.0.0.0` for UDP); after a UDP
+/// test's whole sum the datagrams out of order, when any were.
 /// Pure: the members' [`Span`]s in, lines out.
 #[derive(Debug, Clone)]
 pub struct SumRows {
@@ -390,8 +449,13 @@ pub struct SumRows {
     slots: BTreeMap<u64, Slot>,
     whole: Slot,
     header_done: bool,
-    /// The members' column header was printed (once for the group, as iperf 2 does).
-    member_header_done: bool,
+    /// The members' column headers printed (each once for the group, as iperf 2 does).
+    member_headers: Vec<&'static str>,
+    /// A `--full-duplex` test's halves, transfer id N: `[FDN]` rows (`-e` only).
+    fd: Option<usize>,
+    /// The first member's connection and its time (seconds since the epoch): the CSV
+    /// sum line's addresses.
+    conn: Option<(Connected, u64)>,
 }
 
 impl SumRows {
@@ -409,13 +473,34 @@ impl SumRows {
             slots: BTreeMap::new(),
             whole: Slot::default(),
             header_done: false,
-            member_header_done: false,
+            member_headers: Vec::new(),
+            fd: None,
+            conn: None,
         }
     }
 
-    /// Whether a member is the first to print the column header (the others do not).
-    fn claim_member_header(&mut self) -> bool {
-        !std::mem::replace(&mut self.member_header_done, true)
+    /// The `[FDn]` rows of a `--full-duplex` test (transfer id `no`): its two halves'
+    /// bytes (UDP: and datagrams, with PPS) added up, with `-e` only, as iperf 2.2.1's
+    /// server prints them (plain and CSV have none).
+    pub fn full_duplex(ctx: Iperf2Ctx, no: usize, interval_s: f64) -> SumRows {
+        SumRows {
+            fd: Some(no),
+            ..SumRows::new(ctx, 2, interval_s)
+        }
+    }
+
+    /// A member's connection (the first one told names the CSV sum line's addresses).
+    fn note_member(&mut self, c: &Connected, timesecs: u64) {
+        self.conn.get_or_insert_with(|| (c.clone(), timesecs));
+    }
+
+    /// Whether a member is the first to print this column header (the others do not).
+    fn claim_member_header(&mut self, header: &'static str) -> bool {
+        if self.member_headers.contains(&header) {
+            return false;
+        }
+        self.member_headers.push(header);
+        true
     }
 
     /// Member `no`'s row counted `x`: the sum rows now due.
@@ -426,16 +511,21 @@ impl SumRows {
             return Vec::new();
         }
         let entry = self.progress.entry(no).or_insert((None, false));
+        // A member's last part-interval row (its test ended inside the interval): iperf
+        // 2.2.1 prints that interval's sum after the member's whole-test row, which
+        // comes next.
+        let mut part = false;
         if x.whole {
             entry.1 = true;
             self.whole.add(x);
         } else if self.interval_s > 0.0 {
             let k = (x.begin / self.interval_s + 1e-6).floor().max(0.0) as u64;
             entry.0 = Some(entry.0.map_or(k, |l| l.max(k)));
+            part = x.end < (k + 1) as f64 * self.interval_s - 1e-6;
             self.slots.entry(k).or_default().add(x);
         }
         let mut out = Vec::new();
-        while let Some((&k, _)) = self.slots.first_key_value() {
+        while let Some((&k, _)) = self.slots.first_key_value().filter(|_| !part) {
             let complete = self.progress.len() == self.members
                 && self
                     .progress
@@ -450,21 +540,41 @@ impl SumRows {
         }
         let all_ended = self.progress.len() == self.members && self.progress.values().all(|p| p.1);
         if x.whole && all_ended && self.slots.is_empty() {
-            let whole = self.whole.span;
+            let whole = Span {
+                whole: true,
+                ..self.whole.span
+            };
             out.extend(self.row(&whole));
         }
         out
     }
 
     fn row(&mut self, x: &Span) -> Vec<String> {
-        if self.ctx.layout != Layout::Enhanced || self.ctx.udp || self.ctx.exclude.data {
+        if self.ctx.exclude.data {
             return Vec::new();
         }
+        if let Some(no) = self.fd {
+            return self.fd_row(no, x);
+        }
+        let udp = self.ctx.udp;
+        let seconds = x.end - x.begin;
+        let recv = UdpRecvFigures {
+            jitter_ms: 0.0,
+            lost_packets: x.lost,
+            packets: x.expected,
+            lost_percent: if x.expected > 0 {
+                100.0 * x.lost as f64 / x.expected as f64
+            } else {
+                0.0
+            },
+        };
         let row = Row {
             start: x.begin,
             end: x.end,
-            seconds: x.end - x.begin,
+            seconds,
             bytes: x.bytes,
+            udp_recv: udp.then_some(recv),
+            out_of_order: udp.then_some(x.out_of_order),
             figures: Iperf2Figures {
                 reads: Some(x.reads),
                 read_bins: Some(x.bins),
@@ -472,22 +582,136 @@ impl SumRows {
             },
             ..Row::default()
         };
-        let kind = lines::Kind::TcpRead;
         let mut out = Vec::new();
-        if !self.header_done {
-            self.header_done = true;
-            out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+        match (self.ctx.layout, udp) {
+            (Layout::Csv, _) => return vec![self.csv_line(&row)],
+            (Layout::Enhanced, false) => {
+                let kind = lines::Kind::TcpRead;
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(lines::column_header(kind).replacen("[ ID]", "[SUM-cnt]", 1));
+                }
+                let facts = Facts {
+                    sum: true,
+                    at_end: x.whole,
+                    ..Facts::default()
+                };
+                let prefix = format!("[SUM-{}] ", self.members);
+                out.push(lines::row(kind, &prefix, &row, &facts));
+            }
+            (Layout::Enhanced, true) => {
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(UDP_SUM_HEADER.to_string());
+                }
+                let l = x.delays.stats().unwrap_or_default();
+                let pps = if seconds > 0.0 {
+                    x.reads as f64 / seconds
+                } else {
+                    0.0
+                };
+                out.push(format!(
+                    "[SUM-{}] {}  {}  {}/{} ({}%)  {:.3}/{:.3}/{:.3}  {pps:.0} pps",
+                    self.members,
+                    super::span(x.begin, x.end),
+                    super::transfer(x.bytes, seconds),
+                    x.lost,
+                    x.expected,
+                    super::g2(recv.lost_percent),
+                    l.mean_ms,
+                    l.min_ms,
+                    l.max_ms
+                ));
+            }
+            (Layout::Plain, false) => {
+                out.push(lines::row(
+                    lines::Kind::Plain,
+                    "[SUM] ",
+                    &row,
+                    &Facts::default(),
+                ));
+            }
+            (Layout::Plain, true) => {
+                if !std::mem::replace(&mut self.header_done, true) {
+                    out.push(lines::column_header(lines::Kind::Plain).to_string());
+                }
+                out.push(format!(
+                    "{}   {}/{} ({}%)",
+                    lines::row(lines::Kind::Plain, "[SUM] ", &row, &Facts::default()),
+                    x.lost,
+                    x.expected,
+                    super::g2(recv.lost_percent)
+                ));
+            }
         }
-        let facts = Facts {
-            sum: true,
-            at_end: x.whole,
-            ..Facts::default()
-        };
-        let prefix = format!("[SUM-{}] ", self.members);
-        out.push(lines::row(kind, &prefix, &row, &facts));
+        if udp && x.whole && x.out_of_order > 0 {
+            out.push(format!(
+                "[SUM] {}  {} datagrams received out-of-order",
+                super::span(x.begin, x.end),
+                x.out_of_order
+            ));
+        }
         out
     }
+
+    /// A `--full-duplex` test's `[FDn]` row (`-e` only), under its header printed once.
+    fn fd_row(&mut self, no: usize, x: &Span) -> Vec<String> {
+        if self.ctx.layout != Layout::Enhanced {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !std::mem::replace(&mut self.header_done, true) {
+            out.push(if self.ctx.udp {
+                UDP_FD_HEADER.to_string()
+            } else {
+                lines::column_header(lines::Kind::Plain).to_string()
+            });
+        }
+        let seconds = x.end - x.begin;
+        let head = format!(
+            "[FD{no}] {}  {}",
+            super::span(x.begin, x.end),
+            super::transfer(x.bytes, seconds)
+        );
+        out.push(if self.ctx.udp {
+            let pps = if seconds > 0.0 {
+                x.reads as f64 / seconds
+            } else {
+                0.0
+            };
+            format!("{head} {}{pps:8.0} pps", x.reads)
+        } else {
+            head
+        });
+        out
+    }
+
+    /// The CSV sum line: transfer id -1, the client's address with port 0 and the
+    /// server's (`0.0.0.0` for UDP), as iperf 2.2.1's server writes it.
+    fn csv_line(&self, row: &Row) -> String {
+        let mut start = Start::default();
+        if let Some((c, secs)) = &self.conn {
+            start.timestamp.timesecs = *secs;
+            start.connected.push(Connected {
+                socket: -1,
+                local_host: if self.ctx.udp {
+                    "0.0.0.0".to_string()
+                } else {
+                    c.local_host.clone()
+                },
+                local_port: c.local_port,
+                remote_host: c.remote_host.clone(),
+                remote_port: 0,
+            });
+        }
+        super::csv::line(&self.ctx, Some(&start), -1, -1, row)
+    }
 }
+
+/// iperf 2.2.1's `[FDn]` header over UDP (`report_udp_fullduplex_header`).
+const UDP_FD_HEADER: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS";
+
+/// iperf 2.2.1's server's `[SUM-cnt]` header over UDP sums (`report_sumcnt_udp_enhanced_header`).
+const UDP_SUM_HEADER: &str =
+    "[SUM-cnt] Interval     Transfer     Bandwidth       Lost/Total  Latency avg/min/max  PPS";
 
 impl ServerTest {
     /// A test on connection `c` (iperf 2's transfer id `no`), accepted at
@@ -524,12 +748,51 @@ impl ServerTest {
             hist: None,
             sending: false,
             sum: None,
+            sum_key: no,
+            label: None,
+            full_duplex: false,
+            fd_sending: false,
+            sent_n: None,
+            back: None,
         }
+    }
+
+    /// The `-d`/`-r` connection this server opened back to the client's listener, on
+    /// which it sends: iperf 2's client settings header (`Client connecting to`), the
+    /// connection line with `(reverse)` and a sender's rows labelled `[ *N]`, as iperf
+    /// 2.2.1's server prints them.
+    pub fn connect_back(mut self, back: BackHeader) -> Self {
+        self.sending = true;
+        self.label = Some(format!("[{:>3}] ", format!("*{}", self.no)));
+        self.back = Some(back);
+        self
+    }
+
+    /// The receiving half of a `--full-duplex` test: the connection line says
+    /// `(full-duplex)` (UDP: and `(no-udp-fin)`), and its rows and the sending half's
+    /// feed `fd`, the test's `[FDn]` rows ([`SumRows::full_duplex`]).
+    pub fn full_duplex(mut self, fd: Arc<Mutex<SumRows>>) -> Self {
+        self.full_duplex = true;
+        self.with_sum(fd)
+    }
+
+    /// The sending half of a `--full-duplex` test (the same transfer id as its
+    /// receiving half): a sender's rows labelled `[ *N]`, no connection line, feeding
+    /// the test's `[FDn]` rows, as iperf 2.2.1's server prints them.
+    pub fn full_duplex_sending(mut self, fd: Arc<Mutex<SumRows>>) -> Self {
+        self.sending = true;
+        self.fd_sending = true;
+        self.label = Some(format!("[{:>3}] ", format!("*{}", self.no)));
+        self.sum_key = usize::MAX - self.no;
+        self.with_sum(fd)
     }
 
     /// A member of a `-P` test: its rows are told to the group's `sum`, whose rows
     /// follow them, and the column header is the group's first member's only.
     pub fn with_sum(mut self, sum: Arc<Mutex<SumRows>>) -> Self {
+        if let Ok(mut s) = sum.lock() {
+            s.note_member(&self.start.connected[0], self.start.timestamp.timesecs);
+        }
         self.sum = Some(sum);
         self
     }
@@ -561,6 +824,45 @@ impl ServerTest {
             return Vec::new();
         }
         let c = &self.start.connected[0];
+        if self.fd_sending {
+            return Vec::new();
+        }
+        if let Some(b) = &self.back {
+            let mut ctx = self.ctx.clone();
+            ctx.client = true;
+            ctx.host = b.host.clone();
+            ctx.port = b.port;
+            ctx.parallel = 1;
+            let mut start = Start::default();
+            start.test_start.blksize = b.write_len;
+            start.sndbuf_actual = b.sndbuf;
+            start.target_bitrate = b.rate_bps;
+            let mut out = if self.ctx.exclude.settings {
+                Vec::new()
+            } else {
+                lines::header(&ctx, &start)
+            };
+            let mut untimed = self.start.clone();
+            untimed.timestamp = Default::default();
+            let line = lines::connection(&self.ctx, self.no, c, &untimed);
+            let label = self.label.as_deref().unwrap_or_default().trim_end();
+            let id = super::id(self.no);
+            out.push(format!(
+                "{} (reverse)",
+                line.replacen(id.trim_end(), label, 1)
+            ));
+            return out;
+        }
+        if self.full_duplex {
+            let mut line = lines::connection(&self.ctx, self.no, c, &self.start);
+            let mut fd = " (full-duplex)".to_string();
+            if self.ctx.udp {
+                fd.push_str(" (no-udp-fin)");
+            }
+            let at = line.rfind(" on ").unwrap_or(line.len());
+            line.insert_str(at, &fd);
+            return vec![line];
+        }
         if !self.sending {
             return vec![lines::connection(&self.ctx, self.no, c, &self.start)];
         }
@@ -585,6 +887,28 @@ impl ServerTest {
             } else {
                 x.write_errors += 1;
             }
+        }
+        out
+    }
+
+    /// A UDP sender's test ended at `t` having sent `n` datagrams (its end included):
+    /// its last rows, the `Sent N datagrams` line after its whole-test row (before the
+    /// `[FDn]` row a `--full-duplex` test's whole ends with).
+    pub fn finish_sent(&mut self, t: f64, n: u64) -> Vec<String> {
+        self.sent_n = Some(n);
+        self.finish(t)
+    }
+
+    /// A UDP `-d`/`-r` connection back: the report the client's listener answered its
+    /// end with (`server`), as iperf 2.2.1's server prints it (`[  N] Server Report:`,
+    /// the header, the row labelled `[ *N]`; none in CSV or with `-x V`).
+    pub fn listener_report(&self, server: &Row) -> Vec<String> {
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.server_reports {
+            return Vec::new();
+        }
+        let mut out = lines::server_report(self.no, None, self.ctx.layout, Some(server));
+        if let (Some(last), Some(label)) = (out.last_mut(), self.label.as_deref()) {
+            *last = last.replacen(super::id(self.no).as_str(), label, 1);
         }
         out
     }
@@ -675,19 +999,54 @@ impl ServerTest {
     }
 
     fn row_of(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
+        let udp = self.udp_span(whole);
         let span = Span {
             begin,
             end,
             bytes: x.bytes,
-            reads: x.reads,
+            reads: x.reads + x.writes,
             bins: x.bins,
             whole,
+            lost: udp.map_or(0, |(u, _)| u.lost_packets),
+            expected: udp.map_or(0, |(u, _)| u.packets),
+            out_of_order: udp.map_or(0, |(_, o)| o),
+            delays: x.delays,
         };
         let mut out = self.member_row(begin, end, x, whole);
+        if let Some(n) = self
+            .sent_n
+            .filter(|_| whole && self.sending && self.ctx.udp)
+        {
+            out.extend(self.sent_datagrams(n));
+        }
         if let Some(mut sum) = self.sum.as_ref().and_then(|s| s.lock().ok()) {
-            out.extend(sum.add(self.no, &span));
+            out.extend(sum.add(self.sum_key, &span));
         }
         out
+    }
+
+    /// A UDP receiver's figures over the current interval or the whole test (`whole`)
+    /// and its datagrams out of order; `None` before any datagram (or not UDP).
+    fn udp_span(&self, whole: bool) -> Option<(UdpRecvFigures, u64)> {
+        let now = self.udp_now?;
+        let mark = if whole {
+            UdpCounts::default()
+        } else {
+            self.udp_mark
+        };
+        let expected = now.expected.saturating_sub(mark.expected);
+        let lost = now.lost.saturating_sub(mark.lost);
+        let figures = UdpRecvFigures {
+            jitter_ms: now.jitter_ms,
+            lost_packets: lost,
+            packets: expected,
+            lost_percent: if expected > 0 {
+                100.0 * lost as f64 / expected as f64
+            } else {
+                0.0
+            },
+        };
+        Some((figures, now.out_of_order.saturating_sub(mark.out_of_order)))
     }
 
     fn member_row(&mut self, begin: f64, end: f64, x: &Tally, whole: bool) -> Vec<String> {
@@ -695,33 +1054,9 @@ impl ServerTest {
             return Vec::new();
         }
         let seconds = end - begin;
-        let udp = self.udp_now.map(|now| {
-            let mark = if whole {
-                UdpCounts::default()
-            } else {
-                self.udp_mark
-            };
-            let expected = now.expected.saturating_sub(mark.expected);
-            let lost = now.lost.saturating_sub(mark.lost);
-            UdpRecvFigures {
-                jitter_ms: now.jitter_ms,
-                lost_packets: lost,
-                packets: expected,
-                lost_percent: if expected > 0 {
-                    100.0 * lost as f64 / expected as f64
-                } else {
-                    0.0
-                },
-            }
-        });
-        let ooo = self.udp_now.map(|now| {
-            let mark = if whole {
-                UdpCounts::default()
-            } else {
-                self.udp_mark
-            };
-            now.out_of_order.saturating_sub(mark.out_of_order)
-        });
+        let udp_span = self.udp_span(whole);
+        let udp = udp_span.map(|(u, _)| u);
+        let ooo = udp_span.map(|(_, o)| o);
         let owd = x.delays.stats();
         let rate = |n: f64| (seconds > 0.0).then(|| n / seconds);
         let calls = if self.sending { x.writes } else { x.reads };
@@ -779,7 +1114,7 @@ impl ServerTest {
         if !self.header_done {
             self.header_done = true;
             let first = match self.sum.as_ref().map(|s| s.lock()) {
-                Some(Ok(mut s)) => s.claim_member_header(),
+                Some(Ok(mut s)) => s.claim_member_header(lines::column_header(kind)),
                 _ => true,
             };
             if first {
@@ -791,8 +1126,14 @@ impl ServerTest {
             at_end: whole,
             ..Facts::default()
         };
-        let prefix = super::id(self.no);
+        let prefix = self.label.clone().unwrap_or_else(|| super::id(self.no));
         out.push(lines::row(kind, &prefix, &row, &facts));
+        if let Some(n) = ooo.filter(|&n| n > 0 && !self.sending) {
+            out.push(format!(
+                "{prefix}{}  {n} datagrams received out-of-order",
+                super::span(begin, end)
+            ));
+        }
         if let (Some(h), Some(spec)) = (x.hist.as_ref(), self.hist.as_ref()) {
             let name = if self.ctx.udp { "T8" } else { "F8" };
             let at = format!("{prefix}{}", super::span(begin, end));
@@ -1042,6 +1383,472 @@ mod tests {
             "{text}"
         );
         assert!(sums[1].contains("1.0000-2.0000"), "{text}");
+    }
+
+    /// A `-P 2` test's members, their connection lines printed, sharing one sum.
+    fn p2_members(c: &Iperf2Ctx) -> (Vec<String>, Vec<ServerTest>) {
+        let mut out = banner(
+            c,
+            c.datagram_len,
+            if c.udp { 212_992 } else { 131072 },
+            None,
+        );
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                let mut cn = conn();
+                cn.socket = no as i64;
+                cn.remote_port = 40000 + no as u16;
+                ServerTest::new(c.clone(), no, cn, 1_764_184_214_054, 1.0).with_sum(sum.clone())
+            })
+            .collect();
+        for t in &tests {
+            out.extend(t.opening());
+        }
+        (out, tests)
+    }
+
+    /// A UDP `-P 2` test: each member 100 datagrams a second for two seconds, member 1
+    /// first, one datagram in 50 lost; `ooo`: member 1's second datagram came out of
+    /// order (as iperf 2.2.1's listener handing over its socket makes one).
+    fn udp_p2_run(layout: Layout, ooo: bool) -> (String, Vec<String>) {
+        let c = ctx(layout, true);
+        let (mut out, mut tests) = p2_members(&c);
+        // Datagrams at 5, 15, … 1995 ms, then the second's end ticked: no part-interval
+        // rows (iperf 2's last datagram before the FIN closes the second interval).
+        for i in 1..=200u64 {
+            for (k, t) in tests.iter_mut().enumerate() {
+                let counts = UdpCounts {
+                    received: i,
+                    expected: i + i / 50,
+                    lost: i / 50,
+                    out_of_order: u64::from(ooo && k == 0 && i >= 2),
+                    jitter_ms: 0.002,
+                };
+                out.extend(t.udp(1470, counts, i as f64 * 0.01 - 0.005));
+                t.delay(0.00001 * (k + 1) as f64, 0);
+            }
+        }
+        for t in &mut tests {
+            out.extend(t.tick(2.0));
+        }
+        out.extend(tests[0].finish(2.0224));
+        out.extend(tests[1].finish(2.0110));
+        (out.join("\n"), out)
+    }
+
+    /// UDP `-P 2`: iperf 2.2.1's server's sums in each layout (`testdata/iperf2/
+    /// udp_p2*.server.txt`): `-e`'s `[SUM-cnt]` header and `[SUM-2]` rows with
+    /// lost/total, latency and PPS, the out-of-order lines (a member's, and `[SUM]`'s
+    /// after the whole sum); plain `[SUM]` rows under the plain header.
+    #[test]
+    fn udp_p2_sum_rows_match_iperf2() {
+        let (text, out) = udp_p2_run(Layout::Enhanced, true);
+        same_shape("udp_p2.server", &text);
+        let sums: Vec<&String> = out.iter().filter(|l| l.starts_with("[SUM-2]")).collect();
+        assert_eq!(sums.len(), 3, "{text}");
+        // 2 × 200 datagrams received, 2 × 4 lost; delays 10 and 20 µs, mean 15.
+        assert!(
+            sums[2].contains("  8/408 (2%)  0.015/0.010/0.020  "),
+            "{text}"
+        );
+        assert_eq!(
+            out.last().map(String::as_str),
+            Some("[SUM] 0.0000-2.0224 sec  1 datagrams received out-of-order"),
+            "{text}"
+        );
+        let (text, _) = udp_p2_run(Layout::Plain, false);
+        same_shape("udp_p2_plain.server", &text);
+        assert!(
+            text.contains("\n[SUM] 0.0000-2.0224 sec   574 KBytes  2.33 Mbits/sec   8/408 (2%)"),
+            "{text}"
+        );
+    }
+
+    /// TCP `-P 2 -t 2.5` without `-e`: plain `[SUM]` rows, no header of their own, the
+    /// last part-interval's sum after both members' whole-test rows
+    /// (`testdata/iperf2/tcp_p2_plain.server.txt`).
+    #[test]
+    fn tcp_p2_plain_sum_rows_match_iperf2() {
+        let (mut out, mut tests) = p2_members(&ctx(Layout::Plain, false));
+        for i in 0..250u32 {
+            for t in [1usize, 0] {
+                out.extend(tests[t].read(1000, 128 * 1024, f64::from(i) * 0.01));
+            }
+        }
+        out.extend(tests[1].finish(2.5005));
+        out.extend(tests[0].finish(2.5007));
+        let text = out.join("\n");
+        same_shape("tcp_p2_plain.server", &text);
+        assert!(
+            text.ends_with(
+                "\n[SUM] 2.0000-2.5007 sec  97.7 KBytes  1.60 Mbits/sec\n[SUM] 0.0000-2.5007 sec   488 KBytes  1.60 Mbits/sec"
+            ),
+            "{text}"
+        );
+    }
+
+    /// `-y C` with `-P 2`: after the members' lines of a span, the sum's line with
+    /// transfer id -1, the client's address with port 0, the server's (`0.0.0.0`
+    /// for UDP) and the members' bytes (and UDP counts) added, as iperf 2.2.1's server
+    /// writes it (`testdata/iperf2/{tcp,udp}_p2_csv.server.txt`).
+    #[test]
+    fn p2_csv_sum_lines_match_iperf2() {
+        let ids = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
+                .collect()
+        };
+        let (text, out) = udp_p2_run(Layout::Csv, false);
+        same_shape("udp_p2_csv.server", &text);
+        assert_eq!(
+            ids(&text).iter().filter(|i| *i == "-1").count(),
+            3,
+            "{text}"
+        );
+        assert_eq!(
+            ids(&capture("udp_p2_csv.server"))
+                .iter()
+                .filter(|i| *i == "-1")
+                .count(),
+            3
+        );
+        let whole: Vec<&str> = out
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!(
+            &whole[1..6],
+            ["127.0.0.1", "0", "0.0.0.0", "5001", "-1"],
+            "{text}"
+        );
+        assert_eq!(
+            (whole[7], whole[10], whole[11]),
+            ("588000", "8", "408"),
+            "{text}"
+        );
+        let captured = capture("udp_p2_csv.server");
+        let want: Vec<&str> = captured
+            .lines()
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!((want[2], want[3], want[5]), ("0", "0.0.0.0", "-1"));
+
+        let (mut out, mut tests) = p2_members(&ctx(Layout::Csv, false));
+        for i in 0..200u32 {
+            for t in &mut tests {
+                out.extend(t.read(1000, 1000, f64::from(i) * 0.01));
+            }
+        }
+        for t in &mut tests {
+            out.extend(t.tick(2.0));
+        }
+        out.extend(tests[0].finish(2.0));
+        out.extend(tests[1].finish(2.0));
+        let text = out.join("\n");
+        same_shape("tcp_p2_csv.server", &text);
+        assert_eq!(
+            ids(&text),
+            ids(&capture("tcp_p2_csv.server")),
+            "the members' and the sum's lines in iperf 2.2.1's order:\n{text}"
+        );
+        let whole: Vec<&str> = out
+            .last()
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        assert_eq!(
+            &whole[1..8],
+            [
+                "127.0.0.1",
+                "0",
+                "127.0.0.1",
+                "5001",
+                "-1",
+                "0.0-2.0",
+                "400000"
+            ],
+            "{text}"
+        );
+    }
+
+    /// A `--full-duplex` test's two halves over two seconds: each second's reads and
+    /// writes, then the halves' rows of it in the order `ticks` names (`r` the
+    /// receiving half, `s` the sending one) for the first second and for the second,
+    /// then the halves end in the order `ends` names.
+    fn fd_run(layout: Layout, udp: bool, ticks: [&str; 2], ends: &str) -> Vec<String> {
+        let c = ctx(layout, udp);
+        let mut out = banner(&c, c.datagram_len, if udp { 212_992 } else { 131072 }, None);
+        let fd = Arc::new(Mutex::new(SumRows::full_duplex(c.clone(), 1, 1.0)));
+        let mut r =
+            ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0).full_duplex(fd.clone());
+        let mut w = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0).full_duplex_sending(fd);
+        out.extend(r.opening());
+        out.extend(w.opening());
+        let len = if udp { 1470 } else { 128 * 1024 };
+        for (k, order) in ticks.iter().enumerate() {
+            for i in 0..100u64 {
+                let at = k as f64 + 0.005 + i as f64 * 0.0099;
+                out.extend(w.write(len, true, at));
+                if udp {
+                    let n = k as u64 * 100 + i + 1;
+                    let counts = UdpCounts {
+                        received: n,
+                        expected: n,
+                        ..UdpCounts::default()
+                    };
+                    out.extend(r.udp(len, counts, at));
+                    r.delay(0.00001, 0);
+                } else {
+                    out.extend(r.read(len, len, at));
+                }
+            }
+            for half in order.chars() {
+                let t = if half == 'r' { &mut r } else { &mut w };
+                out.extend(t.tick(k as f64 + 1.0));
+            }
+        }
+        for half in ends.chars() {
+            if half == 'r' {
+                out.extend(r.finish(2.0233));
+            } else if udp {
+                out.extend(w.finish_sent(2.0229, 201));
+            } else {
+                out.extend(w.finish(2.0061));
+            }
+        }
+        out
+    }
+
+    /// `--full-duplex`: the sending half's `[ *1]` rows beside the receiving half's, the
+    /// connection line's `(full-duplex)`, with `-e` the `[FD1]` rows adding both halves
+    /// up, as iperf 2.2.1's server printed them (`testdata/iperf2/*_fd*.server.txt`; the
+    /// halves' order within an interval is as each capture had it).
+    #[test]
+    fn full_duplex_halves_match_iperf2() {
+        let out = fd_run(Layout::Enhanced, false, ["sr", "sr"], "sr");
+        same_shape("tcp_fd.server", &out.join("\n"));
+        let fds: Vec<&String> = out.iter().filter(|l| l.starts_with("[FD1]")).collect();
+        assert_eq!(fds.len(), 3, "{out:#?}");
+        // 200 writes and 200 reads of 128 KiB: 50 MiB over the whole test.
+        assert!(
+            fds[2].starts_with("[FD1] 0.0000-2.0233 sec  50.0 MBytes  "),
+            "{out:#?}"
+        );
+        assert!(
+            out.iter()
+                .any(|l| l.starts_with("[ *1] 0.0000-2.0061 sec  25.0 MBytes ")),
+            "{out:#?}"
+        );
+        let plain = fd_run(Layout::Plain, false, ["sr", ""], "rs");
+        same_shape("tcp_fd_plain.server", &plain.join("\n"));
+        let out = fd_run(Layout::Enhanced, true, ["rs", "rs"], "rs");
+        same_shape("udp_fd.server", &out.join("\n"));
+        let fd_whole = out.last().unwrap();
+        assert!(
+            fd_whole.starts_with("[FD1] 0.0000-2.0233 sec   574 KBytes  2.32 Mbits/sec 400 "),
+            "{out:#?}"
+        );
+        assert_eq!(out[out.len() - 2], "[  1] Sent 201 datagrams", "{out:#?}");
+        let plain = fd_run(Layout::Plain, true, ["rs", "sr"], "sr");
+        same_shape("udp_fd_plain.server", &plain.join("\n"));
+        for (udp, name) in [(false, "tcp_fd_csv.server"), (true, "udp_fd_csv.server")] {
+            let csv = fd_run(Layout::Csv, udp, ["rs", "rs"], "rs");
+            same_shape(name, &csv.join("\n"));
+            // The receiving half's lines name the client first, the sending half's
+            // this server, as iperf 2.2.1's.
+            let firsts: Vec<&str> = csv.iter().filter_map(|l| l.split(',').nth(2)).collect();
+            assert_eq!(
+                firsts,
+                ["40000", "5001", "40000", "5001", "40000", "5001"],
+                "{csv:#?}"
+            );
+        }
+    }
+
+    /// A TCP `-d` (`dual`) or `-r` test: the client's test this server reads (its
+    /// transfer 1) and the connection back on which it sends (its transfer 2), each
+    /// second's reads and writes, the halves' rows of a second in the order the
+    /// captures had them (the sending one first); `-d`'s rows share a sum.
+    fn legacy_run(layout: Layout, dual: bool) -> Vec<String> {
+        let c = ctx(layout, false);
+        let mut out = banner(&c, 128 * 1024, 131072, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut r = ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0);
+        let mut back = conn();
+        back.socket = 2;
+        (back.local_port, back.remote_port) = (41796, 25231);
+        let mut w = ServerTest::new(c, 2, back, 1_764_184_214_054, 1.0).connect_back(BackHeader {
+            host: "127.0.0.1".into(),
+            port: 25231,
+            write_len: 131_072,
+            sndbuf: 4 << 20,
+            rate_bps: 0,
+        });
+        if dual {
+            r = r.with_sum(sum.clone());
+            w = w.with_sum(sum);
+        }
+        out.extend(r.opening());
+        let len = 128 * 1024;
+        let second = |t: &mut ServerTest, k: u32, out: &mut Vec<String>, send: bool| {
+            for i in 0..100u32 {
+                let at = f64::from(k) + 0.005 + f64::from(i) * 0.0099;
+                out.extend(if send {
+                    t.write(len, true, at)
+                } else {
+                    t.read(len, len, at)
+                });
+            }
+        };
+        if dual {
+            out.extend(w.opening());
+            for k in 0..2 {
+                second(&mut w, k, &mut out, true);
+                second(&mut r, k, &mut out, false);
+                out.extend(w.tick(f64::from(k) + 1.0));
+                out.extend(r.tick(f64::from(k) + 1.0));
+            }
+            out.extend(w.finish(2.0042));
+            out.extend(r.finish(2.0006));
+        } else {
+            for k in 0..2 {
+                second(&mut r, k, &mut out, false);
+            }
+            out.extend(r.finish(2.0032));
+            out.extend(w.opening());
+            for k in 0..2 {
+                second(&mut w, k, &mut out, true);
+            }
+            out.extend(w.finish(2.0013));
+        }
+        out
+    }
+
+    /// `-d` and `-r`: the connection back's settings header (`Client connecting to`,
+    /// its write size, TOS and window with `-e`), its `(reverse)` connection line and
+    /// `[ *2]` sender's rows, and with `-d` the sum of both (`[SUM-2]`, Reads=Dist
+    /// counting the writes too, as iperf 2's), as iperf 2.2.1's server printed them
+    /// (`testdata/iperf2/tcp_{dual,tradeoff}*.server.txt`).
+    #[test]
+    fn connect_back_rows_match_iperf2() {
+        let dual = legacy_run(Layout::Enhanced, true);
+        same_shape("tcp_dual.server", &dual.join("\n"));
+        assert!(
+            dual.contains(
+                &"Client connecting to 127.0.0.1, TCP port 25231 with pid 7 (1/0 flows/load)"
+                    .to_string()
+            ),
+            "{dual:#?}"
+        );
+        assert!(
+            dual.contains(
+                &"[ *2] local 127.0.0.1 port 41796 connected with 127.0.0.1 port 25231 (reverse)"
+                    .to_string()
+            ),
+            "{dual:#?}"
+        );
+        // 200 writes and 200 reads of 128 KiB, 400 calls.
+        let last = dual.last().unwrap();
+        assert!(
+            last.starts_with("[SUM-2] 0.0000-2.0042 sec  50.0 MBytes ") && last.contains(" 400="),
+            "{dual:#?}"
+        );
+        same_shape(
+            "tcp_dual_plain.server",
+            &legacy_run(Layout::Plain, true).join("\n"),
+        );
+        same_shape(
+            "tcp_tradeoff.server",
+            &legacy_run(Layout::Enhanced, false).join("\n"),
+        );
+        let plain = legacy_run(Layout::Plain, false);
+        same_shape("tcp_tradeoff_plain.server", &plain.join("\n"));
+        assert!(!plain.iter().any(|l| l.starts_with("[SUM")), "{plain:#?}");
+    }
+
+    /// UDP `-d`: the connection back's UDP settings header, its `[ *2]` sender's rows
+    /// and `Sent` line, the `[SUM-2]` rows of both halves, then the report the
+    /// client's listener answered with, as iperf 2.2.1's server printed them
+    /// (`testdata/iperf2/udp_dual.server.txt`).
+    #[test]
+    fn a_udp_connect_back_matches_iperf2() {
+        let c = ctx(Layout::Enhanced, true);
+        let mut out = banner(&c, 1470, 212_992, None);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0)));
+        let mut r =
+            ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0).with_sum(sum.clone());
+        let mut back = conn();
+        back.socket = 2;
+        (back.local_port, back.remote_port) = (49177, 25233);
+        let mut w = ServerTest::new(c, 2, back, 1_764_184_214_054, 1.0)
+            .connect_back(BackHeader {
+                host: "127.0.0.1".into(),
+                port: 25233,
+                write_len: 1470,
+                sndbuf: 212_992,
+                rate_bps: 1_000_000,
+            })
+            .with_sum(sum);
+        out.extend(r.opening());
+        out.extend(w.opening());
+        for k in 0..2u64 {
+            for i in 0..85u64 {
+                let at = k as f64 + 0.005 + i as f64 * 0.0116;
+                out.extend(w.write(1470, true, at));
+                let n = k * 85 + i + 1;
+                let counts = UdpCounts {
+                    received: n,
+                    expected: n,
+                    ..UdpCounts::default()
+                };
+                out.extend(r.udp(1470, counts, at));
+                r.delay(0.000015, 0);
+            }
+            out.extend(w.tick(k as f64 + 1.0));
+            out.extend(r.tick(k as f64 + 1.0));
+        }
+        out.extend(w.finish_sent(2.0228, 171));
+        out.extend(r.finish(2.0230));
+        let report = Row {
+            end: 2.0228,
+            seconds: 2.0228,
+            bytes: 170 * 1470,
+            udp_recv: Some(UdpRecvFigures {
+                jitter_ms: 0.001,
+                packets: 170,
+                ..UdpRecvFigures::default()
+            }),
+            // An iperf 2.2.1 listener's report carries its transit.
+            owd: Some(LatencyStats {
+                count: 170,
+                min_ms: 0.002,
+                mean_ms: 0.004,
+                max_ms: 0.015,
+                stdev_ms: 0.002,
+                ..LatencyStats::default()
+            }),
+            ..Row::default()
+        };
+        out.extend(w.listener_report(&report));
+        same_shape("udp_dual.server", &out.join("\n"));
+        assert!(
+            out.contains(
+                &"Client connecting to 127.0.0.1, UDP port 25233 with pid 7 (1/0 flows/load)"
+                    .to_string()
+            ),
+            "{out:#?}"
+        );
+        assert!(
+            out.contains(&"[  2] Sent 171 datagrams".to_string()),
+            "{out:#?}"
+        );
+        assert!(
+            out.last()
+                .unwrap()
+                .starts_with("[ *2] 0.0000-2.0228 sec   244 KBytes "),
+            "{out:#?}"
+        );
     }
 
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after

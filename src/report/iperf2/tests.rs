@@ -301,6 +301,61 @@ fn bounceback_client_matches_iperf2() {
     assert_same_shape("bb.client", &render(c, &load("bounceback")));
 }
 
+/// A TCP isochronous client (`iperf -c -e -i 1 -t 2 --isochronous=60:10m,1m`, 2.2.1):
+/// the write size before the Isochronous line, and rows with TCP's window and the
+/// frames sent (`tx/NA/slip`), as iperf 2's `tcp_output_write_enhanced_isoch`.
+#[test]
+fn tcp_isochronous_client_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.isochronous = Some(crate::wire::Isochronous {
+        fps: 60,
+        mean_bps: 10_000_000,
+        stdev_bps: 1_000_000,
+    });
+    let mut r = one_stream(load("tcp"));
+    for iv in &mut r.intervals {
+        let s = &mut iv.streams[0];
+        let ext = s.netmeter.get_or_insert_with(Default::default);
+        ext.frames = Some(crate::report::profile::UnitsInterval {
+            sent: 60,
+            bytes: s.bytes,
+            slips: 0,
+            transfer: None,
+        });
+    }
+    r.end.netmeter.isochronous = Some(crate::report::profile::IsochEnd {
+        fps: 60,
+        sender: Some(crate::report::profile::UnitsEnd {
+            sent: 121,
+            slips: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let out = render(c, &r);
+    assert_same_shape("tcp_iso.client", &out);
+    assert!(out.contains(" 60/NA/0 "), "{out}");
+    assert!(out.contains(" 121/NA/1 "), "{out}");
+}
+
+/// A TCP client sending periodic bursts (`iperf -c -e -i 1 -t 2 -l 10K --burst-size
+/// 40K --burst-period 0.1`, 2.2.1): the burst size beside the write size and the
+/// `Bursting:` line in the settings header; the rows are TCP's.
+#[test]
+fn tcp_burst_client_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.burst = Some((40_960, 0.1));
+    let mut r = one_stream(load("tcp"));
+    r.start.test_start.blksize = 10_240;
+    let out = render(c, &r);
+    assert_same_shape("tcp_burst.client", &out);
+    assert!(
+        out.contains("Write buffer size: 10240 Byte  Burst size: 40960 Byte\n")
+            && out.contains("Bursting: 40.0 KByte every 0.100 second(s)\n"),
+        "{out}"
+    );
+}
+
 #[test]
 fn isochronous_client_matches_iperf2() {
     let mut c = ctx(Layout::Enhanced, true, true);

@@ -5,13 +5,17 @@
 
 use super::Group;
 use crate::engine::output::Sink;
+use crate::latency::LatencyStats;
 use crate::report::Connected;
-use crate::report::iperf2::Bounceback;
-use crate::report::iperf2::server::{ServerTest, UdpCounts};
+use crate::report::UdpRecvFigures;
+use crate::report::iperf2::server::{BackHeader, ServerTest, SumRows, UdpCounts};
+use crate::report::iperf2::{Bounceback, Iperf2Ctx, Row};
+use crate::wire::iperf2::ServerReport;
 use crate::wire::iperf2::{BbHdr, TestHdr};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, UNIX_EPOCH};
 
 /// iperf 2's UDP server reads this much (its `-l` default).
@@ -60,6 +64,52 @@ impl Printer {
         Self::start_as(g, h, local, peer, true, None)
     }
 
+    /// The two halves of a `--full-duplex` test: the receiving half's printer (its
+    /// connection line, saying `(full-duplex)`, printed) and the sending half's
+    /// (`[ *N]` rows), sharing the test's transfer id and its `[FDn]` rows.
+    pub fn start_full_duplex(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<(Printer, Printer)> {
+        let (ctx, no) = Self::ctx(g, h, None)?;
+        let interval_s = g.shared().cfg.interval_s;
+        let fd = SumRows::full_duplex(ctx.clone(), no, interval_s);
+        let fd = Arc::new(Mutex::new(fd));
+        let recv = Self::test(g, ctx.clone(), local, peer, no).full_duplex(fd.clone());
+        let send = Self::test(g, ctx, local, peer, no).full_duplex_sending(fd);
+        Some((Self::open(g, recv), Self::open(g, send)))
+    }
+
+    /// The `-d`/`-r` connection back to the client's listener `peer` (from `local`),
+    /// on which this server sends `write_len` blocks: iperf 2's client settings header
+    /// for it, its connection line and a sender's `[ *N]` rows (with `-d` in the
+    /// group's sum beside the client's test).
+    pub fn start_back(
+        g: &Group,
+        h: &TestHdr,
+        local: SocketAddr,
+        peer: SocketAddr,
+        write_len: u64,
+        sndbuf: u64,
+        rate_bps: u64,
+    ) -> Option<Printer> {
+        let (ctx, no) = Self::ctx(g, h, None)?;
+        let back = BackHeader {
+            host: super::canon(peer.ip()).to_string(),
+            port: peer.port(),
+            write_len,
+            sndbuf,
+            rate_bps,
+        };
+        let mut test = Self::test(g, ctx, local, peer, no).connect_back(back);
+        if let Some(sum) = g.sum.clone() {
+            test = test.with_sum(sum);
+        }
+        Some(Self::open(g, test))
+    }
+
     fn start_as(
         g: &Group,
         h: &TestHdr,
@@ -68,15 +118,40 @@ impl Printer {
         sending: bool,
         bounceback: Option<Bounceback>,
     ) -> Option<Printer> {
+        let (ctx, no) = Self::ctx(g, h, bounceback)?;
+        let mut test = Self::test(g, ctx, local, peer, no);
+        if sending {
+            test = test.sending();
+        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
+            test = test.with_sum(sum);
+        }
+        Some(Self::open(g, test))
+    }
+
+    /// The server's iperf 2 layout for the test `h` and a new transfer id; `None`
+    /// unless the server prints iperf 2's layout.
+    fn ctx(g: &Group, h: &TestHdr, bounceback: Option<Bounceback>) -> Option<(Iperf2Ctx, usize)> {
         let shared = g.shared();
-        let layout = shared.cfg.iperf2_layout.clone()?;
-        let mut ctx = layout.ctx;
+        let mut ctx = shared.cfg.iperf2_layout.as_ref()?.ctx.clone();
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
         ctx.bounceback = bounceback;
         ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
         let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
+        Some((ctx, no))
+    }
+
+    /// Transfer `no`'s rows on the connection `local`–`peer`.
+    fn test(
+        g: &Group,
+        ctx: Iperf2Ctx,
+        local: SocketAddr,
+        peer: SocketAddr,
+        no: usize,
+    ) -> ServerTest {
+        let shared = g.shared();
+        let histograms = shared.cfg.iperf2_layout.as_ref().and_then(|l| l.histograms);
         let c = Connected {
             socket: no as i64,
             local_host: super::canon(local.ip()).to_string(),
@@ -89,20 +164,18 @@ impl Printer {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        let mut test = ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s)
-            .with_histograms(layout.histograms);
-        if sending {
-            test = test.sending();
-        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
-            test = test.with_sum(sum);
-        }
+        ServerTest::new(ctx, no, c, ms, shared.cfg.interval_s).with_histograms(histograms)
+    }
+
+    /// A printer for `test`, its connection line printed.
+    fn open(g: &Group, test: ServerTest) -> Printer {
         let p = Printer {
             started: g.now(),
-            sink: shared.sink.clone(),
+            sink: g.shared().sink.clone(),
             test,
         };
         p.write(p.test.opening());
-        Some(p)
+        p
     }
 
     fn t(&self, now: Instant) -> f64 {
@@ -168,12 +241,52 @@ impl Printer {
         self.write(out);
     }
 
+    /// A UDP `-d`/`-r` connection back is over: its last rows and the datagrams it
+    /// sent (`n`, its end included), then the report the client's listener answered
+    /// with, when it did.
+    pub fn finish_back(mut self, now: Instant, n: u64, report: Option<&ServerReport>) {
+        let t = self.t(now);
+        let mut out = self.test.finish_sent(t, n);
+        if let Some(r) = report {
+            let pct = if r.datagrams > 0 {
+                100.0 * r.lost as f64 / r.datagrams as f64
+            } else {
+                0.0
+            };
+            let row = Row {
+                end: r.stop_s,
+                seconds: r.stop_s,
+                bytes: r.bytes,
+                udp_recv: Some(UdpRecvFigures {
+                    jitter_ms: r.jitter_s * 1e3,
+                    lost_packets: r.lost,
+                    packets: r.datagrams,
+                    lost_percent: pct,
+                }),
+                owd: r.transit.map(|t| LatencyStats {
+                    count: u64::from(t.count),
+                    min_ms: t.min_s * 1e3,
+                    mean_ms: t.mean_s * 1e3,
+                    max_ms: t.max_s * 1e3,
+                    stdev_ms: if t.count > 1 {
+                        (t.m2_s2 / f64::from(t.count - 1)).sqrt() * 1e3
+                    } else {
+                        0.0
+                    },
+                    ..LatencyStats::default()
+                }),
+                ..Row::default()
+            };
+            out.extend(self.test.listener_report(&row));
+        }
+        self.write(out);
+    }
+
     /// A UDP sender's test is over: its last rows, then the datagrams it sent (`n`,
     /// its end included).
     pub fn finish_sent(mut self, now: Instant, n: u64) {
         let t = self.t(now);
-        let mut out = self.test.finish(t);
-        out.extend(self.test.sent_datagrams(n));
+        let out = self.test.finish_sent(t, n);
         self.write(out);
     }
 }

@@ -102,11 +102,20 @@ pub(in crate::engine::server) fn serve(
     let mut owd = h.trip_times().then(Owd::default);
     // `netmeter iperf2 -s`: what this side reads, in iperf 2's server layout (the
     // header's bytes, read by the door, as the first read).
-    let mut printer = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
-        (Flow::Send, None, Ok(local), Some(peer)) => Printer::start_sending(&g, h, local, peer),
-        (Flow::Send, None, _, _) => None,
-        (_, _, Ok(local), Some(peer)) => Printer::start(&g, h, local, peer),
-        _ => None,
+    // A `--full-duplex` test's sending half has its own (`tx_printer`).
+    let (mut printer, mut tx_printer) = match (plan.flow, plan.legacy, sock.local_addr(), peer) {
+        (Flow::Send, None, Ok(local), Some(peer)) => {
+            (Printer::start_sending(&g, h, local, peer), None)
+        }
+        (Flow::Send, None, _, _) => (None, None),
+        (Flow::Both, None, Ok(local), Some(peer)) => {
+            match Printer::start_full_duplex(&g, h, local, peer) {
+                Some((rx, tx)) => (Some(rx), Some(tx)),
+                None => (None, None),
+            }
+        }
+        (_, _, Ok(local), Some(peer)) => (Printer::start(&g, h, local, peer), None),
+        _ => (None, None),
     };
     if let Some(p) = printer.as_mut().filter(|_| plan.flow != Flow::Send) {
         p.read(early, early, g.now());
@@ -120,14 +129,18 @@ pub(in crate::engine::server) fn serve(
     });
     let result = match (plan.flow, plan.legacy, peer) {
         (_, Some(Legacy::Dual), Some(peer)) => std::thread::scope(|s| {
-            let back = s.spawn(|| connect_back(&g, peer, h.port, plan));
+            let back = s.spawn(|| connect_back(&g, h, peer, plan));
             let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
             let b = back.join().unwrap_or(Ok(()));
             r.and(b)
         }),
         (_, Some(Legacy::Tradeoff), Some(peer)) => {
-            receive(&g, &mut sock, plan, owd.as_mut(), pr.take())
-                .and_then(|()| connect_back(&g, peer, h.port, plan))
+            // The client's test's rows end before the connection back's begin.
+            let r = receive(&g, &mut sock, plan, owd.as_mut(), printer.as_mut());
+            if let Some(p) = printer.take() {
+                p.finish(g.now());
+            }
+            r.and_then(|()| connect_back(&g, h, peer, plan))
         }
         (Flow::Receive, _, _) => receive(&g, &mut sock, plan, owd.as_mut(), pr.take()),
         (Flow::Send, _, _) => {
@@ -135,7 +148,13 @@ pub(in crate::engine::server) fn serve(
         }
         (Flow::Both, _, _) => match sock.try_clone() {
             Ok(mut tx) => std::thread::scope(|s| {
-                let sender = s.spawn(|| send(&g, &mut tx, plan, trip, None));
+                let sender = s.spawn(|| {
+                    let sent = send(&g, &mut tx, plan, trip, tx_printer.as_mut());
+                    if let Some(p) = tx_printer.take() {
+                        p.finish(g.now());
+                    }
+                    sent
+                });
                 let r = receive(&g, &mut sock, plan, owd.as_mut(), pr.take());
                 let w = sender.join().unwrap_or(Ok(()));
                 r.and(w)
@@ -398,16 +417,26 @@ const CONNECT_BACK_TIMEOUT: Duration = Duration::from_secs(5);
 /// `-d`/`-r`: connect to the client's own address at `port` (the port its header
 /// names, where its listener waits) and send for its `-t`/`-n`. The first four bytes
 /// are zero: flags naming no header, so the client's listener takes the rest as data.
-fn connect_back(g: &Group, peer: SocketAddr, port: u16, plan: &Plan) -> Result<(), String> {
-    let to = SocketAddr::new(peer.ip(), port);
+fn connect_back(g: &Group, h: &TestHdr, peer: SocketAddr, plan: &Plan) -> Result<(), String> {
+    let to = SocketAddr::new(peer.ip(), h.port);
     let mut back = TcpStream::connect_timeout(&to, CONNECT_BACK_TIMEOUT)
         .map_err(|e| format!("cannot connect back to {to} (-d/-r): {e}"))?;
     let _ = back.set_write_timeout(Some(TICK));
     let _ = back.set_read_timeout(Some(TICK));
+    // `netmeter iperf2 -s`: the connection back's header and rows, as iperf 2's.
+    let sndbuf = socket2::SockRef::from(&back)
+        .send_buffer_size()
+        .unwrap_or(0);
+    let mut rows = back.local_addr().ok().and_then(|local| {
+        Printer::start_back(g, h, local, to, plan.block as u64, sndbuf as u64, 0)
+    });
     back.write_all(&[0u8; 4])
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);
-    let r = send(g, &mut back, plan, None, None);
+    let r = send(g, &mut back, plan, None, rows.as_mut());
+    if let Some(p) = rows {
+        p.finish(g.now());
+    }
     linger(g, &mut back);
     r
 }

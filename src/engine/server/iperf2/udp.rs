@@ -173,11 +173,11 @@ impl UdpDoor {
                 (Some(_), _) => legacy(group, sock, from, h, plan, first, rx),
                 (None, Flow::Send) => {
                     let halt = AtomicBool::new(false);
-                    send(group, sock, from, &h, &plan, &halt, false);
+                    send(group, sock, from, &h, &plan, &halt, SendAs::Own(None));
                 }
                 (None, Flow::Both) => both(group, sock, from, h, plan, first, rx),
                 (None, Flow::Receive) => {
-                    serve(group, sock, from, h, plan, first, rx);
+                    serve(group, sock, from, h, plan, (first, rx), None);
                 }
             })
             .map_err(|e| refusal(Reason::Busy, format!("cannot start a thread: {e}")))?;
@@ -337,14 +337,33 @@ fn both(
             return;
         }
     };
+    // `netmeter iperf2 -s`: both halves' rows, the sending half's `[ *N]`, and `[FDn]`.
+    let (rx_rows, tx_rows) = match sock
+        .local_addr()
+        .ok()
+        .and_then(|local| Printer::start_full_duplex(&g, &h, local, from))
+    {
+        Some((r, t)) => (Some(r), Some(t)),
+        None => (None, None),
+    };
     // The sending half stops when the receiving half ends other than by the client's
     // end (its silence for the idle time, a limit): a forged datagram from a silent
     // source gets no more than the idle time's worth.
     let halt = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (g2, h2, plan2, halt) = (g.clone(), h.clone(), plan.clone(), &halt);
-        s.spawn(move || send(g2, tx, from, &h2, &plan2, halt, false));
-        if !serve(g, sock, from, h, plan, first, queued) {
+        s.spawn(move || {
+            send(
+                g2,
+                tx,
+                from,
+                &h2,
+                &plan2,
+                halt,
+                SendAs::Own(tx_rows.map(Box::new)),
+            )
+        });
+        if !serve(g, sock, from, h, plan, (first, queued), rx_rows) {
             halt.store(true, Ordering::Relaxed);
         }
     });
@@ -368,7 +387,7 @@ fn legacy(
     let (g2, h2, plan2) = (g.clone(), h.clone(), plan.clone());
     let halt = AtomicBool::new(false);
     if plan.legacy == Some(Legacy::Tradeoff) {
-        if serve(g, sock, from, h, plan, first, queued) {
+        if serve(g, sock, from, h, plan, (first, queued), None) {
             send_back(g2, back, &h2, &plan2, &halt);
         }
         return;
@@ -378,13 +397,22 @@ fn legacy(
     std::thread::scope(|s| {
         let halt = &halt;
         s.spawn(move || send_back(g2, back, &h2, &plan2, halt));
-        if !serve(g, sock, from, h, plan, first, queued) {
+        if !serve(g, sock, from, h, plan, (first, queued), None) {
             halt.store(true, Ordering::Relaxed);
         }
     });
 }
 
 /// The sending half of `-d`/`-r`: a socket of this server's own, connected to `to`.
+/// Which sender a UDP sending loop is.
+enum SendAs {
+    /// `-R` or `--full-duplex` on the flow's own socket; with the printer of a
+    /// `--full-duplex` test's sending half (`netmeter iperf2 -s`).
+    Own(Option<Box<Printer>>),
+    /// The `-d`/`-r` connection back to the client's listener.
+    Back,
+}
+
 fn send_back(g: Arc<Group>, to: SocketAddr, h: &TestHdr, plan: &Plan, halt: &AtomicBool) {
     let any: IpAddr = if to.is_ipv4() {
         Ipv4Addr::UNSPECIFIED.into()
@@ -397,7 +425,7 @@ fn send_back(g: Arc<Group>, to: SocketAddr, h: &TestHdr, plan: &Plan, halt: &Ato
         Ok(s)
     });
     match sock {
-        Ok(sock) => send(g, sock, to, h, plan, halt, true),
+        Ok(sock) => send(g, sock, to, h, plan, halt, SendAs::Back),
         Err(e) => g.failed(format!(
             "cannot open a UDP socket back to {to} (-d/-r): {e}"
         )),
@@ -411,18 +439,19 @@ fn serve(
     from: SocketAddr,
     h: TestHdr,
     plan: Plan,
-    first: Vec<u8>,
-    queued: Receiver<Vec<u8>>,
+    (first, queued): (Vec<u8>, Receiver<Vec<u8>>),
+    rows: Option<Printer>,
 ) -> bool {
     let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
     let started = g.now();
     let mut last_move = started;
     let mut count = FlowCount::default();
     // `netmeter iperf2 -s`: the flow's rows in iperf 2's server layout.
-    let mut printer = sock
-        .local_addr()
-        .ok()
-        .and_then(|local| Printer::start(&g, &h, local, from));
+    let mut printer = rows.or_else(|| {
+        sock.local_addr()
+            .ok()
+            .and_then(|local| Printer::start(&g, &h, local, from))
+    });
     let mut feed = |count: &mut FlowCount, d: &[u8], now_s: f64, now: Instant| {
         let before = count.bytes;
         count.on_datagram(d, seq64, now_s);
@@ -523,7 +552,7 @@ const DEFAULT_UDP_LEN: usize = 1470;
 /// jitter itself; it asked for no server report (iperf 2 sets `HEADER_NOUDPFIN` for a
 /// reverse test).
 /// `halt`: stop now (a full-duplex flow whose receiving half ended).
-/// `back`: the `-d`/`-r` connection back to the client's listener: the bytes after
+/// `SendAs::Back`: the `-d`/`-r` connection back to the client's listener: the bytes after
 /// each datagram's id are zero (flags naming no test header, so the listener takes its
 /// defaults, as from iperf 2's own server), and the end waits for the listener's
 /// server report.
@@ -534,8 +563,12 @@ fn send(
     h: &TestHdr,
     plan: &Plan,
     halt: &AtomicBool,
-    back: bool,
+    sender: SendAs,
 ) {
+    let (back, rows) = match sender {
+        SendAs::Own(rows) => (false, rows.map(|p| *p)),
+        SendAs::Back => (true, None),
+    };
     let len = match h.buf_len {
         0 => DEFAULT_UDP_LEN,
         n => (n as usize).clamp(
@@ -549,11 +582,18 @@ fn send(
     } else {
         (0..len).map(|i| b'0' + (i % 10) as u8).collect()
     };
-    // `netmeter iperf2 -s`: a `-R` test's rows (not the connection back of -d/-r).
-    let mut printer = match (back, plan.flow, sock.local_addr()) {
+    // `netmeter iperf2 -s`: a `-R` test's rows, `rows` (a `--full-duplex` test's
+    // sending half's) or the connection back's of -d/-r.
+    let mut printer = rows.or_else(|| match (back, plan.flow, sock.local_addr()) {
         (false, Flow::Send, Ok(local)) => Printer::start_sending(&g, h, local, to),
+        (true, _, Ok(local)) => {
+            let sndbuf = socket2::SockRef::from(&sock)
+                .send_buffer_size()
+                .unwrap_or(0);
+            Printer::start_back(&g, h, local, to, len as u64, sndbuf as u64, bps)
+        }
         _ => None,
-    };
+    });
     if !back && h.reverse_reads_a_start() {
         send_start(&g, &sock, h, plan, len, bps);
     }
@@ -609,8 +649,10 @@ fn send(
         }
         seq += 1;
     }
-    if let Some(p) = printer {
-        p.finish_sent(g.now(), (seq - 1) as u64);
+    match printer {
+        Some(p) if back => p.finish_back(g.now(), (seq - 1) as u64, report.as_ref()),
+        Some(p) => p.finish_sent(g.now(), (seq - 1) as u64),
+        None => {}
     }
     let heard = match report {
         Some(r) => format!(
