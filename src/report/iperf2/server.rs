@@ -706,6 +706,10 @@ impl SumRows {
     }
 }
 
+/// The share of `-i` a test's last part-interval must exceed for iperf 2 to print its
+/// row (`PARTIALPERCENT` in iperf 2.1.8 and 2.2.1).
+const PARTIAL_SHARE: f64 = 0.25;
+
 /// iperf 2.2.1's `[FDn]` header over UDP (`report_udp_fullduplex_header`).
 const UDP_FD_HEADER: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS";
 
@@ -983,13 +987,15 @@ impl ServerTest {
         out
     }
 
-    /// The test ended at `t`: the last part-interval's row (when it read anything) and
-    /// the whole test's.
+    /// The test ended at `t`: the last part-interval's row (when it read anything and
+    /// lasted over a quarter of `-i`, iperf 2's `PARTIALPERCENT`: a shorter one it
+    /// leaves out, its bytes counted in the whole test's only) and the whole test's.
     pub fn finish(&mut self, t: f64) -> Vec<String> {
         let mut out = self.tick(t);
         let t = t.max(self.begun);
         let moved = self.cur.reads + self.cur.writes + self.cur.write_errors > 0;
-        if self.interval_s > 0.0 && moved && t > self.begun {
+        let significant = t - self.begun > PARTIAL_SHARE * self.interval_s;
+        if self.interval_s > 0.0 && moved && significant {
             let cur = self.cur.clone();
             out.extend(self.row_of(self.begun, t, &cur, false));
         }
@@ -1435,6 +1441,39 @@ mod tests {
         out.extend(tests[0].finish(2.0224));
         out.extend(tests[1].finish(2.0110));
         (out.join("\n"), out)
+    }
+
+    /// A last part-interval of a quarter of `-i` or less has no row, member's or sum's
+    /// (iperf 2's `PARTIALPERCENT`), its datagrams counted in the whole test's rows; a
+    /// longer one has both.
+    #[test]
+    fn a_short_last_part_interval_has_no_row() {
+        for (end, rows) in [(2.0225, false), (2.25, false), (2.2501, true), (2.6, true)] {
+            let c = ctx(Layout::Plain, true);
+            let (_, mut tests) = p2_members(&c);
+            let mut out = Vec::new();
+            for i in 1..=210u64 {
+                for t in tests.iter_mut() {
+                    let counts = UdpCounts {
+                        received: i,
+                        expected: i,
+                        ..UdpCounts::default()
+                    };
+                    out.extend(t.udp(1470, counts, i as f64 * 0.01 - 0.005));
+                }
+            }
+            for t in &mut tests {
+                out.extend(t.finish(end));
+            }
+            let text = out.join("\n");
+            let part = format!("2.0000-{end:.4} sec");
+            let parts = out.iter().filter(|l| l.contains(&part)).count();
+            assert_eq!(parts, if rows { 3 } else { 0 }, "{end}: {text}");
+            let whole = format!("0.0000-{end:.4} sec");
+            let wholes: Vec<&String> = out.iter().filter(|l| l.contains(&whole)).collect();
+            assert_eq!(wholes.len(), 3, "{end}: {text}");
+            assert!(wholes[2].contains(" 0/420 (0%)"), "{end}: {text}");
+        }
     }
 
     /// UDP `-P 2`: iperf 2.2.1's server's sums in each layout (`testdata/iperf2/

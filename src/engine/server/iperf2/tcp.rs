@@ -414,13 +414,40 @@ fn linger(g: &Group, sock: &mut TcpStream) {
 /// How long connecting back to a `-d`/`-r` client may take.
 const CONNECT_BACK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long to wait before connecting back again to a client whose listener refused.
+const CONNECT_BACK_RETRY: Duration = Duration::from_millis(20);
+
+/// Connect to `to` within [`CONNECT_BACK_TIMEOUT`], trying again while it refuses: an
+/// iperf 2 client starts its `-d`/`-r` listener on a thread of its own alongside the
+/// connection that asks for it, so on a busy host the header can arrive before that
+/// listener listens. Bounded: one attempt per [`CONNECT_BACK_RETRY`], to the client's
+/// own address only.
+fn connect_back_to(g: &Group, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let deadline = g.now() + CONNECT_BACK_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(g.now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        match TcpStream::connect_timeout(&to, left) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && g.now() + CONNECT_BACK_RETRY < deadline =>
+            {
+                std::thread::sleep(CONNECT_BACK_RETRY);
+            }
+            r => return r,
+        }
+    }
+}
+
 /// `-d`/`-r`: connect to the client's own address at `port` (the port its header
 /// names, where its listener waits) and send for its `-t`/`-n`. The first four bytes
 /// are zero: flags naming no header, so the client's listener takes the rest as data.
 fn connect_back(g: &Group, h: &TestHdr, peer: SocketAddr, plan: &Plan) -> Result<(), String> {
     let to = SocketAddr::new(peer.ip(), h.port);
-    let mut back = TcpStream::connect_timeout(&to, CONNECT_BACK_TIMEOUT)
-        .map_err(|e| format!("cannot connect back to {to} (-d/-r): {e}"))?;
+    let mut back =
+        connect_back_to(g, to).map_err(|e| format!("cannot connect back to {to} (-d/-r): {e}"))?;
     let _ = back.set_write_timeout(Some(TICK));
     let _ = back.set_read_timeout(Some(TICK));
     // `netmeter iperf2 -s`: the connection back's header and rows, as iperf 2's.
