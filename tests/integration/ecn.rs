@@ -349,6 +349,10 @@ fn responsive_run(bed: &Netbed, n: u32, secs: &str) -> Value {
 /// and each is the streams' added up: JSON per interval and at the end, CSV on the sum
 /// rows.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (three -P 2 runs, about 4 s)"
+)]
 fn sums_carry_the_streams_ecn_counts_added_up() {
     let port = free_port();
     let (_srv, _out) = netmeter_server(port, &[]);

@@ -104,6 +104,10 @@ fn reverse_udp_answers_the_servers_fin_with_its_report() {
 /// A server that goes silent without its FIN: a timed test ends after its -t (and a
 /// quiet tail), a -n test after the idle bound; neither hangs, and what arrived counts.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (a silent server's idle bounds, about 4 s)"
+)]
 fn reverse_udp_ends_when_the_server_goes_silent() {
     for args in [&["-t", "1"][..], &["-n", "100M"][..]] {
         let (port, server, done) = stand_in((1..=10).collect(), None, 300);

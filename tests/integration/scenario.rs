@@ -530,6 +530,10 @@ fn scale_latencies(v: &mut serde_json::Value, f: f64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (two scenario runs and a plot, about 4 s)"
+)]
 fn a_run_is_judged_against_a_baseline_plotted_and_fails_if_worse() {
     let dir = Dir::new("baseline");
     let port = free_port();
@@ -624,6 +628,10 @@ fn skewed_server(port: u16, key: &str, skew_ms: &str) -> (Proc, Drained) {
 /// offsets and what would run without running it, and `--ignore-clock` runs with each
 /// host's offset in the document.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (clock probes and a scenario run, about 3 s)"
+)]
 fn a_host_whose_clock_is_off_is_refused_unless_told_to_ignore_it() {
     let dir = Dir::new("clock");
     let (pa, pb) = (free_port(), free_port());
