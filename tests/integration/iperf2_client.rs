@@ -1059,3 +1059,101 @@ fn check_cli_bursts_shape(key: &str) {
 }
 
 iperf2_client!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));
+
+/// `-r`, iperf 2's tradeoff test, through `netmeter iperf2 -c -y C`: netmeter's test
+/// first, then the server's on the connections it opened back to netmeter's listener.
+/// Judged by the server's own `-y C` lines: what it received on each of netmeter's
+/// connections is what netmeter sent on it, and what it sent on each connection back
+/// is what netmeter received on it, to the byte (netmeter reads until the server
+/// closes). netmeter's lines for the connections back (ids after its own) name the
+/// server's port first, as iperf 2 names a connection's client.
+fn check_cli_tradeoff(key: &str, streams: usize, args: &[&str]) {
+    let mut a = vec!["-r", "-y", "C"];
+    let p = streams.to_string();
+    a.extend_from_slice(&["-P", &p]);
+    a.extend_from_slice(args);
+    let (text, lines) = iperf2_cli_against(key, &a, 2 * streams);
+    let what = format!("{key} {a:?}: netmeter\n{text}\nserver {lines:?}");
+    for id in 1..=streams as i64 {
+        let (port, sent, _) = whole_test_csv(&text, id);
+        assert_eq!(line_for(&lines, port).bytes, sent, "{what}");
+        assert!(sent > 0, "{what}");
+    }
+    for id in streams as i64 + 1..=2 * streams as i64 {
+        let (server_port, got, _) = whole_test_csv(&text, id);
+        assert_eq!(line_for(&lines, server_port).bytes, got, "{what}");
+        assert!(got > 0, "{what}");
+    }
+}
+
+iperf2_client!(
+    cli_tradeoff_timed_218,
+    check_cli_tradeoff(V218, 2, &["-t", "2"])
+);
+iperf2_client!(
+    cli_tradeoff_timed_221,
+    check_cli_tradeoff(V221, 2, &["-t", "2"])
+);
+iperf2_client!(
+    cli_tradeoff_bytes_218,
+    check_cli_tradeoff(V218, 1, &["-n", "3M"])
+);
+iperf2_client!(
+    cli_tradeoff_bytes_221,
+    check_cli_tradeoff(V221, 1, &["-n", "3M"])
+);
+iperf2_client!(
+    cli_tradeoff_enhanced_shape_221,
+    check_cli_shape(
+        V221,
+        &["-r", "-e", "-i", "1", "-t", "2"],
+        "tcp_tradeoff.client"
+    )
+);
+iperf2_client!(
+    cli_tradeoff_plain_shape_218,
+    check_cli_shape(
+        V218,
+        &["-r", "-i", "1", "-t", "2"],
+        "tcp_tradeoff_plain.client"
+    )
+);
+
+/// Quick tier: `netmeter iperf2 -c -r` against netmeter's own server (which serves an
+/// iperf 2 client's `-r`): the server's end-of-test log line counts, received and sent,
+/// are the client's two halves' bytes as its `-y C` lines give them.
+#[test]
+fn tradeoff_against_a_netmeter_server() {
+    let port = free_port();
+    let (server, d) = netmeter_server(port, &[]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-r", "-y", "C", "-t", "1"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 -r failed:\n{}",
+        show(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, sent, _) = whole_test_csv(&text, 1);
+    let (_, got, _) = whole_test_csv(&text, 2);
+    let logged = await_value("the server's end-of-test line", || {
+        d.text().lines().find_map(|l| {
+            let rest = l.split_once("ended: received ")?.1;
+            let (received, rest) = rest.split_once(" bytes, sent ")?;
+            let sent = rest.split_once(" bytes")?.0;
+            Some((received.parse::<u64>().ok()?, sent.parse::<u64>().ok()?))
+        })
+    });
+    assert_eq!(
+        logged,
+        (sent, got),
+        "client:\n{text}\nserver:\n{}",
+        d.text()
+    );
+    assert!(sent > 0 && got > 0, "{text}");
+    drop(server);
+}

@@ -208,7 +208,6 @@ fn csv_and_trip_times_layouts() {
 #[test]
 fn unsupported_options_are_one_sentence_naming_them() {
     for (args, name) in [
-        (&["-c", "h", "-r"][..], "-r"),
         (&["-c", "h", "-T", "4"][..], "-T 4"),
         (&["-c", "h", "-x", "SQ"][..], "-x SQ"),
         (&["-c", "h", "--no-such"][..], "--no-such"),
@@ -254,4 +253,25 @@ fn tcp_trip_times_runs_on_iperf2s_wire() {
     let (cfg, _) = client(&["-c", "h", "-e", "--trip-times"]);
     assert!(cfg.spec.trip_times);
     assert_eq!(crate::engine::iperf2_client::unsupported(&cfg), None);
+}
+
+/// `-r`, iperf 2's tradeoff test: an upload, then the server's test back (TCP only,
+/// not with the other two-way tests), each refusal one sentence naming the option.
+#[test]
+fn tradeoff_is_an_upload_then_the_server_connecting_back() {
+    use crate::spec::Direction;
+    let (cfg, _) = client(&["-c", "h", "-r", "-t", "3"]);
+    assert_eq!(cfg.spec.direction, Direction::Upload);
+    assert!(cfg.iperf2.is_some_and(|o| o.tradeoff && !o.dual));
+    for (args, name) in [
+        (&["-c", "h", "-r", "-u"][..], "-u"),
+        (&["-c", "h", "-r", "-d"][..], "-d"),
+        (&["-c", "h", "-r", "-R"][..], "-R"),
+        (&["-c", "h", "-r", "--full-duplex"][..], "--full-duplex"),
+        (&["-c", "h", "-r", "--bounceback"][..], "--bounceback"),
+        (&["-c", "h", "-r", "--trip-times"][..], "--trip-times"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
+    }
 }
