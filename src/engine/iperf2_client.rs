@@ -12,6 +12,7 @@ mod fin;
 mod loops;
 mod recv;
 mod tradeoff;
+mod trip_rx;
 
 use super::client::{self, ClientConfig, Iperf2Opts};
 use super::output::Output;
@@ -117,8 +118,8 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
         ),
         (
-            s.trip_times && !udp && s.direction != Direction::Upload,
-            "with --iperf2, TCP --trip-times runs from the client only: drop -R or --bidir",
+            s.trip_times && !udp && s.direction == Direction::Bidir,
+            "with --iperf2, TCP --trip-times runs one way: drop --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
@@ -333,19 +334,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let hello =
         (udp && spec.direction == Direction::Reverse).then(|| reverse_hdr(&hdr, spec.block_len));
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
-        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first);
-        // a UDP receiver reads iperf 2's datagrams.
         if !w.shared.sender {
-            return match sock {
-                DataSock::Udp(u) => {
-                    let name = format!("nm-iperf2-rx-{}", w.shared.id);
-                    let hello = hello.clone();
-                    super::stream::spawn_loop(name, w, move |w| {
-                        loops::udp_recv(w, u, trip_times, hello)
-                    })
-                }
-                tcp => super::stream::spawn(w, tcp),
-            };
+            return spawn_receiver(w, sock, trip_times, hello.clone());
         }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
@@ -439,6 +429,28 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     }
     out.emit(Event::Done);
     Ok(())
+}
+
+/// A receiving stream's thread. A TCP receiver reads plain bytes: the bulk loop's (the
+/// header went out first), or with `--trip-times` each of the server's writes timed
+/// (`loops::tcp_recv_trip`); a UDP receiver reads iperf 2's datagrams (`hello`: `-R`'s
+/// header datagram, sent again until the server answers).
+fn spawn_receiver(
+    w: super::stream::Worker,
+    sock: DataSock,
+    trip_times: bool,
+    hello: Option<Vec<u8>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let name = format!("nm-iperf2-rx-{}", w.shared.id);
+    match sock {
+        DataSock::Udp(u) => {
+            super::stream::spawn_loop(name, w, move |w| loops::udp_recv(w, u, trip_times, hello))
+        }
+        DataSock::Tcp(t) if trip_times => {
+            super::stream::spawn_loop(name, w, move |w| loops::tcp_recv_trip(w, t))
+        }
+        tcp => super::stream::spawn(w, tcp),
+    }
 }
 
 /// The end of a UDP upload: each stream's FIN exchange, the server's reports (as the

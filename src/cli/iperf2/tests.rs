@@ -113,7 +113,6 @@ fn tos_takes_dscp_names() {
 fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
-        (&["-c", "h", "--trip-times", "-R"][..], "--trip-times"),
         (
             &["-c", "h", "--trip-times", "--full-duplex"][..],
             "--full-duplex",
@@ -274,4 +273,16 @@ fn tradeoff_is_an_upload_then_the_server_connecting_back() {
         let e = refused(args);
         assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
     }
+}
+
+/// TCP `-R --trip-times` runs on iperf 2's wire (the server times its writes, this
+/// client reads their send times); `--full-duplex` with it does not yet.
+#[test]
+fn tcp_reverse_trip_times_is_taken() {
+    use crate::spec::Direction;
+    let (cfg, ctx) = client(&["-c", "h", "-R", "--trip-times"]);
+    assert_eq!(cfg.spec.direction, Direction::Reverse);
+    assert!(cfg.spec.trip_times && ctx.trip_times);
+    let e = refused(&["-c", "h", "--full-duplex", "--trip-times"]);
+    assert!(e.contains("--full-duplex") && !e.contains('\n'), "{e}");
 }
