@@ -181,4 +181,30 @@ mod tests {
         assert_eq!(b.direction, Direction::Reverse);
         assert_eq!((b.end, b.parallel, b.block_len), (first.end, 2, 65_536));
     }
+
+    /// The second half rides in the first half's document under its own key, and a
+    /// saved document reads back with it.
+    #[test]
+    fn the_second_half_is_kept_under_its_own_key() {
+        use crate::report::Report;
+        let mut second = Report::default();
+        second.start.test_start.reverse = 1;
+        second.end.sum_received = Some(crate::report::EndSum {
+            bytes: 4242,
+            ..Default::default()
+        });
+        let first = Report {
+            tradeoff: Some(Box::new(second)),
+            ..Report::default()
+        };
+        let doc = serde_json::to_string(&first).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        assert_eq!(v["netmeter_tradeoff"]["end"]["sum_received"]["bytes"], 4242);
+        let back = Report::from_document(&doc).unwrap();
+        let half = back.tradeoff.expect("the second half");
+        assert_eq!(half.end.sum_received.map(|s| s.bytes), Some(4242));
+        // Without -r the key is absent.
+        let plain = serde_json::to_value(Report::default()).unwrap();
+        assert!(plain.get("netmeter_tradeoff").is_none());
+    }
 }
