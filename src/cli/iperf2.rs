@@ -79,7 +79,7 @@ pub struct Iperf2Args {
     /// Dual test: both directions at once, the server connecting back to the client (TCP).
     #[arg(short = 'd', long = "dualtest")]
     dualtest: bool,
-    /// iperf 2's tradeoff test: refused (run the test, then with -R).
+    /// Tradeoff test: this client's test, then the server connecting back and sending the same (TCP).
     #[arg(short = 'r', long = "tradeoff")]
     tradeoff: bool,
     /// Enhanced reports: iperf 2's -e columns.
@@ -444,6 +444,7 @@ impl Iperf2Args {
         };
         Ok(Iperf2Opts {
             dual: self.dualtest,
+            tradeoff: self.tradeoff,
             bounceback_period,
             // iperf 2's -R client prints the datagrams' latency without --trip-times.
             send_time_latency: self.udp && self.reverse,
@@ -463,9 +464,9 @@ impl Iperf2Args {
 
     /// Options netmeter cannot honour, each in one sentence.
     fn refuse_unsupported(&self) -> Result<(), UsageError> {
-        if self.tradeoff {
+        if self.tradeoff && (self.dualtest || self.full_duplex || self.reverse) {
             return Err(usage(
-                "iperf2: -r (the tradeoff test: one direction, then the server connecting back) is not supported; run the test, then the same with -R",
+                "iperf2: -r (the tradeoff test: this client's test, then the server's back) goes with none of -d, --full-duplex and -R",
             ));
         }
         if self.dualtest && (self.full_duplex || self.reverse) {
@@ -638,6 +639,7 @@ Server specific:
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
   -d, --dualtest           do a bidirectional test simultaneously (the server connects back; TCP)
+  -r, --tradeoff           do a bidirectional test individually (the server connects back after; TCP)
       --full-duplex        run full duplex test using same socket
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
@@ -659,7 +661,7 @@ Miscellaneous:
   -X, --peer-detect        detect the peer's version (netmeter always does)
 
 The client speaks iperf 2's wire: it runs against iperf 2 servers and netmeter servers.
-Not supported (refused with the reason): -r, -T, -b MEAN,STDEV;
+Not supported (refused with the reason): -T, -b MEAN,STDEV;
 not yet on iperf 2's wire: --isochronous with -R/--full-duplex, UDP bursts.
 See docs/iperf2.md.
 ";
@@ -694,6 +696,9 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
                 }
             };
             let mut r = Iperf2Renderer::new(ctx, Box::new(write));
+            if cfg.iperf2.is_some_and(|o| o.tradeoff) {
+                r = r.with_listen_window(default_rcvbuf(false));
+            }
             crate::run(&cfg, &mut r).map(|_| ())
         }
         Iperf2Command::Server { cfg, output } => {

@@ -87,6 +87,10 @@ pub struct Iperf2Opts {
     /// listens on and sends there while this client sends (TCP); the spec's direction
     /// is `--bidir`'s.
     pub dual: bool,
+    /// `-r`, iperf 2's tradeoff test: this client's test first, then the server
+    /// connects back to a port this client listens on and sends for the same `-t`/`-n`
+    /// (TCP; `engine::iperf2_client::tradeoff`); the spec's direction is the upload's.
+    pub tradeoff: bool,
     /// `--bounceback-period`: time between bursts (`None`: iperf 2's second; zero:
     /// back to back).
     pub bounceback_period: Option<Duration>,

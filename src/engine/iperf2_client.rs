@@ -11,6 +11,8 @@
 mod fin;
 mod loops;
 mod recv;
+mod tradeoff;
+mod trip_rx;
 
 use super::client::{self, ClientConfig, Iperf2Opts};
 use super::output::Output;
@@ -37,7 +39,8 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long the server has to connect back for `-d` once the headers went out.
+/// How long the server has to connect back for `-d` once the headers went out (for
+/// `-r`, once this client's test has ended).
 pub const CONNECT_BACK_WAIT: Duration = Duration::from_secs(10);
 
 /// iperf 2's port (`-p` unless given).
@@ -115,8 +118,8 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
             "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
         ),
         (
-            s.trip_times && !udp && s.direction != Direction::Upload,
-            "with --iperf2, TCP --trip-times runs from the client only: drop -R or --bidir",
+            s.trip_times && !udp && s.direction == Direction::Bidir,
+            "with --iperf2, TCP --trip-times runs one way: drop --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
@@ -163,29 +166,44 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         .into_iter()
         .find(|(hit, _)| *hit)
         .map(|(_, why)| why)
+        .or_else(|| tradeoff::unsupported(cfg))
+}
+
+/// The port an iperf 2 server is asked to connect back to, in a version 1 header
+/// (`-d`, `-r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectBack {
+    /// The port this client listens on.
+    pub port: u16,
+    /// `-d`: the server sends at once, while this client sends (iperf 2's `RUN_NOW`);
+    /// `-r`: after this client's test has ended.
+    pub run_now: bool,
 }
 
 /// The test as iperf 2's header announces it. `started`: the client's wall clock at
 /// its start (seconds, microseconds), which `--trip-times` sends; `txstart`: the
 /// `--txstart-time` it waits for, sent instead.
-/// `dual`: `-d`'s listening port, which the header names instead of the server's (a
-/// version 1 header with `RUN_NOW`, as iperf 2's client sends for its dual test).
+/// `back`: `-d`'s or `-r`'s listening port, which the header names instead of the
+/// server's (a version 1 header, with `RUN_NOW` for the dual test and without it for
+/// the tradeoff, as iperf 2's client sends them: `Settings_GenerateClientHdr`).
 fn client_hdr(
     spec: &TestSpec,
     len_given: bool,
     port: u16,
     started: (u32, u32),
     txstart: Option<f64>,
-    dual: Option<u16>,
+    back: Option<ConnectBack>,
 ) -> ClientHdr {
+    let dual = back.map(|b| b.port);
     let mut upper = match (spec.direction, dual) {
         (_, Some(_)) => 0,
         (Direction::Reverse, _) => UPPER_REVERSE,
         (Direction::Bidir, _) => UPPER_FULLDUPLEX,
         (Direction::Upload, _) => 0,
     };
-    let mut flags = match dual {
-        Some(_) => HEADER_VERSION1 | RUN_NOW,
+    let mut flags = match back {
+        Some(ConnectBack { run_now: true, .. }) => HEADER_VERSION1 | RUN_NOW,
+        Some(_) => HEADER_VERSION1,
         None if upper != 0 => HEADER_VERSION2,
         None => 0,
     };
@@ -286,11 +304,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         spec.block_len = IPERF2_UDP_LEN;
     }
     let opts = cfg.iperf2.unwrap_or_default();
-    let listener = opts.dual.then(|| dual_listener(cfg, &server)).transpose()?;
-    let dual_port = listener
-        .as_ref()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .transpose()?;
+    // -r: its listener's connections back come once this client's test has ended.
+    let (listener, tradeoff_listener, back) = back_listener(cfg, out, &server, &opts)?;
     let started = super::stream::wall_now(false);
     let hdr = client_hdr(
         &spec,
@@ -298,7 +313,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         server.port(),
         started,
         cfg.txstart,
-        dual_port,
+        back,
     );
     let hdr = Arc::new(header_bytes(&spec, &hdr));
     let udp = spec.protocol == Protocol::Udp;
@@ -319,19 +334,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let hello =
         (udp && spec.direction == Direction::Reverse).then(|| reverse_hdr(&hdr, spec.block_len));
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
-        // A TCP receiver reads plain bytes: the bulk loop's (the header went out first);
-        // a UDP receiver reads iperf 2's datagrams.
         if !w.shared.sender {
-            return match sock {
-                DataSock::Udp(u) => {
-                    let name = format!("nm-iperf2-rx-{}", w.shared.id);
-                    let hello = hello.clone();
-                    super::stream::spawn_loop(name, w, move |w| {
-                        loops::udp_recv(w, u, trip_times, hello)
-                    })
-                }
-                tcp => super::stream::spawn(w, tcp),
-            };
+            return spawn_receiver(w, sock, trip_times, hello.clone());
         }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
@@ -420,8 +424,33 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         with_transit(&mut end, reports);
     }
     out.end(end);
+    if let Some(l) = tradeoff_listener {
+        tradeoff::server_half(cfg, out, &l, server, running.spec())?;
+    }
     out.emit(Event::Done);
     Ok(())
+}
+
+/// A receiving stream's thread. A TCP receiver reads plain bytes: the bulk loop's (the
+/// header went out first), or with `--trip-times` each of the server's writes timed
+/// (`loops::tcp_recv_trip`); a UDP receiver reads iperf 2's datagrams (`hello`: `-R`'s
+/// header datagram, sent again until the server answers).
+fn spawn_receiver(
+    w: super::stream::Worker,
+    sock: DataSock,
+    trip_times: bool,
+    hello: Option<Vec<u8>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let name = format!("nm-iperf2-rx-{}", w.shared.id);
+    match sock {
+        DataSock::Udp(u) => {
+            super::stream::spawn_loop(name, w, move |w| loops::udp_recv(w, u, trip_times, hello))
+        }
+        DataSock::Tcp(t) if trip_times => {
+            super::stream::spawn_loop(name, w, move |w| loops::tcp_recv_trip(w, t))
+        }
+        tcp => super::stream::spawn(w, tcp),
+    }
 }
 
 /// The end of a UDP upload: each stream's FIN exchange, the server's reports (as the
@@ -540,6 +569,41 @@ fn send_reverse_hdr(sock: &UdpSocket, hdr: &[u8], len: usize) -> Result<(), Test
         .map_err(|e| TestError::io_while("cannot send iperf 2's test header", e))?;
     Ok(())
 }
+
+/// `-d` and `-r`: the listener, opened before the header goes out (the server may
+/// connect back at once; `-d`'s is returned first, `-r`'s second), and the port the
+/// header names; `-r` announces it (iperf 2's client prints its listener's banner
+/// first).
+fn back_listener(
+    cfg: &ClientConfig,
+    out: &mut Output,
+    server: &SocketAddr,
+    opts: &Iperf2Opts,
+) -> Result<BackListener, TestError> {
+    if !(opts.dual || opts.tradeoff) {
+        return Ok((None, None, None));
+    }
+    let l = dual_listener(cfg, server)?;
+    let port = l.local_addr()?.port();
+    if opts.tradeoff {
+        out.emit(Event::Listening { port, test: 0 });
+    }
+    let back = ConnectBack {
+        port,
+        run_now: !opts.tradeoff,
+    };
+    Ok(match opts.tradeoff {
+        true => (None, Some(l), Some(back)),
+        false => (Some(l), None, Some(back)),
+    })
+}
+
+/// `-d`'s listener, `-r`'s, and the port the header names.
+type BackListener = (
+    Option<TcpListener>,
+    Option<TcpListener>,
+    Option<ConnectBack>,
+);
 
 /// `-d`'s listener, on the address family of `server`'s (and `-B`'s address if given),
 /// a port the kernel picks: the header names it.
@@ -887,7 +951,11 @@ mod tests {
             direction: Direction::Bidir,
             ..TestSpec::default()
         };
-        let b = client_hdr(&spec, false, 5001, (0, 0), None, Some(40_001)).encode();
+        let back = ConnectBack {
+            port: 40_001,
+            run_now: true,
+        };
+        let b = client_hdr(&spec, false, 5001, (0, 0), None, Some(back)).encode();
         let h = TestHdr::parse_tcp(&b).expect("a TCP test header");
         assert_eq!(h.legacy, Some(Legacy::Dual));
         assert_eq!(h.port, 40_001);

@@ -875,4 +875,15 @@ pub struct Report {
     pub server_output_json: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_output_text: Option<String>,
+    /// iperf 2's `-r` (tradeoff) from `netmeter iperf2 -c`: this report is the first
+    /// half, the test this client sent; this is the second, the iperf 2 server's test
+    /// on the connections it opened back to this client once the first had ended (its
+    /// own start, intervals timed from its own start, and end summary: this client's
+    /// receiving figures).
+    #[serde(
+        rename = "netmeter_tradeoff",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tradeoff: Option<Box<Report>>,
 }

@@ -333,7 +333,7 @@ fn refusals_name_the_option() {
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["-u", "--bounceback"][..], "--bounceback"),
         (&["--trip-times", "-l", "80"][..], "at least 92"),
-        (&["--trip-times", "-R"][..], "drop -R"),
+        (&["--trip-times", "--bidir"][..], "drop --bidir"),
         (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
         (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
@@ -1059,3 +1059,246 @@ fn check_cli_bursts_shape(key: &str) {
 }
 
 iperf2_client!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));
+
+/// `-r`, iperf 2's tradeoff test, through `netmeter iperf2 -c -y C`: netmeter's test
+/// first, then the server's on the connections it opened back to netmeter's listener.
+/// Judged by the server's own `-y C` lines: what it received on each of netmeter's
+/// connections is what netmeter sent on it, and what it sent on each connection back
+/// is what netmeter received on it, to the byte (netmeter reads until the server
+/// closes). netmeter's lines for the connections back (ids after its own) name the
+/// server's port first, as iperf 2 names a connection's client.
+fn check_cli_tradeoff(key: &str, streams: usize, args: &[&str]) {
+    let mut a = vec!["-r", "-y", "C"];
+    let p = streams.to_string();
+    a.extend_from_slice(&["-P", &p]);
+    a.extend_from_slice(args);
+    let (text, lines) = iperf2_cli_against(key, &a, 2 * streams);
+    let what = format!("{key} {a:?}: netmeter\n{text}\nserver {lines:?}");
+    for id in 1..=streams as i64 {
+        let (port, sent, _) = whole_test_csv(&text, id);
+        assert_eq!(line_for(&lines, port).bytes, sent, "{what}");
+        assert!(sent > 0, "{what}");
+    }
+    for id in streams as i64 + 1..=2 * streams as i64 {
+        let (server_port, got, _) = whole_test_csv(&text, id);
+        assert_eq!(line_for(&lines, server_port).bytes, got, "{what}");
+        assert!(got > 0, "{what}");
+    }
+}
+
+// One stream with 2.1.8: its server's connections back of a `-P 2` tradeoff now and
+// then carry nothing and are never reported (iperf 2.1.8's own client gets 0 bytes
+// back and waits for them).
+iperf2_client!(
+    cli_tradeoff_timed_218,
+    check_cli_tradeoff(V218, 1, &["-t", "2"])
+);
+iperf2_client!(
+    cli_tradeoff_timed_221,
+    check_cli_tradeoff(V221, 2, &["-t", "2"])
+);
+iperf2_client!(
+    cli_tradeoff_bytes_218,
+    check_cli_tradeoff(V218, 1, &["-n", "3M"])
+);
+iperf2_client!(
+    cli_tradeoff_bytes_221,
+    check_cli_tradeoff(V221, 1, &["-n", "3M"])
+);
+iperf2_client!(
+    cli_tradeoff_enhanced_shape_221,
+    check_cli_shape(
+        V221,
+        &["-r", "-e", "-i", "1", "-t", "2"],
+        "tcp_tradeoff.client"
+    )
+);
+iperf2_client!(
+    cli_tradeoff_plain_shape_218,
+    check_cli_shape(
+        V218,
+        &["-r", "-i", "1", "-t", "2"],
+        "tcp_tradeoff_plain.client"
+    )
+);
+
+/// Quick tier: `netmeter iperf2 -c -r` against netmeter's own server (which serves an
+/// iperf 2 client's `-r`): the server's end-of-test log line counts, received and sent,
+/// are the client's two halves' bytes as its `-y C` lines give them.
+#[test]
+fn tradeoff_against_a_netmeter_server() {
+    let port = free_port();
+    let (server, d) = netmeter_server(port, &[]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-r", "-y", "C", "-t", "1"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 -r failed:\n{}",
+        show(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, sent, _) = whole_test_csv(&text, 1);
+    let (_, got, _) = whole_test_csv(&text, 2);
+    let logged = await_value("the server's end-of-test line", || {
+        d.text().lines().find_map(|l| {
+            let rest = l.split_once("ended: received ")?.1;
+            let (received, rest) = rest.split_once(" bytes, sent ")?;
+            let sent = rest.split_once(" bytes")?.0;
+            Some((received.parse::<u64>().ok()?, sent.parse::<u64>().ok()?))
+        })
+    });
+    assert_eq!(
+        logged,
+        (sent, got),
+        "client:\n{text}\nserver:\n{}",
+        d.text()
+    );
+    assert!(sent > 0 && got > 0, "{text}");
+    drop(server);
+}
+
+/// TCP `-R --trip-times` through `netmeter iperf2 -c -e` against a real iperf 2 server
+/// (`-e -f b`): netmeter times the server's writes from the send times in their heads.
+/// Judged by the server's own row: netmeter times every `-l` block of the bytes the
+/// server counted (`(cnt/size)`), but for the first with 2.1.8, whose first write's
+/// head still holds its test header's words (iperf 2.1.8's own client times 23 of 24
+/// too); with 2.2.1 (`writes`) the count is also the server's Write count less its
+/// test header's write; the delays are a loopback's (above 0, under a second). Paced to
+/// last over a second, so the whole-test row has its intervals' delays (without a
+/// clock estimate the end summary holds none, as for UDP `-R`).
+fn check_cli_reverse_trip_times(key: &str, writes_counted: bool) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e", "-f", "b"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-R",
+                "--trip-times",
+                "-e",
+                "-n",
+                "3M",
+                "-b",
+                "20m",
+                "-i",
+                "1",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 failed:\n{}",
+        show(&out)
+    );
+    let ours = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("0.0000-") && l.contains("Bytes") && l.contains("/0 "))
+            .map(str::to_string)
+    };
+    let theirs = await_value(&format!("{key}'s whole-test row"), || row(&d.text()));
+    drop(server);
+    let what = format!("{key}: netmeter\n{ours}\nserver row {theirs}");
+    let writes: u64 = theirs
+        .split_whitespace()
+        .find_map(|t| t.strip_suffix("/0")?.parse().ok())
+        .unwrap_or_else(|| panic!("no Write/Err: {what}"));
+    let mine = ours
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("[ *1] 0.0000-") && l.contains(" ms ("))
+        .unwrap_or_else(|| panic!("no whole-test row with latency: {what}"));
+    let (lat, cnt) = mine.split_once(" ms (").unwrap();
+    let (cnt, size) = cnt.split_once(')').unwrap().0.split_once('/').unwrap();
+    let cnt: u64 = cnt.parse().unwrap();
+    let blocks = row_bytes(&theirs).unwrap_or_else(|| panic!("no bytes: {what}")) / 131_072;
+    assert!(blocks >= 20 && cnt <= blocks && cnt + 1 >= blocks, "{what}");
+    if writes_counted {
+        assert_eq!(cnt + 1, writes, "{what}");
+    }
+    assert_eq!(size, "131072", "{what}");
+    let ms: Vec<f64> = lat
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .split('/')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (avg, min, max) = (ms[0], ms[1], ms[2]);
+    assert!(
+        min > 0.0 && min <= avg && avg <= max && max < 1000.0,
+        "{what}"
+    );
+}
+
+iperf2_client!(
+    cli_reverse_trip_times_218,
+    check_cli_reverse_trip_times(V218, false)
+);
+iperf2_client!(
+    cli_reverse_trip_times_221,
+    check_cli_reverse_trip_times(V221, true)
+);
+iperf2_client!(
+    tcp_reverse_trip_times_bytes_218,
+    check_tcp_server_sends(V218, &["-R", "--trip-times", "-n", "3M"], true)
+);
+// 2.2.1's server writes its enhanced CSV with --trip-times (other columns): 2.1.8's
+// plain CSV judges the bytes, and the client's layout (its own) is checked against it.
+iperf2_client!(
+    cli_reverse_trip_times_shape_218,
+    check_cli_shape(
+        V218,
+        &["-R", "--trip-times", "-e", "-i", "1", "-t", "2"],
+        "tcp_rev_tt.client"
+    )
+);
+
+/// Quick tier: `netmeter iperf2 -c -R --trip-times` against netmeter's own server,
+/// which frames its writes as iperf 2's server does: every `-l` block it sent is timed
+/// (the count in the whole-test row's `(cnt/size)`: the server's sent bytes, its
+/// 80-byte test header aside, in 128 KiB blocks), with a loopback's delays.
+#[test]
+fn reverse_trip_times_against_a_netmeter_server() {
+    let port = free_port();
+    let (server, d) = netmeter_server(port, &[]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-R",
+                "--trip-times",
+                "-e",
+                "-n",
+                "3M",
+                "-b",
+                "20m",
+                "-i",
+                "1",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let sent = await_value("the server's end-of-test line", || {
+        d.text().lines().find_map(|l| {
+            let rest = l.split_once(", sent ")?.1;
+            rest.split_once(" bytes")?.0.parse::<u64>().ok()
+        })
+    });
+    drop(server);
+    let row = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("[ *1] 0.0000-") && l.contains(" ms ("))
+        .unwrap_or_else(|| panic!("no whole-test row with latency:\n{text}"));
+    let cnt = row.split_once(" ms (").unwrap().1;
+    assert!(
+        cnt.starts_with(&format!("{}/131072)", sent / 131_072)),
+        "server sent {sent}:\n{text}"
+    );
+}

@@ -341,6 +341,7 @@ fn finish(
         extra_data: None,
         server_output_json: None,
         server_output_text: None,
+        tradeoff: None,
     };
     UdpOutcome {
         client: report(s.client_rows, client_end),

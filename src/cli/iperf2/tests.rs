@@ -113,7 +113,6 @@ fn tos_takes_dscp_names() {
 fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
-        (&["-c", "h", "--trip-times", "-R"][..], "--trip-times"),
         (
             &["-c", "h", "--trip-times", "--full-duplex"][..],
             "--full-duplex",
@@ -208,7 +207,6 @@ fn csv_and_trip_times_layouts() {
 #[test]
 fn unsupported_options_are_one_sentence_naming_them() {
     for (args, name) in [
-        (&["-c", "h", "-r"][..], "-r"),
         (&["-c", "h", "-T", "4"][..], "-T 4"),
         (&["-c", "h", "-x", "SQ"][..], "-x SQ"),
         (&["-c", "h", "--no-such"][..], "--no-such"),
@@ -254,4 +252,37 @@ fn tcp_trip_times_runs_on_iperf2s_wire() {
     let (cfg, _) = client(&["-c", "h", "-e", "--trip-times"]);
     assert!(cfg.spec.trip_times);
     assert_eq!(crate::engine::iperf2_client::unsupported(&cfg), None);
+}
+
+/// `-r`, iperf 2's tradeoff test: an upload, then the server's test back (TCP only,
+/// not with the other two-way tests), each refusal one sentence naming the option.
+#[test]
+fn tradeoff_is_an_upload_then_the_server_connecting_back() {
+    use crate::spec::Direction;
+    let (cfg, _) = client(&["-c", "h", "-r", "-t", "3"]);
+    assert_eq!(cfg.spec.direction, Direction::Upload);
+    assert!(cfg.iperf2.is_some_and(|o| o.tradeoff && !o.dual));
+    for (args, name) in [
+        (&["-c", "h", "-r", "-u"][..], "-u"),
+        (&["-c", "h", "-r", "-d"][..], "-d"),
+        (&["-c", "h", "-r", "-R"][..], "-R"),
+        (&["-c", "h", "-r", "--full-duplex"][..], "--full-duplex"),
+        (&["-c", "h", "-r", "--bounceback"][..], "--bounceback"),
+        (&["-c", "h", "-r", "--trip-times"][..], "--trip-times"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(name) && !e.contains('\n'), "{args:?}: {e}");
+    }
+}
+
+/// TCP `-R --trip-times` runs on iperf 2's wire (the server times its writes, this
+/// client reads their send times); `--full-duplex` with it does not yet.
+#[test]
+fn tcp_reverse_trip_times_is_taken() {
+    use crate::spec::Direction;
+    let (cfg, ctx) = client(&["-c", "h", "-R", "--trip-times"]);
+    assert_eq!(cfg.spec.direction, Direction::Reverse);
+    assert!(cfg.spec.trip_times && ctx.trip_times);
+    let e = refused(&["-c", "h", "--full-duplex", "--trip-times"]);
+    assert!(e.contains("--full-duplex") && !e.contains('\n'), "{e}");
 }

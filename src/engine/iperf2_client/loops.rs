@@ -8,6 +8,7 @@
 //! differs only in the bytes: iperf 2's burst head instead of netmeter's frame head.
 
 use super::recv::{Arrival, HeaderRetry, UdpRecvHalf};
+use super::trip_rx::TcpTripRx;
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
 use crate::engine::machine::profile_send::{Carrier, ProfileSender};
@@ -627,6 +628,39 @@ pub fn udp_recv(
             let _ = sock.send(&half.report(&counts, trip_times).encode(&id));
             return Ok(());
         }
+    }
+    Ok(())
+}
+
+/// TCP `-R --trip-times`: read what the server sends until it closes (or this side
+/// stops), as the bulk receiver does, and with the stream's delay record time each of
+/// the server's writes ([`TcpTripRx`]: its test header skipped, each write's head
+/// read): this host's wall clock at the write's last byte minus the send time in its
+/// head, as iperf 2's `-R --trip-times` client times them.
+pub fn tcp_recv_trip(w: &Worker, mut sock: TcpStream) -> io::Result<()> {
+    sock.set_read_timeout(Some(STOP_POLL))?;
+    let mut buf = vec![0u8; 128 * 1024];
+    let mut rx = TcpTripRx::default();
+    let (mut bytes, mut reads) = (0u64, 0u64);
+    while !w.stop.load(Ordering::Relaxed) {
+        let n = match w.shared.calls.read(sock.read(&mut buf), buf.len()) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if stream::is_transient(&e) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(e),
+        };
+        if let Some(owd) = w.shared.owd.as_ref() {
+            let now = crate::engine::clock::wall_ns();
+            let mut rec = owd.lock().unwrap_or_else(|p| p.into_inner());
+            rx.feed(&buf[..n], |sec, usec| {
+                let sent = i64::from(sec) * 1_000_000_000 + i64::from(usec) * 1_000;
+                rec.record_write(now, sent, w.owd_correction_ns);
+            });
+        }
+        bytes += n as u64;
+        reads += 1;
+        publish(&w.shared, bytes, reads);
     }
     Ok(())
 }

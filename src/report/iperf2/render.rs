@@ -1,7 +1,11 @@
 //! The observer printing a test in iperf 2's layout as it runs: the settings header and
 //! connection lines once the `start` is known, a row per stream per interval (and the
 //! `[SUM-N]` row with several streams), the whole test's rows at the end, and on a UDP
-//! client what the server reported.
+//! client what the server reported. A `-r` client's events are two tests one after the
+//! other (`engine::iperf2_client::tradeoff`): its listener's banner first (the
+//! `Listening` event), then the client's test, then the server's test back as iperf
+//! 2's client prints it (the accepted connections numbered on from the client's own,
+//! their rows a receiver's).
 
 use super::csv;
 use super::lines;
@@ -9,7 +13,7 @@ use super::rows::end_row;
 use super::{Iperf2Ctx, Layout, Row};
 use crate::latency::LatencyStats;
 use crate::report::observe::{Event, Observer};
-use crate::report::{End, Interval, Start};
+use crate::report::{Connected, End, Interval, Start};
 use std::collections::HashMap;
 
 /// Writes iperf 2's lines through `write` (one call per line, newline included).
@@ -25,6 +29,11 @@ pub struct Iperf2Renderer {
     /// test's row when the end summary has none (an iperf 2 server's `-R` datagrams:
     /// no clock estimate, so no end summary of one-way delays).
     owd_run: HashMap<i64, LatencyStats>,
+    /// `-r`: the receive buffer its listener's banner reports (0: the line is left out).
+    listen_window: u64,
+    /// `-r`: the first test's connections once the server's test back has started (its
+    /// own follow them in `start`, so their numbers go on from the first's).
+    first: Option<Vec<Connected>>,
 }
 
 impl Iperf2Renderer {
@@ -36,7 +45,70 @@ impl Iperf2Renderer {
             headers: Vec::new(),
             last: HashMap::new(),
             owd_run: HashMap::new(),
+            listen_window: 0,
+            first: None,
         }
+    }
+
+    /// `-r`: the receive buffer of a socket as the listener gets it (its banner's "TCP
+    /// window size").
+    pub fn with_listen_window(mut self, bytes: u64) -> Iperf2Renderer {
+        self.listen_window = bytes;
+        self
+    }
+
+    /// `-r`: the listener iperf 2's client opens for the server's test back, announced
+    /// as iperf 2 announces a server, before anything else.
+    fn listening(&mut self, port: u16) {
+        if !self.ctx.client || self.start.is_some() {
+            return;
+        }
+        let ctx = Iperf2Ctx {
+            client: false,
+            port,
+            ..self.ctx.clone()
+        };
+        let blk = self.ctx.datagram_len;
+        for l in super::server::banner(&ctx, blk, self.listen_window, None) {
+            self.line(&l);
+        }
+    }
+
+    /// `-r`: the server's test back begins (a second `Started`): its connection lines,
+    /// numbered on from the first test's, and its own column headers.
+    fn started_back(&mut self, s: &Start) {
+        let first = self.start.take().map(|f| f.connected).unwrap_or_default();
+        let mut merged = s.clone();
+        // Not a `-R` test: iperf 2 labels these rows as any test's.
+        merged.test_start.reverse = 0;
+        merged.connected = first.iter().chain(&s.connected).cloned().collect();
+        let offset = first.len();
+        self.first = Some(first);
+        self.start = Some(merged.clone());
+        (self.headers, self.last, self.owd_run) = Default::default();
+        if self.ctx.layout == Layout::Csv || self.ctx.exclude.connections {
+            return;
+        }
+        for (i, c) in merged.connected.iter().enumerate().skip(offset) {
+            let l = lines::connection(&self.ctx, i + 1, c, &merged);
+            self.line(&l);
+        }
+    }
+
+    /// The context of the CSV lines: for the server's test back (`-r`) the iperf 2
+    /// server is that connection's client, so its address comes first and the sums are
+    /// of what this side received, as a server's.
+    fn csv_ctx(&self) -> Iperf2Ctx {
+        Iperf2Ctx {
+            client: self.client_sends(),
+            ..self.ctx.clone()
+        }
+    }
+
+    /// Whether this side sends in the test being rendered: the client, but for the
+    /// server's test back (`-r`).
+    fn client_sends(&self) -> bool {
+        self.ctx.client && self.first.is_none()
     }
 
     fn line(&mut self, s: &str) {
@@ -76,6 +148,9 @@ impl Iperf2Renderer {
     }
 
     fn started(&mut self, s: &Start) {
+        if self.ctx.client && self.start.is_some() {
+            return self.started_back(s);
+        }
         self.start = Some(s.clone());
         if self.ctx.layout == Layout::Csv {
             return;
@@ -107,7 +182,7 @@ impl Iperf2Renderer {
             return;
         }
         if self.ctx.layout == Layout::Csv {
-            let ls = csv::interval(&self.ctx, self.start.as_ref(), iv);
+            let ls = csv::interval(&self.csv_ctx(), self.start.as_ref(), iv);
             for l in ls {
                 self.line(&l);
             }
@@ -158,7 +233,7 @@ impl Iperf2Renderer {
 
     fn end(&mut self, end: &End) {
         if self.ctx.layout == Layout::Csv {
-            for l in csv::end(&self.ctx, self.start.as_ref(), end) {
+            for l in csv::end(&self.csv_ctx(), self.start.as_ref(), end) {
                 self.line(&l);
             }
             return;
@@ -169,7 +244,12 @@ impl Iperf2Renderer {
         let mut sent_streams = 0;
         let streams_shown = !(self.ctx.sum_only && end.streams.len() > 1);
         for (i, st) in end.streams.iter().enumerate() {
-            let sends = end.local.senders.get(i).copied().unwrap_or(self.ctx.client);
+            let sends = end
+                .local
+                .senders
+                .get(i)
+                .copied()
+                .unwrap_or(self.client_sends());
             sent_streams += usize::from(sends);
             // The client sends on this stream when this side is the client and sends,
             // or the server and receives.
@@ -207,13 +287,13 @@ impl Iperf2Renderer {
                 }
             }
         }
-        let n = if self.ctx.client {
+        let n = if self.client_sends() {
             sent_streams
         } else {
             end.streams.len() - sent_streams
         };
         if n > 1 {
-            let sends = self.ctx.client;
+            let sends = self.client_sends();
             if let Some(row) = end_sum_row(end, sends) {
                 let kind = lines::kind(&self.ctx, sends);
                 self.header_once(lines::sum_header(kind));
@@ -281,6 +361,7 @@ fn end_sum_row(end: &End, sender: bool) -> Option<Row> {
 impl Observer for Iperf2Renderer {
     fn on(&mut self, event: Event<'_>) {
         match event {
+            Event::Listening { port, .. } => self.listening(port),
             Event::Started(s) => self.started(s),
             Event::Interval(iv) => self.interval(iv),
             Event::End(e) => self.end(e),

@@ -479,3 +479,69 @@ fn show() {
     );
     println!("{}", render(ctx(Layout::Csv, true, false), &load("tcp")));
 }
+
+/// `-r` (tradeoff) on a client: its listener's banner, its own test, then the server's
+/// test back through the same renderer, as `engine::iperf2_client::tradeoff` tells them.
+fn render_tradeoff(ctx: Iperf2Ctx, first: &Report, back: &Report) -> String {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = out.clone();
+    let mut rd = Iperf2Renderer::new(ctx, Box::new(move |s| o.lock().unwrap().push_str(s)))
+        .with_listen_window(128 * 1024);
+    rd.on(Event::Listening {
+        port: 5101,
+        test: 0,
+    });
+    for r in [first, back] {
+        rd.on(Event::Started(&r.start));
+        for iv in &r.intervals {
+            rd.on(Event::Interval(iv));
+        }
+        rd.on(Event::End(&r.end));
+    }
+    out.lock().unwrap().clone()
+}
+
+/// The server's test back: a receiving test (the `-R` fixture) on a connection the
+/// server opened, so not labelled `-R`.
+fn back_half() -> Report {
+    let mut r = one_stream(load("tcp_reverse"));
+    for c in &mut r.start.connected {
+        c.socket += 100;
+    }
+    for iv in &mut r.intervals {
+        for s in &mut iv.streams {
+            s.socket += 100;
+        }
+    }
+    for st in &mut r.end.streams {
+        for side in [st.sender.as_mut(), st.receiver.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            side.socket += 100;
+        }
+    }
+    r
+}
+
+#[test]
+fn tcp_tradeoff_client_enhanced_matches_iperf2() {
+    let mut c = ctx(Layout::Enhanced, true, false);
+    c.datagram_len = 128 * 1024;
+    let out = render_tradeoff(c, &one_stream(load("tcp")), &back_half());
+    assert_same_shape("tcp_tradeoff.client", &out);
+    // The connection back is stream 2, and its rows are labelled so.
+    assert!(out.contains("[  2] local "), "{out}");
+    assert!(out.contains("[  2] 0.0000-"), "{out}");
+    assert!(!out.contains("[ *"), "{out}");
+}
+
+#[test]
+fn tcp_tradeoff_client_plain_matches_iperf2() {
+    let out = render_tradeoff(
+        ctx(Layout::Plain, true, false),
+        &one_stream(load("tcp")),
+        &back_half(),
+    );
+    assert_same_shape("tcp_tradeoff_plain.client", &out);
+}
