@@ -54,7 +54,8 @@ impl Printer {
         Self::start_as(g, &h, local, peer, false, Some(sizes))
     }
 
-    /// The same for a test this server sends on (`-R`): a sender's rows.
+    /// The same for a test this server sends on (`-R`): a sender's rows (with `-P`,
+    /// in the group's sum).
     pub fn start_sending(
         g: &Group,
         h: &TestHdr,
@@ -122,7 +123,8 @@ impl Printer {
         let mut test = Self::test(g, ctx, local, peer, no);
         if sending {
             test = test.sending();
-        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
+        }
+        if let (Some(sum), None) = (g.sum.clone(), bounceback) {
             test = test.with_sum(sum);
         }
         Some(Self::open(g, test))
