@@ -1800,6 +1800,20 @@ fn the_iperf2_server_prints_the_connection_back() {
             "{capture}: {}",
             d.text()
         );
+        // The last line's evidence on stdout itself: the log line above comes through
+        // another pipe, which can be read before the last rows are.
+        let (needle, count) = match (udp, flag, args.contains(&"-e")) {
+            // The first interval's row, the whole test's and the listener's report.
+            (true, _, _) => ("[ *2] 0.0000-", 3),
+            (false, "-d", true) => ("[SUM-2] 0.0000-", 2),
+            (false, "-d", false) => ("[SUM] 0.0000-", 2),
+            _ => ("[ *2] 0.0000-", 2),
+        };
+        assert!(
+            d.wait_for(needle, count, Duration::from_secs(60)),
+            "{capture}: {needle:?} x{count}: {}",
+            d.text()
+        );
         let text = stdout_of(&d);
         let shapes = netmeter::report::iperf2::shape::shapes;
         let got: BTreeSet<String> = shapes(&text).into_iter().collect();
@@ -2052,9 +2066,11 @@ fn the_iperf2_server_sums_what_it_sends_with_p() {
         let client = [args, &["-R", "-P", "2", "-i", "1", "-t", "2"]].concat();
         let out = iperf2_text(V221, port, &client);
         no_errors(&out, "iperf 2.2.1 client");
+        // The first interval's sum and the whole test's (the last line) start at 0:
+        // evidence on the server's stdout itself (its log is another pipe).
         assert!(
-            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
-            "{capture}: {}",
+            d.wait_for(&format!("{sum} 0.0000-"), 2, Duration::from_secs(60)),
+            "{capture}: no whole-test sum:\n{}",
             d.text()
         );
         let text = stdout_of(&d);
@@ -2135,8 +2151,10 @@ fn the_iperf2_server_prints_each_udp_flow_it_sends_with_p() {
                 .args(["-c", "127.0.0.1", "-p", &port.to_string()])
                 .args(&client),
         );
+        // Each flow's last line (stdout) and its log line (stderr, another pipe).
         assert!(
-            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+            d.wait_for("] Sent ", 2, Duration::from_secs(60))
+                && d.wait_for("iperf 2 UDP flow to", 2, Duration::from_secs(60)),
             "{capture}: {}",
             d.text()
         );

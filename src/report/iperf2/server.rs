@@ -1006,6 +1006,11 @@ impl ServerTest {
         }
     }
 
+    /// Whether something told at `t` ends an interval (its row may be due).
+    pub fn row_due(&self, t: f64) -> bool {
+        self.interval_s > 0.0 && t >= self.next_end
+    }
+
     /// The rows of the intervals that ended by `t`.
     pub fn tick(&mut self, t: f64) -> Vec<String> {
         let mut out = Vec::new();
@@ -2252,6 +2257,19 @@ mod tests {
             ]
         );
         assert!(cols.iter().all(|c| c[5] == "3"), "{rows:?}");
+    }
+
+    /// `row_due` says when something told would end an interval (the printer then
+    /// holds its output's lock while the row and a `-P` group's header are made).
+    #[test]
+    fn a_row_is_due_at_each_intervals_end() {
+        let mut t = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 1.0);
+        assert!(!t.row_due(0.999) && t.row_due(1.0));
+        assert!(t.read(10, 10, 0.5).is_empty());
+        assert!(!t.read(10, 10, 1.2).is_empty(), "the first second's row");
+        assert!(!t.row_due(1.999) && t.row_due(2.0));
+        let none = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 0.0);
+        assert!(!none.row_due(1e9), "no -i: no interval rows");
     }
 
     #[test]
