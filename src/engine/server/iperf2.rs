@@ -319,8 +319,8 @@ pub(super) struct Group {
     pub received: AtomicU64,
     entry: Mutex<audit::Entry>,
     error: Mutex<Option<String>>,
-    /// `netmeter iperf2 -s` and a `-P N` test (TCP or UDP) this server receives: the
-    /// group's sum rows, which its members' printers feed.
+    /// `netmeter iperf2 -s` and a `-P N` test (TCP or UDP) this server receives or
+    /// sends (`-R`): the group's sum rows, which its members' printers feed.
     pub(super) sum: Option<Arc<Mutex<SumRows>>>,
     source: IpAddr,
     _slot: SlotGuard,
@@ -467,11 +467,16 @@ fn new_group(
     entry.test = Some(audit_params(h, plan));
     shared.touch();
     let sum = match &shared.cfg.iperf2_layout {
-        Some(l) if h.threads > 1 && plan.flow == Flow::Receive && plan.legacy.is_none() => {
+        Some(l) if h.threads > 1 && plan.flow != Flow::Both && plan.legacy.is_none() => {
             let mut ctx = l.ctx.clone();
             ctx.client = false;
             ctx.udp = h.udp;
-            let sum = SumRows::new(ctx, h.threads, shared.cfg.interval_s);
+            let sum = match plan.flow {
+                // `-u -R -P`: iperf 2.2.1 prints no sum, one column header.
+                Flow::Send if h.udp => SumRows::headers_only(ctx, h.threads),
+                Flow::Send => SumRows::new(ctx, h.threads, shared.cfg.interval_s).of_senders(),
+                _ => SumRows::new(ctx, h.threads, shared.cfg.interval_s),
+            };
             Some(Arc::new(Mutex::new(sum)))
         }
         // `-d`: the client's test and the connection back, summed as iperf 2 does.

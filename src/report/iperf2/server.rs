@@ -429,7 +429,8 @@ impl Slot {
     }
 }
 
-/// The sum rows of a `-P N` test an iperf 2 server receives, TCP or UDP: an interval's
+/// The sum rows of a `-P N` test an iperf 2 server receives, TCP or UDP (or, TCP,
+/// sends: [`SumRows::of_senders`]): an interval's
 /// once every member's row of it came (a member whose next row is a later interval's,
 /// or who ended, had none), and the whole test's once every member ended, as iperf
 /// 2.2.1's server prints them: with `-e` `[SUM-N]` rows under a `[SUM-cnt]` header
@@ -456,6 +457,10 @@ pub struct SumRows {
     /// The first member's connection and its time (seconds since the epoch): the CSV
     /// sum line's addresses.
     conn: Option<(Connected, u64)>,
+    /// A `-R -P` test's: the members are this server's sending connections.
+    senders: bool,
+    /// Rows are not printed, only the members' column header shared ([`SumRows::headers_only`]).
+    quiet: bool,
 }
 
 impl SumRows {
@@ -476,6 +481,32 @@ impl SumRows {
             member_headers: Vec::new(),
             fd: None,
             conn: None,
+            senders: false,
+            quiet: false,
+        }
+    }
+
+    /// The sum of a `-R -P N` test's members, the connections this server sends on, as
+    /// iperf 2.2.1's server prints it: its receiver's sum layout (its sum report is
+    /// made before the client's header says `-R`), the members' writes in the count
+    /// (`-e`: `[SUM-N]` under `[SUM-cnt] ... Reads=Dist`; the bins are 0 here, where
+    /// iperf 2 prints its TCP retry counters that share the memory of the bins), plain
+    /// `[SUM]` rows; the CSV line names this server first, then the client with port 0
+    /// (`testdata/iperf2/tcp_rev_p2*.server.txt`).
+    pub fn of_senders(mut self) -> SumRows {
+        self.senders = true;
+        self
+    }
+
+    /// A `-P N` group iperf 2.2.1's server prints no sum of, whose members still share
+    /// one column header: a UDP `-R -P` test's (with the flows' first datagrams at the
+    /// same time its listener serves only one flow; served both, as from a client that
+    /// sends its header again, it printed each flow's rows and no sum:
+    /// `testdata/iperf2/udp_rev_p2*.server.txt`).
+    pub fn headers_only(ctx: Iperf2Ctx, members: u32) -> SumRows {
+        SumRows {
+            quiet: true,
+            ..SumRows::new(ctx, members, 0.0)
         }
     }
 
@@ -550,7 +581,7 @@ impl SumRows {
     }
 
     fn row(&mut self, x: &Span) -> Vec<String> {
-        if self.ctx.exclude.data {
+        if self.ctx.exclude.data || self.quiet {
             return Vec::new();
         }
         if let Some(no) = self.fd {
@@ -690,16 +721,27 @@ impl SumRows {
         let mut start = Start::default();
         if let Some((c, secs)) = &self.conn {
             start.timestamp.timesecs = *secs;
-            start.connected.push(Connected {
-                socket: -1,
-                local_host: if self.ctx.udp {
-                    "0.0.0.0".to_string()
-                } else {
-                    c.local_host.clone()
-                },
-                local_port: c.local_port,
-                remote_host: c.remote_host.clone(),
-                remote_port: 0,
+            start.connected.push(if self.senders {
+                // This server sent: its address first, then the client's with port 0.
+                Connected {
+                    socket: -1,
+                    local_host: c.remote_host.clone(),
+                    local_port: 0,
+                    remote_host: c.local_host.clone(),
+                    remote_port: c.local_port,
+                }
+            } else {
+                Connected {
+                    socket: -1,
+                    local_host: if self.ctx.udp {
+                        "0.0.0.0".to_string()
+                    } else {
+                        c.local_host.clone()
+                    },
+                    local_port: c.local_port,
+                    remote_host: c.remote_host.clone(),
+                    remote_port: 0,
+                }
             });
         }
         super::csv::line(&self.ctx, Some(&start), -1, -1, row)
@@ -962,6 +1004,11 @@ impl ServerTest {
                 h.add(spec, owd_s, sent_us);
             }
         }
+    }
+
+    /// Whether something told at `t` ends an interval (its row may be due).
+    pub fn row_due(&self, t: f64) -> bool {
+        self.interval_s > 0.0 && t >= self.next_end
     }
 
     /// The rows of the intervals that ended by `t`.
@@ -1890,6 +1937,222 @@ mod tests {
         );
     }
 
+    /// UDP `-r`: the client's test this server reads (transfer 1), then the connection
+    /// back on which it sends (transfer 2): its UDP settings header, `[ *2]` sender's
+    /// rows and `Sent` line, then the report the client's listener answered with; no
+    /// sum (as TCP `-r`).
+    fn udp_tradeoff_run(layout: Layout) -> Vec<String> {
+        let c = ctx(layout, true);
+        let mut out = banner(&c, 1470, 212_992, None);
+        let mut r = ServerTest::new(c.clone(), 1, conn(), 1_764_184_214_054, 1.0);
+        let mut back = conn();
+        back.socket = 2;
+        (back.local_port, back.remote_port) = (40862, 25331);
+        let mut w = ServerTest::new(c, 2, back, 1_764_184_216_290, 1.0).connect_back(BackHeader {
+            host: "127.0.0.1".into(),
+            port: 25331,
+            write_len: 1470,
+            sndbuf: 212_992,
+            rate_bps: 1_000_000,
+        });
+        out.extend(r.opening());
+        for i in 1..=172u64 {
+            let counts = UdpCounts {
+                received: i,
+                expected: i,
+                ..UdpCounts::default()
+            };
+            out.extend(r.udp(1470, counts, i as f64 * 0.0116));
+            r.delay(0.000018, 0);
+        }
+        out.extend(r.finish(2.0232));
+        out.extend(w.opening());
+        for i in 0..173u32 {
+            out.extend(w.write(1470, true, f64::from(i) * 0.0116));
+        }
+        out.extend(w.finish_sent(2.0230, 174));
+        let report = Row {
+            end: 2.0229,
+            seconds: 2.0229,
+            bytes: 173 * 1470,
+            udp_recv: Some(UdpRecvFigures {
+                jitter_ms: 0.004,
+                packets: 173,
+                ..UdpRecvFigures::default()
+            }),
+            owd: Some(LatencyStats {
+                count: 173,
+                min_ms: 0.009,
+                mean_ms: 0.018,
+                max_ms: 0.082,
+                stdev_ms: 0.008,
+                ..LatencyStats::default()
+            }),
+            ..Row::default()
+        };
+        out.extend(w.listener_report(&report));
+        out
+    }
+
+    /// UDP `-r` (`-e` and plain): the client's test's rows, then the connection back's
+    /// settings header, `(reverse)` line, `[ *2]` rows, `Sent` line and the listener's
+    /// report, no sum, as iperf 2.2.1's server printed them
+    /// (`testdata/iperf2/udp_tradeoff*.server.txt`).
+    #[test]
+    fn a_udp_tradeoff_matches_iperf2() {
+        let out = udp_tradeoff_run(Layout::Enhanced);
+        same_shape("udp_tradeoff.server", &out.join("\n"));
+        assert!(!out.iter().any(|l| l.starts_with("[SUM")), "{out:#?}");
+        assert!(
+            out.contains(
+                &"Client connecting to 127.0.0.1, UDP port 25331 with pid 7 (1/0 flows/load)"
+                    .to_string()
+            ),
+            "{out:#?}"
+        );
+        assert!(
+            out.contains(&"[  2] Sent 174 datagrams".to_string()),
+            "{out:#?}"
+        );
+        let plain = udp_tradeoff_run(Layout::Plain);
+        same_shape("udp_tradeoff_plain.server", &plain.join("\n"));
+        assert!(
+            plain
+                .last()
+                .unwrap()
+                .starts_with("[ *2] 0.0000-2.0229 sec   248 KBytes "),
+            "{plain:#?}"
+        );
+    }
+
+    /// A `-R -P 2` test's two sending members over two seconds, `per_s` writes of `len`
+    /// bytes a second each, with the group's sum as `netmeter iperf2 -s` makes it
+    /// (TCP: [`SumRows::of_senders`]; UDP: [`SumRows::headers_only`]).
+    fn rev_p2_run(layout: Layout, udp: bool, per_s: u32, len: usize) -> Vec<String> {
+        let c = ctx(layout, udp);
+        let mut out = banner(&c, c.datagram_len, if udp { 212_992 } else { 131072 }, None);
+        let sum = if udp {
+            SumRows::headers_only(c.clone(), 2)
+        } else {
+            SumRows::new(c.clone(), 2, 1.0).of_senders()
+        };
+        let sum = Arc::new(Mutex::new(sum));
+        let mut tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                let mut cn = conn();
+                cn.socket = no as i64;
+                cn.remote_port = 40000 + no as u16;
+                ServerTest::new(c.clone(), no, cn, 1_764_184_214_054, 1.0)
+                    .sending()
+                    .with_sum(sum.clone())
+            })
+            .collect();
+        for t in &tests {
+            out.extend(t.opening());
+        }
+        let n = 2 * per_s;
+        for i in 0..n {
+            let at = f64::from(i) / f64::from(per_s);
+            for t in [1usize, 0] {
+                out.extend(tests[t].write(len, true, at));
+            }
+        }
+        for t in [1usize, 0] {
+            out.extend(tests[t].tick(2.0));
+        }
+        for (t, end) in [(1usize, 2.0053), (0, 2.0071)] {
+            out.extend(if udp {
+                tests[t].finish_sent(end, u64::from(n) + 1)
+            } else {
+                tests[t].finish(end)
+            });
+        }
+        out
+    }
+
+    /// TCP `-R -P 2`: the sending members' rows under one header, then iperf 2.2.1's
+    /// server's sum rows for them (`-e`: `[SUM-2]` under its receiver's `[SUM-cnt]
+    /// ... Reads=Dist` header, the count the members' writes; plain `[SUM]`; CSV: the
+    /// line of id -1 naming this server first, the client with port 0), per interval
+    /// and for the whole test, last (`testdata/iperf2/tcp_rev_p2*.server.txt`); the
+    /// sums add the members up.
+    #[test]
+    fn tcp_rev_p2_sum_rows_match_iperf2() {
+        let out = rev_p2_run(Layout::Enhanced, false, 100, 128 * 1024);
+        same_shape("tcp_rev_p2.server", &out.join("\n"));
+        let sums: Vec<&String> = out.iter().filter(|l| l.starts_with("[SUM-2]")).collect();
+        assert_eq!(sums.len(), 3, "{out:#?}");
+        // 2 x 100 writes of 128 KiB a second: 25 MiB a second, 50 MiB in all.
+        assert!(
+            sums[0].starts_with("[SUM-2] 0.0000-1.0000 sec  25.0 MBytes ")
+                && sums[0].contains(" 200="),
+            "{out:#?}"
+        );
+        assert!(
+            sums[2].starts_with("[SUM-2] 0.0000-2.0071 sec  50.0 MBytes ")
+                && sums[2].ends_with(" 400=0:0:0:0:0:0:0:0"),
+            "{out:#?}"
+        );
+        assert_eq!(out.last(), Some(sums[2]), "the whole test's sum last");
+        let plain = rev_p2_run(Layout::Plain, false, 100, 128 * 1024);
+        same_shape("tcp_rev_p2_plain.server", &plain.join("\n"));
+        assert!(
+            plain
+                .last()
+                .unwrap()
+                .starts_with("[SUM] 0.0000-2.0071 sec  50.0 MBytes "),
+            "{plain:#?}"
+        );
+        let csv = rev_p2_run(Layout::Csv, false, 100, 1000);
+        same_shape("tcp_rev_p2_csv.server", &csv.join("\n"));
+        let f: Vec<Vec<&str>> = csv.iter().map(|l| l.split(',').collect()).collect();
+        let whole = f.last().unwrap();
+        assert_eq!(
+            &whole[1..7],
+            ["127.0.0.1", "5001", "127.0.0.1", "0", "-1", "0.0-2.0"],
+            "{csv:#?}"
+        );
+        let members: u64 = f
+            .iter()
+            .filter(|l| l[5] != "-1" && l[6] == "0.0-2.0")
+            .map(|l| l[7].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!((whole[7], members), ("400000", 400_000), "{csv:#?}");
+        let captured = capture("tcp_rev_p2_csv.server");
+        let want: Vec<&str> = captured.lines().last().unwrap().split(',').collect();
+        assert_eq!((want[2], want[4], want[5]), ("25381", "0", "-1"));
+    }
+
+    /// UDP `-R -P 2`: each sending member's rows and `Sent` line, one column header and
+    /// no sum, as iperf 2.2.1's server printed when it served both flows
+    /// (`testdata/iperf2/udp_rev_p2_both*.server.txt`, its connection lines where the
+    /// late flow joined); given the flows' first datagrams at once it serves one
+    /// (`udp_rev_p2*.server.txt`), whose lines are the same shapes.
+    #[test]
+    fn udp_rev_p2_rows_match_iperf2() {
+        use std::collections::BTreeSet;
+        let set = |t: &str| -> BTreeSet<String> { shapes(t).into_iter().collect() };
+        for (layout, names) in [
+            (
+                Layout::Enhanced,
+                ["udp_rev_p2.server", "udp_rev_p2_both.server"],
+            ),
+            (
+                Layout::Plain,
+                ["udp_rev_p2_plain.server", "udp_rev_p2_both_plain.server"],
+            ),
+        ] {
+            let out = rev_p2_run(layout, true, 86, 1470);
+            let text = out.join("\n");
+            for name in names {
+                assert_eq!(set(&capture(name)), set(&text), "{name}:\n{text}");
+            }
+            assert!(!text.contains("[SUM"), "{text}");
+            assert_eq!(text.matches("[ ID]").count(), 1, "{text}");
+            assert_eq!(text.matches("] Sent 173 datagrams").count(), 2, "{text}");
+        }
+    }
+
     /// `--histograms` with `--trip-times` clients: T8 (UDP) and F8 (TCP) lines after
     /// each row, the whole test's with `(f)`, as iperf 2.2.1's server printed them.
     #[test]
@@ -1994,6 +2257,19 @@ mod tests {
             ]
         );
         assert!(cols.iter().all(|c| c[5] == "3"), "{rows:?}");
+    }
+
+    /// `row_due` says when something told would end an interval (the printer then
+    /// holds its output's lock while the row and a `-P` group's header are made).
+    #[test]
+    fn a_row_is_due_at_each_intervals_end() {
+        let mut t = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 1.0);
+        assert!(!t.row_due(0.999) && t.row_due(1.0));
+        assert!(t.read(10, 10, 0.5).is_empty());
+        assert!(!t.read(10, 10, 1.2).is_empty(), "the first second's row");
+        assert!(!t.row_due(1.999) && t.row_due(2.0));
+        let none = ServerTest::new(ctx(Layout::Plain, false), 1, conn(), 0, 0.0);
+        assert!(!none.row_due(1e9), "no -i: no interval rows");
     }
 
     #[test]

@@ -54,7 +54,8 @@ impl Printer {
         Self::start_as(g, &h, local, peer, false, Some(sizes))
     }
 
-    /// The same for a test this server sends on (`-R`): a sender's rows.
+    /// The same for a test this server sends on (`-R`): a sender's rows (with `-P`,
+    /// in the group's sum).
     pub fn start_sending(
         g: &Group,
         h: &TestHdr,
@@ -122,7 +123,8 @@ impl Printer {
         let mut test = Self::test(g, ctx, local, peer, no);
         if sending {
             test = test.sending();
-        } else if let (Some(sum), None) = (g.sum.clone(), bounceback) {
+        }
+        if let (Some(sum), None) = (g.sum.clone(), bounceback) {
             test = test.with_sum(sum);
         }
         Some(Self::open(g, test))
@@ -194,6 +196,39 @@ impl Printer {
         }
     }
 
+    /// `f` (what the test was told at `t`) and the lines it returns written, holding
+    /// the sink's lock throughout when a row is due: a `-P` member's claim on the
+    /// group's column header (made in `f`) and its rows then reach the output before
+    /// another member's rows (told apart, a member that lost the claim could print its
+    /// row above the header). A read with no row due takes no lock.
+    fn step(&mut self, t: f64, f: impl FnOnce(&mut ServerTest) -> Vec<String>) {
+        if self.test.row_due(t) {
+            self.emit(f);
+        } else {
+            let out = f(&mut self.test);
+            self.write(out);
+        }
+    }
+
+    /// `f` and the lines it returns written under the sink's lock (see [`Self::step`]).
+    fn emit(&mut self, f: impl FnOnce(&mut ServerTest) -> Vec<String>) {
+        let Printer { test, sink, .. } = self;
+        match sink.lock() {
+            Ok(mut w) => {
+                let lines = f(test);
+                for l in &lines {
+                    let _ = writeln!(w, "{l}");
+                }
+                if !lines.is_empty() {
+                    let _ = w.flush();
+                }
+            }
+            Err(_) => {
+                f(test);
+            }
+        }
+    }
+
     /// A bounceback request of `len` bytes, read whole: one read of iperf 2's length.
     pub fn request(&mut self, len: usize, now: Instant) {
         self.read(len, TCP_READ_LEN as usize, now);
@@ -202,15 +237,13 @@ impl Printer {
     /// A TCP read of `len` bytes that asked for `asked`.
     pub fn read(&mut self, len: usize, asked: usize, now: Instant) {
         let t = self.t(now);
-        let out = self.test.read(len, asked, t);
-        self.write(out);
+        self.step(t, |x| x.read(len, asked, t));
     }
 
     /// A UDP datagram of `len` bytes, with the flow's counts after it.
     pub fn datagram(&mut self, len: usize, counts: UdpCounts, now: Instant) {
         let t = self.t(now);
-        let out = self.test.udp(len, counts, t);
-        self.write(out);
+        self.step(t, |x| x.udp(len, counts, t));
     }
 
     /// The one-way delay (seconds) of what was read last, which arrived at `arrival_s`
@@ -223,22 +256,19 @@ impl Printer {
     /// A send call that sent `len` bytes (`ok`) or failed.
     pub fn wrote(&mut self, len: usize, ok: bool, now: Instant) {
         let t = self.t(now);
-        let out = self.test.write(len, ok, t);
-        self.write(out);
+        self.step(t, |x| x.write(len, ok, t));
     }
 
     /// Nothing arrived: the rows of the intervals that ended.
     pub fn tick(&mut self, now: Instant) {
         let t = self.t(now);
-        let out = self.test.tick(t);
-        self.write(out);
+        self.step(t, |x| x.tick(t));
     }
 
     /// The test is over: its last rows.
     pub fn finish(mut self, now: Instant) {
         let t = self.t(now);
-        let out = self.test.finish(t);
-        self.write(out);
+        self.emit(|x| x.finish(t));
     }
 
     /// A UDP `-d`/`-r` connection back is over: its last rows and the datagrams it
@@ -246,14 +276,13 @@ impl Printer {
     /// with, when it did.
     pub fn finish_back(mut self, now: Instant, n: u64, report: Option<&ServerReport>) {
         let t = self.t(now);
-        let mut out = self.test.finish_sent(t, n);
-        if let Some(r) = report {
+        let listener = report.map(|r| {
             let pct = if r.datagrams > 0 {
                 100.0 * r.lost as f64 / r.datagrams as f64
             } else {
                 0.0
             };
-            let row = Row {
+            Row {
                 end: r.stop_s,
                 seconds: r.stop_s,
                 bytes: r.bytes,
@@ -276,17 +305,21 @@ impl Printer {
                     ..LatencyStats::default()
                 }),
                 ..Row::default()
-            };
-            out.extend(self.test.listener_report(&row));
-        }
-        self.write(out);
+            }
+        });
+        self.emit(|x| {
+            let mut out = x.finish_sent(t, n);
+            if let Some(row) = &listener {
+                out.extend(x.listener_report(row));
+            }
+            out
+        });
     }
 
     /// A UDP sender's test is over: its last rows, then the datagrams it sent (`n`,
     /// its end included).
     pub fn finish_sent(mut self, now: Instant, n: u64) {
         let t = self.t(now);
-        let out = self.test.finish_sent(t, n);
-        self.write(out);
+        self.emit(|x| x.finish_sent(t, n));
     }
 }

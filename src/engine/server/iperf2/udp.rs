@@ -392,12 +392,19 @@ fn legacy(
         }
         return;
     }
+    // `netmeter iperf2 -s`: the client's test's printer before the connection back's,
+    // so that it is transfer 1 and the connection back 2, as iperf 2 numbers them
+    // (made in their own threads, the two raced for the first number).
+    let rows = sock
+        .local_addr()
+        .ok()
+        .and_then(|local| Printer::start(&g, &h, local, from));
     // The sending half stops when the receiving half ends other than by the client's
     // end, as for --full-duplex.
     std::thread::scope(|s| {
         let halt = &halt;
         s.spawn(move || send_back(g2, back, &h2, &plan2, halt));
-        if !serve(g, sock, from, h, plan, (first, queued), None) {
+        if !serve(g, sock, from, h, plan, (first, queued), rows) {
             halt.store(true, Ordering::Relaxed);
         }
     });
