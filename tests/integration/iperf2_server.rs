@@ -1200,11 +1200,15 @@ fn the_iperf2_server_layout_for_reverse() {
         no_errors(&out, "iperf 2.2.1 client");
         let udp = args.contains(&"-u");
         if udp {
-            assert!(
-                d.wait_for("iperf 2 UDP flow to", 1, Duration::from_secs(60)),
-                "{}",
-                d.text()
-            );
+            // The log line and, on stdout itself, the `Sent` line after the whole-test
+            // row (the two pipes are read apart).
+            for needle in ["iperf 2 UDP flow to", "] Sent "] {
+                assert!(
+                    d.wait_for(needle, 1, Duration::from_secs(60)),
+                    "{needle:?}: {}",
+                    d.text()
+                );
+            }
         }
         let got = server_shapes(&d, " 0.0000-", 2);
         let want = netmeter::report::iperf2::shape::shapes(&server_capture(capture));
@@ -1285,8 +1289,10 @@ fn the_iperf2_server_sums_parallel_connections() {
     let (_srv, d) = iperf2_layout_server(port, &["-e", "-i", "1"]);
     let out = iperf2_text(V221, port, &["-e", "-i", "1", "-t", "2", "-P", "2"]);
     no_errors(&out, "iperf 2.2.1 client");
+    // The whole test's sum on stdout itself (the interval's and the whole's): the log
+    // line comes through another pipe, which can be read before the last rows are.
     assert!(
-        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        d.wait_for("[SUM-2] 0.0000-", 2, Duration::from_secs(60)),
         "{}",
         d.text()
     );
@@ -1687,11 +1693,19 @@ fn the_iperf2_server_prints_both_halves_of_full_duplex() {
         let client = [args, rate, &["--full-duplex", "-i", "1", "-t", "2"]].concat();
         let out = iperf2_text(V221, port, &client);
         assert!(out.status.success(), "{}", show(&out));
-        assert!(
-            d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
-            "{capture}: {}",
-            d.text()
-        );
+        // Both halves' whole-test rows (and with -e the [FD1] one) on stdout itself: a
+        // log line comes through another pipe, which can be read before the last rows.
+        let mut last = vec!["[ *1] 0.0000-", "[  1] 0.0000-"];
+        if args.contains(&"-e") {
+            last.push("[FD1] 0.0000-");
+        }
+        for needle in last {
+            assert!(
+                d.wait_for(needle, 2, Duration::from_secs(60)),
+                "{capture}: {needle:?} x2: {}",
+                d.text()
+            );
+        }
         let text = stdout_of(&d);
         let shapes = netmeter::report::iperf2::shape::shapes;
         let got: BTreeSet<String> = shapes(&text).into_iter().collect();
@@ -1710,8 +1724,9 @@ fn the_iperf2_server_prints_both_halves_of_full_duplex() {
     let (_srv, d) = iperf2_layout_server(port, &["-y", "C", "-i", "1"]);
     let out = iperf2(V221, port, &["--full-duplex", "-t", "2"]);
     no_errors(&out, "iperf 2.2.1 client");
+    // Both halves' whole-test lines on stdout itself.
     assert!(
-        d.wait_for(" ended: received ", 1, Duration::from_secs(60)),
+        d.wait_for(",0.0-2.", 2, Duration::from_secs(60)),
         "{}",
         d.text()
     );
