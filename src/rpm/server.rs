@@ -540,7 +540,7 @@ async fn connection(
         c: Arc::clone(c),
     };
     let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
-    let tls = tokio::select! {
+    let mut tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(_)) if c.peer_closed.load(Ordering::Relaxed) => {
@@ -551,6 +551,9 @@ async fn connection(
         },
         _ = stop.changed() => return (None, Outcome::Stopped, None),
     };
+    // The answers' TLS records wait for the socket at most this long (a download's self
+    // probe waits behind them), as the client's do.
+    super::net::bound_tls_buffer(&mut **tls.get_mut().1);
     let alpn = tls
         .get_ref()
         .1
