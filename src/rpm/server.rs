@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -455,6 +455,17 @@ struct CountingIo {
     c: Arc<Counters>,
 }
 
+impl super::net::TlsOverTcp for tokio_rustls::server::TlsStream<CountingIo> {
+    fn tcp(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.get_ref().0.inner.as_fd()
+    }
+
+    fn set_tls_buffer(&mut self, bytes: usize) {
+        self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+}
+
 impl AsyncRead for CountingIo {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -540,7 +551,7 @@ async fn connection(
         c: Arc::clone(c),
     };
     let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
-    let mut tls = tokio::select! {
+    let tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(_)) if c.peer_closed.load(Ordering::Relaxed) => {
@@ -551,19 +562,21 @@ async fn connection(
         },
         _ = stop.changed() => return (None, Outcome::Stopped, None),
     };
-    // The answers' TLS records wait for the socket at most this long (a download's self
-    // probe waits behind them), as the client's do.
-    super::net::bound_tls_buffer(&mut **tls.get_mut().1);
     let alpn = tls
         .get_ref()
         .1
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned());
+    // A download's self probe is answered behind the answers' TLS records and the DATA
+    // frame under way: both held to a congestion window, as the client's are.
+    let chunk = Arc::new(AtomicUsize::new(super::net::BUFFER_MIN_BYTES));
+    let tls = super::net::Bounded::new(tls, Arc::clone(&chunk));
     let ctx = Arc::new(Ctx {
         c: Arc::clone(c),
         large_bytes: sh.large_bytes,
         public_name: sh.public_name.clone(),
         local,
+        chunk,
     });
     let alt_svc = sh.alt_svc.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -650,6 +663,8 @@ struct Ctx {
     large_bytes: u64,
     public_name: Option<String>,
     local: SocketAddr,
+    /// The connection's `net::buffer_bound`: the large object's chunks.
+    chunk: Arc<AtomicUsize>,
 }
 
 type Out = Response<BoxBody<Bytes, Infallible>>;
@@ -699,7 +714,11 @@ async fn answer(req: Request<Incoming>, ctx: &Ctx) -> Out {
             let body = if head {
                 Empty::new().boxed()
             } else {
-                Counted::new(LargeBody::new(ctx.large_bytes), &ctx.c.body_tx).boxed()
+                Counted::new(
+                    LargeBody::new(ctx.large_bytes, Arc::clone(&ctx.chunk)),
+                    &ctx.c.body_tx,
+                )
+                .boxed()
             };
             let mut r = response(StatusCode::OK, body, Some(ctx.large_bytes));
             r.headers_mut().insert(
