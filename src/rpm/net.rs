@@ -667,7 +667,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_bound_is_one_congestion_window_within_its_limits() {
+    fn the_bound_is_half_a_congestion_window_within_its_limits() {
         assert_eq!(buffer_bound(0), BUFFER_MIN_BYTES);
         assert_eq!(buffer_bound(5 * 1448), BUFFER_MIN_BYTES);
         // The truth bed: five to eight segments a connection.
