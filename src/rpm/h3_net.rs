@@ -6,7 +6,7 @@
 //! connection's request handle of either protocol, so `rpm::client` drives both alike.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -73,6 +73,8 @@ pub struct LinkConn {
     pub socket: Option<std::os::fd::OwnedFd>,
     /// HTTP/2: `TCP_NOTSENT_LOWAT` as the kernel reports it (`net::Conn`).
     pub notsent_lowat: Option<u32>,
+    /// HTTP/2: the connection's `net::buffer_bound`, an upload's chunk (`net::Conn`).
+    pub chunk: Option<Arc<AtomicUsize>>,
 }
 
 /// Opens a connection as `dialer` says: HTTP/3 over QUIC when it has QUIC settings
@@ -88,6 +90,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 tls: c.handshake,
                 socket: None,
                 notsent_lowat: None,
+                chunk: None,
             })
         }
         None => {
@@ -98,6 +101,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 tls: c.tls,
                 socket: c.socket,
                 notsent_lowat: c.notsent_lowat,
+                chunk: Some(c.chunk),
             })
         }
     }
@@ -292,10 +296,20 @@ impl Link {
         }
     }
 
-    /// The load-generating upload on this connection.
-    pub async fn upload(self, url: HttpsUrl, counter: Arc<AtomicU64>) -> Result<(), NetError> {
+    /// The load-generating upload on this connection; over HTTP/2 in chunks of `chunk`
+    /// (`LinkConn::chunk`; without it, `net::BUFFER_MAX_BYTES`).
+    pub async fn upload(
+        self,
+        url: HttpsUrl,
+        counter: Arc<AtomicU64>,
+        chunk: Option<Arc<AtomicUsize>>,
+    ) -> Result<(), NetError> {
         match self {
-            Link::H2(s) => net::upload(s, url, counter).await,
+            Link::H2(s) => {
+                let chunk =
+                    chunk.unwrap_or_else(|| Arc::new(AtomicUsize::new(net::BUFFER_MAX_BYTES)));
+                net::upload(s, url, counter, chunk).await
+            }
             Link::H3(s) => upload(s, url, counter).await,
         }
     }

@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -455,6 +455,17 @@ struct CountingIo {
     c: Arc<Counters>,
 }
 
+impl super::net::TlsOverTcp for tokio_rustls::server::TlsStream<CountingIo> {
+    fn tcp(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.get_ref().0.inner.as_fd()
+    }
+
+    fn set_tls_buffer(&mut self, bytes: usize) {
+        self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+}
+
 impl AsyncRead for CountingIo {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -556,11 +567,16 @@ async fn connection(
         .1
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned());
+    // A download's self probe is answered behind the answers' TLS records and the DATA
+    // frame under way: both held to a congestion window, as the client's are.
+    let chunk = Arc::new(AtomicUsize::new(super::net::BUFFER_MIN_BYTES));
+    let tls = super::net::Bounded::new(tls, Arc::clone(&chunk));
     let ctx = Arc::new(Ctx {
         c: Arc::clone(c),
         large_bytes: sh.large_bytes,
         public_name: sh.public_name.clone(),
         local,
+        chunk,
     });
     let alt_svc = sh.alt_svc.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -647,6 +663,8 @@ struct Ctx {
     large_bytes: u64,
     public_name: Option<String>,
     local: SocketAddr,
+    /// The connection's `net::buffer_bound`: the large object's chunks.
+    chunk: Arc<AtomicUsize>,
 }
 
 type Out = Response<BoxBody<Bytes, Infallible>>;
@@ -696,7 +714,11 @@ async fn answer(req: Request<Incoming>, ctx: &Ctx) -> Out {
             let body = if head {
                 Empty::new().boxed()
             } else {
-                Counted::new(LargeBody::new(ctx.large_bytes), &ctx.c.body_tx).boxed()
+                Counted::new(
+                    LargeBody::new(ctx.large_bytes, Arc::clone(&ctx.chunk)),
+                    &ctx.c.body_tx,
+                )
+                .boxed()
             };
             let mut r = response(StatusCode::OK, body, Some(ctx.large_bytes));
             r.headers_mut().insert(

@@ -5,23 +5,30 @@
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-/// Bytes per frame; HTTP/2 flow control and the TLS records cut it smaller as needed.
-const CHUNK_BYTES: usize = 64 * 1024;
+/// The buffer the chunks are cut from: the most a chunk may be.
+const BUFFER_BYTES: usize = super::net::BUFFER_MAX_BYTES;
 
 /// A body of `remaining` bytes of the letter `x` (the reference nginx setup fills its
-/// large file with `x`).
+/// large file with `x`), handed to HTTP/2 in chunks of the connection's
+/// `rpm::net::buffer_bound` (`chunk`): a download's self probe is answered behind the
+/// DATA frame h2 is writing, which is at most one chunk (docs/rpm.md, "Where a self
+/// probe's time goes").
 #[derive(Debug)]
 pub struct LargeBody {
-    chunk: Bytes,
+    buffer: Bytes,
+    chunk: Arc<AtomicUsize>,
     remaining: u64,
 }
 
 impl LargeBody {
-    pub fn new(size: u64) -> LargeBody {
+    pub fn new(size: u64, chunk: Arc<AtomicUsize>) -> LargeBody {
         LargeBody {
-            chunk: Bytes::from(vec![b'x'; CHUNK_BYTES]),
+            buffer: Bytes::from(vec![b'x'; BUFFER_BYTES]),
+            chunk,
             remaining: size,
         }
     }
@@ -38,9 +45,10 @@ impl Body for LargeBody {
         if self.remaining == 0 {
             return Poll::Ready(None);
         }
-        let n = self.remaining.min(CHUNK_BYTES as u64) as usize;
+        let chunk = self.chunk.load(Ordering::Relaxed).clamp(1, BUFFER_BYTES);
+        let n = self.remaining.min(chunk as u64) as usize;
         self.remaining -= n as u64;
-        Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
+        Poll::Ready(Some(Ok(Frame::data(self.buffer.slice(..n)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -57,17 +65,42 @@ mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn the_body_is_exactly_its_size() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let size = 3 * CHUNK_BYTES as u64 + 17;
-        let body = LargeBody::new(size);
+        let size = 3 * BUFFER_BYTES as u64 + 17;
+        let body = LargeBody::new(size, Arc::new(AtomicUsize::new(BUFFER_BYTES)));
         assert_eq!(body.size_hint().exact(), Some(size));
-        let all = rt.block_on(body.collect()).unwrap().to_bytes();
+        let all = runtime().block_on(body.collect()).unwrap().to_bytes();
         assert_eq!(all.len() as u64, size);
         assert!(all.iter().all(|&b| b == b'x'));
-        assert!(LargeBody::new(0).is_end_stream());
+        let none = LargeBody::new(0, Arc::new(AtomicUsize::new(BUFFER_BYTES)));
+        assert!(none.is_end_stream());
+    }
+
+    #[test]
+    fn chunks_follow_the_connections_bound() {
+        // A download's self probe is answered behind the frame h2 already handed on:
+        // the chunks are what the connection's bound says, as it changes.
+        let rt = runtime();
+        let chunk = Arc::new(AtomicUsize::new(4096));
+        let mut body = LargeBody::new(1 << 20, chunk.clone());
+        let mut next = || {
+            let f = rt.block_on(body.frame()).unwrap().unwrap();
+            f.into_data().unwrap().len()
+        };
+        assert_eq!(next(), 4096);
+        chunk.store(20_000, Ordering::Relaxed);
+        assert_eq!(next(), 20_000);
+        // Never more than the buffer, never an empty frame.
+        chunk.store(1 << 30, Ordering::Relaxed);
+        assert_eq!(next(), BUFFER_BYTES);
+        chunk.store(0, Ordering::Relaxed);
+        assert_eq!(next(), 1);
     }
 }

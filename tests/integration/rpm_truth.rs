@@ -244,8 +244,11 @@ fn rpm_and_working_load_tell_the_delay_lines_truth() {
 // behind its own connection's unsent bytes, which drain at that connection's share of
 // the rate (about a tenth here): 25 to 31 kB each with TCP_NOTSENT_LOWAT at 16 KiB
 // (65 to 120 kB without), sampled with `ss -tin`, 100 to 130 ms, where the tbf's
-// queue is 5 to 20 ms. So the draft's RPM, the mean of the foreign and self RPMs,
-// stays about half the path's: the test prints it, the self probe's time and what
+// queue is 5 to 20 ms; with rustls's records and the body's chunks held to half a
+// congestion window (4 to 64 KiB; 4 to 6 kB here) the self probe still takes 150 to
+// 230 ms ("Where a self probe's time goes" in docs/rpm.md follows it layer by layer).
+// So the draft's RPM, the mean of the foreign and self RPMs, stays about half the
+// path's: the test prints it, the self probe's time and what
 // waits in front of it, checks the kernel took the option (`notsent_lowat_bytes`),
 // and holds the self probe to the relation it must have (slower than the path's
 // round trip, never faster). docs/rpm.md, "The ICMP truth", has the figures.
