@@ -410,7 +410,7 @@ impl TlsOverTcp for tokio_rustls::client::TlsStream<TcpStream> {
 
 /// Every HTTP/2 connection of `netmeter rpm` and `netmeter rpm-server`: the TLS stream
 /// with rustls's unsent records held to [`buffer_bound`] of the connection's
-/// congestion window (half of it), read every [`BOUND_EVERY_WRITES`] writes, and that bound shared
+/// congestion window (half of it), read every `BOUND_EVERY_WRITES` writes, and that bound shared
 /// (`chunk`) with the load body on the connection, which cuts its chunks to it.
 pub struct Bounded<S> {
     inner: S,
