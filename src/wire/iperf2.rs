@@ -29,7 +29,7 @@ pub use super::iperf2_client::{
     HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, ISOCH_MIN_LEN, Iperf2Error,
     IsochPayload, SERVER_HDR_LEN, SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN,
     ServerReport, TCP_BURST_LEN, TCP_HDR_LEN, TcpBurstHdr, Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN,
-    VERSION_L, VERSION_U, udp_start_datagram, write_datagram_id,
+    UPPER_ISOCH, VERSION_L, VERSION_U, udp_start_datagram, write_datagram_id,
 };
 
 /// `client_hdr_v1.flags`: a 1.7-style header (dual/tradeoff tests, `RUN_NOW`).
@@ -54,8 +54,8 @@ pub const MAX_HEADER_LEN: usize = 256;
 /// `numThreads`: its top bit says the rest carries a transfer id.
 pub const HEADER_HASTRANSFERID: u32 = 0x8000_0000;
 
-/// `client_hdrext.upperflags`.
-pub const UPPER_ISOCH: u16 = 0x0001;
+/// `client_hdrext.upperflags` (`UPPER_ISOCH`, which the client's header reads too, is
+/// defined beside it in `iperf2_client`).
 pub const UPPER_L2LENCHECK: u16 = 0x0004;
 pub const UPPER_NOUDPFIN: u16 = 0x0008;
 pub const UPPER_TRIPTIME: u16 = 0x0010;

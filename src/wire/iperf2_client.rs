@@ -9,6 +9,9 @@
 //! `client_hdrext`), which 2.2.1 servers read too: the header's length travels in its
 //! flags. Bytes checked against what the real 2.1.8 client sends (tests below).
 
+/// `client_hdrext.upperflags`: an isochronous test (the header grows by the frame
+/// fields' enclave); the other upper flags are in `wire::iperf2`.
+pub const UPPER_ISOCH: u16 = 0x0001;
 /// `client_hdr_v1.flags`: a `client_hdrext` follows the base header.
 pub const HEADER_EXTEND: u32 = 0x4000_0000;
 /// `client_hdr_v1.flags`: UDP sequence numbers are 64 bits (`id` low, `id2` high).
@@ -108,7 +111,7 @@ impl ClientHdr {
     /// after it (not counted: the server reads it from the datagram), so a UDP header
     /// with a start time needs [`UDP_START_HDR_LEN`] bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let isoch = self.upper & crate::wire::iperf2::UPPER_ISOCH != 0;
+        let isoch = self.upper & UPPER_ISOCH != 0;
         let (lead, len, size) = match (self.udp, self.start.is_some()) {
             // `--isochronous` without a start time: the enclave, counted, ends the header.
             (true, false) if isoch => (
@@ -559,7 +562,7 @@ mod tests {
             rate_bps: 0,
             tos: 0,
             flags: crate::wire::iperf2::HEADER_UDPTESTS,
-            upper: crate::wire::iperf2::UPPER_ISOCH,
+            upper: UPPER_ISOCH,
             start: None,
         };
         let mut d = hdr.encode();
