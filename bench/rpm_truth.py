@@ -125,7 +125,10 @@ def pinger(addr, count, out):
         pkt = struct.pack("!BBHHH", 8, 0, checksum(head + payload), ident, seq) + payload
         sent[seq] = (time.time(), time.monotonic())
         sock.sendto(pkt, (addr, 0))
-    time.sleep(2)
+    # The last replies: until every echo is answered, at most 2 s (a lost one never is).
+    deadline = time.monotonic() + 2
+    while sent and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def trimmed_mean(xs):

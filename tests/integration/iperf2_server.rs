@@ -2011,9 +2011,14 @@ fn the_iperf2_server_connects_back_to_a_listener_that_starts_late() {
         "{}",
         d.text()
     );
-    // Late on purpose (this is the condition under test, not a wait for anything):
-    // the server's first attempts find the port closed.
-    std::thread::sleep(Duration::from_millis(300));
+    // Listen only once the server's connection back was refused twice (the host's
+    // `Tcp: AttemptFails` counter, which a refused connect raises), or after 10 s: the
+    // old server tried once and gave up.
+    let refused_from = attempt_fails();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while attempt_fails() < refused_from + 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     late.listen(1).unwrap();
     let l: std::net::TcpListener = late.into();
     l.set_nonblocking(true).unwrap();
@@ -2197,4 +2202,20 @@ fn the_iperf2_server_prints_each_udp_flow_it_sends_with_p() {
         assert_eq!(printed.len(), 2, "{what}");
         assert_eq!(printed, logged, "{what}");
     }
+}
+
+/// This host's failed TCP connection attempts so far (`/proc/net/snmp`'s
+/// `Tcp: AttemptFails`, counted in the test's network namespace).
+fn attempt_fails() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "AttemptFails")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
