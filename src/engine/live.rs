@@ -92,8 +92,12 @@ impl LiveStreams {
         }
         // Wake threads blocked in a read without a timeout (request/response streams):
         // a socket shut down for reading returns end-of-file at once. Nothing is sent.
-        let stopping =
-            |sh: &StreamShared| (sh.sender && senders_too) || (!sh.sender && receivers_too);
+        // A sender awaiting its peer's close is woken only when everything stops (an
+        // early stop): at the test's end (the senders alone) its bounded read goes on.
+        let stopping = |sh: &StreamShared| {
+            let awaits = sh.awaits_peer_close.load(Ordering::Relaxed) && !receivers_too;
+            (sh.sender && senders_too && !awaits) || (!sh.sender && receivers_too)
+        };
         for (s, sh) in self.keep_tcp.iter().zip(&self.shared) {
             if stopping(sh) {
                 let _ = s.shutdown(std::net::Shutdown::Read);
@@ -257,6 +261,7 @@ pub(super) fn make_worker(
         pacing_lag_us: AtomicU64::new(0),
         send_blocked: AtomicU64::new(0),
         calls: Default::default(),
+        awaits_peer_close: AtomicBool::new(false),
         finished: AtomicBool::new(false),
         thread_cpu: Mutex::new(None),
         error: Mutex::new(None),
@@ -450,6 +455,7 @@ mod tests {
     use super::*;
     use crate::engine::bounce;
     use crate::engine::stream::DataSock;
+    use std::io::Read;
 
     #[test]
     fn the_drain_ends_when_quiet_for_idle_or_at_max_and_says_when_data_last_came() {
@@ -552,6 +558,41 @@ mod tests {
     enum Sock {
         Tcp(TcpStream),
         Udp(UdpSocket),
+    }
+
+    /// A sender awaiting its peer's close (iperf 2's client after its shutdown) keeps
+    /// its reading side at the test's end (the senders stop alone): a shutdown there
+    /// would end its read at once and close the socket with the server's last bytes
+    /// unread, which Linux answers with a reset that throws away the unsent data. An
+    /// early stop (everything at once) still wakes it.
+    #[test]
+    fn the_tests_end_leaves_a_sender_awaiting_its_peers_close_reading() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_peer, _) = listener.accept().unwrap();
+        let read = ours.try_clone().unwrap();
+        read.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let still_open = |r: &TcpStream| match (&*r).read(&mut [0u8; 8]) {
+            Ok(n) => panic!("the read ended ({n} bytes): its side was shut down"),
+            Err(e) => assert!(stream::is_transient(&e), "{e}"),
+        };
+        let mut live = LiveStreams::default();
+        let shared = StreamShared {
+            sender: true,
+            ..Default::default()
+        };
+        shared.awaits_peer_close.store(true, Ordering::Relaxed);
+        live.shared.push(Arc::new(shared));
+        live.keep_tcp.push(Arc::new(ours));
+        live.stop(true, false);
+        still_open(&read);
+        live.stop(true, true);
+        assert_eq!(
+            (&read).read(&mut [0u8; 8]).unwrap(),
+            0,
+            "an early stop wakes it"
+        );
     }
 
     /// A request/response read has no timeout; stopping the test must still end the

@@ -65,6 +65,12 @@ pub struct StreamShared {
     /// anyway (stored when the thread ends).
     pub zc_sends: AtomicU64,
     pub zc_copied: AtomicU64,
+    /// A TCP sender that, after its own shutdown, reads until its peer closes (iperf 2's
+    /// client: the server's acknowledgements arrive on it). The test's end leaves its
+    /// reading side alone (`LiveStreams::stop`): cut short, the socket would close with
+    /// the peer's last bytes unread, and Linux then resets it and throws away what was
+    /// still queued to send.
+    pub awaits_peer_close: AtomicBool,
     /// Set when the thread has ended (error, budget exhausted, or peer closed).
     pub finished: AtomicBool,
     /// The thread's own CPU use over its life (stored when it ends).

@@ -89,6 +89,9 @@ pub fn tcp_send(
     sole_reader: bool,
 ) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    w.shared
+        .awaits_peer_close
+        .store(sole_reader, Ordering::Relaxed);
     if let Some(b) = &w.budget {
         b.take(header_len as usize);
     }
@@ -178,6 +181,7 @@ pub fn tcp_send_profile(
     p: &Profile,
 ) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
+    w.shared.awaits_peer_close.store(true, Ordering::Relaxed);
     if let Some(b) = &w.budget {
         b.take(header_len as usize);
     }
