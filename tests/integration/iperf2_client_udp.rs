@@ -421,9 +421,17 @@ fn check_isochronous(key: &str) {
     // A frame whose datagrams the loopback dropped (its socket full on a busy host) is
     // counted lost when a later frame arrives; the last frame's loss nothing reveals.
     let dropped = server_datagrams_lost(&text).expect("the server's lost/total") > 0;
-    let want = sent + slips + 1;
+    // A slip is a gap in the frame ids. iperf 2.1.8's server times (and counts) a frame
+    // only when its id follows the previous frame's id the datagram carries
+    // (Server.cpp: `frameID - prevframeID == 1`), so the frame after a gap is not
+    // counted, and the next one finds the gap's skipped ids plus two (its own
+    // predecessor and itself: Reporter.c adds the whole `framedelta`): each of `gaps`
+    // gaps costs one received frame and adds its skipped slots and 2 to the lost ones.
+    // Seen with 2 slots skipped in one gap: 58 frames sent, the server's 58/4.
+    let gaps = (sent + 1).saturating_sub(rx);
+    let slipped = gaps <= slips && (slips == 0) == (gaps == 0) && lost == slips + 2 * gaps;
     assert!(
-        rx + lost == want || (dropped && rx + lost + 1 == want),
+        (rx + gaps == sent + 1 && slipped) || (dropped && rx + lost + 1 == sent + slips + 1),
         "{what} ({slips} slips)"
     );
 }
