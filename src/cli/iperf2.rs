@@ -448,6 +448,8 @@ impl Iperf2Args {
             bounceback_period,
             // iperf 2's -R client prints the datagrams' latency without --trip-times.
             send_time_latency: self.udp && self.reverse,
+            // As iperf 2.2.1's own client lays out its frame fields.
+            ..Iperf2Opts::default()
         })
     }
 

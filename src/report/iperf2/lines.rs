@@ -152,11 +152,12 @@ pub fn connection(ctx: &Iperf2Ctx, no: usize, c: &Connected, start: &Start) -> S
         s.push_str(" (reverse)");
     }
     if ctx.layout == Layout::Enhanced {
-        if ctx.trip_times {
-            s.push_str(" (trip-times)");
-        }
+        // iperf 2.2.1's order: `(isoch) (trip-times)`.
         if ctx.isochronous.is_some() {
             s.push_str(" (isoch)");
+        }
+        if ctx.trip_times {
+            s.push_str(" (trip-times)");
         }
         if let Some(b) = ctx.bounceback {
             s.push_str(&format!(
@@ -492,7 +493,7 @@ fn reads(r: &Row) -> String {
 }
 
 /// `  0.001 ms 0/892 (0%)`: jitter, lost/total and the loss percent.
-fn jitter_loss(r: &Row) -> String {
+pub(super) fn jitter_loss(r: &Row) -> String {
     let u = r.udp_recv.unwrap_or_default();
     let pct = if u.packets > 0 {
         100.0 * u.lost_packets as f64 / u.packets as f64
@@ -509,7 +510,7 @@ fn jitter_loss(r: &Row) -> String {
 }
 
 /// NetPwr over the mean one-way delay.
-fn owd_power(r: &Row) -> String {
+pub(super) fn owd_power(r: &Row) -> String {
     let mean_s = r.owd.map_or(0.0, |l| l.mean_ms / 1e3);
     net_power(r.bytes, r.seconds, mean_s)
 }

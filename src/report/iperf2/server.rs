@@ -267,6 +267,11 @@ struct Tally {
     bins: [u64; READ_BINS],
     delays: Delays,
     hist: Option<Hist>,
+    /// UDP `--isochronous`: frames counted and lost, iperf 2.2.1's way
+    /// ([`ServerTest::frame`]), and the latencies of the frames timed.
+    frames: u64,
+    frames_lost: u64,
+    frame_delays: Delays,
 }
 
 /// One-way delays over one span, seconds (Welford's running mean and square sum).
@@ -368,6 +373,8 @@ pub struct ServerTest {
     /// The `-d`/`-r` connection back to the client's listener: the settings header
     /// iperf 2 prints for it (as a client's).
     back: Option<BackHeader>,
+    /// UDP `--isochronous`: the last frame id counted (0: none yet).
+    last_frame: u32,
 }
 
 /// What the settings header of a `-d`/`-r` connection back names: the client's
@@ -748,6 +755,46 @@ impl SumRows {
     }
 }
 
+impl ServerTest {
+    /// A UDP `--isochronous --trip-times` client's test, received, in `-e`: iperf
+    /// 2.2.1's frame columns (`udp_output_read_triptime_isoch`).
+    fn isoch_trip(&self) -> bool {
+        let c = &self.ctx;
+        c.layout == Layout::Enhanced
+            && c.udp
+            && c.trip_times
+            && c.isochronous.is_some()
+            && !self.sending
+    }
+}
+
+/// iperf 2.2.1's UDP isochronous trip-time receiver's header
+/// (`report_bw_jitter_loss_enhanced_isoch_triptime_header`).
+const UDP_ISOCH_TRIP_HEADER: &str = "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total Latency avg/min/max/stdev  PPS  Frame:rx/lost  Frame-latency avg/min/max/stdev  NetPwr";
+
+/// Its row (`report_bw_jitter_loss_enhanced_isoch_format`): `... 0/882 (0%)
+/// 0.133/0.000/7.198/0.959 ms 889 pps  61/0 0.294/0.060/7.217/0.995 ms 9380`; without
+/// delays (`report_bw_jitter_loss_suppress_isoch_format`) the latencies are `-/-/-/-`.
+fn isoch_trip_row(prefix: &str, r: &Row, x: &Tally) -> String {
+    let head = format!(
+        "{prefix}{}  {}",
+        super::span(r.start, r.end),
+        super::transfer(r.bytes, r.seconds)
+    );
+    let pps = r.figures.packets_per_second.unwrap_or(0.0);
+    let frames = format!("{}/{}", x.frames, x.frames_lost);
+    let jl = lines::jitter_loss(r);
+    match (&r.owd, x.frame_delays.stats()) {
+        (Some(l), frame) => format!(
+            "{head}  {jl} {} ms {pps:.0} pps  {frames} {} ms {}",
+            super::latency4(l),
+            frame.map_or("-/-/-/-".to_string(), |f| super::latency4(&f)),
+            lines::owd_power(r)
+        ),
+        (None, _) => format!("{head}  {jl} -/-/-/- ms {pps:.0} pps  {frames} -/-/-/- ms  -"),
+    }
+}
+
 /// The share of `-i` a test's last part-interval must exceed for iperf 2 to print its
 /// row (`PARTIALPERCENT` in iperf 2.1.8 and 2.2.1).
 const PARTIAL_SHARE: f64 = 0.25;
@@ -800,6 +847,7 @@ impl ServerTest {
             fd_sending: false,
             sent_n: None,
             back: None,
+            last_frame: 0,
         }
     }
 
@@ -1006,6 +1054,29 @@ impl ServerTest {
         }
     }
 
+    /// A UDP `--isochronous` datagram that completed frame `frame_id` (its last, the
+    /// frame following the one before it: `wire::iperf2::IsochPayload::ends_frame`),
+    /// `latency_s` after the frame was due (`IsochPayload::frame_latency_s`), counted as
+    /// iperf 2.2.1's server counts frames (`Reporter.c`,
+    /// `reporter_handle_isoch_oneway_transit_udp`), so the `Frame:rx/lost` column
+    /// matches the client's `isoch:tx` as between two iperf 2s: the count starts at one
+    /// and each frame adds one (the first frame is counted twice, as the client counts
+    /// its first too); a frame one after the last counted is timed; a jump of n ids
+    /// counts n lost (not n - 1).
+    pub fn frame(&mut self, frame_id: u32, latency_s: f64) {
+        let first = self.last_frame == 0;
+        let jump = frame_id.wrapping_sub(self.last_frame);
+        for x in [&mut self.cur, &mut self.total] {
+            x.frames += 1 + u64::from(first);
+            if jump == 1 && latency_s.is_finite() {
+                x.frame_delays.add(latency_s);
+            } else if jump > 1 && jump < u32::MAX / 2 {
+                x.frames_lost += u64::from(jump);
+            }
+        }
+        self.last_frame = frame_id;
+    }
+
     /// Whether something told at `t` ends an interval (its row may be due).
     pub fn row_due(&self, t: f64) -> bool {
         self.interval_s > 0.0 && t >= self.next_end
@@ -1163,15 +1234,20 @@ impl ServerTest {
             )];
         }
         let kind = lines::kind(&self.ctx, self.sending);
+        let isoch_trip = self.isoch_trip();
+        let header = match isoch_trip {
+            true => UDP_ISOCH_TRIP_HEADER,
+            false => lines::column_header(kind),
+        };
         let mut out = Vec::new();
         if !self.header_done {
             self.header_done = true;
             let first = match self.sum.as_ref().map(|s| s.lock()) {
-                Some(Ok(mut s)) => s.claim_member_header(lines::column_header(kind)),
+                Some(Ok(mut s)) => s.claim_member_header(header),
                 _ => true,
             };
             if first {
-                out.push(lines::column_header(kind).to_string());
+                out.push(header.to_string());
             }
         }
         let facts = Facts {
@@ -1180,7 +1256,10 @@ impl ServerTest {
             ..Facts::default()
         };
         let prefix = self.label.clone().unwrap_or_else(|| super::id(self.no));
-        out.push(lines::row(kind, &prefix, &row, &facts));
+        out.push(match isoch_trip {
+            true => isoch_trip_row(&prefix, &row, x),
+            false => lines::row(kind, &prefix, &row, &facts),
+        });
         if let Some(n) = ooo.filter(|&n| n > 0 && !self.sending) {
             out.push(format!(
                 "{prefix}{}  {n} datagrams received out-of-order",
@@ -1287,6 +1366,74 @@ mod tests {
         same_shape("udp.server", &udp_run(Layout::Enhanced));
         same_shape("udp_plain.server", &udp_run(Layout::Plain));
         same_shape("udp_csv.server", &udp_run(Layout::Csv));
+    }
+
+    /// A UDP `--isochronous --trip-times` test, 60 frames a second of 15 datagrams
+    /// each for 2 s, as iperf 2.2.1's own client sent it to the captured 2.2.1 server:
+    /// the frame columns, the frames counted as iperf 2.2.1 counts them.
+    fn isoch_trip_run() -> (String, Vec<String>) {
+        let mut c = ctx(Layout::Enhanced, true);
+        c.trip_times = true;
+        c.isochronous = Some(crate::wire::Isochronous {
+            fps: 0,
+            mean_bps: 0,
+            stdev_bps: 0,
+        });
+        let mut out = banner(&c, 1470, 212_992, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
+        out.extend(t.opening());
+        let mut rows = Vec::new();
+        for frame in 1..=120u32 {
+            for k in 1..=15u64 {
+                let i = u64::from(frame - 1) * 15 + k;
+                let counts = UdpCounts {
+                    received: i,
+                    expected: i,
+                    jitter_ms: 0.001,
+                    ..UdpCounts::default()
+                };
+                let at = f64::from(frame - 1) / 60.0 + k as f64 * 1e-5;
+                let lines = t.udp(1400, counts, at);
+                rows.extend(lines.clone());
+                out.extend(lines);
+                t.delay(0.00004, 0);
+            }
+            t.frame(frame, 0.0008);
+        }
+        let lines = t.finish(2.0002);
+        rows.extend(lines.clone());
+        out.extend(lines);
+        (out.join("\n"), rows)
+    }
+
+    #[test]
+    fn an_isochronous_trip_times_server_matches_iperf2() {
+        let (out, rows) = isoch_trip_run();
+        same_shape("iso_tt.server", &out);
+        // 120 frames: the first counted twice, as the 2.2.1 client's `isoch:tx` counts.
+        let frames = |r: &String| {
+            r.split(" pps  ")
+                .nth(1)
+                .and_then(|x| x.split(' ').next())
+                .map(String::from)
+        };
+        let got: Vec<_> = rows.iter().filter_map(frames).collect();
+        assert_eq!(got, ["61/0", "60/0", "121/0"], "{out}");
+        assert!(rows[2].contains(" 0.800/0.800/0.800/0.000 ms "), "{out}");
+    }
+
+    /// iperf 2.2.1's frame arithmetic on a server: the count starts at one, a frame
+    /// following the last one counted is timed, a jump of n ids counts n lost.
+    #[test]
+    fn frames_count_as_iperf2_counts_them() {
+        let mut t = ServerTest::new(ctx(Layout::Enhanced, true), 1, conn(), 0, 0.0);
+        for id in [1, 2, 3, 6, 7] {
+            t.frame(id, 0.001 * f64::from(id));
+        }
+        assert_eq!((t.total.frames, t.total.frames_lost), (6, 3));
+        let timed = t.total.frame_delays.stats().expect("timed frames");
+        assert_eq!(timed.count, 4);
+        assert!((timed.max_ms - 7.0).abs() < 1e-9 && (timed.min_ms - 1.0).abs() < 1e-9);
     }
 
     #[test]

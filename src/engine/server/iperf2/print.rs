@@ -138,6 +138,13 @@ impl Printer {
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
+        // The connection line's `(isoch)` (and UDP's frame columns): the rate the client
+        // chose is not printed on a server, so none is kept.
+        ctx.isochronous = h.isochronous().then_some(crate::wire::Isochronous {
+            fps: 0,
+            mean_bps: 0,
+            stdev_bps: 0,
+        });
         ctx.bounceback = bounceback;
         ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
         let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
@@ -251,6 +258,12 @@ impl Printer {
     pub fn delay(&mut self, owd_s: f64, arrival_s: f64) {
         let sent_us = ((arrival_s - owd_s) * 1e6).round() as i64;
         self.test.delay(owd_s, sent_us);
+    }
+
+    /// A UDP `--isochronous` datagram that completed frame `frame_id`, `latency_s`
+    /// after the frame was due (see `ServerTest::frame`).
+    pub fn frame(&mut self, frame_id: u32, latency_s: f64) {
+        self.test.frame(frame_id, latency_s);
     }
 
     /// A send call that sent `len` bytes (`ok`) or failed.
