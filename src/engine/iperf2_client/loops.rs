@@ -555,12 +555,14 @@ pub fn tcp_bounce(
                 return Ok(());
             }
             rtts.clear();
-            m.on_reply_bytes(reply.len(), mono_now(), &mut rtts);
+            let back = mono_now();
+            m.on_reply_bytes(reply.len(), back, &mut rtts);
             {
+                // Stamped with the reply's time, iperf 2's `packetTime`: the row it
+                // counts in is the interval that time falls in.
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 for t in &rtts {
-                    r.interval.record_ns(t.ns);
-                    r.total.record_ns(t.ns);
+                    r.on_round_trip(back, t.ns, req.len() as u64, false);
                 }
             }
             w.shared
