@@ -245,6 +245,11 @@ impl TestRun {
             warnings,
             clock,
             txstart: None,
+            tcp_congestion: self
+                .live
+                .keep_tcp
+                .first()
+                .and_then(|s| sock::congestion(s.as_fd())),
         };
     }
 

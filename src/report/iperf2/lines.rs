@@ -40,6 +40,14 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
             byte_fmt(f64::from(b.reply_len), 'A'),
             b.hold_us
         ));
+        // iperf 2.2.1 prints it when bursts are paced (`client_bbburstperiodcount`).
+        if b.period_us > 0 {
+            out.push(format!(
+                "Bursting request {} times every {:.2} second(s)",
+                b.burst,
+                f64::from(b.period_us) / 1e6
+            ));
+        }
     }
     let isoch = isochronous_line(ctx).filter(|_| enhanced);
     // UDP: first; TCP: after the write size, as iperf 2 orders them.
@@ -58,6 +66,10 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
                 byte_fmt(blk as f64, 'A'),
                 byte_fmt(blk as f64 / 8.0, 'A')
             ));
+        }
+        // iperf 2.2.1 reads the socket's at the start with -e (`TCP_CONGESTION`).
+        if let (true, false, Some(cc)) = (ctx.client, ctx.udp, &start.netmeter.tcp_congestion) {
+            out.push(format!("TCP congestion control using {cc}"));
         }
         if ctx.client {
             let tos = start.test_start.tos;

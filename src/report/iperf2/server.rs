@@ -387,6 +387,8 @@ pub struct BackHeader {
     pub sndbuf: u64,
     /// UDP: the rate it sends at, bits/s (the header's IPG target).
     pub rate_bps: u64,
+    /// TCP: the connection's congestion control (`TCP congestion control using X`).
+    pub congestion: Option<String>,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -931,6 +933,7 @@ impl ServerTest {
             start.test_start.blksize = b.write_len;
             start.sndbuf_actual = b.sndbuf;
             start.target_bitrate = b.rate_bps;
+            start.netmeter.tcp_congestion = b.congestion.clone();
             let mut out = if self.ctx.exclude.settings {
                 Vec::new()
             } else {
@@ -1453,6 +1456,7 @@ mod tests {
             request_len: 100,
             reply_len: 100,
             hold_us: 0,
+            ..Default::default()
         });
         let mut out = banner(&c, 128 * 1024, 131072, None);
         let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
@@ -1917,6 +1921,7 @@ mod tests {
             write_len: 131_072,
             sndbuf: 4 << 20,
             rate_bps: 0,
+            congestion: Some("cubic".into()),
         });
         if dual {
             r = r.with_sum(sum.clone());
@@ -2021,6 +2026,7 @@ mod tests {
                 write_len: 1470,
                 sndbuf: 212_992,
                 rate_bps: 1_000_000,
+                congestion: None,
             })
             .with_sum(sum);
         out.extend(r.opening());
@@ -2101,6 +2107,7 @@ mod tests {
             write_len: 1470,
             sndbuf: 212_992,
             rate_bps: 1_000_000,
+            congestion: None,
         });
         out.extend(r.opening());
         for i in 1..=172u64 {

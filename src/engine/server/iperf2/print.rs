@@ -23,6 +23,16 @@ const UDP_READ_LEN: u64 = 1470;
 /// iperf 2's TCP server reads this much (its `-l` default, 128 KiB).
 const TCP_READ_LEN: u64 = 128 * 1024;
 
+/// What a `-d`/`-r` connection back's settings header names of its socket.
+pub(in crate::engine::server) struct BackSock {
+    pub write_len: u64,
+    pub sndbuf: u64,
+    /// UDP: bits/s.
+    pub rate_bps: u64,
+    /// TCP: its congestion control.
+    pub congestion: Option<String>,
+}
+
 /// One test's printer.
 pub(in crate::engine::server) struct Printer {
     test: ServerTest,
@@ -49,6 +59,7 @@ impl Printer {
             request_len: bb.size,
             reply_len: bb.reply_size,
             hold_us: bb.hold_us,
+            ..Bounceback::default()
         };
         let h = super::bounceback_as_test(bb);
         Self::start_as(g, &h, local, peer, false, Some(sizes))
@@ -84,25 +95,24 @@ impl Printer {
     }
 
     /// The `-d`/`-r` connection back to the client's listener `peer` (from `local`),
-    /// on which this server sends `write_len` blocks: iperf 2's client settings header
-    /// for it, its connection line and a sender's `[ *N]` rows (with `-d` in the
-    /// group's sum beside the client's test).
+    /// on which this server sends (`sock`: its blocks, send buffer, rate and congestion
+    /// control): iperf 2's client settings header for it, its connection line and a
+    /// sender's `[ *N]` rows (with `-d` in the group's sum beside the client's test).
     pub fn start_back(
         g: &Group,
         h: &TestHdr,
         local: SocketAddr,
         peer: SocketAddr,
-        write_len: u64,
-        sndbuf: u64,
-        rate_bps: u64,
+        sock: BackSock,
     ) -> Option<Printer> {
         let (ctx, no) = Self::ctx(g, h, None)?;
         let back = BackHeader {
             host: super::canon(peer.ip()).to_string(),
             port: peer.port(),
-            write_len,
-            sndbuf,
-            rate_bps,
+            write_len: sock.write_len,
+            sndbuf: sock.sndbuf,
+            rate_bps: sock.rate_bps,
+            congestion: sock.congestion,
         };
         let mut test = Self::test(g, ctx, local, peer, no).connect_back(back);
         if let Some(sum) = g.sum.clone() {

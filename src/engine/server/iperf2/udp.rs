@@ -14,7 +14,7 @@
 //! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
 //! flow with no datagram for the test's idle time ends.
 
-use super::print::Printer;
+use super::print::{BackSock, Printer};
 use super::{Flow, Group, Plan, over_limit};
 use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
@@ -603,7 +603,13 @@ fn send(
             let sndbuf = socket2::SockRef::from(&sock)
                 .send_buffer_size()
                 .unwrap_or(0);
-            Printer::start_back(&g, h, local, to, len as u64, sndbuf as u64, bps)
+            let facts = BackSock {
+                write_len: len as u64,
+                sndbuf: sndbuf as u64,
+                rate_bps: bps,
+                congestion: None,
+            };
+            Printer::start_back(&g, h, local, to, facts)
         }
         _ => None,
     });
