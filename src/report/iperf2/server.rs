@@ -375,6 +375,10 @@ pub struct ServerTest {
     back: Option<BackHeader>,
     /// UDP `--isochronous`: the last frame id counted (0: none yet).
     last_frame: u32,
+    /// A TCP sender's segments retransmitted since its connection opened, latest
+    /// ([`ServerTest::retransmits`]), and at the current interval's start.
+    retrans: Option<u64>,
+    retrans_mark: u64,
 }
 
 /// What the settings header of a `-d`/`-r` connection back names: the client's
@@ -407,6 +411,8 @@ pub struct Span {
     pub out_of_order: u64,
     /// UDP: the span's one-way delays (the sum's `Latency avg/min/max`).
     pub delays: Delays,
+    /// A TCP sender's segments retransmitted in the span (0: not known).
+    pub retransmits: u64,
 }
 
 /// One interval's sum so far.
@@ -435,6 +441,7 @@ impl Slot {
         s.expected = s.expected.saturating_add(x.expected);
         s.out_of_order = s.out_of_order.saturating_add(x.out_of_order);
         s.delays.merge(&x.delays);
+        s.retransmits = s.retransmits.saturating_add(x.retransmits);
     }
 }
 
@@ -498,8 +505,8 @@ impl SumRows {
     /// The sum of a `-R -P N` test's members, the connections this server sends on, as
     /// iperf 2.2.1's server prints it: its receiver's sum layout (its sum report is
     /// made before the client's header says `-R`), the members' writes in the count
-    /// (`-e`: `[SUM-N]` under `[SUM-cnt] ... Reads=Dist`; the bins are 0 here, where
-    /// iperf 2 prints its TCP retry counters that share the memory of the bins), plain
+    /// (`-e`: `[SUM-N]` under `[SUM-cnt] ... Reads=Dist`, the bins what iperf 2 prints
+    /// there: its TCP retry counters, which share the bins' memory, `sender_bins`), plain
     /// `[SUM]` rows; the CSV line names this server first, then the client with port 0
     /// (`testdata/iperf2/tcp_rev_p2*.server.txt`).
     pub fn of_senders(mut self) -> SumRows {
@@ -617,7 +624,10 @@ impl SumRows {
             out_of_order: udp.then_some(x.out_of_order),
             figures: Iperf2Figures {
                 reads: Some(x.reads),
-                read_bins: Some(x.bins),
+                read_bins: Some(match self.senders {
+                    true => sender_bins(x),
+                    false => x.bins,
+                }),
                 ..Iperf2Figures::default()
             },
             ..Row::default()
@@ -797,6 +807,22 @@ fn isoch_trip_row(prefix: &str, r: &Row, x: &Tally) -> String {
     }
 }
 
+/// What iperf 2.2.1's server prints as the `Reads=Dist` bins of a `-R -P` sum: its sum
+/// report keeps a receiver's layout, and a sender's call counters share the bins'
+/// memory (`union SendReadStats` in `Reporter.h`: `ReadStats.bins[8]` lies over
+/// `WriteStats.tcpstats` from `cwnd_packets` on), so the interval rows' bins are the
+/// members' TCP retry counters summed: bin 2 `retry` and bin 4 `retry_tot`, both the
+/// interval's retransmits (the sum resets its bins after each row), the others 0
+/// (fields the sum does not add up); the whole test's row prints `totbins`, which lie
+/// over fields the sum never sets: all 0. Retransmits not known count 0.
+fn sender_bins(x: &Span) -> [u64; READ_BINS] {
+    let mut b = [0; READ_BINS];
+    if !x.whole {
+        (b[2], b[4]) = (x.retransmits, x.retransmits);
+    }
+    b
+}
+
 /// The share of `-i` a test's last part-interval must exceed for iperf 2 to print its
 /// row (`PARTIALPERCENT` in iperf 2.1.8 and 2.2.1).
 const PARTIAL_SHARE: f64 = 0.25;
@@ -850,6 +876,8 @@ impl ServerTest {
             sent_n: None,
             back: None,
             last_frame: 0,
+            retrans: None,
+            retrans_mark: 0,
         }
     }
 
@@ -1080,6 +1108,13 @@ impl ServerTest {
         self.last_frame = frame_id;
     }
 
+    /// A TCP sender's segments retransmitted since its connection opened (TCP_INFO's
+    /// `tcpi_total_retrans`), told before the call that ends an interval: its rows'
+    /// `Rtry`, and a `-R -P` sum's bins as iperf 2 prints them ([`SumRows::of_senders`]).
+    pub fn retransmits(&mut self, total: u64) {
+        self.retrans = Some(total);
+    }
+
     /// Whether something told at `t` ends an interval (its row may be due).
     pub fn row_due(&self, t: f64) -> bool {
         self.interval_s > 0.0 && t >= self.next_end
@@ -1101,6 +1136,7 @@ impl ServerTest {
                 out.extend(self.row_of(b, e, &cur, false));
             }
             self.udp_mark = self.udp_now.unwrap_or_default();
+            self.retrans_mark = self.retrans.unwrap_or(self.retrans_mark);
             self.begun = e;
             self.next_end = e + self.interval_s;
             left -= 1;
@@ -1138,6 +1174,7 @@ impl ServerTest {
             expected: udp.map_or(0, |(u, _)| u.packets),
             out_of_order: udp.map_or(0, |(_, o)| o),
             delays: x.delays,
+            retransmits: self.retrans_in(whole).unwrap_or(0),
         };
         let mut out = self.member_row(begin, end, x, whole);
         if let Some(n) = self
@@ -1150,6 +1187,13 @@ impl ServerTest {
             out.extend(sum.add(self.sum_key, &span));
         }
         out
+    }
+
+    /// A TCP sender's retransmits over the current interval or the whole test; `None`
+    /// when not told.
+    fn retrans_in(&self, whole: bool) -> Option<u64> {
+        let mark = if whole { 0 } else { self.retrans_mark };
+        self.retrans.map(|n| n.saturating_sub(mark))
     }
 
     /// A UDP receiver's figures over the current interval or the whole test (`whole`)
@@ -1207,6 +1251,9 @@ impl ServerTest {
             udp_recv: udp,
             out_of_order: ooo,
             owd,
+            retransmits: self
+                .retrans_in(whole)
+                .filter(|_| self.sending && !self.ctx.udp),
             figures: Iperf2Figures {
                 reads: (!self.sending).then_some(x.reads),
                 writes: self.sending.then_some(x.writes),
@@ -2222,6 +2269,59 @@ mod tests {
             });
         }
         out
+    }
+
+    /// TCP `-R -P 2` with retransmits, as iperf 2.2.1's captured server had them
+    /// (member 1: one each second; member 2: none): the `[SUM-2]` rows' `Reads=Dist`
+    /// bins are what iperf 2 prints there (its retry counters, [`sender_bins`]), word
+    /// for word against the capture, and the members' `Rtry` the retransmits.
+    #[test]
+    fn tcp_rev_p2_sum_bins_are_iperf2s() {
+        let c = ctx(Layout::Enhanced, false);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0).of_senders()));
+        let mut tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                ServerTest::new(c.clone(), no, conn(), 0, 1.0)
+                    .sending()
+                    .with_sum(sum.clone())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..200u32 {
+            let at = f64::from(i) / 100.0;
+            for t in [1usize, 0] {
+                if tests[t].row_due(at) {
+                    // Member 1's cumulative retransmits: one in each second.
+                    tests[t].retransmits(if t == 0 { u64::from(i / 100) } else { 0 });
+                }
+                out.extend(tests[t].write(128 * 1024, true, at));
+            }
+        }
+        for t in [1usize, 0] {
+            tests[t].retransmits(if t == 0 { 2 } else { 0 });
+            out.extend(tests[t].tick(2.0));
+        }
+        for (t, end) in [(1usize, 2.0053), (0, 2.0071)] {
+            out.extend(tests[t].finish(end));
+        }
+        let bins = |lines: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+            lines
+                .filter(|l| l.starts_with("[SUM-2]"))
+                .filter_map(|l| l.rsplit_once('=').map(|(_, b)| b.to_string()))
+                .collect()
+        };
+        let want = bins(&mut capture("tcp_rev_p2.server").lines());
+        assert_eq!(
+            want,
+            ["0:0:1:0:1:0:0:0", "0:0:1:0:1:0:0:0", "0:0:0:0:0:0:0:0"]
+        );
+        assert_eq!(bins(&mut out.iter().map(String::as_str)), want, "{out:#?}");
+        let rtry: Vec<&str> = out
+            .iter()
+            .filter(|l| l.starts_with("[  1]"))
+            .map(|l| l.split_whitespace().nth(9).unwrap())
+            .collect();
+        assert_eq!(rtry, ["1", "1", "2"], "{out:#?}");
     }
 
     /// TCP `-R -P 2`: the sending members' rows under one header, then iperf 2.2.1's

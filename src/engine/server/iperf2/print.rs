@@ -276,6 +276,17 @@ impl Printer {
         self.test.frame(frame_id, latency_s);
     }
 
+    /// Whether a row falls due at `now`: a TCP sender reads its socket's retransmits
+    /// for it ([`Printer::retransmits`]) only then.
+    pub fn row_due(&self, now: Instant) -> bool {
+        self.test.row_due(self.t(now))
+    }
+
+    /// A TCP sender's segments retransmitted since its connection opened.
+    pub fn retransmits(&mut self, total: u64) {
+        self.test.retransmits(total);
+    }
+
     /// A send call that sent `len` bytes (`ok`) or failed.
     pub fn wrote(&mut self, len: usize, ok: bool, now: Instant) {
         let t = self.t(now);

@@ -369,6 +369,9 @@ fn send(
                 g.sent.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = g.now();
                 if let Some(p) = printer.as_deref_mut() {
+                    if p.row_due(last_move) {
+                        note_retransmits(sock, p);
+                    }
                     p.wrote(n, true, last_move);
                 }
             }
@@ -393,8 +396,19 @@ fn send(
             return Err(why);
         }
     }
+    if let Some(p) = printer {
+        note_retransmits(sock, p);
+    }
     let _ = sock.shutdown(Shutdown::Write);
     Ok(())
+}
+
+/// Tell the printer the connection's retransmits so far (TCP_INFO), for its `Rtry`
+/// column and a `-R -P` sum's bins.
+fn note_retransmits(sock: &TcpStream, p: &mut Printer) {
+    if let Some(i) = crate::sock::tcp_info(std::os::fd::AsFd::as_fd(sock)) {
+        p.retransmits(u64::from(i.total_retrans));
+    }
 }
 
 /// After sending: wait (bounded) for the client to close, discarding what it sends.
