@@ -1098,11 +1098,12 @@ impl ServerTest {
         let first = self.last_frame == 0;
         let jump = frame_id.wrapping_sub(self.last_frame);
         for x in [&mut self.cur, &mut self.total] {
-            x.frames += 1 + u64::from(first);
+            // Saturating: the ids are the client's to choose.
+            x.frames = x.frames.saturating_add(1 + u64::from(first));
             if jump == 1 && latency_s.is_finite() {
                 x.frame_delays.add(latency_s);
             } else if jump > 1 && jump < u32::MAX / 2 {
-                x.frames_lost += u64::from(jump);
+                x.frames_lost = x.frames_lost.saturating_add(u64::from(jump));
             }
         }
         self.last_frame = frame_id;
