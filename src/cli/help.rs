@@ -143,6 +143,7 @@ pub const SECTIONS: &[(Option<&str>, &[&str])] = &[
             "busy_poll",
             "trip_times",
             "iperf2",
+            "iperf2_version",
             "connect_only",
             "histograms",
             "working_load",

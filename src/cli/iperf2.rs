@@ -375,6 +375,15 @@ impl Iperf2Args {
                         request_len: b.request_len,
                         reply_len: b.reply_len,
                         hold_us: b.hold_us,
+                        burst: b.burst,
+                        // The header's "Bursting request" line: iperf 2's second
+                        // unless --bounceback-period said otherwise.
+                        period_us: cfg
+                            .iperf2
+                            .and_then(|o| o.bounceback_period)
+                            .unwrap_or(std::time::Duration::from_secs(1))
+                            .as_micros()
+                            .min(u128::from(u32::MAX)) as u32,
                     }),
                     isochronous: cfg.spec.profile.as_ref().and_then(|p| p.isochronous()),
                     burst: match cfg.spec.profile {
@@ -448,6 +457,8 @@ impl Iperf2Args {
             bounceback_period,
             // iperf 2's -R client prints the datagrams' latency without --trip-times.
             send_time_latency: self.udp && self.reverse,
+            // As iperf 2.2.1's own client lays out its frame fields.
+            ..Iperf2Opts::default()
         })
     }
 

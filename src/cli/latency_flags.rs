@@ -45,6 +45,11 @@ pub struct LatencyFlags {
     /// -t/-n, -b); UDP shows the server's report (loss, out-of-order, jitter).
     #[arg(long = "iperf2")]
     pub iperf2: bool,
+    /// With --iperf2: the iperf 2 server's version, 2.1 or 2.2 (default 2.2). Only UDP
+    /// --isochronous depends on it: the two read the frame fields at different places,
+    /// and a UDP server answers nothing that would tell.
+    #[arg(long = "iperf2-version", value_name = "VERSION", value_parser = iperf2_version)]
+    pub iperf2_version: Option<wire::iperf2::IsochLayout>,
     /// TCP connection rate (like netperf TCP_CRR, iperf 2 --connect-only): each stream
     /// opens, uses and closes short connections for -t seconds; reports connections/s and
     /// handshake times. Needs a netmeter server.
@@ -77,4 +82,17 @@ pub struct LatencyFlags {
         default_missing_value = "60:20m,0"
     )]
     pub isochronous: Option<String>,
+}
+
+/// `--iperf2-version`: `2.0`/`2.1` (a patch level allowed, `2.1.8`) or `2.2`.
+fn iperf2_version(v: &str) -> Result<wire::iperf2::IsochLayout, String> {
+    let mut parts = v.trim().split('.');
+    let (major, minor) = (parts.next(), parts.next());
+    match (major, minor.map(str::parse::<u32>)) {
+        (Some("2"), Some(Ok(0 | 1))) => Ok(wire::iperf2::IsochLayout::Iperf21),
+        (Some("2"), Some(Ok(2))) => Ok(wire::iperf2::IsochLayout::Iperf22),
+        _ => Err(format!(
+            "--iperf2-version {v} is not an iperf 2 version netmeter knows: give 2.1 or 2.2"
+        )),
+    }
 }

@@ -686,6 +686,32 @@ fn iperf2_port_and_refusals() {
     assert!(e.contains("--loopback"), "{e}");
 }
 
+/// `--iperf2-version` chooses where UDP `--isochronous` writes its frame fields:
+/// 2.2's layout unless told, 2.1's for 2.0/2.1 servers; anything else, or without
+/// `--iperf2`, is one sentence naming the option.
+#[test]
+fn iperf2_version_chooses_the_isochronous_layout() {
+    use crate::wire::iperf2::IsochLayout;
+    let layout = |extra: &[&str]| {
+        let argv = [&["-c", "h", "--iperf2"][..], extra].concat();
+        client(&argv).iperf2.expect("--iperf2").isoch_layout
+    };
+    assert_eq!(layout(&[]), IsochLayout::Iperf22);
+    assert_eq!(layout(&["--iperf2-version", "2.1"]), IsochLayout::Iperf21);
+    assert_eq!(layout(&["--iperf2-version", "2.1.8"]), IsochLayout::Iperf21);
+    assert_eq!(layout(&["--iperf2-version", "2.2.1"]), IsochLayout::Iperf22);
+    for bad in [
+        &["-c", "h", "--iperf2", "--iperf2-version", "3"][..],
+        &["-c", "h", "--iperf2-version", "2.1"][..],
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("--iperf2-version") && e.lines().count() == 1,
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn iperf3_defaults() {
     let c = client(&["-c", "h"]);

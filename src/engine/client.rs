@@ -98,6 +98,9 @@ pub struct Iperf2Opts {
     /// `--trip-times`, as iperf 2's `-R` client prints it (`netmeter iperf2 -c -u -R`);
     /// the test header does not ask for trip times.
     pub send_time_latency: bool,
+    /// Where UDP `--isochronous` datagrams carry the frame fields: the server's
+    /// version's layout (`--iperf2-version`; iperf 2.2's unless told).
+    pub isoch_layout: crate::wire::iperf2::IsochLayout,
 }
 
 /// Resolve `host:port`, honouring `-4` / `-6`.

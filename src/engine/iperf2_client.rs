@@ -27,9 +27,9 @@ use crate::sock;
 use crate::spec::{Direction, EndCondition, Protocol, TestSpec};
 use crate::wire::iperf2::{
     Amount, BB_HDR_LEN, ClientHdr, HEADER_UDPTESTS, HEADER_VERSION1, HEADER_VERSION2,
-    ISOCH_MIN_LEN, RUN_NOW, ServerReport, TCP_BURST_LEN, UDP_HDR_LEN, UPPER_EPOCH_START,
-    UPPER_FULLDUPLEX, UPPER_ISOCH, UPPER_NOUDPFIN, UPPER_PERIODICBURST, UPPER_REVERSE,
-    UPPER_TRIPTIME, write_datagram_id,
+    ISOCH_MIN_LEN, IsochLayout, RUN_NOW, ServerReport, TCP_BURST_LEN, UDP_HDR_LEN,
+    UPPER_EPOCH_START, UPPER_FULLDUPLEX, UPPER_ISOCH, UPPER_NOUDPFIN, UPPER_PERIODICBURST,
+    UPPER_REVERSE, UPPER_TRIPTIME, write_datagram_id,
 };
 use crate::wire::iperf2_client::{UDP_START_HDR_LEN, with_burst_settings};
 use crate::wire::{Results, StreamResult};
@@ -103,7 +103,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         ),
         (
             isoch && udp && s.block_len < ISOCH_MIN_LEN,
-            "with --iperf2, --isochronous needs -l of at least 108 bytes: iperf 2's frame fields ride in every datagram",
+            "with --iperf2, --isochronous needs -l of at least 112 bytes: iperf 2's frame fields ride in every datagram",
         ),
         (
             s.working_load.is_some(),
@@ -269,14 +269,14 @@ fn client_hdr(
 
 /// The header's bytes: `hdr` encoded, and for TCP periodic bursts the burst settings
 /// iperf 2's client adds (their rate and size, `wire::iperf2_client::with_burst_settings`).
-fn header_bytes(spec: &TestSpec, hdr: &ClientHdr) -> Vec<u8> {
+fn header_bytes(spec: &TestSpec, hdr: &ClientHdr, layout: IsochLayout) -> Vec<u8> {
     match spec.profile.as_ref() {
         Some(Profile::Burst { bytes, period_s }) if !hdr.udp => with_burst_settings(
             hdr.encode(),
             1.0 / period_s.max(1e-6),
             (*bytes).min(u64::from(u32::MAX)) as u32,
         ),
-        _ => hdr.encode(),
+        _ => hdr.encode_as(layout),
     }
 }
 
@@ -315,7 +315,8 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         cfg.txstart,
         back,
     );
-    let hdr = Arc::new(header_bytes(&spec, &hdr));
+    let layout = opts.isoch_layout;
+    let hdr = Arc::new(header_bytes(&spec, &hdr, layout));
     let udp = spec.protocol == Protocol::Udp;
     let loop_hdr = hdr.clone();
     let tos = spec.tos.unwrap_or(0);
@@ -346,7 +347,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
                 None => loops::tcp_send(w, t, hdr.len() as u64, trip, sole_reader),
             },
             (DataSock::Udp(u), _) => match isoch {
-                Some(iso) => loops::udp_send_isoch(w, u, &hdr, iso),
+                Some(iso) => loops::udp_send_isoch(w, u, &hdr, iso, layout),
                 None => loops::udp_send(w, u, &hdr, duplex_fin),
             },
         })

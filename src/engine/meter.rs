@@ -15,6 +15,7 @@ use crate::spec::Protocol;
 use crate::stats::AccEcnCounters;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// Where a side's receiving figures end, in test seconds: where the test ended
 /// (`ended_s`: the client's end of test, or TEST_END's arrival at the server), or later
@@ -147,7 +148,23 @@ impl Meter {
     /// Produce the interval ending at test time `now_s`. Also ends the omit period
     /// when it is due, re-basing the counters as iperf3 does.
     pub fn tick(&mut self, now_s: f64) -> Interval {
-        let snaps = self.snapshots();
+        self.tick_cut(now_s, None)
+    }
+
+    /// [`Meter::tick`], with the round trips a bounceback loop stamped
+    /// (`RttRecord::on_round_trip`) counted up to `cut` only (the interval's nominal
+    /// end; `None`: all of them), their transactions and bytes in the row with them;
+    /// the later ones wait for the next interval.
+    pub fn tick_cut(&mut self, now_s: f64, cut: Option<Instant>) -> Interval {
+        let mut snaps = self.snapshots();
+        for (snap, s) in snaps.iter_mut().zip(&self.streams) {
+            let Some(rec) = &s.rtt else { continue };
+            let r = rec.lock().unwrap_or_else(|p| p.into_inner()).cut(cut);
+            if let Some((transactions, bytes)) = r {
+                snap.sample.packets = transactions;
+                snap.sample.bytes = bytes;
+            }
+        }
         let omitting = self.acct.omitting();
         // Built on first use: an empty histogram is ~250 KB of counts, which a test
         // without round trips or one-way delays would allocate twice per interval.

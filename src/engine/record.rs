@@ -11,11 +11,13 @@ use crate::report::connect::ConnFigures;
 use crate::sock;
 use crate::stats::{READ_BINS, SocketCalls, UdpCounts, UdpRecv, read_bin};
 use crate::wire::IsochHeader;
+use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 /// Per-stream state shared between the data thread and the control thread. (`Default`:
 /// for drivers other than `live`, such as the simulator tests.)
@@ -193,6 +195,21 @@ impl StreamError {
     }
 }
 
+/// A round trip waiting for the interval it belongs to ([`RttRecord::on_round_trip`]).
+#[derive(Debug, Clone, Copy)]
+struct Stamped {
+    /// When its reply's last byte came: the time stamp it is cut by.
+    at: Instant,
+    ns: u64,
+    /// The request bytes it sent.
+    bytes: u64,
+}
+
+/// Round trips held for their interval at most: past this many (a back-to-back
+/// bounceback without interval rows, which are what drain them), the oldest go into
+/// the current interval at once.
+const MAX_PENDING: usize = 1 << 16;
+
 /// Round-trip times of a bounceback client stream: the current interval's and the
 /// whole test's, plus UDP requests that never got a reply.
 #[derive(Debug, Default)]
@@ -207,9 +224,61 @@ pub struct RttRecord {
     /// the whole test's; `None` unless the server stamps its replies (an iperf 2 server
     /// with `--trip-times`): see [`RttRecord::on_stamped_reply`].
     pub clock_sync_errors: Option<(u64, u64)>,
+    /// Round trips stamped ([`RttRecord::on_round_trip`]) and not yet cut into an
+    /// interval, oldest first.
+    pending: VecDeque<Stamped>,
+    /// The round trips and request bytes cut into intervals so far ([`RttRecord::cut`]);
+    /// `None` unless the loop stamps its round trips, when the stream's counters are
+    /// the meter's transactions and bytes instead.
+    cut: Option<(u64, u64)>,
 }
 
 impl RttRecord {
+    /// A round trip of `ns` whose reply came at `at`, its request `bytes` long: in the
+    /// whole test's figures now, in an interval's when [`RttRecord::cut`] reaches `at`.
+    /// So a round trip counts in the interval its time stamp falls in, as iperf 2's
+    /// reporter cuts intervals by each packet's time (`packetTime`, which its
+    /// bounceback client sets when the reply's last byte came), not in the one whose
+    /// row the sampler happened to take after it: a burst due at an interval's end
+    /// lands in the next row however late the sampler runs.
+    /// `idle`: a `--working-load` round trip before the load, kept apart from the
+    /// loaded ones.
+    pub fn on_round_trip(&mut self, at: Instant, ns: u64, bytes: u64, idle: bool) {
+        match idle {
+            true => self.idle.record_ns(ns),
+            false => self.total.record_ns(ns),
+        }
+        self.cut.get_or_insert((0, 0));
+        if self.pending.len() >= MAX_PENDING
+            && let Some(old) = self.pending.pop_front()
+        {
+            self.take(old);
+        }
+        self.pending.push_back(Stamped { at, ns, bytes });
+    }
+
+    fn take(&mut self, t: Stamped) {
+        self.interval.record_ns(t.ns);
+        if let Some((n, b)) = self.cut.as_mut() {
+            *n += 1;
+            *b += t.bytes;
+        }
+    }
+
+    /// Move the round trips stamped before `until` (all of them: `None`) into the
+    /// current interval; the round trips and request bytes cut so far, `None` unless
+    /// round trips are stamped.
+    pub fn cut(&mut self, until: Option<Instant>) -> Option<(u64, u64)> {
+        while let Some(t) = self.pending.front().copied() {
+            if until.is_some_and(|u| t.at >= u) {
+                break;
+            }
+            self.pending.pop_front();
+            self.take(t);
+        }
+        self.cut
+    }
+
     /// A reply that carries the server's receive and send times (ns since the epoch,
     /// server clock) of a request this side sent at `sent_ns` and saw answered at
     /// `back_ns` (this side's clock). iperf 2's check (`reporter_handle_packet_bb_client`):
@@ -297,6 +366,50 @@ impl FrameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bursts every second, the second due at the first interval's end and answered
+    /// 0.1 ms after it: with the interval sampler 3 ms late, the second burst still
+    /// counts in the second row (iperf 2 cuts by each round trip's time stamp), not in
+    /// the first, where counting what had arrived by the sampler's time put it.
+    #[test]
+    fn round_trips_count_in_the_interval_their_reply_falls_in() {
+        let t0 = crate::clock::Clock::now(&crate::clock::ManualClock::at_unix(1_700_000_000));
+        let at = |s: f64| t0 + std::time::Duration::from_secs_f64(s);
+        let mut r = RttRecord::default();
+        assert_eq!(
+            r.cut(Some(at(1.0))),
+            None,
+            "nothing stamped: the counters rule"
+        );
+        r.on_round_trip(at(0.0002), 150_000, 100, false);
+        r.on_round_trip(at(1.0001), 120_000, 100, false);
+        // The first interval's row, taken at 1.003 s and cut at its end, 1.0 s.
+        assert_eq!(r.cut(Some(at(1.0))), Some((1, 100)));
+        assert_eq!(r.interval.len(), 1);
+        r.interval.clear();
+        r.on_round_trip(at(1.9), 130_000, 100, false);
+        assert_eq!(r.cut(Some(at(2.0))), Some((3, 300)));
+        assert_eq!(r.interval.len(), 2, "the late burst and the next");
+        assert_eq!(r.total.len(), 3);
+        // The last row takes whatever is left.
+        r.interval.clear();
+        r.on_round_trip(at(2.5), 100_000, 100, true);
+        assert_eq!(r.cut(None), Some((4, 400)));
+        assert_eq!((r.interval.len(), r.idle.len(), r.total.len()), (1, 1, 3));
+    }
+
+    /// Without interval rows to drain them, stamped round trips are held up to a cap,
+    /// the oldest then counted at once.
+    #[test]
+    fn stamped_round_trips_are_capped() {
+        let t0 = crate::clock::Clock::now(&crate::clock::ManualClock::at_unix(1_700_000_000));
+        let mut r = RttRecord::default();
+        for _ in 0..MAX_PENDING + 10 {
+            r.on_round_trip(t0, 1_000, 1, false);
+        }
+        assert_eq!(r.pending.len(), MAX_PENDING);
+        assert_eq!(r.interval.len(), 10);
+    }
 
     #[test]
     fn calls_count_writes_errors_and_binned_reads() {

@@ -245,6 +245,11 @@ impl TestRun {
             warnings,
             clock,
             txstart: None,
+            tcp_congestion: self
+                .live
+                .keep_tcp
+                .first()
+                .and_then(|s| sock::congestion(s.as_fd())),
         };
     }
 
@@ -443,7 +448,10 @@ impl Running {
                 self.meter.tick(now);
             }
             if now >= self.next_tick {
-                let iv = self.meter.tick(now);
+                // Stamped round trips are cut at the interval's own end, however late
+                // this loop woke (`Meter::tick_cut`).
+                let end = self.t0 + std::time::Duration::from_secs_f64(self.next_tick);
+                let iv = self.meter.tick_cut(now, Some(end));
                 out.interval(iv);
                 self.next_tick += self.interval.unwrap_or(f64::INFINITY);
                 continue;

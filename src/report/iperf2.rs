@@ -90,6 +90,10 @@ pub struct Bounceback {
     pub request_len: u32,
     pub reply_len: u32,
     pub hold_us: u32,
+    /// A client's requests per burst (iperf 2's `--bounceback=N`).
+    pub burst: u32,
+    /// A client's time between bursts, µs (0: back to back, or not known).
+    pub period_us: u32,
 }
 
 /// iperf 2's `byte_snprintf`: `v` bytes in `fmt`'s unit (`A`/`a` adaptive bytes/bits,

@@ -101,6 +101,10 @@ pub struct StartExt {
     /// `--txstart-time`: requested and actual start (client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txstart: Option<profile::TxStart>,
+    /// The congestion control of this side's first TCP stream at the start (iperf 2's
+    /// `-e` header prints it; iperf3's JSON has only the end's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
 }
 
 /// The `start` object.

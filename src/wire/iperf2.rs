@@ -27,9 +27,10 @@ pub mod plausible;
 pub use super::iperf2_client::{
     Amount, CLIENT_HDR_V1_LEN, CLIENT_HDREXT_LEN, CLIENTHDRACK, ClientHdr, HDR_ACK_LEN,
     HEADER_EXTEND, HEADER_LEN_BIT, HEADER_LEN_MASK, HEADER_SEQNO64B, ISOCH_MIN_LEN, Iperf2Error,
-    IsochPayload, SERVER_HDR_LEN, SERVER_HEADER_EXTEND, SERVER_REPORT_LEN, SERVER_REPORT_MIN_LEN,
-    ServerReport, TCP_BURST_LEN, TCP_HDR_LEN, TcpBurstHdr, Transit, UDP_DATAGRAM_LEN, UDP_HDR_LEN,
-    UPPER_ISOCH, VERSION_L, VERSION_U, udp_start_datagram, write_datagram_id,
+    IsochLayout, IsochPayload, SERVER_HDR_LEN, SERVER_HEADER_EXTEND, SERVER_REPORT_LEN,
+    SERVER_REPORT_MIN_LEN, ServerReport, TCP_BURST_LEN, TCP_HDR_LEN, TcpBurstHdr, Transit,
+    UDP_DATAGRAM_LEN, UDP_HDR_LEN, UPPER_ISOCH, VERSION_L, VERSION_U, udp_start_datagram,
+    write_datagram_id,
 };
 
 /// `client_hdr_v1.flags`: a 1.7-style header (dual/tradeoff tests, `RUN_NOW`).
@@ -398,6 +399,16 @@ impl TestHdr {
     /// `--isochronous`.
     pub fn isochronous(&self) -> bool {
         self.upper & UPPER_ISOCH != 0
+    }
+
+    /// Where this UDP client's datagrams carry the frame fields: as its version's own
+    /// server reads them (2.2 and later: [`IsochLayout::Iperf22`]; older or no
+    /// version: 2.1's).
+    pub fn isoch_layout(&self) -> IsochLayout {
+        match self.version {
+            Some(v) if (v.major, v.minor) >= (2, 2) => IsochLayout::Iperf22,
+            _ => IsochLayout::Iperf21,
+        }
     }
 
     /// The client's reverse reader (`-R`, `--full-duplex`) takes the sender's first

@@ -7,7 +7,9 @@
 //! `Settings_GenerateClientHdr`). All fields are big-endian. Layouts from iperf 2.1.8 and
 //! 2.2.1 `include/payloads.h`; the header netmeter sends is 2.1.8's (a 36-byte
 //! `client_hdrext`), which 2.2.1 servers read too: the header's length travels in its
-//! flags. Bytes checked against what the real 2.1.8 client sends (tests below).
+//! flags. The one exception is UDP `--isochronous`: the frame fields sit where each
+//! version's server reads them ([`IsochLayout`]). Bytes checked against what the real
+//! 2.1.8 and 2.2.1 clients send (tests below and `iperf2_tests.rs`).
 
 /// `client_hdrext.upperflags`: an isochronous test (the header grows by the frame
 /// fields' enclave); the other upper flags are in `wire::iperf2`.
@@ -46,6 +48,49 @@ pub const SERVER_REPORT_MIN_LEN: usize = UDP_DATAGRAM_LEN + 40;
 pub const START_FQ_LEN: usize = 20;
 /// `struct isoch_payload`: in a UDP header between the extension and the start time.
 pub const ISOCH_PAYLOAD_LEN: usize = 32;
+
+/// Where a UDP datagram carries the isochronous frame fields (`struct isoch_payload`).
+/// iperf 2.2 grew `client_hdrext` by a word (`barrier_usecs`, 2.1.8's reserved first
+/// word of `client_hdrext_starttime_fq` moved there), which moved the enclave 4 bytes
+/// on while the start time stayed at byte 112. Each server reads the enclave at its own
+/// `struct client_udp_testhdr` offset whatever the client is (`Server::
+/// udp_isoch_processing`), so a 2.2.1 server counts no frames of a 2.1.8 client and
+/// the other way round; no layout serves both (the frame ids would have to be the
+/// sizes). A UDP server answers nothing before the data, so a client cannot learn the
+/// server's version: it is chosen (`--iperf2-version`, 2.2 unless told).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsochLayout {
+    /// iperf 2.0.x and 2.1.x: the enclave at byte 76, right after the 36-byte extension.
+    Iperf21,
+    /// iperf 2.2.x: the enclave at byte 80, after the 40-byte extension.
+    #[default]
+    Iperf22,
+}
+
+impl IsochLayout {
+    /// The enclave's first byte in a datagram.
+    pub fn at(self) -> usize {
+        match self {
+            IsochLayout::Iperf21 => UDP_HDR_LEN,
+            IsochLayout::Iperf22 => UDP_HDR_LEN + 4,
+        }
+    }
+
+    /// The least an isochronous datagram holds for this layout's server to read its
+    /// frame fields (a shorter one it counts as no frame's).
+    pub fn min_len(self) -> usize {
+        self.at() + ISOCH_PAYLOAD_LEN
+    }
+
+    /// The version a header laid out so names: a 2.2 server and netmeter's read the
+    /// layout from it.
+    fn version_words(self) -> (u32, u32) {
+        match self {
+            IsochLayout::Iperf21 => (VERSION_U, VERSION_L),
+            IsochLayout::Iperf22 => (VERSION22_U, VERSION22_L),
+        }
+    }
+}
 /// A UDP test header with a start time, from the datagram's first byte (iperf 2's
 /// `MINTRIPTIMEPLAYOAD`): the smallest datagram of a `--trip-times` UDP test.
 pub const UDP_START_HDR_LEN: usize = UDP_HDR_LEN + ISOCH_PAYLOAD_LEN + START_FQ_LEN;
@@ -57,6 +102,9 @@ pub const HDR_ACK_LEN: usize = 28;
 /// kind 3 = final), the older of the two servers this was checked against.
 pub const VERSION_U: u32 = 0x0002_0001;
 pub const VERSION_L: u32 = 0x0008_0003;
+/// The version a UDP `--isochronous` header in 2.2's layout names: iperf 2.2.1 final.
+pub const VERSION22_U: u32 = 0x0002_0002;
+pub const VERSION22_L: u32 = 0x0001_0003;
 
 /// `mAmount`: how a test ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,20 +159,24 @@ impl ClientHdr {
     /// after it (not counted: the server reads it from the datagram), so a UDP header
     /// with a start time needs [`UDP_START_HDR_LEN`] bytes.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(IsochLayout::Iperf21)
+    }
+
+    /// [`ClientHdr::encode`], with a UDP `--isochronous` header laid out for `layout`'s
+    /// server: in 2.2's, the extension's extra word (zero) counted in the length and
+    /// the version 2.2.1's, as iperf 2.2.1's client sends it. Other headers are the
+    /// same in both.
+    pub fn encode_as(&self, layout: IsochLayout) -> Vec<u8> {
         let isoch = self.upper & UPPER_ISOCH != 0;
+        let layout = match isoch && self.udp {
+            true => layout,
+            false => IsochLayout::Iperf21,
+        };
         let (lead, len, size) = match (self.udp, self.start.is_some()) {
             // `--isochronous` without a start time: the enclave, counted, ends the header.
-            (true, false) if isoch => (
-                UDP_DATAGRAM_LEN,
-                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
-                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
-            ),
+            (true, false) if isoch => (UDP_DATAGRAM_LEN, layout.min_len(), layout.min_len()),
             (true, false) => (UDP_DATAGRAM_LEN, UDP_HDR_LEN, UDP_HDR_LEN),
-            (true, true) => (
-                UDP_DATAGRAM_LEN,
-                UDP_HDR_LEN + ISOCH_PAYLOAD_LEN,
-                UDP_START_HDR_LEN,
-            ),
+            (true, true) => (UDP_DATAGRAM_LEN, layout.min_len(), UDP_START_HDR_LEN),
             (false, false) => (0, TCP_HDR_LEN, TCP_HDR_LEN),
             (false, true) => (0, TCP_HDR_LEN + START_FQ_LEN, TCP_HDR_LEN + START_FQ_LEN),
         };
@@ -152,8 +204,9 @@ impl ClientHdr {
         let ext = lead + CLIENT_HDR_V1_LEN;
         // type and length stay 0; the upper flags (lower: 0), the version, reserved, tos.
         put(&mut b, ext + 8, u32::from(self.upper) << 16);
-        put(&mut b, ext + 12, VERSION_U);
-        put(&mut b, ext + 16, VERSION_L);
+        let (version_u, version_l) = layout.version_words();
+        put(&mut b, ext + 12, version_u);
+        put(&mut b, ext + 16, version_l);
         put(&mut b, ext + 20, u32::from(self.tos));
         // lRate, and uRate's odd encoding: the high 32 bits shifted left by 8.
         put(&mut b, ext + 24, self.rate_bps as u32);
@@ -275,12 +328,9 @@ impl ServerReport {
     }
 }
 
-/// Where `struct isoch_payload` sits in a UDP datagram: after the datagram id, the
-/// test header and its extension (`struct client_udp_testhdr`), as iperf 2's server
-/// reads it (`Server::udp_isoch_processing`, which ignores a shorter datagram).
-pub const ISOCH_AT: usize = UDP_HDR_LEN;
-/// The least an isochronous datagram holds: up to the end of `isoch_payload`.
-pub const ISOCH_MIN_LEN: usize = ISOCH_AT + ISOCH_PAYLOAD_LEN;
+/// The least an isochronous datagram holds in either [`IsochLayout`]: up to the end of
+/// 2.2's `isoch_payload`.
+pub const ISOCH_MIN_LEN: usize = UDP_HDR_LEN + 4 + ISOCH_PAYLOAD_LEN;
 
 /// The frame fields of each datagram of an `--isochronous` UDP client (`struct
 /// isoch_payload`, written by iperf 2's `Client::RunUDPIsochronous`): the frame period,
@@ -299,8 +349,9 @@ pub struct IsochPayload {
 }
 
 impl IsochPayload {
-    /// Write into `buf`, which must hold [`ISOCH_MIN_LEN`] bytes.
-    pub fn write(&self, buf: &mut [u8]) {
+    /// Write into `buf` where `layout`'s server reads it; `buf` must hold
+    /// `layout.min_len()` bytes.
+    pub fn write(&self, buf: &mut [u8], layout: IsochLayout) {
         let f = [
             self.period_us,
             self.start.0,
@@ -312,8 +363,40 @@ impl IsochPayload {
             0,
         ];
         for (i, v) in f.iter().enumerate() {
-            put(buf, ISOCH_AT + 4 * i, *v);
+            put(buf, layout.at() + 4 * i, *v);
         }
+    }
+
+    /// The frame fields of datagram `d` laid out as `layout`; `None` when `d` is too
+    /// short to hold them (iperf 2's server counts such a datagram as no frame's).
+    pub fn read(d: &[u8], layout: IsochLayout) -> Option<IsochPayload> {
+        if d.len() < layout.min_len() {
+            return None;
+        }
+        let f = |i: usize| get(d, layout.at() + 4 * i);
+        Some(IsochPayload {
+            period_us: f(0),
+            start: (f(1), f(2)),
+            prev_frame_id: f(3),
+            frame_id: f(4),
+            burst_size: f(5),
+            remaining: f(6),
+        })
+    }
+
+    /// The datagram of `len` bytes carrying this is its frame's last, following the
+    /// previous frame: iperf 2's server times the frame then (`transit_ready`).
+    pub fn ends_frame(&self, len: usize) -> bool {
+        self.remaining as usize == len && self.frame_id.wrapping_sub(self.prev_frame_id) == 1
+    }
+
+    /// How long after its frame was due this datagram arrived at `arrival_s` (the
+    /// receiver's wall clock, seconds since the epoch): the frame is due at the
+    /// client's start plus `frame_id - 1` periods (iperf 2's frame transit).
+    pub fn frame_latency_s(&self, arrival_s: f64) -> f64 {
+        let start = f64::from(self.start.0) + f64::from(self.start.1) / 1e6;
+        let due = f64::from(self.period_us) * f64::from(self.frame_id.saturating_sub(1)) / 1e6;
+        arrival_s - start - due
     }
 }
 
@@ -548,9 +631,10 @@ mod tests {
         );
     }
 
-    /// An isochronous header counts the enclave; the frame fields land where iperf 2's
-    /// server reads them (offset 76: `burstperiod`, start, `prevframeid`, `frameid`,
-    /// `burstsize`, `remaining`).
+    /// An isochronous header counts the enclave; the frame fields land where each
+    /// version's server reads them (2.1: offset 76, 2.2: 80; `burstperiod`, start,
+    /// `prevframeid`, `frameid`, `burstsize`, `remaining`), the header naming the
+    /// version whose layout it carries.
     #[test]
     fn isochronous_header_and_frame_fields() {
         let hdr = ClientHdr {
@@ -565,26 +649,48 @@ mod tests {
             upper: UPPER_ISOCH,
             start: None,
         };
-        let mut d = hdr.encode();
-        assert_eq!(d.len(), ISOCH_MIN_LEN);
-        assert_eq!(ISOCH_MIN_LEN, 108);
-        assert_eq!((get(&d, 16) & HEADER_LEN_MASK) >> 1, 108);
-        let h = crate::wire::iperf2::TestHdr::parse_udp(&d).expect("a test header");
-        assert!(h.isochronous() && !h.trip_times());
-        IsochPayload {
-            period_us: 16_667,
-            start: (1_700_000_000, 5),
-            prev_frame_id: 3,
-            frame_id: 4,
-            burst_size: 4000,
-            remaining: 1530,
+        assert_eq!(ISOCH_MIN_LEN, 112);
+        for (layout, at, version) in [
+            (IsochLayout::Iperf21, 76, (VERSION_U, VERSION_L)),
+            (IsochLayout::Iperf22, 80, (0x0002_0002, 0x0001_0003)),
+        ] {
+            let mut d = hdr.encode_as(layout);
+            assert_eq!(d.len(), at + 32, "{layout:?}");
+            assert_eq!((get(&d, 16) & HEADER_LEN_MASK) >> 1, at as u32 + 32);
+            assert_eq!((get(&d, 52), get(&d, 56)), version, "{layout:?}");
+            let h = crate::wire::iperf2::TestHdr::parse_udp(&d).expect("a test header");
+            assert!(h.isochronous() && !h.trip_times());
+            assert_eq!(h.isoch_layout(), layout);
+            let p = IsochPayload {
+                period_us: 16_667,
+                start: (1_700_000_000, 5),
+                prev_frame_id: 3,
+                frame_id: 4,
+                burst_size: 4000,
+                remaining: 1530,
+            };
+            p.write(&mut d, layout);
+            let word = |i: usize| get(&d, at + 4 * i);
+            assert_eq!(
+                (0..7).map(word).collect::<Vec<_>>(),
+                [16_667, 1_700_000_000, 5, 3, 4, 4000, 1530]
+            );
+            assert_eq!(IsochPayload::read(&d, layout), Some(p));
+            assert_eq!(IsochPayload::read(&d[..at + 31], layout), None);
         }
-        .write(&mut d);
-        let at = |i: usize| get(&d, 76 + 4 * i);
-        assert_eq!(
-            (0..7).map(at).collect::<Vec<_>>(),
-            [16_667, 1_700_000_000, 5, 3, 4, 4000, 1530]
-        );
+        // A start time (--trip-times) stays at byte 112 in both.
+        let timed = ClientHdr {
+            start: Some((1_700_000_000, 7)),
+            ..hdr
+        };
+        for layout in [IsochLayout::Iperf21, IsochLayout::Iperf22] {
+            let d = timed.encode_as(layout);
+            assert_eq!(d.len(), UDP_START_HDR_LEN);
+            assert_eq!((get(&d, 112), get(&d, 116)), (1_700_000_000, 7));
+        }
+        // Other headers do not change with the layout.
+        let bulk = ClientHdr { upper: 0, ..hdr };
+        assert_eq!(bulk.encode_as(IsochLayout::Iperf22), bulk.encode());
     }
 
     #[test]

@@ -600,3 +600,68 @@ fn tcp_burst_heads_frame_the_writes_for_the_server() {
         ]
     );
 }
+
+/// UDP `--isochronous` from the real clients: each version's header names its version,
+/// which places the frame fields (2.1.8: byte 76, 2.2.1: byte 80); read there they are
+/// the frame iperf 2 sent (a 60 frames/s period, the first frame's id 0x1b after 0x1a
+/// or 0x11 after 0x10, a 2083-byte frame), and the frame's last datagram ends it.
+/// Read at the other version's offset they are not a frame's end: why a 2.2.1 server
+/// counts no frames of a 2.1.8 client.
+#[test]
+fn isochronous_frame_fields_from_both_versions() {
+    for (v, layout, other, ids) in [
+        (
+            "2.1.8",
+            IsochLayout::Iperf21,
+            IsochLayout::Iperf22,
+            (0x1a, 0x1b),
+        ),
+        (
+            "2.2.1",
+            IsochLayout::Iperf22,
+            IsochLayout::Iperf21,
+            (0x10, 0x11),
+        ),
+    ] {
+        let first = capture(&format!("{v}-udp_isoch"));
+        let h = TestHdr::parse_udp(&first).expect(v);
+        assert!(h.isochronous(), "{v}");
+        assert_eq!(h.isoch_layout(), layout, "{v}");
+        let p = IsochPayload::read(&first, layout).expect(v);
+        assert_eq!(p.period_us, 16_666, "{v}");
+        assert_eq!((p.prev_frame_id, p.frame_id), ids, "{v}");
+        assert_eq!((p.burst_size, p.remaining), (0x823, 0x823), "{v}");
+        assert!(!p.ends_frame(200), "{v}: the frame's first of 200 bytes");
+        let last = capture(&format!("{v}-udp_isoch_last"));
+        assert_eq!(last.len(), layout.min_len(), "{v}: the whole datagram");
+        let p = IsochPayload::read(&last, layout).expect(v);
+        // The frame's tail, shorter than the header, went out grown to it (iperf 2
+        // then restates the frame's size as that one datagram).
+        assert_eq!((p.prev_frame_id, p.frame_id), ids, "{v}");
+        assert_eq!(p.remaining as usize, last.len(), "{v}");
+        assert!(p.ends_frame(last.len()), "{v}");
+        let misread = IsochPayload::read(&last, other);
+        assert!(misread.is_none_or(|p| !p.ends_frame(last.len())), "{v}");
+    }
+}
+
+/// netmeter's own isochronous headers read back as the layout they were written in.
+#[test]
+fn netmeter_isochronous_headers_name_their_layout() {
+    for layout in [IsochLayout::Iperf21, IsochLayout::Iperf22] {
+        let hdr = ClientHdr {
+            udp: true,
+            threads: 1,
+            port: 5001,
+            buf_len: 0,
+            amount: Amount::TimeCentis(100),
+            rate_bps: 0,
+            tos: 0,
+            flags: HEADER_UDPTESTS,
+            upper: UPPER_ISOCH,
+            start: None,
+        };
+        let h = TestHdr::parse_udp(&hdr.encode_as(layout)).expect("a header");
+        assert_eq!(h.isoch_layout(), layout);
+    }
+}

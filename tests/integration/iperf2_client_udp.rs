@@ -393,7 +393,9 @@ fn check_isochronous(key: &str) {
     let out = run_bounded(
         Command::new(netmeter())
             .args(["-c", "127.0.0.1", "-p", &port.to_string(), "--iperf2", "-u"])
-            .args(["--isochronous", "30:2M,0", "--trip-times", "-t", "2", "-J"]),
+            .args(["--isochronous", "30:2M,0", "--trip-times", "-t", "2", "-J"])
+            // Where a 2.1.x server reads the frame fields (2.2's are the default).
+            .args(["--iperf2-version", "2.1"]),
         Duration::from_secs(60),
         "netmeter --iperf2 --isochronous",
     );

@@ -2097,6 +2097,37 @@ fn write_counts(text: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// A `-R -P 2` test's `[SUM-2]` bins, as iperf 2.2.1 prints them (its retry counters
+/// share the bins' memory): an interval's `0:0:R:0:R:0:0:0`, R its members' `Rtry`
+/// (this server's TCP_INFO retransmits) added up; the whole test's (the last line) 0.
+fn sum_bins_are_the_members_retries(text: &str, what: &str) {
+    let mut retries = std::collections::HashMap::new();
+    let last = text.lines().last().unwrap_or_default();
+    let mut sums = 0;
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let row = f.len() > 9 && f[3] == "sec";
+        if (l.starts_with("[  1] ") || l.starts_with("[  2] ")) && row {
+            let r: u64 = f[9]
+                .parse()
+                .unwrap_or_else(|_| panic!("Rtry in {l:?}: {what}"));
+            *retries.entry(f[2].to_string()).or_insert(0) += r;
+        } else if l.starts_with("[SUM-2] ") && f.len() > 2 {
+            let bins = l.rsplit_once('=').map_or("", |(_, b)| b);
+            let want = match l == last {
+                true => "0:0:0:0:0:0:0:0".to_string(),
+                false => {
+                    let r = retries.get(f[1]).copied().unwrap_or(0);
+                    format!("0:0:{r}:0:{r}:0:0:0")
+                }
+            };
+            assert_eq!(bins, want, "{l:?}: {what}");
+            sums += 1;
+        }
+    }
+    assert!(sums >= 2, "{what}");
+}
+
 /// TCP `-R -P 2` from a real iperf 2.2.1 client, `-e` and plain: the server prints its
 /// sending members' rows under one header and iperf 2.2.1's sum rows for them
 /// (`[SUM-2]` under `[SUM-cnt] ... Reads=Dist`, counting the writes; plain `[SUM]`),
@@ -2148,6 +2179,7 @@ fn the_iperf2_server_sums_what_it_sends_with_p() {
                 wholes += rows[at].1;
             }
             assert_eq!(whole_sum, wholes, "{what}");
+            sum_bins_are_the_members_retries(&text, &what);
         }
     }
     let port = free_port();

@@ -59,21 +59,11 @@ fn parallel_streams_have_iperf2s_sum_rows() {
 
 #[test]
 fn bounceback_has_iperf2s_layout() {
-    // Bursts every 0.25 s rather than the default 1 s: each interval's row then counts
-    // bursts from inside it, however late the host wakes the interval's sampler. At 1 s
-    // the second burst is due at the interval's end, and a sampler late by more than the
-    // connection's setup (2.8 ms once under the quick tier's load) counts it in the
-    // first row (truly: that row then ends at 1.0028) and leaves the second empty,
-    // which iperf 2, cutting its intervals by each packet's time stamp, never prints.
-    let out = iperf2_client(&[
-        "--bounceback",
-        "--bounceback-period",
-        "0.25",
-        "-i",
-        "1",
-        "-t",
-        "2",
-    ]);
+    // iperf 2's default period: a burst a second, the second due at the first
+    // interval's end. Each round trip counts in the interval its reply's time falls in
+    // (`RttRecord::on_round_trip`), as iperf 2 cuts its rows, so the burst lands in the
+    // second row however late the host wakes the interval sampler.
+    let out = iperf2_client(&["--bounceback", "-i", "1", "-t", "2"]);
     assert_shape("bb.client", &out);
 }
 

@@ -46,6 +46,7 @@ mod interrupt;
 mod iperf2_client;
 mod iperf2_client_udp;
 mod iperf2_delay;
+mod iperf2_isoch;
 mod iperf2_server;
 mod iperf2_ui;
 mod latency_accuracy;

@@ -688,7 +688,13 @@ impl Args {
                 .transpose()
                 .map_err(usage)?,
             clock: crate::clock::system(),
-            iperf2: self.latency.iperf2.then(Default::default),
+            iperf2: self
+                .latency
+                .iperf2
+                .then(|| crate::engine::client::Iperf2Opts {
+                    isoch_layout: self.latency.iperf2_version.unwrap_or_default(),
+                    ..Default::default()
+                }),
             stop: None,
         })
     }
@@ -699,7 +705,12 @@ impl Args {
     /// (`engine::iperf2_client::unsupported`).
     pub(in crate::cli) fn check_iperf2(&self, cfg: &ClientConfig) -> Result<(), UsageError> {
         if !self.latency.iperf2 {
-            return Ok(());
+            return match self.latency.iperf2_version {
+                Some(_) => Err(usage(
+                    "--iperf2-version names an iperf 2 server's version: it goes with --iperf2",
+                )),
+                None => Ok(()),
+            };
         }
         if self.common.loopback || self.experiments.find_max_rate {
             return Err(usage(

@@ -24,7 +24,7 @@ use crate::wire::iperf2::{
     BB_HDR_LEN, BB_REPLYSIZE, BB_TOS, BbHdr, HEADER_BOUNCEBACK, TCP_BURST_LEN, UDP_DATAGRAM_LEN,
     write_datagram_id,
 };
-use crate::wire::iperf2::{ISOCH_MIN_LEN, IsochPayload};
+use crate::wire::iperf2::{ISOCH_MIN_LEN, IsochLayout, IsochPayload};
 use crate::wire::iperf2_client::{TcpBurstHdr, write_burst_period};
 use crate::wire::{Bounceback, Isochronous};
 use std::io::{self, Read, Write};
@@ -341,9 +341,15 @@ pub fn udp_send(w: &Worker, sock: UdpSocket, hdr: &[u8], duplex_fin: bool) -> io
 /// that passed entirely is skipped), a frame of log-normal size ([`UnitSizer`], at
 /// least one datagram) cut into `-l` datagrams, each with its sequence number, send
 /// time and [`IsochPayload`] (the frame's id, the previous frame's, its size and the
-/// bytes left), so the iperf 2 server counts frames. A frame's tail shorter than the
-/// header grows to it, as iperf 2's does.
-pub fn udp_send_isoch(w: &Worker, sock: UdpSocket, hdr: &[u8], iso: Isochronous) -> io::Result<()> {
+/// bytes left) where `layout`'s server reads it, so the iperf 2 server counts frames.
+/// A frame's tail shorter than the header grows to it, as iperf 2's does.
+pub fn udp_send_isoch(
+    w: &Worker,
+    sock: UdpSocket,
+    hdr: &[u8],
+    iso: Isochronous,
+    layout: IsochLayout,
+) -> io::Result<()> {
     sock.set_write_timeout(Some(STOP_POLL))?;
     let min = hdr.len().max(ISOCH_MIN_LEN);
     let len = w.block_len.max(min);
@@ -411,7 +417,7 @@ pub fn udp_send_isoch(w: &Worker, sock: UdpSocket, hdr: &[u8], iso: Isochronous)
                 burst_size: burst.min(u64::from(u32::MAX)) as u32,
                 remaining: remaining.min(u64::from(u32::MAX)) as u32,
             }
-            .write(&mut buf);
+            .write(&mut buf, layout);
             match w.shared.calls.wrote(sock.send(&buf[..n])) {
                 Ok(sent) => {
                     bytes += sent as u64;
@@ -553,12 +559,14 @@ pub fn tcp_bounce(
                 return Ok(());
             }
             rtts.clear();
-            m.on_reply_bytes(reply.len(), mono_now(), &mut rtts);
+            let back = mono_now();
+            m.on_reply_bytes(reply.len(), back, &mut rtts);
             {
+                // Stamped with the reply's time, iperf 2's `packetTime`: the row it
+                // counts in is the interval that time falls in.
                 let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                 for t in &rtts {
-                    r.interval.record_ns(t.ns);
-                    r.total.record_ns(t.ns);
+                    r.on_round_trip(back, t.ns, req.len() as u64, false);
                 }
             }
             w.shared

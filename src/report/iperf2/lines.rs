@@ -40,6 +40,14 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
             byte_fmt(f64::from(b.reply_len), 'A'),
             b.hold_us
         ));
+        // iperf 2.2.1 prints it when bursts are paced (`client_bbburstperiodcount`).
+        if b.period_us > 0 {
+            out.push(format!(
+                "Bursting request {} times every {:.2} second(s)",
+                b.burst,
+                f64::from(b.period_us) / 1e6
+            ));
+        }
     }
     let isoch = isochronous_line(ctx).filter(|_| enhanced);
     // UDP: first; TCP: after the write size, as iperf 2 orders them.
@@ -58,6 +66,10 @@ pub fn header(ctx: &Iperf2Ctx, start: &Start) -> Vec<String> {
                 byte_fmt(blk as f64, 'A'),
                 byte_fmt(blk as f64 / 8.0, 'A')
             ));
+        }
+        // iperf 2.2.1 reads the socket's at the start with -e (`TCP_CONGESTION`).
+        if let (true, false, Some(cc)) = (ctx.client, ctx.udp, &start.netmeter.tcp_congestion) {
+            out.push(format!("TCP congestion control using {cc}"));
         }
         if ctx.client {
             let tos = start.test_start.tos;
@@ -152,11 +164,12 @@ pub fn connection(ctx: &Iperf2Ctx, no: usize, c: &Connected, start: &Start) -> S
         s.push_str(" (reverse)");
     }
     if ctx.layout == Layout::Enhanced {
-        if ctx.trip_times {
-            s.push_str(" (trip-times)");
-        }
+        // iperf 2.2.1's order: `(isoch) (trip-times)`.
         if ctx.isochronous.is_some() {
             s.push_str(" (isoch)");
+        }
+        if ctx.trip_times {
+            s.push_str(" (trip-times)");
         }
         if let Some(b) = ctx.bounceback {
             s.push_str(&format!(
@@ -492,7 +505,7 @@ fn reads(r: &Row) -> String {
 }
 
 /// `  0.001 ms 0/892 (0%)`: jitter, lost/total and the loss percent.
-fn jitter_loss(r: &Row) -> String {
+pub(super) fn jitter_loss(r: &Row) -> String {
     let u = r.udp_recv.unwrap_or_default();
     let pct = if u.packets > 0 {
         100.0 * u.lost_packets as f64 / u.packets as f64
@@ -509,7 +522,7 @@ fn jitter_loss(r: &Row) -> String {
 }
 
 /// NetPwr over the mean one-way delay.
-fn owd_power(r: &Row) -> String {
+pub(super) fn owd_power(r: &Row) -> String {
     let mean_s = r.owd.map_or(0.0, |l| l.mean_ms / 1e3);
     net_power(r.bytes, r.seconds, mean_s)
 }

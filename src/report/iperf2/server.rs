@@ -267,6 +267,11 @@ struct Tally {
     bins: [u64; READ_BINS],
     delays: Delays,
     hist: Option<Hist>,
+    /// UDP `--isochronous`: frames counted and lost, iperf 2.2.1's way
+    /// ([`ServerTest::frame`]), and the latencies of the frames timed.
+    frames: u64,
+    frames_lost: u64,
+    frame_delays: Delays,
 }
 
 /// One-way delays over one span, seconds (Welford's running mean and square sum).
@@ -368,6 +373,12 @@ pub struct ServerTest {
     /// The `-d`/`-r` connection back to the client's listener: the settings header
     /// iperf 2 prints for it (as a client's).
     back: Option<BackHeader>,
+    /// UDP `--isochronous`: the last frame id counted (0: none yet).
+    last_frame: u32,
+    /// A TCP sender's segments retransmitted since its connection opened, latest
+    /// ([`ServerTest::retransmits`]), and at the current interval's start.
+    retrans: Option<u64>,
+    retrans_mark: u64,
 }
 
 /// What the settings header of a `-d`/`-r` connection back names: the client's
@@ -380,6 +391,8 @@ pub struct BackHeader {
     pub sndbuf: u64,
     /// UDP: the rate it sends at, bits/s (the header's IPG target).
     pub rate_bps: u64,
+    /// TCP: the connection's congestion control (`TCP congestion control using X`).
+    pub congestion: Option<String>,
 }
 
 /// What one member's row counted, for the `-P` sum.
@@ -398,6 +411,8 @@ pub struct Span {
     pub out_of_order: u64,
     /// UDP: the span's one-way delays (the sum's `Latency avg/min/max`).
     pub delays: Delays,
+    /// A TCP sender's segments retransmitted in the span (0: not known).
+    pub retransmits: u64,
 }
 
 /// One interval's sum so far.
@@ -426,6 +441,7 @@ impl Slot {
         s.expected = s.expected.saturating_add(x.expected);
         s.out_of_order = s.out_of_order.saturating_add(x.out_of_order);
         s.delays.merge(&x.delays);
+        s.retransmits = s.retransmits.saturating_add(x.retransmits);
     }
 }
 
@@ -489,8 +505,8 @@ impl SumRows {
     /// The sum of a `-R -P N` test's members, the connections this server sends on, as
     /// iperf 2.2.1's server prints it: its receiver's sum layout (its sum report is
     /// made before the client's header says `-R`), the members' writes in the count
-    /// (`-e`: `[SUM-N]` under `[SUM-cnt] ... Reads=Dist`; the bins are 0 here, where
-    /// iperf 2 prints its TCP retry counters that share the memory of the bins), plain
+    /// (`-e`: `[SUM-N]` under `[SUM-cnt] ... Reads=Dist`, the bins what iperf 2 prints
+    /// there: its TCP retry counters, which share the bins' memory, `sender_bins`), plain
     /// `[SUM]` rows; the CSV line names this server first, then the client with port 0
     /// (`testdata/iperf2/tcp_rev_p2*.server.txt`).
     pub fn of_senders(mut self) -> SumRows {
@@ -608,7 +624,10 @@ impl SumRows {
             out_of_order: udp.then_some(x.out_of_order),
             figures: Iperf2Figures {
                 reads: Some(x.reads),
-                read_bins: Some(x.bins),
+                read_bins: Some(match self.senders {
+                    true => sender_bins(x),
+                    false => x.bins,
+                }),
                 ..Iperf2Figures::default()
             },
             ..Row::default()
@@ -748,6 +767,62 @@ impl SumRows {
     }
 }
 
+impl ServerTest {
+    /// A UDP `--isochronous --trip-times` client's test, received, in `-e`: iperf
+    /// 2.2.1's frame columns (`udp_output_read_triptime_isoch`).
+    fn isoch_trip(&self) -> bool {
+        let c = &self.ctx;
+        c.layout == Layout::Enhanced
+            && c.udp
+            && c.trip_times
+            && c.isochronous.is_some()
+            && !self.sending
+    }
+}
+
+/// iperf 2.2.1's UDP isochronous trip-time receiver's header
+/// (`report_bw_jitter_loss_enhanced_isoch_triptime_header`).
+const UDP_ISOCH_TRIP_HEADER: &str = "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total Latency avg/min/max/stdev  PPS  Frame:rx/lost  Frame-latency avg/min/max/stdev  NetPwr";
+
+/// Its row (`report_bw_jitter_loss_enhanced_isoch_format`): `... 0/882 (0%)
+/// 0.133/0.000/7.198/0.959 ms 889 pps  61/0 0.294/0.060/7.217/0.995 ms 9380`; without
+/// delays (`report_bw_jitter_loss_suppress_isoch_format`) the latencies are `-/-/-/-`.
+fn isoch_trip_row(prefix: &str, r: &Row, x: &Tally) -> String {
+    let head = format!(
+        "{prefix}{}  {}",
+        super::span(r.start, r.end),
+        super::transfer(r.bytes, r.seconds)
+    );
+    let pps = r.figures.packets_per_second.unwrap_or(0.0);
+    let frames = format!("{}/{}", x.frames, x.frames_lost);
+    let jl = lines::jitter_loss(r);
+    match (&r.owd, x.frame_delays.stats()) {
+        (Some(l), frame) => format!(
+            "{head}  {jl} {} ms {pps:.0} pps  {frames} {} ms {}",
+            super::latency4(l),
+            frame.map_or("-/-/-/-".to_string(), |f| super::latency4(&f)),
+            lines::owd_power(r)
+        ),
+        (None, _) => format!("{head}  {jl} -/-/-/- ms {pps:.0} pps  {frames} -/-/-/- ms  -"),
+    }
+}
+
+/// What iperf 2.2.1's server prints as the `Reads=Dist` bins of a `-R -P` sum: its sum
+/// report keeps a receiver's layout, and a sender's call counters share the bins'
+/// memory (`union SendReadStats` in `Reporter.h`: `ReadStats.bins[8]` lies over
+/// `WriteStats.tcpstats` from `cwnd_packets` on), so the interval rows' bins are the
+/// members' TCP retry counters summed: bin 2 `retry` and bin 4 `retry_tot`, both the
+/// interval's retransmits (the sum resets its bins after each row), the others 0
+/// (fields the sum does not add up); the whole test's row prints `totbins`, which lie
+/// over fields the sum never sets: all 0. Retransmits not known count 0.
+fn sender_bins(x: &Span) -> [u64; READ_BINS] {
+    let mut b = [0; READ_BINS];
+    if !x.whole {
+        (b[2], b[4]) = (x.retransmits, x.retransmits);
+    }
+    b
+}
+
 /// The share of `-i` a test's last part-interval must exceed for iperf 2 to print its
 /// row (`PARTIALPERCENT` in iperf 2.1.8 and 2.2.1).
 const PARTIAL_SHARE: f64 = 0.25;
@@ -800,6 +875,9 @@ impl ServerTest {
             fd_sending: false,
             sent_n: None,
             back: None,
+            last_frame: 0,
+            retrans: None,
+            retrans_mark: 0,
         }
     }
 
@@ -883,6 +961,7 @@ impl ServerTest {
             start.test_start.blksize = b.write_len;
             start.sndbuf_actual = b.sndbuf;
             start.target_bitrate = b.rate_bps;
+            start.netmeter.tcp_congestion = b.congestion.clone();
             let mut out = if self.ctx.exclude.settings {
                 Vec::new()
             } else {
@@ -1006,6 +1085,37 @@ impl ServerTest {
         }
     }
 
+    /// A UDP `--isochronous` datagram that completed frame `frame_id` (its last, the
+    /// frame following the one before it: `wire::iperf2::IsochPayload::ends_frame`),
+    /// `latency_s` after the frame was due (`IsochPayload::frame_latency_s`), counted as
+    /// iperf 2.2.1's server counts frames (`Reporter.c`,
+    /// `reporter_handle_isoch_oneway_transit_udp`), so the `Frame:rx/lost` column
+    /// matches the client's `isoch:tx` as between two iperf 2s: the count starts at one
+    /// and each frame adds one (the first frame is counted twice, as the client counts
+    /// its first too); a frame one after the last counted is timed; a jump of n ids
+    /// counts n lost (not n - 1).
+    pub fn frame(&mut self, frame_id: u32, latency_s: f64) {
+        let first = self.last_frame == 0;
+        let jump = frame_id.wrapping_sub(self.last_frame);
+        for x in [&mut self.cur, &mut self.total] {
+            // Saturating: the ids are the client's to choose.
+            x.frames = x.frames.saturating_add(1 + u64::from(first));
+            if jump == 1 && latency_s.is_finite() {
+                x.frame_delays.add(latency_s);
+            } else if jump > 1 && jump < u32::MAX / 2 {
+                x.frames_lost = x.frames_lost.saturating_add(u64::from(jump));
+            }
+        }
+        self.last_frame = frame_id;
+    }
+
+    /// A TCP sender's segments retransmitted since its connection opened (TCP_INFO's
+    /// `tcpi_total_retrans`), told before the call that ends an interval: its rows'
+    /// `Rtry`, and a `-R -P` sum's bins as iperf 2 prints them ([`SumRows::of_senders`]).
+    pub fn retransmits(&mut self, total: u64) {
+        self.retrans = Some(total);
+    }
+
     /// Whether something told at `t` ends an interval (its row may be due).
     pub fn row_due(&self, t: f64) -> bool {
         self.interval_s > 0.0 && t >= self.next_end
@@ -1027,6 +1137,7 @@ impl ServerTest {
                 out.extend(self.row_of(b, e, &cur, false));
             }
             self.udp_mark = self.udp_now.unwrap_or_default();
+            self.retrans_mark = self.retrans.unwrap_or(self.retrans_mark);
             self.begun = e;
             self.next_end = e + self.interval_s;
             left -= 1;
@@ -1064,6 +1175,7 @@ impl ServerTest {
             expected: udp.map_or(0, |(u, _)| u.packets),
             out_of_order: udp.map_or(0, |(_, o)| o),
             delays: x.delays,
+            retransmits: self.retrans_in(whole).unwrap_or(0),
         };
         let mut out = self.member_row(begin, end, x, whole);
         if let Some(n) = self
@@ -1076,6 +1188,13 @@ impl ServerTest {
             out.extend(sum.add(self.sum_key, &span));
         }
         out
+    }
+
+    /// A TCP sender's retransmits over the current interval or the whole test; `None`
+    /// when not told.
+    fn retrans_in(&self, whole: bool) -> Option<u64> {
+        let mark = if whole { 0 } else { self.retrans_mark };
+        self.retrans.map(|n| n.saturating_sub(mark))
     }
 
     /// A UDP receiver's figures over the current interval or the whole test (`whole`)
@@ -1133,6 +1252,9 @@ impl ServerTest {
             udp_recv: udp,
             out_of_order: ooo,
             owd,
+            retransmits: self
+                .retrans_in(whole)
+                .filter(|_| self.sending && !self.ctx.udp),
             figures: Iperf2Figures {
                 reads: (!self.sending).then_some(x.reads),
                 writes: self.sending.then_some(x.writes),
@@ -1163,15 +1285,20 @@ impl ServerTest {
             )];
         }
         let kind = lines::kind(&self.ctx, self.sending);
+        let isoch_trip = self.isoch_trip();
+        let header = match isoch_trip {
+            true => UDP_ISOCH_TRIP_HEADER,
+            false => lines::column_header(kind),
+        };
         let mut out = Vec::new();
         if !self.header_done {
             self.header_done = true;
             let first = match self.sum.as_ref().map(|s| s.lock()) {
-                Some(Ok(mut s)) => s.claim_member_header(lines::column_header(kind)),
+                Some(Ok(mut s)) => s.claim_member_header(header),
                 _ => true,
             };
             if first {
-                out.push(lines::column_header(kind).to_string());
+                out.push(header.to_string());
             }
         }
         let facts = Facts {
@@ -1180,7 +1307,10 @@ impl ServerTest {
             ..Facts::default()
         };
         let prefix = self.label.clone().unwrap_or_else(|| super::id(self.no));
-        out.push(lines::row(kind, &prefix, &row, &facts));
+        out.push(match isoch_trip {
+            true => isoch_trip_row(&prefix, &row, x),
+            false => lines::row(kind, &prefix, &row, &facts),
+        });
         if let Some(n) = ooo.filter(|&n| n > 0 && !self.sending) {
             out.push(format!(
                 "{prefix}{}  {n} datagrams received out-of-order",
@@ -1289,6 +1419,74 @@ mod tests {
         same_shape("udp_csv.server", &udp_run(Layout::Csv));
     }
 
+    /// A UDP `--isochronous --trip-times` test, 60 frames a second of 15 datagrams
+    /// each for 2 s, as iperf 2.2.1's own client sent it to the captured 2.2.1 server:
+    /// the frame columns, the frames counted as iperf 2.2.1 counts them.
+    fn isoch_trip_run() -> (String, Vec<String>) {
+        let mut c = ctx(Layout::Enhanced, true);
+        c.trip_times = true;
+        c.isochronous = Some(crate::wire::Isochronous {
+            fps: 0,
+            mean_bps: 0,
+            stdev_bps: 0,
+        });
+        let mut out = banner(&c, 1470, 212_992, None);
+        let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
+        out.extend(t.opening());
+        let mut rows = Vec::new();
+        for frame in 1..=120u32 {
+            for k in 1..=15u64 {
+                let i = u64::from(frame - 1) * 15 + k;
+                let counts = UdpCounts {
+                    received: i,
+                    expected: i,
+                    jitter_ms: 0.001,
+                    ..UdpCounts::default()
+                };
+                let at = f64::from(frame - 1) / 60.0 + k as f64 * 1e-5;
+                let lines = t.udp(1400, counts, at);
+                rows.extend(lines.clone());
+                out.extend(lines);
+                t.delay(0.00004, 0);
+            }
+            t.frame(frame, 0.0008);
+        }
+        let lines = t.finish(2.0002);
+        rows.extend(lines.clone());
+        out.extend(lines);
+        (out.join("\n"), rows)
+    }
+
+    #[test]
+    fn an_isochronous_trip_times_server_matches_iperf2() {
+        let (out, rows) = isoch_trip_run();
+        same_shape("iso_tt.server", &out);
+        // 120 frames: the first counted twice, as the 2.2.1 client's `isoch:tx` counts.
+        let frames = |r: &String| {
+            r.split(" pps  ")
+                .nth(1)
+                .and_then(|x| x.split(' ').next())
+                .map(String::from)
+        };
+        let got: Vec<_> = rows.iter().filter_map(frames).collect();
+        assert_eq!(got, ["61/0", "60/0", "121/0"], "{out}");
+        assert!(rows[2].contains(" 0.800/0.800/0.800/0.000 ms "), "{out}");
+    }
+
+    /// iperf 2.2.1's frame arithmetic on a server: the count starts at one, a frame
+    /// following the last one counted is timed, a jump of n ids counts n lost.
+    #[test]
+    fn frames_count_as_iperf2_counts_them() {
+        let mut t = ServerTest::new(ctx(Layout::Enhanced, true), 1, conn(), 0, 0.0);
+        for id in [1, 2, 3, 6, 7] {
+            t.frame(id, 0.001 * f64::from(id));
+        }
+        assert_eq!((t.total.frames, t.total.frames_lost), (6, 3));
+        let timed = t.total.frame_delays.stats().expect("timed frames");
+        assert_eq!(timed.count, 4);
+        assert!((timed.max_ms - 7.0).abs() < 1e-9 && (timed.min_ms - 1.0).abs() < 1e-9);
+    }
+
     #[test]
     fn trip_times_servers_match_iperf2() {
         let mut c = ctx(Layout::Enhanced, false);
@@ -1306,6 +1504,7 @@ mod tests {
             request_len: 100,
             reply_len: 100,
             hold_us: 0,
+            ..Default::default()
         });
         let mut out = banner(&c, 128 * 1024, 131072, None);
         let mut t = ServerTest::new(c, 1, conn(), 1_764_184_214_054, 1.0);
@@ -1770,6 +1969,7 @@ mod tests {
             write_len: 131_072,
             sndbuf: 4 << 20,
             rate_bps: 0,
+            congestion: Some("cubic".into()),
         });
         if dual {
             r = r.with_sum(sum.clone());
@@ -1874,6 +2074,7 @@ mod tests {
                 write_len: 1470,
                 sndbuf: 212_992,
                 rate_bps: 1_000_000,
+                congestion: None,
             })
             .with_sum(sum);
         out.extend(r.opening());
@@ -1954,6 +2155,7 @@ mod tests {
             write_len: 1470,
             sndbuf: 212_992,
             rate_bps: 1_000_000,
+            congestion: None,
         });
         out.extend(r.opening());
         for i in 1..=172u64 {
@@ -2068,6 +2270,59 @@ mod tests {
             });
         }
         out
+    }
+
+    /// TCP `-R -P 2` with retransmits, as iperf 2.2.1's captured server had them
+    /// (member 1: one each second; member 2: none): the `[SUM-2]` rows' `Reads=Dist`
+    /// bins are what iperf 2 prints there (its retry counters, [`sender_bins`]), word
+    /// for word against the capture, and the members' `Rtry` the retransmits.
+    #[test]
+    fn tcp_rev_p2_sum_bins_are_iperf2s() {
+        let c = ctx(Layout::Enhanced, false);
+        let sum = Arc::new(Mutex::new(SumRows::new(c.clone(), 2, 1.0).of_senders()));
+        let mut tests: Vec<ServerTest> = (1..=2)
+            .map(|no| {
+                ServerTest::new(c.clone(), no, conn(), 0, 1.0)
+                    .sending()
+                    .with_sum(sum.clone())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..200u32 {
+            let at = f64::from(i) / 100.0;
+            for t in [1usize, 0] {
+                if tests[t].row_due(at) {
+                    // Member 1's cumulative retransmits: one in each second.
+                    tests[t].retransmits(if t == 0 { u64::from(i / 100) } else { 0 });
+                }
+                out.extend(tests[t].write(128 * 1024, true, at));
+            }
+        }
+        for t in [1usize, 0] {
+            tests[t].retransmits(if t == 0 { 2 } else { 0 });
+            out.extend(tests[t].tick(2.0));
+        }
+        for (t, end) in [(1usize, 2.0053), (0, 2.0071)] {
+            out.extend(tests[t].finish(end));
+        }
+        let bins = |lines: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+            lines
+                .filter(|l| l.starts_with("[SUM-2]"))
+                .filter_map(|l| l.rsplit_once('=').map(|(_, b)| b.to_string()))
+                .collect()
+        };
+        let want = bins(&mut capture("tcp_rev_p2.server").lines());
+        assert_eq!(
+            want,
+            ["0:0:1:0:1:0:0:0", "0:0:1:0:1:0:0:0", "0:0:0:0:0:0:0:0"]
+        );
+        assert_eq!(bins(&mut out.iter().map(String::as_str)), want, "{out:#?}");
+        let rtry: Vec<&str> = out
+            .iter()
+            .filter(|l| l.starts_with("[  1]"))
+            .map(|l| l.split_whitespace().nth(9).unwrap())
+            .collect();
+        assert_eq!(rtry, ["1", "1", "2"], "{out:#?}");
     }
 
     /// TCP `-R -P 2`: the sending members' rows under one header, then iperf 2.2.1's

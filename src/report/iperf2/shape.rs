@@ -5,12 +5,11 @@
 /// Lines of iperf 2's output built from facts a netmeter report does not hold, and the
 /// parts of the connection line netmeter leaves out for the same reason (docs/iperf2.md).
 pub const NOT_RENDERED: &[&str] = &[
-    // The kernel's congestion control at the start (the report learns it at the end).
-    "TCP congestion control",
+    // A server's congestion control default (its banner is printed before any socket
+    // it would read it from). A client's is printed (`start.netmeter.tcp_congestion`).
+    "TCP congestion control default",
     // iperf 2's advice about --tcp-write-prefetch, an option netmeter does not have.
     "Warn: Send side bloat",
-    // iperf 2 sends bounceback bursts every period; netmeter's follow each other.
-    "Bursting request",
     // Histogram lines (`BB8(f)-PDF`, `T8-PDF`): not rendered in iperf 2's layout yet.
     "-PDF:",
     // The isochronous sender's schedule errors: netmeter keeps slips, not the errors.
@@ -97,6 +96,10 @@ pub fn shapes(text: &str) -> Vec<String> {
             continue;
         }
         let mut m = mask(&drop_parts(l));
+        // The kernel's algorithm is the host's, not the layout's.
+        if let Some(at) = m.find("TCP congestion control using ") {
+            m.replace_range(at + "TCP congestion control using ".len().., "#");
+        }
         // iperf 2 pads a small count after `=` (`Tx= 500 Byte`, `Tx=1.46 KByte`): how
         // many spaces depends on the value, not on the layout.
         while m.contains("= #") {

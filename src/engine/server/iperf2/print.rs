@@ -23,6 +23,16 @@ const UDP_READ_LEN: u64 = 1470;
 /// iperf 2's TCP server reads this much (its `-l` default, 128 KiB).
 const TCP_READ_LEN: u64 = 128 * 1024;
 
+/// What a `-d`/`-r` connection back's settings header names of its socket.
+pub(in crate::engine::server) struct BackSock {
+    pub write_len: u64,
+    pub sndbuf: u64,
+    /// UDP: bits/s.
+    pub rate_bps: u64,
+    /// TCP: its congestion control.
+    pub congestion: Option<String>,
+}
+
 /// One test's printer.
 pub(in crate::engine::server) struct Printer {
     test: ServerTest,
@@ -49,6 +59,7 @@ impl Printer {
             request_len: bb.size,
             reply_len: bb.reply_size,
             hold_us: bb.hold_us,
+            ..Bounceback::default()
         };
         let h = super::bounceback_as_test(bb);
         Self::start_as(g, &h, local, peer, false, Some(sizes))
@@ -84,25 +95,24 @@ impl Printer {
     }
 
     /// The `-d`/`-r` connection back to the client's listener `peer` (from `local`),
-    /// on which this server sends `write_len` blocks: iperf 2's client settings header
-    /// for it, its connection line and a sender's `[ *N]` rows (with `-d` in the
-    /// group's sum beside the client's test).
+    /// on which this server sends (`sock`: its blocks, send buffer, rate and congestion
+    /// control): iperf 2's client settings header for it, its connection line and a
+    /// sender's `[ *N]` rows (with `-d` in the group's sum beside the client's test).
     pub fn start_back(
         g: &Group,
         h: &TestHdr,
         local: SocketAddr,
         peer: SocketAddr,
-        write_len: u64,
-        sndbuf: u64,
-        rate_bps: u64,
+        sock: BackSock,
     ) -> Option<Printer> {
         let (ctx, no) = Self::ctx(g, h, None)?;
         let back = BackHeader {
             host: super::canon(peer.ip()).to_string(),
             port: peer.port(),
-            write_len,
-            sndbuf,
-            rate_bps,
+            write_len: sock.write_len,
+            sndbuf: sock.sndbuf,
+            rate_bps: sock.rate_bps,
+            congestion: sock.congestion,
         };
         let mut test = Self::test(g, ctx, local, peer, no).connect_back(back);
         if let Some(sum) = g.sum.clone() {
@@ -138,6 +148,13 @@ impl Printer {
         ctx.client = false;
         ctx.udp = h.udp;
         ctx.trip_times = h.trip_times();
+        // The connection line's `(isoch)` (and UDP's frame columns): the rate the client
+        // chose is not printed on a server, so none is kept.
+        ctx.isochronous = h.isochronous().then_some(crate::wire::Isochronous {
+            fps: 0,
+            mean_bps: 0,
+            stdev_bps: 0,
+        });
         ctx.bounceback = bounceback;
         ctx.datagram_len = if h.udp { UDP_READ_LEN } else { TCP_READ_LEN };
         let no = shared.iperf2.transfers.fetch_add(1, Ordering::Relaxed) + 1;
@@ -251,6 +268,23 @@ impl Printer {
     pub fn delay(&mut self, owd_s: f64, arrival_s: f64) {
         let sent_us = ((arrival_s - owd_s) * 1e6).round() as i64;
         self.test.delay(owd_s, sent_us);
+    }
+
+    /// A UDP `--isochronous` datagram that completed frame `frame_id`, `latency_s`
+    /// after the frame was due (see `ServerTest::frame`).
+    pub fn frame(&mut self, frame_id: u32, latency_s: f64) {
+        self.test.frame(frame_id, latency_s);
+    }
+
+    /// Whether a row falls due at `now`: a TCP sender reads its socket's retransmits
+    /// for it ([`Printer::retransmits`]) only then.
+    pub fn row_due(&self, now: Instant) -> bool {
+        self.test.row_due(self.t(now))
+    }
+
+    /// A TCP sender's segments retransmitted since its connection opened.
+    pub fn retransmits(&mut self, total: u64) {
+        self.test.retransmits(total);
     }
 
     /// A send call that sent `len` bytes (`ok`) or failed.

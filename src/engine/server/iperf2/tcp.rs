@@ -4,7 +4,7 @@
 //! (`--full-duplex`), until the client's `-t`/`-n`, the client's close, or this
 //! server's limits (deadline, idle, rate, shutdown).
 
-use super::print::Printer;
+use super::print::{BackSock, Printer};
 use super::udp::TransitStats;
 use super::{Flow, Group, Plan, over_limit};
 use crate::wire::iperf2::{AckTimes, HdrAck, TestHdr, VERSION_L, VERSION_U, Version};
@@ -369,6 +369,9 @@ fn send(
                 g.sent.fetch_add(n as u64, Ordering::Relaxed);
                 last_move = g.now();
                 if let Some(p) = printer.as_deref_mut() {
+                    if p.row_due(last_move) {
+                        note_retransmits(sock, p);
+                    }
                     p.wrote(n, true, last_move);
                 }
             }
@@ -393,8 +396,19 @@ fn send(
             return Err(why);
         }
     }
+    if let Some(p) = printer {
+        note_retransmits(sock, p);
+    }
     let _ = sock.shutdown(Shutdown::Write);
     Ok(())
+}
+
+/// Tell the printer the connection's retransmits so far (TCP_INFO), for its `Rtry`
+/// column and a `-R -P` sum's bins.
+fn note_retransmits(sock: &TcpStream, p: &mut Printer) {
+    if let Some(i) = crate::sock::tcp_info(std::os::fd::AsFd::as_fd(sock)) {
+        p.retransmits(u64::from(i.total_retrans));
+    }
 }
 
 /// After sending: wait (bounded) for the client to close, discarding what it sends.
@@ -454,9 +468,16 @@ fn connect_back(g: &Group, h: &TestHdr, peer: SocketAddr, plan: &Plan) -> Result
     let sndbuf = socket2::SockRef::from(&back)
         .send_buffer_size()
         .unwrap_or(0);
-    let mut rows = back.local_addr().ok().and_then(|local| {
-        Printer::start_back(g, h, local, to, plan.block as u64, sndbuf as u64, 0)
-    });
+    let facts = BackSock {
+        write_len: plan.block as u64,
+        sndbuf: sndbuf as u64,
+        rate_bps: 0,
+        congestion: crate::sock::congestion(std::os::fd::AsFd::as_fd(&back)),
+    };
+    let mut rows = back
+        .local_addr()
+        .ok()
+        .and_then(|local| Printer::start_back(g, h, local, to, facts));
     back.write_all(&[0u8; 4])
         .map_err(|e| format!("cannot write to {to} (-d/-r): {e}"))?;
     g.sent.fetch_add(4, Ordering::Relaxed);

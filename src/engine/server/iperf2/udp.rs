@@ -14,14 +14,14 @@
 //! ([`MAX_FLOWS`]) and per source ([`MAX_FLOWS_PER_SOURCE`]) besides the test slots; a
 //! flow with no datagram for the test's idle time ends.
 
-use super::print::Printer;
+use super::print::{BackSock, Printer};
 use super::{Flow, Group, Plan, over_limit};
 use crate::report::iperf2::server::UdpCounts;
 use crate::stats::UdpRecv;
 use crate::wire::iperf2::{
-    Amount, ClientHdr, DatagramId, HEADER_SEQNO64B, HEADER_UDPTESTS, HEADER_VERSION2, Legacy,
-    ServerReport, TestHdr, Transit, UPPER_REVERSE, UPPER_TRIPTIME, UdpOpening, classify_udp,
-    udp_start_datagram, write_datagram_id,
+    Amount, ClientHdr, DatagramId, HEADER_SEQNO64B, HEADER_UDPTESTS, HEADER_VERSION2, IsochPayload,
+    Legacy, ServerReport, TestHdr, Transit, UPPER_REVERSE, UPPER_TRIPTIME, UdpOpening,
+    classify_udp, udp_start_datagram, write_datagram_id,
 };
 use socket2::{SockAddr, Type};
 use std::collections::HashMap;
@@ -450,6 +450,8 @@ fn serve(
     rows: Option<Printer>,
 ) -> bool {
     let seq64 = h.flags & HEADER_SEQNO64B != 0 || DatagramId::flags_seq64(&first);
+    // --isochronous: the frame fields, where the client's version puts them.
+    let isoch = h.isochronous().then(|| h.isoch_layout());
     let started = g.now();
     let mut last_move = started;
     let mut count = FlowCount::default();
@@ -476,6 +478,10 @@ fn serve(
             p.datagram(len as usize, counts, now);
             if let Some(t) = count.last_transit_s {
                 p.delay(t, now_s);
+            }
+            let frame = isoch.and_then(|l| IsochPayload::read(d, l));
+            if let Some(f) = frame.filter(|f| f.ends_frame(d.len())) {
+                p.frame(f.frame_id, f.frame_latency_s(now_s));
             }
         }
     };
@@ -597,7 +603,13 @@ fn send(
             let sndbuf = socket2::SockRef::from(&sock)
                 .send_buffer_size()
                 .unwrap_or(0);
-            Printer::start_back(&g, h, local, to, len as u64, sndbuf as u64, bps)
+            let facts = BackSock {
+                write_len: len as u64,
+                sndbuf: sndbuf as u64,
+                rate_bps: bps,
+                congestion: None,
+            };
+            Printer::start_back(&g, h, local, to, facts)
         }
         _ => None,
     });
