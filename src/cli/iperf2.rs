@@ -446,8 +446,9 @@ impl Iperf2Args {
             dual: self.dualtest,
             tradeoff: self.tradeoff,
             bounceback_period,
-            // iperf 2's -R client prints the datagrams' latency without --trip-times.
-            send_time_latency: self.udp && self.reverse,
+            // iperf 2's -R client prints the datagrams' latency without --trip-times,
+            // and so does its listener for -d and -r.
+            send_time_latency: self.udp && (self.reverse || self.dualtest || self.tradeoff),
         })
     }
 
@@ -638,8 +639,8 @@ Server specific:
 
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
-  -d, --dualtest           do a bidirectional test simultaneously (the server connects back; TCP)
-  -r, --tradeoff           do a bidirectional test individually (the server connects back after; TCP)
+  -d, --dualtest           do a bidirectional test simultaneously (the server connects back)
+  -r, --tradeoff           do a bidirectional test individually (the server connects back after)
       --full-duplex        run full duplex test using same socket
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
@@ -696,8 +697,12 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
                 }
             };
             let mut r = Iperf2Renderer::new(ctx, Box::new(write));
-            if cfg.iperf2.is_some_and(|o| o.tradeoff) {
-                r = r.with_listen_window(default_rcvbuf(false));
+            let udp = cfg.spec.protocol == crate::spec::Protocol::Udp;
+            if cfg.iperf2.is_some_and(|o| o.tradeoff || (o.dual && udp)) {
+                r = r.with_listen_window(default_rcvbuf(udp));
+            }
+            if cfg.iperf2.is_some_and(|o| o.dual) && udp {
+                r = r.with_dual_udp();
             }
             crate::run(&cfg, &mut r).map(|_| ())
         }

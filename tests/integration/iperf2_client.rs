@@ -37,7 +37,12 @@ fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
 }
 
 /// The same printing `style` (`-y C`, or `-e` for its enhanced text).
-fn iperf2_server_styled(key: &str, port: u16, udp: bool, style: &[&str]) -> (Proc, Drained) {
+pub(crate) fn iperf2_server_styled(
+    key: &str,
+    port: u16,
+    udp: bool,
+    style: &[&str],
+) -> (Proc, Drained) {
     let mut p = Proc::spawn(
         key,
         Command::new("stdbuf")
