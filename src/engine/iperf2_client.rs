@@ -430,6 +430,10 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let fin_len = running.spec().block_len.max(hdr.len());
     let upload = running.spec().direction == Direction::Upload || opts.dual;
     let peer = (udp && upload).then(|| udp_upload_end(out, &fins, &mut fig, &hdr, fin_len));
+    // -d over UDP: a server that never sent back leaves an empty receiving row; say so.
+    if opts.dual && udp && fig.locals.iter().all(|l| l.sender || l.bytes == 0) {
+        out.warning("the iperf 2 server sent nothing back (-d): the receiving row is empty; a firewall may stop its datagrams");
+    }
     let results = peer.as_ref().map(|(r, _)| r);
     let mut end = running.summary(&out.report.start, &fig, results);
     if let Some((_, reports)) = &peer {

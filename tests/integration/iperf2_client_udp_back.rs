@@ -37,6 +37,15 @@ fn whole_row<'a>(text: &'a str, label: &str) -> Option<&'a str> {
         .rfind(|l| l.starts_with(label) && l.contains(" 0.0000-"))
 }
 
+/// The lost/total of the last whole-test row of `label` that has one (not its
+/// `N datagrams received out-of-order` line).
+fn whole_lost_total(text: &str, label: &str) -> Option<(u64, u64)> {
+    text.lines()
+        .filter(|l| l.starts_with(label) && l.contains(" 0.0000-"))
+        .filter_map(lost_total)
+        .last()
+}
+
 /// `Sent N datagrams` of stream 1.
 fn sent(text: &str) -> Option<u64> {
     text.lines().find_map(|l| {
@@ -81,16 +90,14 @@ fn check_back(key: &str, flag: &str) {
     drop(server);
     let what = format!("{key} {flag}\n--- netmeter\n{ours}\n--- iperf 2 server\n{theirs}");
     let sent = sent(&ours).unwrap_or_else(|| panic!("no Sent line: {what}"));
-    let received = whole_row(&theirs, "[  1]")
-        .and_then(lost_total)
+    let received = whole_lost_total(&theirs, "[  1]")
         .unwrap_or_else(|| panic!("no whole-test row of what the server received: {what}"));
     assert_eq!(
         received.1 + 1,
         sent,
         "the server's total is what netmeter sent: {what}"
     );
-    let back = whole_row(&ours, "[  2]")
-        .and_then(lost_total)
+    let back = whole_lost_total(&ours, "[  2]")
         .unwrap_or_else(|| panic!("no whole-test row of what netmeter received: {what}"));
     let report = server_report_row(&theirs).and_then(lost_total);
     assert_eq!(
@@ -141,7 +148,7 @@ fn check_back_netmeter(flag: &str) {
         })
     });
     drop(server);
-    let back = whole_row(&ours, "[  2]").and_then(lost_total);
+    let back = whole_lost_total(&ours, "[  2]");
     assert_eq!(
         back,
         Some(reported),
@@ -283,6 +290,38 @@ fn check_shape(args: &[&str], capture: &str) {
         shapes(&text),
         "netmeter iperf2 {args:?} has not iperf 2.2.1's shape ({capture}):\n{text}"
     );
+}
+
+/// Quick tier: the plain layouts (no latency, which a netmeter server's report
+/// carries only with `--trip-times`) against netmeter's own server.
+fn check_shape_netmeter(args: &[&str], capture: &str) {
+    let port = free_port();
+    let (server, _d) = netmeter_server(port, &[]);
+    let out = netmeter_iperf2(port, args);
+    drop(server);
+    assert!(out.status.success(), "netmeter failed:\n{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let p = format!(
+        "{}/src/report/testdata/iperf2/{capture}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    use netmeter::report::iperf2::shape::shapes;
+    assert_eq!(
+        shapes(&want),
+        shapes(&text),
+        "netmeter iperf2 {args:?} has not iperf 2.2.1's shape ({capture}):\n{text}"
+    );
+}
+
+#[test]
+fn udp_dual_plain_shape_against_a_netmeter_server() {
+    check_shape_netmeter(&with(&["-d"]), "udp_dual_plain.client");
+}
+
+#[test]
+fn udp_tradeoff_plain_shape_against_a_netmeter_server() {
+    check_shape_netmeter(&with(&["-r"]), "udp_tradeoff_plain.client");
 }
 
 const SHAPE: [&str; 7] = ["-u", "-i", "1", "-t", "2", "-b", "1m"];
