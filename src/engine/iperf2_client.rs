@@ -60,7 +60,7 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         .profile
         .as_ref()
         .is_some_and(|p| p.isochronous().is_some());
-    let refusals: [(bool, &'static str); 26] = [
+    let refusals: [(bool, &'static str); 25] = [
         (
             dual && s.bounceback.is_some(),
             "-d (the server connecting back) runs bulk tests only: drop --bounceback",
@@ -125,10 +125,6 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         (
             s.trip_times && !udp && s.block_len < TCP_BURST_LEN,
             "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
-        ),
-        (
-            s.trip_times && !udp && s.direction == Direction::Bidir,
-            "with --iperf2, TCP --trip-times runs one way: drop --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,

@@ -41,9 +41,9 @@ fn whole_row<'a>(text: &'a str, label: &str) -> Option<&'a str> {
 /// `N datagrams received out-of-order` line).
 fn whole_lost_total(text: &str, label: &str) -> Option<(u64, u64)> {
     text.lines()
+        .rev()
         .filter(|l| l.starts_with(label) && l.contains(" 0.0000-"))
-        .filter_map(lost_total)
-        .last()
+        .find_map(lost_total)
 }
 
 /// `Sent N datagrams` of stream 1.

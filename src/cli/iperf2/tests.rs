@@ -119,7 +119,7 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
         (
-            &["-c", "h", "--trip-times", "--full-duplex"][..],
+            &["-c", "h", "--isochronous", "--full-duplex"][..],
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
@@ -288,13 +288,15 @@ fn tradeoff_is_an_upload_then_the_server_connecting_back() {
 }
 
 /// TCP `-R --trip-times` runs on iperf 2's wire (the server times its writes, this
-/// client reads their send times); `--full-duplex` with it does not yet.
+/// client reads their send times), and so does `--full-duplex` (both time each
+/// other's writes on the one connection).
 #[test]
 fn tcp_reverse_trip_times_is_taken() {
     use crate::spec::Direction;
     let (cfg, ctx) = client(&["-c", "h", "-R", "--trip-times"]);
     assert_eq!(cfg.spec.direction, Direction::Reverse);
     assert!(cfg.spec.trip_times && ctx.trip_times);
-    let e = refused(&["-c", "h", "--full-duplex", "--trip-times"]);
-    assert!(e.contains("--full-duplex") && !e.contains('\n'), "{e}");
+    let (cfg, ctx) = client(&["-c", "h", "--full-duplex", "--trip-times"]);
+    assert_eq!(cfg.spec.direction, Direction::Bidir);
+    assert!(cfg.spec.trip_times && ctx.trip_times);
 }
