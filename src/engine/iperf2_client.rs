@@ -653,6 +653,15 @@ fn dual_listener(cfg: &ClientConfig, server: &SocketAddr) -> Result<Back, TestEr
     });
     let what = |e| TestError::io_while(format!("cannot listen on {ip} for -d/-r"), e);
     if cfg.spec.protocol == Protocol::Udp {
+        // The address this host sends to the server from (a connected socket's, which
+        // sends nothing): the one the server sends back to, and the one the
+        // connection line names.
+        let ip = match cfg.bind {
+            Some(ip) => ip,
+            None => UdpSocket::bind(SocketAddr::new(ip, 0))
+                .and_then(|p| p.connect(server).and_then(|_| p.local_addr()))
+                .map_or(ip, |a| a.ip()),
+        };
         let u = UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(what)?;
         if let Some(w) = cfg.spec.window {
             let _ = socket2::SockRef::from(&u).set_recv_buffer_size(w as usize);
