@@ -348,7 +348,7 @@ impl Iperf2Renderer {
                 let mut ls = lines::server_report(no, sent, self.ctx.layout, server.as_ref());
                 if self.dual_udp {
                     dual_sent += sent.unwrap_or(0);
-                    report = ls.split_off(usize::from(sent.is_some()).min(ls.len()));
+                    report.extend(ls.split_off(usize::from(sent.is_some()).min(ls.len())));
                 }
                 for l in ls {
                     self.line(&l);
