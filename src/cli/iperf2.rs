@@ -704,7 +704,7 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
             if cfg.iperf2.is_some_and(|o| o.dual) && udp {
                 r = r.with_dual_udp();
             }
-            crate::run(&cfg, &mut r).map(|_| ())
+            crate::run(&cfg, &mut StderrWarnings(r)).map(|_| ())
         }
         Iperf2Command::Server { cfg, output } => {
             crate::sock::use_one_malloc_arena();
@@ -740,6 +740,22 @@ fn default_rcvbuf(udp: bool) -> u64 {
     Socket::new(Domain::IPV4, ty, None)
         .and_then(|s| s.recv_buffer_size())
         .map_or(0, |b| b as u64)
+}
+
+/// The client's iperf 2 layout with the engine's warnings (a server that sent no
+/// report, or nothing back for `-d`/`-r`; datagrams dropped from another host) on
+/// stderr, apart from the report, where iperf 2 writes its own warnings; the layout
+/// itself has no line for them.
+struct StderrWarnings(Iperf2Renderer);
+
+impl crate::report::observe::Observer for StderrWarnings {
+    fn on(&mut self, event: crate::report::observe::Event<'_>) {
+        if let crate::report::observe::Event::Warning(w) = &event {
+            use crate::report::escape::{Lines, escape_controls};
+            eprintln!("netmeter: warning - {}", escape_controls(w, Lines::One));
+        }
+        self.0.on(event);
+    }
 }
 
 /// The server's own events under `netmeter iperf2 -s`: iperf 2's settings header when

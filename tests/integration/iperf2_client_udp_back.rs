@@ -172,6 +172,8 @@ fn udp_tradeoff_against_a_netmeter_server() {
 /// sends back: `-u -r` ends after its bounded wait with one sentence saying so and a
 /// failing exit status, the first half's rows printed. (iperf 2.2.1's client prints
 /// `ERROR: expected reverse connect did not occur` after waiting its `-t`, and exits 0.)
+/// Datagrams another address (127.0.0.2) sends to the port the header names are not
+/// taken for the server's: they are dropped, with a warning naming their sender.
 #[test]
 fn udp_tradeoff_gives_up_on_a_server_that_never_sends_back() {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
@@ -184,10 +186,23 @@ fn udp_tradeoff_gives_up_on_a_server_that_never_sends_back() {
         let (stop, got) = (stop.clone(), got.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
+            let stranger = UdpSocket::bind("127.0.0.2:0").expect("a socket on 127.0.0.2");
             // Bounded by the client's run (stopped below) and a count.
             while !stop.load(Ordering::Relaxed) && got.load(Ordering::Relaxed) < 1_000_000 {
-                if sock.recv(&mut buf).is_ok() {
-                    got.fetch_add(1, Ordering::Relaxed);
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                // The first datagram names the client's listening port: a stranger
+                // sends there, as if it were the server's test back.
+                if got.fetch_add(1, Ordering::Relaxed) == 0
+                    && let Ok(h) = netmeter::wire::iperf2::TestHdr::parse_udp(&buf[..n])
+                {
+                    let to = std::net::SocketAddr::new(from.ip(), h.port);
+                    for seq in 1..=3i64 {
+                        let mut d = vec![0u8; 200];
+                        netmeter::wire::iperf2::write_datagram_id(&mut d, seq, 0, 0);
+                        let _ = stranger.send_to(&d, to);
+                    }
                 }
             }
         })
@@ -207,6 +222,10 @@ fn udp_tradeoff_gives_up_on_a_server_that_never_sends_back() {
     assert!(
         got.load(Ordering::Relaxed) > 0,
         "the fake got the test: {text}"
+    );
+    assert!(
+        err.contains("-r: dropped a datagram from 127.0.0.2:"),
+        "the stranger's datagrams: {text}"
     );
 }
 
