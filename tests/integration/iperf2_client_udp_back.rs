@@ -219,6 +219,9 @@ fn udp_tradeoff_gives_up_on_a_server_that_never_sends_back() {
     );
     let ours = String::from_utf8_lossy(&out.stdout);
     assert!(sent(&ours).is_some(), "the first half's rows: {text}");
+    // No report came for the first half: none is printed (the warning says so).
+    assert!(!ours.contains("Server Report:"), "{text}");
+    assert!(err.contains("sent no report"), "{text}");
     assert!(
         got.load(Ordering::Relaxed) > 0,
         "the fake got the test: {text}"

@@ -333,9 +333,15 @@ impl Iperf2Renderer {
             }
             if self.ctx.udp && sends {
                 // -x V leaves the server's part out, not what this side sent.
+                // A client prints the Server Report only when one came (the stream's
+                // receiver figures are the server's): without one, iperf 2's client
+                // warns on stderr and prints none, and netmeter's figures would be
+                // its own sender's.
+                let reported =
+                    !self.ctx.client || st.udp.as_ref().is_some_and(|u| u.netmeter.is_some());
                 let server = end_row(end, i, st, (false, client_sends), &self.last)
                     .map(|(_, r)| r)
-                    .filter(|_| !self.ctx.exclude.server_reports);
+                    .filter(|_| !self.ctx.exclude.server_reports && reported);
                 // iperf 2's client counts its FIN (which netmeter's count holds) and
                 // then its reporter's end-of-test record as datagrams: `EndJob` pushes a
                 // packet (id -1, not empty) that `reporter_compute_packet_pps` counts
