@@ -455,8 +455,9 @@ impl Iperf2Args {
             dual: self.dualtest,
             tradeoff: self.tradeoff,
             bounceback_period,
-            // iperf 2's -R client prints the datagrams' latency without --trip-times.
-            send_time_latency: self.udp && self.reverse,
+            // iperf 2's -R client prints the datagrams' latency without --trip-times,
+            // and so does its listener for -d and -r.
+            send_time_latency: self.udp && (self.reverse || self.dualtest || self.tradeoff),
             // As iperf 2.2.1's own client lays out its frame fields.
             ..Iperf2Opts::default()
         })
@@ -649,8 +650,8 @@ Server specific:
 
 Client specific:
   -c, --client    <host>   run in client mode, connecting to <host>
-  -d, --dualtest           do a bidirectional test simultaneously (the server connects back; TCP)
-  -r, --tradeoff           do a bidirectional test individually (the server connects back after; TCP)
+  -d, --dualtest           do a bidirectional test simultaneously (the server connects back)
+  -r, --tradeoff           do a bidirectional test individually (the server connects back after)
       --full-duplex        run full duplex test using same socket
   -n, --num       #[kmgKMG]    number of bytes to transmit (instead of -t)
   -P, --parallel  #        number of parallel client threads to run
@@ -707,10 +708,14 @@ pub fn run(cmd: Iperf2Command) -> Result<(), crate::engine::TestError> {
                 }
             };
             let mut r = Iperf2Renderer::new(ctx, Box::new(write));
-            if cfg.iperf2.is_some_and(|o| o.tradeoff) {
-                r = r.with_listen_window(default_rcvbuf(false));
+            let udp = cfg.spec.protocol == crate::spec::Protocol::Udp;
+            if cfg.iperf2.is_some_and(|o| o.tradeoff || (o.dual && udp)) {
+                r = r.with_listen_window(default_rcvbuf(udp));
             }
-            crate::run(&cfg, &mut r).map(|_| ())
+            if cfg.iperf2.is_some_and(|o| o.dual) && udp {
+                r = r.with_dual_udp();
+            }
+            crate::run(&cfg, &mut StderrWarnings(r)).map(|_| ())
         }
         Iperf2Command::Server { cfg, output } => {
             crate::sock::use_one_malloc_arena();
@@ -746,6 +751,22 @@ fn default_rcvbuf(udp: bool) -> u64 {
     Socket::new(Domain::IPV4, ty, None)
         .and_then(|s| s.recv_buffer_size())
         .map_or(0, |b| b as u64)
+}
+
+/// The client's iperf 2 layout with the engine's warnings (a server that sent no
+/// report, or nothing back for `-d`/`-r`; datagrams dropped from another host) on
+/// stderr, apart from the report, where iperf 2 writes its own warnings; the layout
+/// itself has no line for them.
+struct StderrWarnings(Iperf2Renderer);
+
+impl crate::report::observe::Observer for StderrWarnings {
+    fn on(&mut self, event: crate::report::observe::Event<'_>) {
+        if let crate::report::observe::Event::Warning(w) = &event {
+            use crate::report::escape::{Lines, escape_controls};
+            eprintln!("netmeter: warning - {}", escape_controls(w, Lines::One));
+        }
+        self.0.on(event);
+    }
 }
 
 /// The server's own events under `netmeter iperf2 -s`: iperf 2's settings header when

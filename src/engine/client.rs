@@ -94,7 +94,7 @@ pub struct Iperf2Opts {
     /// `--bounceback-period`: time between bursts (`None`: iperf 2's second; zero:
     /// back to back).
     pub bounceback_period: Option<Duration>,
-    /// UDP `-R`: record each datagram's latency from the send time in it even without
+    /// UDP `-R`, `-d` and `-r`: record each received datagram's latency from the send time in it even without
     /// `--trip-times`, as iperf 2's `-R` client prints it (`netmeter iperf2 -c -u -R`);
     /// the test header does not ask for trip times.
     pub send_time_latency: bool,

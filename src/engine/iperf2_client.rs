@@ -55,14 +55,23 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
     let s = &cfg.spec;
     let udp = s.protocol == Protocol::Udp;
     let dual = cfg.iperf2.is_some_and(|o| o.dual);
+    let legacy = cfg.iperf2.is_some_and(|o| o.dual || o.tradeoff);
     let isoch = s
         .profile
         .as_ref()
         .is_some_and(|p| p.isochronous().is_some());
-    let refusals: [(bool, &'static str); 24] = [
+    let refusals: [(bool, &'static str); 25] = [
         (
-            dual && (udp || s.bounceback.is_some()),
-            "-d (the server connecting back) runs TCP bulk tests only: drop -u or --bounceback",
+            dual && s.bounceback.is_some(),
+            "-d (the server connecting back) runs bulk tests only: drop --bounceback",
+        ),
+        (
+            legacy && udp && s.parallel > 1,
+            "-d and -r run one UDP stream (the server sends back to one listening socket): drop -P",
+        ),
+        (
+            legacy && udp && s.trip_times,
+            "-d and -r do not take --trip-times over UDP yet: drop --trip-times",
         ),
         (
             dual && s.direction != Direction::Bidir,
@@ -116,10 +125,6 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         (
             s.trip_times && !udp && s.block_len < TCP_BURST_LEN,
             "with --iperf2, TCP --trip-times needs -l of at least 92 bytes: iperf 2's timestamp header opens every write",
-        ),
-        (
-            s.trip_times && !udp && s.direction == Direction::Bidir,
-            "with --iperf2, TCP --trip-times runs one way: drop --bidir",
         ),
         (
             s.trip_times && udp && s.block_len < UDP_START_HDR_LEN,
@@ -330,13 +335,16 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     let isoch = spec.profile.as_ref().and_then(|p| p.isochronous());
     // TCP bursts and frames: iperf 2's burst heads on the profile's grid.
     let tcp_profile = spec.profile.filter(|_| !udp);
-    // --bidir over UDP: the sender ends with its FIN at once (no report to await).
-    let duplex_fin = udp && spec.direction == Direction::Bidir;
+    // --bidir over UDP: the sender ends with its FIN at once (no report to await); -d's
+    // sender is an upload's and awaits its report.
+    let duplex_fin = udp && spec.direction == Direction::Bidir && back.is_none();
+    // -d over UDP: the receiving stream is the listener, taking the server's datagrams.
+    let back_from = (udp && listener.is_some()).then(|| recv::BackFilter::new(server.ip()));
     let hello =
         (udp && spec.direction == Direction::Reverse).then(|| reverse_hdr(&hdr, spec.block_len));
     let spawn: SpawnLoop = Arc::new(move |w, sock| {
         if !w.shared.sender {
-            return spawn_receiver(w, sock, trip_times, hello.clone());
+            return spawn_receiver(w, sock, trip_times, hello.clone(), back_from);
         }
         let hdr = loop_hdr.clone();
         let name = format!("nm-iperf2-{}", w.shared.id);
@@ -358,7 +366,7 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
     // UDP -R: iperf 2's client prints each datagram's latency from its send time with
     // or without --trip-times, so the receiver records it (`opts.send_time_latency`);
     // the header, built above, still asks for no trip times.
-    if opts.send_time_latency && udp && spec.direction == Direction::Reverse {
+    if opts.send_time_latency && udp && (spec.direction == Direction::Reverse || opts.dual) {
         spec.trip_times = true;
     }
     let mut run = TestRun::new(spec, side)?
@@ -417,8 +425,12 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
         return Err(TestError::Stream(e));
     }
     let fin_len = running.spec().block_len.max(hdr.len());
-    let peer = (udp && running.spec().direction == Direction::Upload)
-        .then(|| udp_upload_end(out, &fins, &mut fig, &hdr, fin_len));
+    let upload = running.spec().direction == Direction::Upload || opts.dual;
+    let peer = (udp && upload).then(|| udp_upload_end(out, &fins, &mut fig, &hdr, fin_len));
+    // -d over UDP: a server that never sent back leaves an empty receiving row; say so.
+    if opts.dual && udp && fig.locals.iter().all(|l| l.sender || l.bytes == 0) {
+        out.warning("the iperf 2 server sent nothing back (-d): the receiving row is empty; a firewall may stop its datagrams");
+    }
     let results = peer.as_ref().map(|(r, _)| r);
     let mut end = running.summary(&out.report.start, &fig, results);
     if let Some((_, reports)) = &peer {
@@ -436,17 +448,18 @@ pub fn run(cfg: &ClientConfig, out: &mut Output) -> Result<(), TestError> {
 /// header went out first), or with `--trip-times` each of the server's writes timed
 /// (`loops::tcp_recv_trip`); a UDP receiver reads iperf 2's datagrams (`hello`: `-R`'s
 /// header datagram, sent again until the server answers).
-fn spawn_receiver(
+pub(super) fn spawn_receiver(
     w: super::stream::Worker,
     sock: DataSock,
     trip_times: bool,
     hello: Option<Vec<u8>>,
+    back: Option<recv::BackFilter>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let name = format!("nm-iperf2-rx-{}", w.shared.id);
     match sock {
-        DataSock::Udp(u) => {
-            super::stream::spawn_loop(name, w, move |w| loops::udp_recv(w, u, trip_times, hello))
-        }
+        DataSock::Udp(u) => super::stream::spawn_loop(name, w, move |w| {
+            loops::udp_recv(w, u, trip_times, hello, back)
+        }),
         DataSock::Tcp(t) if trip_times => {
             super::stream::spawn_loop(name, w, move |w| loops::tcp_recv_trip(w, t))
         }
@@ -466,6 +479,7 @@ fn udp_upload_end(
     let sent: Vec<Sent> = fig
         .locals
         .iter()
+        .filter(|l| l.sender)
         .map(|l| Sent {
             id: l.id,
             socket: l.socket,
@@ -477,7 +491,7 @@ fn udp_upload_end(
     // bytes and its sequence number as the total (`reporter_handle_packet_server_udp`),
     // and iperf 2's client counts it as sent (its bytes in the Transfer column). A
     // server that answered got one FIN; one that did not got at least one.
-    for l in &mut fig.locals {
+    for l in fig.locals.iter_mut().filter(|l| l.sender) {
         l.bytes += fin_len as u64;
         l.packets += 1;
     }
@@ -494,7 +508,7 @@ fn open_streams(
     run: &mut TestRun,
     server: SocketAddr,
     hdr: &[u8],
-    dual: Option<&TcpListener>,
+    dual: Option<&Back>,
 ) -> Result<Vec<UdpSocket>, TestError> {
     let mut fins = Vec::new();
     let mut duplex = Vec::new();
@@ -507,7 +521,7 @@ fn open_streams(
             }
             DataSock::Udp(u) => {
                 fins.push(u.try_clone()?);
-                if run.spec().direction == Direction::Bidir {
+                if run.spec().direction == Direction::Bidir && dual.is_none() {
                     duplex.push(DataSock::Udp(u.try_clone()?));
                 }
             }
@@ -536,12 +550,22 @@ fn open_streams(
         let c = run.attach(sock, server)?;
         out.connected(c);
     }
-    if let Some(l) = dual {
-        for s in accept_back(out, l, server.ip(), run.spec().parallel as usize)? {
-            let peer = s.peer_addr()?;
-            let c = run.attach(DataSock::Tcp(s), peer)?;
+    match dual {
+        Some(Back::Tcp(l)) => {
+            for s in accept_back(out, l, server.ip(), run.spec().parallel as usize)? {
+                let peer = s.peer_addr()?;
+                let c = run.attach(DataSock::Tcp(s), peer)?;
+                out.connected(c);
+            }
+        }
+        // UDP: the listener itself receives (one stream), the server's sender taken
+        // at its first datagram (`recv::BackFilter`); it is told as connected to the
+        // server's address until then.
+        Some(Back::Udp(u)) => {
+            let c = run.attach(DataSock::Udp(u.try_clone()?), server)?;
             out.connected(c);
         }
+        None => {}
     }
     for sock in duplex {
         let c = run.attach(sock, server)?;
@@ -585,8 +609,10 @@ fn back_listener(
         return Ok((None, None, None));
     }
     let l = dual_listener(cfg, server)?;
-    let port = l.local_addr()?.port();
-    if opts.tradeoff {
+    let port = l.port()?;
+    // iperf 2's client announces its listener as a server (UDP -d too: 2.2.1's
+    // `-u -d` output opens with it).
+    if opts.tradeoff || cfg.spec.protocol == Protocol::Udp {
         out.emit(Event::Listening { port, test: 0 });
     }
     let back = ConnectBack {
@@ -600,23 +626,52 @@ fn back_listener(
 }
 
 /// `-d`'s listener, `-r`'s, and the port the header names.
-type BackListener = (
-    Option<TcpListener>,
-    Option<TcpListener>,
-    Option<ConnectBack>,
-);
+type BackListener = (Option<Back>, Option<Back>, Option<ConnectBack>);
+
+/// Where the server's test back arrives (`-d`, `-r`): a TCP listener, or over UDP the
+/// socket the server's datagrams come to.
+pub(crate) enum Back {
+    Tcp(TcpListener),
+    Udp(UdpSocket),
+}
+
+impl Back {
+    fn port(&self) -> std::io::Result<u16> {
+        match self {
+            Back::Tcp(l) => l.local_addr().map(|a| a.port()),
+            Back::Udp(u) => u.local_addr().map(|a| a.port()),
+        }
+    }
+}
 
 /// `-d`'s listener, on the address family of `server`'s (and `-B`'s address if given),
-/// a port the kernel picks: the header names it.
-fn dual_listener(cfg: &ClientConfig, server: &SocketAddr) -> Result<TcpListener, TestError> {
+/// a port the kernel picks: the header names it. Over UDP a socket bound there, its
+/// receive buffer `-w` when given (the server's datagrams arrive on it).
+fn dual_listener(cfg: &ClientConfig, server: &SocketAddr) -> Result<Back, TestError> {
     let ip = cfg.bind.unwrap_or(match server {
         SocketAddr::V4(_) => IpAddr::from([0u8; 4]),
         SocketAddr::V6(_) => IpAddr::from([0u16; 8]),
     });
-    let l = TcpListener::bind(SocketAddr::new(ip, 0))
-        .map_err(|e| TestError::io_while(format!("cannot listen on {ip} for -d"), e))?;
+    let what = |e| TestError::io_while(format!("cannot listen on {ip} for -d/-r"), e);
+    if cfg.spec.protocol == Protocol::Udp {
+        // The address this host sends to the server from (a connected socket's, which
+        // sends nothing): the one the server sends back to, and the one the
+        // connection line names.
+        let ip = match cfg.bind {
+            Some(ip) => ip,
+            None => UdpSocket::bind(SocketAddr::new(ip, 0))
+                .and_then(|p| p.connect(server).and_then(|_| p.local_addr()))
+                .map_or(ip, |a| a.ip()),
+        };
+        let u = UdpSocket::bind(SocketAddr::new(ip, 0)).map_err(what)?;
+        if let Some(w) = cfg.spec.window {
+            let _ = socket2::SockRef::from(&u).set_recv_buffer_size(w as usize);
+        }
+        return Ok(Back::Udp(u));
+    }
+    let l = TcpListener::bind(SocketAddr::new(ip, 0)).map_err(what)?;
     l.set_nonblocking(true)?;
-    Ok(l)
+    Ok(Back::Tcp(l))
 }
 
 /// Accept `n` connections from the server's address `from` (`-d`), each within

@@ -37,7 +37,12 @@ fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
 }
 
 /// The same printing `style` (`-y C`, or `-e` for its enhanced text).
-fn iperf2_server_styled(key: &str, port: u16, udp: bool, style: &[&str]) -> (Proc, Drained) {
+pub(crate) fn iperf2_server_styled(
+    key: &str,
+    port: u16,
+    udp: bool,
+    style: &[&str],
+) -> (Proc, Drained) {
     let mut p = Proc::spawn(
         key,
         Command::new("stdbuf")
@@ -333,7 +338,7 @@ fn refusals_name_the_option() {
         (&["-u", "-l", "50"][..], "-l must be at least 76"),
         (&["-u", "--bounceback"][..], "--bounceback"),
         (&["--trip-times", "-l", "80"][..], "at least 92"),
-        (&["--trip-times", "--bidir"][..], "drop --bidir"),
+        (&["--isochronous", "--bidir"][..], "--bidir"),
         (&["-u", "--trip-times", "-l", "100"][..], "at least 128"),
         (&["--bounceback", "-P", "2"][..], "-P"),
     ] {
@@ -1256,6 +1261,82 @@ iperf2_client!(
         &["-R", "--trip-times", "-e", "-i", "1", "-t", "2"],
         "tcp_rev_tt.client"
     )
+);
+
+/// The `(cnt/size)` count of the last whole-test row of `text` starting with `label`
+/// that has burst latency columns.
+fn burst_count(text: &str, label: &str) -> Option<u64> {
+    let row = text
+        .lines()
+        .rfind(|l| l.starts_with(label) && l.contains(" 0.0000-") && l.contains(" ms ("))?;
+    let cnt = row.split_once(" ms (")?.1.split_once('/')?.0;
+    cnt.parse().ok()
+}
+
+/// TCP `--full-duplex --trip-times` through `netmeter iperf2 -c -e` against a real
+/// iperf 2 server (`-e -f b`): both ends time each other's writes on the one
+/// connection. The server timed every `-l` block netmeter sent (its `(cnt/size)`
+/// against its own byte count in 64 KiB blocks, netmeter's test header aside), and
+/// netmeter every block the server sent (its bytes in 64 KiB blocks; 2.2.1's test
+/// header, its first write, is not timed and is not a block).
+fn check_cli_full_duplex_trip_times(key: &str) {
+    let port = free_port();
+    let (server, d) = iperf2_server_styled(key, port, false, &["-e", "-f", "b"]);
+    let out = run(
+        Command::new(netmeter())
+            .args(["iperf2", "-c", "127.0.0.1", "-p", &port.to_string()])
+            .args(["--full-duplex", "--trip-times", "-e", "-t", "2", "-i", "1"])
+            .args(["-l", "64K", "-b", "200m"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "netmeter iperf2 failed:\n{}",
+        show(&out)
+    );
+    let ours = String::from_utf8_lossy(&out.stdout).into_owned();
+    let sent_row = |t: &str| {
+        t.lines()
+            .rfind(|l| l.starts_with("[ *1] 0.0000-") && l.contains("/0 "))
+            .map(str::to_string)
+    };
+    await_evidence(
+        &format!("{key}'s whole-test rows of both halves"),
+        || sent_row(&d.text()).is_some() && burst_count(&d.text(), "[  1]").is_some(),
+        || d.text(),
+    );
+    let theirs = d.text();
+    drop(server);
+    let what = format!("{key}: netmeter\n{ours}\nserver\n{theirs}");
+    let recv_row = theirs
+        .lines()
+        .rfind(|l| l.starts_with("[  1] 0.0000-") && l.contains(" ms ("))
+        .unwrap_or_else(|| panic!("no receiving row: {what}"));
+    let blocks = row_bytes(recv_row).unwrap_or_else(|| panic!("no bytes: {what}")) / 65_536;
+    let timed = burst_count(&theirs, "[  1]").unwrap_or(0);
+    assert!(
+        blocks >= 20 && timed <= blocks && timed + 1 >= blocks,
+        "{what}"
+    );
+    // 2.1.8's server counts two writes a block when paced: its bytes say the blocks.
+    let sent_blocks = sent_row(&theirs)
+        .and_then(|r| row_bytes(&r))
+        .unwrap_or_else(|| panic!("no bytes sent: {what}"))
+        / 65_536;
+    let mine = burst_count(&ours, "[  2]").unwrap_or_else(|| panic!("no latency: {what}"));
+    assert!(
+        mine <= sent_blocks && mine + 1 >= sent_blocks && mine >= 20,
+        "{what}"
+    );
+}
+
+iperf2_client!(
+    cli_full_duplex_trip_times_218,
+    check_cli_full_duplex_trip_times(V218)
+);
+iperf2_client!(
+    cli_full_duplex_trip_times_221,
+    check_cli_full_duplex_trip_times(V221)
 );
 
 /// Quick tier: `netmeter iperf2 -c -R --trip-times` against netmeter's own server,

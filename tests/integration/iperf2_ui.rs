@@ -90,13 +90,13 @@ fn invoked_as_iperf_it_speaks_iperf2() {
 #[test]
 fn an_option_netmeter_cannot_honour_is_one_sentence() {
     let out = run(
-        Command::new(netmeter()).args(["iperf2", "-c", "127.0.0.1", "-r", "-u"]),
+        Command::new(netmeter()).args(["iperf2", "-c", "127.0.0.1", "-r", "-d"]),
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("-r") && err.contains("-u") && err.trim().lines().count() == 1,
+        err.contains("-r") && err.contains("-d") && err.trim().lines().count() == 1,
         "{err}"
     );
 }

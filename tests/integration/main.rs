@@ -45,6 +45,7 @@ mod interop;
 mod interrupt;
 mod iperf2_client;
 mod iperf2_client_udp;
+mod iperf2_client_udp_back;
 mod iperf2_delay;
 mod iperf2_isoch;
 mod iperf2_server;

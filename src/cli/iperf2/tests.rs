@@ -78,7 +78,12 @@ fn full_duplex_runs_both_directions_on_iperf2s_wire() {
     assert!(cfg.iperf2.is_some_and(|o| o.dual));
     let e = refused(&["-c", "h", "-d", "--full-duplex"]);
     assert!(e.contains("-d") && e.contains("--full-duplex"), "{e}");
-    assert!(refused(&["-c", "h", "-d", "-u"]).contains("-u"));
+    // Over UDP one stream, the receiving half's latency from the send times (as
+    // iperf 2.2.1's client prints it); -P and --trip-times are refused with it.
+    let (cfg, _) = client(&["-c", "h", "-d", "-u"]);
+    assert!(cfg.iperf2.is_some_and(|o| o.dual && o.send_time_latency));
+    assert!(refused(&["-c", "h", "-d", "-u", "-P", "2"]).contains("-P"));
+    assert!(refused(&["-c", "h", "-d", "-u", "--trip-times"]).contains("--trip-times"));
 }
 
 #[test]
@@ -114,7 +119,7 @@ fn modes_not_yet_on_iperf2s_wire_are_refused_naming_them() {
     for (args, name) in [
         (&["-c", "h", "-u", "--bounceback"][..], "--bounceback"),
         (
-            &["-c", "h", "--trip-times", "--full-duplex"][..],
+            &["-c", "h", "--isochronous", "--full-duplex"][..],
             "--full-duplex",
         ),
         (&["-c", "h", "--trip-times", "-l", "80"][..], "at least 92"),
@@ -254,16 +259,23 @@ fn tcp_trip_times_runs_on_iperf2s_wire() {
     assert_eq!(crate::engine::iperf2_client::unsupported(&cfg), None);
 }
 
-/// `-r`, iperf 2's tradeoff test: an upload, then the server's test back (TCP only,
-/// not with the other two-way tests), each refusal one sentence naming the option.
+/// `-r`, iperf 2's tradeoff test: an upload, then the server's test back (over UDP
+/// one stream; not with the other two-way tests), each refusal one sentence naming
+/// the option.
 #[test]
 fn tradeoff_is_an_upload_then_the_server_connecting_back() {
     use crate::spec::Direction;
     let (cfg, _) = client(&["-c", "h", "-r", "-t", "3"]);
     assert_eq!(cfg.spec.direction, Direction::Upload);
     assert!(cfg.iperf2.is_some_and(|o| o.tradeoff && !o.dual));
+    let (cfg, _) = client(&["-c", "h", "-r", "-u"]);
+    assert_eq!(cfg.spec.direction, Direction::Upload);
+    assert!(
+        cfg.iperf2
+            .is_some_and(|o| o.tradeoff && o.send_time_latency)
+    );
     for (args, name) in [
-        (&["-c", "h", "-r", "-u"][..], "-u"),
+        (&["-c", "h", "-r", "-u", "-P", "2"][..], "-P"),
         (&["-c", "h", "-r", "-d"][..], "-d"),
         (&["-c", "h", "-r", "-R"][..], "-R"),
         (&["-c", "h", "-r", "--full-duplex"][..], "--full-duplex"),
@@ -276,13 +288,15 @@ fn tradeoff_is_an_upload_then_the_server_connecting_back() {
 }
 
 /// TCP `-R --trip-times` runs on iperf 2's wire (the server times its writes, this
-/// client reads their send times); `--full-duplex` with it does not yet.
+/// client reads their send times), and so does `--full-duplex` (both time each
+/// other's writes on the one connection).
 #[test]
 fn tcp_reverse_trip_times_is_taken() {
     use crate::spec::Direction;
     let (cfg, ctx) = client(&["-c", "h", "-R", "--trip-times"]);
     assert_eq!(cfg.spec.direction, Direction::Reverse);
     assert!(cfg.spec.trip_times && ctx.trip_times);
-    let e = refused(&["-c", "h", "--full-duplex", "--trip-times"]);
-    assert!(e.contains("--full-duplex") && !e.contains('\n'), "{e}");
+    let (cfg, ctx) = client(&["-c", "h", "--full-duplex", "--trip-times"]);
+    assert_eq!(cfg.spec.direction, Direction::Bidir);
+    assert!(cfg.spec.trip_times && ctx.trip_times);
 }

@@ -7,7 +7,7 @@
 //! (`engine::machine::tcp_send::TcpSender`, through `engine::stream`'s helpers) and
 //! differs only in the bytes: iperf 2's burst head instead of netmeter's frame head.
 
-use super::recv::{Arrival, HeaderRetry, UdpRecvHalf};
+use super::recv::{Admit, Arrival, BackFilter, HeaderRetry, UdpRecvHalf};
 use super::trip_rx::TcpTripRx;
 use crate::clock::mono_now;
 use crate::engine::machine::bounce::{BounceClient, BounceConfig, BounceStep};
@@ -589,12 +589,15 @@ fn write_all_or_stop(w: &Worker, sock: &mut TcpStream, buf: &[u8]) -> io::Result
 /// datagram iperf 2's receiver sends (`write_UDP_AckFIN`; an iperf 2 server sending
 /// `-R` asks for none and ignores it), or until asked to stop. `trip_times`: the
 /// report carries the transit. `hello`: `-R`'s test header datagram, sent again until
-/// the server answers ([`HeaderRetry`]).
+/// the server answers ([`HeaderRetry`]). `back`: `-d`/`-r`'s listening socket, not
+/// yet connected: datagrams are taken from the server's sender only ([`BackFilter`]),
+/// the socket connected to it at its first (so the FIN's answer goes back to it).
 pub fn udp_recv(
     w: &Worker,
     sock: UdpSocket,
     trip_times: bool,
     mut hello: Option<Vec<u8>>,
+    mut back: Option<BackFilter>,
 ) -> io::Result<()> {
     let began = mono_now();
     sock.set_read_timeout(Some(HeaderRetry::EVERY.min(STOP_POLL)))?;
@@ -614,8 +617,21 @@ pub fn udp_recv(
             write_datagram_id(d, 1, sec, usec);
             let _ = sock.send(d);
         }
-        let got = w.shared.calls.read(sock.recv(&mut buf), buf.len());
-        let n = match got {
+        let got = match back.as_mut() {
+            None => sock.recv(&mut buf),
+            Some(f) => match sock.recv_from(&mut buf) {
+                Ok((n, from)) => match f.admit(from) {
+                    Admit::Take => Ok(n),
+                    Admit::Connect(to) => sock.connect(to).map(|_| n),
+                    Admit::Drop => continue,
+                },
+                // A read without a sender's address: the socket was shut down to
+                // stop this loop (std cannot name the sender).
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => continue,
+                Err(e) => Err(e),
+            },
+        };
+        let n = match w.shared.calls.read(got, buf.len()) {
             Ok(n) => n,
             Err(e) if stream::is_transient(&e) => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,

@@ -168,6 +168,53 @@ impl HeaderRetry {
     }
 }
 
+/// `-d`/`-r` over UDP: which datagrams the client's listening socket takes. iperf 2's
+/// server sends back from a socket of its own (a port the client cannot know), so the
+/// listener takes the first datagram from the server's address and from then on only
+/// that sender's (the loop connects the socket to it); anything else is dropped, as
+/// iperf 2's client listener refuses a peer that is not its server
+/// (`Listener.cpp`: `clientListener` and `SockAddr_Hostare_Equal`).
+#[derive(Debug, Clone, Copy)]
+pub struct BackFilter {
+    server: std::net::IpAddr,
+    sender: Option<std::net::SocketAddr>,
+}
+
+/// What to do with a datagram that reached the listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// The server's first: take it and connect the socket to its sender.
+    Connect(std::net::SocketAddr),
+    /// The server's sender again: take it.
+    Take,
+    /// Anyone else: drop it.
+    Drop,
+}
+
+impl BackFilter {
+    /// Datagrams from `server`'s address only.
+    pub fn new(server: std::net::IpAddr) -> BackFilter {
+        BackFilter {
+            server: server.to_canonical(),
+            sender: None,
+        }
+    }
+
+    /// A datagram from `from`.
+    pub fn admit(&mut self, from: std::net::SocketAddr) -> Admit {
+        let ip = from.ip().to_canonical();
+        match self.sender {
+            Some(s) if s.port() == from.port() && s.ip().to_canonical() == ip => Admit::Take,
+            Some(_) => Admit::Drop,
+            None if ip == self.server => {
+                self.sender = Some(from);
+                Admit::Connect(from)
+            }
+            None => Admit::Drop,
+        }
+    }
+}
+
 /// How long the client listens on after its own end (`-t` passed, `-n` received)
 /// with nothing arriving: the server started its clock when the header reached it,
 /// so it ends a little after the client, and its FIN may be lost.
@@ -339,6 +386,29 @@ mod tests {
             HeaderRetry::TRIES,
             "the first send and the copies"
         );
+    }
+
+    /// The listener takes the server's first sender and only it: another host, and
+    /// another port of the server's host once one is chosen, are dropped.
+    #[test]
+    fn the_listener_takes_the_servers_sender_only() {
+        let server: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let at = |s: &str| -> std::net::SocketAddr { s.parse().unwrap() };
+        let mut f = BackFilter::new(server);
+        assert_eq!(f.admit(at("10.0.0.9:4000")), Admit::Drop);
+        assert_eq!(
+            f.admit(at("10.0.0.2:4001")),
+            Admit::Connect(at("10.0.0.2:4001"))
+        );
+        assert_eq!(f.admit(at("10.0.0.2:4001")), Admit::Take);
+        assert_eq!(f.admit(at("10.0.0.2:4002")), Admit::Drop);
+        assert_eq!(f.admit(at("10.0.0.9:4001")), Admit::Drop);
+        // An IPv4 server seen through an IPv6 socket.
+        let mut f = BackFilter::new(server);
+        assert!(matches!(
+            f.admit(at("[::ffff:10.0.0.2]:5000")),
+            Admit::Connect(_)
+        ));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! receiving figures). The returned `Report` is the first, with the second in
 //! `Report::tradeoff` (`netmeter_tradeoff` in JSON).
 
-use super::{CONNECT_BACK_WAIT, Ends, PEER_NAME, accept_back, recv};
+use super::{Back, CONNECT_BACK_WAIT, Ends, PEER_NAME, accept_back, recv};
 use crate::control::Negotiated;
 use crate::engine::TestError;
 use crate::engine::client::{self, ClientConfig};
@@ -20,8 +20,9 @@ use crate::engine::test_run::{Launch, Side, SpawnLoop, TestRun};
 use crate::report::observe::Event;
 use crate::sock;
 use crate::spec::{Direction, Protocol, TestSpec};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Why `cfg` cannot run as iperf 2's tradeoff test (`None`: it can, or it is none).
 pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
@@ -30,14 +31,10 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
         return None;
     }
     let s = &cfg.spec;
-    let refusals: [(bool, &'static str); 6] = [
+    let refusals: [(bool, &'static str); 5] = [
         (
             opts.dual,
             "-r (the server's test after this one) and -d (both at once) are two tests: choose one",
-        ),
-        (
-            s.protocol == Protocol::Udp,
-            "-r (the server connecting back after the test) runs TCP tests only: drop -u",
         ),
         (
             s.direction != Direction::Upload,
@@ -63,30 +60,43 @@ pub fn unsupported(cfg: &ClientConfig) -> Option<&'static str> {
 }
 
 /// The test the spec of the first half (`first`) asks the server to run back: the
-/// same amount and lengths, this client receiving.
-fn back_spec(first: &TestSpec) -> TestSpec {
+/// same amount and lengths, this client receiving. `send_time_latency`: a UDP
+/// receiver records each datagram's delay from its send time, as iperf 2.2.1's client
+/// prints it (the header still asks for no trip times).
+fn back_spec(first: &TestSpec, send_time_latency: bool) -> TestSpec {
     let mut spec = first.clone();
     spec.direction = Direction::Reverse;
+    if send_time_latency && spec.protocol == Protocol::Udp {
+        spec.trip_times = true;
+    }
     spec
 }
 
 /// The second half: accept the server's `-P` connections on `l` (from `server`'s
-/// address only, each within [`CONNECT_BACK_WAIT`]), receive until the server closes
-/// them (or goes quiet: `recv::RecvWatch`), told to `out`'s observer as a test of its
-/// own and kept in `out.report.tradeoff`.
+/// address only, each within [`CONNECT_BACK_WAIT`]; over UDP its first datagram),
+/// receive until the server closes them or sends its FIN (or goes quiet:
+/// `recv::RecvWatch`), told to `out`'s observer as a test of its own and kept in
+/// `out.report.tradeoff`.
 pub(super) fn server_half(
     cfg: &ClientConfig,
     out: &mut Output,
-    l: &TcpListener,
+    l: &Back,
     server: SocketAddr,
     first: &TestSpec,
 ) -> Result<(), TestError> {
-    let spec = back_spec(first);
+    let latency = cfg.iperf2.is_some_and(|o| o.send_time_latency);
+    let spec = back_spec(first, latency);
     out.emit(Event::Info(&format!(
         "-r: this client's test is over; waiting up to {} s for the iperf 2 server to connect back and send\n",
         CONNECT_BACK_WAIT.as_secs()
     )));
-    let socks = accept_back(out, l, server.ip(), spec.parallel as usize)?;
+    let socks = match l {
+        Back::Tcp(l) => accept_back(out, l, server.ip(), spec.parallel as usize)?
+            .into_iter()
+            .map(DataSock::Tcp)
+            .collect(),
+        Back::Udp(u) => vec![DataSock::Udp(first_datagram(out, u, server.ip())?)],
+    };
     let origin = cfg.clock.now();
     // The second half is told through `out` as a test of its own; its report is kept
     // apart and the first half's put back.
@@ -102,13 +112,16 @@ pub(super) fn server_half(
 fn run_back(
     cfg: &ClientConfig,
     back: &mut Output,
-    socks: Vec<std::net::TcpStream>,
+    socks: Vec<DataSock>,
     first: &TestSpec,
     spec: TestSpec,
     origin: std::time::Instant,
 ) -> Result<(), TestError> {
     client::record_start_common(back, cfg, first);
-    let spawn: SpawnLoop = Arc::new(stream::spawn);
+    // Over UDP the listener takes the server's sender only (`recv::BackFilter`).
+    let back_from = recv::BackFilter::new(server_ip(&socks));
+    let spawn: SpawnLoop =
+        Arc::new(move |w, sock| super::spawn_receiver(w, sock, false, None, Some(back_from)));
     let (rate, len) = (spec.rate_bps, spec.block_len);
     let mut run = TestRun::new(
         spec,
@@ -119,8 +132,11 @@ fn run_back(
     .with_clock(cfg.clock.clone())
     .with_loop(spawn);
     for s in socks {
-        let peer = s.peer_addr()?;
-        let c = run.attach(DataSock::Tcp(s), peer)?;
+        let peer = match &s {
+            DataSock::Tcp(t) => t.peer_addr()?,
+            DataSock::Udp(u) => u.peer_addr()?,
+        };
+        let c = run.attach(s, peer)?;
         back.connected(c);
     }
     run.record_buffers(&mut back.report.start);
@@ -164,6 +180,67 @@ fn run_back(
     Ok(())
 }
 
+/// `-r` over UDP: wait (up to [`CONNECT_BACK_WAIT`], or until interrupted) for the
+/// server's first datagram from its address `from`, left queued for the receiver;
+/// datagrams from anyone else are read and dropped, with a warning. Returns the
+/// socket connected to the server's sender.
+fn first_datagram(out: &mut Output, u: &UdpSocket, from: IpAddr) -> Result<UdpSocket, TestError> {
+    let deadline = crate::clock::mono_now() + CONNECT_BACK_WAIT;
+    u.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut buf = [0u8; 64];
+    let mut warned = false;
+    loop {
+        if sock::stop_signal().is_some() {
+            return Err(TestError::io_while(
+                "interrupted while waiting for the iperf 2 server's test back (-r)",
+                std::io::Error::from(std::io::ErrorKind::Interrupted),
+            ));
+        }
+        match u.peek_from(&mut buf) {
+            Ok((_, peer)) if peer.ip().to_canonical() == from.to_canonical() => {
+                u.connect(peer)?;
+                u.set_read_timeout(None)?;
+                return Ok(u.try_clone()?);
+            }
+            Ok((_, peer)) => {
+                let _ = u.recv_from(&mut buf);
+                if !std::mem::replace(&mut warned, true) {
+                    out.warning(&format!(
+                        "-r: dropped a datagram from {peer}: only the server ({from}) sends back"
+                    ));
+                }
+            }
+            Err(e) if stream::is_transient(&e) => {}
+            // An ICMP error of an earlier send on this socket: not the server's data.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            Err(e) => {
+                return Err(TestError::io_while(
+                    "cannot read the server's -r datagrams",
+                    e,
+                ));
+            }
+        }
+        if crate::clock::mono_now() >= deadline {
+            return Err(TestError::io_while(
+                format!(
+                    "the iperf 2 server sent nothing back (-r) within {} s of this client's test; a firewall may stop it",
+                    CONNECT_BACK_WAIT.as_secs()
+                ),
+                std::io::Error::from(std::io::ErrorKind::TimedOut),
+            ));
+        }
+    }
+}
+
+/// The server's address, from the second half's first socket (unspecified if none).
+fn server_ip(socks: &[DataSock]) -> IpAddr {
+    let peer = socks.first().and_then(|s| match s {
+        DataSock::Tcp(t) => t.peer_addr().ok(),
+        DataSock::Udp(u) => u.peer_addr().ok(),
+    });
+    peer.map_or(IpAddr::from([0u8; 4]), |p| p.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,9 +254,16 @@ mod tests {
             block_len: 65_536,
             ..TestSpec::default()
         };
-        let b = back_spec(&first);
+        let b = back_spec(&first, true);
         assert_eq!(b.direction, Direction::Reverse);
         assert_eq!((b.end, b.parallel, b.block_len), (first.end, 2, 65_536));
+        assert!(!b.trip_times, "TCP: no send-time latency");
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..first
+        };
+        assert!(back_spec(&udp, true).trip_times);
+        assert!(!back_spec(&udp, false).trip_times);
     }
 
     /// The second half rides in the first half's document under its own key, and a

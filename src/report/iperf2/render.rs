@@ -34,6 +34,9 @@ pub struct Iperf2Renderer {
     /// `-r`: the first test's connections once the server's test back has started (its
     /// own follow them in `start`, so their numbers go on from the first's).
     first: Option<Vec<Connected>>,
+    /// UDP `-d`: the two directions summed in `[SUM-2]` (plain `[SUM]`) rows, and the
+    /// Server Report after the whole test's sum, as iperf 2.2.1's client prints them.
+    dual_udp: bool,
 }
 
 impl Iperf2Renderer {
@@ -47,7 +50,53 @@ impl Iperf2Renderer {
             owd_run: HashMap::new(),
             listen_window: 0,
             first: None,
+            dual_udp: false,
         }
+    }
+
+    /// UDP `-d`: the sending and the receiving stream summed as iperf 2.2.1's dual
+    /// client sums them.
+    pub fn with_dual_udp(mut self) -> Iperf2Renderer {
+        self.dual_udp = true;
+        self
+    }
+
+    /// UDP `-d`: an interval's (or with `at_end` the whole test's) sum of both
+    /// directions: `[SUM-2]` under iperf 2's `[SUM-cnt] ... Write/Err  PPS` header
+    /// with `-e` (the writes and reads, the datagrams both ways a second), plain `[SUM]`.
+    fn dual_sum(&mut self, rows: &[Row], at_end: bool) {
+        if rows.len() < 2 {
+            return;
+        }
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        let mut sum = Row {
+            start: rows.iter().map(|r| r.start).fold(f64::INFINITY, f64::min),
+            end: rows.iter().map(|r| r.end).fold(0.0, f64::max),
+            seconds: rows.iter().map(|r| r.seconds).fold(0.0, f64::max),
+            ..Row::default()
+        };
+        for r in rows {
+            sum.bytes += r.bytes;
+            let (f, g) = (&mut sum.figures, &r.figures);
+            f.writes = add(add(f.writes, g.writes), g.reads);
+            f.write_errors = add(f.write_errors, g.write_errors);
+            f.packets_per_second = match (f.packets_per_second, g.packets_per_second) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            };
+        }
+        let facts = self.facts(true, at_end);
+        let l = match self.ctx.layout {
+            Layout::Enhanced => {
+                self.header_once(lines::sum_header(lines::Kind::UdpWrite));
+                lines::row(lines::Kind::UdpWrite, "[SUM-2] ", &sum, &facts)
+            }
+            _ => lines::row(lines::Kind::Plain, "[SUM] ", &sum, &facts),
+        };
+        self.line(&l);
     }
 
     /// `-r`: the receive buffer of a socket as the listener gets it (its banner's "TCP
@@ -216,6 +265,10 @@ impl Iperf2Renderer {
             );
             self.line(&l);
         }
+        if self.dual_udp && !hide_streams {
+            let rows: Vec<Row> = iv.streams.iter().map(Row::of_stream).collect();
+            self.dual_sum(&rows, false);
+        }
     }
 
     fn facts(&self, sum: bool, at_end: bool) -> lines::Facts {
@@ -243,6 +296,9 @@ impl Iperf2Renderer {
         }
         let mut sent_streams = 0;
         let streams_shown = !(self.ctx.sum_only && end.streams.len() > 1);
+        // UDP -d: the whole test's rows of both directions (for their sum), the
+        // datagrams both ways, and the Server Report, which follows the sum.
+        let (mut dual_rows, mut dual_sent, mut report) = (Vec::new(), 0, Vec::new());
         for (i, st) in end.streams.iter().enumerate() {
             let sends = end
                 .local
@@ -268,11 +324,24 @@ impl Iperf2Renderer {
                 let l = lines::row(kind, &id, &row, &self.facts(false, true));
                 self.line(&l);
             }
+            if self.dual_udp {
+                dual_sent += match (sends, row.udp_recv) {
+                    (false, Some(u)) => u.packets,
+                    _ => 0,
+                };
+                dual_rows.push(row);
+            }
             if self.ctx.udp && sends {
                 // -x V leaves the server's part out, not what this side sent.
+                // A client prints the Server Report only when one came (the stream's
+                // receiver figures are the server's): without one, iperf 2's client
+                // warns on stderr and prints none, and netmeter's figures would be
+                // its own sender's.
+                let reported =
+                    !self.ctx.client || st.udp.as_ref().is_some_and(|u| u.netmeter.is_some());
                 let server = end_row(end, i, st, (false, client_sends), &self.last)
                     .map(|(_, r)| r)
-                    .filter(|_| !self.ctx.exclude.server_reports);
+                    .filter(|_| !self.ctx.exclude.server_reports && reported);
                 // iperf 2's client counts its FIN (which netmeter's count holds) and
                 // then its reporter's end-of-test record as datagrams: `EndJob` pushes a
                 // packet (id -1, not empty) that `reporter_compute_packet_pps` counts
@@ -282,9 +351,26 @@ impl Iperf2Renderer {
                     .as_ref()
                     .map(|u| u.packets + u64::from(self.ctx.client));
                 let no = self.no(socket);
-                for l in lines::server_report(no, sent, self.ctx.layout, server.as_ref()) {
+                let mut ls = lines::server_report(no, sent, self.ctx.layout, server.as_ref());
+                if self.dual_udp {
+                    dual_sent += sent.unwrap_or(0);
+                    report.extend(ls.split_off(usize::from(sent.is_some()).min(ls.len())));
+                }
+                for l in ls {
                     self.line(&l);
                 }
+            }
+        }
+        if self.dual_udp {
+            self.dual_sum(&dual_rows, true);
+            if dual_rows.len() > 1 {
+                self.line(&format!(
+                    "[SUM-{}] Sent {dual_sent} datagrams",
+                    dual_rows.len()
+                ));
+            }
+            for l in report {
+                self.line(&l);
             }
         }
         let n = if self.client_sends() {

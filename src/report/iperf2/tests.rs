@@ -566,3 +566,79 @@ fn tcp_tradeoff_client_plain_matches_iperf2() {
     );
     assert_same_shape("tcp_tradeoff_plain.client", &out);
 }
+
+/// UDP `-d` on a client: its listener's banner, then both directions' rows with
+/// their `[SUM-2]` (plain `[SUM]`) sums, the whole test's sum and `[SUM-2] Sent N
+/// datagrams`, then the Server Report, as iperf 2.2.1's client prints `-u -d`.
+fn render_dual(ctx: Iperf2Ctx, r: &Report) -> String {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = out.clone();
+    let mut rd = Iperf2Renderer::new(ctx, Box::new(move |s| o.lock().unwrap().push_str(s)))
+        .with_listen_window(208 * 1024)
+        .with_dual_udp();
+    rd.on(Event::Listening {
+        port: 5101,
+        test: 0,
+    });
+    rd.on(Event::Started(&r.start));
+    for iv in &r.intervals {
+        rd.on(Event::Interval(iv));
+    }
+    rd.on(Event::End(&r.end));
+    out.lock().unwrap().clone()
+}
+
+/// One stream each way of a `--bidir` fixture (its first sending and first receiving
+/// stream), as a UDP `-d` test has.
+fn one_each_way(mut r: Report) -> Report {
+    let senders = &r.end.local.senders;
+    let keep: Vec<usize> = [true, false]
+        .iter()
+        .filter_map(|want| senders.iter().position(|s| s == want))
+        .collect();
+    let sockets: Vec<i64> = keep
+        .iter()
+        .filter_map(|&i| r.end.streams.get(i))
+        .filter_map(|st| st.udp.as_ref().map(|u| u.socket))
+        .collect();
+    r.start.connected.retain(|c| sockets.contains(&c.socket));
+    for iv in &mut r.intervals {
+        iv.streams.retain(|s| sockets.contains(&s.socket));
+    }
+    fn pick<T: Clone>(keep: &[usize], v: &[T]) -> Vec<T> {
+        keep.iter().filter_map(|&i| v.get(i).cloned()).collect()
+    }
+    r.end.streams = pick(&keep, &r.end.streams);
+    r.end.local.senders = pick(&keep, &r.end.local.senders);
+    if let Some(f) = r.end.netmeter.iperf2_figures.as_mut() {
+        f.streams = pick(&keep, &f.streams);
+    }
+    r
+}
+
+#[test]
+fn udp_dual_client_matches_iperf2() {
+    let r = one_each_way(load("udp_bidir"));
+    let out = render_dual(ctx(Layout::Plain, true, true), &r);
+    assert_same_shape("udp_dual_plain.client", &out);
+    // Enhanced: the fixture has no one-way delays or iperf 2 figures (the full tier
+    // compares a real run with the capture); the lines' order is iperf 2.2.1's.
+    let out = render_dual(ctx(Layout::Enhanced, true, true), &r);
+    let at = |needle: &str| {
+        out.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?}:\n{out}"))
+    };
+    assert!(at("Server listening on UDP port 5101") < at("Client connecting to"));
+    assert!(
+        at("[SUM-cnt] Interval") < at("[SUM-2] 0.0000-1.0002"),
+        "{out}"
+    );
+    assert!(
+        at("[  1] Sent 858 datagrams") < at("[SUM-2] 0.0000-2.0002"),
+        "{out}"
+    );
+    // The datagrams both ways: netmeter's Sent and the 854 it received.
+    assert!(at("[SUM-2] 0.0000-2.0002") < at("[SUM-2] Sent 1712 datagrams"));
+    assert!(at("[SUM-2] Sent 1712 datagrams") < at("[  1] Server Report:"));
+    assert_eq!(out.matches("Server Report:").count(), 1, "{out}");
+}
