@@ -14,22 +14,6 @@ use std::time::Duration;
 const V218: &str = "NETMETER_IPERF2_218";
 const V221: &str = "NETMETER_IPERF2_221";
 
-/// Whether process `pid` has a UDP socket bound to `port` (`/proc/PID/net/udp`), read
-/// without sending it anything: a probe datagram would start a test on an iperf 2 server.
-fn udp_bound(pid: u32, port: u16) -> bool {
-    ["udp", "udp6"].iter().any(|t| {
-        std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
-            text.lines().skip(1).any(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|a| a.rsplit_once(':'))
-                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-                    == Some(port)
-            })
-        })
-    })
-}
-
 /// An iperf 2 server on 127.0.0.1:`port` printing `-y C` lines, line-buffered through
 /// `stdbuf` (piped, iperf 2 holds its UDP lines until it exits), once it listens.
 fn iperf2_server(key: &str, port: u16, udp: bool) -> (Proc, Drained) {
@@ -245,32 +229,19 @@ fn check_udp(key: &str, args: &[&str], len: u64, exact: bool) {
     }
 }
 
-macro_rules! iperf2_client {
-    ($name:ident, $check:expr) => {
-        #[test]
-        #[cfg_attr(
-            not(feature = "full-tests"),
-            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
-        )]
-        fn $name() {
-            $check
-        }
-    };
-}
-
-iperf2_client!(
+iperf2_peer_test!(
     tcp_parallel_timed_218,
     check_tcp(V218, &["-t", "2", "-P", "2", "-l", "64K"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_parallel_timed_221,
     check_tcp(V221, &["-t", "2", "-P", "2", "-l", "64K"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_bytes_paced_218,
     check_tcp(V218, &["-n", "3M", "-b", "40M"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_bytes_paced_221,
     check_tcp(V221, &["-n", "3M", "-b", "40M"])
 );
@@ -278,31 +249,31 @@ iperf2_client!(
 // send queue. 2.2.1 (and 2.1.8) answer netmeter's extended header with an
 // acknowledgement on the connection; closed with it unread, the socket was reset and the
 // queued end never sent: the server counted up to a few hundred kB less than netmeter.
-iperf2_client!(
+iperf2_peer_test!(
     tcp_small_window_timed_218,
     check_tcp_to(V218, &["-y", "C", "-w", "16K"], &["-t", "1"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_small_window_timed_221,
     check_tcp_to(V221, &["-y", "C", "-w", "16K"], &["-t", "1"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_reverse_bytes_218,
     check_tcp_server_sends(V218, &["-R", "-n", "3M"], true)
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_reverse_bytes_221,
     check_tcp_server_sends(V221, &["-R", "-n", "3M"], true)
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_full_duplex_218,
     check_tcp_server_sends(V218, &["--bidir", "-t", "2", "-P", "2"], false)
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_full_duplex_221,
     check_tcp_server_sends(V221, &["--bidir", "-t", "2", "-P", "2"], false)
 );
-iperf2_client!(
+iperf2_peer_test!(
     udp_timed_218,
     check_udp(
         V218,
@@ -311,7 +282,7 @@ iperf2_client!(
         true
     )
 );
-iperf2_client!(
+iperf2_peer_test!(
     udp_timed_221,
     check_udp(
         V221,
@@ -320,11 +291,11 @@ iperf2_client!(
         true
     )
 );
-iperf2_client!(
+iperf2_peer_test!(
     udp_parallel_218,
     check_udp(V218, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
 );
-iperf2_client!(
+iperf2_peer_test!(
     udp_parallel_221,
     check_udp(V221, &["-u", "-b", "4M", "-t", "2", "-P", "2"], 1470, false)
 );
@@ -454,19 +425,19 @@ fn check_cli_shape(key: &str, args: &[&str], capture: &str) {
     );
 }
 
-iperf2_client!(cli_tcp_218, check_cli_tcp(V218));
-iperf2_client!(cli_tcp_221, check_cli_tcp(V221));
-iperf2_client!(cli_udp_218, check_cli_udp(V218));
-iperf2_client!(cli_udp_221, check_cli_udp(V221));
-iperf2_client!(
+iperf2_peer_test!(cli_tcp_218, check_cli_tcp(V218));
+iperf2_peer_test!(cli_tcp_221, check_cli_tcp(V221));
+iperf2_peer_test!(cli_udp_218, check_cli_udp(V218));
+iperf2_peer_test!(cli_udp_221, check_cli_udp(V221));
+iperf2_peer_test!(
     cli_tcp_enhanced_shape_221,
     check_cli_shape(V221, &["-e", "-i", "1", "-t", "2"], "tcp.client")
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tcp_plain_shape_218,
     check_cli_shape(V218, &["-i", "1", "-t", "2"], "tcp_plain.client")
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_udp_plain_shape_221,
     check_cli_shape(
         V221,
@@ -474,7 +445,7 @@ iperf2_client!(
         "udp_plain.client"
     )
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_udp_csv_shape_218,
     check_cli_shape(
         V218,
@@ -521,8 +492,8 @@ fn check_bounceback(key: &str, holds: bool) {
     );
 }
 
-iperf2_client!(bounceback_218, check_bounceback(V218, true));
-iperf2_client!(bounceback_221, check_bounceback(V221, false));
+iperf2_peer_test!(bounceback_218, check_bounceback(V218, true));
+iperf2_peer_test!(bounceback_221, check_bounceback(V221, false));
 
 /// The `a/b/c/d` (or `a/b/c`) figures of `line` just before the token `ms` that follows
 /// them: iperf 2's latency column, netmeter's transit.
@@ -622,10 +593,10 @@ fn check_txstart(key: &str) {
     );
 }
 
-iperf2_client!(udp_trip_times_218, check_udp_trip_times(V218));
-iperf2_client!(udp_trip_times_221, check_udp_trip_times(V221));
-iperf2_client!(txstart_218, check_txstart(V218));
-iperf2_client!(txstart_221, check_txstart(V221));
+iperf2_peer_test!(udp_trip_times_218, check_udp_trip_times(V218));
+iperf2_peer_test!(udp_trip_times_221, check_udp_trip_times(V221));
+iperf2_peer_test!(txstart_218, check_txstart(V218));
+iperf2_peer_test!(txstart_221, check_txstart(V221));
 
 /// `-d`, iperf 2's dual test, through `netmeter iperf2 -c`: the server connects back
 /// to netmeter's listener and sends while netmeter sends. Judged by the server's own
@@ -645,8 +616,8 @@ fn check_cli_dual(key: &str) {
     assert!(got > 0 && got <= back.bytes, "{what}");
 }
 
-iperf2_client!(cli_dual_218, check_cli_dual(V218));
-iperf2_client!(cli_dual_221, check_cli_dual(V221));
+iperf2_peer_test!(cli_dual_218, check_cli_dual(V218));
+iperf2_peer_test!(cli_dual_221, check_cli_dual(V221));
 
 /// `--bounceback-period` through `netmeter iperf2 -c` against a real iperf 2 server:
 /// bursts of 2 every 0.2 s for 2 s are about 20 round trips (not a second's 4 to 6, not
@@ -674,7 +645,7 @@ fn check_cli_bounceback_period(key: &str) {
     );
 }
 
-iperf2_client!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
+iperf2_peer_test!(cli_bounceback_period_221, check_cli_bounceback_period(V221));
 
 /// `netmeter iperf2 -c 127.0.0.1 -p PORT ARGS` against a fresh iperf 2 server started
 /// with `-e`: netmeter's output, the server's, and the server's whole-test row (the
@@ -755,8 +726,8 @@ fn check_cli_udp_server_report(key: &str) {
     assert_eq!(sent, theirs_total + 1, "{what}");
 }
 
-iperf2_client!(cli_udp_server_report_218, check_cli_udp_server_report(V218));
-iperf2_client!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
+iperf2_peer_test!(cli_udp_server_report_218, check_cli_udp_server_report(V218));
+iperf2_peer_test!(cli_udp_server_report_221, check_cli_udp_server_report(V221));
 
 /// TCP `--trip-times` through `netmeter iperf2 -c -e` against a real iperf 2 server
 /// started with `-e`: the server takes the test as a trip-times one (its connection
@@ -788,8 +759,8 @@ fn check_cli_tcp_trip_times(key: &str) {
     assert_eq!(count, writes, "{what}");
 }
 
-iperf2_client!(cli_tcp_trip_times_218, check_cli_tcp_trip_times(V218));
-iperf2_client!(cli_tcp_trip_times_221, check_cli_tcp_trip_times(V221));
+iperf2_peer_test!(cli_tcp_trip_times_218, check_cli_tcp_trip_times(V218));
+iperf2_peer_test!(cli_tcp_trip_times_221, check_cli_tcp_trip_times(V221));
 
 /// The data connections open as any netmeter client's (`engine::client`): `-V` prints
 /// the preamble (version, system, time) before "Connecting", `--cport` is the local
@@ -824,7 +795,7 @@ fn check_client_preamble_and_cport(key: &str) {
     assert!(line_for(&lines, cport).bytes > 0, "{key}: {lines:?}");
 }
 
-iperf2_client!(
+iperf2_peer_test!(
     client_preamble_and_cport_221,
     check_client_preamble_and_cport(V221)
 );
@@ -925,8 +896,8 @@ fn check_tcp_isochronous(key: &str, counts_frames: bool) {
     }
 }
 
-iperf2_client!(tcp_isochronous_218, check_tcp_isochronous(V218, false));
-iperf2_client!(
+iperf2_peer_test!(tcp_isochronous_218, check_tcp_isochronous(V218, false));
+iperf2_peer_test!(
     cli_tcp_isochronous_shape_221,
     check_cli_shape(
         V221,
@@ -934,7 +905,7 @@ iperf2_client!(
         "tcp_iso.client"
     )
 );
-iperf2_client!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
+iperf2_peer_test!(tcp_isochronous_221, check_tcp_isochronous(V221, true));
 
 /// TCP periodic bursts (`--burst-size 40K --burst-period 0.25`, `-l 10K`) against a
 /// real iperf 2 server (`-e`, `--trip-times`): the header's `HEADER_PERIODICBURST` and
@@ -974,8 +945,8 @@ fn check_tcp_bursts(key: &str) {
     assert_eq!(rows.iter().sum::<u64>(), sent, "{what}");
 }
 
-iperf2_client!(tcp_bursts_218, check_tcp_bursts(V218));
-iperf2_client!(tcp_bursts_221, check_tcp_bursts(V221));
+iperf2_peer_test!(tcp_bursts_218, check_tcp_bursts(V218));
+iperf2_peer_test!(tcp_bursts_221, check_tcp_bursts(V221));
 
 /// UDP `-R -e` without `--trip-times` through `netmeter iperf2 -c`: iperf 2.2.1's own
 /// client prints each interval's latency from the datagrams' send times (its capture
@@ -1022,11 +993,11 @@ fn check_cli_udp_reverse_latency(key: &str) {
     );
 }
 
-iperf2_client!(
+iperf2_peer_test!(
     cli_udp_reverse_latency_218,
     check_cli_udp_reverse_latency(V218)
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_udp_reverse_latency_221,
     check_cli_udp_reverse_latency(V221)
 );
@@ -1063,7 +1034,7 @@ fn check_cli_bursts_shape(key: &str) {
     );
 }
 
-iperf2_client!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));
+iperf2_peer_test!(cli_tcp_bursts_shape_221, check_cli_bursts_shape(V221));
 
 /// `-r`, iperf 2's tradeoff test, through `netmeter iperf2 -c -y C`: netmeter's test
 /// first, then the server's on the connections it opened back to netmeter's listener.
@@ -1094,23 +1065,23 @@ fn check_cli_tradeoff(key: &str, streams: usize, args: &[&str]) {
 // One stream with 2.1.8: its server's connections back of a `-P 2` tradeoff now and
 // then carry nothing and are never reported (iperf 2.1.8's own client gets 0 bytes
 // back and waits for them).
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_timed_218,
     check_cli_tradeoff(V218, 1, &["-t", "2"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_timed_221,
     check_cli_tradeoff(V221, 2, &["-t", "2"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_bytes_218,
     check_cli_tradeoff(V218, 1, &["-n", "3M"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_bytes_221,
     check_cli_tradeoff(V221, 1, &["-n", "3M"])
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_enhanced_shape_221,
     check_cli_shape(
         V221,
@@ -1118,7 +1089,7 @@ iperf2_client!(
         "tcp_tradeoff.client"
     )
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_tradeoff_plain_shape_218,
     check_cli_shape(
         V218,
@@ -1240,21 +1211,21 @@ fn check_cli_reverse_trip_times(key: &str, writes_counted: bool) {
     );
 }
 
-iperf2_client!(
+iperf2_peer_test!(
     cli_reverse_trip_times_218,
     check_cli_reverse_trip_times(V218, false)
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_reverse_trip_times_221,
     check_cli_reverse_trip_times(V221, true)
 );
-iperf2_client!(
+iperf2_peer_test!(
     tcp_reverse_trip_times_bytes_218,
     check_tcp_server_sends(V218, &["-R", "--trip-times", "-n", "3M"], true)
 );
 // 2.2.1's server writes its enhanced CSV with --trip-times (other columns): 2.1.8's
 // plain CSV judges the bytes, and the client's layout (its own) is checked against it.
-iperf2_client!(
+iperf2_peer_test!(
     cli_reverse_trip_times_shape_218,
     check_cli_shape(
         V218,
@@ -1330,11 +1301,11 @@ fn check_cli_full_duplex_trip_times(key: &str) {
     );
 }
 
-iperf2_client!(
+iperf2_peer_test!(
     cli_full_duplex_trip_times_218,
     check_cli_full_duplex_trip_times(V218)
 );
-iperf2_client!(
+iperf2_peer_test!(
     cli_full_duplex_trip_times_221,
     check_cli_full_duplex_trip_times(V221)
 );

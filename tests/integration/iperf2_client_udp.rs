@@ -197,36 +197,23 @@ fn check_reverse(key: &str, args: &[&str], len: u64) {
     assert!(packets > 10, "{what}");
 }
 
-macro_rules! iperf2_udp {
-    ($name:ident, $check:expr) => {
-        #[test]
-        #[cfg_attr(
-            not(feature = "full-tests"),
-            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
-        )]
-        fn $name() {
-            $check
-        }
-    };
-}
-
-iperf2_udp!(
+iperf2_peer_test!(
     udp_reverse_timed_218,
     check_reverse(V218, &["-t", "2", "-b", "5M", "-l", "1000"], 1000)
 );
-iperf2_udp!(
+iperf2_peer_test!(
     udp_reverse_timed_221,
     check_reverse(V221, &["-t", "2", "-b", "5M", "-l", "1000"], 1000)
 );
-iperf2_udp!(
+iperf2_peer_test!(
     udp_reverse_parallel_218,
     check_reverse(V218, &["-t", "2", "-b", "2M", "-P", "2"], 1470)
 );
-iperf2_udp!(
+iperf2_peer_test!(
     udp_reverse_parallel_221,
     check_reverse(V221, &["-t", "2", "-b", "2M", "-P", "2"], 1470)
 );
-iperf2_udp!(
+iperf2_peer_test!(
     udp_reverse_bytes_221,
     check_reverse(V221, &["-n", "500K", "-b", "5M", "-l", "1000"], 1000)
 );
@@ -340,11 +327,11 @@ fn check_duplex(key: &str, args: &[&str], len: u64) {
     assert!(n(rx, "packets") > 10 && n(tx, "packets") > 10, "{what}");
 }
 
-iperf2_udp!(
+iperf2_peer_test!(
     udp_full_duplex_218,
     check_duplex(V218, &["-t", "2", "-b", "2M", "-l", "1000"], 1000)
 );
-iperf2_udp!(
+iperf2_peer_test!(
     udp_full_duplex_221,
     check_duplex(V221, &["-t", "2", "-b", "2M", "-l", "1000"], 1000)
 );
@@ -451,4 +438,4 @@ fn server_datagrams_lost(text: &str) -> Option<u64> {
     t.get(at.checked_sub(1)?)?.split_once('/')?.0.parse().ok()
 }
 
-iperf2_udp!(isochronous_frames_218, check_isochronous(V218));
+iperf2_peer_test!(isochronous_frames_218, check_isochronous(V218));

@@ -108,23 +108,10 @@ fn check_back(key: &str, flag: &str) {
     assert!(back.1 > 0, "{what}");
 }
 
-macro_rules! full {
-    ($name:ident, $check:expr) => {
-        #[test]
-        #[cfg_attr(
-            not(feature = "full-tests"),
-            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
-        )]
-        fn $name() {
-            $check
-        }
-    };
-}
-
-full!(udp_dual_218, check_back(V218, "-d"));
-full!(udp_dual_221, check_back(V221, "-d"));
-full!(udp_tradeoff_218, check_back(V218, "-r"));
-full!(udp_tradeoff_221, check_back(V221, "-r"));
+iperf2_peer_test!(udp_dual_218, check_back(V218, "-d"));
+iperf2_peer_test!(udp_dual_221, check_back(V221, "-d"));
+iperf2_peer_test!(udp_tradeoff_218, check_back(V218, "-r"));
+iperf2_peer_test!(udp_tradeoff_221, check_back(V221, "-r"));
 
 /// Quick tier: against netmeter's own server, its log line for the connection back
 /// carries the report netmeter's listener sent: netmeter's receiving row's lost/total.
@@ -354,19 +341,19 @@ fn with(extra: &[&'static str]) -> Vec<&'static str> {
     a
 }
 
-full!(
+iperf2_peer_test!(
     udp_dual_enhanced_shape_221,
     check_shape(&with(&["-d", "-e"]), "udp_dual.client")
 );
-full!(
+iperf2_peer_test!(
     udp_dual_plain_shape_221,
     check_shape(&with(&["-d"]), "udp_dual_plain.client")
 );
-full!(
+iperf2_peer_test!(
     udp_tradeoff_enhanced_shape_221,
     check_shape(&with(&["-r", "-e"]), "udp_tradeoff.client")
 );
-full!(
+iperf2_peer_test!(
     udp_tradeoff_plain_shape_221,
     check_shape(&with(&["-r"]), "udp_tradeoff_plain.client")
 );

@@ -19,22 +19,6 @@ const V221: &str = "NETMETER_IPERF2_221";
 /// 60 frames a second of 10 Mbit/s (iperf 2's own example) for 2 s: about 120 frames.
 const ISOCH: &str = "60:10m,1m";
 
-/// Whether process `pid` has a UDP socket bound to `port`, read from `/proc` without
-/// sending anything (a probe datagram would start a test).
-fn udp_bound(pid: u32, port: u16) -> bool {
-    ["udp", "udp6"].iter().any(|t| {
-        std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
-            text.lines().skip(1).any(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|a| a.rsplit_once(':'))
-                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-                    == Some(port)
-            })
-        })
-    })
-}
-
 /// Wait until `p` has bound UDP `port`.
 fn await_udp(p: &Proc, port: u16, d: &Drained) {
     let pid = p.pid();
@@ -159,32 +143,19 @@ fn iperf2_client_to_netmeter(key: &str) {
     }
 }
 
-macro_rules! full {
-    ($name:ident, $check:expr) => {
-        #[test]
-        #[cfg_attr(
-            not(feature = "full-tests"),
-            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
-        )]
-        fn $name() {
-            $check
-        }
-    };
-}
-
-full!(
+iperf2_peer_test!(
     netmeter_frames_counted_by_iperf_221,
     client_to_iperf2_server(V221, None)
 );
-full!(
+iperf2_peer_test!(
     netmeter_frames_counted_by_iperf_218,
     client_to_iperf2_server(V218, Some("2.1"))
 );
-full!(
+iperf2_peer_test!(
     iperf_221_frames_counted_by_netmeter,
     iperf2_client_to_netmeter(V221)
 );
-full!(
+iperf2_peer_test!(
     iperf_218_frames_counted_by_netmeter,
     iperf2_client_to_netmeter(V218)
 );

@@ -26,6 +26,7 @@
 //! counts never share the CPU with another module's tests; plain `cargo test` runs the
 //! quick tier all at once.
 
+#[macro_use]
 mod support;
 
 mod accuracy;

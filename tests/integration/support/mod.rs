@@ -836,3 +836,33 @@ pub fn threads_named(pid: u32, name: &str) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// A full-tier test that needs the iperf 2 peers: `iperf2_peer_test!(name, check(..))`.
+macro_rules! iperf2_peer_test {
+    ($name:ident, $check:expr) => {
+        #[test]
+        #[cfg_attr(
+            not(feature = "full-tests"),
+            ignore = "full tier: needs the iperf 2 peers of scripts/setup-peers.sh"
+        )]
+        fn $name() {
+            $check
+        }
+    };
+}
+
+/// Whether process `pid` has a UDP socket bound to `port` (`/proc/PID/net/udp`), read
+/// without sending it anything: a probe datagram would start a test on an iperf 2 server.
+pub fn udp_bound(pid: u32, port: u16) -> bool {
+    ["udp", "udp6"].iter().any(|t| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).is_ok_and(|text| {
+            text.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+            })
+        })
+    })
+}
