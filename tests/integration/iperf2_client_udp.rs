@@ -309,9 +309,17 @@ fn check_duplex(key: &str, args: &[&str], len: u64) {
     for r in &rows {
         match *r {
             DuplexRow::Received { bytes, lost, total } => {
-                assert_eq!(total, n(tx, "packets"), "{what}: sent vs server total");
+                // The FIN goes once, unanswered, as iperf 2's own --full-duplex client
+                // sends it, and counts as sent: on a busy host it can be the one
+                // datagram the server never reads (seen once: 502 of 503). Then every
+                // data datagram must have arrived, and only the FIN's bytes are missing.
+                let fin_missing = total + 1 == n(tx, "packets") && lost == 0;
+                if !fin_missing {
+                    assert_eq!(total, n(tx, "packets"), "{what}: sent vs server total");
+                }
                 if lost == 0 {
-                    assert_eq!(bytes, n(tx, "bytes"), "{what}: sent bytes");
+                    let fin = if fin_missing { len } else { 0 };
+                    assert_eq!(bytes + fin, n(tx, "bytes"), "{what}: sent bytes");
                 }
             }
             DuplexRow::Sent { bytes, writes } => {
