@@ -151,6 +151,10 @@ fn udp_dual_against_a_netmeter_server() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (two 1 s halves, one after the other)"
+)]
 fn udp_tradeoff_against_a_netmeter_server() {
     check_back_netmeter("-r");
 }
@@ -162,6 +166,10 @@ fn udp_tradeoff_against_a_netmeter_server() {
 /// Datagrams another address (127.0.0.2) sends to the port the header names are not
 /// taken for the server's: they are dropped, with a warning naming their sender.
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (the 10 s wait for a server that never sends back)"
+)]
 fn udp_tradeoff_gives_up_on_a_server_that_never_sends_back() {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
     let port = sock.local_addr().expect("its address").port();
@@ -329,6 +337,10 @@ fn udp_dual_plain_shape_against_a_netmeter_server() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: slow (two 2 s halves, one after the other)"
+)]
 fn udp_tradeoff_plain_shape_against_a_netmeter_server() {
     check_shape_netmeter(&with(&["-r"]), "udp_tradeoff_plain.client");
 }
