@@ -190,13 +190,46 @@ struct Keys {
     end: Option<IgnoredAny>,
 }
 
-fn json_error(e: serde_json::Error) -> InputError {
+fn json_error<R: BufRead + Seek>(e: serde_json::Error, r: &mut R) -> InputError {
     match e.classify() {
         Category::Eof => InputError::Truncated(e.line()),
+        // A file cut inside a number (`12.`, `1e`, `-`) ends in a syntax error at its
+        // very last character: truncated too.
+        Category::Syntax if ends_at(r, e.line(), e.column()) => InputError::Truncated(e.line()),
         // Valid JSON of another shape (an array, a string...).
         Category::Data => InputError::NotAResult,
         Category::Syntax | Category::Io => InputError::NotJson(e.to_string()),
     }
+}
+
+/// Whether an error at `line`, `column` (as serde_json counts them: the last
+/// character it read) lies at or past the last non-blank character of `r`'s text: the
+/// text ended there. Read again from the start; only an error's path comes here.
+fn ends_at<R: BufRead + Seek>(r: &mut R, line: usize, column: usize) -> bool {
+    if r.seek(SeekFrom::Start(0)).is_err() {
+        return false;
+    }
+    let (mut last, mut at) = ((0usize, 0usize), (1usize, 0usize));
+    let mut buf = [0u8; 64 * 1024];
+    let mut read = 0u64;
+    while read < MAX_RESULT_FILE_BYTES {
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        read += n as u64;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                at = (at.0 + 1, 0);
+            } else {
+                at.1 += 1;
+                if !b.is_ascii_whitespace() {
+                    last = at;
+                }
+            }
+        }
+    }
+    (line, column) >= last
 }
 
 /// A `-J` document, read straight into the typed report. Only when that fails, a
@@ -219,7 +252,10 @@ fn document<R: BufRead + Seek>(r: &mut R) -> Result<Report, InputError> {
     let mut values = serde_json::Deserializer::from_reader(r.by_ref()).into_iter::<Keys>();
     let keys = match values.next() {
         Some(Ok(keys)) => keys,
-        Some(Err(e)) => return Err(json_error(e)),
+        Some(Err(e)) => {
+            drop(values);
+            return Err(json_error(e, r));
+        }
         None => return Err(InputError::Empty),
     };
     match values.next() {
@@ -403,6 +439,18 @@ mod tests {
         assert_eq!(msg(""), "it is empty");
         assert_eq!(msg(" \n\n"), "it is empty");
         assert!(msg(&doc[..doc.len() / 2]).starts_with("it is truncated JSON (it ends at line"));
+        // Cut inside a number, where serde_json finds a syntax error, not the end: a
+        // full run's half-cut file once ended `"seconds": 1.` and was called not JSON.
+        let at = doc.find(": 1.").expect("a number with a fraction") + 4;
+        for cut in [&doc[..at], &doc[..at - 1], &format!("{}\n\n", &doc[..at])] {
+            assert!(
+                msg(cut).starts_with("it is truncated JSON (it ends at line"),
+                "{:?}: {}",
+                &cut[cut.len().saturating_sub(20)..],
+                msg(cut)
+            );
+        }
+        assert!(msg("{\"a\": 1.x}").starts_with("it is not JSON"));
         assert!(msg("hello").starts_with("it is not JSON"));
         assert_eq!(
             msg("{\"name\": \"x\"}"),
