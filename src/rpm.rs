@@ -21,6 +21,7 @@ pub mod h3_server;
 pub mod histogram;
 pub mod net;
 pub mod output;
+pub mod sendq;
 pub mod server;
 pub mod server_body;
 pub mod server_config;

@@ -6,6 +6,7 @@ use super::{ArgsError, Command, UsageError, usage};
 use crate::rpm::algo::Params;
 use crate::rpm::client::{Direction, RpmOptions, Source};
 use crate::rpm::config::HttpsUrl;
+use crate::rpm::net::SendLimit;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,11 +67,25 @@ pub struct RpmArgs {
     /// congestion control, CUBIC: -C does not apply).
     #[arg(long = "http3", conflicts_with = "congestion")]
     pub http3: bool,
-    /// TCP_NOTSENT_LOWAT of every connection, bytes: how much unsent data the kernel
-    /// holds ahead of the path, which a self probe waits behind (draft -09's advice);
-    /// 0 leaves the kernel's default (no limit).
-    #[arg(long = "notsent-lowat", value_name = "BYTES", default_value_t = crate::rpm::net::NOTSENT_LOWAT_BYTES)]
-    pub notsent_lowat: u32,
+    /// What each TCP connection may hold unsent ahead of the path, which a self probe
+    /// waits behind (draft -09's advice): BYTES fixes TCP_NOTSENT_LOWAT at that
+    /// (default 16384); `auto` holds the kernel's unsent bytes (TCP_NOTSENT_LOWAT, with
+    /// MSG_EOR), rustls's records and the body's chunks each to 1 ms of the
+    /// connection's delivery rate; 0 leaves the kernel's default (no limit).
+    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "16384", value_parser = parse_send_limit)]
+    pub notsent_lowat: SendLimit,
+}
+
+/// `--notsent-lowat auto|BYTES|0`.
+fn parse_send_limit(v: &str) -> Result<SendLimit, String> {
+    match v {
+        "auto" => Ok(SendLimit::Auto),
+        "0" => Ok(SendLimit::Kernel),
+        _ => match v.parse::<u32>() {
+            Ok(n) => Ok(SendLimit::Fixed(n)),
+            Err(_) => Err(format!("'{v}' is neither auto nor a number of bytes")),
+        },
+    }
 }
 
 /// `--direction`.
@@ -158,7 +173,7 @@ pub fn resolve(a: &RpmArgs) -> Result<RpmCommand, UsageError> {
             params,
             congestion: a.congestion.clone(),
             http3: a.http3,
-            notsent_lowat: (a.notsent_lowat > 0).then_some(a.notsent_lowat),
+            send_limit: a.notsent_lowat,
         },
         json: a.json,
         plot: a.plot.clone(),
@@ -200,15 +215,20 @@ mod tests {
         assert!(!c.opts.sequential);
         assert_eq!(c.opts.params.max_duration, Duration::from_secs(20));
         assert_eq!(c.opts.params.interval, Duration::from_secs(1));
-        assert_eq!(c.opts.notsent_lowat, Some(16 * 1024));
+        assert_eq!(
+            c.opts.send_limit,
+            SendLimit::Fixed(crate::rpm::net::NOTSENT_LOWAT_BYTES)
+        );
     }
 
     #[test]
     fn notsent_lowat_is_set_by_default_and_zero_leaves_the_kernels() {
         let url = "https://h/.well-known/nq";
-        let at = |v: &str| parse_of(&["--notsent-lowat", v, url]).map(|c| c.opts.notsent_lowat);
-        assert_eq!(at("4096"), Ok(Some(4096)));
-        assert_eq!(at("0"), Ok(None));
+        let at = |v: &str| parse_of(&["--notsent-lowat", v, url]).map(|c| c.opts.send_limit);
+        assert_eq!(at("auto"), Ok(SendLimit::Auto));
+        assert_eq!(at("4096"), Ok(SendLimit::Fixed(4096)));
+        assert_eq!(at("16384"), Ok(SendLimit::Fixed(16384)));
+        assert_eq!(at("0"), Ok(SendLimit::Kernel));
         let e = at("lots").unwrap_err();
         assert!(e.contains("--notsent-lowat"), "{e}");
     }

@@ -20,7 +20,7 @@ use super::algo::{
 };
 use super::config::{ConfigError, HttpsUrl, MAX_CONFIG_BYTES, NqConfig};
 use super::h3_net::{CLOSE_WAIT, H3_NO_ERROR, Link, open_link};
-use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, QuicEndpoints, Target};
+use super::net::{self, Dialer, MAX_SMALL_BYTES, NetError, QuicEndpoints, SendLimit, Target};
 use crate::clock::Clock;
 
 /// Foreign probes sent one after another on the idle path, before any load.
@@ -88,9 +88,8 @@ pub struct RpmOptions {
     pub congestion: Option<String>,
     /// `--http3` (experimental): every connection HTTP/3 over QUIC (`rpm::h3_net`).
     pub http3: bool,
-    /// `--notsent-lowat`: `TCP_NOTSENT_LOWAT` of every TCP connection (default
-    /// `net::NOTSENT_LOWAT_BYTES`; `None`, `--notsent-lowat 0`: the kernel's default).
-    pub notsent_lowat: Option<u32>,
+    /// `--notsent-lowat`: what every TCP connection may hold unsent (default `auto`).
+    pub send_limit: SendLimit,
 }
 
 /// Why a run failed: one sentence.
@@ -119,9 +118,12 @@ pub struct DirResult {
     /// Load-generating connections opened.
     pub connections_opened: usize,
     /// `TCP_NOTSENT_LOWAT` as the kernel reported it on every load connection
-    /// (getsockopt after setting it); `None` when not set (HTTP/3, `--notsent-lowat 0`)
-    /// or when any connection's kernel did not take it.
+    /// (getsockopt after setting it; with `auto`, the largest at the phase's end);
+    /// `None` when not set (HTTP/3, `--notsent-lowat 0`) or when any connection's
+    /// kernel did not take it.
     pub notsent_lowat_bytes: Option<u32>,
+    /// `--notsent-lowat` as `SendLimit::name` says it; `None` over HTTP/3.
+    pub send_limit: Option<&'static str>,
 }
 
 /// One phase: one direction, or both at once.
@@ -217,7 +219,7 @@ async fn run_async(
             target: Target::resolve(url, endpoint.as_deref()).await?,
             tls: tls.clone(),
             congestion: opts.congestion.clone(),
-            notsent_lowat: opts.notsent_lowat,
+            send_limit: opts.send_limit,
             clock: clock.clone(),
             quic: quic.clone(),
             quic_endpoints: quic_endpoints.clone(),
@@ -280,7 +282,7 @@ async fn fetch_config(
         target: Target::resolve(url, None).await?,
         tls: tls.clone(),
         congestion: None,
-        notsent_lowat: None,
+        send_limit: SendLimit::Kernel,
         clock: clock.clone(),
         quic: quic.clone(),
         quic_endpoints: quic_endpoints.clone(),
@@ -360,6 +362,8 @@ struct Load {
     sockets: Vec<OwnedFd>,
     /// Each load connection's `TCP_NOTSENT_LOWAT` as the kernel reported it.
     notsent_lowat: Vec<Option<u32>>,
+    /// `--notsent-lowat`; `None` over HTTP/3.
+    send_limit: Option<SendLimit>,
     /// HTTP/3: no TCP_INFO, so an upload counts what QUIC took of the body.
     quic: bool,
 }
@@ -368,6 +372,15 @@ impl Load {
     /// The load connections' `TCP_NOTSENT_LOWAT`: the kernel's value when every
     /// connection reported one (they are set alike, so the largest is each's).
     fn notsent_lowat(&self) -> Option<u32> {
+        if self.send_limit == Some(SendLimit::Auto) {
+            // Set as each connection goes: what it is now.
+            let now: Option<Vec<u32>> = self
+                .sockets
+                .iter()
+                .map(|s| socket2::SockRef::from(s).tcp_notsent_lowat().ok())
+                .collect();
+            return now?.into_iter().max();
+        }
         let all: Option<Vec<u32>> = self.notsent_lowat.iter().copied().collect();
         all?.into_iter().max()
     }
@@ -431,6 +444,7 @@ impl Phase {
                 opened: 0,
                 sockets: Vec::new(),
                 notsent_lowat: Vec::new(),
+                send_limit: dialer.quic.is_none().then_some(dialer.send_limit),
                 quic: dialer.quic.is_some(),
             })
             .collect();
@@ -627,6 +641,7 @@ impl Phase {
                     bytes: l.bytes(),
                     connections_opened: l.opened,
                     notsent_lowat_bytes: l.notsent_lowat(),
+                    send_limit: l.send_limit.map(SendLimit::name),
                 })
             })
             .collect();

@@ -65,6 +65,34 @@ const BOUND_EVERY_WRITES: u32 = 32;
 /// enough to keep the path busy between two wake-ups of the writer.
 pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
 
+/// How much each TCP connection may hold unsent in front of a probe (`--notsent-lowat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendLimit {
+    /// `auto`: the kernel's unsent bytes (`TCP_NOTSENT_LOWAT`, every write
+    /// with `MSG_EOR` so that the mark holds), rustls's records and the body's chunks
+    /// each held to [`sendq::AHEAD`](super::sendq::AHEAD) of the connection's delivery
+    /// rate (`rpm::sendq`).
+    Auto,
+    /// BYTES (the default, [`NOTSENT_LOWAT_BYTES`]): `TCP_NOTSENT_LOWAT` fixed at that,
+    /// rustls's records and the body's chunks at half the congestion window
+    /// ([`buffer_bound`]).
+    Fixed(u32),
+    /// 0: the kernel's default (no `TCP_NOTSENT_LOWAT`); rustls and the chunks as with
+    /// a fixed mark.
+    Kernel,
+}
+
+impl SendLimit {
+    /// Its name in `-J` (`send_limit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SendLimit::Auto => "auto",
+            SendLimit::Fixed(_) => "fixed",
+            SendLimit::Kernel => "kernel",
+        }
+    }
+}
+
 /// Why a connection or a request failed: one sentence.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -238,8 +266,9 @@ pub struct Conn {
     /// A duplicate of the TCP socket's descriptor, for TCP_INFO (the upload counts what
     /// the peer acknowledged); it keeps the socket open until dropped.
     pub socket: Option<std::os::fd::OwnedFd>,
-    /// `TCP_NOTSENT_LOWAT` as the kernel reports it after netmeter set it (getsockopt);
-    /// `None` when it was not set or the kernel did not take it.
+    /// `TCP_NOTSENT_LOWAT` as the kernel reports it after netmeter set it to a fixed
+    /// value (getsockopt); `None` when it was not (`auto` sets it as the connection
+    /// goes) or the kernel did not take it.
     pub notsent_lowat: Option<u32>,
     /// The connection's [`buffer_bound`], which an upload on it cuts its chunks to.
     pub chunk: Arc<AtomicUsize>,
@@ -252,9 +281,8 @@ pub struct Dialer {
     pub tls: Arc<ClientConfig>,
     /// `-C`: the TCP congestion control of every connection.
     pub congestion: Option<String>,
-    /// `TCP_NOTSENT_LOWAT` of every connection (`--notsent-lowat`; `None`: the kernel's
-    /// default, no limit).
-    pub notsent_lowat: Option<u32>,
+    /// What every TCP connection may hold unsent (`--notsent-lowat`).
+    pub send_limit: SendLimit,
     pub clock: Arc<dyn Clock>,
     /// `--http3` (experimental): connections are QUIC with these settings, opened by
     /// `rpm::h3_net::open_link` instead of [`Dialer::open`].
@@ -324,11 +352,52 @@ impl Dialer {
                 why: format!("cannot set the congestion control {cc}: {e}"),
             })?;
         }
-        let notsent_lowat = self.notsent_lowat.and_then(|v| set_notsent_lowat(&tcp, v));
+        let notsent_lowat = match self.send_limit {
+            SendLimit::Fixed(v) => set_notsent_lowat(&tcp, v),
+            SendLimit::Auto | SendLimit::Kernel => None,
+        };
         let name = ServerName::try_from(host.clone()).map_err(|e| NetError::Tls {
             host: host.clone(),
             why: e.to_string(),
         })?;
+        let chunk = Arc::new(AtomicUsize::new(BUFFER_MIN_BYTES));
+        let (send, tls, round_trips) = if self.send_limit == SendLimit::Auto {
+            let tcp = super::sendq::EorTcp::new(tcp);
+            self.tls_h2(name, tcp, &chunk, Bounded::by_rate).await?
+        } else {
+            self.tls_h2(name, tcp, &chunk, Bounded::new).await?
+        };
+        let t2 = t1 + tls;
+        Ok(Conn {
+            send,
+            tcp: t1.saturating_duration_since(t0),
+            tls: t2.saturating_duration_since(t1) / round_trips,
+            socket,
+            notsent_lowat,
+            chunk,
+        })
+    }
+}
+
+impl Dialer {
+    /// The TLS handshake (timed) and HTTP/2's over `tcp`, the TLS stream bounded by
+    /// `bounded`: the request sender, the handshake's time and its round trips.
+    async fn tls_h2<IO>(
+        &self,
+        name: ServerName<'static>,
+        tcp: IO,
+        chunk: &Arc<AtomicUsize>,
+        bounded: fn(
+            tokio_rustls::client::TlsStream<IO>,
+            Arc<AtomicUsize>,
+        ) -> Bounded<tokio_rustls::client::TlsStream<IO>>,
+    ) -> Result<(SendRequest<ReqBody>, Duration, u32), NetError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        tokio_rustls::client::TlsStream<IO>: TlsOverTcp,
+    {
+        let host = self.target.host.clone();
+        let t1 = self.clock.now();
         let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
         let tls = tokio::time::timeout(STEP_TIMEOUT, connector.connect(name, tcp))
             .await
@@ -351,8 +420,7 @@ impl Dialer {
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(16 << 20)
             .max_header_list_size(64 * 1024);
-        let chunk = Arc::new(AtomicUsize::new(BUFFER_MIN_BYTES));
-        let io = TokioIo::new(Bounded::new(tls, chunk.clone()));
+        let io = TokioIo::new(bounded(tls, chunk.clone()));
         let (send, conn) = tokio::time::timeout(STEP_TIMEOUT, builder.handshake(io))
             .await
             .map_err(|_| timeout(format!("the HTTP/2 handshake with {host}")))?
@@ -360,14 +428,7 @@ impl Dialer {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(Conn {
-            send,
-            tcp: t1.saturating_duration_since(t0),
-            tls: t2.saturating_duration_since(t1) / round_trips,
-            socket,
-            notsent_lowat,
-            chunk,
-        })
+        Ok((send, t2.saturating_duration_since(t1), round_trips))
     }
 }
 
@@ -397,6 +458,17 @@ pub trait TlsOverTcp {
     fn set_tls_buffer(&mut self, bytes: usize);
 }
 
+impl TlsOverTcp for tokio_rustls::client::TlsStream<super::sendq::EorTcp> {
+    fn tcp(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.get_ref().0.get_ref().as_fd()
+    }
+
+    fn set_tls_buffer(&mut self, bytes: usize) {
+        self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+}
+
 impl TlsOverTcp for tokio_rustls::client::TlsStream<TcpStream> {
     fn tcp(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
@@ -416,6 +488,9 @@ pub struct Bounded<S> {
     inner: S,
     chunk: Arc<AtomicUsize>,
     writes: u32,
+    /// Bounded by time at the connection's delivery rate (`rpm::sendq`), the kernel's
+    /// `TCP_NOTSENT_LOWAT` too, instead of by half the congestion window.
+    by_rate: Option<(super::sendq::SendBound, usize)>,
 }
 
 impl<S: TlsOverTcp> Bounded<S> {
@@ -426,7 +501,20 @@ impl<S: TlsOverTcp> Bounded<S> {
             inner,
             chunk,
             writes: 0,
+            by_rate: None,
         }
+    }
+
+    /// As [`Bounded::new`], bounded by time at the connection's delivery rate, with the
+    /// kernel's `TCP_NOTSENT_LOWAT` set to the same bound (`rpm::sendq`).
+    pub fn by_rate(inner: S, chunk: Arc<AtomicUsize>) -> Bounded<S> {
+        let mut b = Bounded::new(inner, chunk);
+        let first = super::sendq::SendBound::default();
+        let bound = first.bound();
+        b.inner.set_tls_buffer(bound);
+        b.chunk.store(bound, Ordering::Relaxed);
+        b.by_rate = Some((first, 0));
+        b
     }
 
     fn follow_window(&mut self) {
@@ -435,6 +523,20 @@ impl<S: TlsOverTcp> Bounded<S> {
             return;
         }
         if let Some(info) = crate::sock::tcp_info(self.inner.tcp()) {
+            if let Some((rate, lowat)) = &mut self.by_rate {
+                let bound = rate.on_sample(info.delivery_rate, info.delivery_rate_app_limited);
+                let changed = std::mem::replace(lowat, bound) != bound;
+                if changed {
+                    let fd = self.inner.tcp();
+                    let _ = socket2::SockRef::from(&fd)
+                        .set_tcp_notsent_lowat(u32::try_from(bound).unwrap_or(u32::MAX));
+                }
+                self.inner.set_tls_buffer(bound);
+                let mss = usize::try_from(info.snd_mss).unwrap_or(0);
+                self.chunk
+                    .store(super::sendq::chunk_for(bound, mss), Ordering::Relaxed);
+                return;
+            }
             let bound = buffer_bound(info.snd_cwnd_bytes());
             self.inner.set_tls_buffer(bound);
             self.chunk.store(bound, Ordering::Relaxed);
@@ -738,6 +840,50 @@ mod tests {
                 buffer_bound(info.snd_cwnd_bytes())
             );
             assert!(info.snd_cwnd_bytes() > 0);
+            assert_eq!(server.await.unwrap(), b"abc");
+        });
+    }
+
+    #[test]
+    fn a_stream_bounded_by_rate_sets_the_kernels_mark_and_whole_segment_chunks() {
+        use super::super::sendq::{self, EorTcp};
+        use std::os::fd::AsFd;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let cert = crate::rpm::tls::self_signed(&["localhost".to_string()]).unwrap();
+            let acceptor =
+                tokio_rustls::TlsAcceptor::from(crate::rpm::tls::server_config(cert).unwrap());
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut tls = acceptor.accept(tcp).await.unwrap();
+                let mut got = vec![0u8; 3];
+                tls.read_exact(&mut got).await.unwrap();
+                got
+            });
+            let tcp = EorTcp::new(TcpStream::connect(addr).await.unwrap());
+            let fd = tcp.get_ref().as_fd().try_clone_to_owned().unwrap();
+            let connector = tokio_rustls::TlsConnector::from(tls_config(true, None).unwrap());
+            let name = ServerName::try_from("localhost").unwrap();
+            let tls = connector.connect(name, tcp).await.unwrap();
+            let chunk = Arc::new(AtomicUsize::new(0));
+            let mut bounded = Bounded::by_rate(tls, chunk.clone());
+            bounded.write_all(b"abc").await.unwrap();
+            bounded.flush().await.unwrap();
+            // After the first write: the kernel's mark is the bound, and a chunk is
+            // whole segments of it less the framing.
+            let lowat = socket2::SockRef::from(&fd).tcp_notsent_lowat().unwrap() as usize;
+            assert!(
+                (sendq::MIN_BYTES..=sendq::MAX_BYTES).contains(&lowat),
+                "{lowat}"
+            );
+            let mss = crate::sock::tcp_info(fd.as_fd()).unwrap().snd_mss as usize;
+            assert_eq!(chunk.load(Ordering::Relaxed), sendq::chunk_for(lowat, mss));
             assert_eq!(server.await.unwrap(), b"abc");
         });
     }

@@ -83,9 +83,13 @@ pub struct DirReport {
     pub bytes: u64,
     pub connections_opened: usize,
     /// `TCP_NOTSENT_LOWAT` on the load connections as the kernel reported it (absent:
-    /// not set, HTTP/3 or `--notsent-lowat 0`).
+    /// not set, HTTP/3 or `--notsent-lowat 0`); with `auto`, the largest at the
+    /// phase's end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notsent_lowat_bytes: Option<u32>,
+    /// `--notsent-lowat`: `auto`, `fixed` or `kernel` (absent over HTTP/3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_limit: Option<&'static str>,
     pub intervals: Vec<IntervalRow>,
 }
 
@@ -143,6 +147,7 @@ pub fn report(run: &RpmRun) -> RpmReport {
                         bytes: d.bytes,
                         connections_opened: d.connections_opened,
                         notsent_lowat_bytes: d.notsent_lowat_bytes,
+                        send_limit: d.send_limit,
                         intervals: d.rows.clone(),
                     })
                     .collect(),
@@ -426,6 +431,7 @@ mod tests {
             bytes: 1000,
             connections_opened: 4,
             notsent_lowat_bytes: Some(16384),
+            send_limit: Some("fixed"),
         };
         RpmRun {
             small: url("/small"),

@@ -191,6 +191,14 @@ pub struct TcpInfo {
     /// `tcpi_bytes_acked` (Linux 4.1+): payload bytes the peer acknowledged
     /// (`netmeter rpm` counts an upload's goodput with it).
     pub bytes_acked: u64,
+    /// `tcpi_delivery_rate` (Linux 4.9+): the connection's most recent delivery rate
+    /// sample, bytes a second.
+    pub delivery_rate: u64,
+    /// `tcpi_delivery_rate_app_limited`: that sample was taken while the sender had
+    /// less to send than the window allowed, so the path may carry more.
+    pub delivery_rate_app_limited: bool,
+    /// `tcpi_notsent_bytes` (Linux 4.6+): bytes written and not yet sent.
+    pub notsent_bytes: u32,
     /// The AccECN counters (Linux 6.18+); `None` from an older kernel.
     pub accecn: Option<AccEcnCounters>,
 }
@@ -241,6 +249,9 @@ impl TcpInfo {
             delivered: field!(delivered),
             delivered_ce: field!(delivered_ce),
             bytes_acked: field!(bytes_acked),
+            delivery_rate: field!(delivery_rate),
+            delivery_rate_app_limited: field!(app_limited_flags) & 1 != 0,
+            notsent_bytes: field!(notsent_bytes),
             // The 6.18 counters came together; `tcpi_received_ce_bytes` is their last.
             accecn: covered!(raw, len, received_ce_bytes).then(|| AccEcnCounters {
                 received_ce: raw.received_ce,
@@ -324,6 +335,9 @@ mod tests {
             delivered: 900,
             delivered_ce: 45,
             bytes_acked: 123_456_789_012,
+            delivery_rate: 2_350_000,
+            app_limited_flags: 0x01 | 0x04,
+            notsent_bytes: 4_096,
             received_ce: 17,
             delivered_e1_bytes: 1_000,
             delivered_e0_bytes: 2_000,
@@ -368,6 +382,9 @@ mod tests {
                 delivered: 900,
                 delivered_ce: 45,
                 bytes_acked: 123_456_789_012,
+                delivery_rate: 2_350_000,
+                delivery_rate_app_limited: true,
+                notsent_bytes: 4_096,
                 accecn: Some(accecn()),
             }
         );
@@ -400,9 +417,11 @@ mod tests {
         // A length that cuts a field in half leaves that field out too.
         let cut = TcpInfo::parse(&all[..offset_of!(RawTcpInfo, snd_wnd) + 2]);
         assert_eq!((cut.reord_seen, cut.snd_wnd), (2, 0));
-        // Only the first 8 bytes: of what netmeter reads, the option bits.
+        // Only the first 8 bytes: of what netmeter reads, the option bits and the
+        // delivery rate's app-limited bit (its rate comes later).
         let first = TcpInfo {
             options: 0x0c,
+            delivery_rate_app_limited: true,
             ..TcpInfo::default()
         };
         assert_eq!(TcpInfo::parse(&all[..8]), first);

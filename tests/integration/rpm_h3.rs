@@ -101,7 +101,7 @@ impl H3Server {
             },
             tls,
             congestion: None,
-            notsent_lowat: None,
+            send_limit: netmeter::rpm::net::SendLimit::Kernel,
             clock: netmeter::clock::system(),
             quic,
             quic_endpoints: Default::default(),
