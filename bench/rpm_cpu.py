@@ -103,7 +103,8 @@ def run_client(ns, argv, limit, tmp, name):
 
 def rpm_run(a, ns, tmp, i):
     url = f"https://127.0.0.1:{RPM_PORT}/.well-known/nq"
-    argv = [a.binary, "rpm", "-k", "-d", a.direction, "-m", str(a.seconds), "-J", url]
+    argv = [a.binary, "rpm", "-k", "-d", a.direction, "-m", str(a.seconds), "-J", *a.rpm_args,
+            url]
     out, wall, cpu = run_client(ns, argv, a.seconds + 60, tmp, f"rpm{i}")
     doc = json.loads(out)
     ph = doc["phases"][0]
@@ -137,6 +138,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--direction", choices=["down", "up"], default="down")
+    ap.add_argument("rpm_args", nargs="*", help="more `netmeter rpm` options (after --)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root: it makes a network namespace and a tbf on its loopback")
