@@ -42,6 +42,13 @@ pub enum Link {
 /// The QUIC client settings from the HTTP/2 path's rustls configuration (the same
 /// trust roots, `--cacert` or `--insecure`): ALPN `h3`, TLS 1.3 (QUIC's only version),
 /// receive windows as large as the HTTP/2 connection's.
+/// How often a QUIC connection with nothing to send pings its server. A server's
+/// CONNECTION_CLOSE can be lost (on loopback, into a receive buffer the large object's
+/// burst has filled), and a client only receiving would then wait for its own timeout
+/// (10 s for a small GET); QUIC answers a packet for a closed connection with the
+/// close again (RFC 9000, 10.2.1), so a ping learns of it within about this interval.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+
 pub fn client_config(tls: &rustls::ClientConfig) -> Result<quinn::ClientConfig, NetError> {
     let mut tls = tls.clone();
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
@@ -56,7 +63,8 @@ pub fn client_config(tls: &rustls::ClientConfig) -> Result<quinn::ClientConfig, 
     let mut t = quinn::TransportConfig::default();
     t.stream_receive_window((8u32 << 20).into())
         .receive_window((16u32 << 20).into())
-        .send_window(SEND_WINDOW_BYTES);
+        .send_window(SEND_WINDOW_BYTES)
+        .keep_alive_interval(Some(KEEP_ALIVE));
     cfg.transport_config(Arc::new(t));
     Ok(cfg)
 }
