@@ -4,13 +4,14 @@
 The bed is the one of tests/integration/rpm_truth.rs, made here with `ip` and `tc`: three
 namespaces this script makes (`nmrt<pid>a`, `...r`, `...b`, deleted at the end, also on
 failure), a client A and a server B joined through a router R, offloads off on every
-veth, and a tbf on R's egress toward B (the upload's bottleneck) at --rate with 2 ms of
-burst and a queue of --queue-ms; with --delay-ms, netem on R's egress toward A adds
-that much to every round trip.
+veth, and a tbf on R's egress toward B (the upload's bottleneck; toward A with
+--direction down) at --rate with 2 ms of burst and a queue of --queue-ms; with
+--delay-ms, netem on R's other egress adds that much to every round trip (a kernel
+without netem refuses it: the integration tests' delay line is a TUN device instead).
 
 Each run starts `netmeter rpm -k -C cubic -d up -m SECONDS -J` in A against
-`netmeter rpm-server` in B and, at the same moment, ICMP echo from A to B (iputils
-`ping -D`, 50 a second, no netmeter code in it). Both are reduced as the test does:
+`netmeter rpm-server` in B and, at the same moment, ICMP echo from A to B (this
+script's own raw-socket pinger, 50 a second, no netmeter code in it). Both are reduced as the test does:
 the probes and the echoes sent in the phase's last MAD (4) seconds, each kind's
 trimmed mean (the fastest 95 %), 60000 over it. Printed per run and then as median
 and range over the runs: ping's RPM, the foreign TCP connect's, the foreign RPM, the
@@ -21,7 +22,8 @@ Needs root. A busy host makes the TLS and HTTP parts slower; compare figures wit
 one run (rpm and ping measured together), not absolute times across runs.
 
 Run: sudo python3 bench/rpm_truth.py [--binary target/debug/netmeter] [--runs 5]
-     [--seconds 12] [--rate-mbit 20] [--queue-ms 20] [--delay-ms 0] [-- RPM ARGS...]
+     [--seconds 12] [--rate-mbit 20] [--queue-ms 20] [--delay-ms 0] [--direction up|down]
+     [-- RPM ARGS...]
 """
 
 import argparse
