@@ -803,30 +803,45 @@ mod tests {
         );
     }
 
+    /// A TLS server on a loopback port that reads 3 bytes from its first client and
+    /// gives them back from its task.
+    async fn tls_server_reading_three_bytes() -> (SocketAddr, tokio::task::JoinHandle<Vec<u8>>) {
+        use tokio::io::AsyncReadExt;
+        let cert = crate::rpm::tls::self_signed(&["localhost".to_string()]).unwrap();
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(crate::rpm::tls::server_config(cert).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let mut got = vec![0u8; 3];
+            tls.read_exact(&mut got).await.unwrap();
+            got
+        });
+        (addr, server)
+    }
+
+    /// The client's TLS handshake (any certificate taken) over `io`.
+    async fn tls_client<IO: AsyncRead + AsyncWrite + Unpin>(
+        io: IO,
+    ) -> tokio_rustls::client::TlsStream<IO> {
+        let connector = tokio_rustls::TlsConnector::from(tls_config(true, None).unwrap());
+        let name = ServerName::try_from("localhost").unwrap();
+        connector.connect(name, io).await.unwrap()
+    }
+
     #[test]
     fn a_bounded_tls_stream_follows_the_congestion_window() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
-            let cert = crate::rpm::tls::self_signed(&["localhost".to_string()]).unwrap();
-            let acceptor =
-                tokio_rustls::TlsAcceptor::from(crate::rpm::tls::server_config(cert).unwrap());
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = tokio::spawn(async move {
-                let (tcp, _) = listener.accept().await.unwrap();
-                let mut tls = acceptor.accept(tcp).await.unwrap();
-                let mut got = vec![0u8; 3];
-                tls.read_exact(&mut got).await.unwrap();
-                got
-            });
+            let (addr, server) = tls_server_reading_three_bytes().await;
             let tcp = TcpStream::connect(addr).await.unwrap();
-            let connector = tokio_rustls::TlsConnector::from(tls_config(true, None).unwrap());
-            let name = ServerName::try_from("localhost").unwrap();
-            let tls = connector.connect(name, tcp).await.unwrap();
+            let tls = tls_client(tcp).await;
             let chunk = Arc::new(AtomicUsize::new(0));
             let mut bounded = Bounded::new(tls, chunk.clone());
             // Before the first write: the least.
@@ -848,29 +863,16 @@ mod tests {
     fn a_stream_bounded_by_rate_sets_the_kernels_mark_and_whole_segment_chunks() {
         use super::super::sendq::{self, EorTcp};
         use std::os::fd::AsFd;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
-            let cert = crate::rpm::tls::self_signed(&["localhost".to_string()]).unwrap();
-            let acceptor =
-                tokio_rustls::TlsAcceptor::from(crate::rpm::tls::server_config(cert).unwrap());
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = tokio::spawn(async move {
-                let (tcp, _) = listener.accept().await.unwrap();
-                let mut tls = acceptor.accept(tcp).await.unwrap();
-                let mut got = vec![0u8; 3];
-                tls.read_exact(&mut got).await.unwrap();
-                got
-            });
+            let (addr, server) = tls_server_reading_three_bytes().await;
             let tcp = EorTcp::new(TcpStream::connect(addr).await.unwrap());
             let fd = tcp.get_ref().as_fd().try_clone_to_owned().unwrap();
-            let connector = tokio_rustls::TlsConnector::from(tls_config(true, None).unwrap());
-            let name = ServerName::try_from("localhost").unwrap();
-            let tls = connector.connect(name, tcp).await.unwrap();
+            let tls = tls_client(tcp).await;
             let chunk = Arc::new(AtomicUsize::new(0));
             let mut bounded = Bounded::by_rate(tls, chunk.clone());
             bounded.write_all(b"abc").await.unwrap();

@@ -443,6 +443,45 @@ impl TruthFigures {
     }
 }
 
+/// `netmeter rpm -C cubic -d up -m RPM_MAX_S -J` with `extra` from H1 against
+/// `netmeter rpm-server` in H2, ICMP echo beside it: its JSON document, the echoes and
+/// the client's send queues.
+fn rpm_upload_with_ping(bed: &Netbed, extra: &[&str]) -> (Value, PingStats, SendQueues) {
+    let srv = bed
+        .spawn_in(
+            Side::H2,
+            netmeter(),
+            &["rpm-server", "-p", "8443", "--large-size", "1G"],
+        )
+        .expect("rpm-server");
+    await_tcp_listening(srv.id(), 8443);
+    let url = format!("https://{}:8443/.well-known/nq", bed.h2_addr());
+    let m = RPM_MAX_S.to_string();
+    let mut args = vec![
+        "rpm",
+        "--insecure",
+        "-C",
+        "cubic",
+        "-d",
+        "up",
+        "-m",
+        &m,
+        "-J",
+    ];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let (out, ping, queues) = with_ping(
+        bed,
+        &args,
+        RPM_MAX_S + 8,
+        Duration::from_secs(RPM_MAX_S + 60),
+        8443,
+    );
+    let _ = srv.finish(Duration::from_secs(1));
+    let doc: Value = serde_json::from_str(&out).expect("rpm JSON");
+    (doc, ping, queues)
+}
+
 fn close(rpm: f64, truth: f64) -> bool {
     (rpm - truth).abs() <= AGREE * truth
 }
@@ -487,36 +526,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
         idle_rtt_ms + SLACK_MS,
     );
 
-    let srv = bed
-        .spawn_in(
-            Side::H2,
-            netmeter(),
-            &["rpm-server", "-p", "8443", "--large-size", "1G"],
-        )
-        .expect("rpm-server");
-    await_tcp_listening(srv.id(), 8443);
-    let url = format!("https://{h2}:8443/.well-known/nq");
-    let m = RPM_MAX_S.to_string();
-    let (out, ping, queues) = with_ping(
-        &bed,
-        &[
-            "rpm",
-            "--insecure",
-            "-C",
-            "cubic",
-            "-d",
-            "up",
-            "-m",
-            &m,
-            "-J",
-            &url,
-        ],
-        RPM_MAX_S + 8,
-        Duration::from_secs(RPM_MAX_S + 60),
-        8443,
-    );
-    let _ = srv.finish(Duration::from_secs(1));
-    let doc: Value = serde_json::from_str(&out).expect("rpm JSON");
+    let (doc, ping, queues) = rpm_upload_with_ping(&bed, &[]);
 
     // Idle: the foreign TCP connect is the path's round trip, as the echo is.
     let (_, idle_tcp) = parts(&doc["idle_probes"]).into_iter().next().expect("tcp");
@@ -798,39 +808,7 @@ fn rpm_auto_send_limit_keeps_the_self_probe_near_the_round_trip() {
             .burst_ms(BURST_MS),
     )
     .expect("building the bed");
-    let h2 = bed.h2_addr().to_string();
-    let srv = bed
-        .spawn_in(
-            Side::H2,
-            netmeter(),
-            &["rpm-server", "-p", "8443", "--large-size", "1G"],
-        )
-        .expect("rpm-server");
-    await_tcp_listening(srv.id(), 8443);
-    let url = format!("https://{h2}:8443/.well-known/nq");
-    let m = RPM_MAX_S.to_string();
-    let (out, ping, _) = with_ping(
-        &bed,
-        &[
-            "rpm",
-            "--insecure",
-            "-C",
-            "cubic",
-            "-d",
-            "up",
-            "--notsent-lowat",
-            "auto",
-            "-m",
-            &m,
-            "-J",
-            &url,
-        ],
-        RPM_MAX_S + 8,
-        Duration::from_secs(RPM_MAX_S + 60),
-        8443,
-    );
-    let _ = srv.finish(Duration::from_secs(1));
-    let doc: Value = serde_json::from_str(&out).expect("rpm JSON");
+    let (doc, ping, _) = rpm_upload_with_ping(&bed, &["--notsent-lowat", "auto"]);
     let phase = &doc["phases"][0];
     let dir = &phase["directions"][0];
     assert_eq!(dir["send_limit"], "auto", "{dir}");
