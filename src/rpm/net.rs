@@ -367,19 +367,16 @@ impl Dialer {
         } else {
             self.tls_h2(name, tcp, &chunk, Bounded::new).await?
         };
-        let t2 = t1 + tls;
         Ok(Conn {
             send,
             tcp: t1.saturating_duration_since(t0),
-            tls: t2.saturating_duration_since(t1) / round_trips,
+            tls: tls / round_trips,
             socket,
             notsent_lowat,
             chunk,
         })
     }
-}
 
-impl Dialer {
     /// The TLS handshake (timed) and HTTP/2's over `tcp`, the TLS stream bounded by
     /// `bounded`: the request sender, the handshake's time and its round trips.
     async fn tls_h2<IO>(
