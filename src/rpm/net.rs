@@ -454,9 +454,7 @@ pub trait TlsOverTcp {
     fn tcp(&self) -> std::os::fd::BorrowedFd<'_>;
     fn set_tls_buffer(&mut self, bytes: usize);
     /// rustls holds records the socket has not taken yet.
-    fn tls_pending(&self) -> bool {
-        false
-    }
+    fn tls_pending(&self) -> bool;
 }
 
 impl TlsOverTcp for tokio_rustls::client::TlsStream<super::sendq::EorTcp> {
@@ -482,6 +480,10 @@ impl TlsOverTcp for tokio_rustls::client::TlsStream<TcpStream> {
 
     fn set_tls_buffer(&mut self, bytes: usize) {
         self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+
+    fn tls_pending(&self) -> bool {
+        self.get_ref().1.wants_write()
     }
 }
 

@@ -464,6 +464,10 @@ impl super::net::TlsOverTcp for tokio_rustls::server::TlsStream<CountingIo> {
     fn set_tls_buffer(&mut self, bytes: usize) {
         self.get_mut().1.set_buffer_limit(Some(bytes));
     }
+
+    fn tls_pending(&self) -> bool {
+        self.get_ref().1.wants_write()
+    }
 }
 
 impl AsyncRead for CountingIo {
