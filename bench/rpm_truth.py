@@ -198,6 +198,8 @@ def main():
     ap.add_argument("--queue-ms", type=float, default=20)
     ap.add_argument("--delay-ms", type=float, default=0)
     ap.add_argument("--direction", choices=("up", "down"), default="up")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more `netmeter rpm-server` option (repeat)")
     ap.add_argument("rpm_args", nargs="*", help="more `netmeter rpm` options (after --)")
     args = ap.parse_args()
     base = f"nmrt{os.getpid()}"
@@ -207,8 +209,10 @@ def main():
         a, _, b = make_bed(base, args.rate_mbit, args.queue_ms, args.delay_ms,
                             args.direction)
         srv_err = open(os.path.join(tmp, "server.err"), "w")
+        # The download's load is the server's sending: cubic too, as the client's -C.
         srv = subprocess.Popen(["ip", "netns", "exec", b, args.binary, "rpm-server", "-p",
-                                str(PORT), "--large-size", "1G"],
+                                str(PORT), "--large-size", "1G", "-C", "cubic",
+                                *args.server_arg],
                                stdout=subprocess.DEVNULL, stderr=srv_err)
         deadline = time.time() + 20
         while not listening(b, PORT):

@@ -545,6 +545,8 @@ fn bind_rpm_server(
         audit_log: c.audit_log,
         clock: netmeter::clock::system(),
         http3: c.http3,
+        congestion: c.congestion.clone(),
+        send_limit: c.send_limit,
         json_log: c.json_log,
     })?;
     let addr = srv.local_addr()?;

@@ -76,8 +76,8 @@ pub struct RpmArgs {
     pub notsent_lowat: SendLimit,
 }
 
-/// `--notsent-lowat auto|BYTES|0`.
-fn parse_send_limit(v: &str) -> Result<SendLimit, String> {
+/// `--notsent-lowat auto|BYTES|0` (`rpm` and `rpm-server`).
+pub(super) fn parse_send_limit(v: &str) -> Result<SendLimit, String> {
     match v {
         "auto" => Ok(SendLimit::Auto),
         "0" => Ok(SendLimit::Kernel),
@@ -85,6 +85,19 @@ fn parse_send_limit(v: &str) -> Result<SendLimit, String> {
             Ok(n) => Ok(SendLimit::Fixed(n)),
             Err(_) => Err(format!("'{v}' is neither auto nor a number of bytes")),
         },
+    }
+}
+
+/// `-C ALGO` (`rpm` and `rpm-server`): a name the kernel could know (it says at the
+/// first socket whether it does).
+pub(super) fn check_congestion(cc: &Option<String>) -> Result<(), UsageError> {
+    match cc {
+        Some(cc) if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_graphic()) => {
+            Err(usage(format!(
+                "--congestion {cc}: not a congestion control name"
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -148,13 +161,7 @@ pub fn resolve(a: &RpmArgs) -> Result<RpmCommand, UsageError> {
             p.display()
         )));
     }
-    if let Some(cc) = &a.congestion
-        && (cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_graphic()))
-    {
-        return Err(usage(format!(
-            "--congestion {cc}: not a congestion control name"
-        )));
-    }
+    check_congestion(&a.congestion)?;
     let params = Params {
         max_duration: Duration::from_secs_f64(a.max_duration),
         ..Params::default()

@@ -5,6 +5,7 @@
 
 use super::{ArgsError, Command, UsageError, usage};
 use crate::engine::server::audit::Target as AuditTarget;
+use crate::rpm::net::SendLimit;
 use crate::rpm::server_config::origin_from_authority;
 use crate::rpm::server_policy::Limits;
 use clap::Parser;
@@ -88,6 +89,17 @@ pub struct RpmServerArgs {
     /// it ended).
     #[arg(long = "audit-log", value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// The TCP congestion control of every connection it accepts (e.g. cubic, bbr): a
+    /// download's load is this server's sending [default: the system's].
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// What each connection may hold unsent ahead of the path, which a download's self
+    /// probe waits behind, as `netmeter rpm --notsent-lowat` for an upload: BYTES fixes
+    /// TCP_NOTSENT_LOWAT at that (default 16384); `auto` holds the kernel's unsent
+    /// bytes (with MSG_EOR), rustls's records and the large object's chunks each to
+    /// 1 ms of the connection's delivery rate; 0 leaves the kernel's default.
+    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "16384", value_parser = super::rpm_cmd::parse_send_limit)]
+    pub notsent_lowat: SendLimit,
     /// Experimental: also serve HTTP/3 (QUIC, ALPN h3) on UDP at the same port, with the
     /// same paths and limits, advertised by Alt-Svc on the HTTP/2 answers.
     #[arg(long = "http3")]
@@ -116,6 +128,10 @@ pub struct RpmServerCommand {
     pub audit_log: Option<AuditTarget>,
     /// `--http3` (experimental).
     pub http3: bool,
+    /// `-C`: every accepted connection's congestion control.
+    pub congestion: Option<String>,
+    /// `--notsent-lowat`.
+    pub send_limit: SendLimit,
     /// Inside `netmeter -s -J --rpm`: the banner and log lines go out as the `-s`
     /// server's JSON `server_log` events, so stdout stays JSON.
     pub json_log: bool,
@@ -191,6 +207,7 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
             .map_err(usage)?,
     };
     let large_bytes = size("--large-size", &a.large_size, 8 << 30, (1 << 20, 1 << 50))?;
+    super::rpm_cmd::check_congestion(&a.congestion)?;
     if let Some(p) = &a.public_name
         && origin_from_authority(p).is_none()
     {
@@ -216,6 +233,8 @@ pub fn resolve(a: &RpmServerArgs) -> Result<RpmServerCommand, UsageError> {
             rotation: None,
         }),
         http3: a.http3,
+        congestion: a.congestion.clone(),
+        send_limit: a.notsent_lowat,
         json_log: false,
     })
 }
@@ -252,6 +271,8 @@ pub fn alongside(
         deny: deny.to_vec(),
         max_conn_rate: None,
         audit_log: None,
+        congestion: None,
+        notsent_lowat: SendLimit::Fixed(crate::rpm::net::NOTSENT_LOWAT_BYTES),
         http3: false,
     };
     Ok(RpmServerCommand {
@@ -300,6 +321,15 @@ mod tests {
         let c = parse_words(&[]).unwrap();
         assert!(!c.http3);
         assert!(parse_words(&["--http3"]).unwrap().http3);
+        assert_eq!(c.congestion, None);
+        assert_eq!(c.send_limit, SendLimit::Fixed(16384));
+        let c2 = parse_words(&["-C", "cubic", "--notsent-lowat", "auto"]).unwrap();
+        assert_eq!(c2.congestion.as_deref(), Some("cubic"));
+        assert_eq!(c2.send_limit, SendLimit::Auto);
+        assert_eq!(
+            parse_words(&["--notsent-lowat", "0"]).unwrap().send_limit,
+            SendLimit::Kernel
+        );
         assert_eq!(c.listen, "0.0.0.0:8443".parse().unwrap());
         assert_eq!(c.limits, Limits::default());
         assert_eq!(c.large_bytes, 8 << 30);
@@ -400,6 +430,8 @@ mod tests {
                 "--max-conn-rate: 'fortnight'",
             ),
             (&["--cert", "c.pem"], "--key"),
+            (&["-C", "no such"], "--congestion no such"),
+            (&["--notsent-lowat", "lots"], "--notsent-lowat"),
         ] {
             let e = parse_words(words).unwrap_err();
             assert!(e.contains(says), "{words:?} → {e}");

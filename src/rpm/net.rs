@@ -349,7 +349,10 @@ impl Dialer {
             use std::os::fd::AsFd;
             crate::sock::set_congestion(tcp.as_fd(), cc).map_err(|e| NetError::Connect {
                 addr,
-                why: format!("cannot set the congestion control {cc}: {e}"),
+                why: format!(
+                    "cannot set the congestion control {cc}: {}",
+                    crate::sock::congestion_refused(&e)
+                ),
             })?;
         }
         let notsent_lowat = match self.send_limit {

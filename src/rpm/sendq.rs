@@ -72,21 +72,37 @@ const RECORD_BYTES: usize = 16 * 1024;
 /// would go as 1448 and 31 bytes). Above one record a chunk spans several frames and
 /// records anyway: `bound` as it is.
 pub fn chunk_for(bound: usize, mss: usize) -> usize {
-    if mss <= FRAMING_BYTES || bound > RECORD_BYTES {
+    // A segment larger than a record (loopback's 65483 bytes) has no whole segments to
+    // fill: the bound as it is.
+    if mss <= FRAMING_BYTES || bound > RECORD_BYTES || mss > RECORD_BYTES + FRAMING_BYTES {
         return bound;
     }
     let segments = (bound / mss).clamp(1, (RECORD_BYTES + FRAMING_BYTES) / mss);
     segments * mss - FRAMING_BYTES
 }
 
-/// A TCP stream whose every write goes with `MSG_EOR` (see the module's text).
+/// A TCP stream whose every write goes with `MSG_EOR` (see the module's text), or,
+/// made [`EorTcp::plain`], without (a plain socket's writes, for the server's
+/// connections whose mark is fixed).
 pub struct EorTcp {
     inner: TcpStream,
+    flags: libc::c_int,
 }
 
 impl EorTcp {
     pub fn new(inner: TcpStream) -> EorTcp {
-        EorTcp { inner }
+        EorTcp {
+            inner,
+            flags: libc::MSG_EOR | libc::MSG_NOSIGNAL,
+        }
+    }
+
+    /// Writes without `MSG_EOR`.
+    pub fn plain(inner: TcpStream) -> EorTcp {
+        EorTcp {
+            inner,
+            flags: libc::MSG_NOSIGNAL,
+        }
     }
 
     pub fn get_ref(&self) -> &TcpStream {
@@ -97,8 +113,7 @@ impl EorTcp {
         loop {
             ready!(self.inner.poll_write_ready(cx))?;
             let sent = self.inner.try_io(Interest::WRITABLE, || {
-                socket2::SockRef::from(&self.inner)
-                    .send_vectored_with_flags(bufs, libc::MSG_EOR | libc::MSG_NOSIGNAL)
+                socket2::SockRef::from(&self.inner).send_vectored_with_flags(bufs, self.flags)
             });
             match sent {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -189,6 +204,15 @@ mod tests {
         // Past a record, or an MSS unknown: the bound as it is.
         assert_eq!(chunk_for(20_000, 1448), 20_000);
         assert_eq!(chunk_for(4000, 0), 4000);
+        // Loopback's segments are larger than a record: no whole segments to fill.
+        assert_eq!(chunk_for(1448, 65483), 1448);
+        assert_eq!(chunk_for(16_384, 65483), 16_384);
+        assert_eq!(
+            chunk_for(16_384, RECORD_BYTES + FRAMING_BYTES),
+            RECORD_BYTES
+        );
+        // A jumbo segment: one whole segment, larger than the bound.
+        assert_eq!(chunk_for(1448, 9000), 9000 - FRAMING_BYTES);
     }
 
     /// Writes `chunk` bytes at a time without blocking until the socket takes no more,

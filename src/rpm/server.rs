@@ -46,6 +46,11 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// `--http3` (experimental): also HTTP/3 on UDP at the same port (`rpm::h3_server`).
     pub http3: bool,
+    /// `-C`: the congestion control of every TCP connection, set on the listening
+    /// socket (the accepted ones inherit it).
+    pub congestion: Option<String>,
+    /// `--notsent-lowat`: what each connection may hold unsent, as the client's.
+    pub send_limit: super::net::SendLimit,
     /// Log lines (each connection's, an accept error) as JSON `server_log` events, as
     /// `netmeter -s -J` writes its own, instead of text (`netmeter -s -J --rpm`).
     pub json_log: bool,
@@ -62,6 +67,8 @@ pub enum ServerError {
     Runtime(io::Error),
     #[error("--http3: {0}")]
     Http3(String),
+    #[error("--congestion {0}: {1}")]
+    Congestion(String, String),
 }
 
 /// A bound server, not yet serving.
@@ -87,6 +94,8 @@ struct Shared {
     alt_svc: Option<header::HeaderValue>,
     /// `ServerConfig::json_log`.
     json_log: bool,
+    /// `ServerConfig::send_limit`.
+    send_limit: super::net::SendLimit,
 }
 
 /// The HTTP/3 side (`--http3`) shares the caps, the audit log and the objects.
@@ -133,6 +142,12 @@ impl Server {
             false => bind_tcp().map(|l| (l, None)),
         }
         .map_err(|e| ServerError::Listen(cfg.listen, e))?;
+        if let Some(cc) = &cfg.congestion {
+            use std::os::fd::AsFd;
+            crate::sock::set_congestion(listener.as_fd(), cc).map_err(|e| {
+                ServerError::Congestion(cc.clone(), crate::sock::congestion_refused(&e))
+            })?;
+        }
         let audit = match &cfg.audit_log {
             Some(t) => Some(
                 Audit::open(t)
@@ -169,6 +184,7 @@ impl Server {
                 port,
                 alt_svc,
                 json_log: cfg.json_log,
+                send_limit: cfg.send_limit,
             },
         })
     }
@@ -451,14 +467,14 @@ fn cap_error() -> io::Error {
 
 /// The TCP socket, counting what crosses it and refusing to move more past the cap.
 struct CountingIo {
-    inner: TcpStream,
+    inner: super::sendq::EorTcp,
     c: Arc<Counters>,
 }
 
 impl super::net::TlsOverTcp for tokio_rustls::server::TlsStream<CountingIo> {
     fn tcp(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
-        self.get_ref().0.inner.as_fd()
+        self.get_ref().0.inner.get_ref().as_fd()
     }
 
     fn set_tls_buffer(&mut self, bytes: usize) {
@@ -546,12 +562,21 @@ async fn connection(
 ) -> (Option<String>, Outcome, Option<String>) {
     let _ = tcp.set_nodelay(true);
     // A download's self probe waits behind what this server has queued unsent for the
-    // same connection, as an upload's waits behind the client's: the same limit as
-    // `netmeter rpm` sets (docs/rpm-server.md). A kernel that refuses it serves anyway.
-    let _ = super::net::set_notsent_lowat(&tcp, super::net::NOTSENT_LOWAT_BYTES);
+    // same connection, as an upload's waits behind the client's: the same limits as
+    // `netmeter rpm` sets (docs/rpm-server.md). A kernel that refuses the mark serves
+    // anyway.
     let local = tcp.local_addr().unwrap_or(peer);
+    let inner = match sh.send_limit {
+        super::net::SendLimit::Fixed(v) => {
+            let _ = super::net::set_notsent_lowat(&tcp, v);
+            super::sendq::EorTcp::plain(tcp)
+        }
+        super::net::SendLimit::Kernel => super::sendq::EorTcp::plain(tcp),
+        // `Bounded::by_rate` sets the mark at the first write and as it changes.
+        super::net::SendLimit::Auto => super::sendq::EorTcp::new(tcp),
+    };
     let io = CountingIo {
-        inner: tcp,
+        inner,
         c: Arc::clone(c),
     };
     let handshake = tokio::time::timeout(sh.limits.header_timeout, sh.acceptor.accept(io));
@@ -572,9 +597,13 @@ async fn connection(
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned());
     // A download's self probe is answered behind the answers' TLS records and the DATA
-    // frame under way: both held to a congestion window, as the client's are.
+    // frame under way: both held to a congestion window, or by time with `auto`, as
+    // the client's are.
     let chunk = Arc::new(AtomicUsize::new(super::net::BUFFER_MIN_BYTES));
-    let tls = super::net::Bounded::new(tls, Arc::clone(&chunk));
+    let tls = match sh.send_limit {
+        super::net::SendLimit::Auto => super::net::Bounded::by_rate(tls, Arc::clone(&chunk)),
+        _ => super::net::Bounded::new(tls, Arc::clone(&chunk)),
+    };
     let ctx = Arc::new(Ctx {
         c: Arc::clone(c),
         large_bytes: sh.large_bytes,

@@ -108,6 +108,28 @@ pub fn set_congestion(fd: BorrowedFd<'_>, algo: &str) -> io::Result<()> {
     check(rc).map(|_| ())
 }
 
+/// Why the kernel refused `set_congestion`, in words: ENOENT is an algorithm it has
+/// not loaded, EPERM one an unprivileged process may not choose (the lists are the
+/// kernel's own files).
+pub fn congestion_refused(e: &io::Error) -> String {
+    let list = |file: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{file}"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => format!(
+            "this kernel has no such congestion control (it has: {})",
+            list("tcp_available_congestion_control")
+        ),
+        Some(libc::EPERM) => format!(
+            "only root may choose it (others may choose: {})",
+            list("tcp_allowed_congestion_control")
+        ),
+        _ => e.to_string(),
+    }
+}
+
 /// Set the kernel's pacing cap (SO_MAX_PACING_RATE) in bits per second.
 pub fn set_max_pacing_rate(fd: BorrowedFd<'_>, bits_per_second: u64) -> io::Result<()> {
     let bytes: u64 = bits_per_second / 8;

@@ -395,6 +395,75 @@ fn assert_closed(mut s: TcpStream, what: &str) {
     }
 }
 
+/// `-C` reaches every accepted connection (the kernel's own listing, `ss -ti`, names
+/// it), `--notsent-lowat auto` serves the large object whole and exact, and an
+/// algorithm the kernel lacks stops the server at start with one sentence naming the
+/// option.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs curl with HTTP/2 and openssl (scripts/setup-peers.sh)"
+)]
+fn congestion_and_send_limit_reach_every_connection() {
+    let s = RpmServer::start(
+        "cc",
+        &[
+            "-C",
+            "reno",
+            "--notsent-lowat",
+            "auto",
+            "--large-size",
+            "3M",
+        ],
+    );
+    let _held = hold("127.0.0.1", s.port);
+    let sport = format!("( sport = :{} )", s.port);
+    let ss = || {
+        let out = run_bounded(
+            Command::new("ss").args(["-Htin", "state", "established", &sport]),
+            Duration::from_secs(10),
+            "ss",
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    await_evidence(
+        "the accepted connection in ss",
+        || ss().contains(&format!(":{}", s.port)),
+        ss,
+    );
+    let listing = ss();
+    assert!(
+        listing.split_whitespace().any(|w| w == "reno"),
+        "the accepted connection's congestion control is not reno: {listing}"
+    );
+    let out = s.curl(&["--http2", &s.url("/files/large")]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(out.stdout.len(), 3 << 20);
+    assert!(out.stdout.iter().all(|&b| b == b'x'));
+    s.assert_serves();
+
+    let out = run_bounded(
+        Command::new(netmeter()).args([
+            "rpm-server",
+            "-B",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-C",
+            "nosuchcc",
+        ]),
+        Duration::from_secs(30),
+        "rpm-server -C nosuchcc",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        err.contains("--congestion nosuchcc") && err.trim().lines().count() == 1,
+        "{}",
+        show(&out)
+    );
+}
+
 /// Connections beyond --max-connections-per-host and --max-connections are closed at
 /// accept and audited as refused, naming the option; the ones held keep theirs, and
 /// once they go the server serves again.
