@@ -68,11 +68,12 @@ pub struct RpmArgs {
     #[arg(long = "http3", conflicts_with = "congestion")]
     pub http3: bool,
     /// What each TCP connection may hold unsent ahead of the path, which a self probe
-    /// waits behind (draft -09's advice): BYTES fixes TCP_NOTSENT_LOWAT at that
-    /// (default 16384); `auto` holds the kernel's unsent bytes (TCP_NOTSENT_LOWAT, with
-    /// MSG_EOR), rustls's records and the body's chunks each to 1 ms of the
-    /// connection's delivery rate; 0 leaves the kernel's default (no limit).
-    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "16384", value_parser = parse_send_limit)]
+    /// waits behind (draft -09's advice): `auto` (the default) holds the kernel's
+    /// unsent bytes (TCP_NOTSENT_LOWAT, with MSG_EOR), rustls's records and the body's
+    /// chunks each to 1 ms of the connection's delivery rate; BYTES fixes
+    /// TCP_NOTSENT_LOWAT at that (16384 was the default before auto); 0 leaves the
+    /// kernel's default (no limit).
+    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "auto", value_parser = parse_send_limit)]
     pub notsent_lowat: SendLimit,
 }
 
@@ -222,14 +223,11 @@ mod tests {
         assert!(!c.opts.sequential);
         assert_eq!(c.opts.params.max_duration, Duration::from_secs(20));
         assert_eq!(c.opts.params.interval, Duration::from_secs(1));
-        assert_eq!(
-            c.opts.send_limit,
-            SendLimit::Fixed(crate::rpm::net::NOTSENT_LOWAT_BYTES)
-        );
+        assert_eq!(c.opts.send_limit, SendLimit::Auto);
     }
 
     #[test]
-    fn notsent_lowat_is_set_by_default_and_zero_leaves_the_kernels() {
+    fn notsent_lowat_is_auto_by_default_a_number_fixes_it_and_zero_leaves_the_kernels() {
         let url = "https://h/.well-known/nq";
         let at = |v: &str| parse_of(&["--notsent-lowat", v, url]).map(|c| c.opts.send_limit);
         assert_eq!(at("auto"), Ok(SendLimit::Auto));

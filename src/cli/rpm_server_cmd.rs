@@ -94,11 +94,11 @@ pub struct RpmServerArgs {
     #[arg(short = 'C', long = "congestion", value_name = "ALGO")]
     pub congestion: Option<String>,
     /// What each connection may hold unsent ahead of the path, which a download's self
-    /// probe waits behind, as `netmeter rpm --notsent-lowat` for an upload: BYTES fixes
-    /// TCP_NOTSENT_LOWAT at that (default 16384); `auto` holds the kernel's unsent
-    /// bytes (with MSG_EOR), rustls's records and the large object's chunks each to
-    /// 1 ms of the connection's delivery rate; 0 leaves the kernel's default.
-    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "16384", value_parser = super::rpm_cmd::parse_send_limit)]
+    /// probe waits behind, as `netmeter rpm --notsent-lowat` for an upload: `auto` (the
+    /// default) holds the kernel's unsent bytes (with MSG_EOR), rustls's records and
+    /// the large object's chunks each to 1 ms of the connection's delivery rate; BYTES
+    /// fixes TCP_NOTSENT_LOWAT at that; 0 leaves the kernel's default.
+    #[arg(long = "notsent-lowat", value_name = "auto|BYTES", default_value = "auto", value_parser = super::rpm_cmd::parse_send_limit)]
     pub notsent_lowat: SendLimit,
     /// Experimental: also serve HTTP/3 (QUIC, ALPN h3) on UDP at the same port, with the
     /// same paths and limits, advertised by Alt-Svc on the HTTP/2 answers.
@@ -272,7 +272,7 @@ pub fn alongside(
         max_conn_rate: None,
         audit_log: None,
         congestion: None,
-        notsent_lowat: SendLimit::Fixed(crate::rpm::net::NOTSENT_LOWAT_BYTES),
+        notsent_lowat: SendLimit::Auto,
         http3: false,
     };
     Ok(RpmServerCommand {
@@ -322,10 +322,10 @@ mod tests {
         assert!(!c.http3);
         assert!(parse_words(&["--http3"]).unwrap().http3);
         assert_eq!(c.congestion, None);
-        assert_eq!(c.send_limit, SendLimit::Fixed(16384));
-        let c2 = parse_words(&["-C", "cubic", "--notsent-lowat", "auto"]).unwrap();
+        assert_eq!(c.send_limit, SendLimit::Auto);
+        let c2 = parse_words(&["-C", "cubic", "--notsent-lowat", "16384"]).unwrap();
         assert_eq!(c2.congestion.as_deref(), Some("cubic"));
-        assert_eq!(c2.send_limit, SendLimit::Auto);
+        assert_eq!(c2.send_limit, SendLimit::Fixed(16384));
         assert_eq!(
             parse_words(&["--notsent-lowat", "0"]).unwrap().send_limit,
             SendLimit::Kernel
@@ -471,6 +471,8 @@ mod tests {
         assert_eq!(rpm.limits.deny, vec!["10.0.0.0/8".parse().unwrap()]);
         // -s's rate counts tests: not the responsiveness server's connections.
         assert_eq!(rpm.limits.conn_rate, None);
+        assert_eq!(rpm.send_limit, SendLimit::Auto);
+        assert_eq!(rpm.congestion, None);
         assert_eq!(rpm.audit_log, cfg.audit_log);
         assert!(matches!(rpm.cert, CertSource::SelfSigned(_)));
         let (_, rpm) = server(&[

@@ -55,25 +55,18 @@ pub const BUFFER_MIN_BYTES: usize = 4 * 1024;
 pub const BUFFER_MAX_BYTES: usize = 64 * 1024;
 /// Writes between two readings of a connection's congestion window (TCP_INFO).
 const BOUND_EVERY_WRITES: u32 = 32;
-/// `TCP_NOTSENT_LOWAT` on every connection, by default: at most this many bytes wait
-/// unsent in the kernel's send buffer (draft -09's advice to limit the sender's
-/// buffering). 16 KiB is the value Cloudflare publishes for HTTP/2 senders
-/// ("Optimizing HTTP/2 prioritization with BBR and tcp_notsent_lowat", 2018);
-/// goresponsiveness sets none, networkQuality's source is not public. Without it the
-/// kernel lets an upload queue megabytes ahead of the path and a self probe waits
-/// behind them (docs/rpm.md, "The ICMP truth"); 16 KiB is eleven 1448-byte segments,
-/// enough to keep the path busy between two wake-ups of the writer.
-pub const NOTSENT_LOWAT_BYTES: u32 = 16 * 1024;
-
 /// How much each TCP connection may hold unsent in front of a probe (`--notsent-lowat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendLimit {
-    /// `auto`: the kernel's unsent bytes (`TCP_NOTSENT_LOWAT`, every write
+    /// `auto` (the default): the kernel's unsent bytes (`TCP_NOTSENT_LOWAT`, every write
     /// with `MSG_EOR` so that the mark holds), rustls's records and the body's chunks
     /// each held to [`sendq::AHEAD`](super::sendq::AHEAD) of the connection's delivery
     /// rate (`rpm::sendq`).
     Auto,
-    /// BYTES (the default, [`NOTSENT_LOWAT_BYTES`]): `TCP_NOTSENT_LOWAT` fixed at that,
+    /// BYTES: `TCP_NOTSENT_LOWAT` fixed at that (16384, the default before `auto`, is
+    /// the value Cloudflare publishes for HTTP/2 senders, "Optimizing HTTP/2
+    /// prioritization with BBR and tcp_notsent_lowat", 2018; docs/rpm.md,
+    /// "TCP_NOTSENT_LOWAT: the client's own queue"),
     /// rustls's records and the body's chunks at half the congestion window
     /// ([`buffer_bound`]).
     Fixed(u32),

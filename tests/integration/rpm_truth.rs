@@ -638,12 +638,14 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
             notsent / conns * 8.0 / share_bps * 1e3,
         );
     }
-    // The load connections' TCP_NOTSENT_LOWAT, as the kernel reported it (getsockopt).
-    assert_eq!(
-        phase["directions"][0]["notsent_lowat_bytes"], 16384,
-        "{}",
-        phase["directions"][0]
-    );
+    // The default, auto: the load connections' TCP_NOTSENT_LOWAT as the kernel reported
+    // it (getsockopt), within the bound's limits.
+    let dir = &phase["directions"][0];
+    assert_eq!(dir["send_limit"], "auto", "{dir}");
+    let lowat = dir["notsent_lowat_bytes"]
+        .as_u64()
+        .expect("notsent_lowat_bytes");
+    assert!((1448..=65536).contains(&lowat), "TCP_NOTSENT_LOWAT {lowat}");
     // The self probe waits behind the upload's own data: never faster than the path.
     assert!(
         figures.self_rpm <= figures.ping_rpm * (1.0 + AGREE),
@@ -830,11 +832,52 @@ fn rpm_server_auto_send_limit_keeps_the_download_self_probe_near_the_round_trip(
     auto_send_limit_holds("down", Dir::H2ToH1, &["--notsent-lowat", "auto"], &[]);
 }
 
-/// The check of [`AUTO_SEGMENTS_AHEAD`] for one direction, the tbf on that direction,
-/// `auto` on the side that sends the load.
-fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], extra: &[&str]) {
-    let _t = timing_lock();
-    Netbed::require();
+/// One run of [`auto_send_limit_holds`]: the figures it judges.
+struct AutoRun {
+    self_tm: f64,
+    self_count: usize,
+    ping_tm: f64,
+    mbit: f64,
+    conns: f64,
+    foreign_rpm: f64,
+    self_rpm: f64,
+    rpm: f64,
+}
+
+impl AutoRun {
+    /// A segment's time at a connection's share of the load, ms.
+    fn segment_ms(&self) -> f64 {
+        1448.0 * 8.0 / (self.mbit * 1e3 / self.conns)
+    }
+
+    /// Why this run cannot judge the sender, if its record shows the host decided it:
+    /// the load short of the rate, or the foreign probes (whose TLS and GET are the
+    /// two debug-build processes' CPU) more than 10 % under ping's RPM, which a quiet
+    /// host keeps within 1 to 7 % (docs/rpm.md); the self probe's answer waits for the
+    /// same CPU.
+    fn disturbed(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.mbit < 0.8 * TRUTH_RATE_MBIT {
+            why.push(format!(
+                "the load moved {:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}",
+                self.mbit
+            ));
+        }
+        let ping_rpm = 60_000.0 / self.ping_tm;
+        if self.foreign_rpm < (1.0 - AGREE) * ping_rpm {
+            why.push(format!(
+                "the foreign probes' {:.0} RPM against ping's {ping_rpm:.0}",
+                self.foreign_rpm
+            ));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+}
+
+/// `netmeter rpm -d DIRECTION` beside ping on a fresh bed, the tbf on `shaped`, with the
+/// options given; the self probes' and the echoes' trimmed means over the phase's last
+/// MAD seconds and what the load moved.
+fn auto_run(direction: &str, shaped: Dir, server_extra: &[&str], extra: &[&str]) -> AutoRun {
     let bed = Netbed::new(
         LinkConfig::new()
             .rate_mbit(TRUTH_RATE_MBIT)
@@ -860,7 +903,6 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
             .expect("notsent_lowat_bytes");
         assert!((1448..=65536).contains(&lowat), "TCP_NOTSENT_LOWAT {lowat}");
     }
-
     let end_s = f64_at(phase, "/end_s");
     let from_s = end_s - 4.0;
     let selfs: Vec<f64> = phase["probes"]
@@ -877,43 +919,74 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
         selfs.len()
     );
     assert!(echoes.len() >= 50, "{} echoes in the window", echoes.len());
-    let (self_tm, ping_tm) = (trimmed_mean(selfs.clone()), trimmed_mean(echoes));
     let summary = &doc["summary"];
     let key = if direction == "up" {
         "/uplink_bps"
     } else {
         "/downlink_bps"
     };
-    let mbit = f64_at(summary, key) / 1e6;
-    let conns = dir["connections_opened"]
-        .as_f64()
-        .expect("connections_opened");
-    let segment_ms = 1448.0 * 8.0 / (mbit * 1e3 / conns);
+    AutoRun {
+        self_count: selfs.len(),
+        self_tm: trimmed_mean(selfs),
+        ping_tm: trimmed_mean(echoes),
+        mbit: f64_at(summary, key) / 1e6,
+        conns: dir["connections_opened"]
+            .as_f64()
+            .expect("connections_opened"),
+        foreign_rpm: f64_at(summary, "/foreign_rpm"),
+        self_rpm: f64_at(summary, "/self_rpm"),
+        rpm: f64_at(summary, "/rpm"),
+    }
+}
+
+/// The check of [`AUTO_SEGMENTS_AHEAD`] for one direction, the tbf on that direction,
+/// `auto` on the side that sends the load; once more if the first run's record shows
+/// the host disturbed it ([`AutoRun::disturbed`]), the second judged whatever it shows.
+fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], extra: &[&str]) {
+    let _t = timing_lock();
+    Netbed::require();
     let ahead = match direction {
         "up" => AUTO_SEGMENTS_AHEAD,
         _ => AUTO_SEGMENTS_AHEAD + AUTO_ANSWER_SEGMENTS,
     };
-    let most = ping_tm + ahead * segment_ms + SLACK_MS;
-    eprintln!(
-        "auto, {direction}: {mbit:.1} Mbit/s over {conns} connections (a segment \
-         {segment_ms:.1} ms at a connection's share); ping TM {ping_tm:.2} ms; self TM \
-         {self_tm:.1} ms of {} (at most {most:.1}); foreign {:.0} RPM, self {:.0}, the \
-         draft's {:.0} against ping's {:.0}",
-        selfs.len(),
-        f64_at(summary, "/foreign_rpm"),
-        f64_at(summary, "/self_rpm"),
-        f64_at(summary, "/rpm"),
-        60_000.0 / ping_tm,
-    );
+    let show = |r: &AutoRun| {
+        eprintln!(
+            "auto, {direction}: {:.1} Mbit/s over {} connections (a segment {:.1} ms at a \
+             connection's share); ping TM {:.2} ms; self TM {:.1} ms of {} (at most {:.1}); \
+             foreign {:.0} RPM, self {:.0}, the draft's {:.0} against ping's {:.0}",
+            r.mbit,
+            r.conns,
+            r.segment_ms(),
+            r.ping_tm,
+            r.self_tm,
+            r.self_count,
+            r.ping_tm + ahead * r.segment_ms() + SLACK_MS,
+            r.foreign_rpm,
+            r.self_rpm,
+            r.rpm,
+            60_000.0 / r.ping_tm,
+        );
+    };
+    let mut r = auto_run(direction, shaped, server_extra, extra);
+    show(&r);
+    if let Some(why) = r.disturbed() {
+        eprintln!("auto, {direction}: the host disturbed the run ({why}); once more");
+        r = auto_run(direction, shaped, server_extra, extra);
+        show(&r);
+    }
     assert!(
-        mbit >= 0.8 * TRUTH_RATE_MBIT,
-        "the {load} moved {mbit:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}: the \
-         queue was not kept full"
+        r.mbit >= 0.8 * TRUTH_RATE_MBIT,
+        "the load moved {:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}: the queue was not \
+         kept full",
+        r.mbit
     );
+    let most = r.ping_tm + ahead * r.segment_ms() + SLACK_MS;
     assert!(
-        self_tm <= most,
-        "the self probe took {self_tm:.1} ms (trimmed mean) where the round trip was \
-         {ping_tm:.2} ms and {ahead} segments at a connection's share {:.1} ms",
-        ahead * segment_ms
+        r.self_tm <= most,
+        "the self probe took {:.1} ms (trimmed mean) where the round trip was {:.2} ms and \
+         {ahead} segments at a connection's share {:.1} ms",
+        r.self_tm,
+        r.ping_tm,
+        ahead * r.segment_ms()
     );
 }
