@@ -17,7 +17,7 @@
 //! their medians are bounded by [`CPU_BOUND_MS`] only; the RPM figures, trimmed means
 //! that keep such stalls, are printed, not judged.
 //!
-//! The ICMP truth (below [`TRUTH_RATE_MBIT`]): an upload with cubic into a tbf queue of
+//! The ICMP truth (below [`truth_rate_mbit`]): an upload with cubic into a tbf queue of
 //! a known size, without and with the delay line, timed at once by `netmeter rpm -C
 //! cubic -d up` and by ICMP echo from the same namespace, then by `--working-load` and
 //! echo; the loaded round trips that cross the queue once must agree within 10 %, and a
@@ -222,7 +222,7 @@ fn rpm_and_working_load_tell_the_delay_lines_truth() {
 // ----- The ICMP truth: an upload with cubic into a tbf queue, timed by ping -----
 //
 // The bed: a tbf on the router's egress (both ways; only the client's upload loads
-// it) at TRUTH_RATE_MBIT, with a queue of a known size in ms. `netmeter rpm -C cubic
+// it) at truth_rate_mbit(), with a queue of a known size in ms. `netmeter rpm -C cubic
 // -d up` loads it against `netmeter rpm-server` while ICMP echo from the client's
 // namespace (the bed's raw-socket ping, no netmeter code in it) times round trips
 // through the same queue; then `netmeter -c S -C cubic --working-load=up,4` does the
@@ -253,8 +253,16 @@ fn rpm_and_working_load_tell_the_delay_lines_truth() {
 // and holds the self probe to the relation it must have (slower than the path's
 // round trip, never faster). docs/rpm.md, "The ICMP truth", has the figures.
 
-/// The bottleneck's rate for the ICMP-truth cases.
-const TRUTH_RATE_MBIT: f64 = 20.0;
+/// The bottleneck's rate for the ICMP-truth cases, Mbit/s: 20, or
+/// `NETMETER_RPM_TRUTH_MBIT` to run the same cases by hand on a faster path with a
+/// release build (`cargo test --release`; docs/rpm.md, "The ICMP truth").
+fn truth_rate_mbit() -> f64 {
+    std::env::var("NETMETER_RPM_TRUTH_MBIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&r: &f64| (1.0..=1000.0).contains(&r))
+        .unwrap_or(20.0)
+}
 /// The agreement the issue asks for between a loaded RPM and 60000 / ping's RTT.
 const AGREE: f64 = 0.10;
 /// ICMP echo spacing: 50 a second, 200 in a window of four 1 s intervals.
@@ -403,11 +411,12 @@ impl TruthFigures {
     /// stalled probes than the trimmed mean drops (5 %).
     fn disturbed(&self) -> Option<String> {
         let mut why = Vec::new();
-        if self.uplink_mbit < 0.8 * TRUTH_RATE_MBIT {
+        if self.uplink_mbit < 0.8 * truth_rate_mbit() {
             why.push(format!(
-                "the upload moved {:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}: the CPU, not \
+                "the upload moved {:.1} Mbit/s of the tbf's {}: the CPU, not \
                  the queue, was the bottleneck",
-                self.uplink_mbit
+                self.uplink_mbit,
+                truth_rate_mbit()
             ));
         }
         if self.tcp_stalled * 20 > self.tcp_count {
@@ -630,7 +639,7 @@ fn measure_truth(cfg: LinkConfig, idle_rtt_ms: f64) -> TruthFigures {
              a connection's share of the rate",
             mean / 1e3,
             held.len(),
-            TRUTH_RATE_MBIT * 1e3 / 8.0 * (queue_ms + BURST_MS) / 1e3,
+            truth_rate_mbit() * 1e3 / 8.0 * (queue_ms + BURST_MS) / 1e3,
             mean * 8.0 / (figures.uplink_mbit * 1e3),
             figures.uplink_mbit,
             notsent / 1e3,
@@ -743,7 +752,7 @@ fn rpm_upload_agrees_with_ping_through_a_tbf_queue() {
     Netbed::require();
     let big = truth_of(
         LinkConfig::new()
-            .rate_mbit(TRUTH_RATE_MBIT)
+            .rate_mbit(truth_rate_mbit())
             .queue_ms(20.0)
             .burst_ms(BURST_MS),
         0.0,
@@ -756,7 +765,7 @@ fn rpm_upload_agrees_with_ping_through_a_tbf_queue() {
     // 8571 to 17143: at least twice the 20 ms queue's, and within its own band.
     let small = truth_of(
         LinkConfig::new()
-            .rate_mbit(TRUTH_RATE_MBIT)
+            .rate_mbit(truth_rate_mbit())
             .queue_ms(QUEUE_MS)
             .burst_ms(BURST_MS),
         0.0,
@@ -783,7 +792,7 @@ fn rpm_upload_agrees_with_ping_through_the_delay_line_and_a_tbf_queue() {
     Netbed::require();
     let f = truth_of(
         LinkConfig::new()
-            .rate_mbit(TRUTH_RATE_MBIT)
+            .rate_mbit(truth_rate_mbit())
             .queue_ms(20.0)
             .burst_ms(BURST_MS)
             .delay_ms(ONE_WAY_MS),
@@ -834,6 +843,8 @@ fn rpm_server_auto_send_limit_keeps_the_download_self_probe_near_the_round_trip(
 
 /// One run of [`auto_send_limit_holds`]: the figures it judges.
 struct AutoRun {
+    /// The tbf's rate, Mbit/s.
+    rate_mbit: f64,
     self_tm: f64,
     self_count: usize,
     ping_tm: f64,
@@ -852,19 +863,19 @@ impl AutoRun {
 
     /// Why this run cannot judge the sender, if its record shows the host decided it:
     /// the load short of the rate, or the foreign probes (whose TLS and GET are the
-    /// two debug-build processes' CPU) more than 10 % under ping's RPM, which a quiet
-    /// host keeps within 1 to 7 % (docs/rpm.md); the self probe's answer waits for the
-    /// same CPU.
-    fn disturbed(&self) -> Option<String> {
+    /// CPU of the two processes) more than `foreign_under` under ping's RPM (a quiet
+    /// host keeps them within 1 to 2 % at 100 Mbit/s, 1 to 7 % at 20; docs/rpm.md);
+    /// the self probe's answer waits for the same CPU.
+    fn disturbed(&self, foreign_under: f64) -> Option<String> {
         let mut why = Vec::new();
-        if self.mbit < 0.8 * TRUTH_RATE_MBIT {
+        if self.mbit < 0.8 * self.rate_mbit {
             why.push(format!(
-                "the load moved {:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}",
-                self.mbit
+                "the load moved {:.1} Mbit/s of the tbf's {}",
+                self.mbit, self.rate_mbit
             ));
         }
         let ping_rpm = 60_000.0 / self.ping_tm;
-        if self.foreign_rpm < (1.0 - AGREE) * ping_rpm {
+        if self.foreign_rpm < (1.0 - foreign_under) * ping_rpm {
             why.push(format!(
                 "the foreign probes' {:.0} RPM against ping's {ping_rpm:.0}",
                 self.foreign_rpm
@@ -874,18 +885,12 @@ impl AutoRun {
     }
 }
 
-/// `netmeter rpm -d DIRECTION` beside ping on a fresh bed, the tbf on `shaped`, with the
+/// `netmeter rpm -d DIRECTION` beside ping on a fresh bed made as `cfg` says, with the
 /// options given; the self probes' and the echoes' trimmed means over the phase's last
-/// MAD seconds and what the load moved.
-fn auto_run(direction: &str, shaped: Dir, server_extra: &[&str], extra: &[&str]) -> AutoRun {
-    let bed = Netbed::new(
-        LinkConfig::new()
-            .rate_mbit(TRUTH_RATE_MBIT)
-            .rate_dir(shaped)
-            .queue_ms(20.0)
-            .burst_ms(BURST_MS),
-    )
-    .expect("building the bed");
+/// MAD seconds, what the load moved and the summary's RPMs.
+fn auto_run(cfg: LinkConfig, direction: &str, server_extra: &[&str], extra: &[&str]) -> AutoRun {
+    let rate_mbit = cfg.rate_mbit.expect("a shaped bed");
+    let bed = Netbed::new(cfg).expect("building the bed");
     let (doc, ping, _) = rpm_with_ping(&bed, direction, server_extra, extra);
     let phase = &doc["phases"][0];
     let dir = &phase["directions"][0];
@@ -926,6 +931,7 @@ fn auto_run(direction: &str, shaped: Dir, server_extra: &[&str], extra: &[&str])
         "/downlink_bps"
     };
     AutoRun {
+        rate_mbit,
         self_count: selfs.len(),
         self_tm: trimmed_mean(selfs),
         ping_tm: trimmed_mean(echoes),
@@ -967,18 +973,26 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
             60_000.0 / r.ping_tm,
         );
     };
-    let mut r = auto_run(direction, shaped, server_extra, extra);
+    let cfg = || {
+        LinkConfig::new()
+            .rate_mbit(truth_rate_mbit())
+            .rate_dir(shaped)
+            .queue_ms(20.0)
+            .burst_ms(BURST_MS)
+    };
+    let mut r = auto_run(cfg(), direction, server_extra, extra);
     show(&r);
-    if let Some(why) = r.disturbed() {
+    if let Some(why) = r.disturbed(AGREE) {
         eprintln!("auto, {direction}: the host disturbed the run ({why}); once more");
-        r = auto_run(direction, shaped, server_extra, extra);
+        r = auto_run(cfg(), direction, server_extra, extra);
         show(&r);
     }
     assert!(
-        r.mbit >= 0.8 * TRUTH_RATE_MBIT,
-        "the load moved {:.1} Mbit/s of the tbf's {TRUTH_RATE_MBIT}: the queue was not \
+        r.mbit >= 0.8 * r.rate_mbit,
+        "the load moved {:.1} Mbit/s of the tbf's {}: the queue was not \
          kept full",
-        r.mbit
+        r.mbit,
+        r.rate_mbit
     );
     let most = r.ping_tm + ahead * r.segment_ms() + SLACK_MS;
     assert!(
@@ -989,4 +1003,66 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
         r.ping_tm,
         ahead * r.segment_ms()
     );
+}
+
+/// Issue 25's figure itself: on a path whose round trip is long against a segment at a
+/// connection's share, the draft's RPM (the mean of the foreign and the self RPM) agrees
+/// with ping's within [`AGREE`]: the delay line (10 ms each way) and a tbf of
+/// [`DRAFT_RATE_MBIT`] with 20 ms of queue, an upload with cubic, `auto` (the
+/// default). A segment at a tenth of the rate is 1.2 ms and the self probe comes out
+/// 4 to 5 ms above the 40 ms round trip (docs/rpm.md, "Bounding by time"). Measured:
+/// -6.1 and -6.5 % (this test's build, its TLS and HTTP/2 crates optimised), -5.3 to
+/// -6.4 % in four runs of a release build; on the 20 Mbit/s beds above, where a
+/// segment at a connection's share is 6 ms, it cannot (-27 %). Once more when the
+/// record shows the host disturbed the run ([`AutoRun::disturbed`]): the foreign probes
+/// more than [`DRAFT_FOREIGN_UNDER`] under ping's RPM (with one of the two CPUs kept
+/// busy by another process they came out 6.4 % under and the draft's RPM 11.9 %).
+const DRAFT_RATE_MBIT: f64 = 100.0;
+/// See [`DRAFT_RATE_MBIT`]: quiet, the foreign probes came out 1.0 to 1.6 % under.
+const DRAFT_FOREIGN_UNDER: f64 = 0.03;
+
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: needs root (network namespaces, the TUN delay line)"
+)]
+fn rpm_draft_rpm_agrees_with_ping_through_the_delay_line_at_100_mbit() {
+    let _t = timing_lock();
+    Netbed::require();
+    let cfg = || {
+        LinkConfig::new()
+            .rate_mbit(DRAFT_RATE_MBIT)
+            .queue_ms(20.0)
+            .burst_ms(BURST_MS)
+            .delay_ms(ONE_WAY_MS)
+    };
+    let show = |r: &AutoRun| {
+        eprintln!(
+            "the draft's RPM at {DRAFT_RATE_MBIT} Mbit/s through the delay line: {:.1} \
+             Mbit/s over {} connections; ping TM {:.2} ms ({:.0} RPM); self TM {:.1} ms; \
+             foreign {:.0} RPM, self {:.0}, the draft's {:.0} ({:+.1} %)",
+            r.mbit,
+            r.conns,
+            r.ping_tm,
+            60_000.0 / r.ping_tm,
+            r.self_tm,
+            r.foreign_rpm,
+            r.self_rpm,
+            r.rpm,
+            (r.rpm * r.ping_tm / 60_000.0 - 1.0) * 100.0,
+        );
+    };
+    let mut r = auto_run(cfg(), "up", &[], &[]);
+    show(&r);
+    if let Some(why) = r.disturbed(DRAFT_FOREIGN_UNDER) {
+        eprintln!("the host disturbed the run ({why}); once more");
+        r = auto_run(cfg(), "up", &[], &[]);
+        show(&r);
+    }
+    assert!(
+        r.mbit >= 0.8 * DRAFT_RATE_MBIT,
+        "the upload moved {:.1} Mbit/s of the tbf's {DRAFT_RATE_MBIT}",
+        r.mbit
+    );
+    agree("the draft's RPM", r.rpm, 60_000.0 / r.ping_tm);
 }
