@@ -945,6 +945,33 @@ fn auto_run(cfg: LinkConfig, direction: &str, server_extra: &[&str], extra: &[&s
     }
 }
 
+/// [`auto_run`] on a bed `cfg` makes, printed by `show`; once more when the record shows
+/// the host disturbed it ([`AutoRun::disturbed`] with `foreign_under`), the second run
+/// judged whatever it shows; its load must have kept the queue full (80 % of the rate).
+fn auto_run_judged(
+    cfg: impl Fn() -> LinkConfig,
+    direction: &str,
+    server_extra: &[&str],
+    extra: &[&str],
+    foreign_under: f64,
+    show: impl Fn(&AutoRun),
+) -> AutoRun {
+    let mut r = auto_run(cfg(), direction, server_extra, extra);
+    show(&r);
+    if let Some(why) = r.disturbed(foreign_under) {
+        eprintln!("{direction}: the host disturbed the run ({why}); once more");
+        r = auto_run(cfg(), direction, server_extra, extra);
+        show(&r);
+    }
+    assert!(
+        r.mbit >= 0.8 * r.rate_mbit,
+        "the load moved {:.1} Mbit/s of the tbf's {}: the queue was not kept full",
+        r.mbit,
+        r.rate_mbit
+    );
+    r
+}
+
 /// The check of [`AUTO_SEGMENTS_AHEAD`] for one direction, the tbf on that direction,
 /// `auto` on the side that sends the load; once more if the first run's record shows
 /// the host disturbed it ([`AutoRun::disturbed`]), the second judged whatever it shows.
@@ -980,20 +1007,7 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
             .queue_ms(20.0)
             .burst_ms(BURST_MS)
     };
-    let mut r = auto_run(cfg(), direction, server_extra, extra);
-    show(&r);
-    if let Some(why) = r.disturbed(AGREE) {
-        eprintln!("auto, {direction}: the host disturbed the run ({why}); once more");
-        r = auto_run(cfg(), direction, server_extra, extra);
-        show(&r);
-    }
-    assert!(
-        r.mbit >= 0.8 * r.rate_mbit,
-        "the load moved {:.1} Mbit/s of the tbf's {}: the queue was not \
-         kept full",
-        r.mbit,
-        r.rate_mbit
-    );
+    let r = auto_run_judged(cfg, direction, server_extra, extra, AGREE, show);
     let most = r.ping_tm + ahead * r.segment_ms() + SLACK_MS;
     assert!(
         r.self_tm <= most,
@@ -1052,17 +1066,6 @@ fn rpm_draft_rpm_agrees_with_ping_through_the_delay_line_at_100_mbit() {
             (r.rpm * r.ping_tm / 60_000.0 - 1.0) * 100.0,
         );
     };
-    let mut r = auto_run(cfg(), "up", &[], &[]);
-    show(&r);
-    if let Some(why) = r.disturbed(DRAFT_FOREIGN_UNDER) {
-        eprintln!("the host disturbed the run ({why}); once more");
-        r = auto_run(cfg(), "up", &[], &[]);
-        show(&r);
-    }
-    assert!(
-        r.mbit >= 0.8 * DRAFT_RATE_MBIT,
-        "the upload moved {:.1} Mbit/s of the tbf's {DRAFT_RATE_MBIT}",
-        r.mbit
-    );
+    let r = auto_run_judged(cfg, "up", &[], &[], DRAFT_FOREIGN_UNDER, show);
     agree("the draft's RPM", r.rpm, 60_000.0 / r.ping_tm);
 }
