@@ -1032,8 +1032,10 @@ fn auto_send_limit_holds(direction: &str, shaped: Dir, server_extra: &[&str], ex
 /// more than [`DRAFT_FOREIGN_UNDER`] under ping's RPM (with one of the two CPUs kept
 /// busy by another process they came out 6.4 % under and the draft's RPM 11.9 %).
 const DRAFT_RATE_MBIT: f64 = 100.0;
-/// See [`DRAFT_RATE_MBIT`]: quiet, the foreign probes came out 1.0 to 1.6 % under.
-const DRAFT_FOREIGN_UNDER: f64 = 0.03;
+/// See [`DRAFT_RATE_MBIT`]: quiet, the foreign probes came out 1.0 to 1.6 % under;
+/// with another process taking half of one CPU, 2.4 and 2.5 % (and the draft's RPM
+/// -8.3 and -8.5 %).
+const DRAFT_FOREIGN_UNDER: f64 = 0.02;
 
 #[test]
 #[cfg_attr(
