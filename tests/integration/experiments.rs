@@ -1097,11 +1097,14 @@ fn compare_verdicts_on_a_shaped_link() {
         // The link's payload ceiling is inside the runs' confidence interval. TCP's
         // goodput sits a little under it (each run's start and end ramp), so a tight CI
         // may end just below: seen in a clean CI run, 95.480..95.619 against 95.641
-        // (-0.02 %). Within 0.2 % of the ceiling counts.
+        // (-0.02 %). Within 0.2 % of the ceiling counts. UDP's three runs agree to a
+        // few parts in a million, so its CI is that narrow and may end as far under
+        // the ceiling as a run's edges put it: seen, 97.0828..97.0862 against 97.0874
+        // (12 ppm). Within 0.01 % counts.
         let top = if ceiling == tcp_ceiling {
             ceiling * 0.998
         } else {
-            ceiling
+            ceiling * 0.9999
         };
         assert!(low <= ceiling && top <= high, "CI {low}..{high}");
     }
