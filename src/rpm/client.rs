@@ -499,7 +499,7 @@ impl Phase {
                 .await;
             let done = match dir {
                 Dir::Download => conn.send.download(url, counter).await,
-                Dir::Upload => conn.send.upload(url, counter, conn.chunk).await,
+                Dir::Upload => conn.send.upload(url, counter, conn.chunk, conn.room).await,
             };
             if let Err(e) = done {
                 let _ = tx.send(Msg::LoadFailed(i, e)).await;

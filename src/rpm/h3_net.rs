@@ -83,6 +83,8 @@ pub struct LinkConn {
     pub notsent_lowat: Option<u32>,
     /// HTTP/2: the connection's `net::buffer_bound`, an upload's chunk (`net::Conn`).
     pub chunk: Option<Arc<AtomicUsize>>,
+    /// HTTP/2 with `auto`: the socket's room, an upload's pace (`net::Conn`).
+    pub room: Option<super::sendq::Room>,
 }
 
 /// Opens a connection as `dialer` says: HTTP/3 over QUIC when it has QUIC settings
@@ -99,6 +101,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 socket: None,
                 notsent_lowat: None,
                 chunk: None,
+                room: None,
             })
         }
         None => {
@@ -110,6 +113,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 socket: c.socket,
                 notsent_lowat: c.notsent_lowat,
                 chunk: Some(c.chunk),
+                room: c.room,
             })
         }
     }
@@ -311,12 +315,13 @@ impl Link {
         url: HttpsUrl,
         counter: Arc<AtomicU64>,
         chunk: Option<Arc<AtomicUsize>>,
+        room: Option<super::sendq::Room>,
     ) -> Result<(), NetError> {
         match self {
             Link::H2(s) => {
                 let chunk =
                     chunk.unwrap_or_else(|| Arc::new(AtomicUsize::new(net::BUFFER_MAX_BYTES)));
-                net::upload(s, url, counter, chunk).await
+                net::upload(s, url, counter, chunk, room).await
             }
             Link::H3(s) => upload(s, url, counter).await,
         }

@@ -265,6 +265,9 @@ pub struct Conn {
     pub notsent_lowat: Option<u32>,
     /// The connection's [`buffer_bound`], which an upload on it cuts its chunks to.
     pub chunk: Arc<AtomicUsize>,
+    /// With `auto`: the socket's room, which an upload on it makes its chunks in
+    /// step with ([`super::sendq::Room`]).
+    pub room: Option<super::sendq::Room>,
 }
 
 /// How each connection is set up.
@@ -357,9 +360,14 @@ impl Dialer {
             why: e.to_string(),
         })?;
         let chunk = Arc::new(AtomicUsize::new(BUFFER_MIN_BYTES));
+        let mut room = None;
         let (send, tls, round_trips) = if self.send_limit == SendLimit::Auto {
+            use std::os::fd::AsFd;
+            let pace = Arc::new(super::sendq::Pace::default());
+            room = super::sendq::Room::new(tcp.as_fd(), Arc::clone(&pace)).ok();
             let tcp = super::sendq::EorTcp::new(tcp);
-            self.tls_h2(name, tcp, &chunk, Bounded::by_rate).await?
+            let bounded = |tls, chunk| Bounded::by_rate(tls, chunk).with_pace(Some(pace));
+            self.tls_h2(name, tcp, &chunk, bounded).await?
         } else {
             self.tls_h2(name, tcp, &chunk, Bounded::new).await?
         };
@@ -370,6 +378,7 @@ impl Dialer {
             socket,
             notsent_lowat,
             chunk,
+            room,
         })
     }
 
@@ -380,7 +389,7 @@ impl Dialer {
         name: ServerName<'static>,
         tcp: IO,
         chunk: &Arc<AtomicUsize>,
-        bounded: fn(
+        bounded: impl FnOnce(
             tokio_rustls::client::TlsStream<IO>,
             Arc<AtomicUsize>,
         ) -> Bounded<tokio_rustls::client::TlsStream<IO>>,
@@ -494,6 +503,8 @@ pub struct Bounded<S> {
     /// Bounded by time at the connection's delivery rate (`rpm::sendq`), the kernel's
     /// `TCP_NOTSENT_LOWAT` too, instead of by half the congestion window.
     by_rate: Option<(super::sendq::SendBound, usize)>,
+    /// Told of every write, for the load bodies that pace on it (`sendq::Room`).
+    pace: Option<Arc<super::sendq::Pace>>,
 }
 
 impl<S: TlsOverTcp> Bounded<S> {
@@ -505,6 +516,19 @@ impl<S: TlsOverTcp> Bounded<S> {
             chunk,
             writes: 0,
             by_rate: None,
+            pace: None,
+        }
+    }
+
+    /// Tells `pace` of every write.
+    pub fn with_pace(mut self, pace: Option<Arc<super::sendq::Pace>>) -> Bounded<S> {
+        self.pace = pace;
+        self
+    }
+
+    fn wrote(&self, r: &Poll<std::io::Result<usize>>) {
+        if let (Some(p), Poll::Ready(Ok(n))) = (&self.pace, r) {
+            p.on_write(*n);
         }
     }
 
@@ -583,7 +607,9 @@ impl<S: TlsOverTcp + AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
     ) -> Poll<std::io::Result<usize>> {
         self.follow_window();
         ready!(self.as_mut().poll_whole_records(cx))?;
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(&r);
+        r
     }
 
     fn poll_write_vectored(
@@ -593,7 +619,9 @@ impl<S: TlsOverTcp + AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
     ) -> Poll<std::io::Result<usize>> {
         self.follow_window();
         ready!(self.as_mut().poll_whole_records(cx))?;
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(&r);
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -733,8 +761,9 @@ pub async fn upload(
     url: HttpsUrl,
     counter: Arc<AtomicU64>,
     chunk: Arc<AtomicUsize>,
+    room: Option<super::sendq::Room>,
 ) -> Result<(), NetError> {
-    let body = Endless::new(counter, chunk).boxed();
+    let body = Endless::new(counter, chunk, room).boxed();
     let mut req = request(http::Method::POST, &url, body);
     req.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -749,19 +778,26 @@ pub async fn upload(
 }
 
 /// The upload's body: zeros for ever, in chunks of the connection's current
-/// [`buffer_bound`] (cut from one shared buffer), each counted as HTTP/2 takes it.
+/// [`buffer_bound`] (cut from one shared buffer), each counted as HTTP/2 takes it;
+/// with a [`super::sendq::Room`], each made when the socket can take it.
 struct Endless {
     zeros: Bytes,
     chunk: Arc<AtomicUsize>,
     counter: Arc<AtomicU64>,
+    room: Option<super::sendq::Room>,
 }
 
 impl Endless {
-    fn new(counter: Arc<AtomicU64>, chunk: Arc<AtomicUsize>) -> Endless {
+    fn new(
+        counter: Arc<AtomicU64>,
+        chunk: Arc<AtomicUsize>,
+        room: Option<super::sendq::Room>,
+    ) -> Endless {
         Endless {
             zeros: Bytes::from(vec![0u8; BUFFER_MAX_BYTES]),
             chunk,
             counter,
+            room,
         }
     }
 }
@@ -772,14 +808,18 @@ impl Body for Endless {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let n = self
-            .chunk
-            .load(Ordering::Relaxed)
-            .clamp(1, self.zeros.len());
-        self.counter.fetch_add(n as u64, Ordering::Relaxed);
-        Poll::Ready(Some(Ok(Frame::data(self.zeros.slice(..n)))))
+        let me = self.get_mut();
+        if let Some(room) = &mut me.room {
+            ready!(room.poll_next(cx));
+        }
+        let n = me.chunk.load(Ordering::Relaxed).clamp(1, me.zeros.len());
+        if let Some(room) = &mut me.room {
+            room.made(n);
+        }
+        me.counter.fetch_add(n as u64, Ordering::Relaxed);
+        Poll::Ready(Some(Ok(Frame::data(me.zeros.slice(..n)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -810,7 +850,7 @@ mod tests {
             .unwrap();
         let counter = Arc::new(AtomicU64::new(0));
         let chunk = Arc::new(AtomicUsize::new(BUFFER_MIN_BYTES));
-        let mut body = Endless::new(counter.clone(), chunk.clone());
+        let mut body = Endless::new(counter.clone(), chunk.clone(), None);
         let mut next = || {
             let f = rt.block_on(body.frame()).unwrap().unwrap();
             f.into_data().unwrap().len()

@@ -566,6 +566,16 @@ async fn connection(
     // `netmeter rpm` sets (docs/rpm-server.md). A kernel that refuses the mark serves
     // anyway.
     let local = tcp.local_addr().unwrap_or(peer);
+    // With `auto` the large objects pace on the socket (`sendq::Room`), each from its
+    // own duplicate of it (a readiness wakes one task).
+    let room = match sh.send_limit {
+        super::net::SendLimit::Auto => {
+            use std::os::fd::AsFd;
+            let fd = tcp.as_fd().try_clone_to_owned().ok();
+            fd.map(|fd| (fd, Arc::new(super::sendq::Pace::default())))
+        }
+        _ => None,
+    };
     let inner = match sh.send_limit {
         super::net::SendLimit::Fixed(v) => {
             let _ = super::net::set_notsent_lowat(&tcp, v);
@@ -601,7 +611,8 @@ async fn connection(
     // the client's are.
     let chunk = Arc::new(AtomicUsize::new(super::net::BUFFER_MIN_BYTES));
     let tls = match sh.send_limit {
-        super::net::SendLimit::Auto => super::net::Bounded::by_rate(tls, Arc::clone(&chunk)),
+        super::net::SendLimit::Auto => super::net::Bounded::by_rate(tls, Arc::clone(&chunk))
+            .with_pace(room.as_ref().map(|(_, pace)| Arc::clone(pace))),
         _ => super::net::Bounded::new(tls, Arc::clone(&chunk)),
     };
     let ctx = Arc::new(Ctx {
@@ -610,6 +621,7 @@ async fn connection(
         public_name: sh.public_name.clone(),
         local,
         chunk,
+        room,
     });
     let alt_svc = sh.alt_svc.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -698,6 +710,9 @@ struct Ctx {
     local: SocketAddr,
     /// The connection's `net::buffer_bound`: the large object's chunks.
     chunk: Arc<AtomicUsize>,
+    /// With `auto`: a duplicate of the socket, from which each large object makes its
+    /// own `sendq::Room`, and what the connection's writer tells them.
+    room: Option<(std::os::fd::OwnedFd, Arc<super::sendq::Pace>)>,
 }
 
 type Out = Response<BoxBody<Bytes, Infallible>>;
@@ -748,7 +763,7 @@ async fn answer(req: Request<Incoming>, ctx: &Ctx) -> Out {
                 Empty::new().boxed()
             } else {
                 Counted::new(
-                    LargeBody::new(ctx.large_bytes, Arc::clone(&ctx.chunk)),
+                    LargeBody::new(ctx.large_bytes, Arc::clone(&ctx.chunk)).with_room(ctx.room()),
                     &ctx.c.body_tx,
                 )
                 .boxed()
@@ -789,6 +804,14 @@ async fn answer(req: Request<Incoming>, ctx: &Ctx) -> Out {
 }
 
 impl Ctx {
+    /// A room for one large object on this connection, with `auto`; `None` (unpaced)
+    /// without it or when the descriptor cannot be duplicated.
+    fn room(&self) -> Option<super::sendq::Room> {
+        use std::os::fd::AsFd;
+        let (fd, pace) = self.room.as_ref()?;
+        super::sendq::Room::new(fd.as_fd(), Arc::clone(pace)).ok()
+    }
+
     /// The origin the configuration's URLs carry: `--public-name`, else the name the
     /// client reached the server by when it is a plain one, else the address it arrived at.
     fn origin(&self, req: &Request<Incoming>) -> String {

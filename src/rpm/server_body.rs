@@ -22,6 +22,8 @@ pub struct LargeBody {
     buffer: Bytes,
     chunk: Arc<AtomicUsize>,
     remaining: u64,
+    /// With `auto`: each chunk is made when the socket can take it (`sendq::Room`).
+    room: Option<super::sendq::Room>,
 }
 
 impl LargeBody {
@@ -30,7 +32,14 @@ impl LargeBody {
             buffer: Bytes::from(vec![b'x'; BUFFER_BYTES]),
             chunk,
             remaining: size,
+            room: None,
         }
+    }
+
+    /// Makes each chunk when `room` says the socket can take it.
+    pub fn with_room(mut self, room: Option<super::sendq::Room>) -> LargeBody {
+        self.room = room;
+        self
     }
 }
 
@@ -40,14 +49,20 @@ impl Body for LargeBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if self.remaining == 0 {
             return Poll::Ready(None);
         }
+        if let Some(room) = &mut self.room {
+            std::task::ready!(room.poll_next(cx));
+        }
         let chunk = self.chunk.load(Ordering::Relaxed).clamp(1, BUFFER_BYTES);
         let n = self.remaining.min(chunk as u64) as usize;
         self.remaining -= n as u64;
+        if let Some(room) = &mut self.room {
+            room.made(n);
+        }
         Poll::Ready(Some(Ok(Frame::data(self.buffer.slice(..n)))))
     }
 

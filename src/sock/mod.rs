@@ -306,6 +306,25 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: std::time::Duration) -> io::Re
     }
 }
 
+/// Whether `fd` is writable now, as the kernel would wake a writer (for TCP, what it
+/// holds unsent under half of `TCP_NOTSENT_LOWAT` and room in the send buffer); an
+/// error or hang-up counts as writable, for the next write to report. A TCP socket
+/// found not writable is marked so that the kernel signals when it becomes so, as
+/// after a refused write.
+pub fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, count 1, no wait.
+    let rc = unsafe { libc::poll(&mut p, 1, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
+}
+
 /// The number iperf3 shows for a socket (`[  5]`, `"socket": 5`): its descriptor.
 /// A label for reports only; code that acts on the socket borrows it instead.
 pub fn socket_number(s: &impl AsFd) -> i64 {
