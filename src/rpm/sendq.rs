@@ -19,7 +19,7 @@
 //! out behind two such chunks, each waiting for the congestion window to open: the
 //! server's captured delay from a probe's request to its answer was 6 ms at 100 Mbit/s
 //! over ten connections. [`Room`] makes a body's next chunk only once the writer has
-//! taken the last ([`Pace`]) and the kernel can take a write at once ([`poll_room`]),
+//! taken the last ([`Pace`]) and the kernel can take a write at once (`poll_room`),
 //! so that a probe's frames come next after what the kernel holds.
 
 use std::future::Future;
@@ -182,7 +182,7 @@ impl Pace {
 
 /// A load body's pace on its connection: its next chunk is made only once the writer
 /// has taken the one before ([`Pace`]) and the kernel can take a write at once
-/// ([`poll_room`]). A chunk made earlier waits above the socket (as h2's next frame, or
+/// (`poll_room`). A chunk made earlier waits above the socket (as h2's next frame, or
 /// queued in h2 before a probe's frames in turn), and a self probe's request or answer
 /// waits behind it; made then, nothing of the body waits there, and a probe's frames
 /// are next after what the kernel holds. The socket is a duplicate descriptor with its
