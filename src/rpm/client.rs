@@ -489,6 +489,15 @@ impl Phase {
                     return;
                 }
             };
+            // With `auto` an upload makes its chunks as the socket takes them, on a
+            // duplicate of it (`sendq::Room`); foreign probes and downloads need none.
+            let room = match (dir, &conn.pace, &conn.socket) {
+                (Dir::Upload, Some(pace), Some(fd)) => {
+                    use std::os::fd::AsFd;
+                    super::sendq::Room::new(fd.as_fd(), Arc::clone(pace)).ok()
+                }
+                _ => None,
+            };
             let _ = tx
                 .send(Msg::Opened(
                     i,
@@ -499,7 +508,7 @@ impl Phase {
                 .await;
             let done = match dir {
                 Dir::Download => conn.send.download(url, counter).await,
-                Dir::Upload => conn.send.upload(url, counter, conn.chunk, conn.room).await,
+                Dir::Upload => conn.send.upload(url, counter, conn.chunk, room).await,
             };
             if let Err(e) = done {
                 let _ = tx.send(Msg::LoadFailed(i, e)).await;

@@ -83,8 +83,8 @@ pub struct LinkConn {
     pub notsent_lowat: Option<u32>,
     /// HTTP/2: the connection's `net::buffer_bound`, an upload's chunk (`net::Conn`).
     pub chunk: Option<Arc<AtomicUsize>>,
-    /// HTTP/2 with `auto`: the socket's room, an upload's pace (`net::Conn`).
-    pub room: Option<super::sendq::Room>,
+    /// HTTP/2 with `auto`: what the writer tells an upload's room (`net::Conn`).
+    pub pace: Option<Arc<super::sendq::Pace>>,
 }
 
 /// Opens a connection as `dialer` says: HTTP/3 over QUIC when it has QUIC settings
@@ -101,7 +101,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 socket: None,
                 notsent_lowat: None,
                 chunk: None,
-                room: None,
+                pace: None,
             })
         }
         None => {
@@ -113,7 +113,7 @@ pub async fn open_link(dialer: &Dialer) -> Result<LinkConn, NetError> {
                 socket: c.socket,
                 notsent_lowat: c.notsent_lowat,
                 chunk: Some(c.chunk),
-                room: c.room,
+                pace: c.pace,
             })
         }
     }

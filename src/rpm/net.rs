@@ -265,9 +265,9 @@ pub struct Conn {
     pub notsent_lowat: Option<u32>,
     /// The connection's [`buffer_bound`], which an upload on it cuts its chunks to.
     pub chunk: Arc<AtomicUsize>,
-    /// With `auto`: the socket's room, which an upload on it makes its chunks in
-    /// step with ([`super::sendq::Room`]).
-    pub room: Option<super::sendq::Room>,
+    /// With `auto`: what the connection's writer tells a load body's
+    /// [`super::sendq::Room`], which an upload on it makes from `socket`.
+    pub pace: Option<Arc<super::sendq::Pace>>,
 }
 
 /// How each connection is set up.
@@ -360,13 +360,12 @@ impl Dialer {
             why: e.to_string(),
         })?;
         let chunk = Arc::new(AtomicUsize::new(BUFFER_MIN_BYTES));
-        let mut room = None;
+        let mut pace = None;
         let (send, tls, round_trips) = if self.send_limit == SendLimit::Auto {
-            use std::os::fd::AsFd;
-            let pace = Arc::new(super::sendq::Pace::default());
-            room = super::sendq::Room::new(tcp.as_fd(), Arc::clone(&pace)).ok();
+            let told = Arc::new(super::sendq::Pace::default());
+            pace = Some(Arc::clone(&told));
             let tcp = super::sendq::EorTcp::new(tcp);
-            let bounded = |tls, chunk| Bounded::by_rate(tls, chunk).with_pace(Some(pace));
+            let bounded = |tls, chunk| Bounded::by_rate(tls, chunk).with_pace(Some(told));
             self.tls_h2(name, tcp, &chunk, bounded).await?
         } else {
             self.tls_h2(name, tcp, &chunk, Bounded::new).await?
@@ -378,7 +377,7 @@ impl Dialer {
             socket,
             notsent_lowat,
             chunk,
-            room,
+            pace,
         })
     }
 
